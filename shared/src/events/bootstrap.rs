@@ -1,0 +1,1 @@
+//! Events that trigger cluster-bootstrap (filled in by the bootstrap work).

@@ -1,0 +1,1 @@
+//! Events that trigger state-sync (filled in by the state-sync work).

@@ -1,0 +1,29 @@
+"""Starts moto_server on 127.0.0.1 and prints `PORT=<n>` once it answers.
+
+The test bed's one AWS endpoint: S3, SQS, EventBridge, Secrets Manager, STS and EKS. Extensions
+to moto that the tests need (EKS access entries, a real certificate authority) are installed here
+before the server starts, so every test talks to the same patched server.
+"""
+import argparse
+import sys
+
+from moto.server import ThreadedMotoServer
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, default=0)
+    args = ap.parse_args()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=args.port, verbose=False)
+    server.start()
+    port = server._server.server_port  # the real port when 0 was asked for
+    print(f"PORT={port}", flush=True)
+    try:
+        sys.stdin.read()  # run until the parent closes our stdin (or dies)
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+//! moto_server, one per test binary, and AWS SDK configuration that points at it.
+
+use std::sync::OnceLock;
+
+use crate::process::Service;
+
+static MOTO: OnceLock<Service> = OnceLock::new();
+
+/// The endpoint URL of this test binary's moto_server, started on first use. Tests isolate
+/// themselves by naming their own buckets, secrets and clusters.
+pub fn endpoint() -> String {
+    MOTO.get_or_init(|| Service::start("moto_server.py", &[])).url()
+}
+
+/// Sets the process environment the AWS SDK reads, exactly as a user would for a local run.
+/// Call before building any client; idempotent.
+pub fn configure_env() -> String {
+    let url = endpoint();
+    // SAFETY: set once per process before the tests' runtimes read the environment; every
+    // test sets the same values.
+    unsafe {
+        std::env::set_var("AWS_ENDPOINT_URL", &url);
+        std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
+        std::env::set_var("AWS_REGION", "eu-west-1");
+        std::env::remove_var("AWS_PROFILE");
+    }
+    url
+}
+
+/// An SDK config for moto (path-style S3 is needed for bucket names on 127.0.0.1).
+pub async fn sdk_config() -> aws_config::SdkConfig {
+    configure_env();
+    aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await
+}
+
+pub async fn s3() -> aws_sdk_s3::Client {
+    let conf = sdk_config().await;
+    aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&conf).force_path_style(true).build())
+}
