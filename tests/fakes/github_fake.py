@@ -1,0 +1,819 @@
+"""A stateful fake of the GitHub REST API endpoints cellbridge uses.
+
+Prints `PORT=<n>` once bound to 127.0.0.1 and serves until its stdin closes.
+
+It keeps real git semantics in memory: blobs, trees and commits get the SHA-1 ids GitHub would
+give them, refs move only by fast-forward unless forced, a second open pull request from the
+same head is refused with GitHub's 422, and so on. Errors follow GitHub's shapes
+(`{"message": ..., "documentation_url": ...}`) and status codes (401, 404, 409, 422).
+
+Control API (never used by the product; tests and the bench drive it):
+
+- `POST /_fake/seed` `{"repo": "o/r", "branch": "main", "files": {path: text}, "message": "..",
+  "replace": true}`: creates the repository if needed (its default branch is the first branch
+  seeded) and commits the files on the branch (the whole tree when `replace`, else laid over the
+  branch's tree; a value of null deletes). Returns `{"sha": ...}`.
+- `POST /_fake/faults` `{"match": "POST /repos/*/git/refs*", "status": 502, "times": 2}`,
+  `{"secondary_rate_limit": true, "retry_after": 1, "times": 1, "match": ...}`,
+  `{"delay_ms": 3000, "match": ..., "times": 1}` (a slow answer, for timeouts) or
+  `{"lose_race": {"ref": "heads/main", "files": {...}}, "match": "PATCH ...", "times": 1}`
+  (another writer commits on `ref` just before the matched request is handled). `match` is
+  `METHOD glob` on the path without query (`*` matches anything, `...` too); omitted, any API
+  request. `DELETE /_fake/faults` clears them.
+- `GET /_fake/requests`: `{"requests": [{"method","path","status","write"}], "count": n,
+  "writes": n}`; `DELETE /_fake/requests` resets the log.
+- `GET /_fake/state?repo=o/r`: branches, pull requests (with labels, head sha, statuses) and the
+  files of every branch, for assertions.
+- `GET /_fake/app`: the GitHub App's id, installation id and private key (PEM, generated at
+  start when the `cryptography` package is there), for tests that authenticate as an app.
+- `POST /_fake/tokens` `{"token": "..."}`: accept a personal access token.
+"""
+import argparse
+import base64
+import fnmatch
+import gzip
+import hashlib
+import io
+import json
+import re
+import secrets
+import sys
+import tarfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
+
+DOCS = "https://docs.github.com/rest"
+LOCK = threading.RLock()
+
+
+class ApiError(Exception):
+    def __init__(self, status, message, headers=None, errors=None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+        self.errors = errors
+
+
+# --- git objects -------------------------------------------------------------------------------
+
+OBJECTS = {}  # sha -> (kind, payload); blob: bytes, tree: list of (mode, name, sha), commit: dict
+
+
+def _store(kind, raw, payload):
+    sha = hashlib.sha1(b"%s %d\0" % (kind.encode(), len(raw)) + raw).hexdigest()
+    OBJECTS[sha] = (kind, payload)
+    return sha
+
+
+def put_blob(data: bytes) -> str:
+    return _store("blob", data, data)
+
+
+def _tree_sort_key(entry):
+    mode, name, _ = entry
+    return name + "/" if mode == "40000" else name
+
+
+def put_tree(entries) -> str:
+    entries = sorted(entries, key=_tree_sort_key)
+    raw = b"".join(b"%s %s\0" % (m.encode(), n.encode()) + bytes.fromhex(s) for m, n, s in entries)
+    return _store("tree", raw, entries)
+
+
+def put_commit(tree, parents, message, when=None) -> str:
+    when = int(when or time.time())
+    ident = b"cellbridge-fake <fake@example.invalid> %d +0000" % when
+    raw = b"tree %s\n" % tree.encode()
+    for p in parents:
+        raw += b"parent %s\n" % p.encode()
+    raw += b"author " + ident + b"\ncommitter " + ident + b"\n\n" + message.encode()
+    return _store("commit", raw, {"tree": tree, "parents": list(parents), "message": message, "when": when})
+
+
+def get_obj(sha, kind):
+    o = OBJECTS.get(sha)
+    if o is None or o[0] != kind:
+        return None
+    return o[1]
+
+
+def tree_files(tree_sha, prefix=""):
+    """Flattens a tree into {path: blob sha}."""
+    out = {}
+    for mode, name, sha in get_obj(tree_sha, "tree") or []:
+        path = prefix + name
+        if mode == "40000":
+            out.update(tree_files(sha, path + "/"))
+        else:
+            out[path] = (mode, sha)
+    return out
+
+
+def build_tree(files) -> str:
+    """{path: (mode, blob sha)} -> root tree sha, building every subtree."""
+    root = {}
+    for path, (mode, sha) in files.items():
+        node = root
+        parts = path.split("/")
+        for d in parts[:-1]:
+            node = node.setdefault(d, {})
+            if not isinstance(node, dict):
+                raise ApiError(422, f"GitRPC::BadObjectState: {path} is below a file")
+        node[parts[-1]] = (mode, sha)
+
+    def write(node):
+        entries = []
+        for name, v in node.items():
+            if isinstance(v, dict):
+                if v:
+                    entries.append(("40000", name, write(v)))
+            else:
+                entries.append((v[0], name, v[1]))
+        return put_tree(entries)
+
+    return write(root)
+
+
+def is_ancestor(anc, sha):
+    seen, stack = set(), [sha]
+    while stack:
+        s = stack.pop()
+        if s == anc:
+            return True
+        if s in seen:
+            continue
+        seen.add(s)
+        c = get_obj(s, "commit")
+        if c:
+            stack.extend(c["parents"])
+    return False
+
+
+# --- repositories ------------------------------------------------------------------------------
+
+REPOS = {}  # "o/r" -> repo dict
+NEXT_ID = [1000]
+TOKENS = {}  # token -> expiry (None: forever)
+APP = {"app_id": 4242, "installation_id": 777, "private_key": None, "public_key": None}
+FAULTS = []
+REQUESTS = []
+
+
+def new_id():
+    NEXT_ID[0] += 1
+    return NEXT_ID[0]
+
+
+def repo_or_404(full):
+    r = REPOS.get(full)
+    if r is None:
+        raise ApiError(404, "Not Found")
+    return r
+
+
+def resolve(repo, ref):
+    """A branch name, `heads/x`, `refs/heads/x` or a commit sha -> commit sha, or None."""
+    for cand in (ref, "heads/" + ref, ref.removeprefix("refs/")):
+        if cand in repo["refs"]:
+            return repo["refs"][cand]
+    if re.fullmatch(r"[0-9a-f]{40}", ref) and get_obj(ref, "commit"):
+        return ref
+    return None
+
+
+def seed(body):
+    full = body["repo"]
+    branch = body.get("branch", "main")
+    repo = REPOS.setdefault(
+        full,
+        {"id": new_id(), "default_branch": branch, "refs": {}, "pulls": {}, "next_number": 1,
+         "labels": {}, "statuses": {}},
+    )
+    ref = "heads/" + branch
+    parent = repo["refs"].get(ref)
+    files = {} if body.get("replace", True) or parent is None else tree_files(get_obj(parent, "commit")["tree"])
+    for path, text in body.get("files", {}).items():
+        if text is None:
+            files.pop(path, None)
+        else:
+            files[path] = ("100644", put_blob(text.encode()))
+    tree = build_tree(files)
+    sha = put_commit(tree, [parent] if parent else [], body.get("message", "seed"))
+    repo["refs"][ref] = sha
+    return {"sha": sha}
+
+
+def repo_json(full, repo):
+    owner, name = full.split("/")
+    return {"id": repo["id"], "name": name, "full_name": full, "owner": {"login": owner, "id": 1},
+            "default_branch": repo["default_branch"], "private": True,
+            "html_url": f"https://github.example/{full}"}
+
+
+def commit_json(full, sha):
+    c = get_obj(sha, "commit")
+    return {"sha": sha, "node_id": "C_" + sha[:8],
+            "commit": {"message": c["message"], "tree": {"sha": c["tree"]},
+                       "author": {"name": "cellbridge-fake", "email": "fake@example.invalid",
+                                  "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(c["when"]))}},
+            "parents": [{"sha": p} for p in c["parents"]],
+            "url": f"/repos/{full}/commits/{sha}"}
+
+
+def git_commit_json(sha):
+    c = get_obj(sha, "commit")
+    return {"sha": sha, "tree": {"sha": c["tree"]}, "message": c["message"],
+            "parents": [{"sha": p} for p in c["parents"]],
+            "author": {"name": "cellbridge-fake", "email": "fake@example.invalid", "date": ""}}
+
+
+def pull_json(full, repo, pr):
+    owner = full.split("/")[0]
+    head_sha = repo["refs"].get("heads/" + pr["head"], pr.get("head_sha"))
+    return {
+        "id": pr["id"], "number": pr["number"], "state": pr["state"], "title": pr["title"],
+        "body": pr["body"], "merged": pr.get("merged", False), "draft": False,
+        "html_url": f"https://github.example/{full}/pull/{pr['number']}",
+        "url": f"/repos/{full}/pulls/{pr['number']}",
+        "labels": [{"name": n, "id": repo["labels"].setdefault(n, new_id())} for n in pr["labels"]],
+        "head": {"ref": pr["head"], "sha": head_sha, "label": f"{owner}:{pr['head']}"},
+        "base": {"ref": pr["base"], "sha": repo["refs"].get("heads/" + pr["base"]), "label": f"{owner}:{pr['base']}"},
+        "user": {"login": "cellbridge[bot]", "id": 2},
+    }
+
+
+def issue_json(full, repo, pr):
+    j = pull_json(full, repo, pr)
+    j["pull_request"] = {"url": j["url"]}
+    return j
+
+
+def tarball(full, sha):
+    owner, name = full.split("/")
+    top = f"{owner}-{name}-{sha[:7]}"
+    files = tree_files(get_obj(sha, "commit")["tree"])
+    buf = io.BytesIO()
+    # GitHub's archives are pax tars whose global header carries the commit id.
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz:
+        with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT, pax_headers={"comment": sha}) as tar:
+            dirs = set()
+            for path in sorted(files):
+                parts = path.split("/")
+                for i in range(len(parts)):
+                    d = "/".join([top] + parts[:i])
+                    if d not in dirs:
+                        dirs.add(d)
+                        ti = tarfile.TarInfo(d + "/")
+                        ti.type, ti.mode = tarfile.DIRTYPE, 0o775
+                        tar.addfile(ti)
+                data = get_obj(files[path][1], "blob")
+                ti = tarfile.TarInfo(f"{top}/{path}")
+                ti.size, ti.mode = len(data), 0o664
+                tar.addfile(ti, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def parse_jwt(token):
+    try:
+        h, p, s = token.split(".")
+        pad = lambda x: x + "=" * (-len(x) % 4)  # noqa: E731
+        header = json.loads(base64.urlsafe_b64decode(pad(h)))
+        claims = json.loads(base64.urlsafe_b64decode(pad(p)))
+        sig = base64.urlsafe_b64decode(pad(s))
+    except Exception:
+        return None
+    return header, claims, (h + "." + p).encode(), sig
+
+
+def check_app_jwt(token):
+    parsed = parse_jwt(token)
+    if parsed is None:
+        raise ApiError(401, "A JSON web token could not be decoded")
+    header, claims, signed, sig = parsed
+    if header.get("alg") != "RS256":
+        raise ApiError(401, "'alg' must be RS256")
+    if str(claims.get("iss")) != str(APP["app_id"]):
+        raise ApiError(401, "'Issuer' claim ('iss') must be an Integer or the app's client id")
+    now = time.time()
+    if "exp" not in claims or claims["exp"] < now or claims["exp"] - claims.get("iat", now) > 660:
+        raise ApiError(401, "'Expiration time' claim ('exp') is too far in the future or expired")
+    if APP["public_key"] is not None:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import padding
+        try:
+            APP["public_key"].verify(sig, signed, padding.PKCS1v15(), hashes.SHA256())
+        except Exception:
+            raise ApiError(401, "A JSON web token could not be decoded")
+
+
+def init_app():
+    try:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+    except ImportError:
+        return
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    APP["private_key"] = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+    ).decode()
+    APP["public_key"] = key.public_key()
+
+
+# --- faults ------------------------------------------------------------------------------------
+
+def fault_for(method, path):
+    for f in FAULTS:
+        if f.get("times", 1) <= 0:
+            continue
+        m = f.get("match")
+        if m:
+            fm, _, fp = m.partition(" ")
+            if fm not in ("*", method) or not fnmatch.fnmatchcase(path, fp.replace("...", "*")):
+                continue
+        f["times"] = f.get("times", 1) - 1
+        return f
+    return None
+
+
+# --- the API -----------------------------------------------------------------------------------
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "GitHub.com"
+
+    def log_message(self, *a):
+        pass
+
+    def _body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        if not raw:
+            return {}
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ApiError(400, "Problems parsing JSON")
+
+    def _send(self, status, body=None, headers=None, raw=None, ctype="application/json; charset=utf-8"):
+        data = raw if raw is not None else (b"" if body is None else json.dumps(body).encode())
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("X-GitHub-Request-Id", secrets.token_hex(8))
+        for k, v in (headers or {}).items():
+            self.send_header(k, str(v))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def do_GET(self):
+        self._dispatch("GET")
+
+    def do_POST(self):
+        self._dispatch("POST")
+
+    def do_PATCH(self):
+        self._dispatch("PATCH")
+
+    def do_PUT(self):
+        self._dispatch("PUT")
+
+    def do_DELETE(self):
+        self._dispatch("DELETE")
+
+    def _dispatch(self, method):
+        url = urlsplit(self.path)
+        path, query = unquote(url.path), parse_qs(url.query)
+        try:
+            body = self._body() if method in ("POST", "PATCH", "PUT", "DELETE") else {}
+        except ApiError as e:
+            return self._send(e.status, {"message": e.message, "documentation_url": DOCS})
+        if path.startswith("/_fake/"):
+            try:
+                status, out = self._control(method, path, query, body)
+            except ApiError as e:
+                status, out = e.status, {"message": e.message}
+            return self._send(status, out)
+        status, out, headers, raw, ctype = 500, None, {}, None, "application/json; charset=utf-8"
+        with LOCK:
+            fault = fault_for(method, path)
+        if fault and fault.get("delay_ms"):
+            time.sleep(fault["delay_ms"] / 1000)
+        try:
+            if fault and fault.get("status"):
+                raise ApiError(fault["status"], fault.get("message", "Server Error"), fault.get("headers"))
+            if fault and fault.get("secondary_rate_limit"):
+                raise ApiError(403, "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+                               {"Retry-After": fault.get("retry_after", 1), "X-RateLimit-Remaining": 1})
+            with LOCK:
+                if fault and fault.get("lose_race"):
+                    self._lose_race(path, fault["lose_race"])
+                result = self._api(method, path, query, body)
+            status, out = result[0], result[1]
+            if len(result) > 2:
+                headers = result[2]
+            if len(result) > 3:
+                raw, ctype = result[3], result[4]
+        except ApiError as e:
+            status, headers = e.status, e.headers
+            out = {"message": e.message, "documentation_url": DOCS}
+            if e.errors:
+                out["errors"] = e.errors
+        with LOCK:
+            REQUESTS.append({"method": method, "path": path, "query": url.query, "status": status,
+                             "write": method != "GET", "t": time.time()})
+        self._send(status, out, headers, raw, ctype)
+
+    def _lose_race(self, path, spec):
+        m = re.match(r"/repos/([^/]+/[^/]+)/", path)
+        repo = REPOS.get(m.group(1)) if m else None
+        if repo is None:
+            return
+        ref = spec.get("ref", "heads/" + repo["default_branch"])
+        parent = repo["refs"].get(ref)
+        if parent is None:
+            return
+        files = tree_files(get_obj(parent, "commit")["tree"])
+        for p, text in (spec.get("files") or {"RACE.md": f"moved at {time.time()}\n"}).items():
+            if text is None:
+                files.pop(p, None)
+            else:
+                files[p] = ("100644", put_blob(text.encode()))
+        repo["refs"][ref] = put_commit(build_tree(files), [parent], spec.get("message", "another writer"))
+
+    def _auth(self, path):
+        auth = self.headers.get("Authorization", "")
+        scheme, _, cred = auth.partition(" ")
+        if path.startswith("/app/"):
+            if scheme.lower() != "bearer":
+                raise ApiError(401, "A JSON web token could not be decoded")
+            check_app_jwt(cred)
+            return
+        if scheme.lower() not in ("bearer", "token") or cred not in TOKENS:
+            raise ApiError(401, "Bad credentials")
+        exp = TOKENS[cred]
+        if exp is not None and exp < time.time():
+            raise ApiError(401, "Bad credentials")
+
+    def _api(self, method, path, query, body):
+        if path.startswith("/_codeload/"):
+            # The archive host: the token travels in the query, as on codeload.
+            m = re.fullmatch(r"/_codeload/([^/]+/[^/]+)/legacy\.tar\.gz/([0-9a-f]{40})", path)
+            if not m or query.get("token", [""])[0] not in TOKENS:
+                raise ApiError(404, "Not Found")
+            data = tarball(m.group(1), m.group(2))
+            return 200, None, {}, data, "application/x-gzip"
+        self._auth(path)
+        m = re.fullmatch(r"/app/installations/(\d+)/access_tokens", path)
+        if m and method == "POST":
+            if int(m.group(1)) != APP["installation_id"]:
+                raise ApiError(404, "Not Found")
+            tok = "ghs_" + secrets.token_hex(18)
+            TOKENS[tok] = time.time() + 3600
+            exp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+            return 201, {"token": tok, "expires_at": exp, "permissions": {"contents": "write", "pull_requests": "write"}}
+        m = re.fullmatch(r"/repos/([^/]+)/([^/]+)(/.*)?", path)
+        if not m:
+            raise ApiError(404, "Not Found")
+        full = f"{m.group(1)}/{m.group(2)}"
+        repo = repo_or_404(full)
+        rest = m.group(3) or ""
+        return self._repo_api(method, full, repo, rest, query, body)
+
+    def _repo_api(self, method, full, repo, rest, query, body):
+        owner = full.split("/")[0]
+        host = self.headers.get("Host", "127.0.0.1")
+        if rest == "" and method == "GET":
+            return 200, repo_json(full, repo)
+
+        m = re.fullmatch(r"/tarball(?:/(.+))?", rest)
+        if m and method == "GET":
+            sha = resolve(repo, m.group(1) or repo["default_branch"])
+            if sha is None:
+                raise ApiError(404, "Not Found")
+            tok = "cl_" + secrets.token_hex(8)
+            TOKENS[tok] = time.time() + 300
+            loc = f"http://{host}/_codeload/{full}/legacy.tar.gz/{sha}?token={tok}"
+            return 302, None, {"Location": loc}
+
+        m = re.fullmatch(r"/commits/(.+?)(/status)?", rest)
+        if m and method == "GET":
+            sha = resolve(repo, m.group(1))
+            if sha is None:
+                raise ApiError(422, f"No commit found for SHA: {m.group(1)}")
+            if m.group(2):
+                sts = repo["statuses"].get(sha, {})
+                states = [s["state"] for s in sts.values()]
+                overall = "failure" if any(s in ("failure", "error") for s in states) else ("pending" if not states or "pending" in states else "success")
+                return 200, {"sha": sha, "state": overall, "statuses": list(sts.values()), "total_count": len(sts)}
+            if "application/vnd.github.sha" in self.headers.get("Accept", ""):
+                return 200, None, {}, sha.encode(), "application/vnd.github.sha"
+            return 200, commit_json(full, sha)
+
+        m = re.fullmatch(r"/git/(?:ref|refs)/(.+)", rest)
+        if m and method == "GET":
+            ref = m.group(1)
+            if ref not in repo["refs"]:
+                raise ApiError(404, "Not Found")
+            return 200, {"ref": "refs/" + ref, "object": {"sha": repo["refs"][ref], "type": "commit"}}
+
+        if rest == "/git/refs" and method == "POST":
+            ref, sha = body.get("ref", ""), body.get("sha", "")
+            if not ref.startswith("refs/") or ref.count("/") < 2:
+                raise ApiError(422, "Reference name must start with 'refs/' and have at least two slashes.")
+            if not get_obj(sha, "commit"):
+                raise ApiError(422, "Object does not exist")
+            short = ref[len("refs/"):]
+            if short in repo["refs"]:
+                raise ApiError(422, "Reference already exists")
+            repo["refs"][short] = sha
+            return 201, {"ref": ref, "object": {"sha": sha, "type": "commit"}}
+
+        m = re.fullmatch(r"/git/refs/(.+)", rest)
+        if m and method == "PATCH":
+            short, sha = m.group(1), body.get("sha", "")
+            if short not in repo["refs"]:
+                raise ApiError(422, "Reference does not exist")
+            if not get_obj(sha, "commit"):
+                raise ApiError(422, "Object does not exist")
+            if not body.get("force") and not is_ancestor(repo["refs"][short], sha):
+                raise ApiError(422, "Update is not a fast forward")
+            repo["refs"][short] = sha
+            return 200, {"ref": "refs/" + short, "object": {"sha": sha, "type": "commit"}}
+        if m and method == "DELETE":
+            short = m.group(1)
+            if short not in repo["refs"]:
+                raise ApiError(422, "Reference does not exist")
+            if short == "heads/" + repo["default_branch"]:
+                raise ApiError(422, "Cannot delete the default branch")
+            del repo["refs"][short]
+            # GitHub closes open pull requests whose head branch is deleted.
+            for pr in repo["pulls"].values():
+                if pr["state"] == "open" and "heads/" + pr["head"] == short:
+                    pr["state"] = "closed"
+            return 204, None
+
+        if rest == "/git/blobs" and method == "POST":
+            content = body.get("content")
+            if content is None:
+                raise ApiError(422, "Invalid request.\n\n\"content\" wasn't supplied.")
+            data = base64.b64decode(content) if body.get("encoding") == "base64" else content.encode()
+            return 201, {"sha": put_blob(data), "url": ""}
+        m = re.fullmatch(r"/git/blobs/([0-9a-f]{40})", rest)
+        if m and method == "GET":
+            data = get_obj(m.group(1), "blob")
+            if data is None:
+                raise ApiError(404, "Not Found")
+            return 200, {"sha": m.group(1), "size": len(data), "encoding": "base64", "content": base64.b64encode(data).decode()}
+
+        if rest == "/git/trees" and method == "POST":
+            return 201, self._create_tree(body)
+        m = re.fullmatch(r"/git/trees/(.+)", rest)
+        if m and method == "GET":
+            sha = m.group(1)
+            if not get_obj(sha, "tree"):
+                c = resolve(repo, sha)
+                sha = get_obj(c, "commit")["tree"] if c else None
+            if not sha:
+                raise ApiError(404, "Not Found")
+            if query.get("recursive"):
+                entries = [{"path": p, "mode": md, "type": "blob", "sha": s} for p, (md, s) in sorted(tree_files(sha).items())]
+            else:
+                entries = [{"path": n, "mode": md, "type": "tree" if md == "40000" else "blob", "sha": s} for md, n, s in get_obj(sha, "tree")]
+            return 200, {"sha": sha, "tree": entries, "truncated": False}
+
+        if rest == "/git/commits" and method == "POST":
+            tree, parents = body.get("tree", ""), body.get("parents", [])
+            if not get_obj(tree, "tree"):
+                raise ApiError(422, "Tree SHA does not exist")
+            for p in parents:
+                if not get_obj(p, "commit"):
+                    raise ApiError(422, "Parent SHA does not exist or is not a commit object")
+            if not body.get("message"):
+                raise ApiError(422, "Invalid request.\n\n\"message\" wasn't supplied.")
+            return 201, git_commit_json(put_commit(tree, parents, body["message"]))
+        m = re.fullmatch(r"/git/commits/([0-9a-f]{40})", rest)
+        if m and method == "GET":
+            if not get_obj(m.group(1), "commit"):
+                raise ApiError(404, "Not Found")
+            return 200, git_commit_json(m.group(1))
+
+        if rest == "/pulls" and method == "GET":
+            state = query.get("state", ["open"])[0]
+            head = query.get("head", [None])[0]
+            base = query.get("base", [None])[0]
+            out = []
+            for pr in sorted(repo["pulls"].values(), key=lambda p: -p["number"]):
+                if state != "all" and pr["state"] != state:
+                    continue
+                if head and head != f"{owner}:{pr['head']}":
+                    continue
+                if base and base != pr["base"]:
+                    continue
+                out.append(pull_json(full, repo, pr))
+            return 200, out
+
+        if rest == "/pulls" and method == "POST":
+            return 201, self._create_pull(full, repo, body)
+
+        m = re.fullmatch(r"/(pulls|issues)/(\d+)", rest)
+        if m:
+            pr = repo["pulls"].get(int(m.group(2)))
+            if pr is None:
+                raise ApiError(404, "Not Found")
+            if method == "GET":
+                return 200, pull_json(full, repo, pr)
+            if method == "PATCH":
+                if body.get("state") == "open" and pr["state"] != "open":
+                    if "heads/" + pr["head"] not in repo["refs"]:
+                        raise ApiError(422, "Validation Failed", errors=[{"resource": "PullRequest", "code": "custom", "message": "state cannot be changed. The head branch was deleted."}])
+                    self._refuse_duplicate(owner, repo, pr["head"], exclude=pr["number"])
+                for k in ("title", "body", "state"):
+                    if k in body:
+                        pr[k] = body[k]
+                if "labels" in body and m.group(1) == "issues":
+                    pr["labels"] = sorted(set(body["labels"]))
+                return 200, (issue_json if m.group(1) == "issues" else pull_json)(full, repo, pr)
+
+        m = re.fullmatch(r"/pulls/(\d+)/merge", rest)
+        if m and method == "PUT":
+            pr = repo["pulls"].get(int(m.group(1)))
+            if pr is None:
+                raise ApiError(404, "Not Found")
+            if pr["state"] != "open":
+                raise ApiError(405, "Pull Request is not mergeable")
+            base_ref, head_sha = "heads/" + pr["base"], repo["refs"].get("heads/" + pr["head"])
+            base_sha = repo["refs"][base_ref]
+            if head_sha is None or not is_ancestor(base_sha, head_sha):
+                raise ApiError(405, "Pull Request is not mergeable")
+            tree = get_obj(head_sha, "commit")["tree"]
+            sha = put_commit(tree, [base_sha, head_sha], body.get("commit_title") or f"Merge pull request #{pr['number']}")
+            repo["refs"][base_ref] = sha
+            pr["state"], pr["merged"] = "closed", True
+            return 200, {"sha": sha, "merged": True, "message": "Pull Request successfully merged"}
+
+        m = re.fullmatch(r"/issues/(\d+)/labels", rest)
+        if m and method in ("POST", "PUT", "GET"):
+            pr = repo["pulls"].get(int(m.group(1)))
+            if pr is None:
+                raise ApiError(404, "Not Found")
+            if method != "GET":
+                labels = body.get("labels", []) if isinstance(body, dict) else body
+                labels = [label["name"] if isinstance(label, dict) else label for label in labels]
+                pr["labels"] = sorted(set(labels) | (set(pr["labels"]) if method == "POST" else set()))
+            return 200, [{"name": n, "id": repo["labels"].setdefault(n, new_id())} for n in pr["labels"]]
+
+        m = re.fullmatch(r"/statuses/([0-9a-f]{40})", rest)
+        if m and method == "POST":
+            sha = m.group(1)
+            if not get_obj(sha, "commit"):
+                raise ApiError(422, f"No commit found for SHA: {sha}")
+            state = body.get("state")
+            if state not in ("error", "failure", "pending", "success"):
+                raise ApiError(422, "Validation Failed", errors=[{"resource": "Status", "field": "state", "code": "custom"}])
+            desc = body.get("description") or ""
+            if len(desc) > 140:
+                raise ApiError(422, "Validation Failed", errors=[{"resource": "Status", "field": "description", "code": "custom", "message": "description is too long (maximum is 140 characters)"}])
+            ctx = body.get("context", "default")
+            st = {"state": state, "context": ctx, "description": desc, "target_url": body.get("target_url"), "id": new_id()}
+            repo["statuses"].setdefault(sha, {})[ctx] = st
+            return 201, st
+
+        raise ApiError(404, "Not Found")
+
+    def _create_tree(self, body):
+        base = body.get("base_tree")
+        files = {}
+        if base:
+            if not get_obj(base, "tree"):
+                raise ApiError(422, "Invalid tree info: base_tree does not exist")
+            files = tree_files(base)
+        for e in body.get("tree", []):
+            path = e.get("path", "")
+            if not path or path.startswith("/") or ".." in path.split("/"):
+                raise ApiError(422, f"tree.path contains a malformed path component")
+            if "sha" in e and e["sha"] is None and "content" not in e:
+                if path not in files and not any(p.startswith(path + "/") for p in files):
+                    raise ApiError(422, "GitRPC::BadObjectState")
+                files = {p: v for p, v in files.items() if p != path and not p.startswith(path + "/")}
+                continue
+            if "content" in e:
+                sha = put_blob(e["content"].encode())
+            else:
+                sha = e.get("sha")
+                if not get_obj(sha or "", "blob"):
+                    raise ApiError(422, "tree.sha is not a valid blob")
+            files[path] = (e.get("mode", "100644"), sha)
+        sha = build_tree(files)
+        return {"sha": sha, "tree": [{"path": n, "mode": md, "sha": s, "type": "tree" if md == "40000" else "blob"} for md, n, s in get_obj(sha, "tree")], "truncated": False}
+
+    def _refuse_duplicate(self, owner, repo, head, exclude=None):
+        for pr in repo["pulls"].values():
+            if pr["state"] == "open" and pr["head"] == head and pr["number"] != exclude:
+                raise ApiError(422, "Validation Failed", errors=[{"resource": "PullRequest", "code": "custom", "message": f"A pull request already exists for {owner}:{head}."}])
+
+    def _create_pull(self, full, repo, body):
+        owner = full.split("/")[0]
+        head, base = body.get("head", ""), body.get("base", "")
+        if ":" in head:
+            head = head.split(":", 1)[1]
+        if not body.get("title"):
+            raise ApiError(422, "Validation Failed", errors=[{"resource": "PullRequest", "field": "title", "code": "missing_field"}])
+        head_sha, base_sha = repo["refs"].get("heads/" + head), repo["refs"].get("heads/" + base)
+        if head_sha is None:
+            raise ApiError(422, "Validation Failed", errors=[{"resource": "PullRequest", "field": "head", "code": "invalid"}])
+        if base_sha is None:
+            raise ApiError(422, "Validation Failed", errors=[{"resource": "PullRequest", "field": "base", "code": "invalid"}])
+        self._refuse_duplicate(owner, repo, head)
+        if is_ancestor(head_sha, base_sha):
+            raise ApiError(422, "Validation Failed", errors=[{"resource": "PullRequest", "code": "custom", "message": f"No commits between {base} and {head}"}])
+        number = repo["next_number"]
+        repo["next_number"] += 1
+        pr = {"id": new_id(), "number": number, "state": "open", "title": body["title"], "body": body.get("body") or "",
+              "head": head, "base": base, "labels": [], "merged": False}
+        repo["pulls"][number] = pr
+        return pull_json(full, repo, pr)
+
+    # --- control -------------------------------------------------------------------------------
+
+    def _control(self, method, path, query, body):
+        with LOCK:
+            if path == "/_fake/seed" and method == "POST":
+                return 201, seed(body)
+            if path == "/_fake/faults" and method == "POST":
+                FAULTS.extend(body if isinstance(body, list) else [body])
+                return 201, {"faults": len(FAULTS)}
+            if path == "/_fake/faults" and method == "DELETE":
+                FAULTS.clear()
+                return 200, {}
+            if path == "/_fake/faults" and method == "GET":
+                return 200, {"faults": FAULTS}
+            if path == "/_fake/requests" and method == "GET":
+                reqs = list(REQUESTS)
+                return 200, {"requests": reqs, "count": len(reqs), "writes": sum(r["write"] for r in reqs)}
+            if path == "/_fake/requests" and method == "DELETE":
+                REQUESTS.clear()
+                return 200, {}
+            if path == "/_fake/tokens" and method == "POST":
+                TOKENS[body["token"]] = None
+                return 201, {}
+            if path == "/_fake/app" and method == "GET":
+                return 200, {"app_id": APP["app_id"], "installation_id": APP["installation_id"], "private_key": APP["private_key"]}
+            if path == "/_fake/state" and method == "GET":
+                full = query.get("repo", [None])[0]
+                repo = repo_or_404(full)
+                branches = {r[len("heads/"):]: s for r, s in repo["refs"].items() if r.startswith("heads/")}
+                files = {}
+                for b, sha in branches.items():
+                    files[b] = {p: get_obj(s, "blob").decode("utf-8", "replace") for p, (_, s) in tree_files(get_obj(sha, "commit")["tree"]).items()}
+                pulls = []
+                for pr in sorted(repo["pulls"].values(), key=lambda p: p["number"]):
+                    j = pull_json(full, repo, pr)
+                    j["labels"] = list(pr["labels"])
+                    j["statuses"] = list(repo["statuses"].get(j["head"]["sha"], {}).values())
+                    j["commits"] = self._commits_between(j["base"]["sha"], j["head"]["sha"])
+                    pulls.append(j)
+                return 200, {"default_branch": repo["default_branch"], "branches": branches, "pulls": pulls, "files": files}
+        raise ApiError(404, "no such control endpoint")
+
+    @staticmethod
+    def _commits_between(base, head):
+        """Commits reachable from head but not from base (what the pull request shows)."""
+        if head is None or base is None:
+            return []
+        out, stack, seen = [], [head], set()
+        while stack:
+            s = stack.pop()
+            if s in seen or is_ancestor(s, base):
+                continue
+            seen.add(s)
+            c = get_obj(s, "commit")
+            out.append({"sha": s, "message": c["message"], "parents": c["parents"]})
+            stack.extend(c["parents"])
+        return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--token", action="append", default=[], help="a personal access token to accept")
+    args = ap.parse_args()
+    for t in args.token:
+        TOKENS[t] = None
+    init_app()
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print(f"PORT={server.server_address[1]}", flush=True)
+    try:
+        sys.stdin.read()
+    finally:
+        server.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
