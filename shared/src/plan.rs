@@ -1,1 +1,454 @@
-//! plan
+//! The change plan: from a validated state and a snapshot of the fleet repo to the files a pull
+//! request writes, what changed, and how it reads to a reviewer. Pure: no I/O but the
+//! `FleetRead` snapshot it is handed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use crate::check::{self, CheckReport};
+use crate::configmap::{self, ConfigMapError, Existing};
+use crate::fleet::{FleetError, FleetRead, Overlay};
+use crate::metadata::CellMetadata;
+use crate::template::{self, SyncSource, TemplateError};
+
+pub const LABEL_CELLBRIDGE: &str = "cellbridge";
+pub const LABEL_NEW_CELL: &str = "new-cell";
+pub const LABEL_SCHEMA_CHANGE: &str = "schema-change";
+/// The commit status context that branch protection can require.
+pub const STATUS_CONTEXT: &str = "cellbridge/strict-substitution";
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("cell {cell}: {source}")]
+    Fleet {
+        cell: String,
+        #[source]
+        source: FleetError,
+    },
+    #[error("cell {cell}: {source}")]
+    ConfigMap {
+        cell: String,
+        #[source]
+        source: ConfigMapError,
+    },
+    #[error("cell {cell}: {source}")]
+    Template {
+        cell: String,
+        #[source]
+        source: TemplateError,
+    },
+}
+
+/// Where the state came from, shown in the pull request so a reviewer can trace it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StateRef {
+    /// `None` for a local file.
+    pub bucket: Option<String>,
+    /// The object key, or the local path.
+    pub key: String,
+    pub version_id: Option<String>,
+}
+
+impl std::fmt::Display for StateRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.bucket {
+            Some(b) => write!(f, "s3://{b}/{}", self.key)?,
+            None => write!(f, "{}", self.key)?,
+        }
+        if let Some(v) = &self.version_id {
+            write!(f, " (version {v})")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct PlanOptions {
+    /// Flux's Git source for a new cell's gotk-sync.yaml; the template's when `None`.
+    pub sync_source: Option<SyncSource>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// The fleet repo already holds this map: nothing to propose (and a stale pull request closes).
+    InSync,
+    /// The fleet repo holds a newer serial of the same lineage: this event is old news.
+    Stale,
+    /// Files change.
+    Change,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct KeyChange {
+    pub key: String,
+    pub old: Option<String>,
+    pub new: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FileChange {
+    pub path: String,
+    /// `None` when the file is new.
+    pub old: Option<String>,
+    pub new: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Plan {
+    pub cell: String,
+    pub outcome: Outcome,
+    pub new_cell: bool,
+    pub files: Vec<FileChange>,
+    pub key_changes: Vec<KeyChange>,
+    pub key_set_changed: bool,
+    pub schema_old: Option<String>,
+    pub schema_new: u64,
+    /// The key set changed but `schema` did not go up: the contract says it must.
+    pub schema_violation: bool,
+    pub check: CheckReport,
+    /// A fleet repo the check could not read (a kustomization leaving the repo, bad YAML...).
+    pub check_error: Option<String>,
+    pub serial: u64,
+    pub lineage: String,
+    /// What the fleet repo's base branch records today.
+    pub base_serial: Option<u64>,
+    pub base_lineage: Option<String>,
+    pub source: StateRef,
+    pub branch: String,
+    pub title: String,
+    pub body: String,
+    pub labels: Vec<String>,
+}
+
+impl Plan {
+    /// The commit status: success only when every layer passes and the schema rule holds.
+    pub fn status_ok(&self) -> bool {
+        self.check.passed() && self.check_error.is_none() && !self.schema_violation
+    }
+
+    /// One line for the commit status (GitHub keeps 140 characters of it).
+    pub fn status_description(&self) -> String {
+        let mut d = if let Some(e) = &self.check_error {
+            format!("check failed: {e}")
+        } else if !self.check.passed() {
+            let mut vars: Vec<&str> = self.check.findings.iter().map(|f| f.variable.as_str()).filter(|v| !v.is_empty()).collect();
+            vars.dedup();
+            format!("{} unset: {}", self.check.findings.len(), vars.join(", "))
+        } else if self.schema_violation {
+            "key set changed without a schema bump".to_owned()
+        } else {
+            format!("{} layers pass strict substitution", self.check.layers.len())
+        };
+        if self.schema_violation && !d.contains("schema") {
+            d.push_str("; key set changed without a schema bump");
+        }
+        truncate(&d, 140)
+    }
+
+    /// Every file as a unified diff against the fleet repo, `a/` and `b/` prefixed like git.
+    pub fn unified_diff(&self) -> String {
+        let mut out = String::new();
+        for f in &self.files {
+            let old = f.old.as_deref().unwrap_or("");
+            let diff = similar::TextDiff::from_lines(old, &f.new);
+            let from = if f.old.is_some() { format!("a/{}", f.path) } else { "/dev/null".to_owned() };
+            out.push_str(&diff.unified_diff().context_radius(3).header(&from, &format!("b/{}", f.path)).to_string());
+        }
+        out
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let mut t: String = s.chars().take(max - 1).collect();
+    t.push('…');
+    t
+}
+
+/// The branch cellbridge owns for a cell.
+pub fn branch_for(cell: &str) -> String {
+    format!("cellbridge/{cell}")
+}
+
+/// Plans the change that brings `fleet` to `meta`.
+pub fn plan(meta: &CellMetadata, source: StateRef, fleet: &dyn FleetRead, opts: &PlanOptions) -> Result<Plan, PlanError> {
+    let cell = meta.cell.as_str();
+    let fleet_err = |source| PlanError::Fleet { cell: cell.to_owned(), source };
+    let cm_path = configmap::path_for(cell);
+    let cell_dir = format!("clusters/{cell}");
+    let new_cell = !fleet.is_dir(&cell_dir).map_err(fleet_err)?;
+    let existing_text = fleet.read_text(&cm_path).map_err(fleet_err)?;
+    let existing: Option<Existing> = existing_text
+        .as_deref()
+        .map(|t| configmap::parse(t, &cm_path))
+        .transpose()
+        .map_err(|source| PlanError::ConfigMap { cell: cell.to_owned(), source })?;
+
+    let old_data = existing.as_ref().map(|e| e.data.clone()).unwrap_or_default();
+    let key_changes = diff_keys(&old_data, &meta.data);
+    let key_set_changed = existing.is_some() && old_data.keys().collect::<BTreeSet<_>>() != meta.data.keys().collect::<BTreeSet<_>>();
+    let schema_old = existing.as_ref().and_then(|e| e.schema().map(str::to_owned));
+    let schema_bumped = match schema_old.as_deref().map(str::parse::<u64>) {
+        Some(Ok(old)) => meta.schema > old,
+        _ => true,
+    };
+    let schema_violation = key_set_changed && !schema_bumped;
+
+    let outcome = if !new_cell && existing.as_ref().is_some_and(|e| e.data == meta.data) {
+        Outcome::InSync
+    } else if existing.as_ref().is_some_and(|e| e.lineage.as_deref() == Some(meta.lineage.as_str()) && e.serial.is_some_and(|s| s > meta.serial)) {
+        Outcome::Stale
+    } else {
+        Outcome::Change
+    };
+
+    let mut files = Vec::new();
+    if outcome == Outcome::Change {
+        if new_cell {
+            let src = template::sync_source(fleet, opts.sync_source.as_ref()).map_err(|source| PlanError::Template { cell: cell.to_owned(), source })?;
+            for (path, text) in template::new_cell_files(fleet, cell, &src).map_err(|source| PlanError::Template { cell: cell.to_owned(), source })? {
+                files.push(FileChange { path, old: None, new: text });
+            }
+        }
+        files.retain(|f| f.path != cm_path);
+        files.push(FileChange { path: cm_path.clone(), old: existing_text.clone(), new: configmap::render(meta) });
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+    }
+
+    // The check runs on what the branch would hold, so a new cell's layers are checked too.
+    let proposed = Overlay::new(fleet, files.iter().map(|f| (f.path.clone(), f.new.clone().into_bytes())));
+    let (check, check_error) = match check::check_cell(&proposed, cell, &meta.data) {
+        Ok(r) => (r, None),
+        Err(e) => (CheckReport { cell: cell.to_owned(), ..Default::default() }, Some(e.to_string())),
+    };
+
+    let mut labels = vec![LABEL_CELLBRIDGE.to_owned()];
+    if new_cell {
+        labels.push(LABEL_NEW_CELL.to_owned());
+    }
+    if key_set_changed {
+        labels.push(LABEL_SCHEMA_CHANGE.to_owned());
+    }
+    let mut plan = Plan {
+        cell: cell.to_owned(),
+        outcome,
+        new_cell,
+        files,
+        key_changes,
+        key_set_changed,
+        schema_old,
+        schema_new: meta.schema,
+        schema_violation,
+        check,
+        check_error,
+        serial: meta.serial,
+        lineage: meta.lineage.clone(),
+        base_serial: existing.as_ref().and_then(|e| e.serial),
+        base_lineage: existing.as_ref().and_then(|e| e.lineage.clone()),
+        source,
+        branch: branch_for(cell),
+        title: String::new(),
+        body: String::new(),
+        labels,
+    };
+    plan.title = title(&plan);
+    plan.body = body(&plan, meta);
+    Ok(plan)
+}
+
+fn diff_keys(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> Vec<KeyChange> {
+    let keys: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+    keys.into_iter()
+        .filter_map(|k| {
+            let (o, n) = (old.get(k), new.get(k));
+            (o != n).then(|| KeyChange { key: k.clone(), old: o.cloned(), new: n.cloned() })
+        })
+        .collect()
+}
+
+fn title(p: &Plan) -> String {
+    if p.new_cell {
+        format!("cellbridge: new cell {} (state serial {})", p.cell, p.serial)
+    } else if p.key_set_changed {
+        format!("cellbridge: {} cell-metadata schema {} (state serial {})", p.cell, p.schema_new, p.serial)
+    } else {
+        let n = p.key_changes.len();
+        format!("cellbridge: {} cell-metadata, {n} key{} changed (state serial {})", p.cell, if n == 1 { "" } else { "s" }, p.serial)
+    }
+}
+
+/// Inline code for a markdown table cell: backticks and pipes would break out of it.
+fn code(s: &str) -> String {
+    let s = s.replace('|', "\\|");
+    if s.contains('`') { format!("`` {s} ``") } else { format!("`{s}`") }
+}
+
+fn body(p: &Plan, meta: &CellMetadata) -> String {
+    let mut b = String::new();
+    let _ = writeln!(b, "## Cell `{}`\n", p.cell);
+    if p.new_cell {
+        let _ = writeln!(b, "**New cell.** This pull request adds `clusters/{}/` from `clusters/_template/` with the cell's `cell-metadata` ConfigMap and Flux sync objects. Merging it lets Flux manage the cell.\n", p.cell);
+    }
+    let _ = writeln!(b, "| Terraform state | |\n|---|---|");
+    let _ = writeln!(b, "| object | {} |", code(&match &p.source.bucket {
+        Some(bk) => format!("s3://{bk}/{}", p.source.key),
+        None => p.source.key.clone(),
+    }));
+    if let Some(v) = &p.source.version_id {
+        let _ = writeln!(b, "| version | {} |", code(v));
+    }
+    let _ = writeln!(b, "| serial | {} |", p.serial);
+    let _ = writeln!(b, "| lineage | {} |", code(&p.lineage));
+    if !meta.terraform_version.is_empty() {
+        let _ = writeln!(b, "| terraform | {} |", code(&meta.terraform_version));
+    }
+    if let (Some(s), Some(l)) = (p.base_serial, &p.base_lineage) {
+        let note = if *l != p.lineage { " (another lineage: the state was re-created)" } else { "" };
+        let _ = writeln!(b, "| base branch has | serial {s}{note} |");
+    }
+
+    let _ = writeln!(b, "\n### Changed keys\n");
+    if p.key_changes.is_empty() {
+        let _ = writeln!(b, "None.");
+    } else {
+        let _ = writeln!(b, "| key | old | new |\n|---|---|---|");
+        for k in &p.key_changes {
+            let cell = |v: &Option<String>| v.as_deref().map(code).unwrap_or_else(|| "—".to_owned());
+            let _ = writeln!(b, "| `{}` | {} | {} |", k.key, cell(&k.old), cell(&k.new));
+        }
+    }
+
+    if p.key_set_changed {
+        let added: Vec<&str> = p.key_changes.iter().filter(|k| k.old.is_none()).map(|k| k.key.as_str()).collect();
+        let removed: Vec<&str> = p.key_changes.iter().filter(|k| k.new.is_none()).map(|k| k.key.as_str()).collect();
+        let _ = writeln!(b, "\n### Schema change\n");
+        let _ = writeln!(b, "The key set changed (added: {}; removed: {}).", list_or_none(&added), list_or_none(&removed));
+        if p.schema_violation {
+            let _ = writeln!(b, "\n> [!WARNING]\n> `schema` stayed at {} (base has {}). Adding, removing or renaming a key needs a new `schema` number in the Terraform output: bump it and apply again.", p.schema_new, p.schema_old.as_deref().unwrap_or("none"));
+        } else {
+            let _ = writeln!(b, "Schema {} → {}. Check every consumer of the renamed or removed keys before merging.", p.schema_old.as_deref().unwrap_or("none"), p.schema_new);
+        }
+    }
+
+    let _ = writeln!(b, "\n### Strict substitution check\n");
+    if let Some(e) = &p.check_error {
+        let _ = writeln!(b, "❌ The check could not run: {e}");
+    } else if p.check.passed() {
+        let files: usize = p.check.layers.iter().map(|l| l.files).sum();
+        let _ = writeln!(b, "✅ {} layer{} ({files} files): every `${{variable}}` has a value.", p.check.layers.len(), if p.check.layers.len() == 1 { "" } else { "s" });
+    } else {
+        let _ = writeln!(b, "❌ {} finding{}: Flux would fail these layers.\n", p.check.findings.len(), if p.check.findings.len() == 1 { "" } else { "s" });
+        let _ = writeln!(b, "| where | variable | layer | problem |\n|---|---|---|---|");
+        for f in &p.check.findings {
+            let _ = writeln!(b, "| `{}:{}` | {} | `{}` | {} |", f.file, f.line, if f.variable.is_empty() { "—".into() } else { code(&f.variable) }, f.layer, f.message.replace('|', "\\|"));
+        }
+    }
+    if !p.check.layers.is_empty() {
+        let _ = writeln!(b, "\nLayers: {}.", p.check.layers.iter().map(|l| format!("`{}` ({})", l.name, l.path)).collect::<Vec<_>>().join(", "));
+    }
+    if !p.check.unused_keys.is_empty() {
+        let _ = writeln!(b, "\nKeys no manifest uses: {}.", p.check.unused_keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "));
+    }
+    let _ = writeln!(b, "\n---\nOpened by cellbridge from `terraform apply`. Do not push to `{}`: cellbridge rewrites it on every state update.", p.branch);
+    // Read back by cellbridge to order updates; invisible in the rendered pull request.
+    let _ = writeln!(b, "<!-- cellbridge:serial={} lineage={} -->", p.serial, p.lineage);
+    b
+}
+
+fn list_or_none(v: &[&str]) -> String {
+    if v.is_empty() { "none".into() } else { v.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ") }
+}
+
+/// Reads back the serial and lineage recorded in a pull request body written by [`plan`].
+pub fn recorded_serial(body: &str) -> Option<(u64, String)> {
+    let start = body.rfind("<!-- cellbridge:serial=")? + "<!-- cellbridge:serial=".len();
+    let rest = &body[start..];
+    let (serial, rest) = rest.split_once(" lineage=")?;
+    let (lineage, _) = rest.split_once(" -->")?;
+    Some((serial.parse().ok()?, lineage.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::MemFleet;
+    use crate::template::render_gotk_sync;
+
+    fn meta(serial: u64, data: &[(&str, &str)]) -> CellMetadata {
+        let mut d: BTreeMap<String, String> = data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        d.insert("cell_name".into(), "c1".into());
+        d.entry("schema".into()).or_insert_with(|| "1".into());
+        CellMetadata { cell: "c1".into(), schema: d["schema"].parse().unwrap(), data: d, serial, lineage: "L".into(), terraform_version: "1.11.4".into() }
+    }
+
+    fn fleet_with(existing: Option<&CellMetadata>) -> MemFleet {
+        let mut m = MemFleet::new();
+        m.insert("clusters/_template/kustomization.yaml", "resources:\n  - cell-metadata.yaml\n  - flux-system\n");
+        m.insert("clusters/_template/flux-system/gotk-sync.yaml", render_gotk_sync("_template", &SyncSource { url: "https://g/fleet".into(), branch: "main".into() }));
+        if let Some(e) = existing {
+            m.insert("clusters/c1/kustomization.yaml", "resources: []\n");
+            m.insert(configmap::path_for("c1"), configmap::render(e));
+        }
+        m
+    }
+
+    #[test]
+    fn new_cell_gets_its_whole_directory() {
+        let p = plan(&meta(1, &[("vpc_id", "vpc-1")]), StateRef::default(), &fleet_with(None), &PlanOptions::default()).unwrap();
+        assert_eq!(p.outcome, Outcome::Change);
+        assert!(p.new_cell);
+        let paths: Vec<&str> = p.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["clusters/c1/cell-metadata.yaml", "clusters/c1/flux-system/gotk-sync.yaml", "clusters/c1/kustomization.yaml"]);
+        assert_eq!(p.labels, ["cellbridge", "new-cell"]);
+        assert!(p.title.contains("new cell c1"));
+        assert!(p.unified_diff().contains("+++ b/clusters/c1/cell-metadata.yaml"));
+        assert_eq!(recorded_serial(&p.body), Some((1, "L".into())));
+    }
+
+    #[test]
+    fn changed_value_rewrites_only_the_configmap() {
+        let base = meta(4, &[("vpc_id", "vpc-1")]);
+        let p = plan(&meta(5, &[("vpc_id", "vpc-2")]), StateRef::default(), &fleet_with(Some(&base)), &PlanOptions::default()).unwrap();
+        assert_eq!(p.outcome, Outcome::Change);
+        assert_eq!(p.files.len(), 1);
+        assert_eq!(p.key_changes, vec![KeyChange { key: "vpc_id".into(), old: Some("vpc-1".into()), new: Some("vpc-2".into()) }]);
+        assert!(!p.key_set_changed);
+        assert!(p.body.contains("| `vpc_id` | `vpc-1` | `vpc-2` |"), "{}", p.body);
+    }
+
+    #[test]
+    fn unchanged_map_is_in_sync_whatever_the_serial() {
+        let base = meta(4, &[("vpc_id", "vpc-1")]);
+        let p = plan(&meta(9, &[("vpc_id", "vpc-1")]), StateRef::default(), &fleet_with(Some(&base)), &PlanOptions::default()).unwrap();
+        assert_eq!(p.outcome, Outcome::InSync);
+        assert!(p.files.is_empty());
+    }
+
+    #[test]
+    fn older_serial_is_stale() {
+        let base = meta(8, &[("vpc_id", "vpc-new")]);
+        let p = plan(&meta(5, &[("vpc_id", "vpc-old")]), StateRef::default(), &fleet_with(Some(&base)), &PlanOptions::default()).unwrap();
+        assert_eq!(p.outcome, Outcome::Stale);
+        assert!(p.files.is_empty());
+    }
+
+    #[test]
+    fn key_added_without_bump_violates_the_schema_rule() {
+        let base = meta(4, &[("vpc_id", "vpc-1")]);
+        let p = plan(&meta(5, &[("vpc_id", "vpc-1"), ("queue", "q")]), StateRef::default(), &fleet_with(Some(&base)), &PlanOptions::default()).unwrap();
+        assert!(p.key_set_changed && p.schema_violation && !p.status_ok());
+        assert!(p.labels.contains(&"schema-change".to_owned()));
+        assert!(p.status_description().contains("schema"));
+        let bumped = plan(&meta(5, &[("vpc_id", "vpc-1"), ("queue", "q"), ("schema", "2")]), StateRef::default(), &fleet_with(Some(&base)), &PlanOptions::default()).unwrap();
+        assert!(bumped.key_set_changed && !bumped.schema_violation);
+    }
+
+    #[test]
+    fn markdown_cells_cannot_break_the_table() {
+        assert_eq!(code("a|b"), "`a\\|b`");
+        assert_eq!(code("a`b"), "`` a`b ``");
+    }
+}
