@@ -1,0 +1,170 @@
+//! `plan`, `sync` and `check` against a local fleet directory and a local state file.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use cellbridge::fleet::LocalFleet;
+use cellbridge::plan::{self, Outcome, Plan, PlanOptions, StateRef};
+use cellbridge::template::SyncSource;
+use cellbridge::{check, metadata, tfstate};
+
+use crate::git;
+
+#[derive(clap::Args)]
+pub struct StateArgs {
+    /// A Terraform state file (format version 4).
+    #[arg(long)]
+    state: PathBuf,
+    /// The fleet repository's root directory.
+    #[arg(long, default_value = ".")]
+    fleet: PathBuf,
+    /// Flux's Git URL for a new cell's gotk-sync.yaml (default: the template's).
+    #[arg(long, env = "CELLBRIDGE_FLUX_GIT_URL")]
+    flux_git_url: Option<String>,
+    /// The branch Flux syncs from, with --flux-git-url.
+    #[arg(long, default_value = "main")]
+    flux_branch: String,
+}
+
+/// Any failure of the local commands: printed on one line, exit code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    State(#[from] tfstate::StateError),
+    #[error("{file}: {source}")]
+    Contract {
+        file: String,
+        #[source]
+        source: metadata::ContractError,
+    },
+    #[error(transparent)]
+    Fleet(#[from] cellbridge::fleet::FleetError),
+    #[error(transparent)]
+    Plan(#[from] plan::PlanError),
+    #[error(transparent)]
+    Check(#[from] check::CheckError),
+    #[error(transparent)]
+    Git(#[from] git::GitError),
+    #[error("{path}: {source}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub fn plan(args: &StateArgs, json: bool, apply: bool) -> Result<ExitCode, CliError> {
+    let state = tfstate::read_state_file(&args.state)?;
+    let meta = metadata::from_state(&state).map_err(|source| CliError::Contract { file: args.state.display().to_string(), source })?;
+    let fleet = LocalFleet::open(&args.fleet)?;
+    let opts = PlanOptions {
+        sync_source: args.flux_git_url.as_ref().map(|url| SyncSource { url: url.clone(), branch: args.flux_branch.clone() }),
+    };
+    let source = StateRef { bucket: None, key: args.state.display().to_string(), version_id: None };
+    let plan = plan::plan(&meta, source, &fleet, &opts)?;
+
+    let applied = if apply && plan.outcome == Outcome::Change { Some(write(&args.fleet, &plan)?) } else { None };
+    if json {
+        let mut v = serde_json::to_value(&plan).expect("plan serializes");
+        v["status_ok"] = plan.status_ok().into();
+        v["status_description"] = plan.status_description().into();
+        if let Some(a) = &applied {
+            v["applied"] = serde_json::to_value(a).expect("serializes");
+        }
+        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+    } else {
+        print_plan(&plan, applied.as_ref());
+    }
+    Ok(if plan.outcome == Outcome::Change && !plan.status_ok() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn print_plan(p: &Plan, applied: Option<&Applied>) {
+    match p.outcome {
+        Outcome::InSync => {
+            println!("cell {} is in sync: the fleet repo already holds this cell_metadata (state serial {}). No pull request.", p.cell, p.serial);
+            return;
+        }
+        Outcome::Stale => {
+            println!(
+                "cell {}: the fleet repo already holds serial {} of lineage {}; this state (serial {}) is older. Nothing to do.",
+                p.cell,
+                p.base_serial.unwrap_or_default(),
+                p.lineage,
+                p.serial
+            );
+            return;
+        }
+        Outcome::Change => {}
+    }
+    println!("Pull request on branch {} — {}", p.branch, p.title);
+    println!("Labels: {}", p.labels.join(", "));
+    println!("Status {}: {} — {}", plan::STATUS_CONTEXT, if p.status_ok() { "success" } else { "failure" }, p.status_description());
+    println!("\n{}", p.body);
+    println!("{}", p.unified_diff());
+    match applied {
+        Some(Applied::Commit { branch, commit }) => println!("Committed {} file(s) to branch {branch} ({commit}); the checked-out branch is untouched.", p.files.len()),
+        Some(Applied::Files { count }) => println!("Wrote {count} file(s) into the fleet directory."),
+        None => {}
+    }
+}
+
+#[derive(Debug, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Applied {
+    Commit { branch: String, commit: String },
+    Files { count: usize },
+}
+
+fn write(root: &std::path::Path, p: &Plan) -> Result<Applied, CliError> {
+    let files: Vec<(String, String)> = p.files.iter().map(|f| (f.path.clone(), f.new.clone())).collect();
+    if git::is_repo(root) {
+        let commit = git::commit_files(root, &p.branch, &files, &format!("{}\n\n{}", p.title, commit_trailer(p)))?;
+        return Ok(Applied::Commit { branch: p.branch.clone(), commit });
+    }
+    // Write everything to temporary names first so a failure leaves no half-written cell.
+    let mut staged = Vec::new();
+    for (path, text) in &files {
+        let target = root.join(path);
+        let tmp = target.with_extension("cellbridge-tmp");
+        let io = |source| CliError::Write { path: path.clone(), source };
+        std::fs::create_dir_all(target.parent().expect("files live in directories")).map_err(io)?;
+        std::fs::write(&tmp, text).map_err(io)?;
+        staged.push((tmp, target, path));
+    }
+    for (tmp, target, path) in &staged {
+        std::fs::rename(tmp, target).map_err(|source| CliError::Write { path: (*path).clone(), source })?;
+    }
+    Ok(Applied::Files { count: files.len() })
+}
+
+fn commit_trailer(p: &Plan) -> String {
+    format!("State {} serial {} lineage {}.", p.source, p.serial, p.lineage)
+}
+
+pub fn check(fleet: &std::path::Path, cell: Option<&str>, json: bool) -> Result<ExitCode, CliError> {
+    let fleet = LocalFleet::open(fleet)?;
+    let reports = check::check_fleet(&fleet, cell)?;
+    let passed = reports.iter().all(|r| r.passed());
+    if json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "passed": passed, "cells": reports })).expect("json"));
+    } else {
+        for r in &reports {
+            let files: usize = r.layers.iter().map(|l| l.files).sum();
+            if r.passed() {
+                println!("ok    {}: {} layer(s), {files} file(s)", r.cell, r.layers.len());
+            } else {
+                println!("FAIL  {}: {} finding(s)", r.cell, r.findings.len());
+                for f in &r.findings {
+                    println!("      {}:{}: {} (layer {})", f.file, f.line, f.message, f.layer);
+                }
+            }
+            if !r.unused_keys.is_empty() {
+                println!("      keys no manifest uses: {}", r.unused_keys.join(", "));
+            }
+        }
+        if reports.is_empty() {
+            println!("no cells found under clusters/");
+        }
+    }
+    Ok(if passed { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
