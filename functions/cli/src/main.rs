@@ -48,6 +48,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // `cellbridge plan | head` should stop quietly, like any Unix tool, not panic on EPIPE.
+    // SAFETY: restoring the default disposition of one signal before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     cellbridge::telemetry::init_cli(cli.output == Output::Json, cli.verbose);
     cellbridge::telemetry::install_crypto_provider();
