@@ -6,15 +6,19 @@
 //! `github`, `bootstrap`) sit at the edges behind small traits (`StateSource`, `FleetRead`,
 //! `FleetWrite`, `ClusterAccess`).
 
+pub mod bootstrap;
 pub mod check;
 pub mod config;
 pub mod configmap;
 pub mod envsubst;
 pub mod events;
 pub mod fleet;
+pub mod github;
 pub mod metadata;
 pub mod plan;
 pub mod redact;
+pub mod s3;
+pub mod secrets;
 pub mod template;
 pub mod tfstate;
 pub mod telemetry;

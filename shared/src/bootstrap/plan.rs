@@ -1,0 +1,243 @@
+//! What a bootstrap applies, in order: the pure part, no cluster needed. `dry_run` prints it.
+
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::gitsecret::GitCredentials;
+use crate::fleet::{FleetError, FleetRead};
+use crate::template::{GOTK_COMPONENTS, TEMPLATE_DIR};
+
+pub const FLUX_NAMESPACE: &str = "flux-system";
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Fleet(#[from] FleetError),
+    #[error(
+        "cell {cell}: the fleet repo has neither clusters/{cell}/{GOTK_COMPONENTS} nor {TEMPLATE_DIR}/{GOTK_COMPONENTS}"
+    )]
+    NoComponents { cell: String },
+    #[error("{file}: not valid YAML: {reason}")]
+    Yaml { file: String, reason: String },
+    #[error("{file}, document {doc}: {reason}")]
+    Invalid { file: String, doc: usize, reason: String },
+}
+
+/// The stages of a bootstrap; a CRD's kinds exist only once it is Established, so every
+/// later stage waits for the CRD stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Namespace,
+    Crd,
+    Component,
+    GitSecret,
+    Sync,
+}
+
+/// Which object, without its content: what reports and logs show.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ObjectRef {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {}/{} ({})", self.kind, ns, self.name, self.api_version),
+            None => write!(f, "{} {} ({})", self.kind, self.name, self.api_version),
+        }
+    }
+}
+
+/// One object to apply. `Debug` leaves the content out: the Git secret's step holds credentials.
+#[derive(Clone)]
+pub struct Step {
+    pub phase: Phase,
+    pub target: ObjectRef,
+    object: Value,
+}
+
+impl fmt::Debug for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Step")
+            .field("phase", &self.phase)
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Step {
+    pub fn object(&self) -> &Value {
+        &self.object
+    }
+}
+
+/// Where the cell's Flux manifests come from: its own directory once its pull request is
+/// merged, the template before that (bootstrap never waits for a human).
+pub fn components_file(fleet: &dyn FleetRead, cell: &str) -> Result<(String, String), PlanError> {
+    for file in [
+        format!("clusters/{cell}/{GOTK_COMPONENTS}"),
+        format!("{TEMPLATE_DIR}/{GOTK_COMPONENTS}"),
+    ] {
+        if let Some(text) = fleet.read_text(&file)? {
+            return Ok((file, text));
+        }
+    }
+    Err(PlanError::NoComponents { cell: cell.into() })
+}
+
+/// Parses a multi-document manifest file into objects (a `List` is unpacked).
+pub fn parse_objects(text: &str, file: &str) -> Result<Vec<(ObjectRef, Value)>, PlanError> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| PlanError::Yaml {
+        file: file.into(),
+        reason: e.to_string(),
+    })?;
+    let mut out = Vec::new();
+    for (i, doc) in docs.into_iter().enumerate() {
+        let doc_no = i + 1;
+        let items = match doc {
+            Value::Null => continue,
+            Value::Object(ref o)
+                if o.get("kind")
+                    .and_then(Value::as_str)
+                    .is_some_and(|k| k.ends_with("List"))
+                    && o.contains_key("items") =>
+            {
+                o["items"].as_array().cloned().unwrap_or_default()
+            }
+            other => vec![other],
+        };
+        for obj in items {
+            let bad = |reason: &str| PlanError::Invalid {
+                file: file.into(),
+                doc: doc_no,
+                reason: reason.into(),
+            };
+            let Value::Object(map) = &obj else {
+                return Err(bad("not a mapping"));
+            };
+            let s = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned).filter(|s| !s.is_empty());
+            let api_version = s(map.get("apiVersion")).ok_or_else(|| bad("no apiVersion"))?;
+            let kind = s(map.get("kind")).ok_or_else(|| bad("no kind"))?;
+            let md = map.get("metadata");
+            let name = s(md.and_then(|m| m.get("name"))).ok_or_else(|| bad("no metadata.name"))?;
+            let namespace = s(md.and_then(|m| m.get("namespace")));
+            out.push((
+                ObjectRef {
+                    api_version,
+                    kind,
+                    namespace,
+                    name,
+                },
+                obj,
+            ));
+        }
+    }
+    Ok(out)
+}
+
+fn is_crd(r: &ObjectRef) -> bool {
+    r.kind == "CustomResourceDefinition" && r.api_version.starts_with("apiextensions.k8s.io/")
+}
+
+fn is_namespace(r: &ObjectRef) -> bool {
+    r.kind == "Namespace" && r.api_version == "v1"
+}
+
+/// The whole bootstrap in apply order: Namespaces, CRDs, the other components (file order),
+/// the Git secret, the sync objects.
+pub fn build(
+    components: Vec<(ObjectRef, Value)>,
+    credentials: Option<&GitCredentials>,
+    sync: Vec<(ObjectRef, Value)>,
+) -> Vec<Step> {
+    let mut steps: Vec<Step> = Vec::with_capacity(components.len() + sync.len() + 2);
+    if !components
+        .iter()
+        .any(|(r, _)| is_namespace(r) && r.name == FLUX_NAMESPACE)
+    {
+        let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": FLUX_NAMESPACE}});
+        let target = ObjectRef {
+            api_version: "v1".into(),
+            kind: "Namespace".into(),
+            namespace: None,
+            name: FLUX_NAMESPACE.into(),
+        };
+        steps.push(Step {
+            phase: Phase::Namespace,
+            target,
+            object: ns,
+        });
+    }
+    for (target, object) in components {
+        let phase = if is_namespace(&target) {
+            Phase::Namespace
+        } else if is_crd(&target) {
+            Phase::Crd
+        } else {
+            Phase::Component
+        };
+        steps.push(Step { phase, target, object });
+    }
+    if let Some(c) = credentials {
+        let object = c.to_secret();
+        let target = ObjectRef {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+            namespace: Some(super::gitsecret::NAMESPACE.into()),
+            name: super::gitsecret::SECRET_NAME.into(),
+        };
+        steps.push(Step {
+            phase: Phase::GitSecret,
+            target,
+            object,
+        });
+    }
+    for (target, object) in sync {
+        steps.push(Step {
+            phase: Phase::Sync,
+            target,
+            object,
+        });
+    }
+    // Stable: file order is kept inside each phase.
+    steps.sort_by_key(|s| s.phase);
+    steps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: source-controller\n  namespace: flux-system\n---\n\
+apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: gitrepositories.source.toolkit.fluxcd.io\n---\n\
+apiVersion: v1\nkind: Namespace\nmetadata:\n  name: flux-system\n---\n";
+
+    #[test]
+    fn orders_namespace_crds_components_secret_sync() {
+        let comps = parse_objects(FILE, "f").unwrap();
+        let sync = parse_objects("apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: flux-system\n  namespace: flux-system\n", "s").unwrap();
+        let steps = build(comps, None, sync);
+        let kinds: Vec<_> = steps.iter().map(|s| s.target.kind.as_str()).collect();
+        assert_eq!(
+            kinds,
+            ["Namespace", "CustomResourceDefinition", "Deployment", "Kustomization"]
+        );
+    }
+
+    #[test]
+    fn adds_the_namespace_when_the_file_has_none_and_names_bad_documents() {
+        let steps = build(vec![], None, vec![]);
+        assert_eq!(steps[0].target.to_string(), "Namespace flux-system (v1)");
+        let e = parse_objects("apiVersion: v1\nkind: ConfigMap\n---\nkind: X\n", "x.yaml").unwrap_err();
+        assert_eq!(e.to_string(), "x.yaml, document 1: no metadata.name");
+        assert!(matches!(parse_objects("a: [", "y.yaml"), Err(PlanError::Yaml { .. })));
+    }
+}
