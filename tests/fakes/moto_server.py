@@ -5,15 +5,20 @@ to moto that the tests need (EKS access entries, a real certificate authority) a
 before the server starts, so every test talks to the same patched server.
 """
 import argparse
+import os
 import sys
 
 from moto.server import ThreadedMotoServer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import moto_eks_ext  # noqa: E402  (EKS access entries, real CA, authentication mode, CREATING)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=0)
     args = ap.parse_args()
+    moto_eks_ext.install()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=args.port, verbose=False)
     server.start()
     port = server._server.server_port  # the real port when 0 was asked for
