@@ -1,0 +1,77 @@
+locals {
+  alarms = {
+    state_sync = {
+      function = aws_lambda_function.state_sync.function_name
+      queue    = aws_sqs_queue.state_sync.name
+      dlq      = aws_sqs_queue.state_sync_dlq.name
+      max_age  = var.queue_age_alarm_seconds
+    }
+    cluster_bootstrap = {
+      function = aws_lambda_function.cluster_bootstrap.function_name
+      queue    = aws_sqs_queue.cluster_bootstrap.name
+      dlq      = aws_sqs_queue.cluster_bootstrap_dlq.name
+      max_age  = 4 * var.queue_age_alarm_seconds
+    }
+  }
+}
+
+# Anything in a dead-letter queue is an event cellbridge gave up on: a cell whose pull request
+# may be stale, or a cluster without Flux. Redrive it after fixing the cause.
+resource "aws_cloudwatch_metric_alarm" "dlq_not_empty" {
+  for_each = local.alarms
+
+  alarm_name          = "${each.value.dlq}-not-empty"
+  alarm_description   = "cellbridge ${each.key}: messages in the dead-letter queue ${each.value.dlq}. Read them, fix the cause, redrive."
+  namespace           = "AWS/SQS"
+  metric_name         = "ApproximateNumberOfMessagesVisible"
+  dimensions          = { QueueName = each.value.dlq }
+  statistic           = "Maximum"
+  period              = 300
+  evaluation_periods  = 1
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = 0
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = var.alarm_actions
+  ok_actions          = var.alarm_actions
+  tags                = local.tags
+}
+
+# Errors count invocations that failed as a whole (crash, timeout, bad configuration);
+# single failed records are reported through the batch response and show up in the DLQ.
+resource "aws_cloudwatch_metric_alarm" "function_errors" {
+  for_each = local.alarms
+
+  alarm_name          = "${each.value.function}-errors"
+  alarm_description   = "cellbridge ${each.key}: invocations failed. See /aws/lambda/${each.value.function}."
+  namespace           = "AWS/Lambda"
+  metric_name         = "Errors"
+  dimensions          = { FunctionName = each.value.function }
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 1
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = 0
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = var.alarm_actions
+  ok_actions          = var.alarm_actions
+  tags                = local.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "queue_stuck" {
+  for_each = local.alarms
+
+  alarm_name          = "${each.value.queue}-oldest-message-age"
+  alarm_description   = "cellbridge ${each.key}: records wait longer than ${each.value.max_age}s in ${each.value.queue} (throttled, disabled event source, or failing and retrying)."
+  namespace           = "AWS/SQS"
+  metric_name         = "ApproximateAgeOfOldestMessage"
+  dimensions          = { QueueName = each.value.queue }
+  statistic           = "Maximum"
+  period              = 300
+  evaluation_periods  = 2
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = each.value.max_age
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = var.alarm_actions
+  ok_actions          = var.alarm_actions
+  tags                = local.tags
+}

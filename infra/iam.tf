@@ -1,0 +1,267 @@
+# One role per function, each with only what its job needs.
+
+data "aws_iam_policy_document" "lambda_assume" {
+  statement {
+    actions = ["sts:AssumeRole"]
+
+    principals {
+      type        = "Service"
+      identifiers = ["lambda.amazonaws.com"]
+    }
+
+    condition {
+      test     = "StringEquals"
+      variable = "aws:SourceAccount"
+      values   = [local.account]
+    }
+  }
+}
+
+# --- state-sync --------------------------------------------------------------------------------
+
+resource "aws_iam_role" "state_sync" {
+  name               = local.state_sync_name
+  description        = "cellbridge state-sync: reads Terraform state, opens pull requests"
+  assume_role_policy = data.aws_iam_policy_document.lambda_assume.json
+  tags               = local.tags
+}
+
+data "aws_iam_policy_document" "state_sync" {
+  statement {
+    sid       = "ReadStateObjectsAndVersions"
+    actions   = ["s3:GetObject", "s3:GetObjectVersion"]
+    resources = local.state_object_arns
+  }
+
+  # sync-all lists the state objects; listing versions lets a run pick the latest version.
+  statement {
+    sid       = "ListStateObjectsUnderPrefix"
+    actions   = ["s3:ListBucket", "s3:ListBucketVersions"]
+    resources = [local.state_bucket_arn]
+
+    condition {
+      test     = "StringLike"
+      variable = "s3:prefix"
+      values   = local.state_list_prefixes
+    }
+  }
+
+  dynamic "statement" {
+    for_each = var.state_bucket_kms_key_arn == null ? [] : [var.state_bucket_kms_key_arn]
+    content {
+      sid       = "DecryptStateThroughS3"
+      actions   = ["kms:Decrypt"]
+      resources = [statement.value]
+
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = ["s3.${local.region}.amazonaws.com"]
+      }
+    }
+  }
+
+  statement {
+    sid       = "ReadGitHubCredentials"
+    actions   = ["secretsmanager:GetSecretValue"]
+    resources = [var.github_secret_arn]
+  }
+
+  dynamic "statement" {
+    for_each = length(var.secrets_kms_key_arns) == 0 ? [] : [1]
+    content {
+      sid       = "DecryptSecretsThroughSecretsManager"
+      actions   = ["kms:Decrypt"]
+      resources = var.secrets_kms_key_arns
+
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = ["secretsmanager.${local.region}.amazonaws.com"]
+      }
+    }
+  }
+
+  statement {
+    sid       = "ConsumeOwnQueue"
+    actions   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility"]
+    resources = [aws_sqs_queue.state_sync.arn]
+  }
+
+  # Failed asynchronous invocations (schedule, console) land in the DLQ with the role's rights.
+  statement {
+    sid       = "OwnDeadLetters"
+    actions   = ["sqs:SendMessage"]
+    resources = [aws_sqs_queue.state_sync_dlq.arn]
+  }
+
+  statement {
+    sid       = "ModuleKey"
+    actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
+    resources = [local.kms_key_arn]
+  }
+
+  statement {
+    sid       = "OwnLogs"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = ["${aws_cloudwatch_log_group.state_sync.arn}:*"]
+  }
+}
+
+resource "aws_iam_role_policy" "state_sync" {
+  name   = "state-sync"
+  role   = aws_iam_role.state_sync.id
+  policy = data.aws_iam_policy_document.state_sync.json
+}
+
+# --- cluster-bootstrap -------------------------------------------------------------------------
+
+resource "aws_iam_role" "cluster_bootstrap" {
+  name               = local.cluster_bootstrap_name
+  description        = "cellbridge cluster-bootstrap: first Flux install on new EKS clusters"
+  assume_role_policy = data.aws_iam_policy_document.lambda_assume.json
+  tags               = local.tags
+}
+
+locals {
+  cluster_bootstrap_role_arn = "arn:${local.partition}:iam::${local.account}:role/${local.cluster_bootstrap_name}"
+  # Access entries of this role only: access-entry/<cluster>/role/<account>/<role name>/<id>.
+  own_access_entry_arn = "arn:${local.partition}:eks:*:${local.account}:access-entry/*/role/${local.account}/${local.cluster_bootstrap_name}/*"
+  eks_cluster_arn      = "arn:${local.partition}:eks:*:${local.account}:cluster/*"
+}
+
+data "aws_iam_policy_document" "cluster_bootstrap" {
+  # Reading a cluster is how the function learns its state, CA, authentication mode and
+  # `cellbridge.dev/cell` tag, so it cannot be conditioned on that tag.
+  statement {
+    sid       = "ReadClusters"
+    actions   = ["eks:DescribeCluster", "eks:ListTagsForResource", "eks:ListAccessEntries"]
+    resources = [local.eks_cluster_arn]
+  }
+
+  # Access is granted only on clusters tagged as a cell, and only to this role itself.
+  statement {
+    sid       = "GrantSelfAccessOnCellClusters"
+    actions   = ["eks:CreateAccessEntry"]
+    resources = [local.eks_cluster_arn]
+
+    condition {
+      test     = "StringLike"
+      variable = "aws:ResourceTag/cellbridge.dev/cell"
+      values   = ["?*"]
+    }
+
+    condition {
+      test     = "ArnEquals"
+      variable = "eks:principalArn"
+      values   = [local.cluster_bootstrap_role_arn]
+    }
+  }
+
+  statement {
+    sid       = "ManageOwnAccessEntry"
+    actions   = ["eks:DescribeAccessEntry", "eks:DeleteAccessEntry", "eks:ListAssociatedAccessPolicies", "eks:DisassociateAccessPolicy"]
+    resources = [local.own_access_entry_arn]
+  }
+
+  statement {
+    sid       = "TagOwnAccessEntry"
+    actions   = ["eks:TagResource"]
+    resources = [local.own_access_entry_arn]
+
+    condition {
+      test     = "ForAllValues:StringLike"
+      variable = "aws:TagKeys"
+      values   = ["cellbridge.dev/*"]
+    }
+  }
+
+  statement {
+    sid       = "ClusterAdminForOwnAccessEntry"
+    actions   = ["eks:AssociateAccessPolicy"]
+    resources = [local.own_access_entry_arn]
+
+    condition {
+      test     = "StringEquals"
+      variable = "eks:policyArn"
+      values   = [local.eks_cluster_admin_policy_arn]
+    }
+  }
+
+  dynamic "statement" {
+    for_each = length(var.bootstrap_assume_role_arns) == 0 ? [] : [1]
+    content {
+      sid       = "AssumeCellBootstrapRoles"
+      actions   = ["sts:AssumeRole"]
+      resources = var.bootstrap_assume_role_arns
+    }
+  }
+
+  statement {
+    sid       = "ReadGitHubAndFluxCredentials"
+    actions   = ["secretsmanager:GetSecretValue"]
+    resources = [var.github_secret_arn, var.flux_git_secret_arn]
+  }
+
+  dynamic "statement" {
+    for_each = length(var.secrets_kms_key_arns) == 0 ? [] : [1]
+    content {
+      sid       = "DecryptSecretsThroughSecretsManager"
+      actions   = ["kms:Decrypt"]
+      resources = var.secrets_kms_key_arns
+
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = ["secretsmanager.${local.region}.amazonaws.com"]
+      }
+    }
+  }
+
+  # SendMessage: a cluster still CREATING is handed back to the queue with a delay.
+  statement {
+    sid       = "ConsumeAndRequeueOwnQueue"
+    actions   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility", "sqs:SendMessage"]
+    resources = [aws_sqs_queue.cluster_bootstrap.arn]
+  }
+
+  statement {
+    sid       = "OwnDeadLetters"
+    actions   = ["sqs:SendMessage"]
+    resources = [aws_sqs_queue.cluster_bootstrap_dlq.arn]
+  }
+
+  statement {
+    sid       = "ModuleKey"
+    actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
+    resources = [local.kms_key_arn]
+  }
+
+  statement {
+    sid       = "OwnLogs"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = ["${aws_cloudwatch_log_group.cluster_bootstrap.arn}:*"]
+  }
+}
+
+resource "aws_iam_role_policy" "cluster_bootstrap" {
+  name   = "cluster-bootstrap"
+  role   = aws_iam_role.cluster_bootstrap.id
+  policy = data.aws_iam_policy_document.cluster_bootstrap.json
+}
+
+# --- optional extras, both roles ---------------------------------------------------------------
+
+resource "aws_iam_role_policy_attachment" "xray" {
+  for_each = var.tracing_mode == "Active" ? { state_sync = aws_iam_role.state_sync.name, cluster_bootstrap = aws_iam_role.cluster_bootstrap.name } : {}
+
+  role       = each.value
+  policy_arn = "arn:${local.partition}:iam::aws:policy/AWSXRayDaemonWriteAccess"
+}
+
+resource "aws_iam_role_policy_attachment" "vpc" {
+  for_each = length(var.vpc_subnet_ids) > 0 ? { state_sync = aws_iam_role.state_sync.name, cluster_bootstrap = aws_iam_role.cluster_bootstrap.name } : {}
+
+  role       = each.value
+  policy_arn = "arn:${local.partition}:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole"
+}

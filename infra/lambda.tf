@@ -1,0 +1,174 @@
+locals {
+  common_environment = merge(var.extra_environment, {
+    CELLBRIDGE_FLEET_REPO    = var.fleet_repo
+    CELLBRIDGE_GITHUB_SECRET = var.github_secret_arn
+    GITHUB_API_URL           = var.github_api_url
+    # state-sync renders gotk-sync.yaml into a new cell's directory; bootstrap applies it.
+    CELLBRIDGE_FLUX_GIT_URL = var.flux_git_url
+    RUST_LOG                = var.log_level
+    }, var.base_branch == null ? {} : {
+    CELLBRIDGE_BASE_BRANCH = var.base_branch
+  })
+
+  state_sync_environment = merge(local.common_environment, {
+    CELLBRIDGE_STATE_BUCKET      = var.state_bucket_name
+    CELLBRIDGE_STATE_KEY_PATTERN = var.state_key_pattern
+  })
+
+  cluster_bootstrap_environment = merge(local.common_environment, {
+    CELLBRIDGE_FLUX_GIT_SECRET = var.flux_git_secret_arn
+  })
+}
+
+resource "aws_cloudwatch_log_group" "state_sync" {
+  name              = "/aws/lambda/${local.state_sync_name}"
+  retention_in_days = var.log_retention_days
+  kms_key_id        = local.kms_key_arn
+  tags              = local.tags
+}
+
+resource "aws_cloudwatch_log_group" "cluster_bootstrap" {
+  name              = "/aws/lambda/${local.cluster_bootstrap_name}"
+  retention_in_days = var.log_retention_days
+  kms_key_id        = local.kms_key_arn
+  tags              = local.tags
+}
+
+resource "aws_lambda_function" "state_sync" {
+  #checkov:skip=CKV_AWS_117:GitHub and AWS APIs are reached over the internet; set vpc_subnet_ids to run in a VPC.
+  #checkov:skip=CKV_AWS_272:Code signing needs a signing profile the caller owns; pass code_signing_config_arn to enable it.
+  function_name                  = local.state_sync_name
+  description                    = "cellbridge: Terraform state -> cell-metadata pull request"
+  role                           = aws_iam_role.state_sync.arn
+  runtime                        = "provided.al2023"
+  handler                        = "bootstrap"
+  architectures                  = [var.architecture]
+  filename                       = var.state_sync_zip
+  source_code_hash               = filebase64sha256(var.state_sync_zip)
+  memory_size                    = var.state_sync_memory_mb
+  timeout                        = var.state_sync_timeout_seconds
+  reserved_concurrent_executions = var.state_sync_reserved_concurrency
+  kms_key_arn                    = local.kms_key_arn
+  code_signing_config_arn        = var.code_signing_config_arn
+
+  environment {
+    variables = local.state_sync_environment
+  }
+
+  logging_config {
+    log_format = "Text"
+    log_group  = aws_cloudwatch_log_group.state_sync.name
+  }
+
+  tracing_config {
+    mode = var.tracing_mode
+  }
+
+  dead_letter_config {
+    target_arn = aws_sqs_queue.state_sync_dlq.arn
+  }
+
+  dynamic "vpc_config" {
+    for_each = length(var.vpc_subnet_ids) > 0 ? [1] : []
+    content {
+      subnet_ids         = var.vpc_subnet_ids
+      security_group_ids = var.vpc_security_group_ids
+    }
+  }
+
+  tags = local.tags
+
+  depends_on = [aws_iam_role_policy.state_sync, aws_iam_role_policy_attachment.vpc]
+}
+
+resource "aws_lambda_function" "cluster_bootstrap" {
+  #checkov:skip=CKV_AWS_117:GitHub, STS and public EKS endpoints are reached over the internet; set vpc_subnet_ids to run in a VPC.
+  #checkov:skip=CKV_AWS_272:Code signing needs a signing profile the caller owns; pass code_signing_config_arn to enable it.
+  function_name                  = local.cluster_bootstrap_name
+  description                    = "cellbridge: first Flux bootstrap of new EKS clusters"
+  role                           = aws_iam_role.cluster_bootstrap.arn
+  runtime                        = "provided.al2023"
+  handler                        = "bootstrap"
+  architectures                  = [var.architecture]
+  filename                       = var.cluster_bootstrap_zip
+  source_code_hash               = filebase64sha256(var.cluster_bootstrap_zip)
+  memory_size                    = var.cluster_bootstrap_memory_mb
+  timeout                        = var.cluster_bootstrap_timeout_seconds
+  reserved_concurrent_executions = var.cluster_bootstrap_reserved_concurrency
+  kms_key_arn                    = local.kms_key_arn
+  code_signing_config_arn        = var.code_signing_config_arn
+
+  environment {
+    variables = local.cluster_bootstrap_environment
+  }
+
+  logging_config {
+    log_format = "Text"
+    log_group  = aws_cloudwatch_log_group.cluster_bootstrap.name
+  }
+
+  tracing_config {
+    mode = var.tracing_mode
+  }
+
+  dead_letter_config {
+    target_arn = aws_sqs_queue.cluster_bootstrap_dlq.arn
+  }
+
+  dynamic "vpc_config" {
+    for_each = length(var.vpc_subnet_ids) > 0 ? [1] : []
+    content {
+      subnet_ids         = var.vpc_subnet_ids
+      security_group_ids = var.vpc_security_group_ids
+    }
+  }
+
+  tags = local.tags
+
+  depends_on = [aws_iam_role_policy.cluster_bootstrap, aws_iam_role_policy_attachment.vpc]
+}
+
+# Asynchronous invocations (schedule, console with InvocationType Event): one retry, then DLQ.
+resource "aws_lambda_function_event_invoke_config" "state_sync" {
+  function_name                = aws_lambda_function.state_sync.function_name
+  maximum_retry_attempts       = 1
+  maximum_event_age_in_seconds = 3600
+}
+
+resource "aws_lambda_function_event_invoke_config" "cluster_bootstrap" {
+  function_name                = aws_lambda_function.cluster_bootstrap.function_name
+  maximum_retry_attempts       = 1
+  maximum_event_age_in_seconds = 3600
+}
+
+resource "aws_lambda_event_source_mapping" "state_sync" {
+  event_source_arn                   = aws_sqs_queue.state_sync.arn
+  function_name                      = aws_lambda_function.state_sync.arn
+  batch_size                         = var.state_sync_batch_size
+  maximum_batching_window_in_seconds = var.state_sync_batching_window_seconds
+  # One failed cell must not send the other cells of the batch round again.
+  function_response_types = ["ReportBatchItemFailures"]
+
+  dynamic "scaling_config" {
+    for_each = local.state_sync_sqs_concurrency == null ? [] : [local.state_sync_sqs_concurrency]
+    content {
+      maximum_concurrency = scaling_config.value
+    }
+  }
+}
+
+resource "aws_lambda_event_source_mapping" "cluster_bootstrap" {
+  event_source_arn = aws_sqs_queue.cluster_bootstrap.arn
+  function_name    = aws_lambda_function.cluster_bootstrap.arn
+  # A bootstrap can take most of the timeout; one cluster per invocation keeps the
+  # deadline per record.
+  batch_size              = 1
+  function_response_types = ["ReportBatchItemFailures"]
+
+  dynamic "scaling_config" {
+    for_each = local.cluster_bootstrap_sqs_concurrency == null ? [] : [local.cluster_bootstrap_sqs_concurrency]
+    content {
+      maximum_concurrency = scaling_config.value
+    }
+  }
+}

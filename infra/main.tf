@@ -1,0 +1,55 @@
+data "aws_caller_identity" "current" {}
+data "aws_partition" "current" {}
+data "aws_region" "current" {}
+
+locals {
+  account   = data.aws_caller_identity.current.account_id
+  partition = data.aws_partition.current.partition
+  region    = data.aws_region.current.id
+
+  state_sync_name        = "${var.name_prefix}-state-sync"
+  cluster_bootstrap_name = "${var.name_prefix}-cluster-bootstrap"
+
+  # Patterns are files so tests/infra/test_patterns.py routes the sample events through
+  # exactly what gets deployed.
+  state_object_created_pattern = templatefile("${path.module}/patterns/s3-state-object-created.json.tftpl", {
+    bucket = var.state_bucket_name
+  })
+  eks_create_cluster_pattern = file("${path.module}/patterns/eks-create-cluster.json")
+
+  state_bucket_arn = "arn:${local.partition}:s3:::${var.state_bucket_name}"
+
+  # IAM scope of state-sync: `cells/{cell}/terraform.tfstate` -> `cells/*/terraform.tfstate`,
+  # plus the same under `env:/*/` for workspaces; listing (sync-all) only below the fixed head.
+  state_key_glob   = replace(var.state_key_pattern, "{cell}", "*")
+  state_key_head   = regex("^[^{]*", var.state_key_pattern)
+  workspace_prefix = var.state_workspace_key_prefix == null ? null : trimsuffix(var.state_workspace_key_prefix, "/")
+  state_object_arns = concat(
+    ["${local.state_bucket_arn}/${local.state_key_glob}"],
+    local.workspace_prefix == null ? [] : ["${local.state_bucket_arn}/${local.workspace_prefix}/*/${local.state_key_glob}"],
+  )
+  state_list_prefixes = concat(
+    ["${local.state_key_head}*"],
+    local.workspace_prefix == null ? [] : ["${local.workspace_prefix}/*"],
+  )
+
+  kms_key_arn = var.kms_key_arn != null ? var.kms_key_arn : aws_kms_key.this[0].arn
+
+  # One slot below the reservation for the event source, so a console run or the daily
+  # sync-all is not throttled behind a full queue. SQS needs at least 2.
+  state_sync_sqs_concurrency        = var.state_sync_reserved_concurrency >= 3 ? var.state_sync_reserved_concurrency - 1 : null
+  cluster_bootstrap_sqs_concurrency = var.cluster_bootstrap_reserved_concurrency >= 3 ? var.cluster_bootstrap_reserved_concurrency - 1 : null
+
+  eks_cluster_admin_policy_arn = "arn:${local.partition}:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+
+  tags = merge({ "app.kubernetes.io/part-of" = "cellbridge" }, var.tags)
+}
+
+# Opt-in: S3 allows exactly one notification configuration per bucket, and this resource owns
+# all of it. Only for buckets that have no other notifications, or that are managed here.
+resource "aws_s3_bucket_notification" "state_bucket" {
+  count = var.enable_state_bucket_eventbridge ? 1 : 0
+
+  bucket      = var.state_bucket_name
+  eventbridge = true
+}

@@ -1,0 +1,325 @@
+# ---------------------------------------------------------------------------------------------
+# Packages
+# ---------------------------------------------------------------------------------------------
+
+variable "state_sync_zip" {
+  description = "Path to the state-sync deployment package (`make package` writes dist/state-sync.zip). A zip with a `bootstrap` executable at its root."
+  type        = string
+}
+
+variable "cluster_bootstrap_zip" {
+  description = "Path to the cluster-bootstrap deployment package (`make package` writes dist/cluster-bootstrap.zip)."
+  type        = string
+}
+
+variable "architecture" {
+  description = "Instruction set of both packages: x86_64 or arm64. Must match how the zips were built."
+  type        = string
+  default     = "x86_64"
+
+  validation {
+    condition     = contains(["x86_64", "arm64"], var.architecture)
+    error_message = "architecture must be \"x86_64\" or \"arm64\"."
+  }
+}
+
+variable "name_prefix" {
+  description = "Prefix of every named resource (functions, roles, queues, rules, alarms)."
+  type        = string
+  default     = "cellbridge"
+
+  validation {
+    condition     = can(regex("^[a-zA-Z0-9-]{1,40}$", var.name_prefix))
+    error_message = "name_prefix must be 1-40 letters, digits or hyphens."
+  }
+}
+
+# ---------------------------------------------------------------------------------------------
+# Terraform state
+# ---------------------------------------------------------------------------------------------
+
+variable "state_bucket_name" {
+  description = "Name of the S3 bucket that holds the cells' Terraform state (the `s3` backend's bucket)."
+  type        = string
+}
+
+variable "state_key_pattern" {
+  description = "Key of a cell's state object, with `{cell}` where the cell name stands. Sets CELLBRIDGE_STATE_KEY_PATTERN and scopes state-sync's read access."
+  type        = string
+  default     = "cells/{cell}/terraform.tfstate"
+
+  validation {
+    condition     = strcontains(var.state_key_pattern, "{cell}") && endswith(var.state_key_pattern, ".tfstate")
+    error_message = "state_key_pattern must contain {cell} and end with .tfstate (the EventBridge rule filters on that suffix)."
+  }
+}
+
+variable "state_workspace_key_prefix" {
+  description = "The s3 backend's `workspace_key_prefix` (Terraform's default is \"env:\"). State of non-default workspaces lives under `<prefix>/<workspace>/<key>`; state-sync may read those too. null: default-workspace state only."
+  type        = string
+  default     = "env:"
+}
+
+variable "state_bucket_kms_key_arn" {
+  description = "ARN of the KMS key the state bucket encrypts objects with (SSE-KMS), or null for SSE-S3. state-sync gets kms:Decrypt on it through S3 only."
+  type        = string
+  default     = null
+}
+
+variable "enable_state_bucket_eventbridge" {
+  description = "Turn on EventBridge notifications on the state bucket with aws_s3_bucket_notification. WARNING: that resource owns the bucket's whole notification configuration and replaces any queue, topic or Lambda notifications it has. Leave false when the bucket is managed elsewhere and enable EventBridge there."
+  type        = bool
+  default     = false
+}
+
+# ---------------------------------------------------------------------------------------------
+# Fleet repository and Flux
+# ---------------------------------------------------------------------------------------------
+
+variable "fleet_repo" {
+  description = "The fleet repository, `owner/name` (CELLBRIDGE_FLEET_REPO)."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$", var.fleet_repo))
+    error_message = "fleet_repo must be owner/name."
+  }
+}
+
+variable "base_branch" {
+  description = "Branch pull requests target and bootstrap reads from (CELLBRIDGE_BASE_BRANCH). null: the repository's default branch."
+  type        = string
+  default     = null
+}
+
+variable "github_secret_arn" {
+  description = "ARN of the Secrets Manager secret with the GitHub credentials (JSON: `app_id`, `installation_id`, `private_key`, or `token`). CELLBRIDGE_GITHUB_SECRET."
+  type        = string
+
+  validation {
+    condition     = can(regex("^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:.+$", var.github_secret_arn))
+    error_message = "github_secret_arn must be a Secrets Manager secret ARN."
+  }
+}
+
+variable "github_api_url" {
+  description = "GitHub REST API base URL (GITHUB_API_URL); set it for GitHub Enterprise Server, e.g. https://github.example.com/api/v3."
+  type        = string
+  default     = "https://api.github.com"
+}
+
+variable "flux_git_url" {
+  description = "URL Flux syncs the fleet repository from (CELLBRIDGE_FLUX_GIT_URL), e.g. ssh://git@github.com/acme/fleet.git."
+  type        = string
+}
+
+variable "flux_git_secret_arn" {
+  description = "ARN of the Secrets Manager secret that becomes the `flux-system` Git credentials Secret (CELLBRIDGE_FLUX_GIT_SECRET). Read by cluster-bootstrap only."
+  type        = string
+
+  validation {
+    condition     = can(regex("^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:.+$", var.flux_git_secret_arn))
+    error_message = "flux_git_secret_arn must be a Secrets Manager secret ARN."
+  }
+}
+
+variable "secrets_kms_key_arns" {
+  description = "ARNs of customer managed KMS keys the two secrets are encrypted with (empty when they use aws/secretsmanager). Granted kms:Decrypt through Secrets Manager only."
+  type        = list(string)
+  default     = []
+}
+
+variable "bootstrap_assume_role_arns" {
+  description = "Roles cluster-bootstrap may assume for cells whose metadata holds `bootstrap_role_arn` (other accounts). Wildcards allowed, e.g. arn:aws:iam::*:role/cellbridge-bootstrap."
+  type        = list(string)
+  default     = []
+}
+
+# ---------------------------------------------------------------------------------------------
+# Functions
+# ---------------------------------------------------------------------------------------------
+
+variable "state_sync_memory_mb" {
+  description = "Memory of state-sync. The state reader streams, so memory does not grow with state size."
+  type        = number
+  default     = 256
+}
+
+variable "state_sync_timeout_seconds" {
+  description = "Timeout of state-sync. sync-all walks every cell in one invocation; raise it for large fleets."
+  type        = number
+  default     = 300
+
+  validation {
+    condition     = var.state_sync_timeout_seconds >= 30 && var.state_sync_timeout_seconds <= 900
+    error_message = "state_sync_timeout_seconds must be between 30 and 900."
+  }
+}
+
+variable "cluster_bootstrap_memory_mb" {
+  description = "Memory of cluster-bootstrap (it holds the Flux component manifests, a few MB)."
+  type        = number
+  default     = 512
+}
+
+variable "cluster_bootstrap_timeout_seconds" {
+  description = "Timeout of cluster-bootstrap. A cluster still CREATING when the time runs out is handed back to its queue with a delay."
+  type        = number
+  default     = 900
+
+  validation {
+    condition     = var.cluster_bootstrap_timeout_seconds >= 60 && var.cluster_bootstrap_timeout_seconds <= 900
+    error_message = "cluster_bootstrap_timeout_seconds must be between 60 and 900."
+  }
+}
+
+variable "state_sync_reserved_concurrency" {
+  description = "Reserved concurrency of state-sync: bounds parallel writers to the fleet repository and GitHub API use. The SQS event source gets one less, so a console run or the schedule always finds a slot. -1: unreserved."
+  type        = number
+  default     = 10
+}
+
+variable "cluster_bootstrap_reserved_concurrency" {
+  description = "Reserved concurrency of cluster-bootstrap (new clusters arrive rarely; a few at a time is plenty). -1: unreserved."
+  type        = number
+  default     = 5
+}
+
+variable "state_sync_batch_size" {
+  description = "SQS records per state-sync invocation. Failed records are reported one by one (partial batch response)."
+  type        = number
+  default     = 10
+}
+
+variable "state_sync_batching_window_seconds" {
+  description = "How long the event source gathers records before invoking state-sync; a short window folds the duplicate notifications of one apply into one invocation."
+  type        = number
+  default     = 5
+}
+
+variable "state_sync_max_receive_count" {
+  description = "Deliveries of one state-sync record before it goes to the dead-letter queue."
+  type        = number
+  default     = 5
+}
+
+variable "cluster_bootstrap_max_receive_count" {
+  description = "Deliveries of one cluster-bootstrap record before it goes to the dead-letter queue. Each hand-back while the cluster is still CREATING is one delivery, so keep it well above the creation time divided by the function timeout."
+  type        = number
+  default     = 12
+}
+
+variable "log_level" {
+  description = "RUST_LOG of both functions, e.g. `info` or `info,cellbridge=debug`."
+  type        = string
+  default     = "info"
+}
+
+variable "log_retention_days" {
+  description = "Retention of both functions' log groups. The bootstrap logs are an audit trail of temporary cluster-admin access."
+  type        = number
+  default     = 365
+}
+
+variable "tracing_mode" {
+  description = "Lambda X-Ray tracing: PassThrough or Active (Active attaches AWSXRayDaemonWriteAccess)."
+  type        = string
+  default     = "PassThrough"
+
+  validation {
+    condition     = contains(["PassThrough", "Active"], var.tracing_mode)
+    error_message = "tracing_mode must be PassThrough or Active."
+  }
+}
+
+variable "extra_environment" {
+  description = "Additional environment variables for both functions (e.g. newer CELLBRIDGE_* settings). Cannot override the ones the module sets."
+  type        = map(string)
+  default     = {}
+}
+
+variable "vpc_subnet_ids" {
+  description = "Subnets to run both functions in (empty: no VPC). They need a route to GitHub, STS, Secrets Manager, S3, SQS and the EKS endpoints."
+  type        = list(string)
+  default     = []
+}
+
+variable "vpc_security_group_ids" {
+  description = "Security groups of both functions when vpc_subnet_ids is set."
+  type        = list(string)
+  default     = []
+}
+
+variable "code_signing_config_arn" {
+  description = "Lambda code signing configuration for both functions, or null."
+  type        = string
+  default     = null
+}
+
+# ---------------------------------------------------------------------------------------------
+# Events and schedule
+# ---------------------------------------------------------------------------------------------
+
+variable "event_bus_name" {
+  description = "Event bus the rules live on. S3 and CloudTrail events arrive on `default` only."
+  type        = string
+  default     = "default"
+}
+
+variable "enable_sync_all_schedule" {
+  description = "Create the daily EventBridge Scheduler schedule that invokes state-sync with {\"action\":\"sync-all\"}."
+  type        = bool
+  default     = true
+}
+
+variable "sync_all_schedule_expression" {
+  description = "When sync-all runs (EventBridge Scheduler expression)."
+  type        = string
+  default     = "cron(17 5 * * ? *)"
+}
+
+variable "sync_all_schedule_timezone" {
+  description = "Time zone of sync_all_schedule_expression."
+  type        = string
+  default     = "UTC"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Encryption, alarms, tags
+# ---------------------------------------------------------------------------------------------
+
+variable "kms_key_arn" {
+  description = "Customer managed KMS key for queues, log groups, environment variables and the schedule. null: the module creates one (with the key policy EventBridge, S3 and CloudWatch Logs need). A key you bring must grant the same."
+  type        = string
+  default     = null
+}
+
+variable "kms_key_deletion_window_days" {
+  description = "Deletion window of the key the module creates."
+  type        = number
+  default     = 30
+}
+
+variable "alarm_actions" {
+  description = "ARNs (e.g. SNS topics) notified when an alarm fires and when it clears."
+  type        = list(string)
+  default     = []
+}
+
+variable "queue_age_alarm_seconds" {
+  description = "Alarm when the oldest state-sync record has waited this long (cluster-bootstrap gets four times as long: it waits for clusters on purpose)."
+  type        = number
+  default     = 3600
+}
+
+variable "tags" {
+  description = "Tags for every resource."
+  type        = map(string)
+  default     = {}
+}
+
+variable "console_example_cell" {
+  description = "Cell name used in the `console_test_events` output, so the payloads run as they are."
+  type        = string
+  default     = "prod-eu-west-1"
+}
