@@ -1,0 +1,144 @@
+//! Terraform states in S3: the latest version of one object, read as it downloads (a state can
+//! be hundreds of megabytes; only its outputs are kept), and the listing `sync-all` walks.
+
+use aws_sdk_s3::error::{DisplayErrorContext, SdkError};
+use tokio_util::io::SyncIoBridge;
+
+use crate::plan::StateRef;
+use crate::tfstate::{self, StateError, StateOutputs};
+
+#[derive(Debug, thiserror::Error)]
+pub enum S3Error {
+    #[error("s3://{bucket}/{key}: no such object (deleted, or never written)")]
+    NotFound { bucket: String, key: String },
+    #[error("s3://{bucket}/{key}: {reason}")]
+    Request {
+        bucket: String,
+        key: String,
+        reason: String,
+        retryable: bool,
+    },
+    #[error(transparent)]
+    State(#[from] StateError),
+}
+
+impl S3Error {
+    pub fn retryable(&self) -> bool {
+        match self {
+            S3Error::Request { retryable, .. } => *retryable,
+            // A body cut off mid-download reads as an I/O error; the next try reads it whole.
+            S3Error::State(StateError::Io { .. }) => true,
+            _ => false,
+        }
+    }
+}
+
+pub type Result<T, E = S3Error> = std::result::Result<T, E>;
+
+/// Where Terraform states are read from; [`S3States`] is the real one.
+pub trait StateSource: Send + Sync {
+    /// The latest version of the state at `bucket`/`key`, with the version it came from.
+    fn read_latest(&self, bucket: &str, key: &str) -> impl Future<Output = Result<(StateOutputs, StateRef)>> + Send;
+    /// Every object key under `prefix` (for sync-all), in key order.
+    fn list(&self, bucket: &str, prefix: &str) -> impl Future<Output = Result<Vec<String>>> + Send;
+}
+
+#[derive(Clone)]
+pub struct S3States {
+    client: aws_sdk_s3::Client,
+}
+
+impl S3States {
+    pub fn new(client: aws_sdk_s3::Client) -> Self {
+        Self { client }
+    }
+
+    /// A client from the environment's configuration (`AWS_ENDPOINT_URL` included). Path-style
+    /// addressing when an endpoint is set, since S3-compatible servers rarely do virtual hosts.
+    pub fn from_conf(conf: &aws_config::SdkConfig) -> Self {
+        let mut b = aws_sdk_s3::config::Builder::from(conf);
+        if conf.endpoint_url().is_some() {
+            b = b.force_path_style(true);
+        }
+        Self {
+            client: aws_sdk_s3::Client::from_conf(b.build()),
+        }
+    }
+}
+
+fn sdk_error<E>(bucket: &str, key: &str, e: SdkError<E, aws_sdk_s3::config::http::HttpResponse>) -> S3Error
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let retryable = match &e {
+        // Throttling and 5xx are worth another try; access denied or a bad bucket are not.
+        SdkError::ServiceError(s) => {
+            let status = s.raw().status().as_u16();
+            status >= 500 || status == 429 || status == 408
+        }
+        SdkError::ConstructionFailure(_) => false,
+        _ => true,
+    };
+    S3Error::Request {
+        bucket: bucket.to_owned(),
+        key: key.to_owned(),
+        reason: format!("{}", DisplayErrorContext(&e)),
+        retryable,
+    }
+}
+
+impl StateSource for S3States {
+    async fn read_latest(&self, bucket: &str, key: &str) -> Result<(StateOutputs, StateRef)> {
+        let out = match self.client.get_object().bucket(bucket).key(key).send().await {
+            Ok(o) => o,
+            Err(SdkError::ServiceError(s)) if s.err().is_no_such_key() => {
+                return Err(S3Error::NotFound {
+                    bucket: bucket.to_owned(),
+                    key: key.to_owned(),
+                });
+            }
+            Err(e) => return Err(sdk_error(bucket, key, e)),
+        };
+        let version_id = out.version_id().map(str::to_owned);
+        let origin = match &version_id {
+            Some(v) => format!("s3://{bucket}/{key}?versionId={v}"),
+            None => format!("s3://{bucket}/{key}"),
+        };
+        // The parser is synchronous; bridge the download into it on a blocking thread so the
+        // state streams through and is never held whole in memory.
+        let reader = SyncIoBridge::new(out.body.into_async_read());
+        let state = tokio::task::spawn_blocking(move || tfstate::read_state(reader, &origin))
+            .await
+            .map_err(|e| S3Error::Request {
+                bucket: bucket.to_owned(),
+                key: key.to_owned(),
+                reason: format!("reader task failed: {e}"),
+                retryable: true,
+            })??;
+        Ok((
+            state,
+            StateRef {
+                bucket: Some(bucket.to_owned()),
+                key: key.to_owned(),
+                version_id,
+            },
+        ))
+    }
+
+    async fn list(&self, bucket: &str, prefix: &str) -> Result<Vec<String>> {
+        let mut keys = Vec::new();
+        let mut pages = self
+            .client
+            .list_objects_v2()
+            .bucket(bucket)
+            .prefix(prefix)
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| sdk_error(bucket, prefix, e))?;
+            keys.extend(page.contents().iter().filter_map(|o| o.key().map(str::to_owned)));
+        }
+        keys.sort();
+        Ok(keys)
+    }
+}

@@ -1,0 +1,211 @@
+//! Secrets Manager: JSON secrets fetched into [`Secret`] so no value reaches a log or an error.
+//! Errors name the secret and the field, never what it holds.
+
+use serde_json::Value;
+
+use crate::github::Credentials;
+use crate::redact::Secret;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SecretsError {
+    #[error("secret {secret}: cannot read it from Secrets Manager: {reason}")]
+    Fetch {
+        secret: String,
+        reason: String,
+        retryable: bool,
+    },
+    #[error("secret {secret}: has no SecretString (binary secrets are not supported)")]
+    NotString { secret: String },
+    #[error("secret {secret}: is not a JSON object")]
+    NotJson { secret: String },
+    #[error("secret {secret}: missing field `{field}` ({hint})")]
+    MissingField {
+        secret: String,
+        field: &'static str,
+        hint: &'static str,
+    },
+    #[error("secret {secret}: field `{field}` {reason}")]
+    InvalidField {
+        secret: String,
+        field: &'static str,
+        reason: &'static str,
+    },
+}
+
+impl SecretsError {
+    pub fn retryable(&self) -> bool {
+        matches!(self, SecretsError::Fetch { retryable: true, .. })
+    }
+}
+
+/// A parsed JSON secret; only [`Secret`] values come out of it.
+pub struct JsonSecret {
+    name: String,
+    fields: Secret<serde_json::Map<String, Value>>,
+}
+
+impl std::fmt::Debug for JsonSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonSecret")
+            .field("name", &self.name)
+            .field("fields", &"[redacted]")
+            .finish()
+    }
+}
+
+impl JsonSecret {
+    /// Parses the secret's text; the error never quotes it (a JSON error would).
+    pub fn parse(name: &str, text: &str) -> Result<Self, SecretsError> {
+        match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(m)) => Ok(Self {
+                name: name.to_owned(),
+                fields: Secret::new(m),
+            }),
+            _ => Err(SecretsError::NotJson {
+                secret: name.to_owned(),
+            }),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn has(&self, field: &str) -> bool {
+        self.fields.expose().get(field).is_some_and(|v| !v.is_null())
+    }
+
+    /// A string field (numbers are accepted and rendered, since app ids are often numbers).
+    pub fn string(&self, field: &'static str, hint: &'static str) -> Result<Secret<String>, SecretsError> {
+        match self.fields.expose().get(field) {
+            None | Some(Value::Null) => Err(SecretsError::MissingField {
+                secret: self.name.clone(),
+                field,
+                hint,
+            }),
+            Some(Value::String(s)) if s.trim().is_empty() => Err(SecretsError::InvalidField {
+                secret: self.name.clone(),
+                field,
+                reason: "is empty",
+            }),
+            Some(Value::String(s)) => Ok(Secret::new(s.clone())),
+            Some(Value::Number(n)) => Ok(Secret::new(n.to_string())),
+            Some(_) => Err(SecretsError::InvalidField {
+                secret: self.name.clone(),
+                field,
+                reason: "must be a string",
+            }),
+        }
+    }
+
+    /// A whole-number field (`app_id`, `installation_id`), as a number or a numeric string.
+    pub fn number(&self, field: &'static str, hint: &'static str) -> Result<u64, SecretsError> {
+        let s = self.string(field, hint)?;
+        s.expose().trim().parse().map_err(|_| SecretsError::InvalidField {
+            secret: self.name.clone(),
+            field,
+            reason: "must be a whole number",
+        })
+    }
+}
+
+/// The GitHub credentials secret: `{"app_id", "installation_id", "private_key"}` for a GitHub
+/// App, or `{"token"}`.
+pub fn github_credentials(secret: &JsonSecret) -> Result<Credentials, SecretsError> {
+    const APP: &str = "a GitHub App needs app_id, installation_id and private_key; or give a token";
+    if secret.has("app_id") || secret.has("installation_id") || secret.has("private_key") {
+        let app_id = secret.number("app_id", APP)?;
+        let installation_id = secret.number("installation_id", APP)?;
+        let private_key = secret.string("private_key", APP)?;
+        if !private_key.expose().contains("PRIVATE KEY-----") {
+            return Err(SecretsError::InvalidField {
+                secret: secret.name().to_owned(),
+                field: "private_key",
+                reason: "is not a PEM private key",
+            });
+        }
+        return Ok(Credentials::App {
+            app_id,
+            installation_id,
+            private_key,
+        });
+    }
+    let token = secret.string(
+        "token",
+        "give a GitHub App's app_id, installation_id and private_key, or a token",
+    )?;
+    Ok(Credentials::Token(token))
+}
+
+/// Reads a secret's current value from Secrets Manager (`name` may be a name or an ARN).
+pub async fn fetch_json(client: &aws_sdk_secretsmanager::Client, name: &str) -> Result<JsonSecret, SecretsError> {
+    let out = client.get_secret_value().secret_id(name).send().await.map_err(|e| {
+        use aws_sdk_secretsmanager::error::SdkError;
+        let retryable = match &e {
+            SdkError::ServiceError(s) => !matches!(
+                s.err(),
+                aws_sdk_secretsmanager::operation::get_secret_value::GetSecretValueError::ResourceNotFoundException(_)
+                    | aws_sdk_secretsmanager::operation::get_secret_value::GetSecretValueError::InvalidParameterException(_)
+                    | aws_sdk_secretsmanager::operation::get_secret_value::GetSecretValueError::DecryptionFailure(_)
+            ),
+            _ => true,
+        };
+        let reason = match &e {
+            SdkError::ServiceError(s) => s.err().to_string(),
+            other => format!("{}", aws_sdk_secretsmanager::error::DisplayErrorContext(other)),
+        };
+        SecretsError::Fetch { secret: name.to_owned(), reason, retryable }
+    })?;
+    let text = out.secret_string().ok_or_else(|| SecretsError::NotString {
+        secret: name.to_owned(),
+    })?;
+    JsonSecret::parse(name, text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "-----BEGIN RSA PRIVATE KEY-----\nMIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1Pt8Qu\n-----END RSA PRIVATE KEY-----\n";
+
+    #[test]
+    fn app_and_token_credentials() {
+        let s = JsonSecret::parse(
+            "gh",
+            &serde_json::json!({"app_id": 12, "installation_id": "34", "private_key": KEY}).to_string(),
+        )
+        .unwrap();
+        match github_credentials(&s).unwrap() {
+            Credentials::App {
+                app_id,
+                installation_id,
+                ..
+            } => assert_eq!((app_id, installation_id), (12, 34)),
+            other => panic!("{other:?}"),
+        }
+        let s = JsonSecret::parse("gh", r#"{"token":"ghp_s3cr3t"}"#).unwrap();
+        assert!(matches!(github_credentials(&s).unwrap(), Credentials::Token(_)));
+    }
+
+    #[test]
+    fn errors_name_secret_and_field_never_the_value() {
+        let s = JsonSecret::parse(
+            "cellbridge/github",
+            r#"{"app_id": 12, "private_key": "ghp_hunter2_PRIVATE KEY-----"}"#,
+        )
+        .unwrap();
+        let e = github_credentials(&s).unwrap_err().to_string();
+        assert!(e.contains("cellbridge/github") && e.contains("installation_id"), "{e}");
+        assert!(!e.contains("hunter2"), "{e}");
+        let e = JsonSecret::parse("cellbridge/github", "ghp_hunter2 not json")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("hunter2"), "{e}");
+        let s = JsonSecret::parse("x", r#"{"token": "hunter2"}"#).unwrap();
+        assert!(!format!("{s:?} {:?}", github_credentials(&s).unwrap()).contains("hunter2"));
+        let e = github_credentials(&JsonSecret::parse("x", "{}").unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("missing field `token`"), "{e}");
+    }
+}

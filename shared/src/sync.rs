@@ -1,0 +1,665 @@
+//! state-sync, the orchestrator: event → state objects → for each, the latest state version →
+//! the cell's plan against the fleet repo's base branch → the cell's pull request.
+//!
+//! Level-triggered: an event only says "this state may have changed". Whatever version the
+//! event names, the latest one is read and the pull request converges to it, so duplicated,
+//! reordered and replayed events end in the same place. A lost race is redone from the start.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+
+use crate::config::{self, ConfigError};
+use crate::events::sync::{self as events, Item, Manual, ObjectRef, SyncEvent};
+use crate::github::{Credentials, FleetRepo, GithubError, GithubFleet, Published, Snapshot};
+use crate::metadata;
+use crate::plan::{self, Plan, PlanOptions};
+use crate::s3::{S3Error, S3States, StateSource};
+use crate::secrets;
+use crate::template::SyncSource;
+
+pub const DEFAULT_KEY_PATTERN: &str = "cells/{cell}/terraform.tfstate";
+pub const DEFAULT_GITHUB_API_URL: &str = "https://api.github.com";
+/// Attempts for one state when another writer keeps winning the race for the cell's branch.
+const RACE_ATTEMPTS: u32 = 4;
+/// Don't start a state with less time than this left: it would be cut off half-way.
+const START_MARGIN: Duration = Duration::from_secs(3);
+/// States synced at once in one invocation (sync-all, SQS batches).
+const PARALLEL: usize = 4;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("event: {0}")]
+    Event(#[from] events::EventError),
+    #[error("{path}: {reason}")]
+    EventFile { path: String, reason: String },
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// The state-sync configuration, from environment variables (the Terraform module sets them).
+#[derive(Debug, Clone)]
+pub struct SyncConfig {
+    pub owner: String,
+    pub repo: String,
+    pub base_branch: Option<String>,
+    pub github_secret: String,
+    pub github_api_url: String,
+    pub state_bucket: String,
+    pub key_pattern: KeyPattern,
+    /// Flux's Git URL for a new cell's gotk-sync.yaml; the template's when unset.
+    pub flux_git_url: Option<String>,
+}
+
+impl SyncConfig {
+    /// Reads and validates every variable; the error names the variable.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let repo_var = config::required("CELLBRIDGE_FLEET_REPO", "set it to the fleet repository, owner/name")?;
+        let (owner, repo) = config::repo("CELLBRIDGE_FLEET_REPO", &repo_var)?;
+        let github_secret = config::required(
+            "CELLBRIDGE_GITHUB_SECRET",
+            "set it to the name or ARN of the Secrets Manager secret with the GitHub credentials",
+        )?;
+        let state_bucket = config::required(
+            "CELLBRIDGE_STATE_BUCKET",
+            "set it to the S3 bucket of the Terraform states",
+        )?;
+        let pattern =
+            config::optional("CELLBRIDGE_STATE_KEY_PATTERN").unwrap_or_else(|| DEFAULT_KEY_PATTERN.to_owned());
+        let key_pattern = KeyPattern::parse(&pattern).map_err(|reason| ConfigError::Invalid {
+            name: "CELLBRIDGE_STATE_KEY_PATTERN",
+            value: pattern.clone(),
+            reason,
+        })?;
+        let github_api_url = config::optional("GITHUB_API_URL").unwrap_or_else(|| DEFAULT_GITHUB_API_URL.to_owned());
+        if !(github_api_url.starts_with("https://") || github_api_url.starts_with("http://")) {
+            return Err(ConfigError::Invalid {
+                name: "GITHUB_API_URL",
+                value: github_api_url,
+                reason: "expected an http(s) URL".into(),
+            });
+        }
+        let base_branch = config::optional("CELLBRIDGE_BASE_BRANCH");
+        if let Some(b) = &base_branch {
+            if b.contains("..") || b.starts_with('/') || b.contains(' ') {
+                return Err(ConfigError::Invalid {
+                    name: "CELLBRIDGE_BASE_BRANCH",
+                    value: b.clone(),
+                    reason: "not a branch name".into(),
+                });
+            }
+        }
+        Ok(Self {
+            owner,
+            repo,
+            base_branch,
+            github_secret,
+            github_api_url,
+            state_bucket,
+            key_pattern,
+            flux_git_url: config::optional("CELLBRIDGE_FLUX_GIT_URL"),
+        })
+    }
+}
+
+/// Where a cell's state lives: a key with one `{cell}`, e.g. `cells/{cell}/terraform.tfstate`.
+/// Workspaces of the S3 backend add `env:/<workspace>/` in front.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyPattern {
+    prefix: String,
+    suffix: String,
+}
+
+impl KeyPattern {
+    pub fn parse(p: &str) -> Result<Self, String> {
+        let Some((prefix, suffix)) = p.split_once("{cell}") else {
+            return Err("must contain {cell}".into());
+        };
+        if suffix.contains("{cell}") {
+            return Err("must contain {cell} once".into());
+        }
+        if suffix.is_empty() && prefix.is_empty() {
+            return Err("must have more than {cell}".into());
+        }
+        Ok(Self {
+            prefix: prefix.to_owned(),
+            suffix: suffix.to_owned(),
+        })
+    }
+
+    /// The cell (and workspace) of a state key, or `None` when the key is not a cell's state.
+    pub fn cell_of(&self, key: &str) -> Option<(String, Option<String>)> {
+        let (workspace, rest) = match key.strip_prefix("env:/") {
+            Some(r) => {
+                let (ws, rest) = r.split_once('/')?;
+                (Some(ws.to_owned()), rest)
+            }
+            None => (None, key),
+        };
+        let cell = rest.strip_prefix(&self.prefix)?.strip_suffix(&self.suffix)?;
+        (!cell.is_empty() && !cell.contains('/')).then(|| (cell.to_owned(), workspace))
+    }
+
+    pub fn key_for(&self, cell: &str) -> String {
+        format!("{}{cell}{}", self.prefix, self.suffix)
+    }
+
+    /// The listing prefix for sync-all.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+}
+
+/// The answer for one state object.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CellResult {
+    pub cell: Option<String>,
+    pub bucket: String,
+    pub key: String,
+    /// opened, updated, unchanged, closed, in-sync, stale, planned, refused, ignored, failed.
+    pub action: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serial: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pull_request: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Running again later may succeed (SQS redelivers the record).
+    pub retryable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Value>,
+    pub attempts: u32,
+}
+
+impl CellResult {
+    fn new(obj: &ObjectRef, cell: Option<String>, action: &str) -> Self {
+        Self {
+            cell,
+            bucket: obj.bucket.clone(),
+            key: obj.key.clone(),
+            action: action.into(),
+            version_id: None,
+            serial: None,
+            pull_request: None,
+            error: None,
+            retryable: false,
+            plan: None,
+            attempts: 0,
+        }
+    }
+
+    fn failed(&self) -> bool {
+        self.action == "failed" || self.action == "refused"
+    }
+}
+
+/// What one invocation returns.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    /// The JSON answer (for SQS, it carries `batchItemFailures`).
+    pub response: Value,
+    /// Some state was refused or failed.
+    pub failed: bool,
+    /// For SQS, every record is answered in the response; otherwise a failure is retryable.
+    pub retryable: bool,
+}
+
+/// state-sync over a state source and a fleet repo.
+pub struct Syncer<S, R> {
+    pub config: SyncConfig,
+    pub states: S,
+    pub fleet: R,
+}
+
+impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
+    pub fn new(config: SyncConfig, states: S, fleet: R) -> Self {
+        Self { config, states, fleet }
+    }
+
+    /// Runs one invocation: every state the event names, each to its own result.
+    pub async fn handle(&self, event: &Value, deadline: Instant) -> Result<Invocation, SyncError> {
+        match events::parse(event)? {
+            SyncEvent::Direct(items) => {
+                let results = self.sync_items(&items, false, deadline).await;
+                Ok(finish(results, None))
+            }
+            SyncEvent::Manual { request, dry_run } => {
+                let objects = match request {
+                    Manual::Cell(cell) => {
+                        if !metadata::is_dns1123_label(&cell) {
+                            return Err(SyncError::Event(events::EventError::Invalid {
+                                what: "manual payload".into(),
+                                reason: format!("cell {cell:?} is not a DNS-1123 label"),
+                            }));
+                        }
+                        vec![ObjectRef {
+                            bucket: self.config.state_bucket.clone(),
+                            key: self.config.key_pattern.key_for(&cell),
+                            version_id: None,
+                        }]
+                    }
+                    Manual::Object { bucket, key } => vec![ObjectRef {
+                        bucket: bucket.unwrap_or_else(|| self.config.state_bucket.clone()),
+                        key,
+                        version_id: None,
+                    }],
+                    Manual::All => self.all_states().await?,
+                };
+                let items: Vec<Item> = objects.into_iter().map(Item::Object).collect();
+                let results = self.sync_items(&items, dry_run, deadline).await;
+                Ok(finish(results, None))
+            }
+            SyncEvent::Sqs(records) => {
+                let mut all_items = Vec::new();
+                for r in &records {
+                    if let Ok(items) = &r.items {
+                        all_items.extend(items.iter().cloned());
+                    }
+                }
+                let results = self.sync_items(&all_items, false, deadline).await;
+                let mut failed_ids = Vec::new();
+                for r in &records {
+                    match &r.items {
+                        // A body nobody can read will not read better later: log it, drop it.
+                        Err(e) => {
+                            tracing::error!(message_id = %r.message_id, error = %e, "SQS message is not a state-sync event; dropped")
+                        }
+                        Ok(items) => {
+                            let retry = items.iter().any(|i| match i {
+                                Item::Object(o) => results.iter().any(|c| {
+                                    c.bucket == o.bucket && c.key == o.key && c.action == "failed" && c.retryable
+                                }),
+                                Item::Ignored { .. } => false,
+                            });
+                            if retry {
+                                failed_ids.push(r.message_id.clone());
+                            }
+                        }
+                    }
+                }
+                Ok(finish(results, Some(failed_ids)))
+            }
+        }
+    }
+
+    async fn all_states(&self) -> Result<Vec<ObjectRef>, SyncError> {
+        let bucket = &self.config.state_bucket;
+        let mut keys = Vec::new();
+        for prefix in [self.config.key_pattern.prefix(), "env:/"] {
+            match self.states.list(bucket, prefix).await {
+                Ok(k) => keys.extend(k),
+                Err(e) => return Err(SyncError::Setup(format!("listing states: {e}"))),
+            }
+        }
+        keys.sort();
+        keys.dedup();
+        Ok(keys
+            .into_iter()
+            .filter(|k| self.config.key_pattern.cell_of(k).is_some())
+            .map(|key| ObjectRef {
+                bucket: bucket.clone(),
+                key,
+                version_id: None,
+            })
+            .collect())
+    }
+
+    async fn sync_items(&self, items: &[Item], dry_run: bool, deadline: Instant) -> Vec<CellResult> {
+        // One result per object: S3 notifies twice for some multipart uploads, and a batch can
+        // name one state many times. Each is read once, at its latest version.
+        let mut objects: BTreeMap<(String, String), ObjectRef> = BTreeMap::new();
+        let mut results = Vec::new();
+        for item in items {
+            match item {
+                Item::Ignored { what, reason } => tracing::info!(object = %what, reason = %reason, "ignored"),
+                Item::Object(o) => {
+                    objects
+                        .entry((o.bucket.clone(), o.key.clone()))
+                        .or_insert_with(|| o.clone());
+                }
+            }
+        }
+        let futs = objects.into_values().map(|o| self.sync_object(o, dry_run, deadline));
+        results.extend(
+            futures::stream::iter(futs)
+                .buffer_unordered(PARALLEL)
+                .collect::<Vec<_>>()
+                .await,
+        );
+        results.sort_by(|a, b| (&a.bucket, &a.key).cmp(&(&b.bucket, &b.key)));
+        results
+    }
+
+    /// Converges one state object's cell, redoing the whole read-plan-publish on a lost race.
+    pub async fn sync_object(&self, obj: ObjectRef, dry_run: bool, deadline: Instant) -> CellResult {
+        let Some((key_cell, workspace)) = self.config.key_pattern.cell_of(&obj.key) else {
+            tracing::info!(bucket = %obj.bucket, key = %obj.key, "ignored: the key does not match CELLBRIDGE_STATE_KEY_PATTERN");
+            let mut r = CellResult::new(&obj, None, "ignored");
+            r.error = Some("the key does not match CELLBRIDGE_STATE_KEY_PATTERN".into());
+            return r;
+        };
+        let span = tracing::info_span!("sync", cell = %key_cell, key = %obj.key, workspace = workspace.as_deref().unwrap_or("default"));
+        let _ = &span;
+        let mut result = CellResult::new(&obj, Some(key_cell.clone()), "failed");
+        for attempt in 1..=RACE_ATTEMPTS {
+            result.attempts = attempt;
+            if deadline.saturating_duration_since(Instant::now()) < START_MARGIN {
+                result.action = "failed".into();
+                result.error = Some("the function's deadline came before this state was synced".into());
+                result.retryable = true;
+                break;
+            }
+            match self.attempt(&obj, &key_cell, dry_run, deadline, &mut result).await {
+                Ok(()) => break,
+                Err(Attempt::Redo(why)) if attempt < RACE_ATTEMPTS => {
+                    tracing::info!(cell = %key_cell, attempt, reason = %why, "lost a race; redoing on the fresh base");
+                    continue;
+                }
+                Err(Attempt::Redo(why)) => {
+                    result.action = "failed".into();
+                    result.error = Some(format!("lost the race {RACE_ATTEMPTS} times: {why}"));
+                    result.retryable = true;
+                }
+                Err(Attempt::Fail {
+                    error,
+                    retryable,
+                    refused,
+                }) => {
+                    result.action = if refused { "refused" } else { "failed" }.into();
+                    result.error = Some(error);
+                    result.retryable = retryable;
+                    break;
+                }
+            }
+        }
+        match result.action.as_str() {
+            "failed" | "refused" => {
+                tracing::error!(cell = %key_cell, key = %obj.key, action = %result.action, retryable = result.retryable, error = result.error.as_deref().unwrap_or(""), "state not synced")
+            }
+            a => {
+                tracing::info!(cell = %key_cell, key = %obj.key, action = a, serial = result.serial, pull_request = ?result.pull_request, "state synced")
+            }
+        }
+        result
+    }
+
+    async fn attempt(
+        &self,
+        obj: &ObjectRef,
+        key_cell: &str,
+        dry_run: bool,
+        deadline: Instant,
+        result: &mut CellResult,
+    ) -> Result<(), Attempt> {
+        let (state, source) = match self.states.read_latest(&obj.bucket, &obj.key).await {
+            Ok(s) => s,
+            Err(S3Error::NotFound { .. }) => {
+                result.action = "ignored".into();
+                result.error = Some("the state object no longer exists".into());
+                return Ok(());
+            }
+            Err(e) => {
+                return Err(Attempt::Fail {
+                    retryable: e.retryable(),
+                    refused: !e.retryable(),
+                    error: e.to_string(),
+                });
+            }
+        };
+        result.version_id = source.version_id.clone();
+        result.serial = Some(state.serial);
+        let origin = source.to_string();
+        // Contract errors name the key, never the value.
+        let meta = metadata::from_state(&state).map_err(|e| Attempt::Fail {
+            error: format!("{origin}: {e}"),
+            retryable: false,
+            refused: true,
+        })?;
+        drop(state);
+        if meta.cell != key_cell {
+            return Err(Attempt::Fail {
+                error: format!(
+                    "{origin}: the key says cell `{key_cell}` (CELLBRIDGE_STATE_KEY_PATTERN) but cell_metadata.cell_name is `{}`",
+                    meta.cell
+                ),
+                retryable: false,
+                refused: true,
+            });
+        }
+        let snapshot: Snapshot = self.fleet.snapshot(deadline).await.map_err(github_fail)?;
+        let opts = PlanOptions {
+            sync_source: self.config.flux_git_url.as_ref().map(|url| SyncSource {
+                url: url.clone(),
+                branch: snapshot.base_branch.clone(),
+            }),
+        };
+        let plan: Plan = plan::plan(&meta, source, &snapshot.fleet, &opts).map_err(|e| Attempt::Fail {
+            error: e.to_string(),
+            retryable: false,
+            refused: true,
+        })?;
+        if dry_run {
+            result.action = "planned".into();
+            result.plan = Some(json!({
+                "outcome": plan.outcome, "title": plan.title, "body": plan.body, "labels": plan.labels,
+                "files": plan.files.iter().map(|f| &f.path).collect::<Vec<_>>(), "diff": plan.unified_diff(),
+                "status": if plan.status_ok() { "success" } else { "failure" }, "status_description": plan.status_description(),
+            }));
+            return Ok(());
+        }
+        let published = match self.fleet.publish(&snapshot, &plan, deadline).await {
+            Ok(p) => p,
+            Err(GithubError::Conflict { what, detail }) => return Err(Attempt::Redo(format!("{what}: {detail}"))),
+            Err(e) => return Err(github_fail(e)),
+        };
+        let pr = |number: u64, url: &str| Some(json!({"number": number, "url": url}));
+        let (action, pull) = match &published {
+            Published::Opened { number, url, .. } => ("opened", pr(*number, url)),
+            Published::Updated { number, url, .. } => ("updated", pr(*number, url)),
+            Published::Unchanged { number, url } => ("unchanged", pr(*number, url)),
+            Published::Closed { number, url } => ("closed", pr(*number, url)),
+            Published::InSync => ("in-sync", None),
+            Published::Stale { number, url, .. } => ("stale", number.map(|n| json!({"number": n, "url": url}))),
+        };
+        result.action = action.into();
+        result.pull_request = pull;
+        if !plan.status_ok()
+            && matches!(
+                published,
+                Published::Opened { .. } | Published::Updated { .. } | Published::Unchanged { .. }
+            )
+        {
+            result.plan = Some(json!({"status": "failure", "status_description": plan.status_description()}));
+        }
+        Ok(())
+    }
+}
+
+enum Attempt {
+    Redo(String),
+    Fail {
+        error: String,
+        retryable: bool,
+        refused: bool,
+    },
+}
+
+fn github_fail(e: GithubError) -> Attempt {
+    Attempt::Fail {
+        retryable: e.retryable(),
+        refused: false,
+        error: e.to_string(),
+    }
+}
+
+fn finish(results: Vec<CellResult>, sqs_failures: Option<Vec<String>>) -> Invocation {
+    let failed = results.iter().any(CellResult::failed);
+    let retryable = results.iter().filter(|r| r.failed()).all(|r| r.retryable) && failed;
+    let cells = serde_json::to_value(&results).unwrap_or(Value::Null);
+    let response = match sqs_failures {
+        Some(ids) => {
+            let mut v =
+                serde_json::to_value(events::batch_response(ids)).unwrap_or_else(|_| json!({"batchItemFailures": []}));
+            v["cells"] = cells;
+            v
+        }
+        None => json!({ "cells": cells }),
+    };
+    Invocation {
+        response,
+        failed,
+        retryable,
+    }
+}
+
+/// The GitHub fleet repo, built on first use: the credentials secret is read when a state
+/// first needs GitHub, not at cold start, and then kept for the life of the process.
+pub struct LazyGithub {
+    config: SyncConfig,
+    secrets: aws_sdk_secretsmanager::Client,
+    fleet: OnceCell<GithubFleet>,
+}
+
+impl LazyGithub {
+    pub fn new(config: SyncConfig, secrets: aws_sdk_secretsmanager::Client) -> Self {
+        Self {
+            config,
+            secrets,
+            fleet: OnceCell::new(),
+        }
+    }
+
+    pub async fn get(&self) -> Result<&GithubFleet, GithubError> {
+        self.fleet
+            .get_or_try_init(|| async {
+                let c = &self.config;
+                let setup = |reason: String| GithubError::Setup {
+                    api_url: c.github_api_url.clone(),
+                    reason,
+                };
+                let secret = secrets::fetch_json(&self.secrets, &c.github_secret)
+                    .await
+                    .map_err(|e| {
+                        if e.retryable() {
+                            GithubError::Transient {
+                                what: "reading its credentials".into(),
+                                detail: e.to_string(),
+                            }
+                        } else {
+                            setup(e.to_string())
+                        }
+                    })?;
+                let creds: Credentials = secrets::github_credentials(&secret).map_err(|e| setup(e.to_string()))?;
+                GithubFleet::new(&c.github_api_url, &c.owner, &c.repo, c.base_branch.clone(), &creds)
+            })
+            .await
+    }
+}
+
+impl FleetRepo for LazyGithub {
+    async fn snapshot(&self, deadline: Instant) -> Result<Snapshot, GithubError> {
+        self.get().await?.snapshot(deadline).await
+    }
+
+    async fn publish(&self, snapshot: &Snapshot, plan: &Plan, deadline: Instant) -> Result<Published, GithubError> {
+        self.get().await?.publish(snapshot, plan, deadline).await
+    }
+}
+
+/// The real service: S3 states and the GitHub fleet repo, configured from the environment.
+pub type Service = Syncer<S3States, LazyGithub>;
+
+/// Builds the service once per process: configuration and clients only, no network call.
+pub async fn service_from_env() -> Result<Service, SyncError> {
+    let config = SyncConfig::from_env()?;
+    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+    let states = S3States::from_conf(&aws);
+    let secrets = aws_sdk_secretsmanager::Client::new(&aws);
+    Ok(Syncer::new(config.clone(), states, LazyGithub::new(config, secrets)))
+}
+
+/// The deadline of a Lambda invocation (milliseconds since the epoch) as an `Instant`, less a
+/// margin to answer in.
+pub fn deadline_from_epoch_ms(deadline_ms: u64) -> Instant {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let left = Duration::from_millis(deadline_ms.saturating_sub(now_ms)).saturating_sub(Duration::from_secs(1));
+    Instant::now() + left
+}
+
+/// The Lambda handler: the invocation's answer, or an error when a directly invoked sync failed
+/// (so the asynchronous invocation is retried). SQS batches always answer with the records to
+/// redeliver.
+pub async fn lambda_handler<S: StateSource, R: FleetRepo>(
+    service: &Syncer<S, R>,
+    event: lambda_runtime::LambdaEvent<Value>,
+) -> Result<Value, lambda_runtime::Error> {
+    let deadline = deadline_from_epoch_ms(event.context.deadline);
+    let inv = service.handle(&event.payload, deadline).await?;
+    if inv.failed && inv.response.get("batchItemFailures").is_none() {
+        return Err(format!(
+            "state-sync failed{}: {}",
+            if inv.retryable { " (retryable)" } else { "" },
+            inv.response
+        )
+        .into());
+    }
+    Ok(inv.response)
+}
+
+/// `cellbridge invoke state-sync --event FILE`: runs the handler locally on an event file
+/// against whatever `AWS_ENDPOINT_URL` and `GITHUB_API_URL` point at. The deadline is
+/// `CELLBRIDGE_DEADLINE_SECS` from now (default 900, Lambda's longest).
+pub async fn invoke_from_file(path: &Path) -> Result<Invocation, SyncError> {
+    let text = std::fs::read_to_string(path).map_err(|e| SyncError::EventFile {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    let event: Value = serde_json::from_str(&text).map_err(|e| SyncError::EventFile {
+        path: path.display().to_string(),
+        reason: format!("not JSON: {e}"),
+    })?;
+    let secs = match config::optional("CELLBRIDGE_DEADLINE_SECS") {
+        None => 900,
+        Some(v) => v.parse::<u64>().map_err(|_| ConfigError::Invalid {
+            name: "CELLBRIDGE_DEADLINE_SECS",
+            value: v,
+            reason: "expected seconds".into(),
+        })?,
+    };
+    let service = service_from_env().await?;
+    service.handle(&event, Instant::now() + Duration::from_secs(secs)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_pattern_maps_keys_to_cells() {
+        let p = KeyPattern::parse(DEFAULT_KEY_PATTERN).unwrap();
+        assert_eq!(
+            p.cell_of("cells/prod-eu-west-1/terraform.tfstate"),
+            Some(("prod-eu-west-1".into(), None))
+        );
+        assert_eq!(
+            p.cell_of("env:/staging/cells/a/terraform.tfstate"),
+            Some(("a".into(), Some("staging".into())))
+        );
+        assert_eq!(p.cell_of("cells/a/b/terraform.tfstate"), None);
+        assert_eq!(p.cell_of("cells/a/terraform.tfstate.tflock"), None);
+        assert_eq!(p.cell_of("other/a/terraform.tfstate"), None);
+        assert_eq!(p.key_for("x"), "cells/x/terraform.tfstate");
+        assert!(KeyPattern::parse("cells/terraform.tfstate").is_err());
+    }
+}
