@@ -1,10 +1,49 @@
 //! The strict substitution check: what kustomize-controller would do to every layer of a cell
 //! with `postBuild.substituteFrom: cell-metadata`, without a cluster.
-//! (Filled in by the envsubst/check work; the signatures below are the contract.)
+//!
+//! What is checked, and why it matches Flux:
+//!
+//! - The layers are the Flux Kustomizations (`kustomize.toolkit.fluxcd.io/*`, kind
+//!   `Kustomization`) that `kustomize build clusters/<cell>` would produce (the cell's
+//!   `kustomization.yaml`, or every YAML file when it has none; `flux-system/gotk-components.yaml`
+//!   is never read) and whose `spec.postBuild.substituteFrom` names the ConfigMap `cell-metadata`.
+//!   Their `spec.path` is followed in the fleet repo itself (a `sourceRef` to another repository
+//!   is not followed).
+//! - At each layer path the files kustomize would read are collected: a kustomization file's
+//!   `resources`/`bases`/`components` (files, or directories built recursively), `patches`,
+//!   `patchesStrategicMerge`, `patchesJson6902` (files and inline patches), `configMapGenerator`
+//!   `files`/`envs`/`literals`; without a kustomization file, every `.yaml`/`.yml` file below
+//!   it, a subdirectory with its own kustomization file being built as one (what
+//!   kustomize-controller generates). `secretGenerator` output is base64, which substitution
+//!   never sees, so it is skipped. Remote resources are listed as not checked (no network).
+//! - Flux substitutes the resource as kustomize re-serialises it (through JSON), so comments
+//!   are gone and only keys and values remain. The check therefore parses each YAML document
+//!   and scans the *values of its scalars* (keys included), which skips comments the way Flux
+//!   does and handles quoting, and maps every `${` back to its line in the original file. A
+//!   document labelled or annotated `kustomize.toolkit.fluxcd.io/substitute: disabled` is
+//!   skipped. Each scalar is scanned on its own: an expression cannot span two values here,
+//!   while in Flux an unclosed `${x:=` could swallow text up to a later `}`; both are mistakes,
+//!   and the check reports the unclosed one.
+//! - A variable is set when the ConfigMap has the key or the layer's `spec.postBuild.substitute`
+//!   has it. A default operator (`:=`, `=`, `:-`, ...) makes a reference fine when unset; every
+//!   other reference to an unset variable is a finding, as is every malformed expression
+//!   (Flux's parser refuses the whole resource). Keys of the ConfigMap no checked value
+//!   references (in any form) are reported as unused.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use crate::fleet::{FleetError, FleetRead};
+use crate::configmap::{self, ConfigMapError};
+use crate::envsubst::{self, Item, ParseErrorKind};
+use crate::fleet::{self, EntryKind, FleetError, FleetRead};
+
+/// The ConfigMap the layers substitute from.
+pub const CONFIGMAP_NAME: &str = "cell-metadata";
+/// The label or annotation that turns substitution off for one resource.
+pub const SUBSTITUTE_KEY: &str = "kustomize.toolkit.fluxcd.io/substitute";
+/// kustomize's recognised kustomization file names, in its order of preference.
+pub const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
+/// The Flux Kustomization that applies `clusters/<cell>` itself (from `gotk-sync.yaml`).
+const CELL_LAYER: &str = "flux-system";
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
@@ -12,6 +51,15 @@ pub enum CheckError {
     Fleet(#[from] FleetError),
     #[error("{file}: {reason}")]
     Invalid { file: String, reason: String },
+    #[error(transparent)]
+    ConfigMap(#[from] ConfigMapError),
+}
+
+fn invalid(file: &str, reason: impl Into<String>) -> CheckError {
+    CheckError::Invalid {
+        file: file.to_owned(),
+        reason: reason.into(),
+    }
 }
 
 /// One Flux Kustomization of the cell that substitutes from `cell-metadata`.
@@ -28,7 +76,7 @@ pub struct Layer {
 }
 
 /// A `${var}` that would fail a strict post-build, or a malformed expression.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 pub struct Finding {
     /// Repo-relative path of the manifest.
     pub file: String,
@@ -49,6 +97,9 @@ pub struct CheckReport {
     pub findings: Vec<Finding>,
     /// Keys of the ConfigMap that no manifest of any layer uses.
     pub unused_keys: Vec<String>,
+    /// What the check could not look at (remote resources), one sentence each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_checked: Vec<String>,
 }
 
 impl CheckReport {
@@ -58,7 +109,1169 @@ impl CheckReport {
 }
 
 /// Checks every layer of `clusters/<cell>` against the ConfigMap data `vars`.
-pub fn check_cell(fleet: &dyn FleetRead, cell: &str, vars: &BTreeMap<String, String>) -> Result<CheckReport, CheckError> {
-    let _ = (fleet, vars);
-    Ok(CheckReport { cell: cell.to_owned(), ..Default::default() })
+pub fn check_cell(
+    fleet: &dyn FleetRead,
+    cell: &str,
+    vars: &BTreeMap<String, String>,
+) -> Result<CheckReport, CheckError> {
+    let cell_dir = format!("clusters/{cell}");
+    if !fleet.is_dir(&cell_dir)? {
+        return Err(invalid(&cell_dir, "no such cell directory in the fleet repo"));
+    }
+    let mut report = CheckReport {
+        cell: cell.to_owned(),
+        ..Default::default()
+    };
+
+    // What Flux applies from the cell directory itself.
+    let mut cell_build = Build::new(fleet, CELL_LAYER);
+    cell_build.dir(&cell_dir)?;
+    let mut layers = Vec::new();
+    for unit in &cell_build.units {
+        if let Unit::File {
+            path,
+            role: Role::Manifest,
+        } = unit
+        {
+            if path.ends_with("/gotk-components.yaml") {
+                continue;
+            }
+            let text = read(fleet, path)?;
+            for doc in yaml::documents(&text).map_err(|r| invalid(path, r))? {
+                if let Some(l) = flux_layer(&doc, path, &text)? {
+                    layers.push(l);
+                }
+            }
+        }
+    }
+    report.findings.append(&mut cell_build.findings);
+    report.not_checked.append(&mut cell_build.not_checked);
+
+    let mut used: BTreeSet<String> = BTreeSet::new();
+    for l in layers {
+        let mut build = Build::new(fleet, &l.name);
+        let found = if l.path.is_empty() {
+            true
+        } else {
+            fleet.is_dir(&l.path)?
+        };
+        if found {
+            build.dir(&l.path)?;
+        } else {
+            report.findings.push(Finding {
+                file: l.defined_in.clone(),
+                line: l.path_line,
+                variable: String::new(),
+                layer: l.name.clone(),
+                message: format!("spec.path `{}` is not a directory of the fleet repo", l.path),
+            });
+        }
+        let lookup = |name: &str| vars.contains_key(name) || l.inline.contains(name);
+        let mut files = BTreeSet::new();
+        for unit in &build.units {
+            files.insert(unit.path().to_owned());
+            scan_unit(fleet, unit, &l, &lookup, &mut used, &mut report.findings)?;
+        }
+        report.findings.append(&mut build.findings);
+        report.not_checked.append(&mut build.not_checked);
+        report.layers.push(Layer {
+            name: l.name,
+            defined_in: l.defined_in,
+            path: l.path,
+            files: files.len(),
+        });
+    }
+
+    report.findings.sort();
+    report.findings.dedup();
+    report.not_checked.sort();
+    report.not_checked.dedup();
+    report.unused_keys = vars.keys().filter(|k| !used.contains(*k)).cloned().collect();
+    Ok(report)
+}
+
+/// `cellbridge check`: every cell of the fleet repo (each directory under `clusters/` but
+/// `_template`), or only `cell`, against the cell's own `cell-metadata.yaml`.
+pub fn check_fleet(fleet: &dyn FleetRead, cell: Option<&str>) -> Result<Vec<CheckReport>, CheckError> {
+    let cells: Vec<String> = match cell {
+        Some(c) => vec![c.to_owned()],
+        None => fleet
+            .list("clusters")?
+            .ok_or_else(|| invalid("clusters", "the fleet repo has no clusters/ directory"))?
+            .into_iter()
+            .filter(|e| e.kind == EntryKind::Dir && e.name != "_template" && !e.name.starts_with('.'))
+            .map(|e| e.name)
+            .collect(),
+    };
+    let mut reports = Vec::with_capacity(cells.len());
+    for c in cells {
+        if c.is_empty() || c.contains('/') || c == "." || c == ".." {
+            return Err(invalid(&c, "not a cell name"));
+        }
+        let path = configmap::path_for(&c);
+        if !fleet.is_dir(&format!("clusters/{c}"))? {
+            return Err(invalid(
+                &format!("clusters/{c}"),
+                "no such cell directory in the fleet repo",
+            ));
+        }
+        let text = fleet
+            .read_text(&path)?
+            .ok_or_else(|| invalid(&path, "missing: the check needs the cell's ConfigMap `cell-metadata`"))?;
+        let existing = configmap::parse(&text, &path)?;
+        reports.push(check_cell(fleet, &c, &existing.data)?);
+    }
+    Ok(reports)
+}
+
+fn read(fleet: &dyn FleetRead, path: &str) -> Result<String, CheckError> {
+    fleet
+        .read_text(path)?
+        .ok_or_else(|| invalid(path, "file disappeared while checking"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layers: Flux Kustomizations that substitute from cell-metadata.
+
+struct FluxLayer {
+    name: String,
+    defined_in: String,
+    path: String,
+    path_line: usize,
+    /// Keys of `spec.postBuild.substitute`.
+    inline: BTreeSet<String>,
+    /// Other `substituteFrom` sources, whose keys the check cannot know (`Secret/x`).
+    other_sources: Vec<String>,
+}
+
+fn flux_layer(doc: &yaml::Node, file: &str, text: &str) -> Result<Option<FluxLayer>, CheckError> {
+    let api = doc.get("apiVersion").and_then(yaml::Node::str).unwrap_or("");
+    let kind = doc.get("kind").and_then(yaml::Node::str).unwrap_or("");
+    if !api.starts_with("kustomize.toolkit.fluxcd.io/") || kind != "Kustomization" {
+        return Ok(None);
+    }
+    let Some(post) = doc.get("spec").and_then(|s| s.get("postBuild")) else {
+        return Ok(None);
+    };
+    let mut from_cm = false;
+    let mut other_sources = Vec::new();
+    for src in post.get("substituteFrom").map(yaml::Node::items).unwrap_or_default() {
+        let k = src.get("kind").and_then(yaml::Node::str).unwrap_or("");
+        let n = src.get("name").and_then(yaml::Node::str).unwrap_or("");
+        if k == "ConfigMap" && n == CONFIGMAP_NAME {
+            from_cm = true;
+        } else {
+            other_sources.push(format!("{k}/{n}"));
+        }
+    }
+    if !from_cm {
+        return Ok(None);
+    }
+    let inline = match post.get("substitute") {
+        Some(yaml::Node::Map(entries, _)) => entries.iter().filter_map(|(k, _)| k.str().map(str::to_owned)).collect(),
+        _ => BTreeSet::new(),
+    };
+    let name = doc
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(yaml::Node::str)
+        .unwrap_or("")
+        .to_owned();
+    let spec_path = doc.get("spec").and_then(|s| s.get("path"));
+    let raw = spec_path.and_then(yaml::Node::str).unwrap_or("");
+    let path_line = spec_path.map(|p| p.line()).unwrap_or_else(|| doc.line());
+    // Flux joins spec.path to the source root, so a leading `/` means the root too.
+    let path = fleet::normalize("", raw.trim_start_matches('/')).map_err(|_| {
+        invalid(
+            file,
+            format!("Kustomization `{name}`: spec.path `{raw}` leaves the fleet repo"),
+        )
+    })?;
+    let _ = text;
+    Ok(Some(FluxLayer {
+        name,
+        defined_in: file.to_owned(),
+        path,
+        path_line,
+        inline,
+        other_sources,
+    }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// What kustomize would read.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// Kubernetes objects (resources, and patches, which merge into them).
+    Manifest,
+    /// A configMapGenerator file: its whole text becomes a value.
+    Raw,
+    /// A configMapGenerator env file: `KEY=value` lines, `#` lines dropped.
+    Env,
+}
+
+#[derive(Debug, Clone)]
+enum Unit {
+    File {
+        path: String,
+        role: Role,
+    },
+    /// A string inside a kustomization file that ends up in a resource (inline patch, literal).
+    Inline {
+        path: String,
+        scalar: yaml::Scalar,
+    },
+}
+
+impl Unit {
+    fn path(&self) -> &str {
+        match self {
+            Unit::File { path, .. } | Unit::Inline { path, .. } => path,
+        }
+    }
+}
+
+struct Build<'f> {
+    fleet: &'f dyn FleetRead,
+    layer: String,
+    units: Vec<Unit>,
+    seen: BTreeSet<(String, bool)>,
+    /// Directories being built, to refuse a cycle instead of recursing forever.
+    stack: Vec<String>,
+    findings: Vec<Finding>,
+    not_checked: Vec<String>,
+}
+
+fn is_remote(entry: &str) -> bool {
+    entry.contains("://")
+        || entry.starts_with("git@")
+        || entry.starts_with("github.com/")
+        || entry.starts_with("gitlab.com/")
+        || entry.contains("?ref=")
+}
+
+fn is_yaml_name(name: &str) -> bool {
+    name.ends_with(".yaml") || name.ends_with(".yml")
+}
+
+impl<'f> Build<'f> {
+    fn new(fleet: &'f dyn FleetRead, layer: &str) -> Self {
+        Build {
+            fleet,
+            layer: layer.to_owned(),
+            units: Vec::new(),
+            seen: BTreeSet::new(),
+            stack: Vec::new(),
+            findings: Vec::new(),
+            not_checked: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, path: String, role: Role) {
+        if self.seen.insert((path.clone(), role == Role::Manifest)) {
+            self.units.push(Unit::File { path, role });
+        }
+    }
+
+    fn kustomization_file(&self, dir: &str) -> Result<Option<String>, CheckError> {
+        let entries = self.fleet.list(dir)?.unwrap_or_default();
+        Ok(KUSTOMIZATION_FILES
+            .iter()
+            .find(|n| entries.iter().any(|e| e.kind == EntryKind::File && e.name == **n))
+            .map(|n| fleet::join(dir, n)))
+    }
+
+    fn dir(&mut self, dir: &str) -> Result<(), CheckError> {
+        if self.stack.iter().any(|d| d == dir) {
+            return Err(invalid(
+                dir,
+                format!("kustomization cycle: {} → {dir}", self.stack.join(" → ")),
+            ));
+        }
+        self.stack.push(dir.to_owned());
+        let r = match self.kustomization_file(dir)? {
+            Some(k) => self.kustomization(dir, &k),
+            None => self.generated(dir),
+        };
+        self.stack.pop();
+        r
+    }
+
+    /// kustomize-controller's generated kustomization: every YAML file, recursively; a
+    /// subdirectory with its own kustomization file is built as a whole.
+    fn generated(&mut self, dir: &str) -> Result<(), CheckError> {
+        for e in self.fleet.list(dir)?.unwrap_or_default() {
+            let p = fleet::join(dir, &e.name);
+            match e.kind {
+                EntryKind::File if is_yaml_name(&e.name) => self.add(p, Role::Manifest),
+                EntryKind::File => {}
+                EntryKind::Dir => {
+                    if self.kustomization_file(&p)?.is_some() {
+                        self.dir(&p)?;
+                    } else {
+                        self.generated(&p)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn build_problem(&mut self, file: &str, line: usize, message: String) {
+        self.findings.push(Finding {
+            file: file.to_owned(),
+            line,
+            variable: String::new(),
+            layer: self.layer.clone(),
+            message,
+        });
+    }
+
+    /// Resolves an entry of `kfile` (in `dir`) to a repo path; refusing any escape.
+    fn resolve(&self, kfile: &str, dir: &str, field: &str, entry: &str) -> Result<String, CheckError> {
+        fleet::normalize(dir, entry)
+            .map_err(|_| invalid(kfile, format!("`{field}` entry `{entry}` leaves the fleet repo")))
+    }
+
+    fn kustomization(&mut self, dir: &str, kfile: &str) -> Result<(), CheckError> {
+        let text = read(self.fleet, kfile)?;
+        let docs = yaml::documents(&text).map_err(|r| invalid(kfile, r))?;
+        let Some(root) = docs.into_iter().next() else {
+            return Ok(());
+        };
+
+        for field in ["resources", "bases", "components"] {
+            for item in root.get(field).map(yaml::Node::items).unwrap_or_default() {
+                let Some(entry) = item.str() else { continue };
+                if is_remote(entry) {
+                    self.not_checked.push(format!(
+                        "{kfile}:{}: remote {field} entry `{entry}` (not fetched)",
+                        item.line()
+                    ));
+                    continue;
+                }
+                let p = self.resolve(kfile, dir, field, entry)?;
+                if self.fleet.is_dir(&p)? {
+                    if self.kustomization_file(&p)?.is_some() {
+                        self.dir(&p)?;
+                    } else {
+                        self.build_problem(
+                            kfile,
+                            item.line(),
+                            format!("kustomize build fails: directory `{p}` has no kustomization.yaml"),
+                        );
+                    }
+                } else if self.fleet.read(&p)?.is_some() {
+                    self.add(p, Role::Manifest);
+                } else {
+                    self.build_problem(
+                        kfile,
+                        item.line(),
+                        format!("kustomize build fails: `{entry}` not found"),
+                    );
+                }
+            }
+        }
+
+        for field in ["patches", "patchesJson6902"] {
+            for item in root.get(field).map(yaml::Node::items).unwrap_or_default() {
+                self.patch_file(kfile, dir, field, item.get("path"))?;
+                if let Some(yaml::Node::Scalar(s)) = item.get("patch") {
+                    self.units.push(Unit::Inline {
+                        path: kfile.to_owned(),
+                        scalar: s.clone(),
+                    });
+                }
+            }
+        }
+        for item in root
+            .get("patchesStrategicMerge")
+            .map(yaml::Node::items)
+            .unwrap_or_default()
+        {
+            if let yaml::Node::Scalar(s) = item {
+                // An entry is either a file path or an inline patch document.
+                if s.value.contains('\n') || s.value.contains(": ") {
+                    self.units.push(Unit::Inline {
+                        path: kfile.to_owned(),
+                        scalar: s.clone(),
+                    });
+                } else {
+                    self.patch_file(kfile, dir, "patchesStrategicMerge", Some(item))?;
+                }
+            }
+        }
+
+        for generator in root
+            .get("configMapGenerator")
+            .map(yaml::Node::items)
+            .unwrap_or_default()
+        {
+            for item in generator.get("files").map(yaml::Node::items).unwrap_or_default() {
+                if let Some(entry) = item.str() {
+                    // `key=path` or `path`.
+                    let file = entry.split_once('=').map_or(entry, |(_, f)| f);
+                    self.generator_file(kfile, dir, item, file, Role::Raw)?;
+                }
+            }
+            let envs = generator.get("envs").map(yaml::Node::items).unwrap_or_default();
+            for item in envs.into_iter().chain(generator.get("env")) {
+                if let Some(entry) = item.str() {
+                    self.generator_file(kfile, dir, item, entry, Role::Env)?;
+                }
+            }
+            for item in generator.get("literals").map(yaml::Node::items).unwrap_or_default() {
+                if let yaml::Node::Scalar(s) = item {
+                    self.units.push(Unit::Inline {
+                        path: kfile.to_owned(),
+                        scalar: s.clone(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn patch_file(&mut self, kfile: &str, dir: &str, field: &str, item: Option<&yaml::Node>) -> Result<(), CheckError> {
+        let Some(item) = item else { return Ok(()) };
+        let Some(entry) = item.str() else { return Ok(()) };
+        let p = self.resolve(kfile, dir, field, entry)?;
+        if self.fleet.read(&p)?.is_some() {
+            self.add(p, Role::Manifest);
+        } else {
+            self.build_problem(
+                kfile,
+                item.line(),
+                format!("kustomize build fails: patch `{entry}` not found"),
+            );
+        }
+        Ok(())
+    }
+
+    fn generator_file(
+        &mut self,
+        kfile: &str,
+        dir: &str,
+        item: &yaml::Node,
+        entry: &str,
+        role: Role,
+    ) -> Result<(), CheckError> {
+        let p = self.resolve(kfile, dir, "configMapGenerator", entry)?;
+        if self.fleet.read(&p)?.is_some() {
+            self.add(p, role);
+        } else {
+            self.build_problem(
+                kfile,
+                item.line(),
+                format!("kustomize build fails: `{entry}` not found"),
+            );
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scanning.
+
+fn scan_unit(
+    fleet: &dyn FleetRead,
+    unit: &Unit,
+    layer: &FluxLayer,
+    is_set: &dyn Fn(&str) -> bool,
+    used: &mut BTreeSet<String>,
+    findings: &mut Vec<Finding>,
+) -> Result<(), CheckError> {
+    let mut sink = Sink {
+        file: unit.path(),
+        layer,
+        is_set,
+        used,
+        findings,
+    };
+    match unit {
+        Unit::File {
+            path,
+            role: Role::Manifest,
+        } => {
+            let text = read(fleet, path)?;
+            if !text.contains("${") {
+                return Ok(());
+            }
+            let lines = LineIndex::new(&text);
+            for doc in yaml::documents(&text).map_err(|r| invalid(path, r))? {
+                if substitution_disabled(&doc) {
+                    continue;
+                }
+                doc.walk_scalars(&mut |s| sink.scalar(&text, &lines, s));
+            }
+        }
+        Unit::File { path, role } => {
+            let text = read(fleet, path)?;
+            let env = *role == Role::Env;
+            envsubst::scan(&text, |item| {
+                let line = match item {
+                    Item::Reference(r) => r.line,
+                    Item::Malformed(m) => m.line,
+                };
+                // kustomize drops comment lines of env files.
+                let comment = env
+                    && text
+                        .lines()
+                        .nth(line - 1)
+                        .is_some_and(|l| l.trim_start().starts_with('#'));
+                if !comment {
+                    sink.item(&text, item, |_| line);
+                }
+            });
+        }
+        Unit::Inline { path, scalar } => {
+            let text = read(fleet, path)?;
+            let lines = LineIndex::new(&text);
+            sink.scalar(&text, &lines, scalar);
+        }
+    }
+    Ok(())
+}
+
+/// `kustomize.toolkit.fluxcd.io/substitute: disabled` as a label or an annotation.
+fn substitution_disabled(doc: &yaml::Node) -> bool {
+    let meta = doc.get("metadata");
+    ["labels", "annotations"].iter().any(|f| {
+        meta.and_then(|m| m.get(f))
+            .and_then(|m| m.get(SUBSTITUTE_KEY))
+            .and_then(yaml::Node::str)
+            == Some("disabled")
+    })
+}
+
+struct Sink<'a> {
+    file: &'a str,
+    layer: &'a FluxLayer,
+    is_set: &'a dyn Fn(&str) -> bool,
+    used: &'a mut BTreeSet<String>,
+    findings: &'a mut Vec<Finding>,
+}
+
+impl Sink<'_> {
+    fn scalar(&mut self, text: &str, lines: &LineIndex, s: &yaml::Scalar) {
+        if !s.value.contains("${") {
+            return;
+        }
+        // The n-th `${` of the value is the n-th `${` of its source text, unless YAML escapes
+        // or folding changed it; then fall back to the scalar's line plus the newlines before.
+        let raw = text.get(s.start..s.end).unwrap_or("");
+        let raw_at: Vec<usize> = raw.match_indices("${").map(|(i, _)| s.start + i).collect();
+        let value_at: Vec<usize> = s.value.match_indices("${").map(|(i, _)| i).collect();
+        let line_of = |offset: usize| -> usize {
+            match value_at.binary_search(&offset) {
+                Ok(n) if raw_at.len() == value_at.len() => lines.line(raw_at[n]),
+                _ => s.line + s.value[..offset.min(s.value.len())].matches('\n').count(),
+            }
+        };
+        let value = s.value.as_str();
+        envsubst::scan(value, |item| self.item(value, item, line_of));
+    }
+
+    fn item(&mut self, text: &str, item: Item<'_>, line_of: impl Fn(usize) -> usize) {
+        match item {
+            Item::Reference(r) => {
+                self.used.insert(r.name.to_owned());
+                if r.has_default() || (self.is_set)(r.name) {
+                    return;
+                }
+                let mut message = format!(
+                    "variable not set (strict mode): `{}` has no key in ConfigMap `{CONFIGMAP_NAME}`, no inline substitute and no default",
+                    r.name
+                );
+                if !self.layer.other_sources.is_empty() {
+                    message.push_str(&format!(
+                        " (the layer also substitutes from {}, not checked)",
+                        self.layer.other_sources.join(", ")
+                    ));
+                }
+                if !envsubst::valid_name(r.name) {
+                    message.push_str(&format!(
+                        "; `{}` can never be a key (names match {})",
+                        r.name,
+                        envsubst::NAME_PATTERN
+                    ));
+                }
+                self.push(line_of(r.offset), r.name.to_owned(), message);
+            }
+            Item::Malformed(m) => {
+                let rest = &text[m.offset..];
+                let end = rest.find('\n').unwrap_or(rest.len()).min(40);
+                let end = (0..=end).rev().find(|&i| rest.is_char_boundary(i)).unwrap_or(0);
+                let snippet = &rest[..end];
+                let mut message = format!(
+                    "bad substitution: {} in `{snippet}`; Flux refuses the whole resource",
+                    m.kind.message()
+                );
+                if m.kind == ParseErrorKind::MissingClosingBrace
+                    && let Some(c) = rest[2..]
+                        .trim_start_matches(|c: char| c.is_alphanumeric() || c == '_')
+                        .chars()
+                        .next()
+                    && matches!(c, '-' | '+' | '?')
+                {
+                    message.push_str(&format!(
+                        " (Flux has no `${{name{c}word}}` form: write `${{name:{c}word}}`)"
+                    ));
+                }
+                self.push(line_of(m.offset), String::new(), message);
+            }
+        }
+    }
+
+    fn push(&mut self, line: usize, variable: String, message: String) {
+        self.findings.push(Finding {
+            file: self.file.to_owned(),
+            line,
+            variable,
+            layer: self.layer.name.clone(),
+            message,
+        });
+    }
+}
+
+struct LineIndex {
+    starts: Vec<usize>,
+}
+
+impl LineIndex {
+    fn new(text: &str) -> Self {
+        let mut starts = vec![0];
+        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        LineIndex { starts }
+    }
+
+    /// 1-based line of a byte offset.
+    fn line(&self, offset: usize) -> usize {
+        self.starts.partition_point(|&s| s <= offset)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A YAML document tree with source positions, from serde-saphyr's own parser (granit).
+
+mod yaml {
+    use serde_saphyr::granit_parser::{Event, Parser};
+
+    #[derive(Debug, Clone)]
+    pub struct Scalar {
+        pub value: String,
+        /// 1-based line where the scalar starts.
+        pub line: usize,
+        /// Byte range of the scalar's source text.
+        pub start: usize,
+        pub end: usize,
+    }
+
+    #[derive(Debug, Clone)]
+    pub enum Node {
+        Scalar(Scalar),
+        Seq(Vec<Node>, usize),
+        Map(Vec<(Node, Node)>, usize),
+        /// `*alias`: its content is scanned where the anchor defines it.
+        Alias(usize),
+    }
+
+    impl Node {
+        pub fn get(&self, key: &str) -> Option<&Node> {
+            match self {
+                Node::Map(entries, _) => entries.iter().find(|(k, _)| k.str() == Some(key)).map(|(_, v)| v),
+                _ => None,
+            }
+        }
+
+        pub fn str(&self) -> Option<&str> {
+            match self {
+                Node::Scalar(s) => Some(&s.value),
+                _ => None,
+            }
+        }
+
+        pub fn items(&self) -> Vec<&Node> {
+            match self {
+                Node::Seq(items, _) => items.iter().collect(),
+                _ => Vec::new(),
+            }
+        }
+
+        pub fn line(&self) -> usize {
+            match self {
+                Node::Scalar(s) => s.line,
+                Node::Seq(_, l) | Node::Map(_, l) | Node::Alias(l) => *l,
+            }
+        }
+
+        pub fn walk_scalars(&self, f: &mut dyn FnMut(&Scalar)) {
+            match self {
+                Node::Scalar(s) => f(s),
+                Node::Seq(items, _) => items.iter().for_each(|n| n.walk_scalars(f)),
+                Node::Map(entries, _) => entries.iter().for_each(|(k, v)| {
+                    k.walk_scalars(f);
+                    v.walk_scalars(f);
+                }),
+                Node::Alias(_) => {}
+            }
+        }
+    }
+
+    enum Frame {
+        Seq(Vec<Node>, usize),
+        Map(Vec<(Node, Node)>, Option<Node>, usize),
+    }
+
+    fn attach(stack: &mut [Frame], doc: &mut Option<Node>, n: Node) {
+        match stack.last_mut() {
+            None => *doc = Some(n),
+            Some(Frame::Seq(items, _)) => items.push(n),
+            Some(Frame::Map(entries, pending, _)) => match pending.take() {
+                Some(k) => entries.push((k, n)),
+                None => *pending = Some(n),
+            },
+        }
+    }
+
+    /// Every document of a multi-document YAML text; the error says what and where.
+    pub fn documents(text: &str) -> Result<Vec<Node>, String> {
+        let mut docs = Vec::new();
+        let mut stack: Vec<Frame> = Vec::new();
+        let mut doc: Option<Node> = None;
+        for ev in Parser::new_from_str(text) {
+            let (ev, span) = ev.map_err(|e| format!("not valid YAML: {e}"))?;
+            let line = span.start.line();
+            match ev {
+                Event::DocumentStart(..) => doc = None,
+                Event::DocumentEnd => {
+                    if let Some(d) = doc.take() {
+                        docs.push(d);
+                    }
+                }
+                Event::MappingStart(..) => stack.push(Frame::Map(Vec::new(), None, line)),
+                Event::SequenceStart(..) => stack.push(Frame::Seq(Vec::new(), line)),
+                Event::MappingEnd | Event::SequenceEnd => {
+                    let n = match stack.pop() {
+                        Some(Frame::Map(entries, _, l)) => Node::Map(entries, l),
+                        Some(Frame::Seq(items, l)) => Node::Seq(items, l),
+                        None => return Err(format!("not valid YAML: unbalanced collection at line {line}")),
+                    };
+                    attach(&mut stack, &mut doc, n);
+                }
+                Event::Scalar(value, ..) => {
+                    let start = span.start.byte_offset().unwrap_or(0);
+                    let end = span.end.byte_offset().unwrap_or(text.len()).max(start);
+                    let s = Scalar {
+                        value: value.into_owned(),
+                        line,
+                        start,
+                        end,
+                    };
+                    attach(&mut stack, &mut doc, Node::Scalar(s));
+                }
+                Event::Alias(_) => attach(&mut stack, &mut doc, Node::Alias(line)),
+                _ => {}
+            }
+        }
+        Ok(docs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::MemFleet;
+
+    const CELL: &str = "prod-eu-west-1";
+
+    fn layers_yaml(entries: &[(&str, &str, &str)]) -> String {
+        // (name, path, extra postBuild lines)
+        entries
+            .iter()
+            .map(|(name, path, extra)| {
+                format!(
+                    "---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: {name}\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: {path}\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n  postBuild:\n    substituteFrom:\n      - kind: ConfigMap\n        name: cell-metadata\n{extra}"
+                )
+            })
+            .collect()
+    }
+
+    fn fleet_with(layers: &str, files: &[(&str, &str)]) -> MemFleet {
+        let mut f = MemFleet::new();
+        f.insert(
+            format!("clusters/{CELL}/kustomization.yaml"),
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - cell-metadata.yaml\n  - layers.yaml\n  - flux-system\n",
+        );
+        f.insert(
+            format!("clusters/{CELL}/cell-metadata.yaml"),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cell-metadata\n  namespace: flux-system\ndata:\n  cell_name: \"prod-eu-west-1\"\n  cluster_name: \"prod\"\n  vpc_id: \"vpc-1\"\n",
+        );
+        f.insert(format!("clusters/{CELL}/layers.yaml"), layers);
+        f.insert(
+            format!("clusters/{CELL}/flux-system/kustomization.yaml"),
+            "resources:\n  - gotk-components.yaml\n  - gotk-sync.yaml\n",
+        );
+        // Never parsed: were it read, this would be a YAML error.
+        f.insert(
+            format!("clusters/{CELL}/flux-system/gotk-components.yaml"),
+            "{{{ not yaml ${x",
+        );
+        f.insert(
+            format!("clusters/{CELL}/flux-system/gotk-sync.yaml"),
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: flux-system\nspec:\n  path: ./clusters/prod-eu-west-1\n",
+        );
+        for (p, t) in files {
+            f.insert(*p, *t);
+        }
+        f
+    }
+
+    fn vars() -> BTreeMap<String, String> {
+        [
+            ("cell_name", "prod-eu-west-1"),
+            ("cluster_name", "prod"),
+            ("vpc_id", "vpc-1"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+
+    fn run(f: &MemFleet) -> CheckReport {
+        check_cell(f, CELL, &vars()).unwrap()
+    }
+
+    fn where_(r: &CheckReport) -> Vec<String> {
+        r.findings
+            .iter()
+            .map(|f| format!("{}:{} {} [{}]", f.file, f.line, f.variable, f.layer))
+            .collect()
+    }
+
+    const DEPLOY: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: app\n  # ${in_a_comment} is dropped by kustomize\nspec:\n  template:\n    spec:\n      containers:\n        - name: app\n          image: \"repo/${cluster_name}:1\"\n          args: ['--vpc=${vpc_id}', \"--region=${aws_region}\"]\n";
+
+    #[test]
+    fn missing_variable_is_reported_with_file_line_and_layer() {
+        let f = fleet_with(
+            &layers_yaml(&[("infra", "./infrastructure/base", "")]),
+            &[("infrastructure/base/deploy.yaml", DEPLOY)],
+        );
+        let r = run(&f);
+        assert_eq!(
+            where_(&r),
+            vec!["infrastructure/base/deploy.yaml:12 aws_region [infra]"]
+        );
+        assert!(
+            r.findings[0].message.contains("variable not set"),
+            "{}",
+            r.findings[0].message
+        );
+        assert!(!r.passed());
+        assert_eq!(
+            r.layers,
+            vec![Layer {
+                name: "infra".into(),
+                defined_in: format!("clusters/{CELL}/layers.yaml"),
+                path: "infrastructure/base".into(),
+                files: 1,
+            }]
+        );
+        assert_eq!(r.unused_keys, vec!["cell_name"]);
+    }
+
+    #[test]
+    fn defaults_inline_substitute_and_escapes_count_as_set() {
+        let layers = layers_yaml(&[("apps", "./apps", "    substitute:\n      team: platform\n")]);
+        let f = fleet_with(
+            &layers,
+            &[(
+                "apps/cm.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  a: ${region:=eu-west-1}\n  b: ${zone=a}\n  c: ${tier:-gold}\n  d: ${team}\n  e: $${literal}\n  f: $bare\n  g: ${cell_name^^}\n",
+            )],
+        );
+        let r = run(&f);
+        assert!(r.passed(), "{:?}", r.findings);
+        assert_eq!(r.unused_keys, vec!["cluster_name", "vpc_id"]);
+    }
+
+    #[test]
+    fn dash_default_and_malformed_expressions_are_findings() {
+        let f = fleet_with(
+            &layers_yaml(&[("apps", "./apps", "")]),
+            &[(
+                "apps/cm.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  a: \"${region-eu}\"\n  b: \"${\"\n  c: ${1abc}\n",
+            )],
+        );
+        let r = run(&f);
+        assert_eq!(
+            where_(&r),
+            vec![
+                "apps/cm.yaml:6  [apps]",
+                "apps/cm.yaml:7  [apps]",
+                "apps/cm.yaml:8 1abc [apps]"
+            ]
+        );
+        assert!(
+            r.findings[0].message.contains("missing closing brace") && r.findings[0].message.contains("${name:-word}")
+        );
+        assert!(
+            r.findings[1].message.contains("unable to parse variable name"),
+            "{}",
+            r.findings[1].message
+        );
+        assert!(r.findings[2].message.contains("can never be a key"));
+    }
+
+    #[test]
+    fn disabled_resources_are_skipped_by_label_or_annotation() {
+        let f = fleet_with(
+            &layers_yaml(&[("apps", "./apps", "")]),
+            &[(
+                "apps/all.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  labels:\n    kustomize.toolkit.fluxcd.io/substitute: disabled\ndata:\n  x: ${nope1}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n  annotations:\n    kustomize.toolkit.fluxcd.io/substitute: disabled\ndata:\n  x: ${nope2}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  x: ${nope3}\n",
+            )],
+        );
+        assert_eq!(where_(&run(&f)), vec!["apps/all.yaml:24 nope3 [apps]"]);
+    }
+
+    #[test]
+    fn nested_kustomizations_components_and_patches_are_followed() {
+        let f = fleet_with(
+            &layers_yaml(&[("infra", "./infrastructure/prod", "")]),
+            &[
+                (
+                    "infrastructure/prod/kustomization.yaml",
+                    "resources:\n  - ../base\n  - ns.yaml\ncomponents:\n  - ../components/monitoring\npatches:\n  - path: patch.yaml\n    target:\n      kind: Deployment\n  - patch: |-\n      - op: add\n        path: /metadata/labels/owner\n        value: ${owner}\npatchesStrategicMerge:\n  - psm.yaml\npatchesJson6902:\n  - path: json.yaml\n    target:\n      kind: Deployment\n      name: app\nconfigMapGenerator:\n  - name: gen\n    literals:\n      - REGION=${gen_region}\n    envs:\n      - app.env\n",
+                ),
+                (
+                    "infrastructure/base/kustomization.yaml",
+                    "resources:\n  - deploy.yaml\n",
+                ),
+                (
+                    "infrastructure/base/deploy.yaml",
+                    "kind: Deployment\nmetadata:\n  name: ${base_var}\n",
+                ),
+                (
+                    "infrastructure/base/unlisted.yaml",
+                    "kind: X\nmetadata:\n  name: ${unlisted}\n",
+                ),
+                (
+                    "infrastructure/prod/ns.yaml",
+                    "kind: Namespace\nmetadata:\n  name: ${ns_var}\n",
+                ),
+                (
+                    "infrastructure/prod/patch.yaml",
+                    "kind: Deployment\nmetadata:\n  name: app\n  labels:\n    a: ${patch_var}\n",
+                ),
+                (
+                    "infrastructure/prod/psm.yaml",
+                    "kind: Deployment\nmetadata:\n  labels:\n    b: ${psm_var}\n",
+                ),
+                (
+                    "infrastructure/prod/json.yaml",
+                    "- op: add\n  path: /x\n  value: ${json_var}\n",
+                ),
+                ("infrastructure/prod/app.env", "# ${env_comment}\nA=${env_var}\n"),
+                (
+                    "infrastructure/components/monitoring/kustomization.yaml",
+                    "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nresources:\n  - sm.yaml\n",
+                ),
+                (
+                    "infrastructure/components/monitoring/sm.yaml",
+                    "kind: ServiceMonitor\nmetadata:\n  name: ${comp_var}\n",
+                ),
+            ],
+        );
+        let r = run(&f);
+        let vars: Vec<&str> = r.findings.iter().map(|f| f.variable.as_str()).collect();
+        assert_eq!(
+            vars,
+            vec![
+                "base_var",
+                "comp_var",
+                "env_var",
+                "json_var",
+                "owner",
+                "gen_region",
+                "ns_var",
+                "patch_var",
+                "psm_var"
+            ]
+        );
+        let owner = r.findings.iter().find(|f| f.variable == "owner").unwrap();
+        assert_eq!(
+            (owner.file.as_str(), owner.line),
+            ("infrastructure/prod/kustomization.yaml", 13)
+        );
+        let env = r.findings.iter().find(|f| f.variable == "env_var").unwrap();
+        assert_eq!(env.line, 2);
+        // Eight distinct files, the kustomization file itself counted once for its inline parts.
+        assert_eq!(r.layers[0].files, 8);
+    }
+
+    #[test]
+    fn directory_without_kustomization_builds_every_yaml_file() {
+        let f = fleet_with(
+            &layers_yaml(&[("apps", "./apps", "")]),
+            &[
+                ("apps/a.yaml", "kind: A\nmetadata:\n  name: ${a_var}\n"),
+                ("apps/sub/b.yml", "kind: B\nmetadata:\n  name: ${b_var}\n"),
+                ("apps/README.md", "${not_yaml}\n"),
+                ("apps/kust/kustomization.yaml", "resources:\n  - c.yaml\n"),
+                ("apps/kust/c.yaml", "kind: C\nmetadata:\n  name: ${c_var}\n"),
+                ("apps/kust/ignored.yaml", "kind: D\nmetadata:\n  name: ${d_var}\n"),
+            ],
+        );
+        let r = run(&f);
+        let vars: Vec<&str> = r.findings.iter().map(|f| f.variable.as_str()).collect();
+        assert_eq!(vars, vec!["a_var", "c_var", "b_var"]);
+    }
+
+    #[test]
+    fn paths_leaving_the_repo_are_refused() {
+        let f = fleet_with(
+            &layers_yaml(&[("infra", "./infrastructure", "")]),
+            &[(
+                "infrastructure/kustomization.yaml",
+                "resources:\n  - ../../../etc/passwd\n",
+            )],
+        );
+        let e = check_cell(&f, CELL, &vars()).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("infrastructure/kustomization.yaml: `resources` entry `../../../etc/passwd` leaves"),
+            "{e}"
+        );
+        let f = fleet_with(&layers_yaml(&[("infra", "../outside", "")]), &[]);
+        let e = check_cell(&f, CELL, &vars()).unwrap_err();
+        assert!(
+            e.to_string().contains("spec.path `../outside` leaves the fleet repo"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn remote_missing_and_cyclic_resources() {
+        let f = fleet_with(
+            &layers_yaml(&[("infra", "./infra", "")]),
+            &[
+                (
+                    "infra/kustomization.yaml",
+                    "resources:\n  - https://github.com/org/repo//deploy?ref=v1\n  - missing.yaml\n  - nokust\n",
+                ),
+                ("infra/nokust/x.yaml", "kind: X\n"),
+            ],
+        );
+        let r = run(&f);
+        assert_eq!(r.not_checked.len(), 1);
+        assert!(r.not_checked[0].contains("https://github.com/org/repo//deploy?ref=v1"));
+        assert_eq!(
+            where_(&r),
+            vec![
+                "infra/kustomization.yaml:3  [infra]",
+                "infra/kustomization.yaml:4  [infra]"
+            ]
+        );
+
+        let f = fleet_with(
+            &layers_yaml(&[("infra", "./a", "")]),
+            &[
+                ("a/kustomization.yaml", "resources:\n  - ../b\n"),
+                ("b/kustomization.yaml", "resources:\n  - ../a\n"),
+            ],
+        );
+        assert!(check_cell(&f, CELL, &vars()).unwrap_err().to_string().contains("cycle"));
+    }
+
+    #[test]
+    fn only_layers_substituting_from_cell_metadata_are_checked() {
+        let other = "---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: plain\nspec:\n  path: ./plain\n";
+        let layers = format!("{}{other}", layers_yaml(&[("apps", "./apps", "")]));
+        let f = fleet_with(
+            &layers,
+            &[
+                ("apps/a.yaml", "kind: A\nmetadata:\n  name: ${cluster_name}\n"),
+                ("plain/a.yaml", "kind: A\nmetadata:\n  name: ${whatever}\n"),
+            ],
+        );
+        let r = run(&f);
+        assert!(r.passed(), "{:?}", r.findings);
+        assert_eq!(
+            r.layers.iter().map(|l| l.name.as_str()).collect::<Vec<_>>(),
+            vec!["apps"]
+        );
+    }
+
+    #[test]
+    fn cell_kustomization_decides_which_layer_files_count() {
+        let mut f = fleet_with(&layers_yaml(&[("apps", "./apps", "")]), &[("apps/a.yaml", "kind: A\n")]);
+        // Not listed in clusters/<cell>/kustomization.yaml: Flux never applies it.
+        f.insert(
+            format!("clusters/{CELL}/extra.yaml"),
+            layers_yaml(&[("extra", "./extra", "")]),
+        );
+        f.insert("extra/a.yaml", "kind: A\nmetadata:\n  name: ${nope}\n");
+        assert!(run(&f).passed());
+    }
+
+    #[test]
+    fn check_fleet_reads_each_cells_configmap_and_skips_the_template() {
+        let mut f = fleet_with(
+            &layers_yaml(&[("infra", "./infrastructure/base", "")]),
+            &[("infrastructure/base/deploy.yaml", DEPLOY)],
+        );
+        f.insert("clusters/_template/layers.yaml", "${anything}");
+        let reports = check_fleet(&f, None).unwrap();
+        assert_eq!(reports.len(), 1);
+        assert_eq!(reports[0].cell, CELL);
+        assert_eq!(
+            where_(&reports[0]),
+            vec!["infrastructure/base/deploy.yaml:12 aws_region [infra]"]
+        );
+        assert_eq!(check_fleet(&f, Some(CELL)).unwrap(), reports);
+        let e = check_fleet(&f, Some("nope")).unwrap_err();
+        assert!(e.to_string().contains("clusters/nope"), "{e}");
+    }
+
+    #[test]
+    fn yaml_errors_name_the_file() {
+        let f = fleet_with(
+            &layers_yaml(&[("apps", "./apps", "")]),
+            &[("apps/bad.yaml", "a: [${x}\n")],
+        );
+        let e = check_cell(&f, CELL, &vars()).unwrap_err();
+        assert!(e.to_string().starts_with("apps/bad.yaml: not valid YAML"), "{e}");
+    }
+
+    #[test]
+    fn block_scalars_map_to_their_own_lines() {
+        let f = fleet_with(
+            &layers_yaml(&[("apps", "./apps", "")]),
+            &[(
+                "apps/cm.yaml",
+                "kind: ConfigMap\nmetadata:\n  name: x\ndata:\n  script: |\n    echo one\n    # not a YAML comment: ${in_block}\n    echo ${cluster_name} ${second}\n",
+            )],
+        );
+        assert_eq!(
+            where_(&run(&f)),
+            vec!["apps/cm.yaml:7 in_block [apps]", "apps/cm.yaml:8 second [apps]"]
+        );
+    }
+
+    #[test]
+    fn symlink_loop_surfaces_as_fleet_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let cell = root.join("clusters").join(CELL);
+        std::fs::create_dir_all(&cell).unwrap();
+        std::fs::write(cell.join("layers.yaml"), layers_yaml(&[("apps", "./apps", "")])).unwrap();
+        std::fs::create_dir_all(root.join("apps")).unwrap();
+        std::os::unix::fs::symlink("..", root.join("apps/loop")).unwrap();
+        let f = crate::fleet::LocalFleet::open(root).unwrap();
+        let e = check_cell(&f, CELL, &vars()).unwrap_err();
+        assert!(matches!(e, CheckError::Fleet(FleetError::BadSymlink { .. })), "{e}");
+    }
 }

@@ -78,11 +78,7 @@ pub enum EnvsubstError {
     },
     /// Strict mode: a variable without a value and without a default.
     #[error("line {line}: variable not set (strict mode): {name:?}")]
-    NotSet {
-        name: String,
-        line: usize,
-        offset: usize,
-    },
+    NotSet { name: String, line: usize, offset: usize },
 }
 
 /// One `${...}` expression (nested ones are reported separately).
@@ -165,9 +161,7 @@ fn accepts(a: Accept, r: char, i: usize) -> bool {
         Accept::NotClosing => r != '}',
         Accept::HashFunc => r == '#' && i < 3,
         Accept::PercentFunc => r == '%' && i < 3,
-        Accept::DefaultFunc => {
-            (i == 1 && r == ':') || (i == 2 && matches!(r, '=' | '-' | '?' | '+'))
-        }
+        Accept::DefaultFunc => (i == 1 && r == ':') || (i == 2 && matches!(r, '=' | '-' | '?' | '+')),
         Accept::ReplaceFunc => (i == 1 && r == '/') || (i == 2 && matches!(r, '/' | '#' | '%')),
         Accept::OneEqual => i == 1 && r == '=',
         Accept::OneColon => i == 1 && r == ':',
@@ -324,11 +318,7 @@ impl<'a> Scanner<'a> {
 
     /// The escape set active for a text token scanned in the current mode.
     fn text_escapes(&self) -> u8 {
-        if self.mode & SCAN_ESCAPE != 0 {
-            self.esc
-        } else {
-            0
-        }
+        if self.mode & SCAN_ESCAPE != 0 { self.esc } else { 0 }
     }
 }
 
@@ -424,13 +414,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn func(
-        &mut self,
-        at: usize,
-        param: (usize, usize),
-        op: (usize, usize),
-        args: Vec<usize>,
-    ) -> usize {
+    fn func(&mut self, at: usize, param: (usize, usize), op: (usize, usize), args: Vec<usize>) -> usize {
         let a0 = self.tree.args.len();
         self.tree.args.extend(args);
         let a1 = self.tree.args.len();
@@ -527,12 +511,7 @@ impl<'a> Parser<'a> {
         Ok(self.func(at, name, op, args))
     }
 
-    fn parse_remove_func(
-        &mut self,
-        at: usize,
-        name: (usize, usize),
-        accept: Accept,
-    ) -> PResult<usize> {
+    fn parse_remove_func(&mut self, at: usize, name: (usize, usize), accept: Accept) -> PResult<usize> {
         let op = self.op_token(accept, ParseErrorKind::BadSubstitution)?;
         let args = vec![self.parse_param(Accept::NotClosing, SCAN_IDENT)?];
         self.consume_rbrack()?;
@@ -604,14 +583,13 @@ impl<'a> Parser<'a> {
     }
 }
 
+/// A function's `${` offset, name range and operator range.
+type FuncAt = (usize, (usize, usize), (usize, usize));
+
 /// 1-based line of byte `offset`, counting from `from` (at line `line_at_from`).
 fn line_at(buf: &[u8], from: usize, line_at_from: usize, offset: usize) -> usize {
     let end = offset.min(buf.len());
-    line_at_from
-        + buf[from.min(end)..end]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count()
+    line_at_from + buf[from.min(end)..end].iter().filter(|&&b| b == b'\n').count()
 }
 
 /// Reports every `${...}` of `text` the way Flux's parser sees it (nested ones included, in
@@ -635,7 +613,7 @@ pub fn scan<'a>(text: &'a str, mut on: impl FnMut(Item<'a>)) {
     loop {
         let mut p = Parser::new(buf, from);
         let result = p.parse_all();
-        let mut funcs: Vec<(usize, (usize, usize), (usize, usize))> = p
+        let mut funcs: Vec<FuncAt> = p
             .tree
             .nodes
             .iter()
@@ -725,9 +703,7 @@ impl Eval<'_, '_, '_> {
     fn slice(&self, start: usize, end: usize) -> Cow<'_, str> {
         match self.text.get(start..end) {
             Some(s) => Cow::Borrowed(s),
-            None => {
-                String::from_utf8_lossy(self.text.as_bytes().get(start..end).unwrap_or_default())
-            }
+            None => String::from_utf8_lossy(self.text.as_bytes().get(start..end).unwrap_or_default()),
         }
     }
 
@@ -737,12 +713,7 @@ impl Eval<'_, '_, '_> {
                 render_text(&self.slice(start, end), esc, out);
                 Ok(())
             }
-            Node::Func {
-                at,
-                param,
-                op,
-                args,
-            } => {
+            Node::Func { at, param, op, args } => {
                 let mut values: Vec<String> = Vec::with_capacity(args.1 - args.0);
                 for &a in &self.tree.args[args.0..args.1] {
                     let mut s = String::new();
@@ -875,11 +846,7 @@ fn substr(s: &str, args: &[String]) -> String {
         pos = (len + pos).max(0);
     }
     let Some(second) = args.get(1) else {
-        return if pos < len {
-            cut(pos, len)
-        } else {
-            String::new()
-        };
+        return if pos < len { cut(pos, len) } else { String::new() };
     };
     let Some(length) = atoi(second) else {
         return s.to_owned();
@@ -887,18 +854,10 @@ fn substr(s: &str, args: &[String]) -> String {
     let length = length as i128;
     if length < 0 {
         let end = len + length;
-        return if end < pos {
-            String::new()
-        } else {
-            cut(pos, end)
-        };
+        return if end < pos { String::new() } else { cut(pos, end) };
     }
     if pos + length >= len {
-        return if pos < len {
-            cut(pos, len)
-        } else {
-            String::new()
-        };
+        return if pos < len { cut(pos, len) } else { String::new() };
     }
     cut(pos, pos + length)
 }
@@ -906,12 +865,7 @@ fn substr(s: &str, args: &[String]) -> String {
 /// `${v#pat}` / `${v##pat}`: remove the shortest / longest non-empty prefix matching `pat`.
 fn trim_prefix<'s>(s: &'s str, pat: &str, longest: bool) -> &'s str {
     let pat: Vec<char> = pat.chars().collect();
-    let mut ends: Vec<usize> = s
-        .char_indices()
-        .map(|(i, _)| i)
-        .skip(1)
-        .chain([s.len()])
-        .collect();
+    let mut ends: Vec<usize> = s.char_indices().map(|(i, _)| i).skip(1).chain([s.len()]).collect();
     if s.is_empty() {
         ends.clear();
     }
@@ -1064,10 +1018,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     fn sub(text: &str, pairs: &[(&str, &str)], strict: bool) -> Result<String, EnvsubstError> {
@@ -1078,12 +1029,8 @@ mod tests {
     fn refs(text: &str) -> Vec<(String, String, usize, bool)> {
         let mut out = Vec::new();
         scan(text, |i| match i {
-            Item::Reference(r) => {
-                out.push((r.name.to_owned(), r.op.to_owned(), r.line, r.has_default()))
-            }
-            Item::Malformed(m) => {
-                out.push((String::new(), m.kind.message().to_owned(), m.line, false))
-            }
+            Item::Reference(r) => out.push((r.name.to_owned(), r.op.to_owned(), r.line, r.has_default())),
+            Item::Malformed(m) => out.push((String::new(), m.kind.message().to_owned(), m.line, false)),
         });
         out
     }
@@ -1132,17 +1079,9 @@ mod tests {
     fn dollar_escapes_and_bare_dollar_names() {
         let set = [("var01", "abcdEFGH28ij")];
         assert_eq!(sub("$${var01}", &set, true).unwrap(), "${var01}");
+        assert_eq!(sub("$$var01 and $var01", &set, true).unwrap(), "$var01 and $var01");
         assert_eq!(
-            sub("$$var01 and $var01", &set, true).unwrap(),
-            "$var01 and $var01"
-        );
-        assert_eq!(
-            sub(
-                "some text ${var01}$${var$${var01}$var01${var01}",
-                &set,
-                true
-            )
-            .unwrap(),
+            sub("some text ${var01}$${var$${var01}$var01${var01}", &set, true).unwrap(),
             "some text abcdEFGH28ij${var${var01}$var01abcdEFGH28ij"
         );
         // A `$$` escape is plain text: nothing inside it is required in strict mode.
@@ -1212,18 +1151,12 @@ mod tests {
             "${set:=${missing}}",
         ] {
             assert!(
-                matches!(
-                    sub(input, &[("set", "1")], true),
-                    Err(EnvsubstError::NotSet { .. })
-                ),
+                matches!(sub(input, &[("set", "1")], true), Err(EnvsubstError::NotSet { .. })),
                 "{input}"
             );
         }
         // `${1abc}` parses but can never be set.
-        assert!(matches!(
-            sub("${1abc}", &[], true),
-            Err(EnvsubstError::NotSet { .. })
-        ));
+        assert!(matches!(sub("${1abc}", &[], true), Err(EnvsubstError::NotSet { .. })));
     }
 
     #[test]
@@ -1293,11 +1226,7 @@ mod tests {
             let piece = prop_oneof![
                 "[a-zA-Z0-9 :\n\"'#{}-]{0,12}".prop_map(|t| (None, t)),
                 name().prop_map(|n| (Some(n.clone()), format!("${{{n}}}"))),
-                (
-                    name(),
-                    "[a-z0-9 ]{0,6}",
-                    prop_oneof![Just(":="), Just("="), Just(":-")]
-                )
+                (name(), "[a-z0-9 ]{0,6}", prop_oneof![Just(":="), Just("="), Just(":-")])
                     .prop_map(|(n, d, op)| (Some(n.clone()), format!("${{{n}{op}{d}}}"))),
                 name().prop_map(|n| (None, format!("$${{{n}}}"))),
                 name().prop_map(|n| (None, format!("${n}"))),
@@ -1317,8 +1246,9 @@ mod tests {
                 let result = substitute(&text, |k| vars.get(k).map(String::as_str), true);
                 prop_assert!(!matches!(result, Err(EnvsubstError::NotSet { .. })), "{result:?} for {text:?}");
                 let mut missing = Vec::new();
-                scan(&text, |i| if let Item::Reference(r) = i {
-                    if !r.has_default() && !vars.contains_key(r.name) { missing.push(r.name.to_owned()) }
+                scan(&text, |i| match i {
+                    Item::Reference(r) if !r.has_default() && !vars.contains_key(r.name) => missing.push(r.name.to_owned()),
+                    _ => {}
                 });
                 prop_assert!(missing.is_empty(), "{missing:?} in {text:?}");
             }
