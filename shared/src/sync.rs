@@ -346,6 +346,15 @@ impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
             r.error = Some("the key does not match CELLBRIDGE_STATE_KEY_PATTERN".into());
             return r;
         };
+        if !metadata::is_dns1123_label(&key_cell) {
+            let mut r = CellResult::new(&obj, Some(key_cell.clone()), "refused");
+            r.error = Some(format!(
+                "s3://{}/{}: the cell part {key_cell:?} of the key is not a DNS-1123 label",
+                obj.bucket, obj.key
+            ));
+            tracing::error!(bucket = %obj.bucket, key = %obj.key, "refused: the key's cell is not a DNS-1123 label");
+            return r;
+        }
         let span = tracing::info_span!("sync", cell = %key_cell, key = %obj.key, workspace = workspace.as_deref().unwrap_or("default"));
         let _ = &span;
         let mut result = CellResult::new(&obj, Some(key_cell.clone()), "failed");

@@ -332,6 +332,107 @@ mod tests {
         assert_eq!(resp, json!({"batchItemFailures": [{"itemIdentifier": "m2"}]}));
     }
 
+    /// Every state-sync sample under `events/` parses to what its README line says.
+    #[test]
+    fn sample_events() {
+        let load = |name: &str| -> Value {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../events")
+                .join(name);
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+                .unwrap()
+        };
+        let object = |key: &str, v: &str| {
+            Item::Object(ObjectRef {
+                bucket: "acme-tfstate".into(),
+                key: key.into(),
+                version_id: Some(v.into()),
+            })
+        };
+        let prod = "cells/prod-eu-west-1/terraform.tfstate";
+        let SyncEvent::Direct(items) = parse(&load("s3-put.json")).unwrap() else {
+            panic!("s3-put")
+        };
+        assert!(matches!(&items[..], [Item::Object(o)] if o.key == prod && o.version_id.is_some()));
+        let SyncEvent::Direct(items) = parse(&load("s3-put-workspace.json")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            items,
+            vec![object(
+                "env:/staging/cells/staging-eu-west-1/terraform.tfstate",
+                "wS1M0Z9y3b4Q1mYcH2xK8nD6pLr0TuVa"
+            )]
+        );
+        let SyncEvent::Direct(items) = parse(&load("s3-key-with-space.json")).unwrap() else {
+            panic!()
+        };
+        assert!(
+            matches!(&items[..], [Item::Object(o)] if o.key == "cells/prod-eu-west-1 (copy)/terraform.tfstate"),
+            "{items:?}"
+        );
+        for ignored in ["s3-test-event.json", "s3-tflock.json", "s3-delete.json"] {
+            let SyncEvent::Direct(items) = parse(&load(ignored)).unwrap() else {
+                panic!("{ignored}")
+            };
+            assert!(matches!(&items[..], [Item::Ignored { .. }]), "{ignored}: {items:?}");
+        }
+        let SyncEvent::Direct(items) = parse(&load("eventbridge-s3-object-created.json")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(items, vec![object(prod, "3HL4kqtJlcpXroDTDmJ.rmSpXd3dIbrHY")]);
+        let SyncEvent::Sqs(recs) = parse(&load("sqs-s3.json")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(recs.len(), 2);
+        assert!(
+            matches!(&recs[1].items.as_ref().unwrap()[..], [Item::Object(o)] if o.key == "cells/dev-eu-west-1/terraform.tfstate")
+        );
+        let SyncEvent::Sqs(recs) = parse(&load("sqs-eventbridge-s3.json")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            recs[0].items.as_ref().unwrap(),
+            &vec![object(prod, "3HL4kqtJlcpXroDTDmJ.rmSpXd3dIbrHY")]
+        );
+        assert_eq!(
+            parse(&load("manual-sync-cell.json")).unwrap(),
+            SyncEvent::Manual {
+                request: Manual::Cell("prod-eu-west-1".into()),
+                dry_run: false
+            }
+        );
+        assert_eq!(
+            parse(&load("manual-sync-dry-run.json")).unwrap(),
+            SyncEvent::Manual {
+                request: Manual::Cell("prod-eu-west-1".into()),
+                dry_run: true
+            }
+        );
+        assert_eq!(
+            parse(&load("manual-sync-object.json")).unwrap(),
+            SyncEvent::Manual {
+                request: Manual::Object {
+                    bucket: Some("acme-tfstate".into()),
+                    key: prod.into()
+                },
+                dry_run: false
+            }
+        );
+        for all in ["manual-sync-all.json", "schedule-sync-all.json"] {
+            assert_eq!(
+                parse(&load(all)).unwrap(),
+                SyncEvent::Manual {
+                    request: Manual::All,
+                    dry_run: false
+                },
+                "{all}"
+            );
+        }
+        // The bootstrap function's events are not state-sync's.
+        assert!(parse(&load("cloudtrail-create-cluster.json")).is_err());
+    }
+
     #[test]
     fn manual_payloads() {
         assert_eq!(
