@@ -3,12 +3,13 @@
 #   1. terraform fmt -check -recursive infra   (where terraform is installed)
 #   2. checkov over infra/, zero failed checks (skips only as inline #checkov:skip=ID:reason)
 #   3. pytest tests/infra                       (patterns in moto's EventBridge, events/ catalogue)
-# Python tools come from .venv (`pip install -r tests/requirements.txt`); CHECKOV and PYTHON
-# override the binaries. Exits non-zero when any step fails.
+# Python tools come from .venv (`pip install -r tests/requirements.txt`); CELLBRIDGE_TEST_PYTHON
+# (set by `make test`) or PYTHON picks the interpreter, checkov is looked up beside it, CHECKOV
+# overrides that. Exits non-zero when any step fails.
 set -u
 cd "$(dirname "$0")/../.."
 
-PYTHON="${PYTHON:-.venv/bin/python}"
+PYTHON="${PYTHON:-${CELLBRIDGE_TEST_PYTHON:-.venv/bin/python}}"
 passed=0
 failed=0
 skipped=0
@@ -35,7 +36,7 @@ fi
 step "checkov -d infra"
 checkov="${CHECKOV:-}"
 if [ -z "$checkov" ]; then
-    for candidate in .venv/bin/checkov .venv-checkov/bin/checkov; do
+    for candidate in "$(dirname "$PYTHON")/checkov" .venv/bin/checkov .venv-checkov/bin/checkov; do
         if [ -x "$candidate" ]; then checkov="$candidate"; break; fi
     done
 fi
