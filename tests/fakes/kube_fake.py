@@ -18,7 +18,8 @@ Control API under /_fake/ (no authentication): faults (5xx, 429, 409, sleeps) at
 requests, the request log, stored objects, GitRepository readiness, reset.
 
 Run: kube_fake.py --port 0 [--tls] [--ca-out FILE] [--token T] [--crd-delay S]
-Prints `CA=<pem path>` (with --tls) and then `PORT=<n>`; lives until stdin closes.
+Prints `CA=<pem path>` (with --tls), `CONTROL_PORT=<n>` (plain HTTP, the control API) and then
+`PORT=<n>`; lives until stdin closes.
 """
 import argparse
 import base64
@@ -68,6 +69,12 @@ BUILTINS = [
     ("coordination.k8s.io", "v1", "Lease", "leases", True, False),
 ]
 
+SHORT = {"namespaces": ["ns"], "deployments": ["deploy"], "customresourcedefinitions": ["crd", "crds"],
+         "services": ["svc"], "serviceaccounts": ["sa"], "configmaps": ["cm"], "networkpolicies": ["netpol"],
+         "resourcequotas": ["quota"], "pods": ["po"], "statefulsets": ["sts"], "daemonsets": ["ds"],
+         "persistentvolumeclaims": ["pvc"], "ingresses": ["ing"], "poddisruptionbudgets": ["pdb"], "limitranges": ["limits"],
+         "events": ["ev"]}
+
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 
@@ -101,8 +108,9 @@ def not_found(resource, name, group=""):
 
 
 class Resource:
-    def __init__(self, group, version, kind, plural, namespaced, has_status, singular=None, crd=None):
+    def __init__(self, group, version, kind, plural, namespaced, has_status, singular=None, crd=None, short=None):
         self.group, self.version, self.kind, self.plural = group, version, kind, plural
+        self.short = short if short is not None else SHORT.get(plural, [])
         self.namespaced, self.has_status = namespaced, has_status
         self.singular = singular or kind.lower()
         self.crd = crd  # name of the defining CRD, None for built-ins
@@ -235,7 +243,7 @@ class State:
                         continue
                     has_status = "status" in (v.get("subresources") or {})
                     r = Resource(spec["group"], v["name"], names["kind"], names["plural"], namespaced,
-                                 has_status, names.get("singular"), crd=name)
+                                 has_status, names.get("singular"), crd=name, short=names.get("shortNames") or [])
                     self.resources[(r.group, r.version, r.plural)] = r
                 ts = now_rfc3339()
                 cur["status"] = {
@@ -529,8 +537,11 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(405, "MethodNotAllowed", "method not allowed")
             resources = []
             for r in sorted(gv_res, key=lambda r: r.plural):
-                resources.append({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
-                                  "kind": r.kind, "verbs": VERBS})
+                entry = {"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
+                         "kind": r.kind, "verbs": VERBS}
+                if r.short:
+                    entry["shortNames"] = r.short
+                resources.append(entry)
                 if r.has_status:
                     resources.append({"name": f"{r.plural}/status", "singularName": "", "namespaced": r.namespaced,
                                       "kind": r.kind, "verbs": ["get", "patch", "update"]})
@@ -858,6 +869,13 @@ def main():
         ctx, ca_path = make_tls(args.ca_out)
         server.socket = ctx.wrap_socket(server.socket, server_side=True)
         print(f"CA={ca_path}", flush=True)
+        # The control API is also served in plain HTTP, so a test needs no TLS client for it.
+        control = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        control.daemon_threads = True
+        threading.Thread(target=control.serve_forever, daemon=True).start()
+        print(f"CONTROL_PORT={control.server_address[1]}", flush=True)
+    else:
+        print(f"CONTROL_PORT={server.server_address[1]}", flush=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     print(f"PORT={server.server_address[1]}", flush=True)
     try:

@@ -206,7 +206,7 @@ fn ssh(obj: &serde_json::Map<String, Value>, secret: &str) -> Result<GitCredenti
     };
     let identity = field(obj, secret, "identity")?.unwrap_or_default();
     // ssh-key's errors describe the encoding problem, never the key bytes.
-    let key = ssh_key::PrivateKey::from_openssh(identity.trim().as_bytes())
+    let key = ssh_key::PrivateKey::from_openssh(rewrap_openssh(identity).as_bytes())
         .map_err(|e| bad("identity", format!("not an OpenSSH private key ({e})")))?;
     let passphrase = field(obj, secret, "password")?;
     if key.is_encrypted() && passphrase.is_none() {
@@ -248,6 +248,28 @@ fn ssh(obj: &serde_json::Map<String, Value>, secret: &str) -> Result<GitCredenti
         kind: CredentialKind::Ssh,
         data,
     })
+}
+
+/// ssh-key reads only OpenSSH's own 70-column wrapping, while Go's parser (Flux) takes any;
+/// keys written by other tools (64 columns) are rewrapped before parsing.
+fn rewrap_openssh(pem: &str) -> String {
+    const BEGIN: &str = "-----BEGIN OPENSSH PRIVATE KEY-----";
+    const END: &str = "-----END OPENSSH PRIVATE KEY-----";
+    let t = pem.trim();
+    let Some(body) = t.strip_prefix(BEGIN).and_then(|b| b.strip_suffix(END)) else {
+        return t.to_owned();
+    };
+    let body: String = body.split_whitespace().collect();
+    let mut out = String::with_capacity(t.len() + 16);
+    out.push_str(BEGIN);
+    out.push('\n');
+    for chunk in body.as_bytes().chunks(70) {
+        out.push_str(std::str::from_utf8(chunk).unwrap_or_default());
+        out.push('\n');
+    }
+    out.push_str(END);
+    out.push('\n');
+    out
 }
 
 fn validate_known_hosts(text: &str) -> Result<(), (usize, String)> {
@@ -422,6 +444,20 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("githubAppInstallationID"), "{e}");
+    }
+
+    #[test]
+    fn rewrapping_is_total() {
+        assert_eq!(
+            rewrap_openssh("-----BEGIN OPENSSH PRIVATE KEY-----END OPENSSH PRIVATE KEY-----"),
+            "-----BEGIN OPENSSH PRIVATE KEY-----END OPENSSH PRIVATE KEY-----"
+        );
+        let r = rewrap_openssh(&format!(
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n{}\n{}\n-----END OPENSSH PRIVATE KEY-----",
+            "a".repeat(64),
+            "b".repeat(20)
+        ));
+        assert_eq!(r.lines().nth(1).unwrap().len(), 70);
     }
 
     #[test]

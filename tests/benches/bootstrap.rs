@@ -1,0 +1,2 @@
+//! Bootstrap bench (being written).
+fn main() {}

@@ -1,0 +1,724 @@
+//! cluster-bootstrap end to end: moto for EKS, STS and Secrets Manager (with the access-entry
+//! extension), the fake Kubernetes API server over TLS with its own CA, and the Flux-sized
+//! fixture fleet. Each test has its own API server and its own cluster name.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use aws_credential_types::Credentials;
+use cellbridge::bootstrap::{
+    self, BootstrapError, Bootstrapper, Outcome, Phase, Report, Request, Settings, Target, Tuning,
+};
+use cellbridge::fleet::LocalFleet;
+use cellbridge_tests::kube::{KubeFake, http_json, ssh_keypair};
+use cellbridge_tests::moto;
+use serde_json::{Value, json};
+
+const ROLE: &str = "arn:aws:iam::123456789012:role/cellbridge-bootstrap";
+const REGION: &str = "eu-west-1";
+const KNOWN_HOSTS: &str = "github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl";
+const GIT_URL: &str = "ssh://git@github.com/acme/fleet";
+
+// ---- output capture: every log line of the whole test binary -----------------------------
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn logs() -> &'static Captured {
+    static LOGS: OnceLock<Captured> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let c = Captured::default();
+        let w = c.clone();
+        tracing_subscriber::fmt()
+            .json()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(move || w.clone())
+            .init();
+        c
+    })
+}
+
+// ---- the test bed -------------------------------------------------------------------------
+
+static KEY: OnceLock<(String, String)> = OnceLock::new();
+
+fn key() -> &'static (String, String) {
+    KEY.get_or_init(ssh_keypair)
+}
+
+/// Credentials of an assumed role, as a Lambda function has them.
+async fn role_config() -> aws_config::SdkConfig {
+    let base = moto::sdk_config().await;
+    let sts = aws_sdk_sts::Client::new(&base);
+    let out = sts
+        .assume_role()
+        .role_arn(ROLE)
+        .role_session_name("cluster-bootstrap")
+        .send()
+        .await
+        .unwrap();
+    let c = out.credentials().unwrap();
+    let creds = Credentials::new(
+        c.access_key_id(),
+        c.secret_access_key(),
+        Some(c.session_token().to_owned()),
+        None,
+        "test",
+    );
+    base.to_builder()
+        .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::new(creds))
+        .build()
+}
+
+struct Bed {
+    kube: KubeFake,
+    cluster: String,
+    secret: String,
+    aws: aws_config::SdkConfig,
+    fleet: LocalFleet,
+}
+
+fn fixture_fleet() -> PathBuf {
+    cellbridge_tests::process::repo_root().join("tests/fixtures/flux/fleet")
+}
+
+fn tuning() -> Tuning {
+    Tuning {
+        request_timeout: Duration::from_secs(2),
+        attempts: 5,
+        backoff: Duration::from_millis(50),
+        max_backoff: Duration::from_millis(400),
+        crd_timeout: Duration::from_secs(10),
+        ready_timeout: Duration::from_secs(5),
+        poll: Duration::from_millis(100),
+        auth_grace: Duration::from_secs(3),
+    }
+}
+
+fn settings(secret: &str) -> Settings {
+    Settings {
+        flux_git_url: Some(GIT_URL.into()),
+        flux_git_branch: "main".into(),
+        flux_git_secret: Some(secret.into()),
+        cluster_wait: Duration::from_secs(10),
+        cluster_poll: Duration::from_millis(300),
+        tuning: tuning(),
+    }
+}
+
+fn moto_control(path: &str, body: Value) {
+    let (status, v) = http_json("POST", &format!("{}{path}", moto::endpoint()), Some(body));
+    assert_eq!(status, 200, "{v}");
+}
+
+fn access_log(cluster: &str) -> Vec<String> {
+    let (_, v) = http_json("GET", &format!("{}/_cellbridge/eks/log", moto::endpoint()), None);
+    v.as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cluster"] == cluster)
+        .map(|e| e["op"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn access_entries(aws: &aws_config::SdkConfig, cluster: &str) -> Vec<String> {
+    let eks = aws_sdk_eks::Client::new(aws);
+    eks.list_access_entries()
+        .cluster_name(cluster)
+        .send()
+        .await
+        .unwrap()
+        .access_entries()
+        .to_vec()
+}
+
+impl Bed {
+    /// A new ACTIVE cluster `name` (tags given), its API served by a fresh fake, and the Git secret.
+    async fn new(name: &str, tags: &[(&str, &str)], secret_json: Option<Value>) -> Bed {
+        logs();
+        let aws = role_config().await;
+        let kube = KubeFake::start();
+        kube.auto_ready(true);
+        let eks = aws_sdk_eks::Client::new(&aws);
+        let mut create = eks
+            .create_cluster()
+            .name(name)
+            .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
+            .resources_vpc_config(
+                aws_sdk_eks::types::VpcConfigRequest::builder()
+                    .subnet_ids("subnet-1")
+                    .build(),
+            );
+        for (k, v) in tags {
+            create = create.tags(*k, *v);
+        }
+        create.send().await.unwrap();
+        moto_control(
+            &format!("/_cellbridge/eks/clusters/{name}"),
+            json!({"region": REGION, "endpoint": kube.url(), "ca_pem": kube.ca_pem}),
+        );
+        let (private, public) = key();
+        let secret = format!("{name}-flux-git");
+        let value = secret_json
+            .unwrap_or_else(|| json!({"identity": private, "identity.pub": public, "known_hosts": KNOWN_HOSTS}));
+        let sm = aws_sdk_secretsmanager::Client::new(&aws);
+        sm.create_secret()
+            .name(&secret)
+            .secret_string(value.to_string())
+            .send()
+            .await
+            .unwrap();
+        Bed {
+            kube,
+            cluster: name.into(),
+            secret,
+            aws,
+            fleet: LocalFleet::open(fixture_fleet()).unwrap(),
+        }
+    }
+
+    fn request(&self) -> Request {
+        Request {
+            cluster: self.cluster.clone(),
+            region: REGION.into(),
+            cell: None,
+            force: false,
+            dry_run: false,
+        }
+    }
+
+    async fn run_with(&self, req: &Request, settings: Settings) -> Result<Report, BootstrapError> {
+        let r = Bootstrapper::new(self.aws.clone(), settings)
+            .run(&self.fleet, req, Target::Eks)
+            .await;
+        // Results and errors are output too: they go through the same capture.
+        let text = match &r {
+            Ok(rep) => serde_json::to_string(rep).unwrap(),
+            Err(e) => format!("error: {e} / {e:?}"),
+        };
+        logs().clone().write_all(text.as_bytes()).unwrap();
+        r
+    }
+
+    async fn run(&self, req: &Request) -> Result<Report, BootstrapError> {
+        self.run_with(req, settings(&self.secret)).await
+    }
+
+    fn writes(&self) -> Vec<Value> {
+        self.kube
+            .requests()
+            .into_iter()
+            .filter(|r| matches!(r["method"].as_str(), Some("PATCH" | "POST" | "PUT" | "DELETE")))
+            .collect()
+    }
+}
+
+/// `(method, path)` of each request to the API, in order.
+fn calls(kube: &KubeFake) -> Vec<(String, String)> {
+    kube.requests()
+        .iter()
+        .map(|r| {
+            (
+                r["method"].as_str().unwrap().to_owned(),
+                r["path"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn kinds_in_order(report: &Report) -> Vec<String> {
+    report.objects.iter().map(|o| o.target.kind.clone()).collect()
+}
+
+// ---- the tests ----------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_cluster_is_bootstrapped_in_order_from_the_template() {
+    // Tagged for a cell whose pull request is not merged: the template's components are used.
+    let bed = Bed::new("eks-new-order", &[("cellbridge.dev/cell", "staging-us")], None).await;
+    let report = bed.run(&bed.request()).await.unwrap();
+
+    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    assert_eq!(report.cell.as_deref(), Some("staging-us"));
+    assert_eq!(
+        report.components_file.as_deref(),
+        Some("clusters/_template/flux-system/gotk-components.yaml")
+    );
+    assert_eq!(
+        report.objects.len(),
+        31 + 1 + 2,
+        "31 components, the Git secret, 2 sync objects"
+    );
+    let phases: Vec<Phase> = report.objects.iter().map(|o| o.phase).collect();
+    assert!(
+        phases.windows(2).all(|w| w[0] <= w[1]),
+        "phases out of order: {phases:?}"
+    );
+    let kinds = kinds_in_order(&report);
+    assert_eq!(kinds[0], "Namespace");
+    assert!(kinds[1..11].iter().all(|k| k == "CustomResourceDefinition"));
+    assert_eq!(&kinds[kinds.len() - 3..], ["Secret", "GitRepository", "Kustomization"]);
+
+    // What the API server saw: the same order, the CRDs Established (listed) before anything
+    // else, and every write a server-side apply by `cellbridge`.
+    let c = calls(&bed.kube);
+    let patches: Vec<&String> = c.iter().filter(|(m, _)| m == "PATCH").map(|(_, p)| p).collect();
+    assert_eq!(patches.len(), 34);
+    assert_eq!(patches[0], "/api/v1/namespaces/flux-system");
+    assert!(
+        patches[1..11]
+            .iter()
+            .all(|p| p.starts_with("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"))
+    );
+    let first_list = c
+        .iter()
+        .position(|(m, p)| m == "GET" && p == "/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
+        .unwrap();
+    let eleventh_patch = c
+        .iter()
+        .enumerate()
+        .filter(|(_, (m, _))| m == "PATCH")
+        .nth(11)
+        .unwrap()
+        .0;
+    assert!(
+        first_list < eleventh_patch,
+        "CRDs must be waited for before the other components"
+    );
+    for r in bed.kube.requests().iter().filter(|r| r["method"] == "PATCH") {
+        assert_eq!(r["content_type"], "application/apply-patch+yaml");
+        assert!(r["query"].as_str().unwrap().contains("fieldManager=cellbridge"), "{r}");
+    }
+
+    // The Git secret and the sync objects as Flux needs them.
+    let secrets = bed.kube.objects(Some("Secret"));
+    let s = secrets.iter().find(|s| s["metadata"]["name"] == "flux-system").unwrap();
+    let keys: BTreeSet<&str> = s["data"].as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys, BTreeSet::from(["identity", "identity.pub", "known_hosts"]));
+    use base64::Engine as _;
+    let identity = base64::engine::general_purpose::STANDARD
+        .decode(s["data"]["identity"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(String::from_utf8(identity).unwrap().trim(), key().0.trim());
+    let repo = &bed.kube.objects(Some("GitRepository"))[0];
+    assert_eq!(repo["spec"]["url"], GIT_URL);
+    assert_eq!(repo["spec"]["ref"]["branch"], "main");
+    assert_eq!(repo["spec"]["secretRef"]["name"], "flux-system");
+    let ks = &bed.kube.objects(Some("Kustomization"))[0];
+    assert_eq!(ks["spec"]["path"], "./clusters/staging-us");
+
+    // Ready reported; access given back.
+    let git = report.git_repository.as_ref().unwrap();
+    assert_eq!(git.ready, Some(true), "{git:?}");
+    assert!(git.revision.as_deref().unwrap().starts_with("main@sha1:"));
+    let access = report.access_entry.as_ref().unwrap();
+    assert_eq!(access.principal_arn, ROLE);
+    assert!(access.temporary && access.removed);
+    assert_eq!(
+        access_log(&bed.cluster),
+        ["CreateAccessEntry", "AssociateAccessPolicy", "DeleteAccessEntry"]
+    );
+    assert!(access_entries(&bed.aws, &bed.cluster).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cell_found_in_the_fleet_uses_its_own_components_and_a_second_run_writes_nothing() {
+    // No tag: the fleet's clusters/prod-eu/cell-metadata.yaml names cluster eks-prod-eu.
+    let bed = Bed::new("eks-prod-eu", &[], None).await;
+    let first = bed.run(&bed.request()).await.unwrap();
+    assert_eq!(first.outcome, Outcome::Bootstrapped);
+    assert_eq!(first.cell.as_deref(), Some("prod-eu"));
+    assert_eq!(
+        first.components_file.as_deref(),
+        Some("clusters/prod-eu/flux-system/gotk-components.yaml")
+    );
+
+    bed.kube.clear_requests();
+    let second = bed.run(&bed.request()).await.unwrap();
+    assert_eq!(second.outcome, Outcome::AlreadyBootstrapped);
+    assert!(second.objects.is_empty());
+    assert!(bed.writes().is_empty(), "second run wrote: {:?}", bed.writes());
+    assert_eq!(calls(&bed.kube).len(), 1, "one read decides: {:?}", calls(&bed.kube));
+    assert!(access_entries(&bed.aws, &bed.cluster).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_after_the_crds_is_completed_by_the_next() {
+    let bed = Bed::new("eks-killed", &[("cellbridge.dev/cell", "killed")], None).await;
+    // The first object after the CRDs hangs; the run is cut off as a Lambda deadline would.
+    bed.kube
+        .fault(json!({"method": "PATCH", "path": "/resourcequotas/", "sleep": 30, "count": 1}));
+    let cut = tokio::time::timeout(Duration::from_secs(4), bed.run(&bed.request())).await;
+    assert!(cut.is_err(), "the run should have been cut off");
+    assert_eq!(bed.kube.objects(Some("CustomResourceDefinition")).len(), 10);
+    assert!(bed.kube.objects(Some("Deployment")).is_empty());
+    assert!(bed.kube.objects(Some("Kustomization")).is_empty());
+    // The dead run left its access entry; it is tagged as cellbridge's.
+    assert_eq!(access_entries(&bed.aws, &bed.cluster).await, [ROLE]);
+    bed.kube.clear_faults();
+
+    let report = bed.run(&bed.request()).await.unwrap();
+    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    assert_eq!(bed.kube.objects(Some("Deployment")).len(), 4);
+    assert_eq!(bed.kube.objects(Some("Kustomization")).len(), 1);
+    assert!(
+        report.access_entry.as_ref().unwrap().removed,
+        "the leftover entry is recognised and deleted"
+    );
+    assert!(access_entries(&bed.aws, &bed.cluster).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_reapplies_everything() {
+    let bed = Bed::new("eks-force", &[("cellbridge.dev/cell", "forced")], None).await;
+    bed.run(&bed.request()).await.unwrap();
+    bed.kube.clear_requests();
+    let report = bed
+        .run(&Request {
+            force: true,
+            ..bed.request()
+        })
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    let patches = calls(&bed.kube).into_iter().filter(|(m, _)| m == "PATCH").count();
+    assert_eq!(patches, 34);
+    // Same content: the server stored no change.
+    assert!(
+        bed.kube.requests().iter().all(|r| r["mutated"] == false),
+        "force with unchanged manifests changes nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_that_is_no_cell_is_skipped() {
+    let bed = Bed::new("eks-not-a-cell", &[("team", "data")], None).await;
+    let report = bed.run(&bed.request()).await.unwrap();
+    assert_eq!(report.outcome, Outcome::NotACell);
+    assert!(calls(&bed.kube).is_empty());
+    assert!(access_log(&bed.cluster).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_existing_access_entry_is_used_and_left_alone() {
+    let bed = Bed::new("eks-existing-entry", &[("cellbridge.dev/cell", "existing")], None).await;
+    let eks = aws_sdk_eks::Client::new(&bed.aws);
+    eks.create_access_entry()
+        .cluster_name(&bed.cluster)
+        .principal_arn(ROLE)
+        .send()
+        .await
+        .unwrap();
+    eks.associate_access_policy()
+        .cluster_name(&bed.cluster)
+        .principal_arn(ROLE)
+        .policy_arn("arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy")
+        .access_scope(
+            aws_sdk_eks::types::AccessScope::builder()
+                .r#type(aws_sdk_eks::types::AccessScopeType::Cluster)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let report = bed.run(&bed.request()).await.unwrap();
+    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    let a = report.access_entry.unwrap();
+    assert!(!a.temporary && !a.removed);
+    assert_eq!(access_entries(&bed.aws, &bed.cluster).await, [ROLE]);
+    assert!(!access_log(&bed.cluster).contains(&"DeleteAccessEntry".to_owned()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_git_secret_stops_before_anything_is_applied() {
+    let bad = json!({"identity": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ-TRUNCATED\n-----END OPENSSH PRIVATE KEY-----\n", "known_hosts": KNOWN_HOSTS});
+    let bed = Bed::new("eks-bad-secret", &[("cellbridge.dev/cell", "badsecret")], Some(bad)).await;
+    let err = bed.run(&bed.request()).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, BootstrapError::GitSecret(_)), "{err:?}");
+    assert!(msg.contains(&bed.secret) && msg.contains("`identity`"), "{msg}");
+    assert!(!msg.contains("TRUNCATED"), "the key must not be echoed: {msg}");
+    assert!(!err.retryable());
+    assert!(calls(&bed.kube).is_empty(), "nothing may reach the cluster");
+    assert!(
+        access_log(&bed.cluster).is_empty(),
+        "no access entry for a run that cannot succeed"
+    );
+
+    // Missing known_hosts, wrong URL scheme: the same, each named.
+    let sm = aws_sdk_secretsmanager::Client::new(&bed.aws);
+    sm.put_secret_value()
+        .secret_id(&bed.secret)
+        .secret_string(json!({"identity": key().0}).to_string())
+        .send()
+        .await
+        .unwrap();
+    let msg = bed.run(&bed.request()).await.unwrap_err().to_string();
+    assert!(msg.contains("`known_hosts`: is missing"), "{msg}");
+    sm.put_secret_value()
+        .secret_id(&bed.secret)
+        .secret_string(json!({"username": "git", "password": "pw-do-not-print"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    let msg = bed.run(&bed.request()).await.unwrap_err().to_string();
+    assert!(msg.contains("HTTPS credentials") && msg.contains(GIT_URL), "{msg}");
+    assert!(calls(&bed.kube).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn injected_api_faults_are_retried_to_success() {
+    let bed = Bed::new("eks-faults", &[("cellbridge.dev/cell", "faults")], None).await;
+    let k = &bed.kube;
+    k.fault(
+        json!({"method": "PATCH", "path": "/customresourcedefinitions/gitrepositories", "status": 503, "count": 2}),
+    );
+    k.fault(json!({"method": "PATCH", "path": "/deployments/source-controller", "status": 500, "count": 1}));
+    k.fault(json!({"method": "PATCH", "path": "/secrets/flux-system", "status": 409, "count": 1}));
+    k.fault(json!({"method": "PATCH", "path": "/services/", "sleep": 3, "count": 1}));
+    k.fault(json!({"method": "GET", "path": "/apis/apiextensions.k8s.io/v1/customresourcedefinitions$", "status": 429, "count": 1}));
+    k.fault(json!({"method": "GET", "path": "/apis/source.toolkit.fluxcd.io/v1$", "status": 503, "count": 1}));
+    let report = bed.run(&bed.request()).await.unwrap();
+    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    let faults: Vec<Value> = k.requests().into_iter().filter(|r| !r["fault"].is_null()).collect();
+    assert_eq!(faults.len(), 7, "every injected fault was hit: {faults:?}");
+    assert_eq!(k.objects(Some("Deployment")).len(), 4);
+    assert_eq!(k.objects(Some("Service")).len(), 3);
+    assert_eq!(k.objects(Some("Kustomization")).len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persistent_fault_is_a_clean_retryable_error_and_the_next_run_converges() {
+    let bed = Bed::new("eks-down", &[("cellbridge.dev/cell", "down")], None).await;
+    bed.kube
+        .fault(json!({"method": "PATCH", "path": "/deployments/", "status": 503, "count": 1000}));
+    let err = bed.run(&bed.request()).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(err.retryable(), "{err:?}");
+    assert!(
+        msg.contains("Deployment flux-system/helm-controller") && msg.contains("503"),
+        "{msg}"
+    );
+    let tries = bed
+        .kube
+        .requests()
+        .iter()
+        .filter(|r| r["path"].as_str().unwrap().contains("/deployments/"))
+        .count();
+    assert_eq!(tries, 5, "bounded retries");
+    assert!(
+        bed.kube.objects(Some("Kustomization")).is_empty(),
+        "no sync objects after a failure"
+    );
+    assert!(
+        access_entries(&bed.aws, &bed.cluster).await.is_empty(),
+        "access given back after a failure too"
+    );
+
+    bed.kube.clear_faults();
+    let report = bed.run(&bed.request()).await.unwrap();
+    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    assert_eq!(bed.kube.objects(Some("Deployment")).len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_creating_cluster_is_waited_for_or_handed_back() {
+    let bed = Bed::new("eks-creating", &[("cellbridge.dev/cell", "creating")], None).await;
+    moto_control(
+        "/_cellbridge/eks/clusters/eks-creating",
+        json!({"region": REGION, "active_after": 1.0}),
+    );
+    let report = bed.run(&bed.request()).await.unwrap();
+    assert_eq!(report.outcome, Outcome::Bootstrapped);
+
+    let bed2 = Bed::new("eks-creating-long", &[("cellbridge.dev/cell", "creating-long")], None).await;
+    moto_control(
+        "/_cellbridge/eks/clusters/eks-creating-long",
+        json!({"region": REGION, "active_after": 600}),
+    );
+    let s = Settings {
+        cluster_wait: Duration::from_millis(500),
+        ..settings(&bed2.secret)
+    };
+    let report = bed2.run_with(&bed2.request(), s).await.unwrap();
+    assert_eq!(report.outcome, Outcome::ClusterNotReady);
+    assert_eq!(report.cluster_status.as_deref(), Some("CREATING"));
+    assert!(calls(&bed2.kube).is_empty());
+
+    moto_control(
+        "/_cellbridge/eks/clusters/eks-creating-long",
+        json!({"region": REGION, "status": "FAILED"}),
+    );
+    let err = bed2.run(&bed2.request()).await.unwrap_err();
+    assert!(err.to_string().contains("is FAILED"), "{err}");
+    let err = bed2
+        .run(&Request {
+            cluster: "eks-never-made".into(),
+            ..bed2.request()
+        })
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("eks-never-made not found"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_map_only_cluster_gets_an_error_that_says_what_to_change() {
+    let bed = Bed::new("eks-configmap", &[("cellbridge.dev/cell", "cm-only")], None).await;
+    moto_control(
+        "/_cellbridge/eks/clusters/eks-configmap",
+        json!({"region": REGION, "authentication_mode": "CONFIG_MAP"}),
+    );
+    let err = bed.run(&bed.request()).await.unwrap_err();
+    assert!(
+        err.to_string().contains("authenticationMode=API_AND_CONFIG_MAP"),
+        "{err}"
+    );
+    assert!(calls(&bed.kube).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_lists_every_object_in_order_and_writes_nothing() {
+    let bed = Bed::new("eks-dry", &[("cellbridge.dev/cell", "dry")], None).await;
+    let report = bed
+        .run(&Request {
+            dry_run: true,
+            ..bed.request()
+        })
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::Planned);
+    assert_eq!(report.objects.len(), 34);
+    let kinds = kinds_in_order(&report);
+    assert_eq!(kinds.first().map(String::as_str), Some("Namespace"));
+    assert_eq!(kinds.last().map(String::as_str), Some("Kustomization"));
+    assert!(calls(&bed.kube).is_empty());
+    assert!(access_log(&bed.cluster).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubeconfig_target_skips_eks() {
+    let bed = Bed::new("eks-kubeconfig", &[], None).await;
+    let kc = bed.kube.kubeconfig();
+    // No such EKS cluster is needed: the cell is named, the kubeconfig says where the API is.
+    let req = Request {
+        cluster: "laptop-cluster".into(),
+        cell: Some("laptop".into()),
+        ..bed.request()
+    };
+    let report = Bootstrapper::new(bed.aws.clone(), settings(&bed.secret))
+        .run(&bed.fleet, &req, Target::Kubeconfig(&kc))
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    assert!(report.access_entry.is_none());
+    assert!(access_log("laptop-cluster").is_empty());
+    assert_eq!(
+        bed.kube.objects(Some("Kustomization"))[0]["spec"]["path"],
+        "./clusters/laptop"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_cluster_through_kubeconfig() {
+    // Installs Flux's CRDs and controllers: only on a cluster that is there to be used so.
+    let (Ok(kc), Ok(_)) = (
+        std::env::var("KUBECONFIG"),
+        std::env::var("CELLBRIDGE_TEST_REAL_CLUSTER"),
+    ) else {
+        eprintln!("skipped: set KUBECONFIG and CELLBRIDGE_TEST_REAL_CLUSTER=1 to bootstrap a disposable real cluster");
+        return;
+    };
+    let bed = Bed::new("eks-real", &[], None).await;
+    let req = Request {
+        cluster: "real".into(),
+        cell: Some("real".into()),
+        ..bed.request()
+    };
+    let s = Settings {
+        tuning: Tuning {
+            ready_timeout: Duration::from_secs(120),
+            crd_timeout: Duration::from_secs(120),
+            request_timeout: Duration::from_secs(30),
+            ..tuning()
+        },
+        ..settings(&bed.secret)
+    };
+    let report = Bootstrapper::new(bed.aws.clone(), s)
+        .run(&bed.fleet, &req, Target::Kubeconfig(std::path::Path::new(&kc)))
+        .await
+        .unwrap();
+    assert!(
+        matches!(report.outcome, Outcome::Bootstrapped | Outcome::AlreadyBootstrapped),
+        "{report:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_value_appears_in_any_output() {
+    let password = "https-password-8c1f0e5bd2";
+    let bed = Bed::new("eks-leak", &[("cellbridge.dev/cell", "leak")], None).await;
+    let report = bed.run(&bed.request()).await.unwrap();
+    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    // A failing run that holds a password, with API errors on the Secret.
+    let sm = aws_sdk_secretsmanager::Client::new(&bed.aws);
+    let https = Bed::new(
+        "eks-leak-https",
+        &[("cellbridge.dev/cell", "leak-https")],
+        Some(json!({"username": "git", "password": password})),
+    )
+    .await;
+    let s = Settings {
+        flux_git_url: Some("https://github.com/acme/fleet".into()),
+        ..settings(&https.secret)
+    };
+    https
+        .kube
+        .fault(json!({"method": "PATCH", "path": "/secrets/flux-system", "status": 500, "count": 100}));
+    let err = https.run_with(&https.request(), s).await.unwrap_err();
+    assert!(err.to_string().contains("Secret flux-system/flux-system"), "{err}");
+    let _ = sm;
+
+    let out = String::from_utf8_lossy(&logs().0.lock().unwrap()).into_owned();
+    assert!(out.contains("applied"), "the capture works");
+    let private = &key().0;
+    let key_body: Vec<&str> = private.lines().filter(|l| !l.starts_with("-----")).collect();
+    for needle in key_body.iter().copied().chain([password, "k8s-aws-v1."]) {
+        assert!(!out.contains(needle), "secret material in the output: {needle}");
+    }
+    // The report itself names the kind of credentials, nothing else.
+    let json = serde_json::to_string(&report).unwrap();
+    assert!(json.contains("\"credentials\":\"ssh\""));
+}
+
+#[test]
+fn the_fixture_is_flux_sized() {
+    let text =
+        std::fs::read_to_string(fixture_fleet().join("clusters/_template/flux-system/gotk-components.yaml")).unwrap();
+    assert!(text.len() >= 250 * 1024, "{} bytes", text.len());
+    let objects = bootstrap::plan::parse_objects(&text, "gotk-components.yaml").unwrap();
+    assert!(objects.len() >= 30);
+    for kind in [
+        "CustomResourceDefinition",
+        "Deployment",
+        "ClusterRole",
+        "NetworkPolicy",
+        "ResourceQuota",
+        "ServiceAccount",
+        "Service",
+    ] {
+        assert!(objects.iter().any(|(r, _)| r.kind == kind), "no {kind}");
+    }
+}
