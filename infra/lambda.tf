@@ -17,6 +17,9 @@ locals {
 
   cluster_bootstrap_environment = merge(local.common_environment, {
     CELLBRIDGE_FLUX_GIT_SECRET = var.flux_git_secret_arn
+    # Wait for a CREATING cluster at most this long, leaving five minutes of the timeout for
+    # the bootstrap itself; then the record goes back to the queue.
+    CELLBRIDGE_CLUSTER_WAIT_SECS = tostring(max(var.cluster_bootstrap_timeout_seconds - 300, 0))
   })
 }
 

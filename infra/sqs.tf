@@ -37,8 +37,11 @@ resource "aws_sqs_queue" "cluster_bootstrap_dlq" {
 }
 
 resource "aws_sqs_queue" "cluster_bootstrap" {
-  name                              = local.cluster_bootstrap_name
-  visibility_timeout_seconds        = min(6 * var.cluster_bootstrap_timeout_seconds, 43200)
+  name = local.cluster_bootstrap_name
+  # A record handed back (cluster still CREATING) reappears when this runs out, so it is kept
+  # just above the function timeout (the least SQS event sources accept): the next attempt
+  # comes ~16 minutes later with the defaults, not 90.
+  visibility_timeout_seconds        = var.cluster_bootstrap_timeout_seconds + 60
   message_retention_seconds         = 345600
   kms_master_key_id                 = local.kms_key_arn
   kms_data_key_reuse_period_seconds = 300

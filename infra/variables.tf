@@ -204,7 +204,7 @@ variable "state_sync_max_receive_count" {
 }
 
 variable "cluster_bootstrap_max_receive_count" {
-  description = "Deliveries of one cluster-bootstrap record before it goes to the dead-letter queue. Each hand-back while the cluster is still CREATING is one delivery, so keep it well above the creation time divided by the function timeout."
+  description = "Deliveries of one cluster-bootstrap record before it goes to the dead-letter queue. Each hand-back while the cluster is still CREATING is one delivery (one every timeout + 60 s), so 12 covers about three hours."
   type        = number
   default     = 12
 }

@@ -11,6 +11,7 @@ moto: MOTO_URL if set, else tests/fakes/moto_server.py started here.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -254,6 +255,28 @@ def test_every_pattern_file_is_wired_to_a_function():
     tf = (ROOT / "infra" / "main.tf").read_text()
     for path in PATTERNS.iterdir():
         assert f"patterns/{path.name}" in tf, f"infra/main.tf does not load {path.name}"
+
+
+def test_terraform_renders_the_patterns_as_this_test_does(tmp_path):
+    """The rules get templatefile()/file() output; this test's own rendering must be identical."""
+    terraform = shutil.which("terraform")
+    if terraform is None:
+        pytest.skip("terraform is not installed: cannot compare with templatefile()")
+    env = dict(os.environ)
+    if env.get("TF_CLI_CONFIG_FILE") and not os.path.exists(env["TF_CLI_CONFIG_FILE"]):
+        del env["TF_CLI_CONFIG_FILE"]
+    for stem, expected in rendered_patterns().items():
+        tftpl = PATTERNS / f"{stem}.json.tftpl"
+        if tftpl.exists():
+            expr = f'jsonencode(jsondecode(templatefile("{tftpl}", {{ bucket = "{BUCKET}" }})))'
+        else:
+            expr = f'jsonencode(jsondecode(file("{PATTERNS / (stem + ".json")}")))'
+        # console needs no providers and no init, so it runs offline in an empty directory.
+        out = subprocess.run(
+            [terraform, "console"], input=expr, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60
+        )
+        assert out.returncode == 0, f"{stem}: terraform console failed: {out.stderr}"
+        assert json.loads(json.loads(out.stdout.strip())) == expected, stem
 
 
 def test_every_eventbridge_sample_has_an_expected_route():
