@@ -20,18 +20,15 @@ locals {
   state_bucket_arn = "arn:${local.partition}:s3:::${var.state_bucket_name}"
 
   # IAM scope of state-sync: `cells/{cell}/terraform.tfstate` -> `cells/*/terraform.tfstate`,
-  # plus the same under `env:/*/` for workspaces; listing (sync-all) only below the fixed head.
-  state_key_glob   = replace(var.state_key_pattern, "{cell}", "*")
-  state_key_head   = regex("^[^{]*", var.state_key_pattern)
-  workspace_prefix = var.state_workspace_key_prefix == null ? null : trimsuffix(var.state_workspace_key_prefix, "/")
+  # plus the same under `env:/*/` for workspaces. Listing (sync-all) only below the pattern's
+  # fixed head and `env:/`, the two prefixes state-sync lists.
+  state_key_glob = replace(var.state_key_pattern, "{cell}", "*")
+  state_key_head = regex("^[^{]*", var.state_key_pattern)
   state_object_arns = concat(
     ["${local.state_bucket_arn}/${local.state_key_glob}"],
-    local.workspace_prefix == null ? [] : ["${local.state_bucket_arn}/${local.workspace_prefix}/*/${local.state_key_glob}"],
+    var.read_workspace_states ? ["${local.state_bucket_arn}/env:/*/${local.state_key_glob}"] : [],
   )
-  state_list_prefixes = concat(
-    ["${local.state_key_head}*"],
-    local.workspace_prefix == null ? [] : ["${local.workspace_prefix}/*"],
-  )
+  state_list_prefixes = ["${local.state_key_head}*", "env:/*"]
 
   kms_key_arn = var.kms_key_arn != null ? var.kms_key_arn : aws_kms_key.this[0].arn
 

@@ -54,10 +54,10 @@ variable "state_key_pattern" {
   }
 }
 
-variable "state_workspace_key_prefix" {
-  description = "The s3 backend's `workspace_key_prefix` (Terraform's default is \"env:\"). State of non-default workspaces lives under `<prefix>/<workspace>/<key>`; state-sync may read those too. null: default-workspace state only."
-  type        = string
-  default     = "env:"
+variable "read_workspace_states" {
+  description = "Let state-sync read the state of non-default Terraform workspaces, which the s3 backend keeps under `env:/<workspace>/<key>` (its default `workspace_key_prefix`, the one cellbridge understands). false: default-workspace state only (listing `env:/` stays allowed so sync-all can tell)."
+  type        = bool
+  default     = true
 }
 
 variable "state_bucket_kms_key_arn" {
