@@ -187,7 +187,14 @@ def extra_hits():
     multipart = json.loads(json.dumps(s3))
     multipart["detail"]["reason"] = "CompleteMultipartUpload"
     multipart["detail"]["object"]["etag"] = "4af981f98d22a0b9979da24b259e5e42-3"
+    ct = load("cloudtrail-create-cluster.json")
+    forwarded = json.loads(json.dumps(ct))
+    forwarded["region"] = "us-east-1"
+    forwarded["detail"]["awsRegion"] = "us-east-1"
+    forwarded["detail"]["requestParameters"]["name"] = "prod-us-east-1"
+    forwarded["detail"]["responseElements"]["cluster"]["name"] = "prod-us-east-1"
     return [
+        ("CreateCluster forwarded from us-east-1", forwarded, "eks-create-cluster"),
         ("workspace state object (env:/staging/...)", ws, "s3-state-object-created"),
         ("state written by multipart upload", multipart, "s3-state-object-created"),
     ]
