@@ -722,3 +722,64 @@ fn the_fixture_is_flux_sized() {
         assert!(objects.iter().any(|(r, _)| r.kind == kind), "no {kind}");
     }
 }
+
+fn sqs_of(events: &[(&str, Value)]) -> Value {
+    let records: Vec<Value> = events
+        .iter()
+        .map(|(id, body)| json!({"messageId": id, "receiptHandle": "h", "body": body.to_string(), "attributes": {}, "messageAttributes": {},
+            "md5OfBody": "", "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:eu-west-1:123456789012:cellbridge-bootstrap", "awsRegion": REGION}))
+        .collect();
+    json!({"Records": records})
+}
+
+fn create_cluster_event(cluster: &str) -> Value {
+    let text =
+        std::fs::read_to_string(cellbridge_tests::process::repo_root().join("events/cloudtrail-create-cluster.json"))
+            .unwrap();
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    v["detail"]["requestParameters"]["name"] = json!(cluster);
+    v["detail"]["responseElements"]["cluster"]["name"] = json!(cluster);
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_handler_answers_sqs_batches_record_by_record() {
+    use cellbridge::bootstrap::handler::{LocalSource, Service};
+    let ready = Bed::new("eks-sqs-ready", &[("cellbridge.dev/cell", "sqs-ready")], None).await;
+    let creating = Bed::new("eks-sqs-creating", &[("cellbridge.dev/cell", "sqs-creating")], None).await;
+    moto_control(
+        "/_cellbridge/eks/clusters/eks-sqs-creating",
+        json!({"region": REGION, "active_after": 600}),
+    );
+    // One secret serves both clusters here.
+    let s = Settings {
+        cluster_wait: Duration::from_millis(300),
+        ..settings(&ready.secret)
+    };
+    let service = Service {
+        bootstrapper: Bootstrapper::new(ready.aws.clone(), s),
+        fleets: Box::new(LocalSource(LocalFleet::open(fixture_fleet()).unwrap())),
+    };
+    let mut other = create_cluster_event("x");
+    other["detail"]["eventName"] = json!("UpdateClusterConfig");
+    let event = sqs_of(&[
+        ("m-ready", create_cluster_event("eks-sqs-ready")),
+        ("m-creating", create_cluster_event("eks-sqs-creating")),
+        ("m-other", other),
+    ]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    let inv = service.handle(&event, deadline).await.unwrap();
+    assert_eq!(
+        inv.response,
+        json!({"batchItemFailures": [{"itemIdentifier": "m-creating"}]})
+    );
+    assert_eq!(ready.kube.objects(Some("Kustomization")).len(), 1);
+    assert!(calls(&creating.kube).is_empty());
+
+    // The manual payload through the same handler: a dry run answers with the plan.
+    let manual = json!({"action": "bootstrap", "cluster": "eks-sqs-ready", "region": REGION, "dry_run": true});
+    let inv = service.handle(&manual, deadline).await.unwrap();
+    assert!(!inv.failed);
+    assert_eq!(inv.response["outcome"], "planned");
+    assert_eq!(inv.response["objects"].as_array().unwrap().len(), 34);
+}

@@ -12,6 +12,7 @@ pub mod cell;
 pub mod config;
 pub mod eks;
 pub mod gitsecret;
+pub mod handler;
 pub mod plan;
 pub mod token;
 
@@ -221,11 +222,24 @@ impl Bootstrapper {
         req: &Request,
         target: Target<'_>,
     ) -> Result<Report, BootstrapError> {
+        self.run_until(fleet, req, target, None).await
+    }
+
+    /// Like [`Self::run`], waiting at most `cluster_wait` (else the configured time) for a
+    /// cluster that is still being created: what is left of a Lambda invocation.
+    pub async fn run_until(
+        &self,
+        fleet: &dyn FleetRead,
+        req: &Request,
+        target: Target<'_>,
+        cluster_wait: Option<std::time::Duration>,
+    ) -> Result<Report, BootstrapError> {
         let start = Instant::now();
         check_request(req)?;
+        let wait = cluster_wait.map_or(self.settings.cluster_wait, |w| w.min(self.settings.cluster_wait));
         let mut report = match target {
-            Target::Eks => self.run_eks(fleet, req).await?,
-            Target::Kubeconfig(path) => self.run_kubeconfig(fleet, req, path).await?,
+            Target::Eks => Box::pin(self.run_eks(fleet, req, wait)).await?,
+            Target::Kubeconfig(path) => Box::pin(self.run_kubeconfig(fleet, req, path)).await?,
         };
         report.duration_ms = start.elapsed().as_millis() as u64;
         tracing::info!(
@@ -295,7 +309,12 @@ impl Bootstrapper {
         })
     }
 
-    async fn run_eks(&self, fleet: &dyn FleetRead, req: &Request) -> Result<Report, BootstrapError> {
+    async fn run_eks(
+        &self,
+        fleet: &dyn FleetRead,
+        req: &Request,
+        wait: std::time::Duration,
+    ) -> Result<Report, BootstrapError> {
         let mut report = Report::new(req, Outcome::NotACell);
         let fleet_cell = self.cell_from_fleet(fleet, req)?;
         let role = fleet_cell
@@ -305,14 +324,8 @@ impl Bootstrapper {
         let conf = self.regional_config(&req.region, role.as_deref()).await;
         let eks_client = aws_sdk_eks::Client::new(&conf);
 
-        let info = match eks::wait_active(
-            &eks_client,
-            &req.cluster,
-            &req.region,
-            self.settings.cluster_wait,
-            self.settings.cluster_poll,
-        )
-        .await?
+        let info = match eks::wait_active(&eks_client, &req.cluster, &req.region, wait, self.settings.cluster_poll)
+            .await?
         {
             eks::Waited::Active(info) => info,
             eks::Waited::StillCreating(info) => {

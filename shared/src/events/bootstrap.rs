@@ -1,1 +1,273 @@
-//! Events that trigger cluster-bootstrap (filled in by the bootstrap work).
+//! Events that trigger cluster-bootstrap, told apart by shape: the EventBridge "AWS API Call
+//! via CloudTrail" event of EKS `CreateCluster` (directly, or as the body of SQS messages), or
+//! the manual payload `{"action":"bootstrap","cluster":"...","region":"...",...}`.
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::bootstrap::Request;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventError {
+    #[error("event is not a cluster-bootstrap event: {reason}")]
+    Unrecognized { reason: String },
+    #[error("{what}: {reason}")]
+    Invalid { what: String, reason: String },
+}
+
+/// What one event (or one SQS message) asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    Cluster(Request),
+    /// Another API call, or a CreateCluster that failed: logged and skipped.
+    Ignored {
+        what: String,
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqsRecord {
+    pub message_id: String,
+    pub item: Result<Item, EventError>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BootstrapEvent {
+    /// An EventBridge event delivered directly.
+    Direct(Item),
+    /// SQS messages, each answered on its own (partial batch response).
+    Sqs(Vec<SqsRecord>),
+    Manual(Request),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManualPayload {
+    action: String,
+    cluster: Option<String>,
+    region: Option<String>,
+    #[serde(default)]
+    cell: Option<String>,
+    #[serde(default)]
+    force: bool,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+fn invalid(what: &str, reason: impl Into<String>) -> EventError {
+    EventError::Invalid {
+        what: what.into(),
+        reason: reason.into(),
+    }
+}
+
+/// Tells the event apart and extracts the bootstrap request it carries.
+pub fn parse(event: &Value) -> Result<BootstrapEvent, EventError> {
+    let obj = event.as_object().ok_or_else(|| EventError::Unrecognized {
+        reason: "not a JSON object".into(),
+    })?;
+    if obj.contains_key("action") {
+        return parse_manual(event).map(BootstrapEvent::Manual);
+    }
+    if let Some(records) = obj.get("Records").and_then(Value::as_array) {
+        let from_sqs = records
+            .first()
+            .and_then(|r| r.get("eventSource"))
+            .and_then(Value::as_str)
+            == Some("aws:sqs");
+        if !from_sqs {
+            return Err(EventError::Unrecognized {
+                reason: "Records that are not SQS messages".into(),
+            });
+        }
+        let sqs: SqsEvent = serde_json::from_value(event.clone()).map_err(|e| invalid("SQS event", e.to_string()))?;
+        let records = sqs
+            .records
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let message_id = m.message_id.clone().unwrap_or_else(|| format!("record-{i}"));
+                let what = format!("SQS message {message_id}");
+                let item = match m.body.as_deref().map(serde_json::from_str::<Value>) {
+                    None => Err(invalid(&what, "no body")),
+                    Some(Err(e)) => Err(invalid(&what, format!("body is not JSON: {e}"))),
+                    Some(Ok(body)) => parse_eventbridge(&body),
+                };
+                SqsRecord { message_id, item }
+            })
+            .collect();
+        return Ok(BootstrapEvent::Sqs(records));
+    }
+    if obj.contains_key("detail-type") {
+        return parse_eventbridge(event).map(BootstrapEvent::Direct);
+    }
+    Err(EventError::Unrecognized {
+        reason: "neither an EventBridge event, SQS messages nor a manual payload".into(),
+    })
+}
+
+fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
+    let mut cur = v;
+    for p in path {
+        cur = cur.get(*p)?;
+    }
+    cur.as_str().filter(|s| !s.is_empty())
+}
+
+/// An EventBridge event: CloudTrail's record of `eks:CreateCluster`.
+pub fn parse_eventbridge(v: &Value) -> Result<Item, EventError> {
+    let what = "EventBridge event";
+    let detail_type = str_at(v, &["detail-type"]).ok_or_else(|| invalid(what, "no detail-type"))?;
+    if detail_type != "AWS API Call via CloudTrail" {
+        return Ok(Item::Ignored {
+            what: detail_type.into(),
+            reason: "not a CloudTrail API call".into(),
+        });
+    }
+    let detail = v.get("detail").ok_or_else(|| invalid(what, "no detail"))?;
+    let source = str_at(detail, &["eventSource"]).unwrap_or("");
+    let name = str_at(detail, &["eventName"]).unwrap_or("");
+    if source != "eks.amazonaws.com" || name != "CreateCluster" {
+        return Ok(Item::Ignored {
+            what: format!("{source} {name}"),
+            reason: "not eks:CreateCluster".into(),
+        });
+    }
+    if let Some(code) = str_at(detail, &["errorCode"]) {
+        // The call failed: there is no cluster to bootstrap.
+        return Ok(Item::Ignored {
+            what: "eks:CreateCluster".into(),
+            reason: format!("the call failed with {code}"),
+        });
+    }
+    let cluster = str_at(detail, &["requestParameters", "name"])
+        .or_else(|| str_at(detail, &["responseElements", "cluster", "name"]))
+        .ok_or_else(|| invalid("CloudTrail CreateCluster", "no requestParameters.name"))?;
+    let region = str_at(detail, &["awsRegion"])
+        .or_else(|| str_at(v, &["region"]))
+        .ok_or_else(|| invalid("CloudTrail CreateCluster", "no awsRegion"))?;
+    Ok(Item::Cluster(Request {
+        cluster: cluster.into(),
+        region: region.into(),
+        cell: None,
+        force: false,
+        dry_run: false,
+    }))
+}
+
+fn parse_manual(event: &Value) -> Result<Request, EventError> {
+    let what = "manual payload";
+    let p: ManualPayload = serde_json::from_value(event.clone()).map_err(|e| invalid(what, e.to_string()))?;
+    if p.action != "bootstrap" {
+        return Err(invalid(
+            what,
+            format!("unknown action {:?} (expected \"bootstrap\")", p.action),
+        ));
+    }
+    let cluster = p
+        .cluster
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| invalid(what, "\"bootstrap\" needs \"cluster\""))?;
+    let region = p
+        .region
+        .filter(|r| !r.is_empty())
+        .ok_or_else(|| invalid(what, "\"bootstrap\" needs \"region\""))?;
+    Ok(Request {
+        cluster,
+        region,
+        cell: p.cell,
+        force: p.force,
+        dry_run: p.dry_run,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn sample(name: &str) -> Value {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../events")
+            .join(name);
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+            .unwrap()
+    }
+
+    fn prod() -> Request {
+        Request {
+            cluster: "prod-eu-west-1".into(),
+            region: "eu-west-1".into(),
+            cell: None,
+            force: false,
+            dry_run: false,
+        }
+    }
+
+    #[test]
+    fn cloudtrail_create_cluster_sample() {
+        assert_eq!(
+            parse(&sample("cloudtrail-create-cluster.json")).unwrap(),
+            BootstrapEvent::Direct(Item::Cluster(prod()))
+        );
+    }
+
+    #[test]
+    fn sqs_cloudtrail_create_cluster_sample() {
+        let BootstrapEvent::Sqs(records) = parse(&sample("sqs-cloudtrail-create-cluster.json")).unwrap() else {
+            panic!("not SQS")
+        };
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].message_id, "4b8d2f6a-0c1e-4a3b-9d5f-7e9a1c3b5d7f");
+        assert_eq!(records[0].item, Ok(Item::Cluster(prod())));
+    }
+
+    #[test]
+    fn manual_bootstrap_samples() {
+        assert_eq!(
+            parse(&sample("manual-bootstrap.json")).unwrap(),
+            BootstrapEvent::Manual(prod())
+        );
+        assert_eq!(
+            parse(&sample("manual-bootstrap-dry-run.json")).unwrap(),
+            BootstrapEvent::Manual(Request {
+                dry_run: true,
+                ..prod()
+            })
+        );
+    }
+
+    #[test]
+    fn other_calls_and_failed_calls_are_ignored() {
+        let mut e = sample("cloudtrail-create-cluster.json");
+        e["detail"]["eventName"] = json!("DeleteCluster");
+        assert!(matches!(
+            parse(&e).unwrap(),
+            BootstrapEvent::Direct(Item::Ignored { .. })
+        ));
+        let mut e = sample("cloudtrail-create-cluster.json");
+        e["detail"]["errorCode"] = json!("ResourceLimitExceededException");
+        let BootstrapEvent::Direct(Item::Ignored { reason, .. }) = parse(&e).unwrap() else {
+            panic!()
+        };
+        assert!(reason.contains("ResourceLimitExceededException"));
+    }
+
+    #[test]
+    fn bad_payloads_name_the_problem() {
+        let e = parse(&json!({"action": "bootstrap", "cluster": "c"})).unwrap_err();
+        assert!(e.to_string().contains("needs \"region\""), "{e}");
+        let e = parse(&json!({"action": "bootstrap", "cluster": "c", "region": "r", "colour": 1})).unwrap_err();
+        assert!(e.to_string().contains("colour"), "{e}");
+        let e = parse(&json!({"action": "sync", "cell": "c"})).unwrap_err();
+        assert!(e.to_string().contains("unknown action"), "{e}");
+        assert!(matches!(parse(&json!([1])), Err(EventError::Unrecognized { .. })));
+        let sqs = json!({"Records": [{"messageId": "m1", "eventSource": "aws:sqs", "body": "{not json"}]});
+        let BootstrapEvent::Sqs(r) = parse(&sqs).unwrap() else {
+            panic!()
+        };
+        assert!(matches!(&r[0].item, Err(EventError::Invalid { what, .. }) if what == "SQS message m1"));
+    }
+}

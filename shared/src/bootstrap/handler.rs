@@ -1,0 +1,257 @@
+//! The cluster-bootstrap function's handler: event in, report (or SQS batch answer) out. The
+//! Lambda main and `cellbridge invoke cluster-bootstrap --event FILE` both call it.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+
+use super::{BootstrapError, Bootstrapper, Outcome, Request, Settings, Target};
+use crate::config::{self, ConfigError};
+use crate::events::bootstrap::{self as ev, BootstrapEvent, Item};
+use crate::events::sync::batch_response;
+use crate::fleet::{FleetRead, LocalFleet};
+use crate::github::{FleetRepo, GithubError, GithubFleet};
+use crate::secrets;
+
+/// Where a run reads the fleet repo from: the base branch as it is now.
+pub trait FleetSource: Send + Sync {
+    fn fleet(&self, deadline: Instant) -> BoxFuture<'_, Result<Arc<dyn FleetRead>, String>>;
+}
+
+/// A checked-out fleet repo (the command line).
+pub struct LocalSource(pub LocalFleet);
+
+impl FleetSource for LocalSource {
+    fn fleet(&self, _deadline: Instant) -> BoxFuture<'_, Result<Arc<dyn FleetRead>, String>> {
+        let f: Arc<dyn FleetRead> = Arc::new(self.0.clone());
+        Box::pin(async move { Ok(f) })
+    }
+}
+
+/// The fleet repo on GitHub (`CELLBRIDGE_FLEET_REPO`, `CELLBRIDGE_BASE_BRANCH`,
+/// `CELLBRIDGE_GITHUB_SECRET`, `GITHUB_API_URL`), the client built on first use.
+pub struct GithubSource {
+    owner: String,
+    repo: String,
+    base_branch: Option<String>,
+    github_secret: String,
+    api_url: String,
+    secrets: aws_sdk_secretsmanager::Client,
+    client: OnceCell<GithubFleet>,
+}
+
+impl GithubSource {
+    pub fn from_env(aws: &aws_config::SdkConfig) -> Result<Self, ConfigError> {
+        let repo_var = config::required("CELLBRIDGE_FLEET_REPO", "set it to the fleet repository, owner/name")?;
+        let (owner, repo) = config::repo("CELLBRIDGE_FLEET_REPO", &repo_var)?;
+        let github_secret = config::required(
+            "CELLBRIDGE_GITHUB_SECRET",
+            "set it to the name or ARN of the Secrets Manager secret with the GitHub credentials",
+        )?;
+        let api_url =
+            config::optional("GITHUB_API_URL").unwrap_or_else(|| crate::sync::DEFAULT_GITHUB_API_URL.to_owned());
+        Ok(Self {
+            owner,
+            repo,
+            base_branch: config::optional("CELLBRIDGE_BASE_BRANCH"),
+            github_secret,
+            api_url,
+            secrets: aws_sdk_secretsmanager::Client::new(aws),
+            client: OnceCell::new(),
+        })
+    }
+
+    async fn client(&self) -> Result<&GithubFleet, String> {
+        self.client
+            .get_or_try_init(|| async {
+                let secret = secrets::fetch_json(&self.secrets, &self.github_secret)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let creds = secrets::github_credentials(&secret).map_err(|e| e.to_string())?;
+                GithubFleet::new(&self.api_url, &self.owner, &self.repo, self.base_branch.clone(), &creds)
+                    .map_err(|e: GithubError| e.to_string())
+            })
+            .await
+    }
+}
+
+impl FleetSource for GithubSource {
+    fn fleet(&self, deadline: Instant) -> BoxFuture<'_, Result<Arc<dyn FleetRead>, String>> {
+        Box::pin(async move {
+            let snap = self
+                .client()
+                .await?
+                .snapshot(deadline)
+                .await
+                .map_err(|e| e.to_string())?;
+            let f: Arc<dyn FleetRead> = Arc::new(snap.fleet);
+            Ok(f)
+        })
+    }
+}
+
+/// The function: configuration and clients, built once per process.
+pub struct Service {
+    pub bootstrapper: Bootstrapper,
+    pub fleets: Box<dyn FleetSource>,
+}
+
+/// What one invocation answers.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    pub response: Value,
+    /// Some part failed (for SQS: the records listed in `batchItemFailures`).
+    pub failed: bool,
+}
+
+/// Builds the service from the environment: no network call (a cold start stays cheap).
+pub async fn service_from_env() -> Result<Service, BootstrapError> {
+    let settings = Settings::from_env()?;
+    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+    let fleets = Box::new(GithubSource::from_env(&aws)?);
+    Ok(Service {
+        bootstrapper: Bootstrapper::new(aws, settings),
+        fleets,
+    })
+}
+
+/// Leaves time for the bootstrap itself after waiting for a CREATING cluster.
+const INSTALL_RESERVE: Duration = Duration::from_secs(240);
+
+impl Service {
+    async fn one(
+        &self,
+        fleet: &dyn FleetRead,
+        req: &Request,
+        deadline: Instant,
+    ) -> Result<super::Report, BootstrapError> {
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .saturating_sub(INSTALL_RESERVE);
+        // Boxed: the whole bootstrap is one deep future, kept off the caller's stack.
+        Box::pin(self.bootstrapper.run_until(fleet, req, Target::Eks, Some(left))).await
+    }
+
+    /// Handles one event. A cluster still CREATING is not an error: directly invoked, the
+    /// invocation fails so that EventBridge's retry policy brings it back; from SQS the record
+    /// is listed for redelivery after the queue's visibility timeout.
+    pub async fn handle(&self, event: &Value, deadline: Instant) -> Result<Invocation, BootstrapError> {
+        let parsed = ev::parse(event).map_err(|e| BootstrapError::Request(e.to_string()))?;
+        let requests: Vec<(Option<String>, Result<Item, ev::EventError>)> = match parsed {
+            BootstrapEvent::Manual(r) => vec![(None, Ok(Item::Cluster(r)))],
+            BootstrapEvent::Direct(item) => vec![(None, Ok(item))],
+            BootstrapEvent::Sqs(records) => records.into_iter().map(|r| (Some(r.message_id), r.item)).collect(),
+        };
+        let is_sqs = requests.first().is_some_and(|(id, _)| id.is_some());
+        let needs_fleet = requests.iter().any(|(_, i)| matches!(i, Ok(Item::Cluster(_))));
+        let fleet = if needs_fleet {
+            match self.fleets.fleet(deadline).await {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot read the fleet repo");
+                    if is_sqs {
+                        let ids = requests.into_iter().filter_map(|(id, _)| id);
+                        return Ok(Invocation {
+                            response: serde_json::to_value(batch_response(ids)).unwrap_or_default(),
+                            failed: true,
+                        });
+                    }
+                    return Err(BootstrapError::Request(format!("cannot read the fleet repo: {e}")));
+                }
+            }
+        } else {
+            None
+        };
+        let mut results = Vec::new();
+        let mut failed_ids = Vec::new();
+        let mut failed = false;
+        for (id, item) in requests {
+            let outcome: Result<Value, String> = match item {
+                Err(e) => {
+                    tracing::error!(message_id = id.as_deref().unwrap_or(""), error = %e, "event not understood");
+                    Err(e.to_string())
+                }
+                Ok(Item::Ignored { what, reason }) => {
+                    tracing::info!(%what, %reason, "event ignored");
+                    Ok(json!({"ignored": what, "reason": reason}))
+                }
+                Ok(Item::Cluster(req)) => {
+                    let fleet = fleet.as_deref().expect("read above");
+                    match self.one(fleet, &req, deadline).await {
+                        Ok(rep) if rep.outcome == Outcome::ClusterNotReady => {
+                            if is_sqs {
+                                tracing::info!(cluster = %req.cluster, "cluster still CREATING: returning the record to SQS, redelivered after the queue's visibility timeout");
+                            } else {
+                                tracing::info!(cluster = %req.cluster, "cluster still CREATING: failing the invocation so that it is retried");
+                            }
+                            Err(format!(
+                                "cluster {} is still {}; retry later",
+                                req.cluster,
+                                rep.cluster_status.as_deref().unwrap_or("CREATING")
+                            ))
+                        }
+                        Ok(rep) => Ok(serde_json::to_value(&rep).unwrap_or_default()),
+                        Err(e) => {
+                            tracing::error!(cluster = %req.cluster, retryable = e.retryable(), error = %e, "bootstrap failed");
+                            Err(e.to_string())
+                        }
+                    }
+                }
+            };
+            match outcome {
+                Ok(v) => results.push(v),
+                Err(e) => {
+                    failed = true;
+                    results.push(json!({"error": e}));
+                    if let Some(id) = id {
+                        failed_ids.push(id);
+                    }
+                }
+            }
+        }
+        let response = if is_sqs {
+            serde_json::to_value(batch_response(failed_ids)).unwrap_or_default()
+        } else {
+            results.into_iter().next().unwrap_or(Value::Null)
+        };
+        Ok(Invocation { response, failed })
+    }
+}
+
+/// The Lambda handler: the report, an SQS batch answer, or an error (so that a directly
+/// invoked bootstrap is retried by EventBridge).
+pub async fn lambda_handler(
+    service: &Service,
+    event: lambda_runtime::LambdaEvent<Value>,
+) -> Result<Value, lambda_runtime::Error> {
+    let deadline = crate::sync::deadline_from_epoch_ms(event.context.deadline);
+    let inv = service.handle(&event.payload, deadline).await?;
+    if inv.failed && inv.response.get("batchItemFailures").is_none() {
+        return Err(format!("cluster-bootstrap failed: {}", inv.response).into());
+    }
+    Ok(inv.response)
+}
+
+/// `cellbridge invoke cluster-bootstrap --event FILE [--fleet DIR]`: the handler on an event
+/// file, against whatever `AWS_ENDPOINT_URL` and `GITHUB_API_URL` point at, or a local fleet.
+pub async fn invoke_from_file(path: &Path, fleet_dir: Option<&Path>) -> Result<Invocation, BootstrapError> {
+    let bad = |reason: String| BootstrapError::Request(format!("{}: {reason}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let event: Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+    super::apply::install_crypto_provider();
+    let settings = Settings::from_env()?;
+    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+    let fleets: Box<dyn FleetSource> = match fleet_dir {
+        Some(d) => Box::new(LocalSource(LocalFleet::open(d).map_err(|e| bad(e.to_string()))?)),
+        None => Box::new(GithubSource::from_env(&aws)?),
+    };
+    let service = Service {
+        bootstrapper: Bootstrapper::new(aws, settings),
+        fleets,
+    };
+    service.handle(&event, Instant::now() + Duration::from_secs(900)).await
+}
