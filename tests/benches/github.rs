@@ -1,0 +1,175 @@
+//! `cargo bench -p cellbridge-tests --bench github`: GitHub requests per sync and the latency
+//! from the S3 event to the pull request, against moto and the fake GitHub, for a new cell
+//! with its whole directory, a changed value, an unchanged replay and a revert to the base.
+
+use std::time::{Duration, Instant};
+
+use cellbridge::s3::S3States;
+use cellbridge::sync::{KeyPattern, LazyGithub, SyncConfig, Syncer};
+use cellbridge_tests::github::{FakeGithub, TOKEN};
+use cellbridge_tests::{moto, process};
+use serde_json::{Value, json};
+
+fn state(cell: &str, serial: u64, vpc: &str) -> String {
+    json!({
+        "version": 4, "terraform_version": "1.11.4", "serial": serial, "lineage": "bench-lineage",
+        "outputs": {"cell_metadata": {"type": ["map", "string"], "value": {
+            "cell_name": cell, "schema": "1", "cluster_name": cell, "aws_region": "eu-west-1", "vpc_id": vpc,
+            "dns_zone": "example.internal", "external_dns_role_arn": "arn:aws:iam::123456789012:role/x",
+            "karpenter_queue_name": "q", "karpenter_role_arn": "arn:aws:iam::123456789012:role/k",
+            "kms_key_id": "1234abcd-12ab-34cd-56ef-1234567890ab", "podinfo_replicas": "2", "not_a_flux_variable": "x"}}},
+        "resources": [], "check_results": null
+    })
+    .to_string()
+}
+
+fn example_fleet() -> Vec<(String, String)> {
+    fn walk(dir: &std::path::Path, root: &std::path::Path, out: &mut Vec<(String, String)>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, root, out)
+            } else {
+                out.push((
+                    p.strip_prefix(root).unwrap().to_string_lossy().into_owned(),
+                    std::fs::read_to_string(&p).unwrap(),
+                ));
+            }
+        }
+    }
+    let root = process::repo_root().join("examples/fleet");
+    let mut out = Vec::new();
+    walk(&root, &root, &mut out);
+    // The example lists `podinfo` as a directory without a kustomization.yaml, which kustomize
+    // (and so the strict check) refuses; give it one until the example does.
+    if !out.iter().any(|(p, _)| p == "apps/base/podinfo/kustomization.yaml") {
+        out.push((
+            "apps/base/podinfo/kustomization.yaml".into(),
+            "resources:\n  - deployment.yaml\n".into(),
+        ));
+    }
+    out
+}
+
+#[tokio::main]
+async fn main() {
+    let conf = moto::sdk_config().await;
+    let s3 = moto::s3().await;
+    let secrets = aws_sdk_secretsmanager::Client::new(&conf);
+    let bucket = "bench-tfstate";
+    let _ = s3
+        .create_bucket()
+        .bucket(bucket)
+        .create_bucket_configuration(
+            aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::EuWest1)
+                .build(),
+        )
+        .send()
+        .await;
+    let gh = FakeGithub::start();
+    let files = example_fleet();
+    let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    gh.seed("acme/fleet", "main", &refs);
+    let _ = secrets
+        .create_secret()
+        .name("bench/github")
+        .secret_string(json!({"token": TOKEN}).to_string())
+        .send()
+        .await;
+    let config = SyncConfig {
+        owner: "acme".into(),
+        repo: "fleet".into(),
+        base_branch: Some("main".into()),
+        github_secret: "bench/github".into(),
+        github_api_url: gh.url(),
+        state_bucket: bucket.into(),
+        key_pattern: KeyPattern::parse(cellbridge::sync::DEFAULT_KEY_PATTERN).unwrap(),
+        flux_git_url: None,
+    };
+    let service = Syncer::new(
+        config.clone(),
+        S3States::from_conf(&conf),
+        LazyGithub::new(config, secrets),
+    );
+
+    println!("GitHub requests per sync (goal: at most 8) and event-to-pull-request latency");
+    println!(
+        "{:<34} {:>6} {:>9} {:>7} {:>11}",
+        "sync", "API", "download", "writes", "latency ms"
+    );
+    let rounds = 5;
+    for round in 0..rounds {
+        let cell = format!("bench-c{round}");
+        let key = format!("cells/{cell}/terraform.tfstate");
+        let steps: [(&str, u64, &str); 4] = [
+            ("new cell (whole directory)", 1, "vpc-1"),
+            ("value changed", 2, "vpc-2"),
+            ("replayed event, no change", 2, "vpc-2"),
+            ("merged, then in sync", 3, "vpc-2"),
+        ];
+        for (label, serial, vpc) in steps {
+            if label.starts_with("merged") {
+                let number = gh.state("acme/fleet")["pulls"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|p| p["state"] == "open" && p["head"]["ref"] == format!("cellbridge/{cell}"))
+                    .unwrap()["number"]
+                    .as_u64()
+                    .unwrap();
+                gh.call(
+                    "PUT",
+                    &format!("/repos/acme/fleet/pulls/{number}/merge"),
+                    Some(&json!({})),
+                );
+                gh.call(
+                    "DELETE",
+                    &format!("/repos/acme/fleet/git/refs/heads/cellbridge/{cell}"),
+                    None,
+                );
+            }
+            if serial > 0 {
+                s3.put_object()
+                    .bucket(bucket)
+                    .key(&key)
+                    .body(state(&cell, serial, vpc).into_bytes().into())
+                    .send()
+                    .await
+                    .unwrap();
+            }
+            let event = json!({"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put", "s3": {"bucket": {"name": bucket}, "object": {"key": key}}}]});
+            gh.clear_requests();
+            let t = Instant::now();
+            let mut ctx = lambda_runtime::Context::default();
+            ctx.deadline = (std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                + Duration::from_secs(60))
+            .as_millis() as u64;
+            let resp = cellbridge::sync::lambda_handler(&service, lambda_runtime::LambdaEvent::new(event, ctx))
+                .await
+                .expect("sync");
+            let ms = t.elapsed().as_secs_f64() * 1000.0;
+            let log = gh.requests();
+            let reqs = log["requests"].as_array().unwrap();
+            let download = reqs
+                .iter()
+                .filter(|r| r["path"].as_str().unwrap().starts_with("/_codeload/"))
+                .count();
+            let writes = reqs.iter().filter(|r| r["write"].as_bool().unwrap()).count();
+            let action = resp["cells"][0]["action"].as_str().unwrap_or("?").to_owned();
+            if round == rounds - 1 || round == 0 {
+                println!(
+                    "{:<34} {:>6} {:>9} {:>7} {:>11.1}",
+                    format!("{label} [{action}]"),
+                    reqs.len() - download,
+                    download,
+                    writes,
+                    ms
+                );
+            }
+            let _: &Value = &resp;
+        }
+    }
+}

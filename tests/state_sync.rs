@@ -1,0 +1,743 @@
+//! state-sync end to end: real Terraform writes real state into moto's S3, the notification
+//! moto sends to SQS is received and handed to the real Lambda handler, which reads the latest
+//! state and talks to the fake GitHub. Assertions look at what a user would see on GitHub.
+//!
+//! Where `terraform` is absent, each apply uploads the state file recorded from a real run
+//! (`tests/fixtures/state_sync/`) instead, and the test says so. Set
+//! `CELLBRIDGE_RECORD_FIXTURES=1` with Terraform installed to re-record them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use cellbridge::s3::{S3States, StateSource};
+use cellbridge::sync::{KeyPattern, LazyGithub, SyncConfig, Syncer};
+use cellbridge_tests::github::{FakeGithub, TOKEN};
+use cellbridge_tests::{moto, process};
+use serde_json::{Value, json};
+
+const REPO: &str = "acme/fleet";
+
+type Service = Syncer<S3States, LazyGithub>;
+
+/// Every variable the example fleet's layers substitute, so the strict check passes.
+fn base_data(cell: &str, vpc: &str) -> Vec<(String, String)> {
+    let mut d: Vec<(String, String)> = [
+        ("cell_name", cell),
+        ("schema", "1"),
+        ("aws_region", "eu-west-1"),
+        ("cluster_name", cell),
+        ("dns_zone", "example.internal"),
+        ("external_dns_role_arn", "arn:aws:iam::123456789012:role/external-dns"),
+        ("karpenter_queue_name", "karpenter-q"),
+        ("karpenter_role_arn", "arn:aws:iam::123456789012:role/karpenter"),
+        ("kms_key_id", "1234abcd-12ab-34cd-56ef-1234567890ab"),
+        ("podinfo_replicas", "2"),
+        ("not_a_flux_variable", "x"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    d.push(("vpc_id".into(), vpc.into()));
+    d
+}
+
+struct Bed {
+    name: String,
+    gh: FakeGithub,
+    bucket: String,
+    queue_url: String,
+    queue_arn: String,
+    s3: aws_sdk_s3::Client,
+    sqs: aws_sdk_sqs::Client,
+    service: Service,
+    work: tempfile::TempDir,
+    terraform: bool,
+    step: AtomicUsize,
+}
+
+fn terraform_available() -> bool {
+    Command::new("terraform")
+        .arg("version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+fn fixture_dir() -> PathBuf {
+    process::repo_root().join("tests/fixtures/state_sync")
+}
+
+/// Every file of the example fleet, as the base branch of the fake repository.
+fn example_fleet() -> Vec<(String, String)> {
+    fn walk(dir: &Path, root: &Path, out: &mut Vec<(String, String)>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, root, out);
+            } else {
+                out.push((
+                    p.strip_prefix(root).unwrap().to_string_lossy().into_owned(),
+                    std::fs::read_to_string(&p).unwrap(),
+                ));
+            }
+        }
+    }
+    let root = process::repo_root().join("examples/fleet");
+    let mut out = Vec::new();
+    walk(&root, &root, &mut out);
+    // The example lists `podinfo` as a directory without a kustomization.yaml, which kustomize
+    // (and so the strict check) refuses; give it one until the example does.
+    if !out.iter().any(|(p, _)| p == "apps/base/podinfo/kustomization.yaml") {
+        out.push((
+            "apps/base/podinfo/kustomization.yaml".into(),
+            "resources:\n  - deployment.yaml\n".into(),
+        ));
+    }
+    out
+}
+
+impl Bed {
+    /// A bucket notifying a queue, a fleet repo on a fake GitHub, a credentials secret, and
+    /// the state-sync service configured for them. `app` selects GitHub App credentials.
+    async fn new(name: &str, app: bool) -> Bed {
+        let conf = moto::sdk_config().await;
+        let s3 = moto::s3().await;
+        let sqs = aws_sdk_sqs::Client::new(&conf);
+        let secrets = aws_sdk_secretsmanager::Client::new(&conf);
+        let bucket = format!("tfstate-{name}");
+        s3.create_bucket()
+            .bucket(&bucket)
+            .create_bucket_configuration(
+                aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                    .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::EuWest1)
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+        s3.put_bucket_versioning()
+            .bucket(&bucket)
+            .versioning_configuration(
+                aws_sdk_s3::types::VersioningConfiguration::builder()
+                    .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+        let queue_url = sqs
+            .create_queue()
+            .queue_name(format!("state-sync-{name}"))
+            .send()
+            .await
+            .unwrap()
+            .queue_url
+            .unwrap();
+        let attrs = sqs
+            .get_queue_attributes()
+            .queue_url(&queue_url)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+            .send()
+            .await
+            .unwrap();
+        let queue_arn = attrs.attributes().unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn].clone();
+        s3.put_bucket_notification_configuration()
+            .bucket(&bucket)
+            .notification_configuration(
+                aws_sdk_s3::types::NotificationConfiguration::builder()
+                    .queue_configurations(
+                        aws_sdk_s3::types::QueueConfiguration::builder()
+                            .id("cellbridge-state-sync")
+                            .queue_arn(&queue_arn)
+                            .events(aws_sdk_s3::types::Event::S3ObjectCreated)
+                            .build()
+                            .unwrap(),
+                    )
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+
+        let gh = FakeGithub::start();
+        let files = example_fleet();
+        let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+        gh.seed(REPO, "main", &refs);
+        let secret_name = format!("cellbridge/github-{name}");
+        let secret = if app {
+            let a = gh.app();
+            assert!(
+                a["private_key"].is_string(),
+                "the fake GitHub needs the `cryptography` package to act as a GitHub App"
+            );
+            json!({"app_id": a["app_id"], "installation_id": a["installation_id"], "private_key": a["private_key"]})
+        } else {
+            json!({"token": TOKEN})
+        };
+        secrets
+            .create_secret()
+            .name(&secret_name)
+            .secret_string(secret.to_string())
+            .send()
+            .await
+            .unwrap();
+
+        let config = SyncConfig {
+            owner: "acme".into(),
+            repo: "fleet".into(),
+            // Unset: the adapter asks GitHub for the default branch, once per process.
+            base_branch: None,
+            github_secret: secret_name,
+            github_api_url: gh.url(),
+            state_bucket: bucket.clone(),
+            key_pattern: KeyPattern::parse(cellbridge::sync::DEFAULT_KEY_PATTERN).unwrap(),
+            flux_git_url: None,
+        };
+        let service = Syncer::new(
+            config.clone(),
+            S3States::from_conf(&conf),
+            LazyGithub::new(config, secrets),
+        );
+        let terraform = terraform_available();
+        if !terraform {
+            println!(
+                "terraform is not installed: test {name} uses the recorded state fixtures under tests/fixtures/state_sync/"
+            );
+        }
+        Bed {
+            name: name.into(),
+            gh,
+            bucket,
+            queue_url,
+            queue_arn,
+            s3,
+            sqs,
+            service,
+            work: tempfile::tempdir().unwrap(),
+            terraform,
+            step: AtomicUsize::new(0),
+        }
+    }
+
+    fn key(cell: &str) -> String {
+        format!("cells/{cell}/terraform.tfstate")
+    }
+
+    /// `terraform apply` of a providerless config whose `cell_metadata` output is `data`.
+    async fn apply(&self, cell: &str, data: &[(String, String)], sensitive: bool) {
+        let step = self.step.fetch_add(1, Ordering::SeqCst);
+        let fixture = fixture_dir().join(format!("{}-{step}.tfstate", self.name));
+        if !self.terraform {
+            let body = std::fs::read(&fixture)
+                .unwrap_or_else(|e| panic!("no terraform and no fixture {}: {e}", fixture.display()));
+            self.s3
+                .put_object()
+                .bucket(&self.bucket)
+                .key(Self::key(cell))
+                .body(body.into())
+                .send()
+                .await
+                .unwrap();
+            return;
+        }
+        let dir = self.work.path().join(cell);
+        std::fs::create_dir_all(&dir).unwrap();
+        let map: BTreeMap<&str, &str> = data.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        std::fs::write(
+            dir.join("terraform.tfvars.json"),
+            json!({ "cell_metadata": map }).to_string(),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("main.tf"),
+            format!(
+                "terraform {{\n  backend \"s3\" {{}}\n}}\n\nvariable \"cell_metadata\" {{\n  type = map(string)\n}}\n\n\
+                 resource \"terraform_data\" \"cell\" {{\n  input = var.cell_metadata\n}}\n\n\
+                 output \"cell_metadata\" {{\n  value     = var.cell_metadata\n  sensitive = {sensitive}\n}}\n"
+            ),
+        )
+        .unwrap();
+        let endpoint = moto::endpoint();
+        if !dir.join(".terraform").exists() {
+            std::fs::write(
+                dir.join("backend.hcl"),
+                format!(
+                    "bucket = \"{}\"\nkey = \"{}\"\nregion = \"eu-west-1\"\nuse_path_style = true\nuse_lockfile = true\n\
+                     access_key = \"testing\"\nsecret_key = \"testing\"\n\
+                     skip_credentials_validation = true\nskip_requesting_account_id = true\nskip_metadata_api_check = true\n\
+                     skip_region_validation = true\nskip_s3_checksum = true\n\
+                     endpoints = {{ s3 = \"{endpoint}\", sts = \"{endpoint}\", iam = \"{endpoint}\" }}\n",
+                    self.bucket,
+                    Self::key(cell)
+                ),
+            )
+            .unwrap();
+            terraform(
+                &dir,
+                &["init", "-input=false", "-no-color", "-backend-config=backend.hcl"],
+            );
+        }
+        terraform(&dir, &["apply", "-input=false", "-no-color", "-auto-approve"]);
+        if std::env::var_os("CELLBRIDGE_RECORD_FIXTURES").is_some() {
+            let obj = self
+                .s3
+                .get_object()
+                .bucket(&self.bucket)
+                .key(Self::key(cell))
+                .send()
+                .await
+                .unwrap();
+            let bytes = obj.body.collect().await.unwrap().into_bytes();
+            std::fs::create_dir_all(fixture_dir()).unwrap();
+            std::fs::write(&fixture, &bytes).unwrap();
+        }
+    }
+
+    /// What the Lambda SQS poller would hand the function: every message on the queue now.
+    async fn receive(&self) -> Value {
+        let mut records = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let out = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.queue_url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(if records.is_empty() { 1 } else { 0 })
+                .send()
+                .await
+                .unwrap();
+            let msgs = out.messages.unwrap_or_default();
+            if msgs.is_empty() && (!records.is_empty() || Instant::now() > deadline) {
+                break;
+            }
+            for m in msgs {
+                self.sqs
+                    .delete_message()
+                    .queue_url(&self.queue_url)
+                    .receipt_handle(m.receipt_handle().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+                records.push(json!({
+                    "messageId": m.message_id(), "receiptHandle": m.receipt_handle(), "body": m.body(),
+                    "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {}, "md5OfBody": m.md5_of_body(),
+                    "eventSource": "aws:sqs", "eventSourceARN": self.queue_arn, "awsRegion": "eu-west-1",
+                }));
+            }
+        }
+        assert!(!records.is_empty(), "moto sent no notification to the queue");
+        json!({ "Records": records })
+    }
+
+    /// The Lambda handler, as the runtime calls it, with `secs` before the deadline.
+    async fn invoke_with(&self, event: Value, secs: u64) -> Result<Value, String> {
+        let mut ctx = lambda_runtime::Context::default();
+        ctx.request_id = format!("test-{}", self.name);
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        ctx.deadline = now_ms + secs * 1000;
+        cellbridge::sync::lambda_handler(&self.service, lambda_runtime::LambdaEvent::new(event, ctx))
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn invoke(&self, event: Value) -> Value {
+        self.invoke_with(event, 60)
+            .await
+            .unwrap_or_else(|e| panic!("handler failed: {e}"))
+    }
+
+    fn pulls(&self) -> Vec<Value> {
+        self.gh.state(REPO)["pulls"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// API requests (not the archive download) and writes since the log was last cleared.
+    fn counts(&self) -> (usize, usize, usize) {
+        let r = self.gh.requests();
+        let reqs = r["requests"].as_array().unwrap();
+        let api = reqs
+            .iter()
+            .filter(|q| !q["path"].as_str().unwrap().starts_with("/_codeload/"))
+            .count();
+        let writes = reqs.iter().filter(|q| q["write"].as_bool().unwrap()).count();
+        (api, reqs.len(), writes)
+    }
+}
+
+fn terraform(dir: &Path, args: &[&str]) {
+    let out = Command::new("terraform")
+        .args(args)
+        .current_dir(dir)
+        .env("TF_IN_AUTOMATION", "1")
+        .env("TF_DATA_DIR", dir.join(".terraform"))
+        .env("CHECKPOINT_DISABLE", "1")
+        .output()
+        .expect("run terraform");
+    assert!(
+        out.status.success(),
+        "terraform {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn cells(resp: &Value) -> Vec<Value> {
+    resp["cells"].as_array().cloned().unwrap_or_default()
+}
+
+fn only_cell(resp: &Value) -> Value {
+    let c = cells(resp);
+    assert_eq!(c.len(), 1, "one cell expected: {resp}");
+    c[0].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn new_cell_update_no_change_and_revert() {
+    let bed = Bed::new("lifecycle", false).await;
+    let cell = "eu-c1";
+
+    // New cell: one pull request with the whole directory, in one commit.
+    bed.apply(cell, &base_data(cell, "vpc-111"), false).await;
+    let event = bed.receive().await;
+    bed.gh.clear_requests();
+    let resp = bed.invoke(event.clone()).await;
+    assert_eq!(resp["batchItemFailures"], json!([]), "{resp}");
+    let c = only_cell(&resp);
+    assert_eq!(c["action"], "opened", "{resp}");
+    let (api, total, _) = bed.counts();
+    println!("new cell: {api} API requests, {total} with the archive download");
+    // One extra request once per process: the default branch's name.
+    assert!(
+        api <= 9 && total <= 10,
+        "new cell took {api} API requests ({total} in all)"
+    );
+    let state = bed.gh.state(REPO);
+    let pulls = state["pulls"].as_array().unwrap();
+    assert_eq!(pulls.len(), 1);
+    let pr = &pulls[0];
+    assert_eq!(pr["state"], "open");
+    assert_eq!(pr["head"]["ref"], format!("cellbridge/{cell}"));
+    assert_eq!(c["pull_request"]["number"], pr["number"]);
+    for l in ["cellbridge", "new-cell"] {
+        assert!(pr["labels"].as_array().unwrap().contains(&json!(l)), "{pr}");
+    }
+    assert_eq!(
+        pr["commits"].as_array().unwrap().len(),
+        1,
+        "one commit for the whole directory: {pr}"
+    );
+    let branch = &state["files"][format!("cellbridge/{cell}")];
+    for f in [
+        "cell-metadata.yaml",
+        "kustomization.yaml",
+        "layers.yaml",
+        "flux-system/gotk-sync.yaml",
+        "flux-system/gotk-components.yaml",
+        "flux-system/kustomization.yaml",
+    ] {
+        assert!(
+            branch[format!("clusters/{cell}/{f}")].is_string(),
+            "clusters/{cell}/{f} missing from the branch"
+        );
+    }
+    assert!(
+        branch[format!("clusters/{cell}/cell-metadata.yaml")]
+            .as_str()
+            .unwrap()
+            .contains("vpc-111")
+    );
+    assert!(
+        branch[format!("clusters/{cell}/flux-system/gotk-sync.yaml")]
+            .as_str()
+            .unwrap()
+            .contains(&format!("./clusters/{cell}"))
+    );
+    let statuses = pr["statuses"].as_array().unwrap();
+    assert_eq!(statuses.len(), 1, "{pr}");
+    assert_eq!(statuses[0]["context"], "cellbridge/strict-substitution");
+    assert_eq!(
+        statuses[0]["state"],
+        "success",
+        "{}\n{}",
+        statuses[0],
+        pr["body"].as_str().unwrap()
+    );
+    assert!(
+        pr["body"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("s3://{}/cells/{cell}/terraform.tfstate", bed.bucket))
+    );
+
+    // A value changes: the same pull request is updated in place.
+    bed.apply(cell, &base_data(cell, "vpc-222"), false).await;
+    let event2 = bed.receive().await;
+    bed.gh.clear_requests();
+    let c = only_cell(&bed.invoke(event2).await);
+    assert_eq!(c["action"], "updated", "{c}");
+    let (api, total, _) = bed.counts();
+    println!("update: {api} API requests, {total} with the archive download");
+    assert!(
+        api <= 8 && total <= 9,
+        "update took {api} API requests ({total} in all)"
+    );
+    let state = bed.gh.state(REPO);
+    assert_eq!(state["pulls"].as_array().unwrap().len(), 1);
+    let pr = &state["pulls"][0];
+    assert_eq!(pr["state"], "open");
+    assert_eq!(c["pull_request"]["number"], pr["number"]);
+    let cm = state["files"][format!("cellbridge/{cell}")][format!("clusters/{cell}/cell-metadata.yaml")]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(cm.contains("vpc-222") && !cm.contains("vpc-111"), "{cm}");
+    // The body compares with the base branch, which does not have the cell yet.
+    assert!(
+        pr["body"].as_str().unwrap().contains("vpc-222") && !pr["body"].as_str().unwrap().contains("vpc-111"),
+        "the body is rewritten"
+    );
+    assert_eq!(
+        pr["statuses"][0]["state"], "success",
+        "the status is set on the new head"
+    );
+
+    // The same event again (SQS redelivers, S3 notifies twice): nothing is written.
+    bed.gh.clear_requests();
+    let c = only_cell(&bed.invoke(event.clone()).await);
+    assert_eq!(c["action"], "unchanged", "{c}");
+    let (api, _, writes) = bed.counts();
+    assert_eq!(writes, 0, "no write for no change");
+    assert!(api <= 3);
+
+    // Merge it: the base branch now holds vpc-222 and the branch is gone.
+    let number = pr["number"].as_u64().unwrap();
+    let (status, merged) = bed
+        .gh
+        .call("PUT", &format!("/repos/{REPO}/pulls/{number}/merge"), Some(&json!({})));
+    assert_eq!(status, 200, "{merged}");
+    bed.gh.call(
+        "DELETE",
+        &format!("/repos/{REPO}/git/refs/heads/cellbridge/{cell}"),
+        None,
+    );
+    let c = only_cell(&bed.invoke(event.clone()).await);
+    assert_eq!(c["action"], "in-sync", "the merged state is in sync: {c}");
+
+    // Change, then revert to what the base holds: the pull request is closed, the branch deleted.
+    bed.apply(cell, &base_data(cell, "vpc-333"), false).await;
+    let c = only_cell(&bed.invoke(bed.receive().await).await);
+    assert_eq!(c["action"], "opened", "{c}");
+    bed.apply(cell, &base_data(cell, "vpc-222"), false).await;
+    bed.gh.clear_requests();
+    let c = only_cell(&bed.invoke(bed.receive().await).await);
+    assert_eq!(c["action"], "closed", "{c}");
+    let state = bed.gh.state(REPO);
+    let open: Vec<&Value> = state["pulls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["state"] == "open")
+        .collect();
+    assert!(open.is_empty(), "{state}");
+    assert!(
+        state["branches"][format!("cellbridge/{cell}")].is_null(),
+        "the branch is deleted"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn secret_looking_or_sensitive_output_opens_nothing() {
+    let bed = Bed::new("refused", false).await;
+    let cell = "eu-c2";
+    let mut data = base_data(cell, "vpc-1");
+    data.push(("db_password".into(), "hunter2-Zx8q".into()));
+    bed.apply(cell, &data, false).await;
+    bed.gh.clear_requests();
+    let resp = bed.invoke(bed.receive().await).await;
+    let c = only_cell(&resp);
+    assert_eq!(c["action"], "refused", "{resp}");
+    let err = c["error"].as_str().unwrap();
+    assert!(err.contains("db_password"), "{err}");
+    assert!(!resp.to_string().contains("hunter2"), "the value leaked: {resp}");
+    // Redelivering cannot help: the record is not handed back to SQS.
+    assert_eq!(resp["batchItemFailures"], json!([]));
+    assert!(bed.pulls().is_empty());
+    assert_eq!(bed.counts().2, 0, "no write");
+
+    // A sensitive output, through a direct invocation: the handler fails, naming the output.
+    bed.apply(cell, &base_data(cell, "vpc-1"), true).await;
+    let _ = bed.receive().await;
+    let direct = json!({"action": "sync", "cell": cell});
+    let err = bed.invoke_with(direct, 60).await.unwrap_err();
+    assert!(err.contains("sensitive") && err.contains("cell_metadata"), "{err}");
+    assert!(bed.pulls().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn key_added_without_schema_bump_fails_the_status() {
+    let bed = Bed::new("schema", false).await;
+    let cell = "eu-c3";
+    bed.apply(cell, &base_data(cell, "vpc-1"), false).await;
+    let c = only_cell(&bed.invoke(bed.receive().await).await);
+    let number = c["pull_request"]["number"].as_u64().unwrap();
+    let (status, _) = bed
+        .gh
+        .call("PUT", &format!("/repos/{REPO}/pulls/{number}/merge"), Some(&json!({})));
+    assert_eq!(status, 200);
+    bed.gh.call(
+        "DELETE",
+        &format!("/repos/{REPO}/git/refs/heads/cellbridge/{cell}"),
+        None,
+    );
+
+    let mut data = base_data(cell, "vpc-1");
+    data.push((
+        "new_queue_url".into(),
+        "https://sqs.eu-west-1.amazonaws.com/123456789012/q".into(),
+    ));
+    bed.apply(cell, &data, false).await;
+    let c = only_cell(&bed.invoke(bed.receive().await).await);
+    assert_eq!(c["action"], "opened", "{c}");
+    let pulls = bed.pulls();
+    let pr = pulls.iter().find(|p| p["state"] == "open").unwrap();
+    assert!(
+        pr["labels"].as_array().unwrap().contains(&json!("schema-change")),
+        "{pr}"
+    );
+    let st = &pr["statuses"][0];
+    assert_eq!(st["context"], "cellbridge/strict-substitution");
+    assert_eq!(st["state"], "failure", "{st}");
+    assert!(st["description"].as_str().unwrap().contains("schema"), "{st}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_concurrent_invocations_make_one_pull_request() {
+    let bed = Bed::new("race", false).await;
+    let cell = "eu-c4";
+    let mut events = Vec::new();
+    for vpc in ["vpc-a", "vpc-b", "vpc-c"] {
+        bed.apply(cell, &base_data(cell, vpc), false).await;
+        events.push(bed.receive().await);
+    }
+    let serial = bed
+        .service
+        .states
+        .read_latest(&bed.bucket, &Bed::key(cell))
+        .await
+        .unwrap()
+        .0
+        .serial;
+    let runs = (0..20).map(|i| bed.invoke(events[i % events.len()].clone()));
+    let results = futures::future::join_all(runs).await;
+    for r in &results {
+        assert_eq!(r["batchItemFailures"], json!([]), "{r}");
+        let c = only_cell(r);
+        assert!(
+            ["opened", "unchanged", "updated", "stale"].contains(&c["action"].as_str().unwrap()),
+            "{c}"
+        );
+    }
+    let opened = results.iter().filter(|r| only_cell(r)["action"] == "opened").count();
+    assert_eq!(opened, 1, "exactly one invocation opens the pull request");
+    let state = bed.gh.state(REPO);
+    let pulls = state["pulls"].as_array().unwrap();
+    assert_eq!(pulls.len(), 1, "{pulls:?}");
+    assert!(
+        pulls[0]["body"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("cellbridge:serial={serial} ")),
+        "the pull request holds the latest serial {serial}"
+    );
+    let cm = state["files"][format!("cellbridge/{cell}")][format!("clusters/{cell}/cell-metadata.yaml")]
+        .as_str()
+        .unwrap();
+    assert!(cm.contains("vpc-c"), "{cm}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn github_faults_are_retried_or_fail_cleanly() {
+    // This bed authenticates as a GitHub App: every sync starts with an installation token.
+    let bed = Bed::new("faults", true).await;
+    let cell = "eu-c5";
+    bed.apply(cell, &base_data(cell, "vpc-1"), false).await;
+    let event = bed.receive().await;
+
+    // 5xx on the branch creation and a secondary rate limit on the pull request: retried.
+    bed.gh
+        .fault(json!({"match": "POST /repos/*/git/refs", "status": 502, "times": 2}));
+    bed.gh
+        .fault(json!({"match": "POST /repos/*/pulls", "secondary_rate_limit": true, "retry_after": 1, "times": 1}));
+    bed.gh.clear_requests();
+    let t = Instant::now();
+    let c = only_cell(&bed.invoke(event.clone()).await);
+    assert_eq!(c["action"], "opened", "{c}");
+    assert!(t.elapsed() >= Duration::from_secs(1), "Retry-After was honoured");
+    let log = bed.gh.requests();
+    let reqs = log["requests"].as_array().unwrap();
+    assert!(
+        reqs.iter()
+            .any(|r| r["path"].as_str().unwrap().starts_with("/app/installations/")),
+        "an installation token was minted"
+    );
+    assert_eq!(
+        reqs.iter()
+            .filter(|r| r["method"] == "POST" && r["path"].as_str().unwrap().ends_with("/git/refs"))
+            .count(),
+        3
+    );
+    assert_eq!(bed.pulls().len(), 1);
+
+    // GitHub down for longer than the function has: a clean, retryable failure, no write.
+    bed.apply(cell, &base_data(cell, "vpc-2"), false).await;
+    let event2 = bed.receive().await;
+    bed.gh
+        .fault(json!({"match": "GET /repos/*/tarball/*", "status": 503, "times": 1000}));
+    bed.gh.clear_requests();
+    let resp = bed.invoke_with(event2.clone(), 6).await.unwrap();
+    let c = only_cell(&resp);
+    assert_eq!(c["action"], "failed", "{resp}");
+    assert_eq!(c["retryable"], true);
+    let failed = resp["batchItemFailures"].as_array().unwrap();
+    assert!(!failed.is_empty(), "the record goes back to SQS: {resp}");
+    assert_eq!(bed.counts().2, 0, "nothing written");
+    bed.gh.clear_faults();
+
+    // Another writer moves the cell's branch just before the update: redone on the fresh base.
+    bed.gh.fault(json!({"match": "PATCH /repos/*/git/refs/heads/cellbridge/*", "times": 1, "lose_race": {"ref": format!("heads/cellbridge/{cell}"), "files": {"NOTE.md": "someone else\n"}}}));
+    let c = only_cell(&bed.invoke(event2.clone()).await);
+    assert_eq!(c["action"], "updated", "{c}");
+    assert!(c["attempts"].as_u64().unwrap() >= 2, "{c}");
+
+    // The base branch moves too: the next sync still converges, one pull request, latest data.
+    bed.gh.commit(
+        REPO,
+        "main",
+        &[("apps/base/NOTE.md", Some("unrelated\n"))],
+        "unrelated change",
+    );
+    bed.apply(cell, &base_data(cell, "vpc-3"), false).await;
+    let c = only_cell(&bed.invoke(bed.receive().await).await);
+    assert_eq!(c["action"], "updated", "{c}");
+    let state = bed.gh.state(REPO);
+    let pulls = state["pulls"].as_array().unwrap();
+    assert_eq!(pulls.len(), 1);
+    assert_eq!(pulls[0]["state"], "open");
+    let branch = &state["files"][format!("cellbridge/{cell}")];
+    assert!(
+        branch[format!("clusters/{cell}/cell-metadata.yaml")]
+            .as_str()
+            .unwrap()
+            .contains("vpc-3")
+    );
+    assert!(
+        branch["apps/base/NOTE.md"].is_string(),
+        "the branch carries the fresh base"
+    );
+}

@@ -1,0 +1,114 @@
+//! The fake GitHub (`tests/fakes/github_fake.py`): starting it and driving its control API.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use serde_json::{Value, json};
+
+use crate::process::Service;
+
+/// The personal access token every fake accepts.
+pub const TOKEN: &str = "ghp_cellbridge_test_token_0123456789";
+
+/// One fake GitHub per test (each has its own repositories, faults and request log).
+pub struct FakeGithub {
+    service: Service,
+}
+
+impl FakeGithub {
+    pub fn start() -> FakeGithub {
+        FakeGithub {
+            service: Service::start("github_fake.py", &["--token", TOKEN]),
+        }
+    }
+
+    /// What `GITHUB_API_URL` points at.
+    pub fn url(&self) -> String {
+        self.service.url()
+    }
+
+    /// A control or API call; returns (status, JSON body or Null).
+    pub fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        http(self.service.port, method, path, body, Some(TOKEN))
+    }
+
+    fn control(&self, method: &str, path: &str, body: Option<&Value>) -> Value {
+        let (status, v) = http(self.service.port, method, path, body, None);
+        assert!(
+            (200..300).contains(&status),
+            "fake GitHub {method} {path}: HTTP {status}: {v}"
+        );
+        v
+    }
+
+    /// Commits `files` (path → text) as the whole tree of `branch`, creating the repo if needed.
+    pub fn seed(&self, repo: &str, branch: &str, files: &[(&str, &str)]) -> String {
+        let files: serde_json::Map<String, Value> = files.iter().map(|(p, t)| (p.to_string(), json!(t))).collect();
+        let v = self.control(
+            "POST",
+            "/_fake/seed",
+            Some(&json!({"repo": repo, "branch": branch, "files": files, "replace": true})),
+        );
+        v["sha"].as_str().unwrap().to_owned()
+    }
+
+    /// Commits changes on top of `branch` (a `None` text deletes the file).
+    pub fn commit(&self, repo: &str, branch: &str, files: &[(&str, Option<&str>)], message: &str) -> String {
+        let files: serde_json::Map<String, Value> = files.iter().map(|(p, t)| (p.to_string(), json!(t))).collect();
+        let v = self.control(
+            "POST",
+            "/_fake/seed",
+            Some(&json!({"repo": repo, "branch": branch, "files": files, "replace": false, "message": message})),
+        );
+        v["sha"].as_str().unwrap().to_owned()
+    }
+
+    /// Adds a fault rule (see the fake's docstring).
+    pub fn fault(&self, rule: Value) {
+        self.control("POST", "/_fake/faults", Some(&rule));
+    }
+
+    pub fn clear_faults(&self) {
+        self.control("DELETE", "/_fake/faults", None);
+    }
+
+    /// The request log: `{"requests": [...], "count": n, "writes": n}`.
+    pub fn requests(&self) -> Value {
+        self.control("GET", "/_fake/requests", None)
+    }
+
+    pub fn clear_requests(&self) {
+        self.control("DELETE", "/_fake/requests", None);
+    }
+
+    /// Branches, pull requests (labels, statuses, commits) and files of every branch.
+    pub fn state(&self, repo: &str) -> Value {
+        self.control("GET", &format!("/_fake/state?repo={repo}"), None)
+    }
+
+    /// The GitHub App the fake trusts: `{"app_id", "installation_id", "private_key"}`.
+    pub fn app(&self) -> Value {
+        self.control("GET", "/_fake/app", None)
+    }
+}
+
+/// A minimal HTTP/1.1 client: the tests crate needs nothing more for a local fake.
+pub fn http(port: u16, method: &str, path: &str, body: Option<&Value>, token: Option<&str>) -> (u16, Value) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the fake");
+    let payload = body.map(|b| b.to_string()).unwrap_or_default();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        payload.len()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
