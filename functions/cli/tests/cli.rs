@@ -72,7 +72,7 @@ fn every_refused_state_exits_2_and_names_the_cause_not_the_value() {
         ("cell-name-slash", "\"prod/eu\" is not a DNS-1123 label", &[]),
         ("value-newline", "value of key `note` spans several lines", &[]),
         ("missing-schema", "has no `schema` key", &[]),
-        ("no-output", "no `cell_metadata` output (outputs present: cell_meta, cluster_arn)", &[]),
+        ("no-output", "no `cell_metadata` output (outputs present: cell_meta)", &[]),
         ("format-3", "unsupported state format version 3", &[]),
         ("not-json", "not JSON at byte", &[]),
         ("truncated", "truncated", &[]),
