@@ -783,3 +783,25 @@ async fn the_handler_answers_sqs_batches_record_by_record() {
     assert_eq!(inv.response["outcome"], "planned");
     assert_eq!(inv.response["objects"].as_array().unwrap().len(), 34);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cells_bootstrap_role_is_assumed_before_any_eks_or_kubernetes_call() {
+    use cellbridge::fleet::Overlay;
+    let bed = Bed::new("eks-xacct", &[], None).await;
+    // The cell is known only from the fleet (no tag), and names the role to use.
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cell-metadata\n  namespace: flux-system\ndata:\n  aws_region: \"eu-west-1\"\n  cell_name: \"xacct\"\n  cluster_name: \"eks-xacct\"\n  bootstrap_role_arn: \"arn:aws:iam::123456789012:role/xacct-bootstrap\"\n  schema: \"1\"\n";
+    let fleet = Overlay::new(
+        &bed.fleet,
+        [("clusters/xacct/cell-metadata.yaml".to_owned(), cm.as_bytes().to_vec())],
+    );
+    let report = Bootstrapper::new(bed.aws.clone(), settings(&bed.secret))
+        .run(&fleet, &bed.request(), Target::Eks)
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    assert_eq!(report.cell.as_deref(), Some("xacct"));
+    assert_eq!(
+        report.access_entry.unwrap().principal_arn,
+        "arn:aws:iam::123456789012:role/xacct-bootstrap"
+    );
+}

@@ -282,7 +282,7 @@ impl Bootstrapper {
 
     /// Everything that can be checked without the cluster: manifests, sync objects, and the
     /// Git credentials (fetched and validated here, before anything is applied).
-    async fn prepare(&self, fleet: &dyn FleetRead, cell: &str, aws: &SdkConfig) -> Result<Prepared, BootstrapError> {
+    async fn prepare(&self, fleet: &dyn FleetRead, cell: &str) -> Result<Prepared, BootstrapError> {
         let (file, text) = plan::components_file(fleet, cell)?;
         let components = plan::parse_objects(&text, &file)?;
         let explicit = self.settings.flux_git_url.as_ref().map(|url| SyncSource {
@@ -297,7 +297,8 @@ impl Bootstrapper {
             .flux_git_secret
             .as_deref()
             .ok_or(BootstrapError::NoGitSecret)?;
-        let sm = aws_sdk_secretsmanager::Client::new(aws);
+        // The secret is cellbridge's own (its account, its region), not the cell's.
+        let sm = aws_sdk_secretsmanager::Client::new(&self.aws);
         let secret_text = gitsecret::fetch(&sm, secret_name).await?;
         let credentials = gitsecret::parse(secret_name, &secret_text, &source.url)?;
         let kind = Some(credentials.kind);
@@ -356,7 +357,7 @@ impl Bootstrapper {
         info.check_access_entries()?;
         let (endpoint, ca_pem) = info.connection()?;
 
-        let prepared = self.prepare(fleet, &cell.name, &conf).await?;
+        let prepared = self.prepare(fleet, &cell.name).await?;
         report.components_file = Some(prepared.components_file.clone());
         report.credentials = prepared.credentials;
         if req.dry_run {
@@ -423,9 +424,7 @@ impl Bootstrapper {
                 cluster: req.cluster.clone(),
             })?;
         report.cell = Some(cell.name.clone());
-        // Secrets Manager is still where the Git credentials live.
-        let conf = self.regional_config(&req.region, None).await;
-        let prepared = self.prepare(fleet, &cell.name, &conf).await?;
+        let prepared = self.prepare(fleet, &cell.name).await?;
         report.components_file = Some(prepared.components_file.clone());
         report.credentials = prepared.credentials;
         if req.dry_run {
@@ -558,10 +557,12 @@ pub struct LocalOptions {
 pub async fn run_local(fleet: &dyn FleetRead, opts: &LocalOptions) -> Result<Report, BootstrapError> {
     apply::install_crypto_provider();
     let settings = Settings::from_env()?;
-    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .region(Region::new(opts.region.clone()))
-        .load()
-        .await;
+    // The profile's region is cellbridge's home (where the Git secret lives); the cluster's
+    // region is used for EKS whatever it is.
+    let mut aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+    if aws.region().is_none() {
+        aws = aws.to_builder().region(Region::new(opts.region.clone())).build();
+    }
     let req = Request {
         cluster: opts.cluster.clone(),
         region: opts.region.clone(),
