@@ -105,6 +105,7 @@ fn tuning() -> Tuning {
         ready_timeout: Duration::from_secs(5),
         poll: Duration::from_millis(100),
         auth_grace: Duration::from_secs(3),
+        token_refresh: Duration::from_secs(600),
     }
 }
 
@@ -491,10 +492,12 @@ async fn injected_api_faults_are_retried_to_success() {
     k.fault(json!({"method": "PATCH", "path": "/services/", "sleep": 3, "count": 1}));
     k.fault(json!({"method": "GET", "path": "/apis/apiextensions.k8s.io/v1/customresourcedefinitions$", "status": 429, "count": 1}));
     k.fault(json!({"method": "GET", "path": "/apis/source.toolkit.fluxcd.io/v1$", "status": 503, "count": 1}));
+    // A new access entry takes a moment to reach the API server: the first answers are 401.
+    k.fault(json!({"method": "GET", "path": "/kustomizations/flux-system$", "status": 401, "count": 2}));
     let report = bed.run(&bed.request()).await.unwrap();
     assert_eq!(report.outcome, Outcome::Bootstrapped);
     let faults: Vec<Value> = k.requests().into_iter().filter(|r| !r["fault"].is_null()).collect();
-    assert_eq!(faults.len(), 7, "every injected fault was hit: {faults:?}");
+    assert_eq!(faults.len(), 9, "every injected fault was hit: {faults:?}");
     assert_eq!(k.objects(Some("Deployment")).len(), 4);
     assert_eq!(k.objects(Some("Service")).len(), 3);
     assert_eq!(k.objects(Some("Kustomization")).len(), 1);
@@ -804,4 +807,37 @@ async fn a_cells_bootstrap_role_is_assumed_before_any_eks_or_kubernetes_call() {
         report.access_entry.unwrap().principal_arn,
         "arn:aws:iam::123456789012:role/xacct-bootstrap"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_eks_token_is_renewed_when_it_gets_old() {
+    let bed = Bed::new("eks-token", &[("cellbridge.dev/cell", "token")], None).await;
+    // Renew on every request: each one then carries a token signed anew (one-second dates).
+    let s = Settings {
+        tuning: Tuning {
+            token_refresh: Duration::ZERO,
+            ..tuning()
+        },
+        ..settings(&bed.secret)
+    };
+    let report = bed.run_with(&bed.request(), s).await.unwrap();
+    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    let ids: BTreeSet<String> = bed
+        .kube
+        .requests()
+        .iter()
+        .filter_map(|r| r["auth_id"].as_str().map(str::to_owned))
+        .collect();
+    assert!(ids.len() >= 2, "expected renewed tokens, saw {} distinct", ids.len());
+
+    // With the default (14 minutes) one token serves the whole run.
+    let bed2 = Bed::new("eks-token-once", &[("cellbridge.dev/cell", "token-once")], None).await;
+    bed2.run(&bed2.request()).await.unwrap();
+    let ids: BTreeSet<String> = bed2
+        .kube
+        .requests()
+        .iter()
+        .filter_map(|r| r["auth_id"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(ids.len(), 1);
 }

@@ -24,6 +24,7 @@ Prints `CA=<pem path>` (with --tls), `CONTROL_PORT=<n>` (plain HTTP, the control
 import argparse
 import base64
 import copy
+import hashlib
 import datetime
 import json
 import os
@@ -402,7 +403,10 @@ class Handler(BaseHTTPRequestHandler):
             except Exception as e:  # a broken control call is a test bug: say so loudly
                 return self.send_json(500, {"error": repr(e)})
         st = STATE
-        entry = {"method": method, "path": path, "query": u.query,
+        auth = self.headers.get("Authorization") or ""
+        # Which credential was used, never the credential: a short digest.
+        auth_id = hashlib.sha256(auth.encode()).hexdigest()[:12] if auth else None
+        entry = {"method": method, "path": path, "query": u.query, "auth_id": auth_id,
                  "content_type": self.headers.get("Content-Type", ""), "t": time.time(),
                  "status": None, "mutated": False, "fault": None}
         with st.lock:

@@ -73,6 +73,8 @@ pub struct Tuning {
     /// A new access entry takes a few seconds to reach the API server: 401/403 are retried
     /// for this long after it was created.
     pub auth_grace: Duration,
+    /// Age at which the EKS token is replaced (EKS refuses tokens older than 15 minutes).
+    pub token_refresh: Duration,
 }
 
 impl Default for Tuning {
@@ -86,6 +88,7 @@ impl Default for Tuning {
             ready_timeout: Duration::from_secs(120),
             poll: Duration::from_millis(500),
             auth_grace: Duration::from_secs(60),
+            token_refresh: token::REFRESH_AFTER,
         }
     }
 }
@@ -178,7 +181,7 @@ impl Session {
 
     /// The client, rebuilt with a new token when the current one is close to expiry.
     pub async fn client(&mut self) -> Result<Client, ApplyError> {
-        if matches!(self.auth, ClusterAuth::Eks { .. }) && self.issued.elapsed() >= token::REFRESH_AFTER {
+        if matches!(self.auth, ClusterAuth::Eks { .. }) && self.issued.elapsed() >= self.tuning.token_refresh {
             tracing::info!("renewing the EKS token");
             self.client = build_client(&self.auth, &self.tuning).await?.0;
             self.issued = Instant::now();
