@@ -65,9 +65,15 @@ pub fn render(meta: &CellMetadata) -> String {
     // Values are data, not templates: never let a Flux post-build touch them.
     out.push_str("    kustomize.toolkit.fluxcd.io/substitute: disabled\n");
     out.push_str(&format!("    {ANNOTATION_LINEAGE}: {}\n", quote(&meta.lineage)));
-    out.push_str(&format!("    {ANNOTATION_SERIAL}: {}\n", quote(&meta.serial.to_string())));
+    out.push_str(&format!(
+        "    {ANNOTATION_SERIAL}: {}\n",
+        quote(&meta.serial.to_string())
+    ));
     if !meta.terraform_version.is_empty() {
-        out.push_str(&format!("    {ANNOTATION_TERRAFORM}: {}\n", quote(&meta.terraform_version)));
+        out.push_str(&format!(
+            "    {ANNOTATION_TERRAFORM}: {}\n",
+            quote(&meta.terraform_version)
+        ));
     }
     out.push_str("data:\n");
     for (k, v) in &meta.data {
@@ -121,15 +127,30 @@ impl Scalar {
 
 /// Parses the fleet repo's `cell-metadata.yaml`; `file` names it in errors.
 pub fn parse(text: &str, file: &str) -> Result<Existing, ConfigMapError> {
-    let doc: Doc = serde_saphyr::from_str(text).map_err(|e| ConfigMapError::Yaml { file: file.to_owned(), reason: e.to_string() })?;
+    let doc: Doc = serde_saphyr::from_str(text).map_err(|e| ConfigMapError::Yaml {
+        file: file.to_owned(),
+        reason: e.to_string(),
+    })?;
     let meta = doc.metadata.unwrap_or_default();
-    let (kind, name, ns) = (doc.kind.unwrap_or_default(), meta.name.unwrap_or_default(), meta.namespace.unwrap_or_default());
+    let (kind, name, ns) = (
+        doc.kind.unwrap_or_default(),
+        meta.name.unwrap_or_default(),
+        meta.namespace.unwrap_or_default(),
+    );
     if kind != "ConfigMap" || name != NAME || (!ns.is_empty() && ns != NAMESPACE) {
-        return Err(ConfigMapError::WrongObject { file: file.to_owned(), found: format!("{kind} `{name}` in namespace `{ns}`") });
+        return Err(ConfigMapError::WrongObject {
+            file: file.to_owned(),
+            found: format!("{kind} `{name}` in namespace `{ns}`"),
+        });
     }
     let annotations = meta.annotations.unwrap_or_default();
     Ok(Existing {
-        data: doc.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.into_string())).collect(),
+        data: doc
+            .data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.into_string()))
+            .collect(),
         serial: annotations.get(ANNOTATION_SERIAL).and_then(|s| s.parse().ok()),
         lineage: annotations.get(ANNOTATION_LINEAGE).cloned(),
     })
@@ -153,10 +174,18 @@ mod tests {
 
     #[test]
     fn render_is_sorted_quoted_and_parses_back() {
-        let m = meta(&[("vpc_id", "vpc-1"), ("cell_name", "prod-eu-west-1"), ("schema", "2"), ("weird", "a: b # c \"q\" \\ ${x}")]);
+        let m = meta(&[
+            ("vpc_id", "vpc-1"),
+            ("cell_name", "prod-eu-west-1"),
+            ("schema", "2"),
+            ("weird", "a: b # c \"q\" \\ ${x}"),
+        ]);
         let text = render(&m);
         let data_part = text.split("\ndata:\n").nth(1).unwrap();
-        assert_eq!(data_part, "  cell_name: \"prod-eu-west-1\"\n  schema: \"2\"\n  vpc_id: \"vpc-1\"\n  weird: \"a: b # c \\\"q\\\" \\\\ ${x}\"\n");
+        assert_eq!(
+            data_part,
+            "  cell_name: \"prod-eu-west-1\"\n  schema: \"2\"\n  vpc_id: \"vpc-1\"\n  weird: \"a: b # c \\\"q\\\" \\\\ ${x}\"\n"
+        );
         let back = parse(&text, "f").unwrap();
         assert_eq!(back.data, m.data);
         assert_eq!(back.serial, Some(12));
@@ -166,8 +195,16 @@ mod tests {
 
     #[test]
     fn parse_refuses_other_objects() {
-        let e = parse("apiVersion: v1\nkind: Secret\nmetadata:\n  name: x\n", "clusters/a/cell-metadata.yaml").unwrap_err();
-        assert!(e.to_string().starts_with("clusters/a/cell-metadata.yaml: expected ConfigMap"), "{e}");
+        let e = parse(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: x\n",
+            "clusters/a/cell-metadata.yaml",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("clusters/a/cell-metadata.yaml: expected ConfigMap"),
+            "{e}"
+        );
         let e = parse("data: [", "f.yaml").unwrap_err();
         assert!(matches!(e, ConfigMapError::Yaml { .. }));
     }

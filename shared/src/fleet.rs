@@ -93,7 +93,13 @@ pub fn join(dir: &str, name: &str) -> String {
 /// kustomize resolves a resource path, and refuses anything that climbs out of the repo.
 /// `./a/../b` → `b`; `../../x` from `clusters/c` → error.
 pub fn normalize(base: &str, rel: &str) -> Result<String> {
-    let refuse = || FleetError::OutsideRepo { path: if base.is_empty() { rel.to_owned() } else { format!("{base}/{rel}") } };
+    let refuse = || FleetError::OutsideRepo {
+        path: if base.is_empty() {
+            rel.to_owned()
+        } else {
+            format!("{base}/{rel}")
+        },
+    };
     if rel.starts_with('/') || rel.contains('\\') || rel.contains('\0') {
         return Err(refuse());
     }
@@ -132,7 +138,10 @@ impl LocalFleet {
             reason: format!("cannot open: {e}"),
         })?;
         if !canonical_root.is_dir() {
-            return Err(FleetError::Repo { root: root.display().to_string(), reason: "not a directory".into() });
+            return Err(FleetError::Repo {
+                root: root.display().to_string(),
+                reason: "not a directory".into(),
+            });
         }
         Ok(Self { root, canonical_root })
     }
@@ -160,36 +169,56 @@ impl LocalFleet {
             }
             // ELOOP surfaces as an I/O error of its own kind on Linux.
             Err(e) if e.raw_os_error() == Some(40) => Err(FleetError::BadSymlink { path: path.to_owned() }),
-            Err(e) => Err(FleetError::Io { path: path.to_owned(), source: e }),
+            Err(e) => Err(FleetError::Io {
+                path: path.to_owned(),
+                source: e,
+            }),
         }
     }
 }
 
 impl FleetRead for LocalFleet {
     fn read(&self, path: &str) -> Result<Option<Vec<u8>>> {
-        let Some(full) = self.resolve(path)? else { return Ok(None) };
+        let Some(full) = self.resolve(path)? else {
+            return Ok(None);
+        };
         if !full.is_file() {
             return Ok(None);
         }
-        std::fs::read(&full).map(Some).map_err(|e| FleetError::Io { path: path.to_owned(), source: e })
+        std::fs::read(&full).map(Some).map_err(|e| FleetError::Io {
+            path: path.to_owned(),
+            source: e,
+        })
     }
 
     fn list(&self, path: &str) -> Result<Option<Vec<DirEntry>>> {
-        let Some(full) = self.resolve(path)? else { return Ok(None) };
+        let Some(full) = self.resolve(path)? else {
+            return Ok(None);
+        };
         if !full.is_dir() {
             return Ok(None);
         }
-        let rd = std::fs::read_dir(&full).map_err(|e| FleetError::Io { path: path.to_owned(), source: e })?;
+        let rd = std::fs::read_dir(&full).map_err(|e| FleetError::Io {
+            path: path.to_owned(),
+            source: e,
+        })?;
         let mut out = Vec::new();
         for entry in rd {
-            let entry = entry.map_err(|e| FleetError::Io { path: path.to_owned(), source: e })?;
+            let entry = entry.map_err(|e| FleetError::Io {
+                path: path.to_owned(),
+                source: e,
+            })?;
             let name = entry.file_name().to_string_lossy().into_owned();
             if path.is_empty() && name == ".git" {
                 continue;
             }
             let child = join(path, &name);
             let Some(target) = self.resolve(&child)? else { continue };
-            let kind = if target.is_dir() { EntryKind::Dir } else { EntryKind::File };
+            let kind = if target.is_dir() {
+                EntryKind::Dir
+            } else {
+                EntryKind::File
+            };
             if kind == EntryKind::Dir && self.canonical_root.starts_with(&target) {
                 // A link back to an ancestor would make every walk infinite.
                 return Err(FleetError::BadSymlink { path: child });
@@ -223,16 +252,24 @@ impl MemFleet {
 
 impl FromIterator<(String, Vec<u8>)> for MemFleet {
     fn from_iter<I: IntoIterator<Item = (String, Vec<u8>)>>(iter: I) -> Self {
-        Self { files: iter.into_iter().collect() }
+        Self {
+            files: iter.into_iter().collect(),
+        }
     }
 }
 
 fn list_paths<'a>(paths: impl Iterator<Item = &'a str>, dir: &str) -> Option<Vec<DirEntry>> {
-    let prefix = if dir.is_empty() { String::new() } else { format!("{}/", dir.trim_end_matches('/')) };
+    let prefix = if dir.is_empty() {
+        String::new()
+    } else {
+        format!("{}/", dir.trim_end_matches('/'))
+    };
     let mut seen: BTreeMap<String, EntryKind> = BTreeMap::new();
     let mut any = false;
     for p in paths {
-        let Some(rest) = p.strip_prefix(prefix.as_str()) else { continue };
+        let Some(rest) = p.strip_prefix(prefix.as_str()) else {
+            continue;
+        };
         any = true;
         match rest.split_once('/') {
             Some((d, _)) => {
@@ -264,7 +301,10 @@ pub struct Overlay<'a> {
 
 impl<'a> Overlay<'a> {
     pub fn new(base: &'a dyn FleetRead, files: impl IntoIterator<Item = (String, Vec<u8>)>) -> Self {
-        Self { base, files: files.into_iter().collect() }
+        Self {
+            base,
+            files: files.into_iter().collect(),
+        }
     }
 }
 
@@ -286,7 +326,9 @@ impl FleetRead for Overlay<'_> {
                 for e in a.into_iter().flatten().chain(b.into_iter().flatten()) {
                     map.insert(e.name, e.kind);
                 }
-                Ok(Some(map.into_iter().map(|(name, kind)| DirEntry { name, kind }).collect()))
+                Ok(Some(
+                    map.into_iter().map(|(name, kind)| DirEntry { name, kind }).collect(),
+                ))
             }
         }
     }
@@ -298,10 +340,19 @@ mod tests {
 
     #[test]
     fn normalize_resolves_and_refuses_escapes() {
-        assert_eq!(normalize("clusters/a", "../../infrastructure/x").unwrap(), "infrastructure/x");
+        assert_eq!(
+            normalize("clusters/a", "../../infrastructure/x").unwrap(),
+            "infrastructure/x"
+        );
         assert_eq!(normalize("", "./clusters/a").unwrap(), "clusters/a");
-        assert_eq!(normalize("clusters/a", "./layers.yaml").unwrap(), "clusters/a/layers.yaml");
-        assert!(matches!(normalize("clusters/a", "../../../etc"), Err(FleetError::OutsideRepo { .. })));
+        assert_eq!(
+            normalize("clusters/a", "./layers.yaml").unwrap(),
+            "clusters/a/layers.yaml"
+        );
+        assert!(matches!(
+            normalize("clusters/a", "../../../etc"),
+            Err(FleetError::OutsideRepo { .. })
+        ));
         assert!(normalize("", "/etc/passwd").is_err());
     }
 
@@ -311,12 +362,24 @@ mod tests {
         m.insert("clusters/a/x.yaml", "x");
         m.insert("clusters/a/flux-system/y.yaml", "y");
         let l = m.list("clusters/a").unwrap().unwrap();
-        assert_eq!(l, vec![
-            DirEntry { name: "flux-system".into(), kind: EntryKind::Dir },
-            DirEntry { name: "x.yaml".into(), kind: EntryKind::File }
-        ]);
+        assert_eq!(
+            l,
+            vec![
+                DirEntry {
+                    name: "flux-system".into(),
+                    kind: EntryKind::Dir
+                },
+                DirEntry {
+                    name: "x.yaml".into(),
+                    kind: EntryKind::File
+                }
+            ]
+        );
         assert_eq!(m.list("nope").unwrap(), None);
-        assert_eq!(m.walk_files("clusters").unwrap(), vec!["clusters/a/flux-system/y.yaml", "clusters/a/x.yaml"]);
+        assert_eq!(
+            m.walk_files("clusters").unwrap(),
+            vec!["clusters/a/flux-system/y.yaml", "clusters/a/x.yaml"]
+        );
     }
 
     #[test]

@@ -33,7 +33,9 @@ pub enum ContractError {
     InvalidValue { key: String, why: &'static str },
     #[error("cell_metadata has no `{key}` key; the contract requires `cell_name` and `schema`")]
     MissingKey { key: &'static str },
-    #[error("cell_metadata `cell_name` {value:?} is not a DNS-1123 label (lowercase letters, digits and `-`, at most 63, starting and ending alphanumeric)")]
+    #[error(
+        "cell_metadata `cell_name` {value:?} is not a DNS-1123 label (lowercase letters, digits and `-`, at most 63, starting and ending alphanumeric)"
+    )]
     InvalidCellName { value: String },
     #[error("cell_metadata `schema` {value:?} is not a positive whole number")]
     InvalidSchema { value: String },
@@ -55,9 +57,16 @@ pub struct CellMetadata {
 
 /// Applies the contract to a state's outputs.
 pub fn from_state(state: &StateOutputs) -> Result<CellMetadata, ContractError> {
-    let output = state.outputs.get(OUTPUT_NAME).ok_or_else(|| ContractError::MissingOutput {
-        present: if state.outputs.is_empty() { "none".into() } else { state.outputs.keys().cloned().collect::<Vec<_>>().join(", ") },
-    })?;
+    let output = state
+        .outputs
+        .get(OUTPUT_NAME)
+        .ok_or_else(|| ContractError::MissingOutput {
+            present: if state.outputs.is_empty() {
+                "none".into()
+            } else {
+                state.outputs.keys().cloned().collect::<Vec<_>>().join(", ")
+            },
+        })?;
     if output.sensitive {
         return Err(ContractError::SensitiveOutput);
     }
@@ -76,7 +85,9 @@ pub fn from_state(state: &StateOutputs) -> Result<CellMetadata, ContractError> {
 /// The `cell_name` and `schema` of an already string-typed map (also used on the fleet repo's
 /// ConfigMap, which went through the same rules when it was written).
 pub fn identity(data: &BTreeMap<String, String>) -> Result<(String, u64), ContractError> {
-    let cell = data.get("cell_name").ok_or(ContractError::MissingKey { key: "cell_name" })?;
+    let cell = data
+        .get("cell_name")
+        .ok_or(ContractError::MissingKey { key: "cell_name" })?;
     if !is_dns1123_label(cell) {
         return Err(ContractError::InvalidCellName { value: cell.clone() });
     }
@@ -85,7 +96,9 @@ pub fn identity(data: &BTreeMap<String, String>) -> Result<(String, u64), Contra
         .parse::<u64>()
         .ok()
         .filter(|n| *n > 0 && !schema_raw.starts_with('+') && !schema_raw.starts_with('0'))
-        .ok_or_else(|| ContractError::InvalidSchema { value: schema_raw.clone() })?;
+        .ok_or_else(|| ContractError::InvalidSchema {
+            value: schema_raw.clone(),
+        })?;
     Ok((cell.clone(), schema))
 }
 
@@ -103,7 +116,9 @@ fn json_kind(v: &serde_json::Value) -> &'static str {
 /// Validates every key and value of the output and renders values as strings.
 pub fn validate_map(value: &serde_json::Value) -> Result<BTreeMap<String, String>, ContractError> {
     let serde_json::Value::Object(map) = value else {
-        return Err(ContractError::NotAMap { found: json_kind(value) });
+        return Err(ContractError::NotAMap {
+            found: json_kind(value),
+        });
     };
     let mut data = BTreeMap::new();
     let mut size = 0usize;
@@ -116,31 +131,51 @@ pub fn validate_map(value: &serde_json::Value) -> Result<BTreeMap<String, String
             serde_json::Value::Number(n) => n.to_string(),
             serde_json::Value::Bool(b) => b.to_string(),
             serde_json::Value::Null => return Err(ContractError::NullValue { key: key.clone() }),
-            other => return Err(ContractError::NestedValue { key: key.clone(), found: json_kind(other) }),
+            other => {
+                return Err(ContractError::NestedValue {
+                    key: key.clone(),
+                    found: json_kind(other),
+                });
+            }
         };
         check_value(key, &rendered)?;
         size += key.len() + rendered.len();
         data.insert(key.clone(), rendered);
     }
     if size > CONFIGMAP_DATA_LIMIT {
-        return Err(ContractError::TooLarge { size, limit: CONFIGMAP_DATA_LIMIT });
+        return Err(ContractError::TooLarge {
+            size,
+            limit: CONFIGMAP_DATA_LIMIT,
+        });
     }
     Ok(data)
 }
 
 fn check_value(key: &str, value: &str) -> Result<(), ContractError> {
     if let Some(why) = secret_key_reason(key, value) {
-        return Err(ContractError::SecretLooking { key: key.to_owned(), why });
+        return Err(ContractError::SecretLooking {
+            key: key.to_owned(),
+            why,
+        });
     }
     if let Some(why) = secret_value_reason(value) {
-        return Err(ContractError::SecretLooking { key: key.to_owned(), why });
+        return Err(ContractError::SecretLooking {
+            key: key.to_owned(),
+            why,
+        });
     }
     if value.contains(['\n', '\r']) {
         // A multi-line value breaks the YAML it is substituted into in almost every manifest.
-        return Err(ContractError::InvalidValue { key: key.to_owned(), why: "spans several lines; identifiers are single-line" });
+        return Err(ContractError::InvalidValue {
+            key: key.to_owned(),
+            why: "spans several lines; identifiers are single-line",
+        });
     }
     if value.chars().any(|c| c.is_control() && c != '\t') {
-        return Err(ContractError::InvalidValue { key: key.to_owned(), why: "contains control characters" });
+        return Err(ContractError::InvalidValue {
+            key: key.to_owned(),
+            why: "contains control characters",
+        });
     }
     Ok(())
 }
@@ -148,7 +183,8 @@ fn check_value(key: &str, value: &str) -> Result<(), ContractError> {
 /// `^[_a-zA-Z][_a-zA-Z0-9]*$`: what Flux accepts as a variable name.
 pub fn is_flux_var_name(s: &str) -> bool {
     let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic()) && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
 }
 
 /// RFC 1123 label, as Kubernetes checks namespace names: also what keeps `../x` out of paths.
@@ -156,16 +192,37 @@ pub fn is_dns1123_label(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= 63
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b[0] != b'-'
         && b[b.len() - 1] != b'-'
 }
 
 /// Words that make a key secret-looking, unless the key names a reference to a secret (an ARN,
 /// a name, a path) rather than the secret itself: `db_password` is refused, `db_password_secret_arn` is not.
-const SECRET_WORDS: &[&str] = &["password", "passwd", "pwd", "secret", "token", "apikey", "credential", "credentials", "privatekey", "passphrase"];
-const SECRET_PAIRS: &[(&str, &str)] = &[("private", "key"), ("api", "key"), ("access", "key"), ("secret", "key"), ("client", "secret"), ("signing", "key")];
-const REFERENCE_SUFFIXES: &[&str] = &["arn", "arns", "name", "names", "path", "prefix", "url", "uri", "version", "ttl", "region", "kms"];
+const SECRET_WORDS: &[&str] = &[
+    "password",
+    "passwd",
+    "pwd",
+    "secret",
+    "token",
+    "apikey",
+    "credential",
+    "credentials",
+    "privatekey",
+    "passphrase",
+];
+const SECRET_PAIRS: &[(&str, &str)] = &[
+    ("private", "key"),
+    ("api", "key"),
+    ("access", "key"),
+    ("secret", "key"),
+    ("client", "secret"),
+    ("signing", "key"),
+];
+const REFERENCE_SUFFIXES: &[&str] = &[
+    "arn", "arns", "name", "names", "path", "prefix", "url", "uri", "version", "ttl", "region", "kms",
+];
 
 fn secret_key_reason(key: &str, value: &str) -> Option<&'static str> {
     let lower = key.to_ascii_lowercase();
@@ -175,7 +232,8 @@ fn secret_key_reason(key: &str, value: &str) -> Option<&'static str> {
     if REFERENCE_SUFFIXES.contains(&last) || value.starts_with("arn:") {
         return None;
     }
-    let hit = words.iter().any(|w| SECRET_WORDS.contains(w)) || words.windows(2).any(|p| SECRET_PAIRS.contains(&(p[0], p[1])));
+    let hit = words.iter().any(|w| SECRET_WORDS.contains(w))
+        || words.windows(2).any(|p| SECRET_PAIRS.contains(&(p[0], p[1])));
     hit.then_some("its name says it holds a credential")
 }
 
@@ -193,7 +251,20 @@ fn secret_value_reason(value: &str) -> Option<&'static str> {
     if is_aws_key("AKIA") || is_aws_key("ASIA") {
         return Some("its value is an AWS access key id");
     }
-    for prefix in ["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xoxb-", "xoxp-", "xoxa-", "sk_live_", "npm_"] {
+    for prefix in [
+        "ghp_",
+        "gho_",
+        "ghu_",
+        "ghs_",
+        "ghr_",
+        "github_pat_",
+        "glpat-",
+        "xoxb-",
+        "xoxp-",
+        "xoxa-",
+        "sk_live_",
+        "npm_",
+    ] {
         if v.starts_with(prefix) && v.len() >= prefix.len() + 16 {
             return Some("its value is an access token");
         }
@@ -210,7 +281,11 @@ fn secret_value_reason(value: &str) -> Option<&'static str> {
 /// A long run of base64/base62 characters with mixed case and digits and near-random symbol
 /// distribution. Hex (commit SHAs, UUIDs, KMS key ids) stays under 4 bits per symbol and passes.
 fn looks_high_entropy(v: &str) -> bool {
-    if v.len() < 32 || !v.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'=' | b'_' | b'-')) {
+    if v.len() < 32
+        || !v
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'=' | b'_' | b'-'))
+    {
         return false;
     }
     let has = |f: fn(&u8) -> bool| v.as_bytes().iter().any(f);
@@ -226,10 +301,14 @@ fn shannon_bits(s: &str) -> f64 {
         counts[b as usize] += 1;
     }
     let n = s.len() as f64;
-    counts.iter().filter(|c| **c > 0).map(|&c| {
-        let p = c as f64 / n;
-        -p * p.log2()
-    }).sum()
+    counts
+        .iter()
+        .filter(|c| **c > 0)
+        .map(|&c| {
+            let p = c as f64 / n;
+            -p * p.log2()
+        })
+        .sum()
 }
 
 #[cfg(test)]
@@ -240,8 +319,20 @@ mod tests {
 
     fn state(value: serde_json::Value, sensitive: bool) -> StateOutputs {
         let mut outputs = BTreeMap::new();
-        outputs.insert(OUTPUT_NAME.to_owned(), Output { value, sensitive, value_type: None });
-        StateOutputs { serial: 3, lineage: "l".into(), terraform_version: "1.11.4".into(), outputs }
+        outputs.insert(
+            OUTPUT_NAME.to_owned(),
+            Output {
+                value,
+                sensitive,
+                value_type: None,
+            },
+        );
+        StateOutputs {
+            serial: 3,
+            lineage: "l".into(),
+            terraform_version: "1.11.4".into(),
+            outputs,
+        }
     }
 
     fn ok_map() -> serde_json::Value {
@@ -266,7 +357,10 @@ mod tests {
             ("db_password", "hunter2-is-not-a-good-password"),
             ("github_token", "abc"),
             ("tls_private_key", "x"),
-            ("some_value", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----"),
+            (
+                "some_value",
+                "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----",
+            ),
             ("deploy_key", "AKIAIOSFODNN7EXAMPLE"),
             ("ci", "ghp_1234567890abcdefghijklmnopqrstuvwxyzAB"),
             ("blob", "q8Zr4Lx2Vb7Nw1Ps9Tk3Yd6Hf0Jg5MaCeWuXo2Ri"),
@@ -293,7 +387,10 @@ mod tests {
 
     #[test]
     fn sensitive_output_is_refused() {
-        assert_eq!(from_state(&state(ok_map(), true)).unwrap_err(), ContractError::SensitiveOutput);
+        assert_eq!(
+            from_state(&state(ok_map(), true)).unwrap_err(),
+            ContractError::SensitiveOutput
+        );
     }
 
     #[test]
@@ -302,15 +399,28 @@ mod tests {
         assert_eq!(e, ContractError::NotAMap { found: "list" });
         let mut m = ok_map();
         m["nested"] = json!({"a": 1});
-        assert_eq!(from_state(&state(m, false)).unwrap_err(), ContractError::NestedValue { key: "nested".into(), found: "map" });
+        assert_eq!(
+            from_state(&state(m, false)).unwrap_err(),
+            ContractError::NestedValue {
+                key: "nested".into(),
+                found: "map"
+            }
+        );
         for bad in ["cluster.name", "cluster-name", "1st", ""] {
             let mut m = ok_map();
             m[bad] = json!("x");
-            assert_eq!(from_state(&state(m, false)).unwrap_err(), ContractError::InvalidKey { key: bad.into() }, "{bad}");
+            assert_eq!(
+                from_state(&state(m, false)).unwrap_err(),
+                ContractError::InvalidKey { key: bad.into() },
+                "{bad}"
+            );
         }
         let mut m = ok_map();
         m["note"] = json!("two\nlines");
-        assert!(matches!(from_state(&state(m, false)).unwrap_err(), ContractError::InvalidValue { .. }));
+        assert!(matches!(
+            from_state(&state(m, false)).unwrap_err(),
+            ContractError::InvalidValue { .. }
+        ));
     }
 
     #[test]
@@ -318,14 +428,26 @@ mod tests {
         for bad in ["../x", "a/b", "Prod", "-a", "a-", "..", &"a".repeat(64)] {
             let mut m = ok_map();
             m["cell_name"] = json!(bad);
-            assert!(matches!(from_state(&state(m, false)).unwrap_err(), ContractError::InvalidCellName { .. }), "{bad}");
+            assert!(
+                matches!(
+                    from_state(&state(m, false)).unwrap_err(),
+                    ContractError::InvalidCellName { .. }
+                ),
+                "{bad}"
+            );
         }
         let mut m = ok_map();
         m.as_object_mut().unwrap().remove("schema");
-        assert_eq!(from_state(&state(m, false)).unwrap_err(), ContractError::MissingKey { key: "schema" });
+        assert_eq!(
+            from_state(&state(m, false)).unwrap_err(),
+            ContractError::MissingKey { key: "schema" }
+        );
         let mut m = ok_map();
         m["schema"] = json!("v2");
-        assert!(matches!(from_state(&state(m, false)).unwrap_err(), ContractError::InvalidSchema { .. }));
+        assert!(matches!(
+            from_state(&state(m, false)).unwrap_err(),
+            ContractError::InvalidSchema { .. }
+        ));
     }
 
     #[test]
@@ -334,12 +456,23 @@ mod tests {
         for i in 0..20 {
             m[format!("k{i}")] = json!("a ".repeat(30_000));
         }
-        assert!(matches!(from_state(&state(m, false)).unwrap_err(), ContractError::TooLarge { .. }));
+        assert!(matches!(
+            from_state(&state(m, false)).unwrap_err(),
+            ContractError::TooLarge { .. }
+        ));
     }
 
     #[test]
     fn missing_output_lists_what_is_there() {
-        let s = StateOutputs { serial: 1, lineage: "l".into(), terraform_version: String::new(), outputs: BTreeMap::new() };
-        assert_eq!(from_state(&s).unwrap_err().to_string(), "the state has no `cell_metadata` output (outputs present: none)");
+        let s = StateOutputs {
+            serial: 1,
+            lineage: "l".into(),
+            terraform_version: String::new(),
+            outputs: BTreeMap::new(),
+        };
+        assert_eq!(
+            from_state(&s).unwrap_err().to_string(),
+            "the state has no `cell_metadata` output (outputs present: none)"
+        );
     }
 }

@@ -132,7 +132,13 @@ impl Plan {
         let mut d = if let Some(e) = &self.check_error {
             format!("check failed: {e}")
         } else if !self.check.passed() {
-            let mut vars: Vec<&str> = self.check.findings.iter().map(|f| f.variable.as_str()).filter(|v| !v.is_empty()).collect();
+            let mut vars: Vec<&str> = self
+                .check
+                .findings
+                .iter()
+                .map(|f| f.variable.as_str())
+                .filter(|v| !v.is_empty())
+                .collect();
             vars.dedup();
             format!("{} unset: {}", self.check.findings.len(), vars.join(", "))
         } else if self.schema_violation {
@@ -152,8 +158,18 @@ impl Plan {
         for f in &self.files {
             let old = f.old.as_deref().unwrap_or("");
             let diff = similar::TextDiff::from_lines(old, &f.new);
-            let from = if f.old.is_some() { format!("a/{}", f.path) } else { "/dev/null".to_owned() };
-            out.push_str(&diff.unified_diff().context_radius(3).header(&from, &format!("b/{}", f.path)).to_string());
+            let from = if f.old.is_some() {
+                format!("a/{}", f.path)
+            } else {
+                "/dev/null".to_owned()
+            };
+            out.push_str(
+                &diff
+                    .unified_diff()
+                    .context_radius(3)
+                    .header(&from, &format!("b/{}", f.path))
+                    .to_string(),
+            );
         }
         out
     }
@@ -174,9 +190,17 @@ pub fn branch_for(cell: &str) -> String {
 }
 
 /// Plans the change that brings `fleet` to `meta`.
-pub fn plan(meta: &CellMetadata, source: StateRef, fleet: &dyn FleetRead, opts: &PlanOptions) -> Result<Plan, PlanError> {
+pub fn plan(
+    meta: &CellMetadata,
+    source: StateRef,
+    fleet: &dyn FleetRead,
+    opts: &PlanOptions,
+) -> Result<Plan, PlanError> {
     let cell = meta.cell.as_str();
-    let fleet_err = |source| PlanError::Fleet { cell: cell.to_owned(), source };
+    let fleet_err = |source| PlanError::Fleet {
+        cell: cell.to_owned(),
+        source,
+    };
     let cm_path = configmap::path_for(cell);
     let cell_dir = format!("clusters/{cell}");
     let new_cell = !fleet.is_dir(&cell_dir).map_err(fleet_err)?;
@@ -185,11 +209,15 @@ pub fn plan(meta: &CellMetadata, source: StateRef, fleet: &dyn FleetRead, opts: 
         .as_deref()
         .map(|t| configmap::parse(t, &cm_path))
         .transpose()
-        .map_err(|source| PlanError::ConfigMap { cell: cell.to_owned(), source })?;
+        .map_err(|source| PlanError::ConfigMap {
+            cell: cell.to_owned(),
+            source,
+        })?;
 
     let old_data = existing.as_ref().map(|e| e.data.clone()).unwrap_or_default();
     let key_changes = diff_keys(&old_data, &meta.data);
-    let key_set_changed = existing.is_some() && old_data.keys().collect::<BTreeSet<_>>() != meta.data.keys().collect::<BTreeSet<_>>();
+    let key_set_changed =
+        existing.is_some() && old_data.keys().collect::<BTreeSet<_>>() != meta.data.keys().collect::<BTreeSet<_>>();
     let schema_old = existing.as_ref().and_then(|e| e.schema().map(str::to_owned));
     let schema_bumped = match schema_old.as_deref().map(str::parse::<u64>) {
         Some(Ok(old)) => meta.schema > old,
@@ -199,7 +227,9 @@ pub fn plan(meta: &CellMetadata, source: StateRef, fleet: &dyn FleetRead, opts: 
 
     let outcome = if !new_cell && existing.as_ref().is_some_and(|e| e.data == meta.data) {
         Outcome::InSync
-    } else if existing.as_ref().is_some_and(|e| e.lineage.as_deref() == Some(meta.lineage.as_str()) && e.serial.is_some_and(|s| s > meta.serial)) {
+    } else if existing.as_ref().is_some_and(|e| {
+        e.lineage.as_deref() == Some(meta.lineage.as_str()) && e.serial.is_some_and(|s| s > meta.serial)
+    }) {
         Outcome::Stale
     } else {
         Outcome::Change
@@ -208,21 +238,45 @@ pub fn plan(meta: &CellMetadata, source: StateRef, fleet: &dyn FleetRead, opts: 
     let mut files = Vec::new();
     if outcome == Outcome::Change {
         if new_cell {
-            let src = template::sync_source(fleet, opts.sync_source.as_ref()).map_err(|source| PlanError::Template { cell: cell.to_owned(), source })?;
-            for (path, text) in template::new_cell_files(fleet, cell, &src).map_err(|source| PlanError::Template { cell: cell.to_owned(), source })? {
-                files.push(FileChange { path, old: None, new: text });
+            let src =
+                template::sync_source(fleet, opts.sync_source.as_ref()).map_err(|source| PlanError::Template {
+                    cell: cell.to_owned(),
+                    source,
+                })?;
+            for (path, text) in template::new_cell_files(fleet, cell, &src).map_err(|source| PlanError::Template {
+                cell: cell.to_owned(),
+                source,
+            })? {
+                files.push(FileChange {
+                    path,
+                    old: None,
+                    new: text,
+                });
             }
         }
         files.retain(|f| f.path != cm_path);
-        files.push(FileChange { path: cm_path.clone(), old: existing_text.clone(), new: configmap::render(meta) });
+        files.push(FileChange {
+            path: cm_path.clone(),
+            old: existing_text.clone(),
+            new: configmap::render(meta),
+        });
         files.sort_by(|a, b| a.path.cmp(&b.path));
     }
 
     // The check runs on what the branch would hold, so a new cell's layers are checked too.
-    let proposed = Overlay::new(fleet, files.iter().map(|f| (f.path.clone(), f.new.clone().into_bytes())));
+    let proposed = Overlay::new(
+        fleet,
+        files.iter().map(|f| (f.path.clone(), f.new.clone().into_bytes())),
+    );
     let (check, check_error) = match check::check_cell(&proposed, cell, &meta.data) {
         Ok(r) => (r, None),
-        Err(e) => (CheckReport { cell: cell.to_owned(), ..Default::default() }, Some(e.to_string())),
+        Err(e) => (
+            CheckReport {
+                cell: cell.to_owned(),
+                ..Default::default()
+            },
+            Some(e.to_string()),
+        ),
     };
 
     let mut labels = vec![LABEL_CELLBRIDGE.to_owned()];
@@ -264,7 +318,11 @@ fn diff_keys(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> 
     keys.into_iter()
         .filter_map(|k| {
             let (o, n) = (old.get(k), new.get(k));
-            (o != n).then(|| KeyChange { key: k.clone(), old: o.cloned(), new: n.cloned() })
+            (o != n).then(|| KeyChange {
+                key: k.clone(),
+                old: o.cloned(),
+                new: n.cloned(),
+            })
         })
         .collect()
 }
@@ -273,30 +331,50 @@ fn title(p: &Plan) -> String {
     if p.new_cell {
         format!("cellbridge: new cell {} (state serial {})", p.cell, p.serial)
     } else if p.key_set_changed {
-        format!("cellbridge: {} cell-metadata schema {} (state serial {})", p.cell, p.schema_new, p.serial)
+        format!(
+            "cellbridge: {} cell-metadata schema {} (state serial {})",
+            p.cell, p.schema_new, p.serial
+        )
     } else {
         let n = p.key_changes.len();
-        format!("cellbridge: {} cell-metadata, {n} key{} changed (state serial {})", p.cell, if n == 1 { "" } else { "s" }, p.serial)
+        format!(
+            "cellbridge: {} cell-metadata, {n} key{} changed (state serial {})",
+            p.cell,
+            if n == 1 { "" } else { "s" },
+            p.serial
+        )
     }
 }
 
 /// Inline code for a markdown table cell: backticks and pipes would break out of it.
 fn code(s: &str) -> String {
     let s = s.replace('|', "\\|");
-    if s.contains('`') { format!("`` {s} ``") } else { format!("`{s}`") }
+    if s.contains('`') {
+        format!("`` {s} ``")
+    } else {
+        format!("`{s}`")
+    }
 }
 
 fn body(p: &Plan, meta: &CellMetadata) -> String {
     let mut b = String::new();
     let _ = writeln!(b, "## Cell `{}`\n", p.cell);
     if p.new_cell {
-        let _ = writeln!(b, "**New cell.** This pull request adds `clusters/{}/` from `clusters/_template/` with the cell's `cell-metadata` ConfigMap and Flux sync objects. Merging it lets Flux manage the cell.\n", p.cell);
+        let _ = writeln!(
+            b,
+            "**New cell.** This pull request adds `clusters/{}/` from `clusters/_template/` with the cell's `cell-metadata` ConfigMap and Flux sync objects. Merging it lets Flux manage the cell.\n",
+            p.cell
+        );
     }
     let _ = writeln!(b, "| Terraform state | |\n|---|---|");
-    let _ = writeln!(b, "| object | {} |", code(&match &p.source.bucket {
-        Some(bk) => format!("s3://{bk}/{}", p.source.key),
-        None => p.source.key.clone(),
-    }));
+    let _ = writeln!(
+        b,
+        "| object | {} |",
+        code(&match &p.source.bucket {
+            Some(bk) => format!("s3://{bk}/{}", p.source.key),
+            None => p.source.key.clone(),
+        })
+    );
     if let Some(v) = &p.source.version_id {
         let _ = writeln!(b, "| version | {} |", code(v));
     }
@@ -306,7 +384,11 @@ fn body(p: &Plan, meta: &CellMetadata) -> String {
         let _ = writeln!(b, "| terraform | {} |", code(&meta.terraform_version));
     }
     if let (Some(s), Some(l)) = (p.base_serial, &p.base_lineage) {
-        let note = if *l != p.lineage { " (another lineage: the state was re-created)" } else { "" };
+        let note = if *l != p.lineage {
+            " (another lineage: the state was re-created)"
+        } else {
+            ""
+        };
         let _ = writeln!(b, "| base branch has | serial {s}{note} |");
     }
 
@@ -322,14 +404,39 @@ fn body(p: &Plan, meta: &CellMetadata) -> String {
     }
 
     if p.key_set_changed {
-        let added: Vec<&str> = p.key_changes.iter().filter(|k| k.old.is_none()).map(|k| k.key.as_str()).collect();
-        let removed: Vec<&str> = p.key_changes.iter().filter(|k| k.new.is_none()).map(|k| k.key.as_str()).collect();
+        let added: Vec<&str> = p
+            .key_changes
+            .iter()
+            .filter(|k| k.old.is_none())
+            .map(|k| k.key.as_str())
+            .collect();
+        let removed: Vec<&str> = p
+            .key_changes
+            .iter()
+            .filter(|k| k.new.is_none())
+            .map(|k| k.key.as_str())
+            .collect();
         let _ = writeln!(b, "\n### Schema change\n");
-        let _ = writeln!(b, "The key set changed (added: {}; removed: {}).", list_or_none(&added), list_or_none(&removed));
+        let _ = writeln!(
+            b,
+            "The key set changed (added: {}; removed: {}).",
+            list_or_none(&added),
+            list_or_none(&removed)
+        );
         if p.schema_violation {
-            let _ = writeln!(b, "\n> [!WARNING]\n> `schema` stayed at {} (base has {}). Adding, removing or renaming a key needs a new `schema` number in the Terraform output: bump it and apply again.", p.schema_new, p.schema_old.as_deref().unwrap_or("none"));
+            let _ = writeln!(
+                b,
+                "\n> [!WARNING]\n> `schema` stayed at {} (base has {}). Adding, removing or renaming a key needs a new `schema` number in the Terraform output: bump it and apply again.",
+                p.schema_new,
+                p.schema_old.as_deref().unwrap_or("none")
+            );
         } else {
-            let _ = writeln!(b, "Schema {} → {}. Check every consumer of the renamed or removed keys before merging.", p.schema_old.as_deref().unwrap_or("none"), p.schema_new);
+            let _ = writeln!(
+                b,
+                "Schema {} → {}. Check every consumer of the renamed or removed keys before merging.",
+                p.schema_old.as_deref().unwrap_or("none"),
+                p.schema_new
+            );
         }
     }
 
@@ -338,28 +445,76 @@ fn body(p: &Plan, meta: &CellMetadata) -> String {
         let _ = writeln!(b, "❌ The check could not run: {e}");
     } else if p.check.passed() {
         let files: usize = p.check.layers.iter().map(|l| l.files).sum();
-        let _ = writeln!(b, "✅ {} layer{} ({files} files): every `${{variable}}` has a value.", p.check.layers.len(), if p.check.layers.len() == 1 { "" } else { "s" });
+        let _ = writeln!(
+            b,
+            "✅ {} layer{} ({files} files): every `${{variable}}` has a value.",
+            p.check.layers.len(),
+            if p.check.layers.len() == 1 { "" } else { "s" }
+        );
     } else {
-        let _ = writeln!(b, "❌ {} finding{}: Flux would fail these layers.\n", p.check.findings.len(), if p.check.findings.len() == 1 { "" } else { "s" });
+        let _ = writeln!(
+            b,
+            "❌ {} finding{}: Flux would fail these layers.\n",
+            p.check.findings.len(),
+            if p.check.findings.len() == 1 { "" } else { "s" }
+        );
         let _ = writeln!(b, "| where | variable | layer | problem |\n|---|---|---|---|");
         for f in &p.check.findings {
-            let _ = writeln!(b, "| `{}:{}` | {} | `{}` | {} |", f.file, f.line, if f.variable.is_empty() { "—".into() } else { code(&f.variable) }, f.layer, f.message.replace('|', "\\|"));
+            let _ = writeln!(
+                b,
+                "| `{}:{}` | {} | `{}` | {} |",
+                f.file,
+                f.line,
+                if f.variable.is_empty() {
+                    "—".into()
+                } else {
+                    code(&f.variable)
+                },
+                f.layer,
+                f.message.replace('|', "\\|")
+            );
         }
     }
     if !p.check.layers.is_empty() {
-        let _ = writeln!(b, "\nLayers: {}.", p.check.layers.iter().map(|l| format!("`{}` ({})", l.name, l.path)).collect::<Vec<_>>().join(", "));
+        let _ = writeln!(
+            b,
+            "\nLayers: {}.",
+            p.check
+                .layers
+                .iter()
+                .map(|l| format!("`{}` ({})", l.name, l.path))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     if !p.check.unused_keys.is_empty() {
-        let _ = writeln!(b, "\nKeys no manifest uses: {}.", p.check.unused_keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "));
+        let _ = writeln!(
+            b,
+            "\nKeys no manifest uses: {}.",
+            p.check
+                .unused_keys
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
-    let _ = writeln!(b, "\n---\nOpened by cellbridge from `terraform apply`. Do not push to `{}`: cellbridge rewrites it on every state update.", p.branch);
+    let _ = writeln!(
+        b,
+        "\n---\nOpened by cellbridge from `terraform apply`. Do not push to `{}`: cellbridge rewrites it on every state update.",
+        p.branch
+    );
     // Read back by cellbridge to order updates; invisible in the rendered pull request.
     let _ = writeln!(b, "<!-- cellbridge:serial={} lineage={} -->", p.serial, p.lineage);
     b
 }
 
 fn list_or_none(v: &[&str]) -> String {
-    if v.is_empty() { "none".into() } else { v.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ") }
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+    }
 }
 
 /// Reads back the serial and lineage recorded in a pull request body written by [`plan`].
@@ -381,13 +536,32 @@ mod tests {
         let mut d: BTreeMap<String, String> = data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         d.insert("cell_name".into(), "c1".into());
         d.entry("schema".into()).or_insert_with(|| "1".into());
-        CellMetadata { cell: "c1".into(), schema: d["schema"].parse().unwrap(), data: d, serial, lineage: "L".into(), terraform_version: "1.11.4".into() }
+        CellMetadata {
+            cell: "c1".into(),
+            schema: d["schema"].parse().unwrap(),
+            data: d,
+            serial,
+            lineage: "L".into(),
+            terraform_version: "1.11.4".into(),
+        }
     }
 
     fn fleet_with(existing: Option<&CellMetadata>) -> MemFleet {
         let mut m = MemFleet::new();
-        m.insert("clusters/_template/kustomization.yaml", "resources:\n  - cell-metadata.yaml\n  - flux-system\n");
-        m.insert("clusters/_template/flux-system/gotk-sync.yaml", render_gotk_sync("_template", &SyncSource { url: "https://g/fleet".into(), branch: "main".into() }));
+        m.insert(
+            "clusters/_template/kustomization.yaml",
+            "resources:\n  - cell-metadata.yaml\n  - flux-system\n",
+        );
+        m.insert(
+            "clusters/_template/flux-system/gotk-sync.yaml",
+            render_gotk_sync(
+                "_template",
+                &SyncSource {
+                    url: "https://g/fleet".into(),
+                    branch: "main".into(),
+                },
+            ),
+        );
         if let Some(e) = existing {
             m.insert("clusters/c1/kustomization.yaml", "resources: []\n");
             m.insert(configmap::path_for("c1"), configmap::render(e));
@@ -397,11 +571,24 @@ mod tests {
 
     #[test]
     fn new_cell_gets_its_whole_directory() {
-        let p = plan(&meta(1, &[("vpc_id", "vpc-1")]), StateRef::default(), &fleet_with(None), &PlanOptions::default()).unwrap();
+        let p = plan(
+            &meta(1, &[("vpc_id", "vpc-1")]),
+            StateRef::default(),
+            &fleet_with(None),
+            &PlanOptions::default(),
+        )
+        .unwrap();
         assert_eq!(p.outcome, Outcome::Change);
         assert!(p.new_cell);
         let paths: Vec<&str> = p.files.iter().map(|f| f.path.as_str()).collect();
-        assert_eq!(paths, ["clusters/c1/cell-metadata.yaml", "clusters/c1/flux-system/gotk-sync.yaml", "clusters/c1/kustomization.yaml"]);
+        assert_eq!(
+            paths,
+            [
+                "clusters/c1/cell-metadata.yaml",
+                "clusters/c1/flux-system/gotk-sync.yaml",
+                "clusters/c1/kustomization.yaml"
+            ]
+        );
         assert_eq!(p.labels, ["cellbridge", "new-cell"]);
         assert!(p.title.contains("new cell c1"));
         assert!(p.unified_diff().contains("+++ b/clusters/c1/cell-metadata.yaml"));
@@ -411,10 +598,23 @@ mod tests {
     #[test]
     fn changed_value_rewrites_only_the_configmap() {
         let base = meta(4, &[("vpc_id", "vpc-1")]);
-        let p = plan(&meta(5, &[("vpc_id", "vpc-2")]), StateRef::default(), &fleet_with(Some(&base)), &PlanOptions::default()).unwrap();
+        let p = plan(
+            &meta(5, &[("vpc_id", "vpc-2")]),
+            StateRef::default(),
+            &fleet_with(Some(&base)),
+            &PlanOptions::default(),
+        )
+        .unwrap();
         assert_eq!(p.outcome, Outcome::Change);
         assert_eq!(p.files.len(), 1);
-        assert_eq!(p.key_changes, vec![KeyChange { key: "vpc_id".into(), old: Some("vpc-1".into()), new: Some("vpc-2".into()) }]);
+        assert_eq!(
+            p.key_changes,
+            vec![KeyChange {
+                key: "vpc_id".into(),
+                old: Some("vpc-1".into()),
+                new: Some("vpc-2".into())
+            }]
+        );
         assert!(!p.key_set_changed);
         assert!(p.body.contains("| `vpc_id` | `vpc-1` | `vpc-2` |"), "{}", p.body);
     }
@@ -422,7 +622,13 @@ mod tests {
     #[test]
     fn unchanged_map_is_in_sync_whatever_the_serial() {
         let base = meta(4, &[("vpc_id", "vpc-1")]);
-        let p = plan(&meta(9, &[("vpc_id", "vpc-1")]), StateRef::default(), &fleet_with(Some(&base)), &PlanOptions::default()).unwrap();
+        let p = plan(
+            &meta(9, &[("vpc_id", "vpc-1")]),
+            StateRef::default(),
+            &fleet_with(Some(&base)),
+            &PlanOptions::default(),
+        )
+        .unwrap();
         assert_eq!(p.outcome, Outcome::InSync);
         assert!(p.files.is_empty());
     }
@@ -430,7 +636,13 @@ mod tests {
     #[test]
     fn older_serial_is_stale() {
         let base = meta(8, &[("vpc_id", "vpc-new")]);
-        let p = plan(&meta(5, &[("vpc_id", "vpc-old")]), StateRef::default(), &fleet_with(Some(&base)), &PlanOptions::default()).unwrap();
+        let p = plan(
+            &meta(5, &[("vpc_id", "vpc-old")]),
+            StateRef::default(),
+            &fleet_with(Some(&base)),
+            &PlanOptions::default(),
+        )
+        .unwrap();
         assert_eq!(p.outcome, Outcome::Stale);
         assert!(p.files.is_empty());
     }
@@ -438,11 +650,23 @@ mod tests {
     #[test]
     fn key_added_without_bump_violates_the_schema_rule() {
         let base = meta(4, &[("vpc_id", "vpc-1")]);
-        let p = plan(&meta(5, &[("vpc_id", "vpc-1"), ("queue", "q")]), StateRef::default(), &fleet_with(Some(&base)), &PlanOptions::default()).unwrap();
+        let p = plan(
+            &meta(5, &[("vpc_id", "vpc-1"), ("queue", "q")]),
+            StateRef::default(),
+            &fleet_with(Some(&base)),
+            &PlanOptions::default(),
+        )
+        .unwrap();
         assert!(p.key_set_changed && p.schema_violation && !p.status_ok());
         assert!(p.labels.contains(&"schema-change".to_owned()));
         assert!(p.status_description().contains("schema"));
-        let bumped = plan(&meta(5, &[("vpc_id", "vpc-1"), ("queue", "q"), ("schema", "2")]), StateRef::default(), &fleet_with(Some(&base)), &PlanOptions::default()).unwrap();
+        let bumped = plan(
+            &meta(5, &[("vpc_id", "vpc-1"), ("queue", "q"), ("schema", "2")]),
+            StateRef::default(),
+            &fleet_with(Some(&base)),
+            &PlanOptions::default(),
+        )
+        .unwrap();
         assert!(bumped.key_set_changed && !bumped.schema_violation);
     }
 

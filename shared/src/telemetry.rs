@@ -10,7 +10,8 @@ pub fn install_crypto_provider() {
 /// Structured JSON logs for Lambda (CloudWatch keeps one event per line; the runtime adds the
 /// request id as a span field). `RUST_LOG` filters, `info` by default.
 pub fn init_lambda() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .json()
         .with_env_filter(filter)
@@ -24,7 +25,15 @@ pub fn init_lambda() {
 /// Human-readable logs on stderr for the command line; `json` for automation.
 pub fn init_cli(json: bool, verbose: bool) {
     let default = if verbose { "info" } else { "warn" };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
-    let _ = if json { builder.json().try_init() } else { builder.try_init() };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false);
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
 }

@@ -17,7 +17,9 @@ pub enum TemplateError {
     NoTemplate,
     #[error("{file}: {reason}")]
     Invalid { file: String, reason: String },
-    #[error("no Git URL for Flux: {TEMPLATE_DIR}/{GOTK_SYNC} has no GitRepository `flux-system` and CELLBRIDGE_FLUX_GIT_URL is not set")]
+    #[error(
+        "no Git URL for Flux: {TEMPLATE_DIR}/{GOTK_SYNC} has no GitRepository `flux-system` and CELLBRIDGE_FLUX_GIT_URL is not set"
+    )]
     NoSyncSource,
 }
 
@@ -81,10 +83,14 @@ struct GitRef {
 
 /// Reads the GitRepository `flux-system` of a gotk-sync.yaml.
 pub fn read_sync_source(text: &str, file: &str) -> Result<Option<SyncSource>, TemplateError> {
-    let docs: Vec<serde_json::Value> =
-        serde_saphyr::from_multiple(text).map_err(|e| TemplateError::Invalid { file: file.to_owned(), reason: e.to_string() })?;
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(text).map_err(|e| TemplateError::Invalid {
+        file: file.to_owned(),
+        reason: e.to_string(),
+    })?;
     for doc in docs {
-        let Ok(obj) = serde_json::from_value::<Obj>(doc) else { continue };
+        let Ok(obj) = serde_json::from_value::<Obj>(doc) else {
+            continue;
+        };
         if obj.kind == "GitRepository" && obj.metadata.name == "flux-system" {
             if let Some(spec) = obj.spec {
                 if let Some(url) = spec.url {
@@ -110,7 +116,11 @@ pub fn sync_source(fleet: &dyn FleetRead, explicit: Option<&SyncSource>) -> Resu
 }
 
 /// Every file of a new cell's directory, in path order.
-pub fn new_cell_files(fleet: &dyn FleetRead, cell: &str, source: &SyncSource) -> Result<Vec<(String, String)>, TemplateError> {
+pub fn new_cell_files(
+    fleet: &dyn FleetRead,
+    cell: &str,
+    source: &SyncSource,
+) -> Result<Vec<(String, String)>, TemplateError> {
     if !fleet.is_dir(TEMPLATE_DIR)? {
         return Err(TemplateError::NoTemplate);
     }
@@ -135,7 +145,10 @@ mod tests {
 
     #[test]
     fn gotk_sync_round_trips_and_points_at_the_cell() {
-        let src = SyncSource { url: "ssh://git@github.com/acme/fleet".into(), branch: "main".into() };
+        let src = SyncSource {
+            url: "ssh://git@github.com/acme/fleet".into(),
+            branch: "main".into(),
+        };
         let text = render_gotk_sync("prod-eu-west-1", &src);
         assert!(text.contains("path: ./clusters/prod-eu-west-1\n"));
         assert_eq!(read_sync_source(&text, "f").unwrap(), Some(src));
@@ -146,13 +159,32 @@ mod tests {
         let mut m = MemFleet::new();
         m.insert("clusters/_template/kustomization.yaml", "resources: [layers.yaml]\n");
         m.insert("clusters/_template/flux-system/gotk-components.yaml", "# gotk\n");
-        m.insert("clusters/_template/flux-system/gotk-sync.yaml", render_gotk_sync("_template", &SyncSource { url: "https://x/fleet".into(), branch: "trunk".into() }));
+        m.insert(
+            "clusters/_template/flux-system/gotk-sync.yaml",
+            render_gotk_sync(
+                "_template",
+                &SyncSource {
+                    url: "https://x/fleet".into(),
+                    branch: "trunk".into(),
+                },
+            ),
+        );
         let src = sync_source(&m, None).unwrap();
         assert_eq!(src.branch, "trunk");
         let files = new_cell_files(&m, "c1", &src).unwrap();
         let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
-        assert_eq!(paths, ["clusters/c1/flux-system/gotk-components.yaml", "clusters/c1/flux-system/gotk-sync.yaml", "clusters/c1/kustomization.yaml"]);
+        assert_eq!(
+            paths,
+            [
+                "clusters/c1/flux-system/gotk-components.yaml",
+                "clusters/c1/flux-system/gotk-sync.yaml",
+                "clusters/c1/kustomization.yaml"
+            ]
+        );
         assert!(files[1].1.contains("./clusters/c1"));
-        assert!(matches!(new_cell_files(&MemFleet::new(), "c", &src), Err(TemplateError::NoTemplate)));
+        assert!(matches!(
+            new_cell_files(&MemFleet::new(), "c", &src),
+            Err(TemplateError::NoTemplate)
+        ));
     }
 }

@@ -20,11 +20,19 @@ fn main() {
     println!("== Cold start: process start to first Runtime API request (median of {RUNS}) ==");
     let hello = dir.join("hello_lambda");
     if !hello.exists() {
-        println!("SKIPPED: {} is missing; run `make bench` (it builds the binaries with the bench profile)", hello.display());
+        println!(
+            "SKIPPED: {} is missing; run `make bench` (it builds the binaries with the bench profile)",
+            hello.display()
+        );
         return;
     }
     let base = measure(&hello);
-    println!("{:<22} {:>9.1} ms   {:>7.1} MB peak", "hello-world", ms(base.0), base.1 as f64 / 1024.0);
+    println!(
+        "{:<22} {:>9.1} ms   {:>7.1} MB peak",
+        "hello-world",
+        ms(base.0),
+        base.1 as f64 / 1024.0
+    );
     for f in ["state-sync", "cluster-bootstrap"] {
         let bin = dir.join(f);
         if !bin.exists() {
@@ -86,12 +94,19 @@ fn measure(bin: &Path) -> (Duration, i64) {
         let (mut conn, _) = accept_with_deadline(&listener, Duration::from_secs(10)).unwrap_or_else(|| {
             let _ = child.kill();
             let out = child.wait_with_output().unwrap();
-            panic!("{} never called the Runtime API: {}", bin.display(), String::from_utf8_lossy(&out.stderr));
+            panic!(
+                "{} never called the Runtime API: {}",
+                bin.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
         });
         let mut line = String::new();
         BufReader::new(&conn).read_line(&mut line).unwrap();
         let elapsed = start.elapsed();
-        assert!(line.starts_with("GET /2018-06-01/runtime/invocation/next"), "unexpected first request {line:?}");
+        assert!(
+            line.starts_with("GET /2018-06-01/runtime/invocation/next"),
+            "unexpected first request {line:?}"
+        );
         peak = peak.max(rss_kib(child.id()));
         let _ = conn.write_all(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n");
         let _ = child.kill();
@@ -121,6 +136,10 @@ fn accept_with_deadline(l: &TcpListener, deadline: Duration) -> Option<(std::net
 fn rss_kib(pid: u32) -> i64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
         .unwrap_or(0)
 }

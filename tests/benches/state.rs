@@ -40,12 +40,23 @@ fn main() {
     });
     let theirs = measure(|| {
         let mut c = Command::new(&terraform);
-        c.args(["output", "-json", "-no-color"]).arg(format!("-state={}", state.display()));
+        c.args(["output", "-json", "-no-color"])
+            .arg(format!("-state={}", state.display()));
         c
     });
     println!("{:<38} {:>12} {:>14}", "", "median time", "peak memory");
-    println!("{:<38} {:>10.0}ms {:>11.1} MB", "cellbridge (streaming reader)", ms(ours.0), ours.1 as f64 / 1024.0);
-    println!("{:<38} {:>10.0}ms {:>11.1} MB", "terraform output -json -state=FILE", ms(theirs.0), theirs.1 as f64 / 1024.0);
+    println!(
+        "{:<38} {:>10.0}ms {:>11.1} MB",
+        "cellbridge (streaming reader)",
+        ms(ours.0),
+        ours.1 as f64 / 1024.0
+    );
+    println!(
+        "{:<38} {:>10.0}ms {:>11.1} MB",
+        "terraform output -json -state=FILE",
+        ms(theirs.0),
+        theirs.1 as f64 / 1024.0
+    );
     println!(
         "ratio: {:.1}x faster, {:.1}% of terraform's peak memory (goals: >= 10x faster, <= 10%; peak under 32 MB: {})",
         ms(theirs.0) / ms(ours.0),
@@ -84,7 +95,11 @@ fn wait_rusage(pid: i32) -> (i32, i64) {
 }
 
 fn which(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(name)).find(|p| p.is_file())
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file())
 }
 
 fn big_state(terraform: &Path) -> PathBuf {
@@ -96,20 +111,34 @@ fn big_state(terraform: &Path) -> PathBuf {
     }
     std::fs::create_dir_all(&dir).unwrap();
     let work = tempfile::tempdir().unwrap();
-    std::fs::copy(root.join("tests/fixtures/terraform/cell/main.tf"), work.path().join("main.tf")).unwrap();
+    std::fs::copy(
+        root.join("tests/fixtures/terraform/cell/main.tf"),
+        work.path().join("main.tf"),
+    )
+    .unwrap();
     // 500 resources of ~100 KB of attributes each: Terraform stores `input` and `output`, so
     // every resource weighs about twice its padding.
     let per = 50 * 1024;
     let count = (TARGET_MB * 1_000_000 / (2 * per)) as usize;
     println!("writing the state with terraform ({count} resources; cached for later runs)...");
     let run = |args: &[&str]| {
-        let ok = Command::new(terraform).args(args).current_dir(work.path()).stdout(std::process::Stdio::null()).status().unwrap().success();
+        let ok = Command::new(terraform)
+            .args(args)
+            .current_dir(work.path())
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap()
+            .success();
         assert!(ok, "terraform {args:?} failed");
     };
     run(&["init", "-input=false", "-no-color"]);
     let vars = root.join("tests/fixtures/terraform/cases/prod-eu-west-1.cell.tfvars.json");
     run(&[
-        "apply", "-input=false", "-no-color", "-auto-approve", "-parallelism=50",
+        "apply",
+        "-input=false",
+        "-no-color",
+        "-auto-approve",
+        "-parallelism=50",
         &format!("-var-file={}", vars.display()),
         &format!("-var=padding={count}"),
         &format!("-var=padding_bytes={per}"),

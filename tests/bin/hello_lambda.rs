@@ -6,5 +6,8 @@ use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    lambda_runtime::run(service_fn(|e: LambdaEvent<Value>| async move { Ok::<Value, Error>(e.payload) })).await
+    lambda_runtime::run(service_fn(|e: LambdaEvent<Value>| async move {
+        Ok::<Value, Error>(e.payload)
+    }))
+    .await
 }

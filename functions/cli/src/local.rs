@@ -55,15 +55,29 @@ pub enum CliError {
 
 pub fn plan(args: &StateArgs, json: bool, apply: bool) -> Result<ExitCode, CliError> {
     let state = tfstate::read_state_file(&args.state)?;
-    let meta = metadata::from_state(&state).map_err(|source| CliError::Contract { file: args.state.display().to_string(), source })?;
+    let meta = metadata::from_state(&state).map_err(|source| CliError::Contract {
+        file: args.state.display().to_string(),
+        source,
+    })?;
     let fleet = LocalFleet::open(&args.fleet)?;
     let opts = PlanOptions {
-        sync_source: args.flux_git_url.as_ref().map(|url| SyncSource { url: url.clone(), branch: args.flux_branch.clone() }),
+        sync_source: args.flux_git_url.as_ref().map(|url| SyncSource {
+            url: url.clone(),
+            branch: args.flux_branch.clone(),
+        }),
     };
-    let source = StateRef { bucket: None, key: args.state.display().to_string(), version_id: None };
+    let source = StateRef {
+        bucket: None,
+        key: args.state.display().to_string(),
+        version_id: None,
+    };
     let plan = plan::plan(&meta, source, &fleet, &opts)?;
 
-    let applied = if apply && plan.outcome == Outcome::Change { Some(write(&args.fleet, &plan)?) } else { None };
+    let applied = if apply && plan.outcome == Outcome::Change {
+        Some(write(&args.fleet, &plan)?)
+    } else {
+        None
+    };
     if json {
         let mut v = serde_json::to_value(&plan).expect("plan serializes");
         v["status_ok"] = plan.status_ok().into();
@@ -75,13 +89,20 @@ pub fn plan(args: &StateArgs, json: bool, apply: bool) -> Result<ExitCode, CliEr
     } else {
         print_plan(&plan, applied.as_ref());
     }
-    Ok(if plan.outcome == Outcome::Change && !plan.status_ok() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if plan.outcome == Outcome::Change && !plan.status_ok() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn print_plan(p: &Plan, applied: Option<&Applied>) {
     match p.outcome {
         Outcome::InSync => {
-            println!("cell {} is in sync: the fleet repo already holds this cell_metadata (state serial {}). No pull request.", p.cell, p.serial);
+            println!(
+                "cell {} is in sync: the fleet repo already holds this cell_metadata (state serial {}). No pull request.",
+                p.cell, p.serial
+            );
             return;
         }
         Outcome::Stale => {
@@ -98,11 +119,19 @@ fn print_plan(p: &Plan, applied: Option<&Applied>) {
     }
     println!("Pull request on branch {} — {}", p.branch, p.title);
     println!("Labels: {}", p.labels.join(", "));
-    println!("Status {}: {} — {}", plan::STATUS_CONTEXT, if p.status_ok() { "success" } else { "failure" }, p.status_description());
+    println!(
+        "Status {}: {} — {}",
+        plan::STATUS_CONTEXT,
+        if p.status_ok() { "success" } else { "failure" },
+        p.status_description()
+    );
     println!("\n{}", p.body);
     println!("{}", p.unified_diff());
     match applied {
-        Some(Applied::Commit { branch, commit }) => println!("Committed {} file(s) to branch {branch} ({commit}); the checked-out branch is untouched.", p.files.len()),
+        Some(Applied::Commit { branch, commit }) => println!(
+            "Committed {} file(s) to branch {branch} ({commit}); the checked-out branch is untouched.",
+            p.files.len()
+        ),
         Some(Applied::Files { count }) => println!("Wrote {count} file(s) into the fleet directory."),
         None => {}
     }
@@ -118,21 +147,35 @@ pub enum Applied {
 fn write(root: &std::path::Path, p: &Plan) -> Result<Applied, CliError> {
     let files: Vec<(String, String)> = p.files.iter().map(|f| (f.path.clone(), f.new.clone())).collect();
     if git::is_repo(root) {
-        let commit = git::commit_files(root, &p.branch, &files, &format!("{}\n\n{}", p.title, commit_trailer(p)))?;
-        return Ok(Applied::Commit { branch: p.branch.clone(), commit });
+        let commit = git::commit_files(
+            root,
+            &p.branch,
+            &files,
+            &format!("{}\n\n{}", p.title, commit_trailer(p)),
+        )?;
+        return Ok(Applied::Commit {
+            branch: p.branch.clone(),
+            commit,
+        });
     }
     // Write everything to temporary names first so a failure leaves no half-written cell.
     let mut staged = Vec::new();
     for (path, text) in &files {
         let target = root.join(path);
         let tmp = target.with_extension("cellbridge-tmp");
-        let io = |source| CliError::Write { path: path.clone(), source };
+        let io = |source| CliError::Write {
+            path: path.clone(),
+            source,
+        };
         std::fs::create_dir_all(target.parent().expect("files live in directories")).map_err(io)?;
         std::fs::write(&tmp, text).map_err(io)?;
         staged.push((tmp, target, path));
     }
     for (tmp, target, path) in &staged {
-        std::fs::rename(tmp, target).map_err(|source| CliError::Write { path: (*path).clone(), source })?;
+        std::fs::rename(tmp, target).map_err(|source| CliError::Write {
+            path: (*path).clone(),
+            source,
+        })?;
     }
     Ok(Applied::Files { count: files.len() })
 }
@@ -146,7 +189,10 @@ pub fn check(fleet: &std::path::Path, cell: Option<&str>, json: bool) -> Result<
     let reports = check::check_fleet(&fleet, cell)?;
     let passed = reports.iter().all(|r| r.passed());
     if json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "passed": passed, "cells": reports })).expect("json"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "passed": passed, "cells": reports })).expect("json")
+        );
     } else {
         for r in &reports {
             let files: usize = r.layers.iter().map(|l| l.files).sum();

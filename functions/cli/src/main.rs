@@ -12,7 +12,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
-#[command(name = "cellbridge", version, about = "Carry Terraform's cell_metadata into the Flux fleet repo, and bootstrap Flux on new EKS clusters")]
+#[command(
+    name = "cellbridge",
+    version,
+    about = "Carry Terraform's cell_metadata into the Flux fleet repo, and bootstrap Flux on new EKS clusters"
+)]
 struct Cli {
     /// Output format: `text` for people, `json` for automation.
     #[arg(long, global = true, value_enum, default_value_t = Output::Text)]

@@ -7,7 +7,10 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 /// States written by terraform in this run, or the recorded fixtures when terraform is absent.
@@ -16,7 +19,10 @@ fn states() -> &'static Path {
     DIR.get_or_init(|| {
         let recorded = root().join("tests/fixtures/states");
         if Command::new("terraform").arg("version").output().is_err() {
-            eprintln!("terraform is not installed: using the recorded states in {}", recorded.display());
+            eprintln!(
+                "terraform is not installed: using the recorded states in {}",
+                recorded.display()
+            );
             return recorded;
         }
         let dir = std::env::temp_dir().join(format!("cellbridge-cli-states-{}", std::process::id()));
@@ -25,7 +31,11 @@ fn states() -> &'static Path {
             .arg(&dir)
             .output()
             .unwrap();
-        assert!(out.status.success(), "generate.sh: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "generate.sh: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         // The hand-made cases terraform cannot write (format 3, broken JSON) come from fixtures.
         for f in ["format-3.tfstate", "not-json.tfstate", "truncated.tfstate"] {
             std::fs::copy(recorded.join(f), dir.join(f)).unwrap();
@@ -39,17 +49,30 @@ fn state(name: &str) -> PathBuf {
 }
 
 fn cellbridge(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cellbridge")).args(args).env_remove("CELLBRIDGE_FLUX_GIT_URL").output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_cellbridge"))
+        .args(args)
+        .env_remove("CELLBRIDGE_FLUX_GIT_URL")
+        .output()
+        .unwrap()
 }
 
 fn text(o: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 /// A scratch copy of the example fleet (tests must never write into the repo).
 fn fleet_copy() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let ok = Command::new("cp").arg("-r").arg(root().join("examples/fleet/.")).arg(dir.path()).status().unwrap().success();
+    let ok = Command::new("cp")
+        .arg("-r")
+        .arg(root().join("examples/fleet/."))
+        .arg(dir.path())
+        .status()
+        .unwrap()
+        .success();
     assert!(ok);
     dir
 }
@@ -62,17 +85,41 @@ fn example_fleet() -> String {
 fn every_refused_state_exits_2_and_names_the_cause_not_the_value() {
     let cases: &[(&str, &str, &[&str])] = &[
         ("sensitive", "marked sensitive", &[]),
-        ("secret-key", "`db_password` looks like a secret", &["correct-horse-battery-staple"]),
-        ("secret-value", "`bootstrap_blob` looks like a secret", &["q8Zr4Lx2Vb7Nw1Ps9Tk3Yd6Hf0Jg5MaCeWuXo2RiT7"]),
-        ("private-key", "`deploy_material` looks like a secret", &["b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ"]),
+        (
+            "secret-key",
+            "`db_password` looks like a secret",
+            &["correct-horse-battery-staple"],
+        ),
+        (
+            "secret-value",
+            "`bootstrap_blob` looks like a secret",
+            &["q8Zr4Lx2Vb7Nw1Ps9Tk3Yd6Hf0Jg5MaCeWuXo2RiT7"],
+        ),
+        (
+            "private-key",
+            "`deploy_material` looks like a secret",
+            &["b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ"],
+        ),
         ("nested", "key `subnets` holds a nested map", &[]),
-        ("key-with-dot", "key `cluster.endpoint` is not a valid Flux variable name", &[]),
-        ("key-with-dash", "key `cluster-endpoint` is not a valid Flux variable name", &[]),
+        (
+            "key-with-dot",
+            "key `cluster.endpoint` is not a valid Flux variable name",
+            &[],
+        ),
+        (
+            "key-with-dash",
+            "key `cluster-endpoint` is not a valid Flux variable name",
+            &[],
+        ),
         ("cell-name-traversal", "\"../x\" is not a DNS-1123 label", &[]),
         ("cell-name-slash", "\"prod/eu\" is not a DNS-1123 label", &[]),
         ("value-newline", "value of key `note` spans several lines", &[]),
         ("missing-schema", "has no `schema` key", &[]),
-        ("no-output", "no `cell_metadata` output (outputs present: cell_meta)", &[]),
+        (
+            "no-output",
+            "no `cell_metadata` output (outputs present: cell_meta)",
+            &[],
+        ),
         ("format-3", "unsupported state format version 3", &[]),
         ("not-json", "not JSON at byte", &[]),
         ("truncated", "truncated", &[]),
@@ -82,16 +129,32 @@ fn every_refused_state_exits_2_and_names_the_cause_not_the_value() {
         let fleet = fleet_copy();
         let before = snapshot(fleet.path());
         for cmd in ["plan", "sync"] {
-            let o = cellbridge(&[cmd, "--state", path.to_str().unwrap(), "--fleet", fleet.path().to_str().unwrap()]);
+            let o = cellbridge(&[
+                cmd,
+                "--state",
+                path.to_str().unwrap(),
+                "--fleet",
+                fleet.path().to_str().unwrap(),
+            ]);
             let (out, err) = text(&o);
             assert_eq!(o.status.code(), Some(2), "{cmd} {name}: {out}{err}");
             assert!(err.contains(expect), "{cmd} {name}: expected {expect:?} in {err:?}");
-            assert!(err.contains(path.to_str().unwrap()), "{cmd} {name}: the error names the file: {err}");
+            assert!(
+                err.contains(path.to_str().unwrap()),
+                "{cmd} {name}: the error names the file: {err}"
+            );
             for s in *secrets {
-                assert!(!out.contains(s) && !err.contains(s), "{cmd} {name} leaks a secret value");
+                assert!(
+                    !out.contains(s) && !err.contains(s),
+                    "{cmd} {name} leaks a secret value"
+                );
             }
         }
-        assert_eq!(snapshot(fleet.path()), before, "{name}: a refused state wrote into the fleet");
+        assert_eq!(
+            snapshot(fleet.path()),
+            before,
+            "{name}: a refused state wrote into the fleet"
+        );
     }
 }
 
@@ -99,8 +162,11 @@ fn every_refused_state_exits_2_and_names_the_cause_not_the_value() {
 fn an_oversized_value_is_refused() {
     // Over Kubernetes' 1 MiB ConfigMap data limit: written by terraform when it is installed.
     let dir = tempfile::tempdir().unwrap();
-    let mut vars: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(root().join("tests/fixtures/terraform/cases/prod-eu-west-1.cell.tfvars.json")).unwrap()).unwrap();
+    let mut vars: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tests/fixtures/terraform/cases/prod-eu-west-1.cell.tfvars.json"))
+            .unwrap(),
+    )
+    .unwrap();
     vars["metadata"]["allowed_cidrs"] = "10.0.0.0/16,".repeat(100_000).into();
     let path = if Command::new("terraform").arg("version").output().is_ok() {
         let cases = dir.path().join("cases");
@@ -108,14 +174,27 @@ fn an_oversized_value_is_refused() {
         std::fs::write(cases.join("huge.cell.tfvars.json"), vars.to_string()).unwrap();
         // generate.sh reads cases/ beside itself: run a copy of the fixture tree.
         let tf = dir.path().join("tf");
-        Command::new("cp").arg("-r").arg(root().join("tests/fixtures/terraform")).arg(&tf).status().unwrap();
+        Command::new("cp")
+            .arg("-r")
+            .arg(root().join("tests/fixtures/terraform"))
+            .arg(&tf)
+            .status()
+            .unwrap();
         std::fs::write(tf.join("cases/huge.cell.tfvars.json"), vars.to_string()).unwrap();
-        let o = Command::new("bash").arg(tf.join("generate.sh")).arg(dir.path()).arg("huge").output().unwrap();
+        let o = Command::new("bash")
+            .arg(tf.join("generate.sh"))
+            .arg(dir.path())
+            .arg("huge")
+            .output()
+            .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         dir.path().join("huge.tfstate")
     } else {
         eprintln!("terraform is not installed: building the oversized state from the recorded fixture");
-        let mut s: serde_json::Value = serde_json::from_slice(&std::fs::read(root().join("tests/fixtures/states/prod-eu-west-1.tfstate")).unwrap()).unwrap();
+        let mut s: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(root().join("tests/fixtures/states/prod-eu-west-1.tfstate")).unwrap(),
+        )
+        .unwrap();
         s["outputs"]["cell_metadata"]["value"] = vars["metadata"].clone();
         let p = dir.path().join("huge.tfstate");
         std::fs::write(&p, s.to_string()).unwrap();
@@ -129,53 +208,114 @@ fn an_oversized_value_is_refused() {
 
 #[test]
 fn plan_for_a_new_cell_shows_the_whole_directory() {
-    let o = cellbridge(&["plan", "--state", state("staging-us-east-1").to_str().unwrap(), "--fleet", &example_fleet()]);
+    let o = cellbridge(&[
+        "plan",
+        "--state",
+        state("staging-us-east-1").to_str().unwrap(),
+        "--fleet",
+        &example_fleet(),
+    ]);
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}{err}");
     assert!(out.contains("cellbridge: new cell staging-us-east-1"), "{out}");
     assert!(out.contains("Labels: cellbridge, new-cell"));
-    for f in ["cell-metadata.yaml", "kustomization.yaml", "layers.yaml", "flux-system/gotk-sync.yaml", "flux-system/gotk-components.yaml"] {
-        assert!(out.contains(&format!("+++ b/clusters/staging-us-east-1/{f}")), "missing {f} in\n{out}");
+    for f in [
+        "cell-metadata.yaml",
+        "kustomization.yaml",
+        "layers.yaml",
+        "flux-system/gotk-sync.yaml",
+        "flux-system/gotk-components.yaml",
+    ] {
+        assert!(
+            out.contains(&format!("+++ b/clusters/staging-us-east-1/{f}")),
+            "missing {f} in\n{out}"
+        );
     }
-    assert!(out.contains("+  path: ./clusters/staging-us-east-1"), "gotk-sync is rendered for the cell");
+    assert!(
+        out.contains("+  path: ./clusters/staging-us-east-1"),
+        "gotk-sync is rendered for the cell"
+    );
     assert!(out.contains("+  vpc_id: \"vpc-0f1e2d3c4b5a69788\""));
     assert!(out.contains("Status cellbridge/strict-substitution: success"), "{out}");
 }
 
 #[test]
 fn plan_for_a_changed_value_shows_old_and_new() {
-    let o = cellbridge(&["plan", "--state", state("prod-eu-west-1").to_str().unwrap(), "--fleet", &example_fleet()]);
+    let o = cellbridge(&[
+        "plan",
+        "--state",
+        state("prod-eu-west-1").to_str().unwrap(),
+        "--fleet",
+        &example_fleet(),
+    ]);
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}{err}");
-    assert!(out.contains("| `karpenter_queue_name` | `karpenter-prod-eu-west-1` | `karpenter-prod-eu-west-1-v2` |"), "{out}");
+    assert!(
+        out.contains("| `karpenter_queue_name` | `karpenter-prod-eu-west-1` | `karpenter-prod-eu-west-1-v2` |"),
+        "{out}"
+    );
     assert!(out.contains("-  karpenter_queue_name: \"karpenter-prod-eu-west-1\""));
     assert!(out.contains("+  karpenter_queue_name: \"karpenter-prod-eu-west-1-v2\""));
-    assert!(!out.contains("+++ b/clusters/prod-eu-west-1/layers.yaml"), "only the ConfigMap changes");
+    assert!(
+        !out.contains("+++ b/clusters/prod-eu-west-1/layers.yaml"),
+        "only the ConfigMap changes"
+    );
 }
 
 #[test]
 fn a_key_added_without_a_schema_bump_fails_with_exit_1() {
-    let o = cellbridge(&["plan", "--state", state("key-added").to_str().unwrap(), "--fleet", &example_fleet()]);
+    let o = cellbridge(&[
+        "plan",
+        "--state",
+        state("key-added").to_str().unwrap(),
+        "--fleet",
+        &example_fleet(),
+    ]);
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{out}{err}");
     assert!(out.contains("schema-change"), "{out}");
     assert!(out.contains("Status cellbridge/strict-substitution: failure"));
-    let o = cellbridge(&["plan", "--state", state("key-added-bumped").to_str().unwrap(), "--fleet", &example_fleet()]);
+    let o = cellbridge(&[
+        "plan",
+        "--state",
+        state("key-added-bumped").to_str().unwrap(),
+        "--fleet",
+        &example_fleet(),
+    ]);
     let (out, _) = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(out.contains("Labels: cellbridge, schema-change"));
-    assert!(out.contains("Keys no manifest uses:") && out.contains("`velero_bucket`"), "{out}");
+    assert!(
+        out.contains("Keys no manifest uses:") && out.contains("`velero_bucket`"),
+        "{out}"
+    );
 }
 
 #[test]
 fn json_output_is_machine_readable() {
-    let o = cellbridge(&["--output", "json", "plan", "--state", state("prod-eu-west-1").to_str().unwrap(), "--fleet", &example_fleet()]);
+    let o = cellbridge(&[
+        "--output",
+        "json",
+        "plan",
+        "--state",
+        state("prod-eu-west-1").to_str().unwrap(),
+        "--fleet",
+        &example_fleet(),
+    ]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["outcome"], "change");
     assert_eq!(v["cell"], "prod-eu-west-1");
     assert_eq!(v["status_ok"], true);
     assert_eq!(v["key_changes"][0]["key"], "karpenter_queue_name");
-    let o = cellbridge(&["--output", "json", "plan", "--state", state("nested").to_str().unwrap(), "--fleet", &example_fleet()]);
+    let o = cellbridge(&[
+        "--output",
+        "json",
+        "plan",
+        "--state",
+        state("nested").to_str().unwrap(),
+        "--fleet",
+        &example_fleet(),
+    ]);
     assert_eq!(o.status.code(), Some(2));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["error"].as_str().unwrap().contains("subnets"));
@@ -188,7 +328,12 @@ fn sync_writes_a_plain_directory_and_is_then_in_sync() {
     let s = state("staging-us-east-1");
     let o = cellbridge(&["sync", "--state", s.to_str().unwrap(), "--fleet", f]);
     assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
-    assert!(fleet.path().join("clusters/staging-us-east-1/flux-system/gotk-sync.yaml").is_file());
+    assert!(
+        fleet
+            .path()
+            .join("clusters/staging-us-east-1/flux-system/gotk-sync.yaml")
+            .is_file()
+    );
     let o = cellbridge(&["plan", "--state", s.to_str().unwrap(), "--fleet", f]);
     let (out, _) = text(&o);
     assert!(out.contains("cell staging-us-east-1 is in sync"), "{out}");
@@ -201,8 +346,20 @@ fn sync_in_a_git_repo_commits_to_the_cell_branch_only() {
     let fleet = fleet_copy();
     let p = fleet.path();
     let git = |args: &[&str]| {
-        let o = Command::new("git").args(args).current_dir(p).env("GIT_AUTHOR_NAME", "t").env("GIT_AUTHOR_EMAIL", "t@t").env("GIT_COMMITTER_NAME", "t").env("GIT_COMMITTER_EMAIL", "t@t").output().unwrap();
-        assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        let o = Command::new("git")
+            .args(args)
+            .current_dir(p)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         String::from_utf8_lossy(&o.stdout).trim().to_owned()
     };
     git(&["init", "-q", "-b", "main"]);
@@ -210,17 +367,36 @@ fn sync_in_a_git_repo_commits_to_the_cell_branch_only() {
     git(&["commit", "-qm", "fleet"]);
     let head = git(&["rev-parse", "HEAD"]);
     let o = Command::new(env!("CARGO_BIN_EXE_cellbridge"))
-        .args(["sync", "--state", state("prod-eu-west-1").to_str().unwrap(), "--fleet", p.to_str().unwrap()])
-        .env("GIT_AUTHOR_NAME", "t").env("GIT_AUTHOR_EMAIL", "t@t").env("GIT_COMMITTER_NAME", "t").env("GIT_COMMITTER_EMAIL", "t@t")
+        .args([
+            "sync",
+            "--state",
+            state("prod-eu-west-1").to_str().unwrap(),
+            "--fleet",
+            p.to_str().unwrap(),
+        ])
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
     assert_eq!(git(&["rev-parse", "HEAD"]), head, "the checked-out branch did not move");
     assert_eq!(git(&["symbolic-ref", "--short", "HEAD"]), "main");
     assert_eq!(git(&["status", "--porcelain"]), "", "the working tree is untouched");
-    assert_eq!(git(&["rev-parse", "cellbridge/prod-eu-west-1^"]), head, "the branch starts from HEAD");
-    assert_eq!(git(&["diff", "--name-only", "main", "cellbridge/prod-eu-west-1"]), "clusters/prod-eu-west-1/cell-metadata.yaml");
-    let shown = git(&["show", "cellbridge/prod-eu-west-1:clusters/prod-eu-west-1/cell-metadata.yaml"]);
+    assert_eq!(
+        git(&["rev-parse", "cellbridge/prod-eu-west-1^"]),
+        head,
+        "the branch starts from HEAD"
+    );
+    assert_eq!(
+        git(&["diff", "--name-only", "main", "cellbridge/prod-eu-west-1"]),
+        "clusters/prod-eu-west-1/cell-metadata.yaml"
+    );
+    let shown = git(&[
+        "show",
+        "cellbridge/prod-eu-west-1:clusters/prod-eu-west-1/cell-metadata.yaml",
+    ]);
     assert!(shown.contains("karpenter_queue_name: \"karpenter-prod-eu-west-1-v2\""));
 }
 
@@ -229,12 +405,26 @@ fn check_reports_missing_variables_with_file_and_line() {
     let fleet = fleet_copy();
     let f = fleet.path().join("infrastructure/base/karpenter/helmrelease.yaml");
     let text_before = std::fs::read_to_string(&f).unwrap();
-    std::fs::write(&f, text_before.replace("interruptionQueue: ${karpenter_queue_name}", "interruptionQueue: ${karpenter_queue}")).unwrap();
-    let line = text_before.lines().position(|l| l.contains("interruptionQueue")).unwrap() + 1;
+    std::fs::write(
+        &f,
+        text_before.replace(
+            "interruptionQueue: ${karpenter_queue_name}",
+            "interruptionQueue: ${karpenter_queue}",
+        ),
+    )
+    .unwrap();
+    let line = text_before
+        .lines()
+        .position(|l| l.contains("interruptionQueue"))
+        .unwrap()
+        + 1;
     let o = cellbridge(&["check", "--fleet", fleet.path().to_str().unwrap()]);
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{out}{err}");
-    assert!(out.contains(&format!("infrastructure/base/karpenter/helmrelease.yaml:{line}")), "{out}");
+    assert!(
+        out.contains(&format!("infrastructure/base/karpenter/helmrelease.yaml:{line}")),
+        "{out}"
+    );
     assert!(out.contains("karpenter_queue"), "{out}");
     let o = cellbridge(&["check", "--fleet", &example_fleet()]);
     assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
@@ -248,8 +438,13 @@ fn recorded_fixtures_match_what_terraform_writes_today() {
     }
     for name in ["staging-us-east-1", "prod-eu-west-1", "sensitive", "nested"] {
         let fresh = cellbridge::tfstate::read_state_file(&state(name)).unwrap();
-        let recorded = cellbridge::tfstate::read_state_file(&root().join(format!("tests/fixtures/states/{name}.tfstate"))).unwrap();
-        assert_eq!(fresh.outputs, recorded.outputs, "{name}: regenerate with tests/fixtures/terraform/generate.sh tests/fixtures/states");
+        let recorded =
+            cellbridge::tfstate::read_state_file(&root().join(format!("tests/fixtures/states/{name}.tfstate")))
+                .unwrap();
+        assert_eq!(
+            fresh.outputs, recorded.outputs,
+            "{name}: regenerate with tests/fixtures/terraform/generate.sh tests/fixtures/states"
+        );
     }
 }
 
@@ -259,7 +454,11 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).unwrap() {
             let p = e.unwrap().path();
-            if p.is_dir() { stack.push(p) } else { out.push((p.clone(), std::fs::read(&p).unwrap())) }
+            if p.is_dir() {
+                stack.push(p)
+            } else {
+                out.push((p.clone(), std::fs::read(&p).unwrap()))
+            }
         }
     }
     out.sort();
