@@ -50,14 +50,14 @@ impl Settings {
             ..d
         };
         let flux_git_url = optional("CELLBRIDGE_FLUX_GIT_URL");
-        if let Some(u) = &flux_git_url {
-            if !(u.starts_with("https://") || u.starts_with("ssh://") || u.starts_with("http://")) {
-                return Err(ConfigError::Invalid {
-                    name: "CELLBRIDGE_FLUX_GIT_URL",
-                    value: u.clone(),
-                    reason: "expected an ssh:// or https:// URL (Flux does not take scp-style git@host:path)".into(),
-                });
-            }
+        if let Some(u) = &flux_git_url
+            && !(u.starts_with("https://") || u.starts_with("ssh://") || u.starts_with("http://"))
+        {
+            return Err(ConfigError::Invalid {
+                name: "CELLBRIDGE_FLUX_GIT_URL",
+                value: u.clone(),
+                reason: "expected an ssh:// or https:// URL (Flux does not take scp-style git@host:path)".into(),
+            });
         }
         Ok(Settings {
             flux_git_url,

@@ -131,7 +131,7 @@ pub enum BootstrapError {
         cluster: String,
         cell: String,
         #[source]
-        source: apply::ApplyError,
+        source: Box<apply::ApplyError>,
     },
     #[error("CELLBRIDGE_FLUX_GIT_SECRET is not set: name the Secrets Manager secret that holds Flux's Git credentials")]
     NoGitSecret,
@@ -471,7 +471,7 @@ impl Bootstrapper {
         let wrap = |source: apply::ApplyError| BootstrapError::Apply {
             cluster: req.cluster.clone(),
             cell: cell.to_owned(),
-            source,
+            source: Box::new(source),
         };
         let session = apply::Session::connect(auth, self.settings.tuning.clone(), fresh_entry)
             .await
