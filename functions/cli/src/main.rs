@@ -1,10 +1,12 @@
 //! `cellbridge`: the Lambda handlers' logic on a laptop and in the fleet repo's CI.
 //!
 //! Exit codes: 0 ok; 1 the strict substitution check (or the schema rule) failed; 2 input was
-//! refused or invalid (bad state, bad fleet repo, bad event, bad arguments).
+//! refused or invalid (bad state, bad fleet repo, bad event, bad arguments); 3 a call to AWS,
+//! GitHub or Kubernetes failed in a way a later run may not (throttling, 5xx, cluster not ready).
 
 mod git;
 mod local;
+mod remote;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,6 +51,20 @@ enum Command {
         #[arg(long)]
         cell: Option<String>,
     },
+    /// Run a Lambda handler locally on an event file (see events/).
+    Invoke {
+        /// Which function's handler.
+        #[arg(value_enum)]
+        function: remote::Function,
+        /// The event, as Lambda would deliver it.
+        #[arg(long)]
+        event: PathBuf,
+        /// cluster-bootstrap only: read the fleet from this checkout instead of GitHub.
+        #[arg(long)]
+        fleet: Option<PathBuf>,
+    },
+    /// The first Flux bootstrap of a cluster, from a laptop.
+    Bootstrap(remote::BootstrapArgs),
 }
 
 fn main() -> ExitCode {
@@ -62,19 +78,23 @@ fn main() -> ExitCode {
     cellbridge::telemetry::install_crypto_provider();
     let json = cli.output == Output::Json;
     let result = match cli.command {
-        Command::Plan(args) => local::plan(&args, json, false),
-        Command::Sync(args) => local::plan(&args, json, true),
-        Command::Check { fleet, cell } => local::check(&fleet, cell.as_deref(), json),
+        Command::Plan(args) => local::plan(&args, json, false).map_err(|e| (e.to_string(), 2)),
+        Command::Sync(args) => local::plan(&args, json, true).map_err(|e| (e.to_string(), 2)),
+        Command::Check { fleet, cell } => local::check(&fleet, cell.as_deref(), json).map_err(|e| (e.to_string(), 2)),
+        Command::Invoke { function, event, fleet } => {
+            remote::invoke(function, &event, fleet.as_deref()).map_err(|e| (e.to_string(), e.exit_code()))
+        }
+        Command::Bootstrap(args) => remote::bootstrap(&args, json).map_err(|e| (e.to_string(), e.exit_code())),
     };
     match result {
         Ok(code) => code,
-        Err(e) => {
+        Err((message, code)) => {
             if json {
-                println!("{}", serde_json::json!({ "error": e.to_string(), "exit_code": 2 }));
+                println!("{}", serde_json::json!({ "error": message, "exit_code": code }));
             } else {
-                eprintln!("cellbridge: {e}");
+                eprintln!("cellbridge: {message}");
             }
-            ExitCode::from(2)
+            ExitCode::from(code)
         }
     }
 }

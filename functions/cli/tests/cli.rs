@@ -464,3 +464,29 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out.sort();
     out
 }
+
+#[test]
+fn invoke_names_the_missing_variable_and_the_bad_event() {
+    let o = Command::new(env!("CARGO_BIN_EXE_cellbridge"))
+        .args(["invoke", "state-sync", "--event"])
+        .arg(root().join("events/manual-sync-cell.json"))
+        .env_remove("CELLBRIDGE_FLEET_REPO")
+        .output()
+        .unwrap();
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("CELLBRIDGE_FLEET_REPO"), "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("event.json");
+    std::fs::write(&bad, "{\"action\": ").unwrap();
+    for function in ["state-sync", "cluster-bootstrap"] {
+        let o = cellbridge(&["invoke", function, "--event", bad.to_str().unwrap()]);
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{function}: {err}");
+        assert!(
+            err.contains(bad.to_str().unwrap()),
+            "{function}: the error names the file: {err}"
+        );
+    }
+}

@@ -1,0 +1,131 @@
+//! `invoke` and `bootstrap`: the Lambda handlers on a laptop, against whatever AWS
+//! (`AWS_ENDPOINT_URL`, profiles) and GitHub (`GITHUB_API_URL`) the environment points at.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use cellbridge::bootstrap::{self, LocalOptions};
+use cellbridge::fleet::LocalFleet;
+
+/// Exit code of a failure that may pass on a retry (throttling, a 5xx, a cluster not ready).
+pub const EXIT_RETRYABLE: u8 = 3;
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Function {
+    StateSync,
+    ClusterBootstrap,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    #[error(transparent)]
+    Sync(#[from] cellbridge::sync::SyncError),
+    #[error(transparent)]
+    Bootstrap(#[from] bootstrap::BootstrapError),
+    #[error(transparent)]
+    Fleet(#[from] cellbridge::fleet::FleetError),
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+impl RemoteError {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RemoteError::Bootstrap(e) if e.retryable() => EXIT_RETRYABLE,
+            _ => 2,
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, RemoteError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(RemoteError::Runtime)
+}
+
+pub fn invoke(function: Function, event: &Path, fleet: Option<&Path>) -> Result<ExitCode, RemoteError> {
+    let rt = runtime()?;
+    let (response, failed, retryable) = match function {
+        Function::StateSync => {
+            let inv = rt.block_on(cellbridge::sync::invoke_from_file(event))?;
+            (inv.response, inv.failed, inv.retryable)
+        }
+        Function::ClusterBootstrap => {
+            let inv = rt.block_on(bootstrap::handler::invoke_from_file(event, fleet))?;
+            (inv.response, inv.failed, false)
+        }
+    };
+    // The handler's answer is what Lambda would return: print it as it is, for people and jq alike.
+    println!("{}", serde_json::to_string_pretty(&response).expect("json"));
+    Ok(match (failed, retryable) {
+        (false, _) => ExitCode::SUCCESS,
+        (true, true) => ExitCode::from(EXIT_RETRYABLE),
+        (true, false) => ExitCode::from(2),
+    })
+}
+
+#[derive(clap::Args)]
+pub struct BootstrapArgs {
+    /// The EKS cluster's name.
+    #[arg(long)]
+    cluster: String,
+    /// The cluster's region.
+    #[arg(long)]
+    region: String,
+    /// The cell, when the cluster's `cellbridge.dev/cell` tag cannot be read (with --kubeconfig).
+    #[arg(long)]
+    cell: Option<String>,
+    /// Talk to the cluster through this kubeconfig instead of EKS (no access entry, no token).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// The fleet repository checkout that holds the cell's Flux manifests.
+    #[arg(long, default_value = ".")]
+    fleet: PathBuf,
+    /// List every object in apply order; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Re-apply even when the Kustomization `flux-system` already exists.
+    #[arg(long)]
+    force: bool,
+}
+
+pub fn bootstrap(args: &BootstrapArgs, json: bool) -> Result<ExitCode, RemoteError> {
+    let fleet = LocalFleet::open(&args.fleet)?;
+    let opts = LocalOptions {
+        cluster: args.cluster.clone(),
+        region: args.region.clone(),
+        cell: args.cell.clone(),
+        kubeconfig: args.kubeconfig.clone(),
+        dry_run: args.dry_run,
+        force: args.force,
+    };
+    let report = runtime()?.block_on(bootstrap::run_local(&fleet, &opts))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report).expect("json"));
+    } else {
+        let outcome = serde_json::to_value(&report.outcome).expect("json");
+        println!(
+            "cluster {} ({}), cell {}: {}",
+            report.cluster,
+            report.region,
+            report.cell.as_deref().unwrap_or("none"),
+            outcome.as_str().unwrap_or_default()
+        );
+        for (i, o) in report.objects.iter().enumerate() {
+            println!("{:>4}. {:?} {}", i + 1, o.phase, o.target);
+        }
+        if let Some(s) = &report.git_repository {
+            println!(
+                "GitRepository flux-system ready: {:?} {}",
+                s.ready,
+                s.message.as_deref().unwrap_or("")
+            );
+        }
+    }
+    Ok(if matches!(report.outcome, bootstrap::Outcome::ClusterNotReady) {
+        ExitCode::from(EXIT_RETRYABLE)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
