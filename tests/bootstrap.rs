@@ -149,9 +149,12 @@ async fn access_entries(aws: &aws_config::SdkConfig, cluster: &str) -> Vec<Strin
 impl Bed {
     /// A new ACTIVE cluster `name` (tags given), its API served by a fresh fake, and the Git secret.
     async fn new(name: &str, tags: &[(&str, &str)], secret_json: Option<Value>) -> Bed {
+        Self::with_server(name, tags, secret_json, KubeFake::start()).await
+    }
+
+    async fn with_server(name: &str, tags: &[(&str, &str)], secret_json: Option<Value>, kube: KubeFake) -> Bed {
         logs();
         let aws = role_config().await;
-        let kube = KubeFake::start();
         kube.auto_ready(true);
         let eks = aws_sdk_eks::Client::new(&aws);
         let mut create = eks
@@ -840,4 +843,20 @@ async fn the_eks_token_is_renewed_when_it_gets_old() {
         .filter_map(|r| r["auth_id"].as_str().map(str::to_owned))
         .collect();
     assert_eq!(ids.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_kinds_that_reach_discovery_late_are_waited_for() {
+    // Established at 0.3 s, in discovery 4 s later: custom resources would 404 meanwhile.
+    let kube = KubeFake::start_with(&["--crd-delay", "0.3", "--discovery-lag", "4.0"]);
+    let bed = Bed::with_server("eks-lag", &[("cellbridge.dev/cell", "lag")], None, kube).await;
+    let report = bed.run(&bed.request()).await.unwrap();
+    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    let misses = bed
+        .kube
+        .requests()
+        .iter()
+        .filter(|r| r["path"] == "/apis/source.toolkit.fluxcd.io/v1" && r["status"] == 404)
+        .count();
+    assert!(misses >= 1, "the lag was observed");
 }

@@ -17,7 +17,7 @@ What it serves, with the real API's shapes and status codes:
 Control API under /_fake/ (no authentication): faults (5xx, 429, 409, sleeps) at chosen
 requests, the request log, stored objects, GitRepository readiness, reset.
 
-Run: kube_fake.py --port 0 [--tls] [--ca-out FILE] [--token T] [--crd-delay S]
+Run: kube_fake.py --port 0 [--tls] [--ca-out FILE] [--token T] [--crd-delay S] [--discovery-lag S]
 Prints `CA=<pem path>` (with --tls), `CONTROL_PORT=<n>` (plain HTTP, the control API) and then
 `PORT=<n>`; lives until stdin closes.
 """
@@ -161,10 +161,11 @@ def strip_volatile(obj):
 
 
 class State:
-    def __init__(self, token, crd_delay):
+    def __init__(self, token, crd_delay, discovery_lag=0.0):
         self.lock = threading.RLock()
         self.token = token
         self.crd_delay = crd_delay
+        self.discovery_lag = discovery_lag
         self.reset()
 
     def reset(self):
@@ -239,13 +240,26 @@ class State:
                 spec = cur.get("spec", {})
                 names = spec.get("names", {})
                 namespaced = spec.get("scope", "Namespaced") == "Namespaced"
+                served = []
                 for v in spec.get("versions", []):
                     if not v.get("served", True):
                         continue
                     has_status = "status" in (v.get("subresources") or {})
-                    r = Resource(spec["group"], v["name"], names["kind"], names["plural"], namespaced,
-                                 has_status, names.get("singular"), crd=name, short=names.get("shortNames") or [])
-                    self.resources[(r.group, r.version, r.plural)] = r
+                    served.append(Resource(spec["group"], v["name"], names["kind"], names["plural"], namespaced,
+                                           has_status, names.get("singular"), crd=name, short=names.get("shortNames") or []))
+
+                def register():
+                    with self.lock:
+                        if key in self.objects:
+                            for r in served:
+                                self.resources[(r.group, r.version, r.plural)] = r
+
+                # A real API server can report Established a moment before discovery serves
+                # the new kinds.
+                if self.discovery_lag:
+                    threading.Timer(self.discovery_lag, register).start()
+                else:
+                    register()
                 ts = now_rfc3339()
                 cur["status"] = {
                     "conditions": [
@@ -865,8 +879,9 @@ def main():
     ap.add_argument("--ca-out")
     ap.add_argument("--token", default="fake-admin-token")
     ap.add_argument("--crd-delay", type=float, default=0.2)
+    ap.add_argument("--discovery-lag", type=float, default=0.0)
     args = ap.parse_args()
-    STATE = State(args.token, args.crd_delay)
+    STATE = State(args.token, args.crd_delay, args.discovery_lag)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     if args.tls:

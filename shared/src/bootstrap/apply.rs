@@ -445,7 +445,7 @@ impl Applier {
         }
         // A CRD's kinds can reach discovery a moment after it is Established: look again a
         // few times before calling the kind unknown.
-        let tries = if after_crds { 10 } else { 1 };
+        let tries = if after_crds { 30 } else { 1 };
         let gv = kube::core::GroupVersion::gv(group, version);
         for i in 0..tries {
             let client = self.session.client().await?;
