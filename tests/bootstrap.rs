@@ -116,6 +116,7 @@ fn settings(secret: &str) -> Settings {
         flux_git_secret: Some(secret.into()),
         cluster_wait: Duration::from_secs(10),
         cluster_poll: Duration::from_millis(300),
+        access_principal_arn: None,
         tuning: tuning(),
     }
 }
@@ -795,7 +796,7 @@ async fn a_cells_bootstrap_role_is_assumed_before_any_eks_or_kubernetes_call() {
     use cellbridge::fleet::Overlay;
     let bed = Bed::new("eks-xacct", &[], None).await;
     // The cell is known only from the fleet (no tag), and names the role to use.
-    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cell-metadata\n  namespace: flux-system\ndata:\n  aws_region: \"eu-west-1\"\n  cell_name: \"xacct\"\n  cluster_name: \"eks-xacct\"\n  bootstrap_role_arn: \"arn:aws:iam::123456789012:role/xacct-bootstrap\"\n  schema: \"1\"\n";
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cell-metadata\n  namespace: flux-system\ndata:\n  aws_region: \"eu-west-1\"\n  cell_name: \"xacct\"\n  cluster_name: \"eks-xacct\"\n  bootstrap_role_arn: \"arn:aws:iam::123456789012:role/cells/xacct-bootstrap\"\n  schema: \"1\"\n";
     let fleet = Overlay::new(
         &bed.fleet,
         [("clusters/xacct/cell-metadata.yaml".to_owned(), cm.as_bytes().to_vec())],
@@ -808,7 +809,7 @@ async fn a_cells_bootstrap_role_is_assumed_before_any_eks_or_kubernetes_call() {
     assert_eq!(report.cell.as_deref(), Some("xacct"));
     assert_eq!(
         report.access_entry.unwrap().principal_arn,
-        "arn:aws:iam::123456789012:role/xacct-bootstrap"
+        "arn:aws:iam::123456789012:role/cells/xacct-bootstrap"
     );
 }
 

@@ -29,7 +29,10 @@ struct Sample {
 
 fn counts(kube: &KubeFake) -> (usize, usize) {
     let reqs = kube.requests();
-    let writes = reqs.iter().filter(|r| matches!(r["method"].as_str(), Some("PATCH" | "POST" | "PUT" | "DELETE"))).count();
+    let writes = reqs
+        .iter()
+        .filter(|r| matches!(r["method"].as_str(), Some("PATCH" | "POST" | "PUT" | "DELETE")))
+        .count();
     (reqs.len(), writes)
 }
 
@@ -39,7 +42,11 @@ fn median(mut v: Vec<Sample>) -> Sample {
 }
 
 fn kubectl_available() -> bool {
-    Command::new("kubectl").args(["version", "--client"]).output().map(|o| o.status.success()).unwrap_or(false)
+    Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
 }
 
 fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) {
@@ -51,11 +58,18 @@ fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) {
         .args(args)
         .output()
         .expect("kubectl runs");
-    assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn main() {
-    let iterations: usize = std::env::var("ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let iterations: usize = std::env::var("ITERATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
     cellbridge::bootstrap::apply::install_crypto_provider();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let fleet_dir = repo_root().join("tests/fixtures/flux/fleet");
@@ -71,19 +85,37 @@ fn main() {
     let aws = rt.block_on(moto::sdk_config());
     rt.block_on(async {
         let sm = aws_sdk_secretsmanager::Client::new(&aws);
-        let _ = sm.create_secret().name("bench-flux-git").secret_string(secret_json.to_string()).send().await;
+        let _ = sm
+            .create_secret()
+            .name("bench-flux-git")
+            .secret_string(secret_json.to_string())
+            .send()
+            .await;
     });
-    let source = SyncSource { url: "ssh://git@github.com/acme/fleet".into(), branch: "main".into() };
+    let source = SyncSource {
+        url: "ssh://git@github.com/acme/fleet".into(),
+        branch: "main".into(),
+    };
     let settings = Settings {
         flux_git_url: Some(source.url.clone()),
         flux_git_branch: source.branch.clone(),
         flux_git_secret: Some("bench-flux-git".into()),
         cluster_wait: Duration::from_secs(10),
         cluster_poll: Duration::from_secs(1),
+        access_principal_arn: None,
         // No source-controller answers here: one look at the GitRepository, no waiting.
-        tuning: Tuning { ready_timeout: Duration::ZERO, ..Tuning::default() },
+        tuning: Tuning {
+            ready_timeout: Duration::ZERO,
+            ..Tuning::default()
+        },
     };
-    let req = Request { cluster: "bench".into(), region: "eu-west-1".into(), cell: Some("bench".into()), force: false, dry_run: false };
+    let req = Request {
+        cluster: "bench".into(),
+        region: "eu-west-1".into(),
+        cell: Some("bench".into()),
+        force: false,
+        dry_run: false,
+    };
     let bootstrapper = Bootstrapper::new(aws.clone(), settings);
 
     let mut ours = Vec::new();
@@ -91,12 +123,18 @@ fn main() {
     for _ in 0..iterations {
         kube.control("POST", "/_fake/reset", None);
         let start = Instant::now();
-        let report = rt.block_on(bootstrapper.run(&fleet, &req, Target::Kubeconfig(&kubeconfig))).expect("bootstrap");
+        let report = rt
+            .block_on(bootstrapper.run(&fleet, &req, Target::Kubeconfig(&kubeconfig)))
+            .expect("bootstrap");
         let elapsed = start.elapsed();
         assert_eq!(report.outcome, Outcome::Bootstrapped);
         objects = report.objects.len();
         let (requests, writes) = counts(&kube);
-        ours.push(Sample { requests, writes, elapsed });
+        ours.push(Sample {
+            requests,
+            writes,
+            elapsed,
+        });
     }
     let ours = median(ours);
 
@@ -114,24 +152,62 @@ fn main() {
             let cache = dir.path().join(format!("cache-{i}"));
             let start = Instant::now();
             let c = components.to_str().unwrap();
-            kubectl(&kubeconfig, &cache, &["apply", "--server-side", "--validate=false", "-f", c]);
-            kubectl(&kubeconfig, &cache, &["wait", "--for=condition=established", "crd", "--all", "--timeout=60s"]);
-            kubectl(&kubeconfig, &cache, &["apply", "--server-side", "--validate=false", "-f", secret.to_str().unwrap(), "-f", sync.to_str().unwrap()]);
+            kubectl(
+                &kubeconfig,
+                &cache,
+                &["apply", "--server-side", "--validate=false", "-f", c],
+            );
+            kubectl(
+                &kubeconfig,
+                &cache,
+                &["wait", "--for=condition=established", "crd", "--all", "--timeout=60s"],
+            );
+            kubectl(
+                &kubeconfig,
+                &cache,
+                &[
+                    "apply",
+                    "--server-side",
+                    "--validate=false",
+                    "-f",
+                    secret.to_str().unwrap(),
+                    "-f",
+                    sync.to_str().unwrap(),
+                ],
+            );
             let elapsed = start.elapsed();
             let (requests, writes) = counts(&kube);
-            samples.push(Sample { requests, writes, elapsed });
+            samples.push(Sample {
+                requests,
+                writes,
+                elapsed,
+            });
         }
         Some(median(samples))
     } else {
         None
     };
 
-    println!("Bootstrap of the Flux-sized set ({objects} objects, gotk-components.yaml {size_kb} KB) against tests/fakes/kube_fake.py over TLS, median of {iterations}:");
+    println!(
+        "Bootstrap of the Flux-sized set ({objects} objects, gotk-components.yaml {size_kb} KB) against tests/fakes/kube_fake.py over TLS, median of {iterations}:"
+    );
     println!("  {:<44} {:>8} {:>7} {:>10}", "", "requests", "writes", "time");
-    println!("  {:<44} {:>8} {:>7} {:>8}ms", "cellbridge bootstrap (server-side apply)", ours.requests, ours.writes, ours.elapsed.as_millis());
+    println!(
+        "  {:<44} {:>8} {:>7} {:>8}ms",
+        "cellbridge bootstrap (server-side apply)",
+        ours.requests,
+        ours.writes,
+        ours.elapsed.as_millis()
+    );
     match theirs {
         Some(t) => {
-            println!("  {:<44} {:>8} {:>7} {:>8}ms", "kubectl apply --server-side + kubectl wait", t.requests, t.writes, t.elapsed.as_millis());
+            println!(
+                "  {:<44} {:>8} {:>7} {:>8}ms",
+                "kubectl apply --server-side + kubectl wait",
+                t.requests,
+                t.writes,
+                t.elapsed.as_millis()
+            );
             println!(
                 "  ratio cellbridge/kubectl: requests {:.2}, time {:.2}",
                 ours.requests as f64 / t.requests as f64,

@@ -21,6 +21,9 @@ pub struct Settings {
     pub cluster_wait: Duration,
     /// `CELLBRIDGE_CLUSTER_POLL_SECS`: DescribeCluster interval while waiting (default 20).
     pub cluster_poll: Duration,
+    /// `CELLBRIDGE_ACCESS_PRINCIPAL_ARN`: the function role's full ARN (with its path) for the
+    /// access entry. Unset: derived from STS GetCallerIdentity (path-less).
+    pub access_principal_arn: Option<String>,
     pub tuning: Tuning,
 }
 
@@ -65,6 +68,7 @@ impl Settings {
             flux_git_secret: optional("CELLBRIDGE_FLUX_GIT_SECRET"),
             cluster_wait: secs("CELLBRIDGE_CLUSTER_WAIT_SECS", Duration::from_secs(600))?,
             cluster_poll: secs("CELLBRIDGE_CLUSTER_POLL_SECS", Duration::from_secs(20))?,
+            access_principal_arn: optional("CELLBRIDGE_ACCESS_PRINCIPAL_ARN"),
             tuning,
         })
     }

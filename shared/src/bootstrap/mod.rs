@@ -373,8 +373,11 @@ impl Bootstrapper {
             return Ok(report);
         }
 
-        let sts = aws_sdk_sts::Client::new(&conf);
-        let principal = access::caller_principal(&sts).await?;
+        // The session ARN STS reports has lost the role's path; a known full ARN is better.
+        let principal = match role.as_deref().or(self.settings.access_principal_arn.as_deref()) {
+            Some(arn) => arn.to_owned(),
+            None => access::caller_principal(&aws_sdk_sts::Client::new(&conf)).await?,
+        };
         let grant = access::ensure(&eks_client, &req.cluster, &principal).await?;
         let credentials = conf.credentials_provider().ok_or_else(|| {
             BootstrapError::Access(access::AccessError::Sts {
