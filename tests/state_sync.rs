@@ -549,6 +549,62 @@ async fn new_cell_update_no_change_and_revert() {
         state["branches"][format!("cellbridge/{cell}")].is_null(),
         "the branch is deleted"
     );
+
+    // A dry run returns the plan and writes nothing; sync-all finds the cell and agrees.
+    bed.apply(cell, &base_data(cell, "vpc-444"), false).await;
+    let _ = bed.receive().await;
+    bed.gh.clear_requests();
+    let c = only_cell(
+        &bed.invoke(json!({"action": "sync", "cell": cell, "dry_run": true}))
+            .await,
+    );
+    assert_eq!(c["action"], "planned", "{c}");
+    assert!(
+        c["plan"]["diff"].as_str().unwrap().contains("+  vpc_id: \"vpc-444\""),
+        "{c}"
+    );
+    assert_eq!(bed.counts().2, 0, "a dry run writes nothing");
+    bed.apply(cell, &base_data(cell, "vpc-222"), false).await;
+    let _ = bed.receive().await;
+    let resp = bed.invoke(json!({"action": "sync-all"})).await;
+    let c = only_cell(&resp);
+    assert_eq!(
+        (c["cell"].as_str(), c["action"].as_str()),
+        (Some(cell), Some("in-sync")),
+        "{resp}"
+    );
+}
+
+/// `cellbridge invoke state-sync --event FILE` reads its configuration from the environment
+/// like the Lambda does; a missing variable is named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invoke_from_file_uses_the_environment() {
+    let bed = Bed::new("invoke", false).await;
+    let cell = "eu-c6";
+    bed.apply(cell, &base_data(cell, "vpc-1"), false).await;
+    let dir = tempfile::tempdir().unwrap();
+    let event = dir.path().join("event.json");
+    std::fs::write(&event, bed.receive().await.to_string()).unwrap();
+    // SAFETY: only this test reads these variables.
+    unsafe {
+        std::env::remove_var("CELLBRIDGE_FLEET_REPO");
+    }
+    let err = cellbridge::sync::invoke_from_file(&event)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("CELLBRIDGE_FLEET_REPO"), "{err}");
+    unsafe {
+        std::env::set_var("CELLBRIDGE_FLEET_REPO", REPO);
+        std::env::set_var("CELLBRIDGE_GITHUB_SECRET", "cellbridge/github-invoke");
+        std::env::set_var("CELLBRIDGE_STATE_BUCKET", &bed.bucket);
+        std::env::set_var("GITHUB_API_URL", bed.gh.url());
+        std::env::set_var("CELLBRIDGE_STATE_KEY_PATTERN", "cells/{cell}/terraform.tfstate");
+    }
+    let inv = cellbridge::sync::invoke_from_file(&event).await.unwrap();
+    assert!(!inv.failed, "{}", inv.response);
+    assert_eq!(only_cell(&inv.response)["action"], "opened", "{}", inv.response);
+    assert_eq!(bed.pulls().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -688,6 +744,13 @@ async fn github_faults_are_retried_or_fail_cleanly() {
     );
     assert_eq!(
         reqs.iter()
+            .filter(|r| r["path"].as_str().unwrap().starts_with("/app/installations/"))
+            .count(),
+        1,
+        "one installation token, reused by every request"
+    );
+    assert_eq!(
+        reqs.iter()
             .filter(|r| r["method"] == "POST" && r["path"].as_str().unwrap().ends_with("/git/refs"))
             .count(),
         3
@@ -706,7 +769,17 @@ async fn github_faults_are_retried_or_fail_cleanly() {
     assert_eq!(c["retryable"], true);
     let failed = resp["batchItemFailures"].as_array().unwrap();
     assert!(!failed.is_empty(), "the record goes back to SQS: {resp}");
-    assert_eq!(bed.counts().2, 0, "nothing written");
+    assert_eq!(bed.counts().2, 0, "nothing written: {}", bed.gh.requests());
+    bed.gh.clear_faults();
+
+    // GitHub hangs: the request is abandoned before the deadline, the record goes back.
+    bed.gh
+        .fault(json!({"match": "GET /repos/*/pulls", "delay_ms": 8000, "times": 1}));
+    let t = Instant::now();
+    let resp = bed.invoke_with(event2.clone(), 5).await.unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5), "answered within the deadline");
+    assert_eq!(only_cell(&resp)["retryable"], true, "{resp}");
+    assert!(!resp["batchItemFailures"].as_array().unwrap().is_empty(), "{resp}");
     bed.gh.clear_faults();
 
     // Another writer moves the cell's branch just before the update: redone on the fresh base.

@@ -368,11 +368,36 @@ impl GithubFleet {
         body: Option<&Value>,
         accept: Option<&str>,
     ) -> std::result::Result<Response, octocrab::Error> {
+        // Archive downloads go elsewhere (codeload, or `/_codeload/` on GitHub Enterprise
+        // Server): a client of their own, without our credentials (the URL carries a token)
+        // and without the API's base path, which octocrab would otherwise prepend.
+        // (A clone of the API client would not share its cached installation token.)
+        let download;
+        let (crab, uri) = match http::Uri::try_from(uri).ok().filter(|u| u.authority().is_some()) {
+            Some(abs) => {
+                let origin = format!(
+                    "{}://{}",
+                    abs.scheme_str().unwrap_or("https"),
+                    abs.authority().map(|a| a.as_str()).unwrap_or_default()
+                );
+                let path = abs
+                    .path_and_query()
+                    .map(|p| p.as_str().to_owned())
+                    .unwrap_or_else(|| "/".into());
+                download = Octocrab::builder()
+                    .base_uri(origin)?
+                    .add_retry_config(RetryConfig::None)
+                    .set_read_timeout(Some(REQUEST_TIMEOUT))
+                    .build()?;
+                (&download, path)
+            }
+            None => (&self.crab, uri.to_owned()),
+        };
         let mut req = http::Request::builder().method(method).uri(uri);
         req = req.header(http::header::ACCEPT, accept.unwrap_or("application/vnd.github+json"));
         req = req.header("X-GitHub-Api-Version", "2022-11-28");
-        let req = self.crab.build_request(req, body)?;
-        let resp = self.crab.execute(req).await?;
+        let req = crab.build_request(req, body)?;
+        let resp = crab.execute(req).await?;
         let (parts, body) = resp.into_parts();
         let body = body.collect().await?.to_bytes();
         Ok(Response {
@@ -811,10 +836,18 @@ impl FleetRepo for GithubFleet {
                     what: what.clone(),
                     detail: "redirect without Location".into(),
                 })?;
-            let loc = if loc.starts_with('/') {
-                format!("{}{loc}", self.api_url.trim_end_matches('/'))
-            } else {
-                loc.to_owned()
+            let loc = match loc
+                .starts_with('/')
+                .then(|| http::Uri::try_from(self.api_url.as_str()).ok())
+                .flatten()
+            {
+                // A path is relative to the server, not to the API's base path.
+                Some(api) => format!(
+                    "{}://{}{loc}",
+                    api.scheme_str().unwrap_or("https"),
+                    api.authority().map(|a| a.as_str()).unwrap_or_default()
+                ),
+                None => loc.to_owned(),
             };
             let d = self
                 .send(&what, Method::GET, &loc, None, Some("application/x-gzip"), deadline)
