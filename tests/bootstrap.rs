@@ -150,7 +150,15 @@ async fn access_entries(aws: &aws_config::SdkConfig, cluster: &str) -> Vec<Strin
 impl Bed {
     /// A new ACTIVE cluster `name` (tags given), its API served by a fresh fake, and the Git secret.
     async fn new(name: &str, tags: &[(&str, &str)], secret_json: Option<Value>) -> Bed {
-        Self::with_server(name, tags, secret_json, KubeFake::start()).await
+        // The API server authorizes like EKS: the token's caller needs an access entry.
+        let eks_auth = format!("{},{REGION},{name}", moto::endpoint());
+        Self::with_server(
+            name,
+            tags,
+            secret_json,
+            KubeFake::start_with(&["--eks-auth", &eks_auth]),
+        )
+        .await
     }
 
     async fn with_server(name: &str, tags: &[(&str, &str)], secret_json: Option<Value>, kube: KubeFake) -> Bed {
@@ -849,7 +857,8 @@ async fn the_eks_token_is_renewed_when_it_gets_old() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_kinds_that_reach_discovery_late_are_waited_for() {
     // Established at 0.3 s, in discovery 4 s later: custom resources would 404 meanwhile.
-    let kube = KubeFake::start_with(&["--crd-delay", "0.3", "--discovery-lag", "4.0"]);
+    let eks_auth = format!("{},{REGION},eks-lag", moto::endpoint());
+    let kube = KubeFake::start_with(&["--crd-delay", "0.3", "--discovery-lag", "4.0", "--eks-auth", &eks_auth]);
     let bed = Bed::with_server("eks-lag", &[("cellbridge.dev/cell", "lag")], None, kube).await;
     let report = bed.run(&bed.request()).await.unwrap();
     assert_eq!(report.outcome, Outcome::Bootstrapped);
@@ -860,4 +869,29 @@ async fn new_kinds_that_reach_discovery_late_are_waited_for() {
         .filter(|r| r["path"] == "/apis/source.toolkit.fluxcd.io/v1" && r["status"] == 404)
         .count();
     assert!(misses >= 1, "the lag was observed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_access_entry_someone_else_made_without_a_policy_is_not_changed() {
+    let bed = Bed::new("eks-entry-no-policy", &[("cellbridge.dev/cell", "nopolicy")], None).await;
+    let eks = aws_sdk_eks::Client::new(&bed.aws);
+    eks.create_access_entry()
+        .cluster_name(&bed.cluster)
+        .principal_arn(ROLE)
+        .send()
+        .await
+        .unwrap();
+    let err = bed.run(&bed.request()).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("HTTP 403"),
+        "the API server refuses a principal without a policy: {msg}"
+    );
+    assert!(
+        !access_log(&bed.cluster)
+            .iter()
+            .any(|op| op == "AssociateAccessPolicy" || op == "DeleteAccessEntry")
+    );
+    assert_eq!(access_entries(&bed.aws, &bed.cluster).await, [ROLE]);
+    assert!(bed.writes().is_empty());
 }

@@ -12,7 +12,9 @@ What it serves, with the real API's shapes and status codes:
   API server;
 - bearer-token authentication: the `--token` given, or an EKS token (`k8s-aws-v1.` + base64url
   of a presigned STS GetCallerIdentity URL with X-Amz-Signature and `x-k8s-aws-id` among the
-  signed headers, expiring within 15 minutes).
+  signed headers, expiring within 15 minutes). With `--eks-auth MOTO_URL,REGION,CLUSTER` the
+  token is also replayed against STS (moto) and the caller must have an access entry with a
+  policy on that cluster (401 without an entry, 403 without a policy), as on EKS.
 
 Control API under /_fake/ (no authentication): faults (5xx, 429, 409, sleeps) at chosen
 requests, the request log, stored objects, GitRepository readiness, reset.
@@ -35,6 +37,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+import urllib.request
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -161,8 +164,9 @@ def strip_volatile(obj):
 
 
 class State:
-    def __init__(self, token, crd_delay, discovery_lag=0.0):
+    def __init__(self, token, crd_delay, discovery_lag=0.0, eks_auth=None):
         self.lock = threading.RLock()
+        self.eks_auth = eks_auth
         self.token = token
         self.crd_delay = crd_delay
         self.discovery_lag = discovery_lag
@@ -363,7 +367,49 @@ def parse_token(header, state):
     age = (datetime.datetime.now(datetime.timezone.utc) - signed_at).total_seconds()
     if age > 15 * 60 or age < -300:
         return "EKS token expired"
+    if state.eks_auth:
+        return eks_authorize(url, state)
     return None
+
+
+IDENTITY_CACHE = {}
+
+
+def eks_authorize(url, state):
+    """What EKS does with a token: replay the presigned GetCallerIdentity (here, against moto)
+    with the cluster name header, then look the caller up in the cluster's access entries."""
+    moto_url, region, cluster = state.eks_auth
+    arn = IDENTITY_CACHE.get(url)
+    if arn is None:
+        try:
+            req = urllib.request.Request(url, headers={"x-k8s-aws-id": cluster})
+            body = urllib.request.urlopen(req, timeout=10).read().decode()
+        except Exception as e:
+            return f"STS rejected the token: {e}"
+        m = re.search(r"<Arn>(.*?)</Arn>", body)
+        if not m:
+            return "STS answered without an identity"
+        arn = IDENTITY_CACHE[url] = m.group(1)
+    parts = arn.split(":")
+    account, resource = parts[4], parts[5]
+    if resource.startswith("assumed-role/"):
+        who = ("role", resource.split("/")[1])
+    else:
+        who = (resource.split("/")[0], resource.split("/")[-1])
+    try:
+        q = urllib.parse.urlencode({"region": region})
+        entries = json.loads(urllib.request.urlopen(f"{moto_url}/_cellbridge/eks/entries/{cluster}?{q}", timeout=10).read())
+    except Exception as e:
+        return f"cannot read access entries: {e}"
+    for e in entries:
+        p = e["principalArn"].split(":")
+        kind, name = p[5].split("/")[0], p[5].split("/")[-1]
+        # EKS matches the principal, whatever path its ARN was written with.
+        if p[4] == account and (kind, name) == who:
+            if not e.get("policies"):
+                return "FORBIDDEN: access entry has no access policy"
+            return None
+    return f"no access entry for {arn}"
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -438,6 +484,9 @@ class Handler(BaseHTTPRequestHandler):
                 entry["status"] = code
                 return self.send_json(code, ApiError(code, reason, f"injected fault: {reason}").body(), hdrs)
         auth_err = parse_token(self.headers.get("Authorization"), st)
+        if auth_err and auth_err.startswith("FORBIDDEN"):
+            entry["status"] = 403
+            return self.send_json(403, ApiError(403, "Forbidden", "forbidden: " + auth_err).body())
         if auth_err:
             entry["status"] = 401
             return self.send_json(401, ApiError(401, "Unauthorized", "Unauthorized").body()
@@ -880,8 +929,10 @@ def main():
     ap.add_argument("--token", default="fake-admin-token")
     ap.add_argument("--crd-delay", type=float, default=0.2)
     ap.add_argument("--discovery-lag", type=float, default=0.0)
+    ap.add_argument("--eks-auth", help="MOTO_URL,REGION,CLUSTER: authorize EKS tokens like EKS does")
     args = ap.parse_args()
-    STATE = State(args.token, args.crd_delay, args.discovery_lag)
+    eks_auth = tuple(args.eks_auth.split(",", 2)) if args.eks_auth else None
+    STATE = State(args.token, args.crd_delay, args.discovery_lag, eks_auth)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     if args.tls:

@@ -90,6 +90,23 @@ def read_json(environ):
     return json.loads(body) if body else {}
 
 
+def presigned_sts(environ):
+    """A presigned STS GetCallerIdentity URL (an EKS token, replayed as aws-iam-authenticator
+    does) carries its signature in the query; moto routes by the Authorization header, so the
+    query's credential is restated there for moto to find STS and the caller."""
+    q = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+    one = lambda k: (q.get(k) or [""])[0]
+    cred = one("X-Amz-Credential")
+    if one("Action") != "GetCallerIdentity" or "/sts/aws4_request" not in cred:
+        return
+    environ["HTTP_AUTHORIZATION"] = (f"AWS4-HMAC-SHA256 Credential={cred}, SignedHeaders={one('X-Amz-SignedHeaders')}, "
+                                     f"Signature={one('X-Amz-Signature')}")
+    if one("X-Amz-Security-Token"):
+        environ["HTTP_X_AMZ_SECURITY_TOKEN"] = one("X-Amz-Security-Token")
+    if one("X-Amz-Date"):
+        environ["HTTP_X_AMZ_DATE"] = one("X-Amz-Date")
+
+
 def find_cluster(region, name):
     from moto.eks.models import eks_backends
 
@@ -117,6 +134,8 @@ class EksExtension:
         method = environ.get("REQUEST_METHOD", "GET")
         if path.startswith("/_cellbridge/eks/"):
             return self.control(environ, start_response, method, path)
+        if method == "GET" and not environ.get("HTTP_AUTHORIZATION"):
+            presigned_sts(environ)
         is_eks = "/eks/aws4_request" in environ.get("HTTP_AUTHORIZATION", "")
         if is_eks:
             rpath = raw_path(environ)
