@@ -791,6 +791,19 @@ async fn the_handler_answers_sqs_batches_record_by_record() {
     assert_eq!(ready.kube.objects(Some("Kustomization")).len(), 1);
     assert!(calls(&creating.kube).is_empty());
 
+    // Delivered directly by EventBridge, a cluster still CREATING fails the invocation (so that
+    // EventBridge retries it), and says why.
+    let inv = service
+        .handle(&create_cluster_event("eks-sqs-creating"), deadline)
+        .await
+        .unwrap();
+    assert!(inv.failed);
+    assert!(
+        inv.response["error"].as_str().unwrap().contains("still CREATING"),
+        "{}",
+        inv.response
+    );
+
     // The manual payload through the same handler: a dry run answers with the plan.
     let manual = json!({"action": "bootstrap", "cluster": "eks-sqs-ready", "region": REGION, "dry_run": true});
     let inv = service.handle(&manual, deadline).await.unwrap();
