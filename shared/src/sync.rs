@@ -408,7 +408,20 @@ impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
         deadline: Instant,
         result: &mut CellResult,
     ) -> Result<(), Attempt> {
-        let (state, source) = match self.states.read_latest(&obj.bucket, &obj.key).await {
+        // S3 has its own retries; the deadline bounds them so the record goes back to SQS
+        // instead of the function being killed with the whole batch.
+        let left = deadline.saturating_duration_since(Instant::now());
+        let read = tokio::time::timeout(left, self.states.read_latest(&obj.bucket, &obj.key))
+            .await
+            .map_err(|_| Attempt::Fail {
+                error: format!(
+                    "s3://{}/{}: reading the state did not finish before the function's deadline",
+                    obj.bucket, obj.key
+                ),
+                retryable: true,
+                refused: false,
+            })?;
+        let (state, source) = match read {
             Ok(s) => s,
             Err(S3Error::NotFound { .. }) => {
                 result.action = "ignored".into();
