@@ -908,3 +908,76 @@ async fn an_access_entry_someone_else_made_without_a_policy_is_not_changed() {
     assert_eq!(access_entries(&bed.aws, &bed.cluster).await, [ROLE]);
     assert!(bed.writes().is_empty());
 }
+
+fn moto_fault(f: Value) {
+    moto_control("/_cellbridge/faults", f);
+}
+
+fn access_key(aws: &aws_config::SdkConfig) -> String {
+    use aws_credential_types::provider::ProvideCredentials;
+    let provider = aws.credentials_provider().unwrap();
+    block_on(provider.provide_credentials())
+        .unwrap()
+        .access_key_id()
+        .to_owned()
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aws_calls_that_fail_throttle_or_hang_are_retried() {
+    let bed = Bed::new("eks-awsfaults", &[("cellbridge.dev/cell", "awsfaults")], None).await;
+    // Short attempt timeouts, so that a hung call is abandoned and retried quickly.
+    let t = aws_config::timeout::TimeoutConfig::builder()
+        .operation_attempt_timeout(Duration::from_secs(1))
+        .build();
+    let aws = bed.aws.to_builder().timeout_config(t).build();
+    let key = access_key(&aws);
+    let c = &bed.cluster;
+    moto_fault(json!({"service": "eks", "operation": format!("^GET /clusters/{c}$"), "kind": "throttle", "count": 1}));
+    moto_fault(
+        json!({"service": "eks", "operation": format!("^POST /clusters/{c}/access-entries$"), "kind": "5xx", "count": 1}),
+    );
+    moto_fault(
+        json!({"service": "eks", "operation": format!("^DELETE /clusters/{c}/access-entries/"), "kind": "5xx", "count": 1}),
+    );
+    moto_fault(
+        json!({"service": "secretsmanager", "operation": "GetSecretValue", "body_contains": bed.secret, "kind": "timeout", "sleep": 3, "count": 1}),
+    );
+    moto_fault(
+        json!({"service": "sts", "operation": "GetCallerIdentity", "access_key": key, "kind": "5xx", "count": 1}),
+    );
+    let report = Bootstrapper::new(aws.clone(), settings(&bed.secret))
+        .run(&bed.fleet, &bed.request(), Target::Eks)
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    assert!(report.access_entry.as_ref().unwrap().removed);
+    assert!(access_entries(&bed.aws, c).await.is_empty());
+    let (_, faults) = http_json("GET", &format!("{}/_cellbridge/faults", moto::endpoint()), None);
+    let mine: Vec<&Value> = faults
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            let s = f.to_string();
+            s.contains(c.as_str()) || s.contains(&bed.secret) || s.contains(&key)
+        })
+        .collect();
+    assert_eq!(mine.len(), 5);
+    assert!(
+        mine.iter().all(|f| f["hits"] == 1),
+        "every fault was hit once: {mine:?}"
+    );
+
+    // A call that keeps failing ends in a clean, retryable error naming the call.
+    moto_fault(json!({"service": "eks", "operation": format!("^GET /clusters/{c}$"), "kind": "5xx", "count": 50}));
+    let err = Bootstrapper::new(aws, settings(&bed.secret))
+        .run(&bed.fleet, &bed.request(), Target::Eks)
+        .await
+        .unwrap_err();
+    assert!(err.retryable(), "{err:?}");
+    assert!(err.to_string().contains("DescribeCluster"), "{err}");
+}

@@ -12,6 +12,7 @@ from moto.server import ThreadedMotoServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import moto_eks_ext  # noqa: E402  (EKS access entries, real CA, authentication mode, CREATING)
+import moto_faults  # noqa: E402  (5xx, throttling and hangs at a chosen AWS operation)
 
 
 def main() -> int:
@@ -19,6 +20,7 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=0)
     args = ap.parse_args()
     moto_eks_ext.install()
+    moto_faults.install()  # outermost: a fault can hit any service, the extension's too
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=args.port, verbose=False)
     server.start()
     port = server._server.server_port  # the real port when 0 was asked for

@@ -208,6 +208,22 @@ struct Prepared {
 
 impl Bootstrapper {
     pub fn new(aws: SdkConfig, settings: Settings) -> Self {
+        // Without a timeout an AWS call that hangs holds the run until the Lambda deadline;
+        // with one, the SDK's retries get another go.
+        let has_attempt_timeout = aws
+            .timeout_config()
+            .and_then(|t| t.operation_attempt_timeout())
+            .is_some();
+        let aws = if has_attempt_timeout {
+            aws
+        } else {
+            let t = aws_config::timeout::TimeoutConfig::builder()
+                .connect_timeout(std::time::Duration::from_secs(5))
+                .operation_attempt_timeout(std::time::Duration::from_secs(20))
+                .operation_timeout(std::time::Duration::from_secs(90))
+                .build();
+            aws.to_builder().timeout_config(t).build()
+        };
         Self { aws, settings }
     }
 
