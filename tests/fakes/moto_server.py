@@ -1,8 +1,11 @@
 """Starts moto_server on 127.0.0.1 and prints `PORT=<n>` once it answers.
 
 The test bed's one AWS endpoint: S3, SQS, EventBridge, Secrets Manager, STS and EKS. Extensions
-to moto that the tests need (EKS access entries, a real certificate authority) are installed here
-before the server starts, so every test talks to the same patched server.
+to moto that the tests need are installed here before the server starts, so every test talks to
+the same patched server:
+- moto_eks_ext: EKS access entries, a real certificate authority, `accessConfig`, clusters that
+  stay CREATING for a while, and presigned STS GetCallerIdentity (EKS tokens) answered;
+- moto_faults: 5xx, throttling and hangs at a chosen AWS operation (`/_cellbridge/faults`).
 """
 import argparse
 import os
