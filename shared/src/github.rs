@@ -752,14 +752,14 @@ impl GithubFleet {
                     if let (Some(s), Some(l)) = (
                         t.get("Cellbridge-Serial").and_then(|s| s.parse::<u64>().ok()),
                         t.get("Cellbridge-Lineage"),
-                    ) {
-                        if *l == plan.lineage && s > plan.serial {
-                            return Ok(Published::Stale {
-                                proposed_serial: s,
-                                number: None,
-                                url: None,
-                            });
-                        }
+                    ) && *l == plan.lineage
+                        && s > plan.serial
+                    {
+                        return Ok(Published::Stale {
+                            proposed_serial: s,
+                            number: None,
+                            url: None,
+                        });
                     }
                     if t.get("Cellbridge-Digest").map(String::as_str) == Some(digest) {
                         head
@@ -881,16 +881,16 @@ impl FleetRepo for GithubFleet {
 
     async fn publish(&self, snap: &Snapshot, plan: &Plan, deadline: Instant) -> Result<Published> {
         let existing = self.open_pull(&plan.branch, deadline).await?;
-        if let Some(pr) = &existing {
-            if let Some((serial, lineage)) = plan::recorded_serial(&pr.body) {
-                if lineage == plan.lineage && serial > plan.serial {
-                    return Ok(Published::Stale {
-                        proposed_serial: serial,
-                        number: Some(pr.number),
-                        url: Some(pr.url.clone()),
-                    });
-                }
-            }
+        if let Some(pr) = &existing
+            && let Some((serial, lineage)) = plan::recorded_serial(&pr.body)
+            && lineage == plan.lineage
+            && serial > plan.serial
+        {
+            return Ok(Published::Stale {
+                proposed_serial: serial,
+                number: Some(pr.number),
+                url: Some(pr.url.clone()),
+            });
         }
         match plan.outcome {
             Outcome::Stale => Ok(Published::Stale {
@@ -910,13 +910,13 @@ impl FleetRepo for GithubFleet {
             },
             Outcome::Change => {
                 let digest = plan_digest(plan);
-                if let Some(pr) = &existing {
-                    if recorded_digest(&pr.body).as_deref() == Some(digest.as_str()) {
-                        return Ok(Published::Unchanged {
-                            number: pr.number,
-                            url: pr.url.clone(),
-                        });
-                    }
+                if let Some(pr) = &existing
+                    && recorded_digest(&pr.body).as_deref() == Some(digest.as_str())
+                {
+                    return Ok(Published::Unchanged {
+                        number: pr.number,
+                        url: pr.url.clone(),
+                    });
                 }
                 self.write(snap, plan, existing, &digest, deadline).await
             }

@@ -86,14 +86,14 @@ impl SyncConfig {
             });
         }
         let base_branch = config::optional("CELLBRIDGE_BASE_BRANCH");
-        if let Some(b) = &base_branch {
-            if b.contains("..") || b.starts_with('/') || b.contains(' ') {
-                return Err(ConfigError::Invalid {
-                    name: "CELLBRIDGE_BASE_BRANCH",
-                    value: b.clone(),
-                    reason: "not a branch name".into(),
-                });
-            }
+        if let Some(b) = &base_branch
+            && (b.contains("..") || b.starts_with('/') || b.contains(' '))
+        {
+            return Err(ConfigError::Invalid {
+                name: "CELLBRIDGE_BASE_BRANCH",
+                value: b.clone(),
+                reason: "not a branch name".into(),
+            });
         }
         Ok(Self {
             owner,
