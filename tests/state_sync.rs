@@ -228,6 +228,15 @@ impl Bed {
 
     /// `terraform apply` of a providerless config whose `cell_metadata` output is `data`.
     async fn apply(&self, cell: &str, data: &[(String, String)], sensitive: bool) {
+        self.apply_in(cell, None, data, sensitive).await
+    }
+
+    /// The same in a Terraform workspace: the S3 backend stores it at `env:/<workspace>/<key>`.
+    async fn apply_in(&self, cell: &str, workspace: Option<&str>, data: &[(String, String)], sensitive: bool) {
+        let stored_key = match workspace {
+            Some(ws) => format!("env:/{ws}/{}", Self::key(cell)),
+            None => Self::key(cell),
+        };
         let step = self.step.fetch_add(1, Ordering::SeqCst);
         let fixture = fixture_dir().join(format!("{}-{step}.tfstate", self.name));
         if !self.terraform {
@@ -236,14 +245,17 @@ impl Bed {
             self.s3
                 .put_object()
                 .bucket(&self.bucket)
-                .key(Self::key(cell))
+                .key(&stored_key)
                 .body(body.into())
                 .send()
                 .await
                 .unwrap();
             return;
         }
-        let dir = self.work.path().join(cell);
+        let dir = self
+            .work
+            .path()
+            .join(format!("{cell}-{}", workspace.unwrap_or("default")));
         std::fs::create_dir_all(&dir).unwrap();
         let map: BTreeMap<&str, &str> = data.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         std::fs::write(
@@ -280,13 +292,16 @@ impl Bed {
                 &["init", "-input=false", "-no-color", "-backend-config=backend.hcl"],
             );
         }
+        if let Some(ws) = workspace {
+            terraform(&dir, &["workspace", "select", "-or-create", "-no-color", ws]);
+        }
         terraform(&dir, &["apply", "-input=false", "-no-color", "-auto-approve"]);
         if std::env::var_os("CELLBRIDGE_RECORD_FIXTURES").is_some() {
             let obj = self
                 .s3
                 .get_object()
                 .bucket(&self.bucket)
-                .key(Self::key(cell))
+                .key(&stored_key)
                 .send()
                 .await
                 .unwrap();
@@ -813,4 +828,22 @@ async fn github_faults_are_retried_or_fail_cleanly() {
         branch["apps/base/NOTE.md"].is_string(),
         "the branch carries the fresh base"
     );
+}
+
+/// A workspace's state (`env:/<workspace>/cells/<cell>/terraform.tfstate`, URL-encoded in the
+/// notification) maps to its cell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workspace_state_maps_to_its_cell() {
+    let bed = Bed::new("workspace", false).await;
+    let cell = "stg-c7";
+    bed.apply_in(cell, Some("staging"), &base_data(cell, "vpc-7"), false)
+        .await;
+    let event = bed.receive().await;
+    assert!(
+        event.to_string().contains("env%3A") || event.to_string().contains("env:"),
+        "{event}"
+    );
+    let c = only_cell(&bed.invoke(event).await);
+    assert_eq!(c["key"], format!("env:/staging/cells/{cell}/terraform.tfstate"));
+    assert_eq!(c["action"], "opened", "{c}");
 }
