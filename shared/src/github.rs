@@ -687,7 +687,7 @@ impl GithubFleet {
         let message = commit_message(plan, digest);
         let body = format!(
             "{}\n<!-- cellbridge:digest={digest} base={} -->\n",
-            plan.body.trim_end(),
+            fit_body(&plan.body, plan.serial, &plan.lineage),
             snap.base_sha
         );
         let tree = self.create_tree(snap, plan, deadline).await?;
@@ -1055,6 +1055,21 @@ fn recorded_base(body: &str) -> Option<String> {
     marker(body, "base")
 }
 
+/// GitHub refuses a body over 65,536 characters; a long findings table is cut, keeping the
+/// serial marker cellbridge reads back.
+fn fit_body(body: &str, serial: u64, lineage: &str) -> String {
+    const MAX: usize = 60_000;
+    let body = body.trim_end();
+    if body.chars().count() <= MAX {
+        return body.to_owned();
+    }
+    let cut: String = body.chars().take(MAX).collect();
+    let cut = cut.rsplit_once('\n').map_or(cut.as_str(), |(head, _)| head);
+    format!(
+        "{cut}\n\n… (cut to fit GitHub's limit; `cellbridge plan` prints the whole report)\n<!-- cellbridge:serial={serial} lineage={lineage} -->"
+    )
+}
+
 fn commit_message(plan: &Plan, digest: &str) -> String {
     format!(
         "{}\n\nTerraform state {}\n\nCellbridge-Serial: {}\nCellbridge-Lineage: {}\nCellbridge-Digest: {digest}\n",
@@ -1236,6 +1251,18 @@ mod tests {
         };
         assert!(is_transient(&limited));
         assert_eq!(retry_after(&limited.headers), Some(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn long_bodies_are_cut_but_keep_the_serial() {
+        let body = format!(
+            "{}\n<!-- cellbridge:serial=7 lineage=L -->\n",
+            "| row |\n".repeat(20_000)
+        );
+        let fitted = fit_body(&body, 7, "L");
+        assert!(fitted.chars().count() < 65_536);
+        assert_eq!(plan::recorded_serial(&fitted), Some((7, "L".into())));
+        assert_eq!(fit_body("short", 1, "L"), "short");
     }
 
     #[test]
