@@ -847,3 +847,30 @@ async fn workspace_state_maps_to_its_cell() {
     assert_eq!(c["key"], format!("env:/staging/cells/{cell}/terraform.tfstate"));
     assert_eq!(c["action"], "opened", "{c}");
 }
+
+/// A token rotated in Secrets Manager while the function was warm: the refused token is
+/// dropped, the secret read again, and the sync goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotated_token_is_read_again() {
+    let bed = Bed::new("rotation", false).await;
+    let cell = "eu-c8";
+    bed.apply(cell, &base_data(cell, "vpc-1"), false).await;
+    let c = only_cell(&bed.invoke(bed.receive().await).await);
+    assert_eq!(c["action"], "opened", "{c}");
+
+    let rotated = "ghp_rotated_token_9876543210";
+    bed.gh.token(rotated, false);
+    bed.gh.token(TOKEN, true);
+    let conf = moto::sdk_config().await;
+    aws_sdk_secretsmanager::Client::new(&conf)
+        .put_secret_value()
+        .secret_id("cellbridge/github-rotation")
+        .secret_string(json!({"token": rotated}).to_string())
+        .send()
+        .await
+        .unwrap();
+    bed.apply(cell, &base_data(cell, "vpc-2"), false).await;
+    let resp = bed.invoke(bed.receive().await).await;
+    assert_eq!(only_cell(&resp)["action"], "updated", "{resp}");
+    assert!(!resp.to_string().contains(rotated) && !resp.to_string().contains(TOKEN));
+}

@@ -7,11 +7,11 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::{Value, json};
-use tokio::sync::OnceCell;
 
 use crate::config::{self, ConfigError};
 use crate::events::sync::{self as events, Item, Manual, ObjectRef, SyncEvent};
@@ -547,7 +547,7 @@ fn finish(results: Vec<CellResult>, sqs_failures: Option<Vec<String>>) -> Invoca
 pub struct LazyGithub {
     config: SyncConfig,
     secrets: aws_sdk_secretsmanager::Client,
-    fleet: OnceCell<GithubFleet>,
+    fleet: tokio::sync::Mutex<Option<Arc<GithubFleet>>>,
 }
 
 impl LazyGithub {
@@ -555,43 +555,74 @@ impl LazyGithub {
         Self {
             config,
             secrets,
-            fleet: OnceCell::new(),
+            fleet: tokio::sync::Mutex::new(None),
         }
     }
 
-    pub async fn get(&self) -> Result<&GithubFleet, GithubError> {
-        self.fleet
-            .get_or_try_init(|| async {
-                let c = &self.config;
-                let setup = |reason: String| GithubError::Setup {
-                    api_url: c.github_api_url.clone(),
-                    reason,
-                };
-                let secret = secrets::fetch_json(&self.secrets, &c.github_secret)
-                    .await
-                    .map_err(|e| {
-                        if e.retryable() {
-                            GithubError::Transient {
-                                what: "reading its credentials".into(),
-                                detail: e.to_string(),
-                            }
-                        } else {
-                            setup(e.to_string())
-                        }
-                    })?;
-                let creds: Credentials = secrets::github_credentials(&secret).map_err(|e| setup(e.to_string()))?;
-                GithubFleet::new(&c.github_api_url, &c.owner, &c.repo, c.base_branch.clone(), &creds)
-            })
+    pub async fn get(&self) -> Result<Arc<GithubFleet>, GithubError> {
+        let mut slot = self.fleet.lock().await;
+        if let Some(f) = slot.as_ref() {
+            return Ok(f.clone());
+        }
+        let c = &self.config;
+        let setup = |reason: String| GithubError::Setup {
+            api_url: c.github_api_url.clone(),
+            reason,
+        };
+        let secret = secrets::fetch_json(&self.secrets, &c.github_secret)
             .await
+            .map_err(|e| {
+                if e.retryable() {
+                    GithubError::Transient {
+                        what: "reading its credentials".into(),
+                        detail: e.to_string(),
+                    }
+                } else {
+                    setup(e.to_string())
+                }
+            })?;
+        let creds: Credentials = secrets::github_credentials(&secret).map_err(|e| setup(e.to_string()))?;
+        let fleet = Arc::new(GithubFleet::new(
+            &c.github_api_url,
+            &c.owner,
+            &c.repo,
+            c.base_branch.clone(),
+            &creds,
+        )?);
+        *slot = Some(fleet.clone());
+        Ok(fleet)
+    }
+
+    /// Drops the client, so the next use reads the secret again.
+    async fn forget(&self) {
+        *self.fleet.lock().await = None;
     }
 }
 
+fn bad_credentials<T>(r: &Result<T, GithubError>) -> bool {
+    matches!(r, Err(GithubError::Api { status: 401, .. }))
+}
+
+// Credentials GitHub refuses were probably rotated in Secrets Manager while this process kept
+// the old ones: read the secret again and try once more.
 impl FleetRepo for LazyGithub {
     async fn snapshot(&self, deadline: Instant) -> Result<Snapshot, GithubError> {
+        let r = self.get().await?.snapshot(deadline).await;
+        if !bad_credentials(&r) {
+            return r;
+        }
+        tracing::warn!("GitHub refused the credentials; reading the secret again");
+        self.forget().await;
         self.get().await?.snapshot(deadline).await
     }
 
     async fn publish(&self, snapshot: &Snapshot, plan: &Plan, deadline: Instant) -> Result<Published, GithubError> {
+        let r = self.get().await?.publish(snapshot, plan, deadline).await;
+        if !bad_credentials(&r) {
+            return r;
+        }
+        tracing::warn!("GitHub refused the credentials; reading the secret again");
+        self.forget().await;
         self.get().await?.publish(snapshot, plan, deadline).await
     }
 }

@@ -26,7 +26,7 @@ Control API (never used by the product; tests and the bench drive it):
   files of every branch, for assertions.
 - `GET /_fake/app`: the GitHub App's id, installation id and private key (PEM, generated at
   start when the `cryptography` package is there), for tests that authenticate as an app.
-- `POST /_fake/tokens` `{"token": "..."}`: accept a personal access token.
+- `POST /_fake/tokens` `{"token": "..."}`: accept a personal access token; `DELETE` revokes it.
 """
 import argparse
 import base64
@@ -760,6 +760,9 @@ class Handler(BaseHTTPRequestHandler):
             if path == "/_fake/tokens" and method == "POST":
                 TOKENS[body["token"]] = None
                 return 201, {}
+            if path == "/_fake/tokens" and method == "DELETE":
+                TOKENS.pop(body["token"], None)
+                return 200, {}
             if path == "/_fake/app" and method == "GET":
                 return 200, {"app_id": APP["app_id"], "installation_id": APP["installation_id"], "private_key": APP["private_key"]}
             if path == "/_fake/state" and method == "GET":

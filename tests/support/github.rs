@@ -86,6 +86,15 @@ impl FakeGithub {
         self.control("GET", &format!("/_fake/state?repo={repo}"), None)
     }
 
+    /// Accepts (`revoke` false) or revokes a personal access token.
+    pub fn token(&self, token: &str, revoke: bool) {
+        self.control(
+            if revoke { "DELETE" } else { "POST" },
+            "/_fake/tokens",
+            Some(&json!({"token": token})),
+        );
+    }
+
     /// The GitHub App the fake trusts: `{"app_id", "installation_id", "private_key"}`.
     pub fn app(&self) -> Value {
         self.control("GET", "/_fake/app", None)
