@@ -138,7 +138,7 @@ pub fn check_cell(
             }
             let text = read(fleet, path)?;
             for doc in yaml::documents(&text).map_err(|r| invalid(path, r))? {
-                if let Some(l) = flux_layer(&doc, path, &text)? {
+                if let Some(l) = flux_layer(&doc, path)? {
                     layers.push(l);
                 }
             }
@@ -244,7 +244,7 @@ struct FluxLayer {
     other_sources: Vec<String>,
 }
 
-fn flux_layer(doc: &yaml::Node, file: &str, text: &str) -> Result<Option<FluxLayer>, CheckError> {
+fn flux_layer(doc: &yaml::Node, file: &str) -> Result<Option<FluxLayer>, CheckError> {
     let api = doc.get("apiVersion").and_then(yaml::Node::str).unwrap_or("");
     let kind = doc.get("kind").and_then(yaml::Node::str).unwrap_or("");
     if !api.starts_with("kustomize.toolkit.fluxcd.io/") || kind != "Kustomization" {
@@ -287,7 +287,6 @@ fn flux_layer(doc: &yaml::Node, file: &str, text: &str) -> Result<Option<FluxLay
             format!("Kustomization `{name}`: spec.path `{raw}` leaves the fleet repo"),
         )
     })?;
-    let _ = text;
     Ok(Some(FluxLayer {
         name,
         defined_in: file.to_owned(),
@@ -1234,6 +1233,23 @@ mod tests {
         assert_eq!(check_fleet(&f, Some(CELL)).unwrap(), reports);
         let e = check_fleet(&f, Some("nope")).unwrap_err();
         assert!(e.to_string().contains("clusters/nope"), "{e}");
+    }
+
+    #[test]
+    fn check_fleet_refuses_a_cell_without_its_configmap() {
+        let mut f = MemFleet::new();
+        f.insert("clusters/lonely/layers.yaml", layers_yaml(&[("apps", "./apps", "")]));
+        let e = check_fleet(&f, None).unwrap_err();
+        assert!(
+            e.to_string().starts_with("clusters/lonely/cell-metadata.yaml: missing"),
+            "{e}"
+        );
+        f.insert(
+            "clusters/lonely/cell-metadata.yaml",
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: x\n",
+        );
+        let e = check_fleet(&f, None).unwrap_err();
+        assert!(matches!(e, CheckError::ConfigMap(_)), "{e}");
     }
 
     #[test]
