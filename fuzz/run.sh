@@ -3,12 +3,14 @@
 #
 #   fuzz/run.sh [SECONDS] [TARGET...]     default: 60 seconds, every target in fuzz_targets/
 #
-# cargo-fuzz itself works on stable only with `--sanitizer none` (its default AddressSanitizer
-# needs the nightly-only `-Zsanitizer`), and then all it adds is these coverage flags, which are
-# stable `-C` options. So this script builds the targets with them directly and needs nothing
-# but cargo and a C++ compiler (libfuzzer-sys compiles libFuzzer). Safe Rust needs no
-# AddressSanitizer to catch memory errors; what the fuzzer finds here are panics, assertion
-# failures, hangs (-timeout) and runaway memory (-rss_limit_mb).
+# cargo-fuzz works on the stable toolchain with `--sanitizer none` (its default AddressSanitizer
+# needs the nightly-only `-Zsanitizer`); without `--sanitizer` all it adds is coverage flags,
+# which are stable `-C` options. This script uses cargo-fuzz when it is installed
+# (`cargo install cargo-fuzz --locked`) and otherwise passes those flags itself, so it needs
+# nothing but cargo and a C++ compiler (libfuzzer-sys compiles libFuzzer). Safe Rust needs no
+# AddressSanitizer for memory errors; what the fuzzer finds here are panics, failed
+# assertions, hangs (-timeout) and runaway memory (-rss_limit_mb). The first build compiles the
+# whole library (AWS SDK, kube, ...) instrumented: about 25 minutes on two cores.
 #
 # Each target's corpus grows in fuzz/corpus/<target> (git-ignored), seeded from
 # fuzz/seeds/<target>; a crashing input is written to fuzz/artifacts/<target>/.
@@ -24,22 +26,25 @@ else
     for f in fuzz_targets/*.rs; do targets+=("$(basename "$f" .rs)"); done
 fi
 
-export RUSTFLAGS="${RUSTFLAGS:-} -Cpasses=sancov-module \
+triple="$(rustc -vV | sed -n 's/^host: //p')"
+# cargo-fuzz and this script both build into fuzz/target/<host>/release/<target>.
+export CARGO_TARGET_DIR="${FUZZ_TARGET_DIR:-$PWD/target}"
+if cargo fuzz --version >/dev/null 2>&1; then
+    for t in "${targets[@]}"; do cargo fuzz build --sanitizer none "$t"; done
+else
+    # What `cargo fuzz build --sanitizer none` passes, all stable options. An explicit --target
+    # keeps RUSTFLAGS off build scripts and proc macros: instrumented proc macros do not link.
+    export RUSTFLAGS="${RUSTFLAGS:-} -Cpasses=sancov-module \
  -Cllvm-args=-sanitizer-coverage-level=4 \
  -Cllvm-args=-sanitizer-coverage-inline-8bit-counters \
  -Cllvm-args=-sanitizer-coverage-pc-table \
  -Cllvm-args=-sanitizer-coverage-trace-compares \
  -Cllvm-args=-sanitizer-coverage-stack-depth \
- --cfg fuzzing -Cdebug-assertions -Coverflow-checks"
-# A target dir of its own: the instrumented build must not mix with the workspace's.
-export CARGO_TARGET_DIR="${FUZZ_TARGET_DIR:-$PWD/target}"
-
-# An explicit --target keeps RUSTFLAGS off build scripts and proc macros (as cargo-fuzz does):
-# instrumented proc macros would not link.
-triple="$(rustc -vV | sed -n 's/^host: //p')"
-bins=()
-for t in "${targets[@]}"; do bins+=(--bin "$t"); done
-cargo build --release --target "$triple" "${bins[@]}"
+ --cfg fuzzing -Cdebug-assertions"
+    bins=()
+    for t in "${targets[@]}"; do bins+=(--bin "$t"); done
+    cargo build --release --target "$triple" "${bins[@]}"
+fi
 
 status=0
 for t in "${targets[@]}"; do
