@@ -95,7 +95,7 @@ async fn main() {
 
     println!("GitHub requests per sync (goal: at most 8) and event-to-pull-request latency");
     println!(
-        "{:<34} {:>6} {:>9} {:>7} {:>11}",
+        "{:<40} {:>5} {:>9} {:>7} {:>11}",
         "sync", "API", "download", "writes", "latency ms"
     );
     let rounds = 5;
@@ -161,7 +161,7 @@ async fn main() {
             let action = resp["cells"][0]["action"].as_str().unwrap_or("?").to_owned();
             if round == rounds - 1 || round == 0 {
                 println!(
-                    "{:<34} {:>6} {:>9} {:>7} {:>11.1}",
+                    "{:<40} {:>5} {:>9} {:>7} {:>11.1}",
                     format!("{label} [{action}]"),
                     reqs.len() - download,
                     download,
