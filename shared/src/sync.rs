@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use crate::config::{self, ConfigError};
 use crate::events::sync::{self as events, Item, Manual, ObjectRef, SyncEvent};
@@ -355,8 +356,12 @@ impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
             tracing::error!(bucket = %obj.bucket, key = %obj.key, "refused: the key's cell is not a DNS-1123 label");
             return r;
         }
+        // Every log line of this cell's sync carries the cell, key and workspace.
         let span = tracing::info_span!("sync", cell = %key_cell, key = %obj.key, workspace = workspace.as_deref().unwrap_or("default"));
-        let _ = &span;
+        self.converge(obj, key_cell, dry_run, deadline).instrument(span).await
+    }
+
+    async fn converge(&self, obj: ObjectRef, key_cell: String, dry_run: bool, deadline: Instant) -> CellResult {
         let mut result = CellResult::new(&obj, Some(key_cell.clone()), "failed");
         for attempt in 1..=RACE_ATTEMPTS {
             result.attempts = attempt;
