@@ -14,7 +14,7 @@ use cellbridge::bootstrap::{
 };
 use cellbridge::fleet::LocalFleet;
 use cellbridge_tests::kube::{KubeFake, http_json, ssh_keypair};
-use cellbridge_tests::moto;
+use cellbridge_tests::{leak, moto};
 use serde_json::{Value, json};
 
 const ROLE: &str = "arn:aws:iam::123456789012:role/cellbridge-bootstrap";
@@ -42,11 +42,11 @@ fn logs() -> &'static Captured {
     LOGS.get_or_init(|| {
         let c = Captured::default();
         let w = c.clone();
-        tracing_subscriber::fmt()
-            .json()
-            .with_max_level(tracing::Level::DEBUG)
-            .with_writer(move || w.clone())
-            .init();
+        // This binary's own JSON capture (asserted on below), plus the suite-wide leak capture.
+        leak::init_with(tracing_subscriber::Layer::with_filter(
+            tracing_subscriber::fmt::layer().json().with_writer(move || w.clone()),
+            tracing_subscriber::filter::LevelFilter::DEBUG,
+        ));
         c
     })
 }
@@ -56,7 +56,11 @@ fn logs() -> &'static Captured {
 static KEY: OnceLock<(String, String)> = OnceLock::new();
 
 fn key() -> &'static (String, String) {
-    KEY.get_or_init(ssh_keypair)
+    KEY.get_or_init(|| {
+        let k = ssh_keypair();
+        leak::secret("bootstrap: SSH identity of the Flux Git secret", &k.0);
+        k
+    })
 }
 
 /// Credentials of an assumed role, as a Lambda function has them.
@@ -187,6 +191,11 @@ impl Bed {
         let secret = format!("{name}-flux-git");
         let value = secret_json
             .unwrap_or_else(|| json!({"identity": private, "identity.pub": public, "known_hosts": KNOWN_HOSTS}));
+        for field in ["identity", "password", "githubAppPrivateKey"] {
+            if let Some(v) = value[field].as_str() {
+                leak::secret(&format!("bootstrap: `{field}` of {name}-flux-git"), v);
+            }
+        }
         let sm = aws_sdk_secretsmanager::Client::new(&aws);
         sm.create_secret()
             .name(&secret)
@@ -223,6 +232,7 @@ impl Bed {
             Err(e) => format!("error: {e} / {e:?}"),
         };
         logs().clone().write_all(text.as_bytes()).unwrap();
+        leak::capture(&format!("bootstrap of {}", self.cluster), &text);
         r
     }
 
@@ -481,6 +491,10 @@ async fn a_malformed_git_secret_stops_before_anything_is_applied() {
         .unwrap();
     let msg = bed.run(&bed.request()).await.unwrap_err().to_string();
     assert!(msg.contains("`known_hosts`: is missing"), "{msg}");
+    leak::secret(
+        "bootstrap: HTTPS password put on the Flux Git secret",
+        "pw-do-not-print",
+    );
     sm.put_secret_value()
         .secret_id(&bed.secret)
         .secret_string(json!({"username": "git", "password": "pw-do-not-print"}).to_string())

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use cellbridge::s3::{S3States, StateSource};
 use cellbridge::sync::{KeyPattern, LazyGithub, SyncConfig, Syncer};
 use cellbridge_tests::github::{FakeGithub, TOKEN};
-use cellbridge_tests::{moto, process};
+use cellbridge_tests::{leak, moto, process};
 use serde_json::{Value, json};
 
 const REPO: &str = "acme/fleet";
@@ -103,6 +103,7 @@ impl Bed {
     /// A bucket notifying a queue, a fleet repo on a fake GitHub, a credentials secret, and
     /// the state-sync service configured for them. `app` selects GitHub App credentials.
     async fn new(name: &str, app: bool) -> Bed {
+        leak::init();
         let conf = moto::sdk_config().await;
         let s3 = moto::s3().await;
         let sqs = aws_sdk_sqs::Client::new(&conf);
@@ -173,8 +174,13 @@ impl Bed {
                 a["private_key"].is_string(),
                 "the fake GitHub needs the `cryptography` package to act as a GitHub App"
             );
+            leak::secret(
+                &format!("state-sync {name}: GitHub App private key"),
+                a["private_key"].as_str().unwrap(),
+            );
             json!({"app_id": a["app_id"], "installation_id": a["installation_id"], "private_key": a["private_key"]})
         } else {
+            leak::secret("state-sync: GitHub token", TOKEN);
             json!({"token": TOKEN})
         };
         secrets
@@ -357,9 +363,15 @@ impl Bed {
             .unwrap()
             .as_millis() as u64;
         ctx.deadline = now_ms + secs * 1000;
-        cellbridge::sync::lambda_handler(&self.service, lambda_runtime::LambdaEvent::new(event, ctx))
+        let r = cellbridge::sync::lambda_handler(&self.service, lambda_runtime::LambdaEvent::new(event, ctx))
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string());
+        let text = match &r {
+            Ok(v) => v.to_string(),
+            Err(e) => format!("error: {e}"),
+        };
+        leak::capture(&format!("state-sync handler ({})", self.name), &text);
+        r
     }
 
     async fn invoke(&self, event: Value) -> Value {
@@ -859,6 +871,7 @@ async fn rotated_token_is_read_again() {
     assert_eq!(c["action"], "opened", "{c}");
 
     let rotated = "ghp_rotated_token_9876543210";
+    leak::secret("state-sync: rotated GitHub token", rotated);
     bed.gh.token(rotated, false);
     bed.gh.token(TOKEN, true);
     let conf = moto::sdk_config().await;

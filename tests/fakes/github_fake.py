@@ -35,6 +35,7 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import re
 import secrets
 import sys
@@ -276,6 +277,28 @@ def tarball(full, sha):
     return buf.getvalue()
 
 
+# --- leak capture: secrets this fake mints or is handed -----------------------------------------
+# Registered for tests/leak_check.py (see tests/support/leak.rs), so a value cellbridge never saw
+# in a test's own code is checked too. Same directory as the Rust side: CELLBRIDGE_LEAK_DIR, else
+# <repo>/target/leak-capture.
+LEAK_DIR = os.environ.get("CELLBRIDGE_LEAK_DIR") or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "target", "leak-capture")
+_LEAKABLE = set()
+
+
+def register_secret(what, value):
+    if not value or value in _LEAKABLE:
+        return
+    _LEAKABLE.add(value)
+    try:
+        os.makedirs(LEAK_DIR, exist_ok=True)
+        # One write per line, appended: lines of concurrent processes do not interleave.
+        with open(os.path.join(LEAK_DIR, "secrets.jsonl"), "a") as f:
+            f.write(json.dumps({"id": what, "value": value, "from": "github_fake"}) + "\n")
+    except OSError as e:
+        print(f"leak capture: cannot register a secret in {LEAK_DIR}: {e}", file=sys.stderr)
+
+
 def parse_jwt(token):
     try:
         h, p, s = token.split(".")
@@ -293,6 +316,8 @@ def check_app_jwt(token):
     if parsed is None:
         raise ApiError(401, "A JSON web token could not be decoded")
     header, claims, signed, sig = parsed
+    # The signature is what makes the JWT a credential.
+    register_secret("github fake: App JWT signature", token.rsplit(".", 1)[-1])
     if header.get("alg") != "RS256":
         raise ApiError(401, "'alg' must be RS256")
     if str(claims.get("iss")) != str(APP["app_id"]):
@@ -320,6 +345,7 @@ def init_app():
         serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
     ).decode()
     APP["public_key"] = key.public_key()
+    register_secret("github fake: GitHub App private key", APP["private_key"])
 
 
 # --- faults ------------------------------------------------------------------------------------
@@ -472,6 +498,7 @@ class Handler(BaseHTTPRequestHandler):
             if int(m.group(1)) != APP["installation_id"]:
                 raise ApiError(404, "Not Found")
             tok = "ghs_" + secrets.token_hex(18)
+            register_secret("github fake: installation token", tok)
             TOKENS[tok] = time.time() + 3600
             exp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
             return 201, {"token": tok, "expires_at": exp, "permissions": {"contents": "write", "pull_requests": "write"}}

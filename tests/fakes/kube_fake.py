@@ -331,10 +331,33 @@ class State:
 STATE = None
 
 
+# --- leak capture: secrets this fake mints or is handed -----------------------------------------
+# Registered for tests/leak_check.py (see tests/support/leak.rs), so a value cellbridge never saw
+# in a test's own code is checked too. Same directory as the Rust side: CELLBRIDGE_LEAK_DIR, else
+# <repo>/target/leak-capture.
+LEAK_DIR = os.environ.get("CELLBRIDGE_LEAK_DIR") or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "target", "leak-capture")
+_LEAKABLE = set()
+
+
+def register_secret(what, value):
+    if not value or value in _LEAKABLE:
+        return
+    _LEAKABLE.add(value)
+    try:
+        os.makedirs(LEAK_DIR, exist_ok=True)
+        # One write per line, appended: lines of concurrent processes do not interleave.
+        with open(os.path.join(LEAK_DIR, "secrets.jsonl"), "a") as f:
+            f.write(json.dumps({"id": what, "value": value, "from": "kube_fake"}) + "\n")
+    except OSError as e:
+        print(f"leak capture: cannot register a secret in {LEAK_DIR}: {e}", file=sys.stderr)
+
+
 def parse_token(header, state):
     if not header or not header.startswith("Bearer "):
         return "no bearer token"
     tok = header[len("Bearer "):].strip()
+    register_secret("kube fake: bearer token", tok)
     if state.token and tok == state.token:
         return None
     if not tok.startswith("k8s-aws-v1."):
@@ -352,6 +375,7 @@ def parse_token(header, state):
         return "EKS token is not a GetCallerIdentity URL"
     if q.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" or not q.get("X-Amz-Signature"):
         return "EKS token URL is not presigned"
+    register_secret("kube fake: EKS token's presigned-URL signature", q["X-Amz-Signature"])
     if "x-k8s-aws-id" not in q.get("X-Amz-SignedHeaders", "").split(";"):
         return "EKS token does not sign x-k8s-aws-id"
     cred = q.get("X-Amz-Credential", "").split("/")

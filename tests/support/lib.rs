@@ -4,5 +4,6 @@
 
 pub mod github;
 pub mod kube;
+pub mod leak;
 pub mod moto;
 pub mod process;
