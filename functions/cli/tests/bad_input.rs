@@ -447,3 +447,20 @@ fn events_of_the_wrong_shape_are_refused_naming_the_field() {
         }
     }
 }
+
+#[test]
+fn fields_aws_may_add_to_its_events_are_tolerated() {
+    // Only manual payloads are strict: an S3 record with fields AWS added later still gets as
+    // far as reading the state, which here fails at the closed port (retryable, exit 3).
+    let mut event: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root().join("events/s3-put.json")).unwrap()).unwrap();
+    event["Records"][0]["newAwsField"] = serde_json::json!({"x": 1});
+    event["Records"][0]["s3"]["object"]["checksumAlgorithm"] = "CRC64NVME".into();
+    event["someTopLevelField"] = 1.into();
+    let (code, out, err) = invoke("state-sync", &event);
+    assert_eq!(code, Some(3), "{out}{err}");
+    assert!(
+        out.contains("\"retryable\": true") && out.contains("prod-eu-west-1"),
+        "{out}"
+    );
+}
