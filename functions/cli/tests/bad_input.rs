@@ -464,3 +464,82 @@ fn fields_aws_may_add_to_its_events_are_tolerated() {
         "{out}"
     );
 }
+
+/// The suite-wide leak capture (tests/support/leak.rs's layout, written here without that crate):
+/// secrets go to `secrets.jsonl`, output to a capture file of this process.
+fn leak_dir() -> PathBuf {
+    let d = std::env::var_os("CELLBRIDGE_LEAK_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/leak-capture"));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn append(path: PathBuf, text: &str) {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+}
+
+#[test]
+fn refused_secret_values_appear_in_no_output_even_at_trace() {
+    let dir = leak_dir();
+    let capture = dir.join(format!("bad_input-{}.log", std::process::id()));
+    let cases = [
+        ("secret-key", "db_password"),
+        ("secret-value", "bootstrap_blob"),
+        ("private-key", "deploy_material"),
+    ];
+    for (name, key) in cases {
+        let path = fixture_state(name);
+        let state: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let value = state["outputs"]["cell_metadata"]["value"][key]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        append(
+            dir.join("secrets.jsonl"),
+            &(serde_json::json!({"id": format!("cli: `{key}` of {name}.tfstate"), "value": value, "from": "bad_input"})
+                .to_string() + "\n"),
+        );
+        let fleet = fleet_copy();
+        for args in [
+            &["plan"][..],
+            &["sync"],
+            &["--output", "json", "plan"],
+            &["--verbose", "plan"],
+            &["--verbose", "--output", "json", "sync"],
+        ] {
+            let o = Command::new(env!("CARGO_BIN_EXE_cellbridge"))
+                .args(args)
+                .args([
+                    "--state",
+                    path.to_str().unwrap(),
+                    "--fleet",
+                    fleet.path().to_str().unwrap(),
+                ])
+                .env("RUST_LOG", "trace")
+                .output()
+                .unwrap();
+            let (out, err) = text(&o);
+            assert_eq!(o.status.code(), Some(2), "{name} {args:?}: {out}{err}");
+            assert!(
+                format!("{out}{err}").contains(&format!("`{key}` looks like a secret")),
+                "{out}{err}"
+            );
+            append(
+                capture.clone(),
+                &format!("== cellbridge {args:?} {name}\n{out}\n{err}\n"),
+            );
+            let body = value.lines().find(|l| !l.starts_with("-----")).unwrap();
+            assert!(
+                !out.contains(body) && !err.contains(body),
+                "{name} {args:?}: the value is in the output"
+            );
+        }
+    }
+}
