@@ -45,6 +45,9 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import leak_registry  # noqa: E402  (secrets this fake mints, for tests/leak_check.py)
+
 DOCS = "https://docs.github.com/rest"
 LOCK = threading.RLock()
 
@@ -277,26 +280,9 @@ def tarball(full, sha):
     return buf.getvalue()
 
 
-# --- leak capture: secrets this fake mints or is handed -----------------------------------------
-# Registered for tests/leak_check.py (see tests/support/leak.rs), so a value cellbridge never saw
-# in a test's own code is checked too. Same directory as the Rust side: CELLBRIDGE_LEAK_DIR, else
-# <repo>/target/leak-capture.
-LEAK_DIR = os.environ.get("CELLBRIDGE_LEAK_DIR") or os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "target", "leak-capture")
-_LEAKABLE = set()
-
-
 def register_secret(what, value):
-    if not value or value in _LEAKABLE:
-        return
-    _LEAKABLE.add(value)
-    try:
-        os.makedirs(LEAK_DIR, exist_ok=True)
-        # One write per line, appended: lines of concurrent processes do not interleave.
-        with open(os.path.join(LEAK_DIR, "secrets.jsonl"), "a") as f:
-            f.write(json.dumps({"id": what, "value": value, "from": "github_fake"}) + "\n")
-    except OSError as e:
-        print(f"leak capture: cannot register a secret in {LEAK_DIR}: {e}", file=sys.stderr)
+    """A secret this fake minted or was handed: checked by tests/leak_check.py."""
+    leak_registry.register_secret("github_fake", what, value)
 
 
 def parse_jwt(token):

@@ -41,6 +41,9 @@ import urllib.request
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import leak_registry  # noqa: E402  (secrets this fake mints, for tests/leak_check.py)
+
 try:
     import yaml  # PyYAML ships with moto[server]; JSON bodies never need it
 except ImportError:  # pragma: no cover
@@ -331,26 +334,9 @@ class State:
 STATE = None
 
 
-# --- leak capture: secrets this fake mints or is handed -----------------------------------------
-# Registered for tests/leak_check.py (see tests/support/leak.rs), so a value cellbridge never saw
-# in a test's own code is checked too. Same directory as the Rust side: CELLBRIDGE_LEAK_DIR, else
-# <repo>/target/leak-capture.
-LEAK_DIR = os.environ.get("CELLBRIDGE_LEAK_DIR") or os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "target", "leak-capture")
-_LEAKABLE = set()
-
-
 def register_secret(what, value):
-    if not value or value in _LEAKABLE:
-        return
-    _LEAKABLE.add(value)
-    try:
-        os.makedirs(LEAK_DIR, exist_ok=True)
-        # One write per line, appended: lines of concurrent processes do not interleave.
-        with open(os.path.join(LEAK_DIR, "secrets.jsonl"), "a") as f:
-            f.write(json.dumps({"id": what, "value": value, "from": "kube_fake"}) + "\n")
-    except OSError as e:
-        print(f"leak capture: cannot register a secret in {LEAK_DIR}: {e}", file=sys.stderr)
+    """A secret this fake minted or was handed: checked by tests/leak_check.py."""
+    leak_registry.register_secret("kube_fake", what, value)
 
 
 def parse_token(header, state):
