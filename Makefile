@@ -28,9 +28,13 @@ $(VENV)/.installed: tests/requirements.txt
 	touch $@
 
 ## test: install the test bed, start it, run every test (Rust and infra)
+# Every log line, result and error of the integration tests is captured under target/leak-capture
+# together with every secret value the tests and fakes use; leak_check.py fails on any leak.
 test: testbed
-	CELLBRIDGE_TEST_PYTHON=$(abspath $(PY)) $(CARGO) test --workspace --lib --bins --tests --no-fail-fast
+	rm -rf target/leak-capture
+	CELLBRIDGE_LEAK_DIR=$(abspath target/leak-capture) CELLBRIDGE_TEST_PYTHON=$(abspath $(PY)) $(CARGO) test --workspace --lib --bins --tests --no-fail-fast
 	CELLBRIDGE_TEST_PYTHON=$(abspath $(PY)) bash tests/infra/run.sh
+	$(PY) tests/leak_check.py target/leak-capture
 
 ## bench: the benchmark report (release-like build); prints every figure next to its peer
 bench: testbed

@@ -139,8 +139,16 @@ impl Plan {
                 .map(|f| f.variable.as_str())
                 .filter(|v| !v.is_empty())
                 .collect();
+            vars.sort_unstable();
             vars.dedup();
-            format!("{} unset: {}", self.check.findings.len(), vars.join(", "))
+            // Malformed expressions and build failures name no variable: point at the first one.
+            let other = self.check.findings.iter().find(|f| f.variable.is_empty());
+            match (vars.is_empty(), other) {
+                (false, None) => format!("unset: {}", vars.join(", ")),
+                (false, Some(f)) => format!("unset: {}; {}:{}: {}", vars.join(", "), f.file, f.line, f.message),
+                (true, Some(f)) => format!("{}:{}: {}", f.file, f.line, f.message),
+                (true, None) => "strict substitution failed".to_owned(),
+            }
         } else if self.schema_violation {
             "key set changed without a schema bump".to_owned()
         } else {
@@ -668,6 +676,37 @@ mod tests {
         )
         .unwrap();
         assert!(bumped.key_set_changed && !bumped.schema_violation);
+    }
+
+    #[test]
+    fn status_names_unset_variables_and_malformed_expressions() {
+        let base = meta(4, &[("vpc_id", "vpc-1")]);
+        let mut p = plan(
+            &meta(5, &[("vpc_id", "vpc-2")]),
+            StateRef::default(),
+            &fleet_with(Some(&base)),
+            &PlanOptions::default(),
+        )
+        .unwrap();
+        let finding = |variable: &str, line| check::Finding {
+            file: "infrastructure/x.yaml".into(),
+            line,
+            variable: variable.into(),
+            layer: "infrastructure".into(),
+            message: if variable.is_empty() {
+                "bad substitution".into()
+            } else {
+                "variable not set".into()
+            },
+        };
+        p.check.findings = vec![finding("queue", 3), finding("queue", 9), finding("", 12)];
+        assert!(!p.status_ok());
+        assert_eq!(
+            p.status_description(),
+            "unset: queue; infrastructure/x.yaml:12: bad substitution"
+        );
+        p.check.findings = vec![finding("", 12)];
+        assert_eq!(p.status_description(), "infrastructure/x.yaml:12: bad substitution");
     }
 
     #[test]
