@@ -22,7 +22,8 @@ export PATH="$PWD/$venv/bin:$PATH"
 
 # One TLS stack, one crypto provider: ring or OpenSSL in the tree would mean two.
 for crate in ring openssl-sys rustls@0.21; do
-  if cargo tree -q -e normal -p state-sync -p cluster-bootstrap -i "$crate" >/dev/null 2>&1; then
+  # `cargo tree -i` prints nothing (and still exits 0) when the crate is only in the lock file.
+  if [ -n "$(cargo tree -q -e normal -p state-sync -p cluster-bootstrap -i "$crate" 2>/dev/null)" ]; then
     echo "package: $crate is in the dependency tree; see ARCHITECTURE 'one TLS stack'" >&2; exit 1
   fi
 done
