@@ -206,6 +206,27 @@ struct Prepared {
     credentials: Option<CredentialKind>,
 }
 
+impl Prepared {
+    /// Notes what will be installed in the report; for a dry run, the whole plan, and says the
+    /// run is over (true).
+    fn record(&self, report: &mut Report, dry_run: bool) -> bool {
+        report.components_file = Some(self.components_file.clone());
+        report.credentials = self.credentials;
+        if dry_run {
+            report.outcome = Outcome::Planned;
+            report.objects = self
+                .steps
+                .iter()
+                .map(|s| Applied {
+                    phase: s.phase,
+                    target: s.target.clone(),
+                })
+                .collect();
+        }
+        dry_run
+    }
+}
+
 impl Bootstrapper {
     pub fn new(aws: SdkConfig, settings: Settings) -> Self {
         // Without a timeout an AWS call that hangs holds the run until the Lambda deadline;
@@ -374,18 +395,7 @@ impl Bootstrapper {
         let (endpoint, ca_pem) = info.connection()?;
 
         let prepared = self.prepare(fleet, &cell.name).await?;
-        report.components_file = Some(prepared.components_file.clone());
-        report.credentials = prepared.credentials;
-        if req.dry_run {
-            report.outcome = Outcome::Planned;
-            report.objects = prepared
-                .steps
-                .iter()
-                .map(|s| Applied {
-                    phase: s.phase,
-                    target: s.target.clone(),
-                })
-                .collect();
+        if prepared.record(&mut report, req.dry_run) {
             return Ok(report);
         }
 
@@ -444,18 +454,7 @@ impl Bootstrapper {
             })?;
         report.cell = Some(cell.name.clone());
         let prepared = self.prepare(fleet, &cell.name).await?;
-        report.components_file = Some(prepared.components_file.clone());
-        report.credentials = prepared.credentials;
-        if req.dry_run {
-            report.outcome = Outcome::Planned;
-            report.objects = prepared
-                .steps
-                .iter()
-                .map(|s| Applied {
-                    phase: s.phase,
-                    target: s.target.clone(),
-                })
-                .collect();
+        if prepared.record(&mut report, req.dry_run) {
             return Ok(report);
         }
         let kerr = |reason: String| BootstrapError::Kubeconfig {
