@@ -1,0 +1,660 @@
+//! Fault-injection matrix for state-sync: every external call the function makes (S3
+//! GetObject, S3 ListObjectsV2 for sync-all, Secrets Manager GetSecretValue, and every kind of
+//! GitHub request a clean sync sends) gets a 5xx, a throttle and a hang. Each case shows the
+//! invocation either succeeds after bounded retries or fails with a retryable error, and that a
+//! clean re-run then converges: one open pull request holding the latest state, nothing else.
+//!
+//! The GitHub request kinds are not hard-coded: a probe sync records them from the fake's
+//! request log, so a new kind of request is covered (and must pass) as soon as the sync makes it.
+//! States come from the recorded fixtures (`tests/fixtures/state_sync/faults-*.tfstate`, cell
+//! `eu-c5`, vpc-1 then vpc-2), so no Terraform is needed.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use cellbridge::s3::S3States;
+use cellbridge::sync::{KeyPattern, LazyGithub, SyncConfig, Syncer};
+use cellbridge_tests::github::{FakeGithub, TOKEN};
+use cellbridge_tests::kube::http_json;
+use cellbridge_tests::{leak, moto, process};
+use serde_json::{Value, json};
+
+const OWNER: &str = "acme";
+const REPO_NAME: &str = "fleet";
+const REPO: &str = "acme/fleet";
+const CELL: &str = "eu-c5";
+const KEY: &str = "cells/eu-c5/terraform.tfstate";
+/// A hang outlasts the deadline given to the faulted invocation (which must leave more than
+/// the sync's start margin of 3 s plus its 1 s answer margin).
+const HANG_SECS: u64 = 10;
+const HANG_DEADLINE_SECS: u64 = 6;
+/// KNOWN GAP: S3 ListObjectsV2 (sync-all) and Secrets Manager GetSecretValue are not bounded
+/// by the function's deadline (`Syncer::all_states` and `LazyGithub::get` take none), and the
+/// AWS clients have no attempt timeout, so a hang there runs the invocation past its deadline
+/// until Lambda kills it. Until that is fixed, the matrix gives those two calls a slow answer
+/// that ends (in a 503) inside the deadline; `a_hang_at_the_listing_or_the_secret_is_cut_by_the_deadline`
+/// (ignored) shows the gap.
+const SHORT_HANG_SECS: u64 = 2;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fault {
+    ServerError,
+    Throttle,
+    Hang,
+}
+
+/// Where the fault is injected: in the sync that opens the pull request, or in the one that
+/// updates it (the update-only requests, such as PATCH of the branch, exist only there).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Phase {
+    Open,
+    Update,
+}
+
+#[derive(Clone, Debug)]
+enum Call {
+    S3Get,
+    S3List,
+    SecretValue,
+    /// `METHOD /path-glob` as the fake GitHub matches it.
+    Github(String),
+}
+
+struct Case {
+    id: String,
+    call: Call,
+    phase: Phase,
+    fault: Fault,
+    /// How long a hang lasts.
+    hang_secs: u64,
+    /// Skip the labels-and-status check (see `LABELS_STATUS_GAP`).
+    known_gap: bool,
+}
+
+/// KNOWN GAP (product bug): the digest marker in the pull request body is written by the
+/// create/edit request, before the labels and the commit status. A run cut off after that
+/// request (GitHub applied it, the client gave up) leaves a pull request whose body claims it is
+/// complete; every later run answers `unchanged` and never adds the missing labels or the
+/// `cellbridge/strict-substitution` status. The matrix still checks one pull request with the
+/// latest content for these cases; `a_pull_request_cut_off_before_its_labels_and_status_is_completed_later`
+/// (ignored) shows the gap.
+const LABELS_STATUS_GAP: [&str; 3] = [
+    "POST /repos/acme/fleet/pulls",
+    "POST /repos/acme/fleet/issues/*/labels",
+    "PATCH /repos/acme/fleet/issues/*",
+];
+
+struct Bed {
+    id: String,
+    gh: FakeGithub,
+    bucket: String,
+    secret_name: String,
+    s3: aws_sdk_s3::Client,
+    service: Syncer<S3States, LazyGithub>,
+}
+
+fn example_fleet() -> Vec<(String, String)> {
+    fn walk(dir: &std::path::Path, root: &std::path::Path, out: &mut Vec<(String, String)>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, root, out);
+            } else {
+                out.push((
+                    p.strip_prefix(root).unwrap().to_string_lossy().into_owned(),
+                    std::fs::read_to_string(&p).unwrap(),
+                ));
+            }
+        }
+    }
+    let root = process::repo_root().join("examples/fleet");
+    let mut out = Vec::new();
+    walk(&root, &root, &mut out);
+    // As in state_sync.rs: the example's podinfo directory lacks a kustomization.yaml.
+    if !out.iter().any(|(p, _)| p == "apps/base/podinfo/kustomization.yaml") {
+        out.push((
+            "apps/base/podinfo/kustomization.yaml".into(),
+            "resources:\n  - deployment.yaml\n".into(),
+        ));
+    }
+    out
+}
+
+impl Bed {
+    /// Its own bucket, secret and fake GitHub, so cases run side by side without sharing faults.
+    async fn new(id: &str) -> Bed {
+        leak::init();
+        let conf = moto::sdk_config().await;
+        let s3 = moto::s3().await;
+        let secrets = aws_sdk_secretsmanager::Client::new(&conf);
+        let bucket = format!("flt-{id}");
+        s3.create_bucket()
+            .bucket(&bucket)
+            .create_bucket_configuration(
+                aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                    .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::EuWest1)
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+        let gh = FakeGithub::start();
+        let files = example_fleet();
+        let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+        gh.seed(REPO, "main", &refs);
+        leak::secret("faults: GitHub token", TOKEN);
+        let secret_name = format!("cellbridge/github-faults-{id}");
+        secrets
+            .create_secret()
+            .name(&secret_name)
+            .secret_string(json!({ "token": TOKEN }).to_string())
+            .send()
+            .await
+            .unwrap();
+        let config = SyncConfig {
+            owner: OWNER.into(),
+            repo: REPO_NAME.into(),
+            // Unset, so the default-branch lookup is one of the calls under test.
+            base_branch: None,
+            github_secret: secret_name.clone(),
+            github_api_url: gh.url(),
+            state_bucket: bucket.clone(),
+            key_pattern: KeyPattern::parse(cellbridge::sync::DEFAULT_KEY_PATTERN).unwrap(),
+            flux_git_url: None,
+        };
+        let service = Syncer::new(
+            config.clone(),
+            S3States::from_conf(&conf),
+            LazyGithub::new(config, secrets),
+        );
+        Bed {
+            id: id.into(),
+            gh,
+            bucket,
+            secret_name,
+            s3,
+            service,
+        }
+    }
+
+    /// Uploads the recorded state `faults-<n>.tfstate` as the cell's latest state.
+    async fn put_state(&self, n: usize) {
+        let path = process::repo_root().join(format!("tests/fixtures/state_sync/faults-{n}.tfstate"));
+        let body = std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()));
+        self.s3
+            .put_object()
+            .bucket(&self.bucket)
+            .key(KEY)
+            .body(body.into())
+            .send()
+            .await
+            .unwrap();
+    }
+
+    /// The Lambda handler with `secs` before its deadline.
+    async fn invoke(&self, event: &Value, secs: u64) -> Result<Value, String> {
+        let mut ctx = lambda_runtime::Context::default();
+        ctx.request_id = format!("faults-{}", self.id);
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        ctx.deadline = now_ms + secs * 1000;
+        let r = cellbridge::sync::lambda_handler(&self.service, lambda_runtime::LambdaEvent::new(event.clone(), ctx))
+            .await
+            .map_err(|e| e.to_string());
+        let text = match &r {
+            Ok(v) => v.to_string(),
+            Err(e) => format!("error: {e}"),
+        };
+        leak::capture(&format!("state-sync handler (faults {})", self.id), &text);
+        r
+    }
+
+    /// A clean sync that must succeed with `action`.
+    async fn sync_ok(&self, event: &Value, actions: &[&str]) -> Value {
+        let resp = self
+            .invoke(event, 60)
+            .await
+            .unwrap_or_else(|e| panic!("[{}] clean sync failed: {e}", self.id));
+        let cells = resp["cells"].as_array().cloned().unwrap_or_default();
+        assert_eq!(cells.len(), 1, "[{}] one cell expected: {resp}", self.id);
+        let action = cells[0]["action"].as_str().unwrap_or("");
+        assert!(
+            actions.contains(&action),
+            "[{}] clean sync: action {action:?}, expected one of {actions:?}: {resp}",
+            self.id
+        );
+        cells[0].clone()
+    }
+}
+
+fn sync_cell() -> Value {
+    json!({"action": "sync", "cell": CELL})
+}
+
+fn sync_all() -> Value {
+    json!({"action": "sync-all"})
+}
+
+/// `GET /repos/acme/fleet/git/commits/<sha>` → `GET /repos/acme/fleet/git/commits/*`: one
+/// kind per method and path with object ids and numbers wildcarded.
+fn kind_of(method: &str, path: &str) -> String {
+    let segs: Vec<String> = path
+        .split('/')
+        .map(|s| {
+            let hex = s.len() == 40 && s.chars().all(|c| c.is_ascii_hexdigit());
+            let num = !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+            if hex || num { "*".to_owned() } else { s.to_owned() }
+        })
+        .collect();
+    let mut p = segs.join("/");
+    // Branch names after refs/heads/ vary with the cell.
+    if let Some(i) = p.find("/git/refs/heads/").or_else(|| p.find("/git/ref/heads/")) {
+        let head = p[..i].to_owned() + &p[i..].splitn(5, '/').take(4).collect::<Vec<_>>().join("/");
+        p = head + "/*";
+    }
+    format!("{method} {p}")
+}
+
+/// Every GitHub request kind of a clean open and of a clean update, with the phase it first
+/// appears in. Asserts the kinds the sync is known to need are among them.
+/// The labels and status contexts of the pull request a clean sync leaves (set by the probe).
+static CLEAN_PR: std::sync::OnceLock<(Vec<String>, Vec<String>)> = std::sync::OnceLock::new();
+
+fn labels_and_statuses(pr: &Value) -> (Vec<String>, Vec<String>) {
+    let names = |v: &Value, field: &str| {
+        let mut out: Vec<String> = v
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|x| {
+                x.as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| x[field].as_str().unwrap_or("").to_owned())
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    (names(&pr["labels"], "name"), names(&pr["statuses"], "context"))
+}
+
+async fn probe_github_kinds(tag: &str) -> Vec<(String, Phase)> {
+    let bed = Bed::new(&format!("{tag}-probe")).await;
+    bed.put_state(0).await;
+    bed.gh.clear_requests();
+    bed.sync_ok(&sync_cell(), &["opened"]).await;
+    let open = bed.gh.requests();
+    bed.put_state(1).await;
+    bed.gh.clear_requests();
+    bed.sync_ok(&sync_cell(), &["updated"]).await;
+    let update = bed.gh.requests();
+    let mut kinds: BTreeMap<String, Phase> = BTreeMap::new();
+    for (log, phase) in [(&open, Phase::Open), (&update, Phase::Update)] {
+        for r in log["requests"].as_array().unwrap() {
+            let k = kind_of(r["method"].as_str().unwrap(), r["path"].as_str().unwrap());
+            kinds.entry(k).or_insert(phase);
+        }
+    }
+    let names: Vec<&String> = kinds.keys().collect();
+    for needed in [
+        "GET /repos/acme/fleet/pulls",
+        "POST /repos/acme/fleet/pulls",
+        "POST /repos/acme/fleet/git/commits",
+        "POST /repos/acme/fleet/git/refs",
+    ] {
+        assert!(kinds.contains_key(needed), "a clean sync makes {needed}: {names:?}");
+    }
+    assert!(
+        names
+            .iter()
+            .any(|k| k.contains("/tarball") || k.contains("/_codeload/")),
+        "a clean sync downloads the archive: {names:?}"
+    );
+    println!("GitHub request kinds of a clean sync: {kinds:?}");
+    let state = bed.gh.state(REPO);
+    let clean = labels_and_statuses(&state["pulls"][0]);
+    assert!(
+        !clean.0.is_empty() && !clean.1.is_empty(),
+        "a clean sync labels the pull request and sets a status: {state}"
+    );
+    let _ = CLEAN_PR.set(clean);
+    kinds.into_iter().collect()
+}
+
+fn moto_faults() -> Vec<Value> {
+    let (status, v) = http_json("GET", &format!("{}/_cellbridge/faults", moto::endpoint()), None);
+    assert_eq!(status, 200, "{v}");
+    v.as_array().cloned().unwrap_or_default()
+}
+
+fn moto_fault(f: &Value) {
+    let (status, v) = http_json(
+        "POST",
+        &format!("{}/_cellbridge/faults", moto::endpoint()),
+        Some(f.clone()),
+    );
+    assert_eq!(status, 200, "{v}");
+}
+
+/// Injects the case's fault; returns how to tell it was hit.
+fn inject(bed: &Bed, case: &Case) -> Value {
+    let aws_kind = match case.fault {
+        Fault::ServerError => "5xx",
+        Fault::Throttle => "throttle",
+        Fault::Hang => "timeout",
+    };
+    let aws = |service: &str, operation: String, body_contains: Option<&str>| {
+        // One failure: the SDK's own retries carry the call through, or the deadline ends it.
+        let f = json!({"service": service, "operation": operation, "kind": aws_kind, "count": 1,
+                       "sleep": case.hang_secs, "body_contains": body_contains});
+        moto_fault(&f);
+        f
+    };
+    match &case.call {
+        Call::S3Get => aws("s3", format!("^GET /{}/cells/", bed.bucket), None),
+        Call::S3List => aws("s3", format!("^GET /{}/?$", bed.bucket), None),
+        Call::SecretValue => aws("secretsmanager", "GetSecretValue".into(), Some(&bed.secret_name)),
+        Call::Github(kind) => {
+            let rule = match case.fault {
+                Fault::ServerError => json!({"match": kind, "status": 502, "times": 2}),
+                Fault::Throttle => {
+                    json!({"match": kind, "secondary_rate_limit": true, "retry_after": 1, "times": 1})
+                }
+                Fault::Hang => json!({"match": kind, "delay_ms": case.hang_secs * 1000, "times": 1}),
+            };
+            bed.gh.fault(rule.clone());
+            rule
+        }
+    }
+}
+
+/// The injected fault was met by the invocation (a case that never reached its call proves
+/// nothing).
+fn was_hit(bed: &Bed, case: &Case, rule: &Value) -> bool {
+    match &case.call {
+        Call::Github(_) => {
+            let (_, v) = bed.gh.call("GET", "/_fake/faults", None);
+            let left = v["faults"][0]["times"].as_i64().unwrap_or(-1);
+            left < rule["times"].as_i64().unwrap()
+        }
+        _ => moto_faults()
+            .iter()
+            .filter(|f| f["operation"] == rule["operation"] && f["body_contains"] == rule["body_contains"])
+            .any(|f| f["hits"].as_u64().unwrap_or(0) > 0),
+    }
+}
+
+async fn run_case(case: Case) -> Result<String, String> {
+    let bed = Bed::new(&case.id).await;
+    let id = &case.id;
+    let event = match case.call {
+        Call::S3List => sync_all(),
+        _ => sync_cell(),
+    };
+    let latest = match case.phase {
+        Phase::Open => {
+            bed.put_state(0).await;
+            "vpc-1"
+        }
+        Phase::Update => {
+            bed.put_state(0).await;
+            bed.sync_ok(&event, &["opened"]).await;
+            bed.put_state(1).await;
+            "vpc-2"
+        }
+    };
+    let rule = inject(&bed, &case);
+    let secs = if case.fault == Fault::Hang {
+        HANG_DEADLINE_SECS
+    } else {
+        30
+    };
+    let t = Instant::now();
+    let r = bed.invoke(&event, secs).await;
+    let took = t.elapsed();
+    if !was_hit(&bed, &case, &rule) {
+        return Err(format!("[{id}] the fault was never reached: {r:?}"));
+    }
+    let outcome = match &r {
+        Ok(resp) => {
+            let cells = resp["cells"].as_array().cloned().unwrap_or_default();
+            let ok = cells.len() == 1 && ["opened", "updated"].contains(&cells[0]["action"].as_str().unwrap_or(""));
+            if !ok {
+                return Err(format!("[{id}] neither synced nor a retryable failure: {resp}"));
+            }
+            "retried"
+        }
+        Err(e) => {
+            if !e.contains("(retryable)") {
+                return Err(format!("[{id}] failed without saying it is retryable: {e}"));
+            }
+            println!("{id}: {e}");
+            "failed-retryable"
+        }
+    };
+    // Bounded: no retry loop past the function's deadline (with a little slack to return).
+    if took > Duration::from_secs(secs + 2) {
+        return Err(format!("[{id}] ran {took:?} past a {secs} s deadline"));
+    }
+    // A hung request the client gave up on still lands at the server when its sleep ends;
+    // let it, so the re-run meets the world the fault left behind.
+    if case.fault == Fault::Hang {
+        tokio::time::sleep(Duration::from_secs(case.hang_secs + 3).saturating_sub(took)).await;
+    }
+    bed.gh.clear_faults();
+
+    // The clean re-run converges.
+    let resp = bed
+        .invoke(&event, 60)
+        .await
+        .map_err(|e| format!("[{id}] clean re-run failed: {e}"))?;
+    let cells = resp["cells"].as_array().cloned().unwrap_or_default();
+    let action = cells
+        .first()
+        .map(|c| c["action"].as_str().unwrap_or("").to_owned())
+        .unwrap_or_default();
+    if cells.len() != 1 || !["opened", "updated", "unchanged", "in-sync"].contains(&action.as_str()) {
+        return Err(format!("[{id}] clean re-run did not converge: {resp}"));
+    }
+    let state = bed.gh.state(REPO);
+    let pulls = state["pulls"].as_array().cloned().unwrap_or_default();
+    let open: Vec<&Value> = pulls.iter().filter(|p| p["state"] == "open").collect();
+    if open.len() != 1 || pulls.len() != 1 {
+        return Err(format!("[{id}] expected exactly one pull request, open: {pulls:?}"));
+    }
+    let branch_name = format!("cellbridge/{CELL}");
+    if let Some(clean) = CLEAN_PR.get().filter(|_| !case.known_gap) {
+        let got = labels_and_statuses(open[0]);
+        if &got != clean {
+            return Err(format!(
+                "[{id}] the pull request's labels and statuses {got:?} differ from a clean sync's {clean:?}"
+            ));
+        }
+    }
+    if open[0]["head"]["ref"] != json!(branch_name) {
+        return Err(format!("[{id}] the pull request is not on {branch_name}: {}", open[0]));
+    }
+    let files = &state["files"][&branch_name];
+    let cm = files[format!("clusters/{CELL}/cell-metadata.yaml")]
+        .as_str()
+        .unwrap_or("");
+    if !cm.contains(latest) {
+        return Err(format!(
+            "[{id}] the pull request does not hold the latest state ({latest}): {cm:?}"
+        ));
+    }
+    if latest == "vpc-2" && cm.contains("vpc-1") {
+        return Err(format!("[{id}] stale content on the branch: {cm:?}"));
+    }
+    // Nothing half-written: the only branches are the base and the cell's, and the base is
+    // untouched.
+    let branches: Vec<String> = match &state["branches"] {
+        Value::Object(m) => m.keys().cloned().collect(),
+        Value::Array(a) => a
+            .iter()
+            .map(|b| {
+                b.as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| b["name"].as_str().unwrap_or("").to_owned())
+            })
+            .collect(),
+        _ => vec![],
+    };
+    if branches.iter().any(|b| b != "main" && *b != branch_name) {
+        return Err(format!("[{id}] stray branches left behind: {branches:?}"));
+    }
+    if state["files"]["main"][format!("clusters/{CELL}/cell-metadata.yaml")].is_string() {
+        return Err(format!("[{id}] the base branch was written to"));
+    }
+    Ok(format!("{id}: {outcome} in {took:.1?}, then converged ({action})"))
+}
+
+fn slug(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect::<String>()
+        .split('-')
+        .filter(|p| !p.is_empty() && *p != "repos" && *p != "acme" && *p != "fleet")
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+fn case(id: String, call: Call, phase: Phase, fault: Fault, hang_secs: u64, known_gap: bool) -> Case {
+    Case {
+        id,
+        call,
+        phase,
+        fault,
+        hang_secs,
+        known_gap,
+    }
+}
+
+async fn matrix(fault: Fault, tag: &str) {
+    moto::configure_env();
+    let started = Instant::now();
+    let hang = fault == Fault::Hang;
+    let unbounded = if hang { SHORT_HANG_SECS } else { HANG_SECS };
+    let mut cases = vec![
+        case(
+            format!("{tag}-s3get"),
+            Call::S3Get,
+            Phase::Open,
+            fault,
+            HANG_SECS,
+            false,
+        ),
+        case(
+            format!("{tag}-s3list"),
+            Call::S3List,
+            Phase::Open,
+            fault,
+            unbounded,
+            false,
+        ),
+        case(
+            format!("{tag}-secret"),
+            Call::SecretValue,
+            Phase::Open,
+            fault,
+            unbounded,
+            false,
+        ),
+    ];
+    for (kind, phase) in probe_github_kinds(tag).await {
+        let id = format!("{tag}-gh-{}", slug(&kind));
+        let gap = hang && LABELS_STATUS_GAP.contains(&kind.as_str());
+        cases.push(case(id, Call::Github(kind), phase, fault, HANG_SECS, gap));
+    }
+    run_all(cases, fault, started).await;
+}
+
+async fn run_all(cases: Vec<Case>, fault: Fault, started: Instant) {
+    let covered: Vec<String> = cases.iter().map(|c| format!("{:?} {:?}", c.call, c.phase)).collect();
+    let handles: Vec<_> = cases.into_iter().map(|c| tokio::spawn(run_case(c))).collect();
+    let mut failures = Vec::new();
+    for h in handles {
+        match h.await.unwrap() {
+            Ok(line) => println!("{line}"),
+            Err(e) => failures.push(e),
+        }
+    }
+    println!(
+        "{fault:?}: {} calls in {:.1?}: {covered:?}",
+        covered.len(),
+        started.elapsed()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} case(s) misbehaved:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_5xx_at_any_call_is_retried_or_fails_retryably_and_a_rerun_converges() {
+    matrix(Fault::ServerError, "e5xx").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_throttle_at_any_call_is_retried_or_fails_retryably_and_a_rerun_converges() {
+    matrix(Fault::Throttle, "thr").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hang_at_any_call_is_cut_by_the_deadline_and_a_rerun_converges() {
+    matrix(Fault::Hang, "hang").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "known gap: S3 ListObjectsV2 and GetSecretValue are not bounded by the function's deadline"]
+async fn a_hang_at_the_listing_or_the_secret_is_cut_by_the_deadline() {
+    moto::configure_env();
+    let started = Instant::now();
+    let fault = Fault::Hang;
+    let cases = vec![
+        case("gap-s3list".into(), Call::S3List, Phase::Open, fault, HANG_SECS, false),
+        case(
+            "gap-secret".into(),
+            Call::SecretValue,
+            Phase::Open,
+            fault,
+            HANG_SECS,
+            false,
+        ),
+    ];
+    run_all(cases, fault, started).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "known gap: a pull request cut off before its labels and status is reported unchanged forever"]
+async fn a_pull_request_cut_off_before_its_labels_and_status_is_completed_later() {
+    moto::configure_env();
+    let started = Instant::now();
+    let fault = Fault::Hang;
+    let cases = probe_github_kinds("gapl")
+        .await
+        .into_iter()
+        .filter(|(k, _)| LABELS_STATUS_GAP.contains(&k.as_str()))
+        .map(|(k, phase)| {
+            case(
+                format!("gapl-{}", slug(&k)),
+                Call::Github(k),
+                phase,
+                fault,
+                HANG_SECS,
+                false,
+            )
+        })
+        .collect();
+    run_all(cases, fault, started).await;
+}
