@@ -34,7 +34,7 @@ mkdir -p dist
 printf '%-20s %10s %10s %s\n' function zip binary "highest glibc symbol"
 for f in state-sync cluster-bootstrap; do
   cp "target/lambda/$f/bootstrap.zip" "dist/$f.zip"
-  bin="target/lambda/$f/bootstrap"
+  bin="target/$triple/release/$f"  # the executable the zip holds as `bootstrap`
   glibc=$(objdump -T "$bin" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -n1)
   awk -v f="$f" -v z="$(stat -c %s "dist/$f.zip")" -v b="$(stat -c %s "$bin")" -v g="$glibc" \
     'BEGIN { printf "%-20s %9.1fM %9.1fM %s\n", f, z / 1048576, b / 1048576, g }'
