@@ -709,6 +709,9 @@ impl GithubFleet {
                 .cloned()
                 .collect();
             labels.extend(plan.labels.iter().cloned());
+            // The status goes first: once the body carries the new digest, later runs take the
+            // pull request as complete, so everything else must already be there.
+            self.set_status(&commit, plan, deadline).await?;
             let what = format!("updating pull request #{}", pr.number);
             // The issues endpoint sets title, body and labels in one request.
             let r = self
@@ -724,7 +727,6 @@ impl GithubFleet {
             if !r.status.is_success() {
                 return Err(r.api_error(&what));
             }
-            self.set_status(&commit, plan, deadline).await?;
             return Ok(Published::Updated {
                 number: pr.number,
                 url: pr.url,
@@ -774,6 +776,7 @@ impl GithubFleet {
             }
         };
 
+        self.set_status(&commit, plan, deadline).await?;
         let what = format!("opening the pull request for {branch}");
         let base = &snap.base_branch;
         let r = self
@@ -794,13 +797,19 @@ impl GithubFleet {
             detail: "no number".into(),
         })?;
         let url = pr["html_url"].as_str().unwrap_or_default().to_owned();
+        self.add_labels(number, &plan.labels, deadline).await?;
+        Ok(Published::Opened { number, url, commit })
+    }
+
+    /// Adds labels to a pull request (GitHub keeps the ones it already has).
+    async fn add_labels(&self, number: u64, labels: &[String], deadline: Instant) -> Result<()> {
         let what = format!("labelling pull request #{number}");
         let r = self
             .send(
                 &what,
                 Method::POST,
                 &self.repo_path(&format!("/issues/{number}/labels")),
-                Some(&json!({"labels": plan.labels})),
+                Some(&json!({ "labels": labels })),
                 None,
                 deadline,
             )
@@ -808,8 +817,7 @@ impl GithubFleet {
         if !r.status.is_success() {
             return Err(r.api_error(&what));
         }
-        self.set_status(&commit, plan, deadline).await?;
-        Ok(Published::Opened { number, url, commit })
+        Ok(())
     }
 }
 
@@ -913,6 +921,12 @@ impl FleetRepo for GithubFleet {
                 if let Some(pr) = &existing
                     && recorded_digest(&pr.body).as_deref() == Some(digest.as_str())
                 {
+                    // A run cut off between opening the pull request and labelling it left the
+                    // labels out; the status was set before the body, so it is there.
+                    let missing: Vec<String> = plan.labels.iter().filter(|l| !pr.labels.contains(l)).cloned().collect();
+                    if !missing.is_empty() {
+                        self.add_labels(pr.number, &missing, deadline).await?;
+                    }
                     return Ok(Published::Unchanged {
                         number: pr.number,
                         url: pr.url.clone(),

@@ -42,6 +42,15 @@ pub enum SyncError {
     EventFile { path: String, reason: String },
     #[error("{0}")]
     Setup(String),
+    /// Throttling, a 5xx, or the deadline: the same invocation later may well succeed.
+    #[error("{0} (retryable)")]
+    Transient(String),
+}
+
+impl SyncError {
+    pub fn retryable(&self) -> bool {
+        matches!(self, SyncError::Transient(_))
+    }
 }
 
 /// The state-sync configuration, from environment variables (the Terraform module sets them).
@@ -252,7 +261,7 @@ impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
                         key,
                         version_id: None,
                     }],
-                    Manual::All => self.all_states().await?,
+                    Manual::All => self.all_states(deadline).await?,
                 };
                 let items: Vec<Item> = objects.into_iter().map(Item::Object).collect();
                 let results = self.sync_items(&items, dry_run, deadline).await;
@@ -291,13 +300,21 @@ impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
         }
     }
 
-    async fn all_states(&self) -> Result<Vec<ObjectRef>, SyncError> {
+    async fn all_states(&self, deadline: Instant) -> Result<Vec<ObjectRef>, SyncError> {
         let bucket = &self.config.state_bucket;
         let mut keys = Vec::new();
         for prefix in [self.config.key_pattern.prefix(), "env:/"] {
-            match self.states.list(bucket, prefix).await {
-                Ok(k) => keys.extend(k),
-                Err(e) => return Err(SyncError::Setup(format!("listing states: {e}"))),
+            // A listing that hangs must end the invocation with an error before Lambda kills it.
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.states.list(bucket, prefix)).await {
+                Ok(Ok(k)) => keys.extend(k),
+                Ok(Err(e)) if e.retryable() => return Err(SyncError::Transient(format!("listing states: {e}"))),
+                Ok(Err(e)) => return Err(SyncError::Setup(format!("listing states: {e}"))),
+                Err(_) => {
+                    return Err(SyncError::Transient(format!(
+                        "listing states under s3://{bucket}/{prefix} did not finish before the function's deadline"
+                    )));
+                }
             }
         }
         keys.sort();
@@ -564,7 +581,7 @@ impl LazyGithub {
         }
     }
 
-    pub async fn get(&self) -> Result<Arc<GithubFleet>, GithubError> {
+    pub async fn get(&self, deadline: Instant) -> Result<Arc<GithubFleet>, GithubError> {
         let mut slot = self.fleet.lock().await;
         if let Some(f) = slot.as_ref() {
             return Ok(f.clone());
@@ -574,8 +591,15 @@ impl LazyGithub {
             api_url: c.github_api_url.clone(),
             reason,
         };
-        let secret = secrets::fetch_json(&self.secrets, &c.github_secret)
+        // Secrets Manager has its own retries; the deadline bounds them so the record goes
+        // back to SQS as a retryable failure instead of the function being killed.
+        let left = deadline.saturating_duration_since(Instant::now());
+        let secret = tokio::time::timeout(left, secrets::fetch_json(&self.secrets, &c.github_secret))
             .await
+            .map_err(|_| GithubError::Transient {
+                what: "reading its credentials".into(),
+                detail: "Secrets Manager did not answer before the function's deadline".into(),
+            })?
             .map_err(|e| {
                 if e.retryable() {
                     GithubError::Transient {
@@ -612,23 +636,23 @@ fn bad_credentials<T>(r: &Result<T, GithubError>) -> bool {
 // the old ones: read the secret again and try once more.
 impl FleetRepo for LazyGithub {
     async fn snapshot(&self, deadline: Instant) -> Result<Snapshot, GithubError> {
-        let r = self.get().await?.snapshot(deadline).await;
+        let r = self.get(deadline).await?.snapshot(deadline).await;
         if !bad_credentials(&r) {
             return r;
         }
         tracing::warn!("GitHub refused the credentials; reading the secret again");
         self.forget().await;
-        self.get().await?.snapshot(deadline).await
+        self.get(deadline).await?.snapshot(deadline).await
     }
 
     async fn publish(&self, snapshot: &Snapshot, plan: &Plan, deadline: Instant) -> Result<Published, GithubError> {
-        let r = self.get().await?.publish(snapshot, plan, deadline).await;
+        let r = self.get(deadline).await?.publish(snapshot, plan, deadline).await;
         if !bad_credentials(&r) {
             return r;
         }
         tracing::warn!("GitHub refused the credentials; reading the secret again");
         self.forget().await;
-        self.get().await?.publish(snapshot, plan, deadline).await
+        self.get(deadline).await?.publish(snapshot, plan, deadline).await
     }
 }
 

@@ -32,6 +32,7 @@ impl RemoteError {
     pub fn exit_code(&self) -> u8 {
         match self {
             RemoteError::Bootstrap(e) if e.retryable() => EXIT_RETRYABLE,
+            RemoteError::Sync(e) if e.retryable() => EXIT_RETRYABLE,
             _ => 2,
         }
     }
