@@ -20,6 +20,6 @@ pub mod redact;
 pub mod s3;
 pub mod secrets;
 pub mod sync;
+pub mod telemetry;
 pub mod template;
 pub mod tfstate;
-pub mod telemetry;

@@ -94,7 +94,11 @@ fn measure(bin: &Path) -> (Duration, i64) {
         let Some((mut conn, _)) = accept_with_deadline(&listener, Duration::from_secs(10)) else {
             let _ = child.kill();
             let out = child.wait_with_output().unwrap();
-            panic!("{} never called the Runtime API: {}", bin.display(), String::from_utf8_lossy(&out.stderr));
+            panic!(
+                "{} never called the Runtime API: {}",
+                bin.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
         };
         let mut line = String::new();
         BufReader::new(&conn).read_line(&mut line).unwrap();

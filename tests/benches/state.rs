@@ -76,7 +76,11 @@ fn measure(cmd: impl Fn() -> Command) -> (Duration, i64) {
     for _ in 0..RUNS {
         let start = Instant::now();
         // terraform complains on stderr about a missing ~/.terraformrc; only the numbers matter.
-        let child = cmd().stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("spawn");
+        let child = cmd()
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
         let (status, rss) = wait_rusage(child.id() as i32);
         times.push(start.elapsed());
         assert!(status == 0, "child failed with status {status}");

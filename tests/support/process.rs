@@ -6,7 +6,10 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 
 /// The repository root (the tests crate lives in `tests/`).
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// The Python that has the test bed installed: `CELLBRIDGE_TEST_PYTHON`, else the project's
@@ -17,7 +20,11 @@ pub fn python() -> PathBuf {
         return PathBuf::from(p);
     }
     let venv = repo_root().join(".venv/bin/python");
-    assert!(venv.exists(), "the test bed is not installed: run `make test` (or `make testbed`) first; looked for {}", venv.display());
+    assert!(
+        venv.exists(),
+        "the test bed is not installed: run `make test` (or `make testbed`) first; looked for {}",
+        venv.display()
+    );
     venv
 }
 
@@ -51,7 +58,11 @@ impl Service {
                 let port = p.parse().unwrap();
                 // Keep draining stdout so the child never blocks on a full pipe.
                 std::thread::spawn(move || for _ in out.lines() {});
-                return Service { child, _stdin: stdin, port };
+                return Service {
+                    child,
+                    _stdin: stdin,
+                    port,
+                };
             }
         }
     }
