@@ -8,73 +8,16 @@
 //! The malformed SSH key in the Flux Git secret is covered in tests/bootstrap.rs
 //! (`a_malformed_git_secret_stops_before_anything_is_applied`), against the test bed.
 
+mod common;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
+use common::{cellbridge, fleet_copy, root, snapshot, text};
 
 fn fixture_state(name: &str) -> PathBuf {
     root().join(format!("tests/fixtures/states/{name}.tfstate"))
-}
-
-fn cellbridge(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cellbridge"))
-        .args(args)
-        .env_remove("CELLBRIDGE_FLUX_GIT_URL")
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
-/// A scratch copy of the example fleet (tests must never write into the repo).
-fn fleet_copy() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let ok = Command::new("cp")
-        .arg("-r")
-        .arg(root().join("examples/fleet/."))
-        .arg(dir.path())
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
-    dir
-}
-
-/// Every file (and symlink target) under `dir`, except Git's own bookkeeping.
-fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            let meta = std::fs::symlink_metadata(&p).unwrap();
-            if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(&p).unwrap();
-                out.push((p, target.into_os_string().into_encoded_bytes()));
-            } else if meta.is_dir() {
-                if p.file_name().is_some_and(|n| n == ".git") {
-                    continue;
-                }
-                stack.push(p)
-            } else {
-                out.push((p.clone(), std::fs::read(&p).unwrap()))
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {

@@ -2,16 +2,13 @@
 //! by the `terraform` binary when it is installed, else the recorded fixtures), the example
 //! fleet, and the documented exit codes.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
+use common::{cellbridge, fleet_copy, root, snapshot, text};
 
 /// States written by terraform in this run, or the recorded fixtures when terraform is absent.
 fn states() -> &'static Path {
@@ -46,35 +43,6 @@ fn states() -> &'static Path {
 
 fn state(name: &str) -> PathBuf {
     states().join(format!("{name}.tfstate"))
-}
-
-fn cellbridge(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cellbridge"))
-        .args(args)
-        .env_remove("CELLBRIDGE_FLUX_GIT_URL")
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
-/// A scratch copy of the example fleet (tests must never write into the repo).
-fn fleet_copy() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let ok = Command::new("cp")
-        .arg("-r")
-        .arg(root().join("examples/fleet/."))
-        .arg(dir.path())
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
-    dir
 }
 
 fn example_fleet() -> String {
@@ -446,23 +414,6 @@ fn recorded_fixtures_match_what_terraform_writes_today() {
             "{name}: regenerate with tests/fixtures/terraform/generate.sh tests/fixtures/states"
         );
     }
-}
-
-fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p)
-            } else {
-                out.push((p.clone(), std::fs::read(&p).unwrap()))
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 #[test]
