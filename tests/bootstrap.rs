@@ -381,9 +381,11 @@ async fn a_cell_found_in_the_fleet_uses_its_own_components_and_a_second_run_writ
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_killed_after_the_crds_is_completed_by_the_next() {
     let bed = Bed::new("eks-killed", &[("cellbridge.dev/cell", "killed")], None).await;
-    // The first object after the CRDs hangs; the run is cut off as a Lambda deadline would.
+    // The first object after the CRDs hangs, every retry of it too (a single hang would let the
+    // client's retry through before the cut on a slow machine); the run is cut off as a Lambda
+    // deadline would.
     bed.kube
-        .fault(json!({"method": "PATCH", "path": "/resourcequotas/", "sleep": 30, "count": 1}));
+        .fault(json!({"method": "PATCH", "path": "/resourcequotas/", "sleep": 30, "count": 1000}));
     let cut = tokio::time::timeout(Duration::from_secs(4), bed.run(&bed.request())).await;
     assert!(cut.is_err(), "the run should have been cut off");
     assert_eq!(bed.kube.objects(Some("CustomResourceDefinition")).len(), 10);
