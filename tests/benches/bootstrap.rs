@@ -70,7 +70,7 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
-    cellbridge::bootstrap::apply::install_crypto_provider();
+    cellbridge::telemetry::install_crypto_provider();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let fleet_dir = repo_root().join("tests/fixtures/flux/fleet");
     let components = fleet_dir.join("clusters/_template/flux-system/gotk-components.yaml");

@@ -118,11 +118,6 @@ impl fmt::Debug for ClusterAuth {
     }
 }
 
-/// Installs the one crypto provider of the process (aws-lc-rs); harmless when already done.
-pub fn install_crypto_provider() {
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-}
-
 /// PEM certificates → DER, what `kube::Config::root_cert` takes.
 pub fn pem_to_der(pem: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     let text = std::str::from_utf8(pem).map_err(|_| "CA is not PEM text".to_owned())?;
@@ -162,7 +157,7 @@ pub struct Session {
 
 impl Session {
     pub async fn connect(auth: ClusterAuth, tuning: Tuning, fresh_access_entry: bool) -> Result<Session, ApplyError> {
-        install_crypto_provider();
+        crate::telemetry::install_crypto_provider();
         let (client, default_namespace) = build_client(&auth, &tuning).await?;
         let auth_grace_until = fresh_access_entry.then(|| Instant::now() + tuning.auth_grace);
         Ok(Session {

@@ -242,7 +242,7 @@ pub async fn invoke_from_file(path: &Path, fleet_dir: Option<&Path>) -> Result<I
     let bad = |reason: String| BootstrapError::Request(format!("{}: {reason}", path.display()));
     let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
     let event: Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
-    super::apply::install_crypto_provider();
+    crate::telemetry::install_crypto_provider();
     let settings = Settings::from_env()?;
     let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
     let fleets: Box<dyn FleetSource> = match fleet_dir {

@@ -573,7 +573,7 @@ pub struct LocalOptions {
 /// `cellbridge bootstrap` from a laptop: the same code as the Lambda, configured from the
 /// environment, against a fleet the caller opened (a local checkout or a GitHub snapshot).
 pub async fn run_local(fleet: &dyn FleetRead, opts: &LocalOptions) -> Result<Report, BootstrapError> {
-    apply::install_crypto_provider();
+    crate::telemetry::install_crypto_provider();
     let settings = Settings::from_env()?;
     // The profile's region is cellbridge's home (where the Git secret lives); the cluster's
     // region is used for EKS whatever it is.
