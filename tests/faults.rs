@@ -82,33 +82,6 @@ struct Bed {
     service: Syncer<S3States, LazyGithub>,
 }
 
-fn example_fleet() -> Vec<(String, String)> {
-    fn walk(dir: &std::path::Path, root: &std::path::Path, out: &mut Vec<(String, String)>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, root, out);
-            } else {
-                out.push((
-                    p.strip_prefix(root).unwrap().to_string_lossy().into_owned(),
-                    std::fs::read_to_string(&p).unwrap(),
-                ));
-            }
-        }
-    }
-    let root = process::repo_root().join("examples/fleet");
-    let mut out = Vec::new();
-    walk(&root, &root, &mut out);
-    // As in state_sync.rs: the example's podinfo directory lacks a kustomization.yaml.
-    if !out.iter().any(|(p, _)| p == "apps/base/podinfo/kustomization.yaml") {
-        out.push((
-            "apps/base/podinfo/kustomization.yaml".into(),
-            "resources:\n  - deployment.yaml\n".into(),
-        ));
-    }
-    out
-}
-
 impl Bed {
     /// Its own bucket, secret and fake GitHub, so cases run side by side without sharing faults.
     async fn new(id: &str) -> Bed {
@@ -128,7 +101,7 @@ impl Bed {
             .await
             .unwrap();
         let gh = FakeGithub::start();
-        let files = example_fleet();
+        let files = cellbridge_tests::github::example_fleet();
         let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
         gh.seed(REPO, "main", &refs);
         leak::secret("faults: GitHub token", TOKEN);

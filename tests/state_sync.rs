@@ -71,33 +71,6 @@ fn fixture_dir() -> PathBuf {
 }
 
 /// Every file of the example fleet, as the base branch of the fake repository.
-fn example_fleet() -> Vec<(String, String)> {
-    fn walk(dir: &Path, root: &Path, out: &mut Vec<(String, String)>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, root, out);
-            } else {
-                out.push((
-                    p.strip_prefix(root).unwrap().to_string_lossy().into_owned(),
-                    std::fs::read_to_string(&p).unwrap(),
-                ));
-            }
-        }
-    }
-    let root = process::repo_root().join("examples/fleet");
-    let mut out = Vec::new();
-    walk(&root, &root, &mut out);
-    // The example lists `podinfo` as a directory without a kustomization.yaml, which kustomize
-    // (and so the strict check) refuses; give it one until the example does.
-    if !out.iter().any(|(p, _)| p == "apps/base/podinfo/kustomization.yaml") {
-        out.push((
-            "apps/base/podinfo/kustomization.yaml".into(),
-            "resources:\n  - deployment.yaml\n".into(),
-        ));
-    }
-    out
-}
 
 impl Bed {
     /// A bucket notifying a queue, a fleet repo on a fake GitHub, a credentials secret, and
@@ -164,7 +137,7 @@ impl Bed {
             .unwrap();
 
         let gh = FakeGithub::start();
-        let files = example_fleet();
+        let files = cellbridge_tests::github::example_fleet();
         let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
         gh.seed(REPO, "main", &refs);
         let secret_name = format!("cellbridge/github-{name}");

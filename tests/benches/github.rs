@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use cellbridge::s3::S3States;
 use cellbridge::sync::{KeyPattern, LazyGithub, SyncConfig, Syncer};
 use cellbridge_tests::github::{FakeGithub, TOKEN};
-use cellbridge_tests::{moto, process};
+use cellbridge_tests::moto;
 use serde_json::{Value, json};
 
 fn state(cell: &str, serial: u64, vpc: &str) -> String {
@@ -21,34 +21,6 @@ fn state(cell: &str, serial: u64, vpc: &str) -> String {
         "resources": [], "check_results": null
     })
     .to_string()
-}
-
-fn example_fleet() -> Vec<(String, String)> {
-    fn walk(dir: &std::path::Path, root: &std::path::Path, out: &mut Vec<(String, String)>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, root, out)
-            } else {
-                out.push((
-                    p.strip_prefix(root).unwrap().to_string_lossy().into_owned(),
-                    std::fs::read_to_string(&p).unwrap(),
-                ));
-            }
-        }
-    }
-    let root = process::repo_root().join("examples/fleet");
-    let mut out = Vec::new();
-    walk(&root, &root, &mut out);
-    // The example lists `podinfo` as a directory without a kustomization.yaml, which kustomize
-    // (and so the strict check) refuses; give it one until the example does.
-    if !out.iter().any(|(p, _)| p == "apps/base/podinfo/kustomization.yaml") {
-        out.push((
-            "apps/base/podinfo/kustomization.yaml".into(),
-            "resources:\n  - deployment.yaml\n".into(),
-        ));
-    }
-    out
 }
 
 #[tokio::main]
@@ -68,7 +40,7 @@ async fn main() {
         .send()
         .await;
     let gh = FakeGithub::start();
-    let files = example_fleet();
+    let files = cellbridge_tests::github::example_fleet();
     let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
     gh.seed("acme/fleet", "main", &refs);
     let _ = secrets

@@ -121,3 +121,26 @@ pub fn http(port: u16, method: &str, path: &str, body: Option<&Value>, token: Op
     let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
     (status, serde_json::from_str(body).unwrap_or(Value::Null))
 }
+
+/// Every file of `examples/fleet/` as (repo path, text): what the fake GitHub is seeded with,
+/// so the end-to-end tests and the bench sync against the same fleet `make demo` shows.
+pub fn example_fleet() -> Vec<(String, String)> {
+    fn walk(dir: &std::path::Path, root: &std::path::Path, out: &mut Vec<(String, String)>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, root, out);
+            } else {
+                out.push((
+                    p.strip_prefix(root).unwrap().to_string_lossy().into_owned(),
+                    std::fs::read_to_string(&p).unwrap(),
+                ));
+            }
+        }
+    }
+    let root = crate::process::repo_root().join("examples/fleet");
+    let mut out = Vec::new();
+    walk(&root, &root, &mut out);
+    out.sort();
+    out
+}
