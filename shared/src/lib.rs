@@ -14,6 +14,7 @@ pub mod envsubst;
 pub mod events;
 pub mod fleet;
 pub mod github;
+pub mod lambda;
 pub mod metadata;
 pub mod plan;
 pub mod redact;

@@ -659,13 +659,18 @@ impl FleetRepo for LazyGithub {
 /// The real service: S3 states and the GitHub fleet repo, configured from the environment.
 pub type Service = Syncer<S3States, LazyGithub>;
 
-/// Builds the service once per process: configuration and clients only, no network call.
-pub async fn service_from_env() -> Result<Service, SyncError> {
-    let config = SyncConfig::from_env()?;
+/// The service for a checked configuration: the AWS configuration and its clients. No network
+/// call; the cost is the HTTPS client's trust store (see `crate::lambda`).
+pub async fn service_with(config: SyncConfig) -> Service {
     let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
     let states = S3States::from_conf(&aws);
     let secrets = aws_sdk_secretsmanager::Client::new(&aws);
-    Ok(Syncer::new(config.clone(), states, LazyGithub::new(config, secrets)))
+    Syncer::new(config.clone(), states, LazyGithub::new(config, secrets))
+}
+
+/// Configuration and clients from the environment, at once (the command line).
+pub async fn service_from_env() -> Result<Service, SyncError> {
+    Ok(service_with(SyncConfig::from_env()?).await)
 }
 
 /// The deadline of a Lambda invocation (milliseconds since the epoch) as an `Instant`, less a

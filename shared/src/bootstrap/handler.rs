@@ -32,20 +32,20 @@ impl FleetSource for LocalSource {
     }
 }
 
-/// The fleet repo on GitHub (`CELLBRIDGE_FLEET_REPO`, `CELLBRIDGE_BASE_BRANCH`,
-/// `CELLBRIDGE_GITHUB_SECRET`, `GITHUB_API_URL`), the client built on first use.
-pub struct GithubSource {
+/// Which fleet repo to read and with which credentials (`CELLBRIDGE_FLEET_REPO`,
+/// `CELLBRIDGE_BASE_BRANCH`, `CELLBRIDGE_GITHUB_SECRET`, `GITHUB_API_URL`): checked at start,
+/// no client yet.
+#[derive(Debug, Clone)]
+pub struct GithubRepoConfig {
     owner: String,
     repo: String,
     base_branch: Option<String>,
     github_secret: String,
     api_url: String,
-    secrets: aws_sdk_secretsmanager::Client,
-    client: OnceCell<GithubFleet>,
 }
 
-impl GithubSource {
-    pub fn from_env(aws: &aws_config::SdkConfig) -> Result<Self, ConfigError> {
+impl GithubRepoConfig {
+    pub fn from_env() -> Result<Self, ConfigError> {
         let repo_var = config::required("CELLBRIDGE_FLEET_REPO", "set it to the fleet repository, owner/name")?;
         let (owner, repo) = config::repo("CELLBRIDGE_FLEET_REPO", &repo_var)?;
         let github_secret = config::required(
@@ -60,19 +60,39 @@ impl GithubSource {
             base_branch: config::optional("CELLBRIDGE_BASE_BRANCH"),
             github_secret,
             api_url,
+        })
+    }
+}
+
+/// The fleet repo on GitHub, the client built on first use.
+pub struct GithubSource {
+    config: GithubRepoConfig,
+    secrets: aws_sdk_secretsmanager::Client,
+    client: OnceCell<GithubFleet>,
+}
+
+impl GithubSource {
+    pub fn new(config: GithubRepoConfig, aws: &aws_config::SdkConfig) -> Self {
+        Self {
+            config,
             secrets: aws_sdk_secretsmanager::Client::new(aws),
             client: OnceCell::new(),
-        })
+        }
+    }
+
+    pub fn from_env(aws: &aws_config::SdkConfig) -> Result<Self, ConfigError> {
+        Ok(Self::new(GithubRepoConfig::from_env()?, aws))
     }
 
     async fn client(&self) -> Result<&GithubFleet, String> {
         self.client
             .get_or_try_init(|| async {
-                let secret = secrets::fetch_json(&self.secrets, &self.github_secret)
+                let c = &self.config;
+                let secret = secrets::fetch_json(&self.secrets, &c.github_secret)
                     .await
                     .map_err(|e| e.to_string())?;
                 let creds = secrets::github_credentials(&secret).map_err(|e| e.to_string())?;
-                GithubFleet::new(&self.api_url, &self.owner, &self.repo, self.base_branch.clone(), &creds)
+                GithubFleet::new(&c.api_url, &c.owner, &c.repo, c.base_branch.clone(), &creds)
                     .map_err(|e: GithubError| e.to_string())
             })
             .await
@@ -108,15 +128,38 @@ pub struct Invocation {
     pub failed: bool,
 }
 
-/// Builds the service from the environment: no network call (a cold start stays cheap).
-pub async fn service_from_env() -> Result<Service, BootstrapError> {
-    let settings = Settings::from_env()?;
+/// The function's configuration, read and checked from the environment without building any
+/// client: what the Lambda's init phase does, so that a bad variable fails the cold start with
+/// an error that names it.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub settings: Settings,
+    pub github: GithubRepoConfig,
+}
+
+impl Config {
+    pub fn from_env() -> Result<Self, BootstrapError> {
+        Ok(Self {
+            settings: Settings::from_env()?,
+            github: GithubRepoConfig::from_env()?,
+        })
+    }
+}
+
+/// The service for a checked configuration: the AWS configuration and its clients. No network
+/// call; the cost is the HTTPS client's trust store (see `crate::lambda`).
+pub async fn service_with(config: Config) -> Service {
     let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
-    let fleets = Box::new(GithubSource::from_env(&aws)?);
-    Ok(Service {
-        bootstrapper: Bootstrapper::new(aws, settings),
+    let fleets = Box::new(GithubSource::new(config.github, &aws));
+    Service {
+        bootstrapper: Bootstrapper::new(aws, config.settings),
         fleets,
-    })
+    }
+}
+
+/// Configuration and clients from the environment, at once (the command line).
+pub async fn service_from_env() -> Result<Service, BootstrapError> {
+    Ok(service_with(Config::from_env()?).await)
 }
 
 /// Leaves time for the bootstrap itself after waiting for a CREATING cluster.
