@@ -164,7 +164,7 @@ impl Bed {
         ctx.deadline = now_ms + secs * 1000;
         let r = cellbridge::sync::lambda_handler(&self.service, lambda_runtime::LambdaEvent::new(event.clone(), ctx))
             .await
-            .map_err(|e| e.to_string());
+            .map_err(|e| format!("{}: {}", e.error_type, e.error_message));
         let text = match &r {
             Ok(v) => v.to_string(),
             Err(e) => format!("error: {e}"),
@@ -389,7 +389,8 @@ async fn run_case(case: Case) -> Result<String, String> {
             "retried"
         }
         Err(e) => {
-            if !e.contains("(retryable)") {
+            // Lambda's errorType says so too, for alarms and the asynchronous-invocation retry.
+            if !(e.contains("(retryable)") && e.starts_with("cellbridge.Retryable: ")) {
                 return Err(format!("[{id}] failed without saying it is retryable: {e}"));
             }
             println!("{id}: {e}");

@@ -338,7 +338,7 @@ impl Bed {
         ctx.deadline = now_ms + secs * 1000;
         let r = cellbridge::sync::lambda_handler(&self.service, lambda_runtime::LambdaEvent::new(event, ctx))
             .await
-            .map_err(|e| e.to_string());
+            .map_err(|e| format!("{}: {}", e.error_type, e.error_message));
         let text = match &r {
             Ok(v) => v.to_string(),
             Err(e) => format!("error: {e}"),

@@ -11,7 +11,26 @@
 use std::future::Future;
 use std::time::Instant;
 
+use lambda_runtime::Diagnostic;
 use tokio::sync::OnceCell;
+
+/// A failed invocation as Lambda reports it (`errorType` in the console, CloudWatch and the
+/// asynchronous invocation's destination): `InvalidEvent` for an event the function cannot
+/// read (retrying it cannot help), `Retryable` for a fault worth another try, `Failed` for the
+/// rest. Without this, `errorType` is the Rust type name of a boxed error.
+pub fn failure(kind: FailureKind, message: impl std::fmt::Display) -> Diagnostic {
+    Diagnostic {
+        error_type: format!("cellbridge.{kind:?}"),
+        error_message: message.to_string(),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    InvalidEvent,
+    Retryable,
+    Failed,
+}
 
 /// A service built from a checked configuration `C` on first use.
 pub struct Deferred<C, S> {
@@ -54,6 +73,13 @@ impl<C: Clone, S> Deferred<C, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failure_names_its_kind_for_lambda() {
+        let d = failure(FailureKind::InvalidEvent, "event: not JSON");
+        assert_eq!(d.error_type, "cellbridge.InvalidEvent");
+        assert_eq!(d.error_message, "event: not JSON");
+    }
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[tokio::test]

@@ -690,16 +690,25 @@ pub fn deadline_from_epoch_ms(deadline_ms: u64) -> Instant {
 pub async fn lambda_handler<S: StateSource, R: FleetRepo>(
     service: &Syncer<S, R>,
     event: lambda_runtime::LambdaEvent<Value>,
-) -> Result<Value, lambda_runtime::Error> {
+) -> Result<Value, lambda_runtime::Diagnostic> {
+    use crate::lambda::{FailureKind, failure};
     let deadline = deadline_from_epoch_ms(event.context.deadline);
-    let inv = service.handle(&event.payload, deadline).await?;
+    let inv = service.handle(&event.payload, deadline).await.map_err(|e| {
+        let kind = match &e {
+            SyncError::Event(_) => FailureKind::InvalidEvent,
+            e if e.retryable() => FailureKind::Retryable,
+            _ => FailureKind::Failed,
+        };
+        failure(kind, e)
+    })?;
     if inv.failed && inv.response.get("batchItemFailures").is_none() {
-        return Err(format!(
-            "state-sync failed{}: {}",
-            if inv.retryable { " (retryable)" } else { "" },
-            inv.response
-        )
-        .into());
+        let kind = if inv.retryable {
+            FailureKind::Retryable
+        } else {
+            FailureKind::Failed
+        };
+        let note = if inv.retryable { " (retryable)" } else { "" };
+        return Err(failure(kind, format!("state-sync failed{note}: {}", inv.response)));
     }
     Ok(inv.response)
 }

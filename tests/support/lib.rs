@@ -7,3 +7,4 @@ pub mod kube;
 pub mod leak;
 pub mod moto;
 pub mod process;
+pub mod runtime_api;

@@ -270,11 +270,22 @@ impl Service {
 pub async fn lambda_handler(
     service: &Service,
     event: lambda_runtime::LambdaEvent<Value>,
-) -> Result<Value, lambda_runtime::Error> {
+) -> Result<Value, lambda_runtime::Diagnostic> {
+    use crate::lambda::{FailureKind, failure};
     let deadline = crate::sync::deadline_from_epoch_ms(event.context.deadline);
-    let inv = service.handle(&event.payload, deadline).await?;
+    let inv = service.handle(&event.payload, deadline).await.map_err(|e| {
+        let kind = match &e {
+            BootstrapError::Request(_) => FailureKind::InvalidEvent,
+            e if e.retryable() => FailureKind::Retryable,
+            _ => FailureKind::Failed,
+        };
+        failure(kind, e)
+    })?;
     if inv.failed && inv.response.get("batchItemFailures").is_none() {
-        return Err(format!("cluster-bootstrap failed: {}", inv.response).into());
+        return Err(failure(
+            FailureKind::Failed,
+            format!("cluster-bootstrap failed: {}", inv.response),
+        ));
     }
     Ok(inv.response)
 }
