@@ -361,6 +361,35 @@ impl GithubFleet {
         }
     }
 
+    /// A request to this repository's API (`path` under `/repos/{owner}/{repo}`), with retries.
+    async fn repo_send(
+        &self,
+        what: &str,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        deadline: Instant,
+    ) -> Result<Response> {
+        self.send(what, method, &self.repo_path(path), body, None, deadline)
+            .await
+    }
+
+    /// A repository request that must succeed: any other final answer is an API error naming `what`.
+    async fn repo_call(
+        &self,
+        what: &str,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        deadline: Instant,
+    ) -> Result<Response> {
+        let r = self.repo_send(what, method, path, body, deadline).await?;
+        if !r.status.is_success() {
+            return Err(r.api_error(what));
+        }
+        Ok(r)
+    }
+
     async fn send_once(
         &self,
         method: Method,
@@ -411,12 +440,7 @@ impl GithubFleet {
         self.base_branch
             .get_or_try_init(|| async {
                 let what = format!("reading repository {}", self.repo_name());
-                let r = self
-                    .send(&what, Method::GET, &self.repo_path(""), None, None, deadline)
-                    .await?;
-                if !r.status.is_success() {
-                    return Err(r.api_error(&what));
-                }
+                let r = self.repo_call(&what, Method::GET, "", None, deadline).await?;
                 r.json(&what)?
                     .get("default_branch")
                     .and_then(Value::as_str)
@@ -438,18 +462,8 @@ impl GithubFleet {
             ("per_page", "10"),
         ]);
         let r = self
-            .send(
-                &what,
-                Method::GET,
-                &self.repo_path(&format!("/pulls?{q}")),
-                None,
-                None,
-                deadline,
-            )
+            .repo_call(&what, Method::GET, &format!("/pulls?{q}"), None, deadline)
             .await?;
-        if !r.status.is_success() {
-            return Err(r.api_error(&what));
-        }
         let list = r.json(&what)?;
         let Some(pr) = list.as_array().and_then(|a| a.first()) else {
             return Ok(None);
@@ -487,12 +501,11 @@ impl GithubFleet {
                 None => self.commit_tree(&snap.base_sha, deadline).await?,
             };
             let r = self
-                .send(
+                .repo_send(
                     &what,
                     Method::POST,
-                    &self.repo_path("/git/trees"),
+                    "/git/trees",
                     Some(&json!({"base_tree": base, "tree": entries})),
-                    None,
                     deadline,
                 )
                 .await?;
@@ -513,18 +526,8 @@ impl GithubFleet {
     async fn commit_tree(&self, sha: &str, deadline: Instant) -> Result<String> {
         let what = format!("reading commit {sha}");
         let r = self
-            .send(
-                &what,
-                Method::GET,
-                &self.repo_path(&format!("/git/commits/{sha}")),
-                None,
-                None,
-                deadline,
-            )
+            .repo_call(&what, Method::GET, &format!("/git/commits/{sha}"), None, deadline)
             .await?;
-        if !r.status.is_success() {
-            return Err(r.api_error(&what));
-        }
         r.json(&what)?["tree"]["sha"]
             .as_str()
             .map(str::to_owned)
@@ -537,18 +540,14 @@ impl GithubFleet {
     async fn create_commit(&self, tree: &str, parents: &[String], message: &str, deadline: Instant) -> Result<String> {
         let what = "creating the commit";
         let r = self
-            .send(
+            .repo_call(
                 what,
                 Method::POST,
-                &self.repo_path("/git/commits"),
+                "/git/commits",
                 Some(&json!({"message": message, "tree": tree, "parents": parents})),
-                None,
                 deadline,
             )
             .await?;
-        if !r.status.is_success() {
-            return Err(r.api_error(what));
-        }
         sha_of(&r, what)
     }
 
@@ -557,12 +556,11 @@ impl GithubFleet {
     async fn move_branch(&self, branch: &str, commit: &str, deadline: Instant) -> Result<()> {
         let what = format!("updating branch {branch}");
         let r = self
-            .send(
+            .repo_send(
                 &what,
                 Method::PATCH,
-                &self.repo_path(&format!("/git/refs/heads/{}", enc(branch))),
+                &format!("/git/refs/heads/{}", enc(branch)),
                 Some(&json!({"sha": commit, "force": false})),
-                None,
                 deadline,
             )
             .await?;
@@ -580,12 +578,11 @@ impl GithubFleet {
     async fn create_branch(&self, branch: &str, commit: &str, deadline: Instant) -> Result<bool> {
         let what = format!("creating branch {branch}");
         let r = self
-            .send(
+            .repo_send(
                 &what,
                 Method::POST,
-                &self.repo_path("/git/refs"),
+                "/git/refs",
                 Some(&json!({"ref": format!("refs/heads/{branch}"), "sha": commit})),
-                None,
                 deadline,
             )
             .await?;
@@ -600,11 +597,10 @@ impl GithubFleet {
     async fn branch_head(&self, branch: &str, deadline: Instant) -> Result<Option<(String, String)>> {
         let what = format!("reading branch {branch}");
         let r = self
-            .send(
+            .repo_send(
                 &what,
                 Method::GET,
-                &self.repo_path(&format!("/commits/heads/{}", enc(branch))),
-                None,
+                &format!("/commits/heads/{}", enc(branch)),
                 None,
                 deadline,
             )
@@ -626,44 +622,33 @@ impl GithubFleet {
         let what = format!("setting status {} on {commit}", plan::STATUS_CONTEXT);
         let state = if plan.status_ok() { "success" } else { "failure" };
         let body = json!({"state": state, "context": plan::STATUS_CONTEXT, "description": plan.status_description()});
-        let r = self
-            .send(
-                &what,
-                Method::POST,
-                &self.repo_path(&format!("/statuses/{commit}")),
-                Some(&body),
-                None,
-                deadline,
-            )
-            .await?;
-        if !r.status.is_success() {
-            return Err(r.api_error(&what));
-        }
+        self.repo_call(
+            &what,
+            Method::POST,
+            &format!("/statuses/{commit}"),
+            Some(&body),
+            deadline,
+        )
+        .await?;
         Ok(())
     }
 
     async fn close(&self, pr: &OpenPull, branch: &str, deadline: Instant) -> Result<()> {
         let what = format!("closing pull request #{}", pr.number);
-        let r = self
-            .send(
-                &what,
-                Method::PATCH,
-                &self.repo_path(&format!("/pulls/{}", pr.number)),
-                Some(&json!({"state": "closed"})),
-                None,
-                deadline,
-            )
-            .await?;
-        if !r.status.is_success() {
-            return Err(r.api_error(&what));
-        }
+        self.repo_call(
+            &what,
+            Method::PATCH,
+            &format!("/pulls/{}", pr.number),
+            Some(&json!({"state": "closed"})),
+            deadline,
+        )
+        .await?;
         let what = format!("deleting branch {branch}");
         let r = self
-            .send(
+            .repo_send(
                 &what,
                 Method::DELETE,
-                &self.repo_path(&format!("/git/refs/heads/{}", enc(branch))),
-                None,
+                &format!("/git/refs/heads/{}", enc(branch)),
                 None,
                 deadline,
             )
@@ -714,19 +699,14 @@ impl GithubFleet {
             self.set_status(&commit, plan, deadline).await?;
             let what = format!("updating pull request #{}", pr.number);
             // The issues endpoint sets title, body and labels in one request.
-            let r = self
-                .send(
-                    &what,
-                    Method::PATCH,
-                    &self.repo_path(&format!("/issues/{}", pr.number)),
-                    Some(&json!({"title": plan.title, "body": body, "labels": labels})),
-                    None,
-                    deadline,
-                )
-                .await?;
-            if !r.status.is_success() {
-                return Err(r.api_error(&what));
-            }
+            self.repo_call(
+                &what,
+                Method::PATCH,
+                &format!("/issues/{}", pr.number),
+                Some(&json!({"title": plan.title, "body": body, "labels": labels})),
+                deadline,
+            )
+            .await?;
             return Ok(Published::Updated {
                 number: pr.number,
                 url: pr.url,
@@ -780,7 +760,7 @@ impl GithubFleet {
         let what = format!("opening the pull request for {branch}");
         let base = &snap.base_branch;
         let r = self
-            .send(&what, Method::POST, &self.repo_path("/pulls"), Some(&json!({"title": plan.title, "head": branch, "base": base, "body": body, "maintainer_can_modify": false})), None, deadline)
+            .repo_send(&what, Method::POST, "/pulls", Some(&json!({"title": plan.title, "head": branch, "base": base, "body": body, "maintainer_can_modify": false})), deadline)
             .await?;
         if r.status == StatusCode::UNPROCESSABLE_ENTITY && r.message().contains("already exists") {
             return Err(GithubError::Conflict {
@@ -804,19 +784,14 @@ impl GithubFleet {
     /// Adds labels to a pull request (GitHub keeps the ones it already has).
     async fn add_labels(&self, number: u64, labels: &[String], deadline: Instant) -> Result<()> {
         let what = format!("labelling pull request #{number}");
-        let r = self
-            .send(
-                &what,
-                Method::POST,
-                &self.repo_path(&format!("/issues/{number}/labels")),
-                Some(&json!({ "labels": labels })),
-                None,
-                deadline,
-            )
-            .await?;
-        if !r.status.is_success() {
-            return Err(r.api_error(&what));
-        }
+        self.repo_call(
+            &what,
+            Method::POST,
+            &format!("/issues/{number}/labels"),
+            Some(&json!({ "labels": labels })),
+            deadline,
+        )
+        .await?;
         Ok(())
     }
 }
@@ -826,11 +801,10 @@ impl FleetRepo for GithubFleet {
         let base_branch = self.base_branch(deadline).await?;
         let what = format!("downloading {} at {base_branch}", self.repo_name());
         let r = self
-            .send(
+            .repo_send(
                 &what,
                 Method::GET,
-                &self.repo_path(&format!("/tarball/{}", enc(&base_branch))),
-                None,
+                &format!("/tarball/{}", enc(&base_branch)),
                 None,
                 deadline,
             )
