@@ -17,7 +17,8 @@ What it serves, with the real API's shapes and status codes:
   policy on that cluster (401 without an entry, 403 without a policy), as on EKS.
 
 Control API under /_fake/ (no authentication): faults (5xx, 429, 409, sleeps) at chosen
-requests, the request log, stored objects, GitRepository readiness, reset.
+requests, the request log, stored objects (`?brief=1`: names only), GitRepository readiness,
+reset.
 
 Run: kube_fake.py --port 0 [--tls] [--ca-out FILE] [--token T] [--crd-delay S] [--discovery-lag S]
 Prints `CA=<pem path>` (with --tls), `CONTROL_PORT=<n>` (plain HTTP, the control API) and then
@@ -555,6 +556,9 @@ class Handler(BaseHTTPRequestHandler):
                 for (group, plural, ns, name), obj in sorted(st.objects.items()):
                     if query.get("kind") and obj.get("kind") != query["kind"]:
                         continue
+                    if query.get("brief"):  # names only: CRDs are big
+                        obj = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+                               "metadata": {"name": name, "namespace": ns or None}}
                     items.append(obj)
                 return self.send_json(200, items)
             if path == "/_fake/gitrepository":

@@ -7,10 +7,17 @@ Control routes (plain HTTP, no signature):
   "operation": "GetCallerIdentity" (X-Amz-Target suffix or Action, a REST operation name of
   REST_OPS, or a regex on "METHOD /raw/path"), "kind": "5xx"|"throttle"|"timeout", "count": 1,
   "skip": 0, "sleep": 30, "access_key": only calls signed with this key id, "body_contains":
-  only requests whose body holds this text}
-  A "timeout" sleeps `sleep` seconds and then answers 503.
-- GET /_cellbridge/faults: the switches with their hit counts; DELETE: remove them all.
+  only requests whose body holds this text, "land": false, "tag": a name for the test's own use}
+  A "timeout" sleeps `sleep` seconds and then answers 503; with "land": true the call is served
+  for real first and its answer held back `sleep` seconds (the write happened, the client that
+  gave up never learns it: a response lost on the way back).
+- GET /_cellbridge/faults: the switches with their hit counts; DELETE: remove them all
+  (`?tag=T`: only those tagged T, so that tests sharing one moto clear only their own).
+- GET /_cellbridge/calls?access_key=K: the AWS calls seen so far (the last 20000), each
+  {service, operation, line, access_key, presigned}, optionally only those signed with key K;
+  DELETE: forget them. A test learns from it which calls a run makes.
 """
+import collections
 import io
 import json
 import re
@@ -20,6 +27,7 @@ import urllib.parse
 
 LOCK = threading.Lock()
 FAULTS = []
+CALLS = collections.deque(maxlen=20000)
 
 # protocol per service (what the SDKs speak today)
 PROTOCOL = {"sts": "query", "iam": "query", "s3": "rest-xml", "eks": "rest-json", "secretsmanager": "json",
@@ -45,6 +53,7 @@ REST_OPS = {
     "GetObject": r"^GET /[^/]+/.+",
     "ListObjectVersions": r"^GET /[^/]+/?$",
 }
+REST_SERVICE = {"GetObject": "s3", "ListObjectVersions": "s3"}  # the others are EKS's
 
 
 def request_line(environ):
@@ -126,17 +135,61 @@ class Faults:
         path = environ.get("PATH_INFO", "")
         if path == "/_cellbridge/faults":
             return self.control(environ, start_response)
+        if path == "/_cellbridge/calls":
+            return self.calls(environ, start_response)
+        self.record(environ)
         if FAULTS:
             f = self.match(environ)
             if f is not None:
                 protocol = PROTOCOL.get(f["service"], "json")
                 if f["kind"] == "timeout":
+                    if f.get("land"):
+                        return self.landed(environ, start_response, f.get("sleep", 30))
                     time.sleep(f.get("sleep", 30))
                     status, code = CODES[(protocol, "5xx")]
                 else:
                     status, code = CODES[(protocol, f["kind"])]
                 return error_response(start_response, protocol, status, code)
         return self.app(environ, start_response)
+
+    def landed(self, environ, start_response, sleep):
+        """Serves the call, then holds the answer back: the work is done, the client that gives
+        up first never learns it."""
+        captured = {}
+
+        def sr(status, headers, exc_info=None):
+            captured["status"], captured["headers"] = status, headers
+
+        body = b"".join(self.app(environ, sr))
+        time.sleep(sleep)
+        start_response(captured["status"], captured["headers"])
+        return [body]
+
+    def record(self, environ):
+        service = service_of(environ)
+        if service is None:
+            return
+        line = request_line(environ)
+        names = operation_names(environ)
+        if not names:
+            names = [op for op, pattern in REST_OPS.items()
+                     if REST_SERVICE.get(op, "eks") == service and re.search(pattern, line)] or [line]
+        with LOCK:
+            CALLS.append({"service": service, "operation": names[0], "line": line,
+                          "access_key": access_key_of(environ),
+                          "presigned": not environ.get("HTTP_AUTHORIZATION")})
+
+    def calls(self, environ, start_response):
+        with LOCK:
+            if environ.get("REQUEST_METHOD") == "DELETE":
+                CALLS.clear()
+                out = []
+            else:
+                key = (urllib.parse.parse_qs(environ.get("QUERY_STRING", "")).get("access_key") or [None])[0]
+                out = [c for c in CALLS if key is None or c["access_key"] == key]
+            body = json.dumps(out).encode()
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
 
     def match(self, environ):
         service = service_of(environ)
@@ -171,7 +224,8 @@ class Faults:
         method = environ.get("REQUEST_METHOD")
         with LOCK:
             if method == "DELETE":
-                FAULTS.clear()
+                tag = (urllib.parse.parse_qs(environ.get("QUERY_STRING", "")).get("tag") or [None])[0]
+                FAULTS[:] = [f for f in FAULTS if tag is not None and f.get("tag") != tag]
                 out = {}
             elif method == "POST":
                 n = int(environ.get("CONTENT_LENGTH") or 0)
@@ -184,7 +238,8 @@ class Faults:
                 out = {"service": req["service"], "operation": req.get("operation"), "kind": kind,
                        "count": int(req.get("count", 1)), "skip": int(req.get("skip", 0)),
                        "sleep": float(req.get("sleep", 30)), "hits": 0,
-                       "access_key": req.get("access_key"), "body_contains": req.get("body_contains")}
+                       "access_key": req.get("access_key"), "body_contains": req.get("body_contains"),
+                       "land": bool(req.get("land", False)), "tag": req.get("tag")}
                 FAULTS.append(out)
             else:
                 out = FAULTS
