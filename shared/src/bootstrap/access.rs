@@ -38,10 +38,25 @@ pub fn principal_arn(caller: &str) -> Result<String, AccessError> {
     }
 }
 
+/// Whether an STS call that failed may succeed later: throttling and server errors, and any
+/// failure to get an answer at all (timeouts, connections); not a refusal such as AccessDenied.
+pub fn sts_retryable<E: ProvideErrorMetadata>(e: &aws_sdk_sts::error::SdkError<E>) -> bool {
+    match e {
+        aws_sdk_sts::error::SdkError::ServiceError(se) => {
+            se.raw().status().is_server_error()
+                || matches!(
+                    e.code(),
+                    Some("Throttling" | "ThrottlingException" | "RequestLimitExceeded" | "ServiceUnavailable")
+                )
+        }
+        _ => true,
+    }
+}
+
 pub async fn caller_principal(sts: &aws_sdk_sts::Client) -> Result<String, AccessError> {
     let out = sts.get_caller_identity().send().await.map_err(|e| AccessError::Sts {
         reason: aws_sdk_sts::error::DisplayErrorContext(&e).to_string(),
-        retryable: !matches!(e, aws_sdk_sts::error::SdkError::ServiceError(_)),
+        retryable: sts_retryable(&e),
     })?;
     principal_arn(out.arn().unwrap_or_default())
 }
@@ -152,6 +167,25 @@ pub async fn release(eks: &aws_sdk_eks::Client, cluster: &str, grant: &Grant) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sts_throttling_and_server_errors_are_retryable_refusals_are_not() {
+        use aws_sdk_sts::config::http::HttpResponse;
+        use aws_sdk_sts::error::{ErrorMetadata, SdkError};
+        use aws_sdk_sts::operation::get_caller_identity::GetCallerIdentityError;
+        let service = |status: u16, code: &str| {
+            let err = GetCallerIdentityError::generic(ErrorMetadata::builder().code(code).build());
+            SdkError::service_error(err, HttpResponse::new(status.try_into().unwrap(), "".into()))
+        };
+        assert!(sts_retryable(&service(503, "ServiceUnavailable")));
+        assert!(sts_retryable(&service(500, "InternalFailure")));
+        assert!(sts_retryable(&service(400, "Throttling")));
+        assert!(!sts_retryable(&service(403, "AccessDenied")));
+        assert!(!sts_retryable(&service(400, "ExpiredToken")));
+        assert!(sts_retryable(
+            &SdkError::<GetCallerIdentityError, HttpResponse>::timeout_error("attempt timeout")
+        ));
+    }
 
     #[test]
     fn assumed_role_becomes_role() {
