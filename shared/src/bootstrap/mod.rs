@@ -422,10 +422,10 @@ impl Bootstrapper {
         let result = self
             .install(auth, grant.temporary, &cell.name, req, prepared, &mut report)
             .await;
-        // Access is given back whatever happened; a failure to do so is logged and the next
-        // run (or the access entry's tag) cleans up.
-        let removed = match access::release(&eks_client, &req.cluster, &grant).await {
-            Ok(r) => r,
+        // Access is given back whatever happened.
+        let released = access::release(&eks_client, &req.cluster, &grant).await;
+        let removed = match &released {
+            Ok(r) => *r,
             Err(e) => {
                 tracing::error!(cluster = %req.cluster, error = %e, "could not delete the temporary access entry");
                 false
@@ -437,6 +437,10 @@ impl Bootstrapper {
             removed,
         });
         result?;
+        // Installed, but cellbridge's cluster-admin entry is still there: the run fails (retryably
+        // when EKS may answer later), so the event comes back and the next run, finding Flux
+        // installed, deletes the entry it recognises by its tag. A success would leave it for good.
+        released?;
         Ok(report)
     }
 
