@@ -70,8 +70,9 @@ pub struct Grant {
     pub temporary: bool,
 }
 
-/// Makes sure `principal` has an access entry with cluster-admin rights.
-pub async fn ensure(eks: &aws_sdk_eks::Client, cluster: &str, principal: &str) -> Result<Grant, AccessError> {
+/// The grant an existing entry gives, if there is one: cellbridge's own (tagged) entry gets
+/// its policy made sure of and is deleted after the run; anyone else's is used as it is.
+async fn existing(eks: &aws_sdk_eks::Client, cluster: &str, principal: &str) -> Result<Option<Grant>, AccessError> {
     match eks
         .describe_access_entry()
         .cluster_name(cluster)
@@ -89,13 +90,20 @@ pub async fn ensure(eks: &aws_sdk_eks::Client, cluster: &str, principal: &str) -
                 associate(eks, cluster, principal).await?;
             }
             tracing::info!(cluster, principal, temporary = ours, "access entry exists");
-            return Ok(Grant {
+            Ok(Some(Grant {
                 principal_arn: principal.into(),
                 temporary: ours,
-            });
+            }))
         }
-        Err(e) if e.code() == Some("ResourceNotFoundException") => {}
-        Err(e) => return Err(api_error("DescribeAccessEntry", cluster, &e).into()),
+        Err(e) if e.code() == Some("ResourceNotFoundException") => Ok(None),
+        Err(e) => Err(api_error("DescribeAccessEntry", cluster, &e).into()),
+    }
+}
+
+/// Makes sure `principal` has an access entry with cluster-admin rights.
+pub async fn ensure(eks: &aws_sdk_eks::Client, cluster: &str, principal: &str) -> Result<Grant, AccessError> {
+    if let Some(grant) = existing(eks, cluster, principal).await? {
+        return Ok(grant);
     }
     match eks
         .create_access_entry()
@@ -107,12 +115,14 @@ pub async fn ensure(eks: &aws_sdk_eks::Client, cluster: &str, principal: &str) -
         .await
     {
         Ok(_) => {}
-        // Another run created it in between: theirs to keep or remove.
+        // Created in between: by someone else, by another run, or by this very call (an attempt
+        // that worked but whose answer was lost, retried by the SDK). The tag tells.
         Err(e) if e.code() == Some("ResourceInUseException") => {
-            return Ok(Grant {
-                principal_arn: principal.into(),
-                temporary: false,
-            });
+            return match existing(eks, cluster, principal).await? {
+                Some(grant) => Ok(grant),
+                // Gone again already: let a later run sort it out.
+                None => Err(api_error("CreateAccessEntry", cluster, &e).into()),
+            };
         }
         Err(e) => return Err(api_error("CreateAccessEntry", cluster, &e).into()),
     }
