@@ -18,6 +18,12 @@ pub enum AccessError {
     Eks(#[from] EksError),
     #[error("STS GetCallerIdentity: {reason}")]
     Sts { reason: String, retryable: bool },
+    #[error("STS AssumeRole {role}: {reason}")]
+    AssumeRole {
+        role: String,
+        reason: String,
+        retryable: bool,
+    },
     #[error("cannot map caller {arn} to an IAM principal for an access entry")]
     Principal { arn: String },
 }

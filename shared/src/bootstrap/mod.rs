@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use aws_config::{Region, SdkConfig};
-use aws_credential_types::provider::SharedCredentialsProvider;
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use serde::{Deserialize, Serialize};
 
 pub use apply::{Applied, SourceStatus, Tuning};
@@ -152,10 +152,25 @@ impl BootstrapError {
             BootstrapError::Eks(e) => e.retryable(),
             BootstrapError::Access(access::AccessError::Eks(e)) => e.retryable(),
             BootstrapError::Access(access::AccessError::Sts { retryable, .. }) => *retryable,
+            BootstrapError::Access(access::AccessError::AssumeRole { retryable, .. }) => *retryable,
             BootstrapError::GitSecret(gitsecret::GitSecretError::Fetch { retryable, .. }) => *retryable,
             BootstrapError::Apply { source, .. } => source.retryable(),
             _ => false,
         }
+    }
+}
+
+/// Whether assuming the cell's role may work later: STS throttling, server errors and no answer
+/// at all, not a refusal (the role's trust policy) or a broken configuration.
+fn assume_role_retryable(e: &aws_credential_types::provider::error::CredentialsError) -> bool {
+    use aws_credential_types::provider::error::CredentialsError;
+    use aws_sdk_sts::operation::assume_role::AssumeRoleError;
+    match e {
+        CredentialsError::ProviderTimedOut(_) => true,
+        CredentialsError::ProviderError(_) => std::error::Error::source(e)
+            .and_then(|s| s.downcast_ref::<aws_sdk_sts::error::SdkError<AssumeRoleError>>())
+            .is_none_or(access::sts_retryable),
+        _ => false,
     }
 }
 
@@ -298,23 +313,30 @@ impl Bootstrapper {
         }
     }
 
-    async fn regional_config(&self, region: &str, role: Option<&str>) -> SdkConfig {
+    async fn regional_config(&self, region: &str, role: Option<&str>) -> Result<SdkConfig, BootstrapError> {
         let regional = self.aws.to_builder().region(Region::new(region.to_owned())).build();
-        match role {
-            None => regional,
-            Some(role) => {
-                tracing::info!(role, "assuming the cell's bootstrap role");
-                let provider = aws_config::sts::AssumeRoleProvider::builder(role)
-                    .session_name("cellbridge-bootstrap")
-                    .configure(&regional)
-                    .build()
-                    .await;
-                regional
-                    .to_builder()
-                    .credentials_provider(SharedCredentialsProvider::new(provider))
-                    .build()
-            }
-        }
+        let Some(role) = role else { return Ok(regional) };
+        tracing::info!(role, "assuming the cell's bootstrap role");
+        let provider = aws_config::sts::AssumeRoleProvider::builder(role)
+            .session_name("cellbridge-bootstrap")
+            .configure(&regional)
+            .build()
+            .await;
+        // Assumed once, here, so that a failure names the call and the role (rather than
+        // surfacing as "an error occurred while loading credentials" in whatever call came
+        // first), and the AWS clients and the EKS token share one session: a run is far
+        // shorter than the session's hour.
+        let creds = provider.provide_credentials().await.map_err(|e| {
+            BootstrapError::Access(access::AccessError::AssumeRole {
+                role: role.to_owned(),
+                reason: aws_sdk_sts::error::DisplayErrorContext(&e).to_string(),
+                retryable: assume_role_retryable(&e),
+            })
+        })?;
+        Ok(regional
+            .to_builder()
+            .credentials_provider(SharedCredentialsProvider::new(creds))
+            .build())
     }
 
     /// Everything that can be checked without the cluster: manifests, sync objects, and the
@@ -359,7 +381,7 @@ impl Bootstrapper {
             .as_ref()
             .and_then(|c| c.bootstrap_role_arn())
             .map(str::to_owned);
-        let conf = self.regional_config(&req.region, role.as_deref()).await;
+        let conf = self.regional_config(&req.region, role.as_deref()).await?;
         let eks_client = aws_sdk_eks::Client::new(&conf);
 
         let info = match eks::wait_active(&eks_client, &req.cluster, &req.region, wait, self.settings.cluster_poll)
@@ -597,4 +619,30 @@ pub async fn run_local(fleet: &dyn FleetRead, opts: &LocalOptions) -> Result<Rep
         None => Target::Eks,
     };
     Bootstrapper::new(aws, settings).run(fleet, &req, target).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_assume_role_is_final_a_throttled_or_failed_one_is_retried() {
+        use aws_credential_types::provider::error::CredentialsError;
+        use aws_sdk_sts::config::http::HttpResponse;
+        use aws_sdk_sts::error::{ErrorMetadata, SdkError};
+        use aws_sdk_sts::operation::assume_role::AssumeRoleError;
+        let sts = |status: u16, code: &str| {
+            let err = AssumeRoleError::generic(ErrorMetadata::builder().code(code).build());
+            CredentialsError::provider_error(SdkError::service_error(
+                err,
+                HttpResponse::new(status.try_into().unwrap(), "".into()),
+            ))
+        };
+        assert!(assume_role_retryable(&sts(400, "Throttling")));
+        assert!(assume_role_retryable(&sts(503, "ServiceUnavailable")));
+        assert!(!assume_role_retryable(&sts(403, "AccessDenied")));
+        let timeout = SdkError::<AssumeRoleError, HttpResponse>::timeout_error("attempt timeout");
+        assert!(assume_role_retryable(&CredentialsError::provider_error(timeout)));
+        assert!(!assume_role_retryable(&CredentialsError::invalid_configuration("no")));
+    }
 }
