@@ -991,16 +991,7 @@ fn classify_octocrab(e: &octocrab::Error) -> Option<StatusCode> {
 fn octocrab_message(e: &octocrab::Error) -> String {
     match e {
         octocrab::Error::GitHub { source, .. } => format!("HTTP {}: {}", source.status_code.as_u16(), source.message),
-        other => {
-            let mut s = other.to_string();
-            let mut src = std::error::Error::source(other);
-            while let Some(inner) = src {
-                s.push_str(": ");
-                s.push_str(&inner.to_string());
-                src = inner.source();
-            }
-            s
-        }
+        other => crate::redact::chain(other),
     }
 }
 

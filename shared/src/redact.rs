@@ -1,5 +1,6 @@
-//! Secret values in memory: they print as `[redacted]` in every `Debug` and `Display`, so a
-//! stray `{:?}` in a log line or an error cannot leak them.
+//! What is safe to print: secret values in memory print as `[redacted]` in every `Debug` and
+//! `Display`, so a stray `{:?}` in a log line or an error cannot leak them; and the text of
+//! transport errors, with their causes.
 
 use std::fmt;
 
@@ -39,9 +40,44 @@ impl<T> fmt::Display for Secret<T> {
     }
 }
 
+/// An error with its causes (`top: cause: root cause`): transport errors of HTTP clients say
+/// only "error sending request" at the top and keep "operation timed out" at the bottom.
+/// Repeated text is dropped. These errors carry no request data, so nothing here is secret.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        let t = inner.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        src = inner.source();
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_chain_ends_with_its_root_cause() {
+        #[derive(Debug)]
+        struct Top(std::io::Error);
+        impl fmt::Display for Top {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("client error (SendRequest)")
+            }
+        }
+        impl std::error::Error for Top {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let e = Top(std::io::Error::new(std::io::ErrorKind::TimedOut, "operation timed out"));
+        assert_eq!(chain(&e), "client error (SendRequest): operation timed out");
+    }
 
     #[test]
     fn never_prints_the_value() {

@@ -280,7 +280,7 @@ fn to_error(operation: &'static str, target: &str, e: kube::Error, quiet: bool) 
         kube::Error::HyperError(_) | kube::Error::Service(_) => ApplyError::Transport {
             operation,
             target: target.into(),
-            reason: format!("{e}"),
+            reason: crate::redact::chain(&e),
         },
         other => ApplyError::Transport {
             operation,
