@@ -12,14 +12,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-const RUNS: usize = 15;
+const RUNS: usize = 31;
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
     let dir = bin_dir();
-    println!("== Cold start (median of {RUNS}) ==");
+    println!("== Cold start (median of {RUNS}, the binaries taking turns) ==");
     println!("init: process start to the first Runtime API request (`next`), the issue's measure");
     println!("first answer: process start to the answer to a first event that needs no network;");
     println!("  for cellbridge that includes building its AWS clients, which it defers to this point");
@@ -31,16 +31,6 @@ fn main() {
         );
         return;
     }
-    let echo = json!({"hello": "world"});
-    let base = measure(&hello, &echo);
-    println!("{:<20} {:>8} {:>14} {:>10}", "", "init", "first answer", "peak RSS");
-    println!(
-        "{:<20} {:>6.1}ms {:>12.1}ms {:>7.1} MB",
-        "hello-world",
-        ms(base.init),
-        ms(base.answer),
-        base.peak_kib as f64 / 1024.0
-    );
     // Events each function answers without a network call, from events/: a Terraform lock file
     // written (not a state), and an EKS API call that is not CreateCluster.
     let events_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../events");
@@ -49,23 +39,40 @@ fn main() {
     };
     let mut update = read("cloudtrail-create-cluster.json");
     update["detail"]["eventName"] = json!("UpdateClusterConfig");
-    let events = [("state-sync", read("s3-tflock.json")), ("cluster-bootstrap", update)];
-    for (f, event) in events {
+    let mut subjects = vec![("hello-world", hello, json!({"hello": "world"}))];
+    for (f, event) in [("state-sync", read("s3-tflock.json")), ("cluster-bootstrap", update)] {
         let bin = dir.join(f);
-        if !bin.exists() {
+        if bin.exists() {
+            subjects.push((f, bin, event));
+        } else {
             println!("{f:<20} SKIPPED: {} is missing", bin.display());
-            continue;
         }
-        let m = measure(&bin, &event);
-        println!(
-            "{:<20} {:>6.1}ms {:>12.1}ms {:>7.1} MB   init {:.2}x hello-world (goal <= 1.5x), first answer {:.2}x",
-            f,
-            ms(m.init),
-            ms(m.answer),
-            m.peak_kib as f64 / 1024.0,
-            ms(m.init) / ms(base.init),
-            ms(m.answer) / ms(base.answer)
+    }
+    // Taking turns, so that a change in the machine's load touches every binary alike.
+    let mut runs: Vec<Vec<Run>> = subjects.iter().map(|_| Vec::new()).collect();
+    for _ in 0..RUNS {
+        for (i, (_, bin, event)) in subjects.iter().enumerate() {
+            runs[i].push(run_once(bin, event));
+        }
+    }
+    let m: Vec<Measure> = runs.into_iter().map(Measure::of).collect();
+    println!("{:<20} {:>8} {:>14} {:>10}", "", "init", "first answer", "peak RSS");
+    for (i, (name, _, _)) in subjects.iter().enumerate() {
+        let mut line = format!(
+            "{:<20} {:>6.1}ms {:>12.1}ms {:>7.1} MB",
+            name,
+            ms(m[i].init),
+            ms(m[i].answer),
+            m[i].peak_kib as f64 / 1024.0
         );
+        if i > 0 {
+            line.push_str(&format!(
+                "   init {:.2}x hello-world (goal <= 1.5x), first answer {:.2}x",
+                ms(m[i].init) / ms(m[0].init),
+                ms(m[i].answer) / ms(m[0].answer)
+            ));
+        }
+        println!("{line}");
     }
 }
 
@@ -86,91 +93,95 @@ struct Measure {
     peak_kib: i64,
 }
 
-/// Medians of the time to the first `next` and to the first answer, and the peak RSS (KiB).
-fn measure(bin: &Path, event: &Value) -> Measure {
-    let mut inits = Vec::new();
-    let mut answers = Vec::new();
-    let mut peak = 0;
-    for _ in 0..RUNS {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let start = Instant::now();
-        let mut child = Command::new(bin)
-            .env_clear()
-            .env("AWS_LAMBDA_RUNTIME_API", addr.to_string())
-            .env("AWS_LAMBDA_FUNCTION_NAME", "bench")
-            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
-            .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-            .env("AWS_LAMBDA_LOG_STREAM_NAME", "bench")
-            .env("AWS_LAMBDA_LOG_GROUP_NAME", "bench")
-            .env("AWS_REGION", "eu-west-1")
-            .env("AWS_ACCESS_KEY_ID", "bench")
-            .env("AWS_SECRET_ACCESS_KEY", "bench")
-            // What the Terraform module sets; nothing is fetched for these events, so no server
-            // is needed.
-            .env("CELLBRIDGE_FLEET_REPO", "acme/fleet")
-            .env("CELLBRIDGE_GITHUB_SECRET", "cellbridge/github")
-            .env("CELLBRIDGE_STATE_BUCKET", "acme-tfstate")
-            .env("CELLBRIDGE_FLUX_GIT_URL", "ssh://git@github.com/acme/fleet")
-            .env("CELLBRIDGE_FLUX_GIT_SECRET", "cellbridge/flux-git")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let fail = |child: std::process::Child, what: &str| -> ! {
-            let out = child.wait_with_output().unwrap();
-            panic!("{}: {what}: {}", bin.display(), String::from_utf8_lossy(&out.stderr));
+/// One cold start: the time to the first `next`, to the first answer, and the peak RSS (KiB).
+struct Run(Duration, Duration, i64);
+
+impl Measure {
+    /// Medians of the times, the highest peak.
+    fn of(runs: Vec<Run>) -> Measure {
+        let median = |mut v: Vec<Duration>| {
+            v.sort();
+            v[v.len() / 2]
         };
-        let Some((mut conn, _)) = accept_with_deadline(&listener, Duration::from_secs(10)) else {
-            let _ = child.kill();
-            fail(child, "never called the Runtime API");
-        };
-        let (line, _) = read_request(&mut conn);
-        inits.push(start.elapsed());
-        assert!(
-            line.starts_with("GET /2018-06-01/runtime/invocation/next"),
-            "unexpected first request {line:?}"
-        );
-        // The event, on a connection the runtime must not reuse, so its answer arrives on a new one.
-        let body = event.to_string();
-        let deadline_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis()
-            + 60_000;
-        let head = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nlambda-runtime-aws-request-id: bench-1\r\n\
+        Measure {
+            init: median(runs.iter().map(|r| r.0).collect()),
+            answer: median(runs.iter().map(|r| r.1).collect()),
+            peak_kib: runs.iter().map(|r| r.2).max().unwrap_or(0),
+        }
+    }
+}
+
+fn run_once(bin: &Path, event: &Value) -> Run {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let start = Instant::now();
+    let mut child = Command::new(bin)
+        .env_clear()
+        .env("AWS_LAMBDA_RUNTIME_API", addr.to_string())
+        .env("AWS_LAMBDA_FUNCTION_NAME", "bench")
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+        .env("AWS_LAMBDA_LOG_STREAM_NAME", "bench")
+        .env("AWS_LAMBDA_LOG_GROUP_NAME", "bench")
+        .env("AWS_REGION", "eu-west-1")
+        .env("AWS_ACCESS_KEY_ID", "bench")
+        .env("AWS_SECRET_ACCESS_KEY", "bench")
+        // What the Terraform module sets; nothing is fetched for these events, so no server
+        // is needed.
+        .env("CELLBRIDGE_FLEET_REPO", "acme/fleet")
+        .env("CELLBRIDGE_GITHUB_SECRET", "cellbridge/github")
+        .env("CELLBRIDGE_STATE_BUCKET", "acme-tfstate")
+        .env("CELLBRIDGE_FLUX_GIT_URL", "ssh://git@github.com/acme/fleet")
+        .env("CELLBRIDGE_FLUX_GIT_SECRET", "cellbridge/flux-git")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let fail = |child: std::process::Child, what: &str| -> ! {
+        let out = child.wait_with_output().unwrap();
+        panic!("{}: {what}: {}", bin.display(), String::from_utf8_lossy(&out.stderr));
+    };
+    let Some((mut conn, _)) = accept_with_deadline(&listener, Duration::from_secs(10)) else {
+        let _ = child.kill();
+        fail(child, "never called the Runtime API");
+    };
+    let (line, _) = read_request(&mut conn);
+    let init = start.elapsed();
+    assert!(
+        line.starts_with("GET /2018-06-01/runtime/invocation/next"),
+        "unexpected first request {line:?}"
+    );
+    // The event, on a connection the runtime must not reuse, so its answer arrives on a new one.
+    let body = event.to_string();
+    let deadline_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 60_000;
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nlambda-runtime-aws-request-id: bench-1\r\n\
              lambda-runtime-deadline-ms: {deadline_ms}\r\n\
              lambda-runtime-invoked-function-arn: arn:aws:lambda:eu-west-1:123456789012:function:bench\r\n\
              lambda-runtime-trace-id: Root=1-00000000-000000000000000000000000\r\n\
              connection: close\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        conn.write_all(head.as_bytes()).unwrap();
-        drop(conn);
-        let Some((mut conn, _)) = accept_with_deadline(&listener, Duration::from_secs(10)) else {
-            let _ = child.kill();
-            fail(child, "never answered the event");
-        };
-        let (line, answer) = read_request(&mut conn);
-        answers.push(start.elapsed());
-        peak = peak.max(rss_kib(child.id()));
-        let _ = conn.write_all(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n");
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).unwrap();
+    drop(conn);
+    let Some((mut conn, _)) = accept_with_deadline(&listener, Duration::from_secs(10)) else {
         let _ = child.kill();
-        if !line.starts_with("POST /2018-06-01/runtime/invocation/bench-1/response") {
-            fail(child, &format!("answered {line:?} with {answer}"));
-        }
-        let _ = child.wait();
-    }
-    let median = |mut v: Vec<Duration>| {
-        v.sort();
-        v[RUNS / 2]
+        fail(child, "never answered the event");
     };
-    Measure {
-        init: median(inits),
-        answer: median(answers),
-        peak_kib: peak,
+    let (line, answer) = read_request(&mut conn);
+    let answered = start.elapsed();
+    let peak = rss_kib(child.id());
+    let _ = conn.write_all(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n");
+    let _ = child.kill();
+    if !line.starts_with("POST /2018-06-01/runtime/invocation/bench-1/response") {
+        fail(child, &format!("answered {line:?} with {answer}"));
     }
+    let _ = child.wait();
+    Run(init, answered, peak)
 }
 
 /// The request line and body of one HTTP/1.1 request.
