@@ -112,6 +112,26 @@ impl Function {
     }
 }
 
+/// Asserts that the function's output (`finish`) logs `clients ready` exactly once, within the
+/// first invocation's request span, with the set-up time; returns that log line.
+pub fn assert_clients_built_once(out: &str) -> Value {
+    let ready: Vec<&str> = out.lines().filter(|l| l.contains("clients ready")).collect();
+    assert_eq!(ready.len(), 1, "built once, by the first invocation: {out}");
+    let line: Value = serde_json::from_str(ready[0]).unwrap();
+    assert!(line["fields"]["setup_ms"].as_f64().is_some(), "{line}");
+    assert_eq!(line["span"]["requestId"], "req-0", "{line}");
+    line
+}
+
+/// Asserts that an answer is a failed invocation that could not read its event.
+pub fn assert_invalid_event(answer: &Answer) {
+    let Answer::Error(err) = answer else {
+        panic!("expected a failed invocation: {answer:?}")
+    };
+    assert_eq!(err["errorType"], "cellbridge.InvalidEvent", "{err}");
+    assert!(err["errorMessage"].as_str().unwrap().contains("event"), "{err}");
+}
+
 impl Drop for Function {
     fn drop(&mut self) {
         if let Some(c) = self.child.as_mut() {
