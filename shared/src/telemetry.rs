@@ -16,8 +16,8 @@ pub fn init_lambda() {
         .with_span_list(false)
         .with_target(false)
         .without_time(); // CloudWatch stamps every line already
-    // Building an EnvFilter compiles its directives (a fifth of a hello-world's cold start);
-    // without RUST_LOG a plain level does the same job.
+    // Building an EnvFilter parses and compiles its directives at every cold start; without
+    // RUST_LOG a plain level does the same job for less.
     let _ = match tracing_subscriber::EnvFilter::try_from_default_env() {
         Ok(filter) => builder.with_env_filter(filter).try_init(),
         Err(_) => builder
