@@ -90,20 +90,9 @@ impl Bed {
         let s3 = moto::s3().await;
         let secrets = aws_sdk_secretsmanager::Client::new(&conf);
         let bucket = format!("flt-{id}");
-        s3.create_bucket()
-            .bucket(&bucket)
-            .create_bucket_configuration(
-                aws_sdk_s3::types::CreateBucketConfiguration::builder()
-                    .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::EuWest1)
-                    .build(),
-            )
-            .send()
-            .await
-            .unwrap();
+        moto::create_bucket(&s3, &bucket).await;
         let gh = FakeGithub::start();
-        let files = cellbridge_tests::github::example_fleet();
-        let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
-        gh.seed(REPO, "main", &refs);
+        gh.seed_example_fleet(REPO);
         leak::secret("faults: GitHub token", TOKEN);
         let secret_name = format!("cellbridge/github-faults-{id}");
         secrets
@@ -124,11 +113,7 @@ impl Bed {
             key_pattern: KeyPattern::parse(cellbridge::sync::DEFAULT_KEY_PATTERN).unwrap(),
             flux_git_url: None,
         };
-        let service = Syncer::new(
-            config.clone(),
-            S3States::from_conf(&conf),
-            LazyGithub::new(config, secrets),
-        );
+        let service = cellbridge::sync::service_for(config, &conf);
         Bed {
             id: id.into(),
             gh,

@@ -82,16 +82,7 @@ impl Bed {
         let sqs = aws_sdk_sqs::Client::new(&conf);
         let secrets = aws_sdk_secretsmanager::Client::new(&conf);
         let bucket = format!("tfstate-{name}");
-        s3.create_bucket()
-            .bucket(&bucket)
-            .create_bucket_configuration(
-                aws_sdk_s3::types::CreateBucketConfiguration::builder()
-                    .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::EuWest1)
-                    .build(),
-            )
-            .send()
-            .await
-            .unwrap();
+        moto::create_bucket(&s3, &bucket).await;
         s3.put_bucket_versioning()
             .bucket(&bucket)
             .versioning_configuration(
@@ -137,9 +128,7 @@ impl Bed {
             .unwrap();
 
         let gh = FakeGithub::start();
-        let files = cellbridge_tests::github::example_fleet();
-        let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
-        gh.seed(REPO, "main", &refs);
+        gh.seed_example_fleet(REPO);
         let secret_name = format!("cellbridge/github-{name}");
         let secret = if app {
             let a = gh.app();
@@ -175,11 +164,7 @@ impl Bed {
             key_pattern: KeyPattern::parse(cellbridge::sync::DEFAULT_KEY_PATTERN).unwrap(),
             flux_git_url: None,
         };
-        let service = Syncer::new(
-            config.clone(),
-            S3States::from_conf(&conf),
-            LazyGithub::new(config, secrets),
-        );
+        let service = cellbridge::sync::service_for(config, &conf);
         let terraform = terraform_available();
         if !terraform {
             println!(

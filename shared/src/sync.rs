@@ -663,9 +663,17 @@ pub type Service = Syncer<S3States, LazyGithub>;
 /// call; the cost is the HTTPS client's trust store (see `crate::lambda`).
 pub async fn service_with(config: SyncConfig) -> Service {
     let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
-    let states = S3States::from_conf(&aws);
-    let secrets = aws_sdk_secretsmanager::Client::new(&aws);
-    Syncer::new(config.clone(), states, LazyGithub::new(config, secrets))
+    service_for(config, &aws)
+}
+
+/// The service for a checked configuration and a given AWS configuration.
+pub fn service_for(config: SyncConfig, aws: &aws_config::SdkConfig) -> Service {
+    let secrets = aws_sdk_secretsmanager::Client::new(aws);
+    Syncer::new(
+        config.clone(),
+        S3States::from_conf(aws),
+        LazyGithub::new(config, secrets),
+    )
 }
 
 /// Configuration and clients from the environment, at once (the command line).

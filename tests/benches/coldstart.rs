@@ -4,12 +4,10 @@
 //!
 //! Run through `make bench`, which builds the binaries first with `--profile bench`.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use cellbridge_tests::runtime_api::{Answer, Function};
 use serde_json::{Value, json};
 
 const RUNS: usize = 31;
@@ -112,123 +110,23 @@ impl Measure {
 }
 
 fn run_once(bin: &Path, event: &Value) -> Run {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let start = Instant::now();
-    let mut child = Command::new(bin)
-        .env_clear()
-        .env("AWS_LAMBDA_RUNTIME_API", addr.to_string())
-        .env("AWS_LAMBDA_FUNCTION_NAME", "bench")
-        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
-        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-        .env("AWS_LAMBDA_LOG_STREAM_NAME", "bench")
-        .env("AWS_LAMBDA_LOG_GROUP_NAME", "bench")
-        .env("AWS_REGION", "eu-west-1")
-        .env("AWS_ACCESS_KEY_ID", "bench")
-        .env("AWS_SECRET_ACCESS_KEY", "bench")
-        // What the Terraform module sets; nothing is fetched for these events, so no server
-        // is needed.
-        .env("CELLBRIDGE_FLEET_REPO", "acme/fleet")
-        .env("CELLBRIDGE_GITHUB_SECRET", "cellbridge/github")
-        .env("CELLBRIDGE_STATE_BUCKET", "acme-tfstate")
-        .env("CELLBRIDGE_FLUX_GIT_URL", "ssh://git@github.com/acme/fleet")
-        .env("CELLBRIDGE_FLUX_GIT_SECRET", "cellbridge/flux-git")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let fail = |child: std::process::Child, what: &str| -> ! {
-        let out = child.wait_with_output().unwrap();
-        panic!("{}: {what}: {}", bin.display(), String::from_utf8_lossy(&out.stderr));
-    };
-    let Some((mut conn, _)) = accept_with_deadline(&listener, Duration::from_secs(10)) else {
-        let _ = child.kill();
-        fail(child, "never called the Runtime API");
-    };
-    let (line, _) = read_request(&mut conn);
-    let init = start.elapsed();
-    assert!(
-        line.starts_with("GET /2018-06-01/runtime/invocation/next"),
-        "unexpected first request {line:?}"
-    );
-    // The event, on a connection the runtime must not reuse, so its answer arrives on a new one.
-    let body = event.to_string();
-    let deadline_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis()
-        + 60_000;
-    let head = format!(
-        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nlambda-runtime-aws-request-id: bench-1\r\n\
-             lambda-runtime-deadline-ms: {deadline_ms}\r\n\
-             lambda-runtime-invoked-function-arn: arn:aws:lambda:eu-west-1:123456789012:function:bench\r\n\
-             lambda-runtime-trace-id: Root=1-00000000-000000000000000000000000\r\n\
-             connection: close\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    conn.write_all(head.as_bytes()).unwrap();
-    drop(conn);
-    let Some((mut conn, _)) = accept_with_deadline(&listener, Duration::from_secs(10)) else {
-        let _ = child.kill();
-        fail(child, "never answered the event");
-    };
-    let (line, answer) = read_request(&mut conn);
-    let answered = start.elapsed();
-    let peak = rss_kib(child.id());
-    let _ = conn.write_all(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n");
-    let _ = child.kill();
-    if !line.starts_with("POST /2018-06-01/runtime/invocation/bench-1/response") {
-        fail(child, &format!("answered {line:?} with {answer}"));
+    // What the Terraform module sets; nothing is fetched for these events, so no server is needed.
+    let env = [
+        ("AWS_REGION", "eu-west-1"),
+        ("AWS_ACCESS_KEY_ID", "bench"),
+        ("AWS_SECRET_ACCESS_KEY", "bench"),
+        ("CELLBRIDGE_FLEET_REPO", "acme/fleet"),
+        ("CELLBRIDGE_GITHUB_SECRET", "cellbridge/github"),
+        ("CELLBRIDGE_STATE_BUCKET", "acme-tfstate"),
+        ("CELLBRIDGE_FLUX_GIT_URL", "ssh://git@github.com/acme/fleet"),
+        ("CELLBRIDGE_FLUX_GIT_SECRET", "cellbridge/flux-git"),
+    ];
+    let mut f = Function::start(bin, &env, vec![event.clone()]);
+    let answers = f.wait_for_answers(1, Duration::from_secs(10));
+    let (init, answered, peak) = (f.init_time(), f.first_answer_time(), f.peak_rss_kib());
+    let (_, out) = f.finish(Duration::ZERO);
+    match (init, answered, answers.first()) {
+        (Some(init), Some(answered), Some((_, Answer::Response(_)))) => Run(init, answered, peak.unwrap_or(0)),
+        _ => panic!("{}: no answer to {event}: {answers:?}\n{out}", bin.display()),
     }
-    let _ = child.wait();
-    Run(init, answered, peak)
-}
-
-/// The request line and body of one HTTP/1.1 request.
-fn read_request(conn: &mut std::net::TcpStream) -> (String, String) {
-    let mut r = BufReader::new(conn);
-    let mut line = String::new();
-    r.read_line(&mut line).unwrap();
-    let mut len = 0;
-    loop {
-        let mut h = String::new();
-        if r.read_line(&mut h).unwrap() == 0 || h == "\r\n" {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            if k.eq_ignore_ascii_case("content-length") {
-                len = v.trim().parse().unwrap_or(0);
-            }
-        }
-    }
-    let mut body = vec![0; len];
-    r.read_exact(&mut body).unwrap();
-    (line.trim_end().to_owned(), String::from_utf8_lossy(&body).into_owned())
-}
-
-fn accept_with_deadline(l: &TcpListener, deadline: Duration) -> Option<(std::net::TcpStream, std::net::SocketAddr)> {
-    l.set_nonblocking(true).unwrap();
-    let start = Instant::now();
-    while start.elapsed() < deadline {
-        match l.accept() {
-            Ok(c) => {
-                c.0.set_nonblocking(false).unwrap();
-                return Some(c);
-            }
-            Err(_) => std::thread::sleep(Duration::from_micros(200)),
-        }
-    }
-    None
-}
-
-/// VmHWM: the peak resident set of a live process.
-fn rss_kib(pid: u32) -> i64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
 }

@@ -4,8 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use cellbridge::s3::S3States;
-use cellbridge::sync::{KeyPattern, LazyGithub, SyncConfig, Syncer};
+use cellbridge::sync::{KeyPattern, SyncConfig};
 use cellbridge_tests::github::{FakeGithub, TOKEN};
 use cellbridge_tests::moto;
 use serde_json::{Value, json};
@@ -29,20 +28,9 @@ async fn main() {
     let s3 = moto::s3().await;
     let secrets = aws_sdk_secretsmanager::Client::new(&conf);
     let bucket = "bench-tfstate";
-    let _ = s3
-        .create_bucket()
-        .bucket(bucket)
-        .create_bucket_configuration(
-            aws_sdk_s3::types::CreateBucketConfiguration::builder()
-                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::EuWest1)
-                .build(),
-        )
-        .send()
-        .await;
+    moto::create_bucket(&s3, bucket).await;
     let gh = FakeGithub::start();
-    let files = cellbridge_tests::github::example_fleet();
-    let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
-    gh.seed("acme/fleet", "main", &refs);
+    gh.seed_example_fleet("acme/fleet");
     let _ = secrets
         .create_secret()
         .name("bench/github")
@@ -59,11 +47,7 @@ async fn main() {
         key_pattern: KeyPattern::parse(cellbridge::sync::DEFAULT_KEY_PATTERN).unwrap(),
         flux_git_url: None,
     };
-    let service = Syncer::new(
-        config.clone(),
-        S3States::from_conf(&conf),
-        LazyGithub::new(config, secrets),
-    );
+    let service = cellbridge::sync::service_for(config, &conf);
 
     println!("== GitHub requests per sync and event-to-pull-request latency ==");
     println!("goal: at most 8 API requests; `download` is the fleet archive the API redirects to codeload");

@@ -42,6 +42,13 @@ impl FakeGithub {
     }
 
     /// Commits `files` (path → text) as the whole tree of `branch`, creating the repo if needed.
+    /// Seeds `repo`'s `main` with every file of `examples/fleet/`; the head commit's id.
+    pub fn seed_example_fleet(&self, repo: &str) -> String {
+        let files = example_fleet();
+        let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+        self.seed(repo, "main", &refs)
+    }
+
     pub fn seed(&self, repo: &str, branch: &str, files: &[(&str, &str)]) -> String {
         let files: serde_json::Map<String, Value> = files.iter().map(|(p, t)| (p.to_string(), json!(t))).collect();
         let v = self.control(

@@ -38,3 +38,18 @@ pub async fn s3() -> aws_sdk_s3::Client {
     let conf = sdk_config().await;
     aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&conf).force_path_style(true).build())
 }
+
+/// Creates `bucket` in eu-west-1 (the region of every test's configuration). An existing one is
+/// an error: each test names its own.
+pub async fn create_bucket(s3: &aws_sdk_s3::Client, bucket: &str) {
+    s3.create_bucket()
+        .bucket(bucket)
+        .create_bucket_configuration(
+            aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::EuWest1)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("creating bucket {bucket}: {e:?}"));
+}

@@ -22,12 +22,18 @@ pub enum Answer {
 #[derive(Default)]
 struct Log {
     nexts: usize,
+    /// When the first `next` request arrived (the end of the init phase).
+    first_next: Option<Instant>,
     answers: Vec<(String, Answer)>,
+    /// When each answer arrived.
+    answered: Vec<Instant>,
     init_errors: Vec<Value>,
 }
 
 /// A function process under a local Runtime API.
 pub struct Function {
+    /// Just before the process was spawned.
+    pub started: Instant,
     child: Option<Child>,
     log: Arc<Mutex<Log>>,
 }
@@ -54,7 +60,9 @@ impl Function {
         for (k, v) in env {
             cmd.env(k, v);
         }
+        let started = Instant::now();
         Function {
+            started,
             child: Some(cmd.spawn().unwrap()),
             log,
         }
@@ -80,6 +88,26 @@ impl Function {
     /// How many times the function asked for its next event.
     pub fn nexts(&self) -> usize {
         self.log.lock().unwrap().nexts
+    }
+
+    /// From spawning the process to its first `next` request: the init phase.
+    pub fn init_time(&self) -> Option<Duration> {
+        self.log.lock().unwrap().first_next.map(|t| t - self.started)
+    }
+
+    /// From spawning the process to the first answer.
+    pub fn first_answer_time(&self) -> Option<Duration> {
+        self.log.lock().unwrap().answered.first().map(|t| *t - self.started)
+    }
+
+    /// The peak resident set of the running process (VmHWM), in KiB.
+    pub fn peak_rss_kib(&self) -> Option<i64> {
+        let pid = self.child.as_ref()?.id();
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()?
+            .lines()
+            .find(|l| l.starts_with("VmHWM:"))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
     }
 
     pub fn init_errors(&self) -> Vec<Value> {
@@ -151,7 +179,11 @@ fn serve(listener: TcpListener, events: Vec<Value>, log: Arc<Mutex<Log>>) {
             let mut conn = conn;
             while let Some((method, path, body)) = read_request(&conn) {
                 if method == "GET" && path.ends_with("/runtime/invocation/next") {
-                    log.lock().unwrap().nexts += 1;
+                    {
+                        let mut l = log.lock().unwrap();
+                        l.nexts += 1;
+                        l.first_next.get_or_insert_with(Instant::now);
+                    }
                     let next = events.lock().unwrap().next();
                     let Some((i, event)) = next else {
                         // No more events: Lambda would freeze the process here.
@@ -184,9 +216,11 @@ fn serve(listener: TcpListener, events: Vec<Value>, log: Arc<Mutex<Log>>) {
                     match parts.as_slice() {
                         [_, "runtime", "init", "error"] => l.init_errors.push(value),
                         [_, "runtime", "invocation", id, "response"] => {
+                            l.answered.push(Instant::now());
                             l.answers.push((id.to_string(), Answer::Response(value)))
                         }
                         [_, "runtime", "invocation", id, "error"] => {
+                            l.answered.push(Instant::now());
                             l.answers.push((id.to_string(), Answer::Error(value)))
                         }
                         _ => {}
