@@ -63,11 +63,6 @@ impl<C: Clone, S> Deferred<C, S> {
             })
             .await
     }
-
-    /// Whether the first invocation has built the service yet.
-    pub fn is_built(&self) -> bool {
-        self.service.initialized()
-    }
 }
 
 #[cfg(test)]
@@ -86,16 +81,19 @@ mod tests {
     async fn the_service_is_built_once_from_the_configuration() {
         static BUILDS: AtomicUsize = AtomicUsize::new(0);
         let d = Deferred::new("acme/fleet".to_string());
-        assert!(!d.is_built(), "nothing is built before the first invocation");
         let build = |c: String| async move {
             BUILDS.fetch_add(1, Ordering::SeqCst);
             format!("service for {c}")
         };
+        assert_eq!(
+            BUILDS.load(Ordering::SeqCst),
+            0,
+            "nothing is built before the first use"
+        );
         let (a, b) = tokio::join!(d.get(build), d.get(build));
         assert_eq!(a, "service for acme/fleet");
         assert_eq!(b, a);
         assert_eq!(d.get(build).await, a);
         assert_eq!(BUILDS.load(Ordering::SeqCst), 1);
-        assert!(d.is_built());
     }
 }
