@@ -1,5 +1,10 @@
 //! Logging and process-wide set-up shared by the Lambda functions and the command line.
 
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::{EnvFilter, LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+
 /// Installs the one crypto provider the whole dependency tree uses (aws-lc-rs). With two
 /// providers compiled in, rustls cannot pick one and `kube::Client::try_from` panics; calling
 /// this first in `main` makes the choice explicit. Safe to call twice.
@@ -7,10 +12,20 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
 }
 
+/// What no log level may show, whatever `RUST_LOG` asks for: `aws_sigv4` prints the whole
+/// canonical request at TRACE, and for the presigned STS request that is the EKS token that
+/// request carries the session token (`X-Amz-Security-Token`). Every subscriber cellbridge
+/// installs is filtered by this too (and so is the test suite's leak capture).
+pub fn credential_safe() -> Targets {
+    Targets::new()
+        .with_default(LevelFilter::TRACE)
+        .with_target("aws_sigv4", LevelFilter::DEBUG)
+}
+
 /// Structured JSON logs for Lambda (CloudWatch keeps one event per line; the runtime adds the
 /// request id as a span field). `RUST_LOG` filters, `info` by default.
 pub fn init_lambda() {
-    let builder = tracing_subscriber::fmt()
+    let layer = tracing_subscriber::fmt::layer()
         .json()
         .with_current_span(true)
         .with_span_list(false)
@@ -18,10 +33,12 @@ pub fn init_lambda() {
         .without_time(); // CloudWatch stamps every line already
     // Building an EnvFilter parses and compiles its directives at every cold start; without
     // RUST_LOG a plain level does the same job for less.
-    let _ = match tracing_subscriber::EnvFilter::try_from_default_env() {
-        Ok(filter) => builder.with_env_filter(filter).try_init(),
-        Err(_) => builder
-            .with_max_level(tracing_subscriber::filter::LevelFilter::INFO)
+    let _ = match EnvFilter::try_from_default_env() {
+        Ok(filter) => tracing_subscriber::registry()
+            .with(layer.with_filter(filter).with_filter(credential_safe()))
+            .try_init(),
+        Err(_) => tracing_subscriber::registry()
+            .with(layer.with_filter(LevelFilter::INFO).with_filter(credential_safe()))
             .try_init(),
     };
 }
@@ -29,15 +46,55 @@ pub fn init_lambda() {
 /// Human-readable logs on stderr for the command line; `json` for automation.
 pub fn init_cli(json: bool, verbose: bool) {
     let default = if verbose { "info" } else { "warn" };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let filter = || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_target(false);
     let _ = if json {
-        builder.json().try_init()
+        tracing_subscriber::registry()
+            .with(layer.json().with_filter(filter()).with_filter(credential_safe()))
+            .try_init()
     } else {
-        builder.try_init()
+        tracing_subscriber::registry()
+            .with(layer.with_filter(filter()).with_filter(credential_safe()))
+            .try_init()
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing::Level;
+    use tracing::subscriber::with_default;
+
+    /// A subscriber that records the targets of what reaches it through `credential_safe`.
+    #[test]
+    fn signing_details_never_pass_whatever_the_level() {
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone, Default)]
+        struct Seen(Arc<Mutex<Vec<String>>>);
+        impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Seen {
+            fn on_event(&self, e: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+                self.0
+                    .lock()
+                    .unwrap()
+                    .push(format!("{} {}", e.metadata().target(), e.metadata().level()));
+            }
+        }
+        let seen = Seen::default();
+        let sub = tracing_subscriber::registry().with(
+            seen.clone()
+                .with_filter(EnvFilter::new("trace"))
+                .with_filter(credential_safe()),
+        );
+        with_default(sub, || {
+            tracing::event!(target: "aws_sigv4::http_request::sign", Level::TRACE, "canonical_request=...");
+            tracing::event!(target: "aws_sigv4::http_request::sign", Level::DEBUG, "signing");
+            tracing::event!(target: "hyper_util::client", Level::TRACE, "connecting");
+        });
+        assert_eq!(
+            *seen.0.lock().unwrap(),
+            ["aws_sigv4::http_request::sign DEBUG", "hyper_util::client TRACE"]
+        );
+    }
 }

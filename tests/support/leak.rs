@@ -89,20 +89,20 @@ impl Write for Writer {
     }
 }
 
-/// The capturing layer: cellbridge's own events at TRACE, every other crate (the SDK, hyper,
-/// octocrab, kube clients) at DEBUG, where they log requests without the wire-level noise.
+/// The capturing layer: every event of every crate (cellbridge, the SDK, hyper, octocrab, the
+/// kube client) at TRACE, the most a user can turn on with `RUST_LOG`, so a secret that only a
+/// trace line would print is caught too; through the same `credential_safe` floor as every
+/// subscriber the product installs.
 pub fn layer<S>() -> impl Layer<S> + Send + Sync + 'static
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
-    let filter = Targets::new()
-        .with_default(tracing::Level::DEBUG)
-        .with_target("cellbridge", tracing::Level::TRACE)
-        .with_target("cellbridge_tests", tracing::Level::TRACE);
+    let filter = Targets::new().with_default(tracing::Level::TRACE);
     tracing_subscriber::fmt::layer()
         .with_ansi(false)
         .with_writer(|| Writer)
         .with_filter(filter)
+        .with_filter(cellbridge::telemetry::credential_safe())
 }
 
 /// Installs the process-wide subscriber that writes every event to the capture file. Call it
