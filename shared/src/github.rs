@@ -31,6 +31,55 @@ use crate::fleet::MemFleet;
 use crate::plan::{self, Outcome, Plan};
 use crate::redact::Secret;
 
+/// Every GitHub REST operation cellbridge sends, by its `operationId` in GitHub's OpenAPI
+/// description (the `@octokit/openapi` package; <https://docs.github.com/rest>). Every request to
+/// the API goes through one of these; the test suite checks each request against the
+/// description and that every operation here was exercised (`tests/github_conformance.py` reads
+/// the `id`s of this module).
+pub mod operations {
+    use http::Method;
+
+    pub struct Operation {
+        pub method: Method,
+        /// The `operationId`.
+        pub id: &'static str,
+        /// The path template, below the API's base URL.
+        pub path: &'static str,
+    }
+
+    macro_rules! operations {
+        ($($name:ident = $method:ident $path:literal $id:literal;)*) => {
+            $(pub const $name: Operation = Operation { method: Method::$method, id: $id, path: $path };)*
+            /// All of them, in the order a sync meets them.
+            pub const ALL: &[&Operation] = &[$(&$name),*];
+        };
+    }
+
+    operations! {
+        REPOS_GET = GET "/repos/{owner}/{repo}" "repos/get";
+        // Answered with a redirect to the archive host (codeload on github.com), whose URL is
+        // outside the description.
+        REPOS_DOWNLOAD_TARBALL_ARCHIVE = GET "/repos/{owner}/{repo}/tarball/{ref}" "repos/download-tarball-archive";
+        PULLS_LIST = GET "/repos/{owner}/{repo}/pulls" "pulls/list";
+        GIT_GET_COMMIT = GET "/repos/{owner}/{repo}/git/commits/{commit_sha}" "git/get-commit";
+        GIT_CREATE_TREE = POST "/repos/{owner}/{repo}/git/trees" "git/create-tree";
+        GIT_CREATE_COMMIT = POST "/repos/{owner}/{repo}/git/commits" "git/create-commit";
+        GIT_CREATE_REF = POST "/repos/{owner}/{repo}/git/refs" "git/create-ref";
+        GIT_UPDATE_REF = PATCH "/repos/{owner}/{repo}/git/refs/{ref}" "git/update-ref";
+        GIT_DELETE_REF = DELETE "/repos/{owner}/{repo}/git/refs/{ref}" "git/delete-ref";
+        REPOS_GET_COMMIT = GET "/repos/{owner}/{repo}/commits/{ref}" "repos/get-commit";
+        REPOS_CREATE_COMMIT_STATUS = POST "/repos/{owner}/{repo}/statuses/{sha}" "repos/create-commit-status";
+        PULLS_CREATE = POST "/repos/{owner}/{repo}/pulls" "pulls/create";
+        PULLS_UPDATE = PATCH "/repos/{owner}/{repo}/pulls/{pull_number}" "pulls/update";
+        ISSUES_UPDATE = PATCH "/repos/{owner}/{repo}/issues/{issue_number}" "issues/update";
+        ISSUES_ADD_LABELS = POST "/repos/{owner}/{repo}/issues/{issue_number}/labels" "issues/add-labels";
+        // Sent by octocrab itself when cellbridge authenticates as a GitHub App.
+        APPS_CREATE_INSTALLATION_ACCESS_TOKEN = POST "/app/installations/{installation_id}/access_tokens" "apps/create-installation-access-token";
+    }
+}
+
+use operations::{self as ops, Operation};
+
 /// Labels cellbridge manages; any other label a human put on the pull request stays.
 const MANAGED_LABELS: [&str; 3] = [plan::LABEL_CELLBRIDGE, plan::LABEL_NEW_CELL, plan::LABEL_SCHEMA_CHANGE];
 const MAX_ATTEMPTS: u32 = 6;
@@ -365,12 +414,17 @@ impl GithubFleet {
     async fn repo_send(
         &self,
         what: &str,
-        method: Method,
+        op: &Operation,
         path: &str,
         body: Option<&Value>,
         deadline: Instant,
     ) -> Result<Response> {
-        self.send(what, method, &self.repo_path(path), body, None, deadline)
+        debug_assert!(
+            op.path.starts_with("/repos/{owner}/{repo}"),
+            "{} is not a repository operation",
+            op.id
+        );
+        self.send(what, op.method.clone(), &self.repo_path(path), body, None, deadline)
             .await
     }
 
@@ -378,12 +432,12 @@ impl GithubFleet {
     async fn repo_call(
         &self,
         what: &str,
-        method: Method,
+        op: &Operation,
         path: &str,
         body: Option<&Value>,
         deadline: Instant,
     ) -> Result<Response> {
-        let r = self.repo_send(what, method, path, body, deadline).await?;
+        let r = self.repo_send(what, op, path, body, deadline).await?;
         if !r.status.is_success() {
             return Err(r.api_error(what));
         }
@@ -442,7 +496,7 @@ impl GithubFleet {
         self.base_branch
             .get_or_try_init(|| async {
                 let what = format!("reading repository {}", self.repo_name());
-                let r = self.repo_call(&what, Method::GET, "", None, deadline).await?;
+                let r = self.repo_call(&what, &ops::REPOS_GET, "", None, deadline).await?;
                 r.json(&what)?
                     .get("default_branch")
                     .and_then(Value::as_str)
@@ -464,7 +518,7 @@ impl GithubFleet {
             ("per_page", "10"),
         ]);
         let r = self
-            .repo_call(&what, Method::GET, &format!("/pulls?{q}"), None, deadline)
+            .repo_call(&what, &ops::PULLS_LIST, &format!("/pulls?{q}"), None, deadline)
             .await?;
         let list = r.json(&what)?;
         let Some(pr) = list.as_array().and_then(|a| a.first()) else {
@@ -505,7 +559,7 @@ impl GithubFleet {
             let r = self
                 .repo_send(
                     &what,
-                    Method::POST,
+                    &ops::GIT_CREATE_TREE,
                     "/git/trees",
                     Some(&json!({"base_tree": base, "tree": entries})),
                     deadline,
@@ -528,7 +582,13 @@ impl GithubFleet {
     async fn commit_tree(&self, sha: &str, deadline: Instant) -> Result<String> {
         let what = format!("reading commit {sha}");
         let r = self
-            .repo_call(&what, Method::GET, &format!("/git/commits/{sha}"), None, deadline)
+            .repo_call(
+                &what,
+                &ops::GIT_GET_COMMIT,
+                &format!("/git/commits/{sha}"),
+                None,
+                deadline,
+            )
             .await?;
         r.json(&what)?["tree"]["sha"]
             .as_str()
@@ -544,7 +604,7 @@ impl GithubFleet {
         let r = self
             .repo_call(
                 what,
-                Method::POST,
+                &ops::GIT_CREATE_COMMIT,
                 "/git/commits",
                 Some(&json!({"message": message, "tree": tree, "parents": parents})),
                 deadline,
@@ -560,7 +620,7 @@ impl GithubFleet {
         let r = self
             .repo_send(
                 &what,
-                Method::PATCH,
+                &ops::GIT_UPDATE_REF,
                 &format!("/git/refs/heads/{}", enc(branch)),
                 Some(&json!({"sha": commit, "force": false})),
                 deadline,
@@ -582,7 +642,7 @@ impl GithubFleet {
         let r = self
             .repo_send(
                 &what,
-                Method::POST,
+                &ops::GIT_CREATE_REF,
                 "/git/refs",
                 Some(&json!({"ref": format!("refs/heads/{branch}"), "sha": commit})),
                 deadline,
@@ -601,7 +661,7 @@ impl GithubFleet {
         let r = self
             .repo_send(
                 &what,
-                Method::GET,
+                &ops::REPOS_GET_COMMIT,
                 &format!("/commits/heads/{}", enc(branch)),
                 None,
                 deadline,
@@ -626,7 +686,7 @@ impl GithubFleet {
         let body = json!({"state": state, "context": plan::STATUS_CONTEXT, "description": plan.status_description()});
         self.repo_call(
             &what,
-            Method::POST,
+            &ops::REPOS_CREATE_COMMIT_STATUS,
             &format!("/statuses/{commit}"),
             Some(&body),
             deadline,
@@ -639,7 +699,7 @@ impl GithubFleet {
         let what = format!("closing pull request #{}", pr.number);
         self.repo_call(
             &what,
-            Method::PATCH,
+            &ops::PULLS_UPDATE,
             &format!("/pulls/{}", pr.number),
             Some(&json!({"state": "closed"})),
             deadline,
@@ -649,7 +709,7 @@ impl GithubFleet {
         let r = self
             .repo_send(
                 &what,
-                Method::DELETE,
+                &ops::GIT_DELETE_REF,
                 &format!("/git/refs/heads/{}", enc(branch)),
                 None,
                 deadline,
@@ -703,7 +763,7 @@ impl GithubFleet {
             // The issues endpoint sets title, body and labels in one request.
             self.repo_call(
                 &what,
-                Method::PATCH,
+                &ops::ISSUES_UPDATE,
                 &format!("/issues/{}", pr.number),
                 Some(&json!({"title": plan.title, "body": body, "labels": labels})),
                 deadline,
@@ -762,7 +822,7 @@ impl GithubFleet {
         let what = format!("opening the pull request for {branch}");
         let base = &snap.base_branch;
         let r = self
-            .repo_send(&what, Method::POST, "/pulls", Some(&json!({"title": plan.title, "head": branch, "base": base, "body": body, "maintainer_can_modify": false})), deadline)
+            .repo_send(&what, &ops::PULLS_CREATE, "/pulls", Some(&json!({"title": plan.title, "head": branch, "base": base, "body": body, "maintainer_can_modify": false})), deadline)
             .await?;
         if r.status == StatusCode::UNPROCESSABLE_ENTITY && r.message().contains("already exists") {
             return Err(GithubError::Conflict {
@@ -788,7 +848,7 @@ impl GithubFleet {
         let what = format!("labelling pull request #{number}");
         self.repo_call(
             &what,
-            Method::POST,
+            &ops::ISSUES_ADD_LABELS,
             &format!("/issues/{number}/labels"),
             Some(&json!({ "labels": labels })),
             deadline,
@@ -805,7 +865,7 @@ impl FleetRepo for GithubFleet {
         let r = self
             .repo_send(
                 &what,
-                Method::GET,
+                &ops::REPOS_DOWNLOAD_TARBALL_ARCHIVE,
                 &format!("/tarball/{}", enc(&base_branch)),
                 None,
                 deadline,

@@ -45,6 +45,17 @@ pub struct GithubRepoConfig {
 }
 
 impl GithubRepoConfig {
+    /// The settings as given (the command line and embedders; the Lambda reads `from_env`).
+    pub fn new(owner: &str, repo: &str, base_branch: Option<String>, github_secret: &str, api_url: &str) -> Self {
+        Self {
+            owner: owner.to_owned(),
+            repo: repo.to_owned(),
+            base_branch,
+            github_secret: github_secret.to_owned(),
+            api_url: api_url.to_owned(),
+        }
+    }
+
     pub fn from_env() -> Result<Self, ConfigError> {
         let repo_var = config::required("CELLBRIDGE_FLEET_REPO", "set it to the fleet repository, owner/name")?;
         let (owner, repo) = config::repo("CELLBRIDGE_FLEET_REPO", &repo_var)?;
