@@ -3,6 +3,9 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 VENV := .venv
 PY := $(VENV)/bin/python
+# GitHub's REST description (@octokit/openapi, pinned by tests/github-openapi/package-lock.json).
+OPENAPI := .testbed/openapi
+OPENAPI_DIR := $(OPENAPI)/node_modules/@octokit/openapi/generated
 CARGO ?= cargo
 CLI := target/debug/cellbridge
 
@@ -20,25 +23,38 @@ demo:
 	@echo "== 3. The strict substitution check, as the fleet repo's CI runs it"
 	@$(CLI) check --fleet examples/fleet || test $$? -eq 1
 
-## testbed: the local virtual environment with moto_server, pytest and checkov
-testbed: $(VENV)/.installed
+## testbed: the local virtual environment with moto_server, pytest and checkov, and GitHub's
+## REST description for the GitHub fake (npm)
+testbed: $(VENV)/.installed $(OPENAPI)/.installed
 $(VENV)/.installed: tests/requirements.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+	touch $@
+$(OPENAPI)/.installed: tests/github-openapi/package.json tests/github-openapi/package-lock.json
+	@command -v npm >/dev/null || { echo "make testbed: npm is missing. Install Node.js and npm (Debian: apt-get install nodejs npm): the GitHub fake checks every request against GitHub's own REST description, the npm package @octokit/openapi." >&2; exit 1; }
+	mkdir -p $(OPENAPI)
+	cp tests/github-openapi/package.json tests/github-openapi/package-lock.json $(OPENAPI)/
+	cd $(OPENAPI) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 ## test: install the test bed, start it, run every test (Rust and infra)
 # Every log line, result and error of the integration tests is captured under target/leak-capture
 # together with every secret value the tests and fakes use; leak_check.py fails on any leak.
+# Every GitHub request of the suite goes through the fake's check against GitHub's description;
+# github_conformance.py prints the operations the product called and fails on any violation or
+# on an operation of shared/src/github.rs that no test exercised.
+TEST_ENV := CELLBRIDGE_TEST_PYTHON=$(abspath $(PY)) CELLBRIDGE_GITHUB_OPENAPI_DIR=$(abspath $(OPENAPI_DIR))
 test: testbed
-	rm -rf target/leak-capture
-	CELLBRIDGE_LEAK_DIR=$(abspath target/leak-capture) CELLBRIDGE_TEST_PYTHON=$(abspath $(PY)) $(CARGO) test --workspace --lib --bins --tests --no-fail-fast
-	CELLBRIDGE_TEST_PYTHON=$(abspath $(PY)) bash tests/infra/run.sh
+	rm -rf target/leak-capture target/github-conformance
+	$(TEST_ENV) $(PY) -m pytest -q tests/fakes
+	CELLBRIDGE_LEAK_DIR=$(abspath target/leak-capture) CELLBRIDGE_GITHUB_CONFORMANCE_DIR=$(abspath target/github-conformance) $(TEST_ENV) $(CARGO) test --workspace --lib --bins --tests --no-fail-fast
+	$(TEST_ENV) bash tests/infra/run.sh
 	$(PY) tests/leak_check.py target/leak-capture
+	$(PY) tests/github_conformance.py target/github-conformance
 
 ## bench: the benchmark report (release-like build); prints every figure next to its peer
 bench: testbed
-	CELLBRIDGE_TEST_PYTHON=$(abspath $(PY)) bash tests/bench/run.sh
+	$(TEST_ENV) bash tests/bench/run.sh
 
 ## fuzz: run every fuzz target for FUZZ_SECONDS each (default 60)
 fuzz:

@@ -777,6 +777,55 @@ fn create_cluster_event(cluster: &str) -> Value {
     v
 }
 
+/// The Lambda's way to the fleet: the base branch's archive from GitHub (the fake, which checks
+/// every request against GitHub's description), with credentials from Secrets Manager.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleet_is_read_from_github_as_the_lambda_reads_it() {
+    use cellbridge::bootstrap::handler::{GithubRepoConfig, GithubSource, Service};
+    use cellbridge_tests::github::{FakeGithub, TOKEN, fleet_files};
+    let bed = Bed::new("eks-gh-fleet", &[("cellbridge.dev/cell", "prod-eu")], None).await;
+    let gh = FakeGithub::start();
+    gh.seed_files("acme/fleet", &fleet_files(&fixture_fleet()));
+    leak::secret("bootstrap: GitHub token", TOKEN);
+    aws_sdk_secretsmanager::Client::new(&bed.aws)
+        .create_secret()
+        .name("eks-gh-fleet-github")
+        .secret_string(json!({ "token": TOKEN }).to_string())
+        .send()
+        .await
+        .unwrap();
+    let github = GithubRepoConfig::new("acme", "fleet", None, "eks-gh-fleet-github", &gh.url());
+    let service = Service {
+        bootstrapper: Bootstrapper::new(bed.aws.clone(), settings(&bed.secret)),
+        fleets: Box::new(GithubSource::new(github, &bed.aws)),
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let inv = service
+        .handle(&create_cluster_event("eks-gh-fleet"), deadline)
+        .await
+        .unwrap();
+    leak::capture("bootstrap from the GitHub fleet", &inv.response.to_string());
+    assert!(!inv.failed, "{}", inv.response);
+    assert_eq!(inv.response["outcome"], "bootstrapped", "{}", inv.response);
+    assert_eq!(
+        inv.response["components_file"], "clusters/prod-eu/flux-system/gotk-components.yaml",
+        "{}",
+        inv.response
+    );
+    assert_eq!(bed.kube.objects(Some("Kustomization")).len(), 1);
+    // Bootstrap only reads the fleet: the repository, its tarball and the download.
+    let log = gh.requests();
+    assert_eq!(log["writes"], 0, "{log}");
+    let paths: Vec<&str> = log["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths.len(), 3, "{paths:?}");
+    assert_eq!(gh.conformance()["operations"]["repos/download-tarball-archive"], 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_handler_answers_sqs_batches_record_by_record() {
     use cellbridge::bootstrap::handler::{LocalSource, Service};

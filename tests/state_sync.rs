@@ -76,6 +76,11 @@ impl Bed {
     /// A bucket notifying a queue, a fleet repo on a fake GitHub, a credentials secret, and
     /// the state-sync service configured for them. `app` selects GitHub App credentials.
     async fn new(name: &str, app: bool) -> Bed {
+        Bed::on(name, app, FakeGithub::start()).await
+    }
+
+    /// The same against a given fake GitHub (github.com or GitHub Enterprise Server).
+    async fn on(name: &str, app: bool, gh: FakeGithub) -> Bed {
         leak::init();
         let conf = moto::sdk_config().await;
         let s3 = moto::s3().await;
@@ -127,7 +132,6 @@ impl Bed {
             .await
             .unwrap();
 
-        let gh = FakeGithub::start();
         gh.seed_example_fleet(REPO);
         let secret_name = format!("cellbridge/github-{name}");
         let secret = if app {
@@ -346,6 +350,12 @@ impl Bed {
     fn counts(&self) -> (usize, usize, usize) {
         let r = self.gh.requests();
         let reqs = r["requests"].as_array().unwrap();
+        // A GitHub App's installation token is fetched once an hour, not once a sync: not
+        // counted, neither as a request nor as a write.
+        let reqs: Vec<&Value> = reqs
+            .iter()
+            .filter(|q| !q["path"].as_str().unwrap().starts_with("/app/installations/"))
+            .collect();
         let api = reqs
             .iter()
             .filter(|q| !q["path"].as_str().unwrap().starts_with("/_codeload/"))
@@ -384,7 +394,17 @@ fn only_cell(resp: &Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn new_cell_update_no_change_and_revert() {
-    let bed = Bed::new("lifecycle", false).await;
+    lifecycle(Bed::new("lifecycle", false).await).await;
+}
+
+/// The same life on GitHub Enterprise Server (the API below `/api/v3`, the archive redirected to
+/// `/_codeload/`), as a GitHub App, checked against the newest GHES description.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn new_cell_update_no_change_and_revert_on_github_enterprise_server() {
+    lifecycle(Bed::on("lifecycle-ghes", true, FakeGithub::start_enterprise()).await).await;
+}
+
+async fn lifecycle(bed: Bed) {
     let cell = "eu-c1";
 
     // New cell: one pull request with the whole directory, in one commit.
@@ -557,6 +577,40 @@ async fn new_cell_update_no_change_and_revert() {
         (c["cell"].as_str(), c["action"].as_str()),
         (Some(cell), Some("in-sync")),
         "{resp}"
+    );
+}
+
+/// GitHub builds its archives with `git archive`, which leaves out what `.gitattributes` marks
+/// `export-ignore`: the base tree computed from the archive is then not the branch's real tree.
+/// GitHub refuses it as a base, cellbridge reads the real one, and the pull request keeps every
+/// file the base branch has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_left_out_of_the_archive_stay_in_the_pull_request() {
+    let bed = Bed::new("export-ignore", false).await;
+    bed.gh.commit(
+        REPO,
+        "main",
+        &[
+            (".gitattributes", Some("docs/** export-ignore\n")),
+            ("docs/runbook.md", Some("# What to do when a cell is on fire\n")),
+        ],
+        "docs, not shipped in archives",
+    );
+    let cell = "eu-x1";
+    bed.apply(cell, &base_data(cell, "vpc-x1"), false).await;
+    let resp = bed.invoke(bed.receive().await).await;
+    assert_eq!(only_cell(&resp)["action"], "opened", "{resp}");
+    let state = bed.gh.state(REPO);
+    let branch = &state["files"][format!("cellbridge/{cell}")];
+    assert_eq!(
+        branch["docs/runbook.md"], "# What to do when a cell is on fire\n",
+        "the pull request would delete a file the archive left out"
+    );
+    assert!(branch[format!("clusters/{cell}/cell-metadata.yaml")].is_string());
+    assert_eq!(
+        bed.gh.conformance()["operations"]["git/get-commit"],
+        1,
+        "the real base tree is read once"
     );
 }
 

@@ -27,6 +27,27 @@ Control API (never used by the product; tests and the bench drive it):
 - `GET /_fake/app`: the GitHub App's id, installation id and private key (PEM, generated at
   start when the `cryptography` package is there), for tests that authenticate as an app.
 - `POST /_fake/tokens` `{"token": "..."}`: accept a personal access token; `DELETE` revokes it.
+- `GET /_fake/conformance`: what the description check saw: `{"flavor", "operations": {id: n},
+  "violations": [...]}`; `DELETE` resets it, here and in the suite report (a test that plants a
+  bad request on purpose).
+
+Conformance with GitHub's own description (`github_openapi.py`, the `@octokit/openapi` package
+that `make testbed` installs): every request to the API is matched to its documented operation
+and checked (path and query parameters, body schema with no undocumented field, Content-Type,
+Accept, one supported `X-GitHub-Api-Version`, User-Agent) before it is served. A request that
+does not conform is recorded and answered as GitHub documents for that case (see
+`github_openapi.Violation.status`). Every answer this fake gives to a documented operation is
+completed with the fields GitHub's schema requires and checked against that schema, so the fake
+cannot drift from GitHub either; a drift is recorded as a violation too. With `--flavor ghes` the
+API lives below `/api/v3` and the newest GitHub Enterprise Server description is used.
+
+Requests outside the description, on purpose: `/_fake/*` (this control API) and
+`/_codeload/*` (the archive host the tarball redirect points at: codeload.github.com on github.com,
+`/_codeload/` on GitHub Enterprise Server; neither is in the REST description).
+
+With `CELLBRIDGE_GITHUB_CONFORMANCE_DIR` set, one JSON line per API request (operation, caller's
+User-Agent, violations) is appended to `github-<pid>.jsonl` there, for the suite-wide report of
+`tests/github_conformance.py`.
 """
 import argparse
 import base64
@@ -46,6 +67,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import github_openapi  # noqa: E402  (GitHub's own description of every request and answer)
 import leak_registry  # noqa: E402  (secrets this fake mints, for tests/leak_check.py)
 
 DOCS = "https://docs.github.com/rest"
@@ -164,6 +186,12 @@ TOKENS = {}  # token -> expiry (None: forever)
 APP = {"app_id": 4242, "installation_id": 777, "private_key": None, "public_key": None}
 FAULTS = []
 REQUESTS = []
+# The description every request is checked against, and what the checks saw.
+SPEC = {"description": None, "log": None}
+CONFORMANCE = {"operations": {}, "violations": []}
+# When a request breaks several rules, the answer is the one GitHub gives first: routing, then
+# the version and client headers, then the body.
+VIOLATION_ORDER = ["route", "api-version", "user-agent", "content-type", "accept", "path-param", "query", "body"]
 
 
 def new_id():
@@ -255,10 +283,40 @@ def issue_json(full, repo, pr):
     return j
 
 
+def export_ignored(files):
+    """The paths `git archive` leaves out: those the root `.gitattributes` marks `export-ignore`
+    ("Files and directories with the attribute export-ignore won't be added to archive files",
+    https://git-scm.com/docs/gitattributes#_creating_an_archive). GitHub's tarballs are made by
+    `git archive`, so a tree computed from one can lack files the real tree has. Patterns follow
+    gitattributes' rules as far as the tests need: no slash matches the name at any depth, a
+    slash anchors at the root, `dir/**` takes everything below `dir`."""
+    attrs = files.get(".gitattributes")
+    if attrs is None:
+        return set()
+    patterns = []
+    for line in get_obj(attrs[1], "blob").decode("utf-8", "replace").splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and not parts[0].startswith("#") and "export-ignore" in parts[1:]:
+            patterns.append(parts[0])
+    out = set()
+    for path in files:
+        for pat in patterns:
+            if "/" not in pat.rstrip("/"):
+                hit = any(fnmatch.fnmatchcase(seg, pat.rstrip("/")) for seg in path.split("/"))
+            else:
+                p = pat.lstrip("/")
+                hit = fnmatch.fnmatchcase(path, p) or (p.endswith("/**") and path.startswith(p[:-2]))
+            if hit:
+                out.add(path)
+    return out
+
+
 def tarball(full, sha):
     owner, name = full.split("/")
     top = f"{owner}-{name}-{sha[:7]}"
     files = tree_files(get_obj(sha, "commit")["tree"])
+    for path in export_ignored(files):
+        del files[path]
     buf = io.BytesIO()
     # GitHub's archives are pax tars whose global header carries the commit id.
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz:
@@ -334,6 +392,29 @@ def init_app():
     register_secret("github fake: GitHub App private key", APP["private_key"])
 
 
+# --- GitHub's general error answers -------------------------------------------------------------
+
+ERROR_SCHEMAS = {}
+
+
+def general_error_violations(op, status, body):
+    """An error status the operation's description does not list is one of GitHub's answers to
+    every request: 401 for bad credentials, 404 for what does not exist or cannot be seen, 403
+    and 422 for refusals ("Client errors" in https://docs.github.com/rest/overview/resources-in-the-rest-api,
+    and https://docs.github.com/rest/using-the-rest-api/troubleshooting-the-rest-api). Those answers
+    have the shape of the description's `basic-error` (`validation-error` for 422)."""
+    name = "validation-error" if status == 422 else "basic-error"
+    desc = SPEC["description"]
+    validator = ERROR_SCHEMAS.get(name)
+    if validator is None:
+        schema = desc.convert({"$ref": f"#/components/schemas/{name}"}, github_openapi.DEFAULT_API_VERSION, "resp", False)
+        validator = ERROR_SCHEMAS[name] = desc.validator(schema)
+    if status not in (401, 403, 404, 409, 422) or not isinstance(body, dict) or "message" not in body:
+        return [github_openapi.Violation("response", f"{op.id} {status}: not one of GitHub's general error answers", 500, "Server Error")]
+    return [github_openapi.Violation("response", f"{op.id} {status}: {e.message}", 500, "Server Error")
+            for e in validator.iter_errors(body)]
+
+
 # --- faults ------------------------------------------------------------------------------------
 
 def fault_for(method, path):
@@ -358,16 +439,6 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *a):
         pass
-
-    def _body(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(n) if n else b""
-        if not raw:
-            return {}
-        try:
-            return json.loads(raw)
-        except ValueError:
-            raise ApiError(400, "Problems parsing JSON")
 
     def _send(self, status, body=None, headers=None, raw=None, ctype="application/json; charset=utf-8"):
         data = raw if raw is not None else (b"" if body is None else json.dumps(body).encode())
@@ -396,19 +467,46 @@ class Handler(BaseHTTPRequestHandler):
     def do_DELETE(self):
         self._dispatch("DELETE")
 
+    def _raw_body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n else b""
+
     def _dispatch(self, method):
         url = urlsplit(self.path)
         path, query = unquote(url.path), parse_qs(url.query)
-        try:
-            body = self._body() if method in ("POST", "PATCH", "PUT", "DELETE") else {}
-        except ApiError as e:
-            return self._send(e.status, {"message": e.message, "documentation_url": DOCS})
+        raw_body = self._raw_body()
         if path.startswith("/_fake/"):
             try:
+                body = json.loads(raw_body) if raw_body else {}
                 status, out = self._control(method, path, query, body)
+            except ValueError:
+                status, out = 400, {"message": "control body is not JSON"}
             except ApiError as e:
                 status, out = e.status, {"message": e.message}
             return self._send(status, out)
+        spec = SPEC["description"]
+        op = None
+        if not path.startswith("/_codeload/"):
+            prefix = spec.prefix
+            api_path = url.path[len(prefix):] if url.path.startswith(prefix + "/") else None
+            if api_path is None:
+                op, violations = None, [github_openapi.Violation(
+                    "route", f"{method} {url.path}: not below the API prefix {prefix!r}", 404, "Not Found")]
+            else:
+                op, violations = spec.check_request(method, api_path, url.query, list(self.headers.items()), raw_body or None)
+                path = unquote(api_path)
+            if violations:
+                violations.sort(key=lambda v: VIOLATION_ORDER.index(v.check) if v.check in VIOLATION_ORDER else 99)
+                self._record(method, url.path, op, violations)
+                first = violations[0]
+                out = {"message": first.message, "documentation_url": op.doc_url if op else DOCS}
+                if first.status == 422:
+                    out["errors"] = [{"resource": "Request", "code": "invalid", "message": v.detail} for v in violations]
+                return self._send(first.status, out)
+        try:
+            body = json.loads(raw_body) if raw_body else {}
+        except ValueError:
+            return self._send(400, {"message": "Problems parsing JSON", "documentation_url": DOCS})
         status, out, headers, raw, ctype = 500, None, {}, None, "application/json; charset=utf-8"
         with LOCK:
             fault = fault_for(method, path)
@@ -434,10 +532,39 @@ class Handler(BaseHTTPRequestHandler):
             out = {"message": e.message, "documentation_url": DOCS}
             if e.errors:
                 out["errors"] = e.errors
+        drift = []
+        if op is not None and not (fault and (fault.get("status") or fault.get("secondary_rate_limit"))):
+            # The fake's own answer, completed and checked against GitHub's schema for it.
+            version = self.headers.get("X-GitHub-Api-Version")
+            if raw is None and status < 300 and out is not None:
+                out = op.complete_response(status, out, api_version=version)
+            if status >= 400 and str(status) not in op.documented_statuses():
+                drift = general_error_violations(op, status, out)
+            else:
+                drift = op.check_response(status, ctype if raw is not None else "application/json",
+                                          out if raw is None else raw, api_version=version,
+                                          headers=list(headers.items()))
+        if op is not None:
+            self._record(method, url.path, op, drift)
         with LOCK:
             REQUESTS.append({"method": method, "path": path, "query": url.query, "status": status,
                              "write": method != "GET", "t": time.time()})
         self._send(status, out, headers, raw, ctype)
+
+    def _record(self, method, path, op, violations):
+        """Counts the operation and keeps what broke GitHub's description (never a header value)."""
+        agent = self.headers.get("User-Agent", "")
+        entry = {"op": op.id if op else None, "method": method, "path": path, "user_agent": agent,
+                 "flavor": SPEC["description"].flavor,
+                 "violations": [{"check": v.check, "detail": v.detail, "status": v.status} for v in violations]}
+        with LOCK:
+            if op is not None:
+                CONFORMANCE["operations"][op.id] = CONFORMANCE["operations"].get(op.id, 0) + 1
+            for v in entry["violations"]:
+                CONFORMANCE["violations"].append(dict(v, op=entry["op"], method=method, path=path, user_agent=agent))
+            if SPEC["log"] is not None:
+                SPEC["log"].write(json.dumps(entry) + "\n")
+                SPEC["log"].flush()
 
     def _lose_race(self, path, spec):
         m = re.match(r"/repos/([^/]+/[^/]+)/", path)
@@ -508,6 +635,8 @@ class Handler(BaseHTTPRequestHandler):
             if sha is None:
                 raise ApiError(404, "Not Found")
             tok = "cl_" + secrets.token_hex(8)
+            # The download URL's token is a credential (anyone holding the URL reads the repo).
+            register_secret("github fake: archive download token", tok)
             TOKENS[tok] = time.time() + 300
             loc = f"http://{host}/_codeload/{full}/legacy.tar.gz/{sha}?token={tok}"
             return 302, None, {"Location": loc}
@@ -776,6 +905,17 @@ class Handler(BaseHTTPRequestHandler):
             if path == "/_fake/tokens" and method == "DELETE":
                 TOKENS.pop(body["token"], None)
                 return 200, {}
+            if path == "/_fake/conformance" and method == "GET":
+                return 200, {"flavor": SPEC["description"].flavor, "operations": dict(CONFORMANCE["operations"]),
+                             "violations": list(CONFORMANCE["violations"])}
+            if path == "/_fake/conformance" and method == "DELETE":
+                CONFORMANCE["operations"].clear()
+                CONFORMANCE["violations"].clear()
+                if SPEC["log"] is not None:
+                    # The suite report forgets what this fake recorded before: planted on purpose.
+                    SPEC["log"].write(json.dumps({"cleared": True}) + "\n")
+                    SPEC["log"].flush()
+                return 200, {}
             if path == "/_fake/app" and method == "GET":
                 return 200, {"app_id": APP["app_id"], "installation_id": APP["installation_id"], "private_key": APP["private_key"]}
             if path == "/_fake/state" and method == "GET":
@@ -816,7 +956,26 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--token", action="append", default=[], help="a personal access token to accept")
+    ap.add_argument("--openapi", required=True,
+                    help="the folder of @octokit/openapi's generated descriptions (make testbed installs it)")
+    ap.add_argument("--flavor", choices=["api.github.com", "ghes"], default="api.github.com",
+                    help="github.com, or GitHub Enterprise Server (API below /api/v3)")
     args = ap.parse_args()
+    source = os.path.join(args.openapi, "api.github.com.json")
+    if args.flavor == "ghes":
+        # The newest GitHub Enterprise Server the package describes (`ghes-3.19.json` in 23.0.2).
+        names = [n for n in os.listdir(args.openapi) if re.fullmatch(r"ghes-\d+\.\d+\.json", n)] if os.path.isdir(args.openapi) else []
+        names.sort(key=lambda n: tuple(int(x) for x in n[5:-5].split(".")))
+        source = os.path.join(args.openapi, names[-1] if names else "ghes-*.json")
+    if not os.path.exists(source):
+        print(f"github_fake: GitHub's description {source} is missing: run `make testbed` "
+              "(it installs @octokit/openapi with npm)", file=sys.stderr, flush=True)
+        return 2
+    SPEC["description"] = github_openapi.Description.load(source, args.flavor)
+    log_dir = os.environ.get("CELLBRIDGE_GITHUB_CONFORMANCE_DIR")
+    if log_dir:
+        os.makedirs(log_dir, exist_ok=True)
+        SPEC["log"] = open(os.path.join(log_dir, f"github-{os.getpid()}.jsonl"), "a", encoding="utf-8")
     for t in args.token:
         TOKENS[t] = None
     init_app()

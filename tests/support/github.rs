@@ -11,25 +11,73 @@ use crate::process::Service;
 pub const TOKEN: &str = "ghp_cellbridge_test_token_0123456789";
 
 /// One fake GitHub per test (each has its own repositories, faults and request log).
+///
+/// Every request it receives is checked against GitHub's own REST description; when the handle
+/// is dropped at the end of a test that has not already failed, any request that broke the
+/// description (or any answer of the fake that drifted from it) fails the test, listed.
 pub struct FakeGithub {
     service: Service,
+    /// `""` for github.com, `/api/v3` for GitHub Enterprise Server.
+    prefix: &'static str,
+}
+
+/// Where `make testbed` installs `@octokit/openapi`'s descriptions:
+/// `CELLBRIDGE_GITHUB_OPENAPI_DIR`, else the project's `.testbed/openapi`.
+pub fn openapi_dir() -> std::path::PathBuf {
+    std::env::var_os("CELLBRIDGE_GITHUB_OPENAPI_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| crate::process::repo_root().join(".testbed/openapi/node_modules/@octokit/openapi/generated"))
 }
 
 impl FakeGithub {
+    /// A fake github.com (checked against `api.github.com.json`).
     pub fn start() -> FakeGithub {
+        Self::start_flavor("api.github.com", "")
+    }
+
+    /// A fake GitHub Enterprise Server: the API below `/api/v3`, checked against the newest GHES
+    /// description in the package.
+    pub fn start_enterprise() -> FakeGithub {
+        Self::start_flavor("ghes", "/api/v3")
+    }
+
+    fn start_flavor(flavor: &str, prefix: &'static str) -> FakeGithub {
+        let dir = openapi_dir();
+        let dir = dir.to_str().expect("a UTF-8 path");
         FakeGithub {
-            service: Service::start("github_fake.py", &["--token", TOKEN]),
+            service: Service::start(
+                "github_fake.py",
+                &["--token", TOKEN, "--openapi", dir, "--flavor", flavor],
+            ),
+            prefix,
         }
     }
 
     /// What `GITHUB_API_URL` points at.
     pub fn url(&self) -> String {
-        self.service.url()
+        format!("{}{}", self.service.url(), self.prefix)
     }
 
-    /// A control or API call; returns (status, JSON body or Null).
+    /// What the description check saw: `{"flavor", "operations": {id: n}, "violations": [...]}`.
+    pub fn conformance(&self) -> Value {
+        self.control("GET", "/_fake/conformance", None)
+    }
+
+    /// Forgets what the check saw (after a test planted bad requests on purpose).
+    pub fn clear_conformance(&self) {
+        self.control("DELETE", "/_fake/conformance", None);
+    }
+
+    /// An API call as a person's client makes it (a reviewer merging, say); `path` is below the
+    /// API's base. Returns (status, JSON body or Null).
     pub fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-        http(self.service.port, method, path, body, Some(TOKEN))
+        http(
+            self.service.port,
+            method,
+            &format!("{}{path}", self.prefix),
+            body,
+            Some(TOKEN),
+        )
     }
 
     fn control(&self, method: &str, path: &str, body: Option<&Value>) -> Value {
@@ -44,7 +92,11 @@ impl FakeGithub {
     /// Commits `files` (path → text) as the whole tree of `branch`, creating the repo if needed.
     /// Seeds `repo`'s `main` with every file of `examples/fleet/`; the head commit's id.
     pub fn seed_example_fleet(&self, repo: &str) -> String {
-        let files = example_fleet();
+        self.seed_files(repo, &example_fleet())
+    }
+
+    /// Seeds `repo`'s `main` with `files` (path, text); the head commit's id.
+    pub fn seed_files(&self, repo: &str, files: &[(String, String)]) -> String {
         let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
         self.seed(repo, "main", &refs)
     }
@@ -108,16 +160,47 @@ impl FakeGithub {
     }
 }
 
-/// A minimal HTTP/1.1 client: the tests crate needs nothing more for a local fake.
+impl Drop for FakeGithub {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let seen = self.conformance();
+        let violations = seen["violations"].as_array().cloned().unwrap_or_default();
+        assert!(
+            violations.is_empty(),
+            "{} request(s) to the fake GitHub broke GitHub's REST description ({}):\n{}",
+            violations.len(),
+            seen["flavor"],
+            violations
+                .iter()
+                .map(|v| format!(
+                    "  {} {} [{}] {}: {}",
+                    v["method"], v["path"], v["user_agent"], v["check"], v["detail"]
+                ))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+}
+
+/// A minimal HTTP/1.1 client: the tests crate needs nothing more for a local fake. API calls
+/// (with a token) carry the headers GitHub asks every client for.
 pub fn http(port: u16, method: &str, path: &str, body: Option<&Value>, token: Option<&str>) -> (u16, Value) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the fake");
     let payload = body.map(|b| b.to_string()).unwrap_or_default();
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
+    let mut headers = String::from("User-Agent: cellbridge-tests\r\nAccept: application/vnd.github+json\r\n");
+    if let Some(t) = token {
+        headers.push_str(&format!(
+            "Authorization: Bearer {t}\r\nX-GitHub-Api-Version: 2022-11-28\r\n"
+        ));
+    }
+    if body.is_some() {
+        headers.push_str("Content-Type: application/json\r\n");
+    }
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{payload}",
         payload.len()
     )
     .unwrap();
@@ -132,6 +215,11 @@ pub fn http(port: u16, method: &str, path: &str, body: Option<&Value>, token: Op
 /// Every file of `examples/fleet/` as (repo path, text): what the fake GitHub is seeded with,
 /// so the end-to-end tests and the bench sync against the same fleet `make demo` shows.
 pub fn example_fleet() -> Vec<(String, String)> {
+    fleet_files(&crate::process::repo_root().join("examples/fleet"))
+}
+
+/// Every file below `root` as (path relative to it, text), sorted.
+pub fn fleet_files(root: &std::path::Path) -> Vec<(String, String)> {
     fn walk(dir: &std::path::Path, root: &std::path::Path, out: &mut Vec<(String, String)>) {
         for e in std::fs::read_dir(dir).unwrap() {
             let p = e.unwrap().path();
@@ -145,9 +233,8 @@ pub fn example_fleet() -> Vec<(String, String)> {
             }
         }
     }
-    let root = crate::process::repo_root().join("examples/fleet");
     let mut out = Vec::new();
-    walk(&root, &root, &mut out);
+    walk(root, root, &mut out);
     out.sort();
     out
 }
