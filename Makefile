@@ -37,7 +37,7 @@ $(OPENAPI)/.installed: tests/github-openapi/package.json tests/github-openapi/pa
 	cd $(OPENAPI) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-## test: install the test bed, start it, run every test (Rust and infra)
+## test: install the test bed, start it, run clippy and every test (Rust and infra)
 # Every log line, result and error of the integration tests is captured under target/leak-capture
 # together with every secret value the tests and fakes use; leak_check.py fails on any leak.
 # Every GitHub request of the suite goes through the fake's check against GitHub's description;
@@ -46,6 +46,7 @@ $(OPENAPI)/.installed: tests/github-openapi/package.json tests/github-openapi/pa
 TEST_ENV := CELLBRIDGE_TEST_PYTHON=$(abspath $(PY)) CELLBRIDGE_GITHUB_OPENAPI_DIR=$(abspath $(OPENAPI_DIR))
 test: testbed
 	rm -rf target/leak-capture target/github-conformance
+	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
 	$(TEST_ENV) $(PY) -m pytest -q tests/fakes
 	CELLBRIDGE_LEAK_DIR=$(abspath target/leak-capture) CELLBRIDGE_GITHUB_CONFORMANCE_DIR=$(abspath target/github-conformance) $(TEST_ENV) $(CARGO) test --workspace --lib --bins --tests --no-fail-fast
 	$(TEST_ENV) bash tests/infra/run.sh

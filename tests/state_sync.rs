@@ -70,8 +70,6 @@ fn fixture_dir() -> PathBuf {
     process::repo_root().join("tests/fixtures/state_sync")
 }
 
-/// Every file of the example fleet, as the base branch of the fake repository.
-
 impl Bed {
     /// A bucket notifying a queue, a fleet repo on a fake GitHub, a credentials secret, and
     /// the state-sync service configured for them. `app` selects GitHub App credentials.
@@ -625,6 +623,7 @@ async fn invoke_from_file_uses_the_environment() {
     let event = dir.path().join("event.json");
     std::fs::write(&event, bed.receive().await.to_string()).unwrap();
     // SAFETY: only this test reads these variables.
+    #[allow(unsafe_code)]
     unsafe {
         std::env::remove_var("CELLBRIDGE_FLEET_REPO");
     }
@@ -633,6 +632,8 @@ async fn invoke_from_file_uses_the_environment() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("CELLBRIDGE_FLEET_REPO"), "{err}");
+    // SAFETY: as above.
+    #[allow(unsafe_code)]
     unsafe {
         std::env::set_var("CELLBRIDGE_FLEET_REPO", REPO);
         std::env::set_var("CELLBRIDGE_GITHUB_SECRET", "cellbridge/github-invoke");

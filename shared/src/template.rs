@@ -91,13 +91,13 @@ pub fn read_sync_source(text: &str, file: &str) -> Result<Option<SyncSource>, Te
         let Ok(obj) = serde_json::from_value::<Obj>(doc) else {
             continue;
         };
-        if obj.kind == "GitRepository" && obj.metadata.name == "flux-system" {
-            if let Some(spec) = obj.spec {
-                if let Some(url) = spec.url {
-                    let branch = spec.git_ref.and_then(|r| r.branch).unwrap_or_else(|| "main".to_owned());
-                    return Ok(Some(SyncSource { url, branch }));
-                }
-            }
+        if obj.kind == "GitRepository"
+            && obj.metadata.name == "flux-system"
+            && let Some(spec) = obj.spec
+            && let Some(url) = spec.url
+        {
+            let branch = spec.git_ref.and_then(|r| r.branch).unwrap_or_else(|| "main".to_owned());
+            return Ok(Some(SyncSource { url, branch }));
         }
     }
     Ok(None)

@@ -18,6 +18,7 @@ pub fn configure_env() -> String {
     let url = endpoint();
     // SAFETY: set once per process before the tests' runtimes read the environment; every
     // test sets the same values.
+    #[allow(unsafe_code)]
     unsafe {
         std::env::set_var("AWS_ENDPOINT_URL", &url);
         std::env::set_var("AWS_ACCESS_KEY_ID", "testing");

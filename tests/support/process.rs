@@ -37,6 +37,8 @@ pub struct Service {
 
 impl Service {
     /// Runs `python tests/fakes/<script> --port 0 <args>` and waits for its `PORT=<n>` line.
+    // The child is waited for in Drop; clippy cannot see that through the struct.
+    #[allow(clippy::zombie_processes)]
     pub fn start(script: &str, args: &[&str]) -> Service {
         let mut child = Command::new(python())
             .arg(repo_root().join("tests/fakes").join(script))

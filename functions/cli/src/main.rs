@@ -70,6 +70,7 @@ enum Command {
 fn main() -> ExitCode {
     // `cellbridge plan | head` should stop quietly, like any Unix tool, not panic on EPIPE.
     // SAFETY: restoring the default disposition of one signal before any thread starts.
+    #[allow(unsafe_code)]
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }

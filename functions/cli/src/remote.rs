@@ -105,7 +105,7 @@ pub fn bootstrap(args: &BootstrapArgs, json: bool) -> Result<ExitCode, RemoteErr
     if json {
         println!("{}", serde_json::to_string_pretty(&report).expect("json"));
     } else {
-        let outcome = serde_json::to_value(&report.outcome).expect("json");
+        let outcome = serde_json::to_value(report.outcome).expect("json");
         println!(
             "cluster {} ({}), cell {}: {}",
             report.cluster,
