@@ -781,7 +781,8 @@ fn create_cluster_event(cluster: &str) -> Value {
 /// every request against GitHub's description), with credentials from Secrets Manager.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fleet_is_read_from_github_as_the_lambda_reads_it() {
-    use cellbridge::bootstrap::handler::{GithubRepoConfig, GithubSource, Service};
+    use cellbridge::bootstrap::handler::{GithubSource, Service};
+    use cellbridge::github::GithubConfig;
     use cellbridge_tests::github::{FakeGithub, TOKEN, fleet_files};
     let bed = Bed::new("eks-gh-fleet", &[("cellbridge.dev/cell", "prod-eu")], None).await;
     let gh = FakeGithub::start();
@@ -794,7 +795,14 @@ async fn the_fleet_is_read_from_github_as_the_lambda_reads_it() {
         .send()
         .await
         .unwrap();
-    let github = GithubRepoConfig::new("acme", "fleet", None, "eks-gh-fleet-github", &gh.url());
+    let github = GithubConfig::checked(
+        "acme".into(),
+        "fleet".into(),
+        None,
+        "eks-gh-fleet-github".into(),
+        gh.url(),
+    )
+    .unwrap();
     let service = Service {
         bootstrapper: Bootstrapper::new(bed.aws.clone(), settings(&bed.secret)),
         fleets: Box::new(GithubSource::new(github, &bed.aws)),

@@ -12,8 +12,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use cellbridge::github::{GithubConfig, LazyGithub};
 use cellbridge::s3::S3States;
-use cellbridge::sync::{KeyPattern, LazyGithub, SyncConfig, Syncer};
+use cellbridge::sync::{KeyPattern, SyncConfig, Syncer};
 use cellbridge_tests::github::{FakeGithub, TOKEN};
 use cellbridge_tests::kube::http_json;
 use cellbridge_tests::{leak, moto, process};
@@ -103,12 +104,8 @@ impl Bed {
             .await
             .unwrap();
         let config = SyncConfig {
-            owner: OWNER.into(),
-            repo: REPO_NAME.into(),
-            // Unset, so the default-branch lookup is one of the calls under test.
-            base_branch: None,
-            github_secret: secret_name.clone(),
-            github_api_url: gh.url(),
+            // No base branch, so the default-branch lookup is one of the calls under test.
+            github: GithubConfig::checked(OWNER.into(), REPO_NAME.into(), None, secret_name.clone(), gh.url()).unwrap(),
             state_bucket: bucket.clone(),
             key_pattern: KeyPattern::parse(cellbridge::sync::DEFAULT_KEY_PATTERN).unwrap(),
             flux_git_url: None,

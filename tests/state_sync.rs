@@ -12,8 +12,9 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use cellbridge::github::{GithubConfig, LazyGithub};
 use cellbridge::s3::{S3States, StateSource};
-use cellbridge::sync::{KeyPattern, LazyGithub, SyncConfig, Syncer};
+use cellbridge::sync::{KeyPattern, SyncConfig, Syncer};
 use cellbridge_tests::github::{FakeGithub, TOKEN};
 use cellbridge_tests::{leak, moto, process};
 use serde_json::{Value, json};
@@ -156,12 +157,8 @@ impl Bed {
             .unwrap();
 
         let config = SyncConfig {
-            owner: "acme".into(),
-            repo: "fleet".into(),
-            // Unset: the adapter asks GitHub for the default branch, once per process.
-            base_branch: None,
-            github_secret: secret_name,
-            github_api_url: gh.url(),
+            // No base branch: the adapter asks GitHub for the default branch, once per process.
+            github: GithubConfig::checked("acme".into(), "fleet".into(), None, secret_name, gh.url()).unwrap(),
             state_bucket: bucket.clone(),
             key_pattern: KeyPattern::parse(cellbridge::sync::DEFAULT_KEY_PATTERN).unwrap(),
             flux_git_url: None,

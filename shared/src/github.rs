@@ -80,6 +80,9 @@ pub mod operations {
 
 use operations::{self as ops, Operation};
 
+pub mod config;
+pub use config::{DEFAULT_GITHUB_API_URL, GithubConfig, LazyGithub};
+
 /// Labels cellbridge manages; any other label a human put on the pull request stays.
 const MANAGED_LABELS: [&str; 3] = [plan::LABEL_CELLBRIDGE, plan::LABEL_NEW_CELL, plan::LABEL_SCHEMA_CHANGE];
 const MAX_ATTEMPTS: u32 = 6;

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -16,15 +15,13 @@ use tracing::Instrument;
 
 use crate::config::{self, ConfigError};
 use crate::events::sync::{self as events, Item, Manual, ObjectRef, SyncEvent};
-use crate::github::{Credentials, FleetRepo, GithubError, GithubFleet, Published, Snapshot};
+use crate::github::{FleetRepo, GithubConfig, GithubError, LazyGithub, Published, Snapshot};
 use crate::metadata;
 use crate::plan::{self, Plan, PlanOptions};
 use crate::s3::{S3Error, S3States, StateSource};
-use crate::secrets;
 use crate::template::SyncSource;
 
 pub const DEFAULT_KEY_PATTERN: &str = "cells/{cell}/terraform.tfstate";
-pub const DEFAULT_GITHUB_API_URL: &str = "https://api.github.com";
 /// Attempts for one state when another writer keeps winning the race for the cell's branch.
 const RACE_ATTEMPTS: u32 = 4;
 /// Don't start a state with less time than this left: it would be cut off half-way.
@@ -56,11 +53,8 @@ impl SyncError {
 /// The state-sync configuration, from environment variables (the Terraform module sets them).
 #[derive(Debug, Clone)]
 pub struct SyncConfig {
-    pub owner: String,
-    pub repo: String,
-    pub base_branch: Option<String>,
-    pub github_secret: String,
-    pub github_api_url: String,
+    /// The fleet repo and its credentials, as cluster-bootstrap reads them too.
+    pub github: GithubConfig,
     pub state_bucket: String,
     pub key_pattern: KeyPattern,
     /// Flux's Git URL for a new cell's gotk-sync.yaml; the template's when unset.
@@ -70,12 +64,7 @@ pub struct SyncConfig {
 impl SyncConfig {
     /// Reads and validates every variable; the error names the variable.
     pub fn from_env() -> Result<Self, ConfigError> {
-        let repo_var = config::required("CELLBRIDGE_FLEET_REPO", "set it to the fleet repository, owner/name")?;
-        let (owner, repo) = config::repo("CELLBRIDGE_FLEET_REPO", &repo_var)?;
-        let github_secret = config::required(
-            "CELLBRIDGE_GITHUB_SECRET",
-            "set it to the name or ARN of the Secrets Manager secret with the GitHub credentials",
-        )?;
+        let github = GithubConfig::from_env()?;
         let state_bucket = config::required(
             "CELLBRIDGE_STATE_BUCKET",
             "set it to the S3 bucket of the Terraform states",
@@ -87,30 +76,8 @@ impl SyncConfig {
             value: pattern.clone(),
             reason,
         })?;
-        let github_api_url = config::optional("GITHUB_API_URL").unwrap_or_else(|| DEFAULT_GITHUB_API_URL.to_owned());
-        if !(github_api_url.starts_with("https://") || github_api_url.starts_with("http://")) {
-            return Err(ConfigError::Invalid {
-                name: "GITHUB_API_URL",
-                value: github_api_url,
-                reason: "expected an http(s) URL".into(),
-            });
-        }
-        let base_branch = config::optional("CELLBRIDGE_BASE_BRANCH");
-        if let Some(b) = &base_branch
-            && (b.contains("..") || b.starts_with('/') || b.contains(' '))
-        {
-            return Err(ConfigError::Invalid {
-                name: "CELLBRIDGE_BASE_BRANCH",
-                value: b.clone(),
-                reason: "not a branch name".into(),
-            });
-        }
         Ok(Self {
-            owner,
-            repo,
-            base_branch,
-            github_secret,
-            github_api_url,
+            github,
             state_bucket,
             key_pattern,
             flux_git_url: config::optional("CELLBRIDGE_FLUX_GIT_URL"),
@@ -564,98 +531,6 @@ fn finish(results: Vec<CellResult>, sqs_failures: Option<Vec<String>>) -> Invoca
     }
 }
 
-/// The GitHub fleet repo, built on first use: the credentials secret is read when a state
-/// first needs GitHub, not at cold start, and then kept for the life of the process.
-pub struct LazyGithub {
-    config: SyncConfig,
-    secrets: aws_sdk_secretsmanager::Client,
-    fleet: tokio::sync::Mutex<Option<Arc<GithubFleet>>>,
-}
-
-impl LazyGithub {
-    pub fn new(config: SyncConfig, secrets: aws_sdk_secretsmanager::Client) -> Self {
-        Self {
-            config,
-            secrets,
-            fleet: tokio::sync::Mutex::new(None),
-        }
-    }
-
-    pub async fn get(&self, deadline: Instant) -> Result<Arc<GithubFleet>, GithubError> {
-        let mut slot = self.fleet.lock().await;
-        if let Some(f) = slot.as_ref() {
-            return Ok(f.clone());
-        }
-        let c = &self.config;
-        let setup = |reason: String| GithubError::Setup {
-            api_url: c.github_api_url.clone(),
-            reason,
-        };
-        // Secrets Manager has its own retries; the deadline bounds them so the record goes
-        // back to SQS as a retryable failure instead of the function being killed.
-        let left = deadline.saturating_duration_since(Instant::now());
-        let secret = tokio::time::timeout(left, secrets::fetch_json(&self.secrets, &c.github_secret))
-            .await
-            .map_err(|_| GithubError::Transient {
-                what: "reading its credentials".into(),
-                detail: "Secrets Manager did not answer before the function's deadline".into(),
-            })?
-            .map_err(|e| {
-                if e.retryable() {
-                    GithubError::Transient {
-                        what: "reading its credentials".into(),
-                        detail: e.to_string(),
-                    }
-                } else {
-                    setup(e.to_string())
-                }
-            })?;
-        let creds: Credentials = secrets::github_credentials(&secret).map_err(|e| setup(e.to_string()))?;
-        let fleet = Arc::new(GithubFleet::new(
-            &c.github_api_url,
-            &c.owner,
-            &c.repo,
-            c.base_branch.clone(),
-            &creds,
-        )?);
-        *slot = Some(fleet.clone());
-        Ok(fleet)
-    }
-
-    /// Drops the client, so the next use reads the secret again.
-    async fn forget(&self) {
-        *self.fleet.lock().await = None;
-    }
-}
-
-fn bad_credentials<T>(r: &Result<T, GithubError>) -> bool {
-    matches!(r, Err(GithubError::Api { status: 401, .. }))
-}
-
-// Credentials GitHub refuses were probably rotated in Secrets Manager while this process kept
-// the old ones: read the secret again and try once more.
-impl FleetRepo for LazyGithub {
-    async fn snapshot(&self, deadline: Instant) -> Result<Snapshot, GithubError> {
-        let r = self.get(deadline).await?.snapshot(deadline).await;
-        if !bad_credentials(&r) {
-            return r;
-        }
-        tracing::warn!("GitHub refused the credentials; reading the secret again");
-        self.forget().await;
-        self.get(deadline).await?.snapshot(deadline).await
-    }
-
-    async fn publish(&self, snapshot: &Snapshot, plan: &Plan, deadline: Instant) -> Result<Published, GithubError> {
-        let r = self.get(deadline).await?.publish(snapshot, plan, deadline).await;
-        if !bad_credentials(&r) {
-            return r;
-        }
-        tracing::warn!("GitHub refused the credentials; reading the secret again");
-        self.forget().await;
-        self.get(deadline).await?.publish(snapshot, plan, deadline).await
-    }
-}
-
 /// The real service: S3 states and the GitHub fleet repo, configured from the environment.
 pub type Service = Syncer<S3States, LazyGithub>;
 
@@ -672,7 +547,7 @@ pub fn service_for(config: SyncConfig, aws: &aws_config::SdkConfig) -> Service {
     Syncer::new(
         config.clone(),
         S3States::from_conf(aws),
-        LazyGithub::new(config, secrets),
+        LazyGithub::new(config.github, secrets),
     )
 }
 

@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use cellbridge::github::GithubConfig;
 use cellbridge::sync::{KeyPattern, SyncConfig};
 use cellbridge_tests::github::{FakeGithub, TOKEN};
 use cellbridge_tests::moto;
@@ -38,11 +39,14 @@ async fn main() {
         .send()
         .await;
     let config = SyncConfig {
-        owner: "acme".into(),
-        repo: "fleet".into(),
-        base_branch: Some("main".into()),
-        github_secret: "bench/github".into(),
-        github_api_url: gh.url(),
+        github: GithubConfig::checked(
+            "acme".into(),
+            "fleet".into(),
+            Some("main".into()),
+            "bench/github".into(),
+            gh.url(),
+        )
+        .unwrap(),
         state_bucket: bucket.into(),
         key_pattern: KeyPattern::parse(cellbridge::sync::DEFAULT_KEY_PATTERN).unwrap(),
         flux_git_url: None,

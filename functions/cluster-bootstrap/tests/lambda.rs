@@ -39,6 +39,27 @@ fn a_missing_variable_fails_the_cold_start_and_names_it() {
     assert!(out.contains("CELLBRIDGE_FLEET_REPO"), "{out}");
 }
 
+/// The same checks as state-sync's: one GitHub configuration for both functions.
+#[test]
+fn a_bad_github_variable_fails_the_cold_start_as_in_state_sync() {
+    for (name, value) in [
+        ("GITHUB_API_URL", "github.example/api/v3"),
+        ("CELLBRIDGE_BASE_BRANCH", "../main"),
+    ] {
+        let mut env = ENV.to_vec();
+        env.push(("CELLBRIDGE_FLEET_REPO", "acme/fleet"));
+        env.push((name, value));
+        let f = Function::start(Path::new(BIN), &env, vec![update_cluster_event()]);
+        let (status, out) = f.finish(Duration::from_secs(20));
+        leak::capture("cluster-bootstrap binary, bad GitHub variable", &out);
+        assert!(
+            matches!(status, Some(c) if c != 0),
+            "{name}: exit status {status:?}: {out}"
+        );
+        assert!(out.contains(&format!("{name}=")), "{name} is not named: {out}");
+    }
+}
+
 #[test]
 fn events_are_answered_and_the_clients_built_once() {
     let mut env = ENV.to_vec();

@@ -7,15 +7,13 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
-use tokio::sync::OnceCell;
 
 use super::{BootstrapError, Bootstrapper, Outcome, Request, Settings, Target};
-use crate::config::{self, ConfigError};
+use crate::config::ConfigError;
 use crate::events::bootstrap::{self as ev, BootstrapEvent, Item};
 use crate::events::sync::batch_response;
 use crate::fleet::{FleetRead, LocalFleet};
-use crate::github::{FleetRepo, GithubError, GithubFleet};
-use crate::secrets;
+use crate::github::{FleetRepo, GithubConfig, LazyGithub};
 
 /// Where a run reads the fleet repo from: the base branch as it is now.
 pub trait FleetSource: Send + Sync {
@@ -32,93 +30,24 @@ impl FleetSource for LocalSource {
     }
 }
 
-/// Which fleet repo to read and with which credentials (`CELLBRIDGE_FLEET_REPO`,
-/// `CELLBRIDGE_BASE_BRANCH`, `CELLBRIDGE_GITHUB_SECRET`, `GITHUB_API_URL`): checked at start,
-/// no client yet.
-#[derive(Debug, Clone)]
-pub struct GithubRepoConfig {
-    owner: String,
-    repo: String,
-    base_branch: Option<String>,
-    github_secret: String,
-    api_url: String,
-}
-
-impl GithubRepoConfig {
-    /// The settings as given (the command line and embedders; the Lambda reads `from_env`).
-    pub fn new(owner: &str, repo: &str, base_branch: Option<String>, github_secret: &str, api_url: &str) -> Self {
-        Self {
-            owner: owner.to_owned(),
-            repo: repo.to_owned(),
-            base_branch,
-            github_secret: github_secret.to_owned(),
-            api_url: api_url.to_owned(),
-        }
-    }
-
-    pub fn from_env() -> Result<Self, ConfigError> {
-        let repo_var = config::required("CELLBRIDGE_FLEET_REPO", "set it to the fleet repository, owner/name")?;
-        let (owner, repo) = config::repo("CELLBRIDGE_FLEET_REPO", &repo_var)?;
-        let github_secret = config::required(
-            "CELLBRIDGE_GITHUB_SECRET",
-            "set it to the name or ARN of the Secrets Manager secret with the GitHub credentials",
-        )?;
-        let api_url =
-            config::optional("GITHUB_API_URL").unwrap_or_else(|| crate::sync::DEFAULT_GITHUB_API_URL.to_owned());
-        Ok(Self {
-            owner,
-            repo,
-            base_branch: config::optional("CELLBRIDGE_BASE_BRANCH"),
-            github_secret,
-            api_url,
-        })
-    }
-}
-
-/// The fleet repo on GitHub, the client built on first use.
-pub struct GithubSource {
-    config: GithubRepoConfig,
-    secrets: aws_sdk_secretsmanager::Client,
-    client: OnceCell<GithubFleet>,
-}
+/// The fleet repo on GitHub, read the way state-sync reads it (one configuration, one client
+/// set-up, credentials read again when GitHub refuses them).
+pub struct GithubSource(LazyGithub);
 
 impl GithubSource {
-    pub fn new(config: GithubRepoConfig, aws: &aws_config::SdkConfig) -> Self {
-        Self {
-            config,
-            secrets: aws_sdk_secretsmanager::Client::new(aws),
-            client: OnceCell::new(),
-        }
+    pub fn new(config: GithubConfig, aws: &aws_config::SdkConfig) -> Self {
+        Self(LazyGithub::new(config, aws_sdk_secretsmanager::Client::new(aws)))
     }
 
     pub fn from_env(aws: &aws_config::SdkConfig) -> Result<Self, ConfigError> {
-        Ok(Self::new(GithubRepoConfig::from_env()?, aws))
-    }
-
-    async fn client(&self) -> Result<&GithubFleet, String> {
-        self.client
-            .get_or_try_init(|| async {
-                let c = &self.config;
-                let secret = secrets::fetch_json(&self.secrets, &c.github_secret)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let creds = secrets::github_credentials(&secret).map_err(|e| e.to_string())?;
-                GithubFleet::new(&c.api_url, &c.owner, &c.repo, c.base_branch.clone(), &creds)
-                    .map_err(|e: GithubError| e.to_string())
-            })
-            .await
+        Ok(Self::new(GithubConfig::from_env()?, aws))
     }
 }
 
 impl FleetSource for GithubSource {
     fn fleet(&self, deadline: Instant) -> BoxFuture<'_, Result<Arc<dyn FleetRead>, String>> {
         Box::pin(async move {
-            let snap = self
-                .client()
-                .await?
-                .snapshot(deadline)
-                .await
-                .map_err(|e| e.to_string())?;
+            let snap = self.0.snapshot(deadline).await.map_err(|e| e.to_string())?;
             let f: Arc<dyn FleetRead> = Arc::new(snap.fleet);
             Ok(f)
         })
@@ -145,14 +74,14 @@ pub struct Invocation {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub settings: Settings,
-    pub github: GithubRepoConfig,
+    pub github: GithubConfig,
 }
 
 impl Config {
     pub fn from_env() -> Result<Self, BootstrapError> {
         Ok(Self {
             settings: Settings::from_env()?,
-            github: GithubRepoConfig::from_env()?,
+            github: GithubConfig::from_env()?,
         })
     }
 }
