@@ -12,6 +12,7 @@ use aws_credential_types::Credentials;
 use cellbridge::bootstrap::{
     self, BootstrapError, Bootstrapper, Outcome, Phase, Report, Request, Settings, Target, Tuning,
 };
+use cellbridge::error::Classify;
 use cellbridge::fleet::LocalFleet;
 use cellbridge_tests::kube::{KubeFake, http_json, ssh_keypair};
 use cellbridge_tests::{leak, moto};
@@ -777,36 +778,42 @@ fn create_cluster_event(cluster: &str) -> Value {
     v
 }
 
-/// The Lambda's way to the fleet: the base branch's archive from GitHub (the fake, which checks
-/// every request against GitHub's description), with credentials from Secrets Manager.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_fleet_is_read_from_github_as_the_lambda_reads_it() {
+/// The cluster-bootstrap service as the Lambda builds it, its fleet repo on a fake GitHub
+/// seeded with the fixture fleet, the token in Secrets Manager.
+async fn github_fleet_service(
+    bed: &Bed,
+) -> (
+    cellbridge_tests::github::FakeGithub,
+    cellbridge::bootstrap::handler::Service,
+) {
     use cellbridge::bootstrap::handler::{GithubSource, Service};
     use cellbridge::github::GithubConfig;
     use cellbridge_tests::github::{FakeGithub, TOKEN, fleet_files};
-    let bed = Bed::new("eks-gh-fleet", &[("cellbridge.dev/cell", "prod-eu")], None).await;
     let gh = FakeGithub::start();
     gh.seed_files("acme/fleet", &fleet_files(&fixture_fleet()));
     leak::secret("bootstrap: GitHub token", TOKEN);
+    let secret = format!("{}-github", bed.cluster);
     aws_sdk_secretsmanager::Client::new(&bed.aws)
         .create_secret()
-        .name("eks-gh-fleet-github")
+        .name(&secret)
         .secret_string(json!({ "token": TOKEN }).to_string())
         .send()
         .await
         .unwrap();
-    let github = GithubConfig::checked(
-        "acme".into(),
-        "fleet".into(),
-        None,
-        "eks-gh-fleet-github".into(),
-        gh.url(),
-    )
-    .unwrap();
+    let github = GithubConfig::checked("acme".into(), "fleet".into(), None, secret, gh.url()).unwrap();
     let service = Service {
         bootstrapper: Bootstrapper::new(bed.aws.clone(), settings(&bed.secret)),
         fleets: Box::new(GithubSource::new(github, &bed.aws)),
     };
+    (gh, service)
+}
+
+/// The Lambda's way to the fleet: the base branch's archive from GitHub (the fake, which checks
+/// every request against GitHub's description), with credentials from Secrets Manager.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleet_is_read_from_github_as_the_lambda_reads_it() {
+    let bed = Bed::new("eks-gh-fleet", &[("cellbridge.dev/cell", "prod-eu")], None).await;
+    let (gh, service) = github_fleet_service(&bed).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     let inv = service
         .handle(&create_cluster_event("eks-gh-fleet"), deadline)
@@ -832,6 +839,47 @@ async fn the_fleet_is_read_from_github_as_the_lambda_reads_it() {
         .collect();
     assert_eq!(paths.len(), 3, "{paths:?}");
     assert_eq!(gh.conformance()["operations"]["repos/download-tarball-archive"], 1);
+}
+
+/// A failed bootstrap tells Lambda what to do about it: a fault worth retrying is
+/// `cellbridge.Retryable` (EventBridge and asynchronous invocation retry it), whether it hit the
+/// cluster or the reading of the fleet repo from GitHub.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retryable_failure_is_reported_to_lambda_as_retryable() {
+    use cellbridge::bootstrap::handler::{LocalSource, Service, lambda_handler};
+    let bed = Bed::new("eks-lambda-class", &[("cellbridge.dev/cell", "prod-eu")], None).await;
+    let invoke = |service: Service, secs: u64| async move {
+        let mut ctx = lambda_runtime::Context::default();
+        ctx.deadline = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+            + secs * 1000;
+        let event = lambda_runtime::LambdaEvent::new(create_cluster_event("eks-lambda-class"), ctx);
+        let err = lambda_handler(&service, event).await.unwrap_err();
+        leak::capture("bootstrap lambda error", &err.error_message);
+        err
+    };
+
+    // The cluster answers 503 to every write.
+    bed.kube
+        .fault(json!({"method": "PATCH", "path": "/deployments/", "status": 503, "count": 1000}));
+    let service = Service {
+        bootstrapper: Bootstrapper::new(bed.aws.clone(), settings(&bed.secret)),
+        fleets: Box::new(LocalSource(LocalFleet::open(fixture_fleet()).unwrap())),
+    };
+    let err = invoke(service, 120).await;
+    assert_eq!(err.error_type, "cellbridge.Retryable", "{}", err.error_message);
+    assert!(err.error_message.contains("503"), "{}", err.error_message);
+    bed.kube.clear_faults();
+
+    // GitHub answers 502 to the archive, for longer than the invocation lasts.
+    let (gh, service) = github_fleet_service(&bed).await;
+    gh.fault(json!({"match": "GET /repos/*/tarball/*", "status": 502, "times": 1000}));
+    let err = invoke(service, 6).await;
+    assert_eq!(err.error_type, "cellbridge.Retryable", "{}", err.error_message);
+    assert!(err.error_message.contains("fleet repo"), "{}", err.error_message);
+    assert!(bed.kube.objects(Some("Kustomization")).is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

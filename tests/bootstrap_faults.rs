@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use aws_credential_types::Credentials;
 use cellbridge::bootstrap::{BootstrapError, Bootstrapper, Outcome, Report, Request, Settings, Target, Tuning};
+use cellbridge::error::Classify;
 use cellbridge::fleet::{LocalFleet, Overlay};
 use cellbridge_tests::kube::{KubeFake, http_json, ssh_keypair};
 use cellbridge_tests::{leak, moto};

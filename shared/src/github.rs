@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 use sha1::Digest as _;
 use tokio::sync::OnceCell;
 
+use crate::error::{Class, Classify};
 use crate::fleet::MemFleet;
 use crate::plan::{self, Outcome, Plan};
 use crate::redact::Secret;
@@ -109,10 +110,12 @@ pub enum GithubError {
     Setup { api_url: String, reason: String },
 }
 
-impl GithubError {
-    /// Whether running again later may succeed (the SQS record should be redelivered).
-    pub fn retryable(&self) -> bool {
-        matches!(self, GithubError::Transient { .. } | GithubError::Conflict { .. })
+impl Classify for GithubError {
+    fn class(&self) -> Class {
+        match self {
+            GithubError::Transient { .. } | GithubError::Conflict { .. } => Class::Retryable,
+            GithubError::Api { .. } | GithubError::Protocol { .. } | GithubError::Setup { .. } => Class::Final,
+        }
     }
 }
 

@@ -12,24 +12,29 @@ use std::future::Future;
 use std::time::Instant;
 
 use lambda_runtime::Diagnostic;
+
+use crate::error::Class;
 use tokio::sync::OnceCell;
 
-/// A failed invocation as Lambda reports it (`errorType` in the console, CloudWatch and the
-/// asynchronous invocation's destination): `InvalidEvent` for an event the function cannot
-/// read (retrying it cannot help), `Retryable` for a fault worth another try, `Failed` for the
-/// rest. Without this, `errorType` is the Rust type name of a boxed error.
-pub fn failure(kind: FailureKind, message: impl std::fmt::Display) -> Diagnostic {
+/// A failed invocation as Lambda reports it: its `errorType` is the class's (see
+/// [`Class::error_type`]); without this, it is the Rust type name of a boxed error.
+pub fn failure(class: Class, message: impl std::fmt::Display) -> Diagnostic {
     Diagnostic {
-        error_type: format!("cellbridge.{kind:?}"),
+        error_type: class.error_type().to_owned(),
         error_message: message.to_string(),
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureKind {
-    InvalidEvent,
-    Retryable,
-    Failed,
+/// The deadline of a Lambda invocation (milliseconds since the epoch) as an `Instant`, less a
+/// margin to answer in.
+pub fn deadline_from_epoch_ms(deadline_ms: u64) -> Instant {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let left = std::time::Duration::from_millis(deadline_ms.saturating_sub(now_ms))
+        .saturating_sub(std::time::Duration::from_secs(1));
+    Instant::now() + left
 }
 
 /// A service built from a checked configuration `C` on first use.
@@ -71,7 +76,7 @@ mod tests {
 
     #[test]
     fn a_failure_names_its_kind_for_lambda() {
-        let d = failure(FailureKind::InvalidEvent, "event: not JSON");
+        let d = failure(Class::InvalidInput, "event: not JSON");
         assert_eq!(d.error_type, "cellbridge.InvalidEvent");
         assert_eq!(d.error_message, "event: not JSON");
     }

@@ -11,6 +11,7 @@ pub mod check;
 pub mod config;
 pub mod configmap;
 pub mod envsubst;
+pub mod error;
 pub mod events;
 pub mod fleet;
 pub mod github;

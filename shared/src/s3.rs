@@ -4,6 +4,7 @@
 use aws_sdk_s3::error::{DisplayErrorContext, SdkError};
 use tokio_util::io::SyncIoBridge;
 
+use crate::error::{Class, Classify};
 use crate::plan::StateRef;
 use crate::tfstate::{self, StateError, StateOutputs};
 
@@ -22,13 +23,15 @@ pub enum S3Error {
     State(#[from] StateError),
 }
 
-impl S3Error {
-    pub fn retryable(&self) -> bool {
+impl Classify for S3Error {
+    fn class(&self) -> Class {
         match self {
-            S3Error::Request { retryable, .. } => *retryable,
+            S3Error::Request { retryable: true, .. } => Class::Retryable,
             // A body cut off mid-download reads as an I/O error; the next try reads it whole.
-            S3Error::State(StateError::Io { .. }) => true,
-            _ => false,
+            S3Error::State(StateError::Io { .. }) => Class::Retryable,
+            // A state that is not a state, or does not keep the contract.
+            S3Error::State(_) => Class::InvalidInput,
+            S3Error::NotFound { .. } | S3Error::Request { .. } => Class::Final,
         }
     }
 }

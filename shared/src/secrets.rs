@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use crate::error::{Class, Classify};
 use crate::github::Credentials;
 use crate::redact::Secret;
 
@@ -32,9 +33,12 @@ pub enum SecretsError {
     },
 }
 
-impl SecretsError {
-    pub fn retryable(&self) -> bool {
-        matches!(self, SecretsError::Fetch { retryable: true, .. })
+impl Classify for SecretsError {
+    fn class(&self) -> Class {
+        match self {
+            SecretsError::Fetch { retryable: true, .. } => Class::Retryable,
+            _ => Class::Final,
+        }
     }
 }
 

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use crate::config::{self, ConfigError};
+use crate::error::{Class, Classify};
 use crate::events::sync::{self as events, Item, Manual, ObjectRef, SyncEvent};
 use crate::github::{FleetRepo, GithubConfig, GithubError, LazyGithub, Published, Snapshot};
 use crate::metadata;
@@ -44,9 +45,13 @@ pub enum SyncError {
     Transient(String),
 }
 
-impl SyncError {
-    pub fn retryable(&self) -> bool {
-        matches!(self, SyncError::Transient(_))
+impl Classify for SyncError {
+    fn class(&self) -> Class {
+        match self {
+            SyncError::Event(_) | SyncError::EventFile { .. } => Class::InvalidInput,
+            SyncError::Transient(_) => Class::Retryable,
+            SyncError::Config(_) | SyncError::Setup(_) => Class::Final,
+        }
     }
 }
 
@@ -185,8 +190,9 @@ pub struct Invocation {
     pub response: Value,
     /// Some state was refused or failed.
     pub failed: bool,
-    /// For SQS, every record is answered in the response; otherwise a failure is retryable.
-    pub retryable: bool,
+    /// What the failures mean (`None` when nothing failed): retryable only when every failed
+    /// state is. For SQS every record is answered in the response.
+    pub class: Option<Class>,
 }
 
 /// state-sync over a state source and a fleet repo.
@@ -513,7 +519,12 @@ fn github_fail(e: GithubError) -> Attempt {
 
 fn finish(results: Vec<CellResult>, sqs_failures: Option<Vec<String>>) -> Invocation {
     let failed = results.iter().any(CellResult::failed);
-    let retryable = results.iter().filter(|r| r.failed()).all(|r| r.retryable) && failed;
+    let class = Class::of_all(
+        results
+            .iter()
+            .filter(|r| r.failed())
+            .map(|r| if r.retryable { Class::Retryable } else { Class::Final }),
+    );
     let cells = serde_json::to_value(&results).unwrap_or(Value::Null);
     let response = match sqs_failures {
         Some(ids) => {
@@ -527,7 +538,7 @@ fn finish(results: Vec<CellResult>, sqs_failures: Option<Vec<String>>) -> Invoca
     Invocation {
         response,
         failed,
-        retryable,
+        class,
     }
 }
 
@@ -556,17 +567,6 @@ pub async fn service_from_env() -> Result<Service, SyncError> {
     Ok(service_with(SyncConfig::from_env()?).await)
 }
 
-/// The deadline of a Lambda invocation (milliseconds since the epoch) as an `Instant`, less a
-/// margin to answer in.
-pub fn deadline_from_epoch_ms(deadline_ms: u64) -> Instant {
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
-    let left = Duration::from_millis(deadline_ms.saturating_sub(now_ms)).saturating_sub(Duration::from_secs(1));
-    Instant::now() + left
-}
-
 /// The Lambda handler: the invocation's answer, or an error when a directly invoked sync failed
 /// (so the asynchronous invocation is retried). SQS batches always answer with the records to
 /// redeliver.
@@ -574,24 +574,16 @@ pub async fn lambda_handler<S: StateSource, R: FleetRepo>(
     service: &Syncer<S, R>,
     event: lambda_runtime::LambdaEvent<Value>,
 ) -> Result<Value, lambda_runtime::Diagnostic> {
-    use crate::lambda::{FailureKind, failure};
+    use crate::lambda::{deadline_from_epoch_ms, failure};
     let deadline = deadline_from_epoch_ms(event.context.deadline);
-    let inv = service.handle(&event.payload, deadline).await.map_err(|e| {
-        let kind = match &e {
-            SyncError::Event(_) => FailureKind::InvalidEvent,
-            e if e.retryable() => FailureKind::Retryable,
-            _ => FailureKind::Failed,
-        };
-        failure(kind, e)
-    })?;
+    let inv = service
+        .handle(&event.payload, deadline)
+        .await
+        .map_err(|e| failure(e.class(), e))?;
     if inv.failed && inv.response.get("batchItemFailures").is_none() {
-        let kind = if inv.retryable {
-            FailureKind::Retryable
-        } else {
-            FailureKind::Failed
-        };
-        let note = if inv.retryable { " (retryable)" } else { "" };
-        return Err(failure(kind, format!("state-sync failed{note}: {}", inv.response)));
+        let class = inv.class.unwrap_or(Class::Final);
+        let note = if class == Class::Retryable { " (retryable)" } else { "" };
+        return Err(failure(class, format!("state-sync failed{note}: {}", inv.response)));
     }
     Ok(inv.response)
 }

@@ -5,10 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use cellbridge::bootstrap::{self, LocalOptions};
+use cellbridge::error::{Class, Classify};
 use cellbridge::fleet::LocalFleet;
-
-/// Exit code of a failure that may pass on a retry (throttling, a 5xx, a cluster not ready).
-pub const EXIT_RETRYABLE: u8 = 3;
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Function {
@@ -28,13 +26,21 @@ pub enum RemoteError {
     Runtime(std::io::Error),
 }
 
+impl Classify for RemoteError {
+    fn class(&self) -> Class {
+        match self {
+            RemoteError::Sync(e) => e.class(),
+            RemoteError::Bootstrap(e) => e.class(),
+            // The fleet checkout named on the command line cannot be read.
+            RemoteError::Fleet(_) => Class::InvalidInput,
+            RemoteError::Runtime(_) => Class::Final,
+        }
+    }
+}
+
 impl RemoteError {
     pub fn exit_code(&self) -> u8 {
-        match self {
-            RemoteError::Bootstrap(e) if e.retryable() => EXIT_RETRYABLE,
-            RemoteError::Sync(e) if e.retryable() => EXIT_RETRYABLE,
-            _ => 2,
-        }
+        self.class().exit_code()
     }
 }
 
@@ -47,23 +53,19 @@ fn runtime() -> Result<tokio::runtime::Runtime, RemoteError> {
 
 pub fn invoke(function: Function, event: &Path, fleet: Option<&Path>) -> Result<ExitCode, RemoteError> {
     let rt = runtime()?;
-    let (response, failed, retryable) = match function {
+    let (response, class) = match function {
         Function::StateSync => {
             let inv = rt.block_on(cellbridge::sync::invoke_from_file(event))?;
-            (inv.response, inv.failed, inv.retryable)
+            (inv.response, inv.class)
         }
         Function::ClusterBootstrap => {
             let inv = rt.block_on(bootstrap::handler::invoke_from_file(event, fleet))?;
-            (inv.response, inv.failed, false)
+            (inv.response, inv.class)
         }
     };
     // The handler's answer is what Lambda would return: print it as it is, for people and jq alike.
     println!("{}", serde_json::to_string_pretty(&response).expect("json"));
-    Ok(match (failed, retryable) {
-        (false, _) => ExitCode::SUCCESS,
-        (true, true) => ExitCode::from(EXIT_RETRYABLE),
-        (true, false) => ExitCode::from(2),
-    })
+    Ok(class.map_or(ExitCode::SUCCESS, |c| ExitCode::from(c.exit_code())))
 }
 
 #[derive(clap::Args)]
@@ -125,7 +127,7 @@ pub fn bootstrap(args: &BootstrapArgs, json: bool) -> Result<ExitCode, RemoteErr
         }
     }
     Ok(if matches!(report.outcome, bootstrap::Outcome::ClusterNotReady) {
-        ExitCode::from(EXIT_RETRYABLE)
+        ExitCode::from(Class::Retryable.exit_code())
     } else {
         ExitCode::SUCCESS
     })

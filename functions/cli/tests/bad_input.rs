@@ -310,11 +310,16 @@ fn refused_input_in_a_git_fleet_makes_no_ref_and_no_commit() {
 
 /// Settings that make any network call fail at once: a refusal must come before one.
 fn invoke(function: &str, event: &serde_json::Value) -> (Option<i32>, String, String) {
+    invoke_with(function, event, &[])
+}
+
+fn invoke_with(function: &str, event: &serde_json::Value, extra: &[&str]) -> (Option<i32>, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("event.json");
     std::fs::write(&path, event.to_string()).unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_cellbridge"))
         .args(["invoke", function, "--event", path.to_str().unwrap()])
+        .args(extra)
         .env("CELLBRIDGE_FLEET_REPO", "acme/fleet")
         .env("CELLBRIDGE_GITHUB_SECRET", "cellbridge/github")
         .env("CELLBRIDGE_STATE_BUCKET", "acme-tfstate")
@@ -406,6 +411,23 @@ fn fields_aws_may_add_to_its_events_are_tolerated() {
         out.contains("\"retryable\": true") && out.contains("prod-eu-west-1"),
         "{out}"
     );
+}
+
+/// A bootstrap that fails on a fault worth retrying exits 3 like state-sync's, whether the fault
+/// is at EKS (the local fleet read fine) or while reading the fleet repo from GitHub (the
+/// credentials' secret cannot be reached): neither is the event's fault.
+#[test]
+fn a_bootstrap_that_may_pass_on_a_retry_exits_3() {
+    let event: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root().join("events/cloudtrail-create-cluster.json")).unwrap()).unwrap();
+    let fleet = root().join("tests/fixtures/flux/fleet");
+    for (what, extra) in [
+        ("EKS unreachable", vec!["--fleet", fleet.to_str().unwrap()]),
+        ("the fleet repo's credentials unreachable", vec![]),
+    ] {
+        let (code, out, err) = invoke_with("cluster-bootstrap", &event, &extra);
+        assert_eq!(code, Some(3), "{what}: {out}{err}");
+    }
 }
 
 /// The suite-wide leak capture (tests/support/leak.rs's layout, written here without that crate):

@@ -8,6 +8,7 @@ use aws_sdk_eks::error::ProvideErrorMetadata;
 use aws_sdk_eks::types::{AccessScope, AccessScopeType};
 
 use super::eks::{EksError, api_error};
+use crate::error::{Class, Classify};
 
 pub const ADMIN_POLICY: &str = "AmazonEKSClusterAdminPolicy";
 pub const TEMPORARY_TAG: &str = "cellbridge.dev/temporary";
@@ -26,6 +27,18 @@ pub enum AccessError {
     },
     #[error("cannot map caller {arn} to an IAM principal for an access entry")]
     Principal { arn: String },
+}
+
+impl Classify for AccessError {
+    fn class(&self) -> Class {
+        match self {
+            AccessError::Eks(e) => e.class(),
+            AccessError::Sts { retryable: true, .. } | AccessError::AssumeRole { retryable: true, .. } => {
+                Class::Retryable
+            }
+            _ => Class::Final,
+        }
+    }
 }
 
 /// The IAM principal an access entry is made for: an assumed-role session ARN becomes its

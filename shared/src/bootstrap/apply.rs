@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::plan::{ObjectRef, Phase, Step};
 use super::token;
+use crate::error::{Class, Classify};
 
 pub const FIELD_MANAGER: &str = "cellbridge";
 
@@ -49,13 +50,19 @@ pub enum ApplyError {
     CrdTimeout { pending: String, waited_secs: u64 },
 }
 
-impl ApplyError {
-    /// Worth another run later: the cluster or the network had a bad moment.
-    pub fn retryable(&self) -> bool {
+impl Classify for ApplyError {
+    /// Worth another run later when the cluster or the network had a bad moment (401 and 403
+    /// included: a new access entry takes a while to reach the API server).
+    fn class(&self) -> Class {
         match self {
-            ApplyError::Api { code, .. } => matches!(code, 401 | 403 | 409 | 429 | 500 | 502 | 503 | 504),
-            ApplyError::Transport { .. } | ApplyError::CrdTimeout { .. } | ApplyError::Connect { .. } => true,
-            ApplyError::UnknownKind { .. } => false,
+            ApplyError::Api {
+                code: 401 | 403 | 409 | 429 | 500 | 502 | 503 | 504,
+                ..
+            } => Class::Retryable,
+            ApplyError::Transport { .. } | ApplyError::CrdTimeout { .. } | ApplyError::Connect { .. } => {
+                Class::Retryable
+            }
+            ApplyError::Api { .. } | ApplyError::UnknownKind { .. } => Class::Final,
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use crate::error::{Class, Classify};
 use aws_sdk_eks::error::ProvideErrorMetadata;
 use base64::Engine as _;
 
@@ -28,9 +29,12 @@ pub enum EksError {
     },
 }
 
-impl EksError {
-    pub fn retryable(&self) -> bool {
-        matches!(self, EksError::Api { retryable: true, .. })
+impl Classify for EksError {
+    fn class(&self) -> Class {
+        match self {
+            EksError::Api { retryable: true, .. } => Class::Retryable,
+            _ => Class::Final,
+        }
     }
 }
 

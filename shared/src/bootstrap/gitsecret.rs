@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::error::{Class, Classify};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
@@ -43,6 +44,15 @@ pub enum GitSecretError {
         reason: String,
         retryable: bool,
     },
+}
+
+impl Classify for GitSecretError {
+    fn class(&self) -> Class {
+        match self {
+            GitSecretError::Fetch { retryable: true, .. } => Class::Retryable,
+            _ => Class::Final,
+        }
+    }
 }
 
 /// Which kind of credentials, for the report.

@@ -10,21 +10,22 @@ use serde_json::{Value, json};
 
 use super::{BootstrapError, Bootstrapper, Outcome, Request, Settings, Target};
 use crate::config::ConfigError;
+use crate::error::{Class, Classify};
 use crate::events::bootstrap::{self as ev, BootstrapEvent, Item};
 use crate::events::sync::batch_response;
 use crate::fleet::{FleetRead, LocalFleet};
-use crate::github::{FleetRepo, GithubConfig, LazyGithub};
+use crate::github::{FleetRepo, GithubConfig, GithubError, LazyGithub};
 
 /// Where a run reads the fleet repo from: the base branch as it is now.
 pub trait FleetSource: Send + Sync {
-    fn fleet(&self, deadline: Instant) -> BoxFuture<'_, Result<Arc<dyn FleetRead>, String>>;
+    fn fleet(&self, deadline: Instant) -> BoxFuture<'_, Result<Arc<dyn FleetRead>, GithubError>>;
 }
 
 /// A checked-out fleet repo (the command line).
 pub struct LocalSource(pub LocalFleet);
 
 impl FleetSource for LocalSource {
-    fn fleet(&self, _deadline: Instant) -> BoxFuture<'_, Result<Arc<dyn FleetRead>, String>> {
+    fn fleet(&self, _deadline: Instant) -> BoxFuture<'_, Result<Arc<dyn FleetRead>, GithubError>> {
         let f: Arc<dyn FleetRead> = Arc::new(self.0.clone());
         Box::pin(async move { Ok(f) })
     }
@@ -45,9 +46,9 @@ impl GithubSource {
 }
 
 impl FleetSource for GithubSource {
-    fn fleet(&self, deadline: Instant) -> BoxFuture<'_, Result<Arc<dyn FleetRead>, String>> {
+    fn fleet(&self, deadline: Instant) -> BoxFuture<'_, Result<Arc<dyn FleetRead>, GithubError>> {
         Box::pin(async move {
-            let snap = self.0.snapshot(deadline).await.map_err(|e| e.to_string())?;
+            let snap = self.0.snapshot(deadline).await?;
             let f: Arc<dyn FleetRead> = Arc::new(snap.fleet);
             Ok(f)
         })
@@ -66,6 +67,8 @@ pub struct Invocation {
     pub response: Value,
     /// Some part failed (for SQS: the records listed in `batchItemFailures`).
     pub failed: bool,
+    /// What the failures mean (`None` when nothing failed): retryable only when every one is.
+    pub class: Option<Class>,
 }
 
 /// The function's configuration, read and checked from the environment without building any
@@ -135,15 +138,16 @@ impl Service {
             match self.fleets.fleet(deadline).await {
                 Ok(f) => Some(f),
                 Err(e) => {
-                    tracing::error!(error = %e, "cannot read the fleet repo");
+                    tracing::error!(error = %e, retryable = e.retryable(), "cannot read the fleet repo");
                     if is_sqs {
                         let ids = requests.into_iter().filter_map(|(id, _)| id);
                         return Ok(Invocation {
                             response: serde_json::to_value(batch_response(ids)).unwrap_or_default(),
                             failed: true,
+                            class: Some(e.class()),
                         });
                     }
-                    return Err(BootstrapError::Request(format!("cannot read the fleet repo: {e}")));
+                    return Err(BootstrapError::Fleet(e));
                 }
             }
         } else {
@@ -151,12 +155,12 @@ impl Service {
         };
         let mut results = Vec::new();
         let mut failed_ids = Vec::new();
-        let mut failed = false;
+        let mut failures = Vec::new();
         for (id, item) in requests {
-            let outcome: Result<Value, String> = match item {
+            let outcome: Result<Value, (String, Class)> = match item {
                 Err(e) => {
                     tracing::error!(message_id = id.as_deref().unwrap_or(""), error = %e, "event not understood");
-                    Err(e.to_string())
+                    Err((e.to_string(), Class::InvalidInput))
                 }
                 Ok(Item::Ignored { what, reason }) => {
                     tracing::info!(%what, %reason, "event ignored");
@@ -171,24 +175,27 @@ impl Service {
                             } else {
                                 tracing::info!(cluster = %req.cluster, "cluster still CREATING: failing the invocation so that it is retried");
                             }
-                            Err(format!(
-                                "cluster {} is still {}; retry later",
-                                req.cluster,
-                                rep.cluster_status.as_deref().unwrap_or("CREATING")
+                            Err((
+                                format!(
+                                    "cluster {} is still {}; retry later",
+                                    req.cluster,
+                                    rep.cluster_status.as_deref().unwrap_or("CREATING")
+                                ),
+                                Class::Retryable,
                             ))
                         }
                         Ok(rep) => Ok(serde_json::to_value(&rep).unwrap_or_default()),
                         Err(e) => {
                             tracing::error!(cluster = %req.cluster, retryable = e.retryable(), error = %e, "bootstrap failed");
-                            Err(e.to_string())
+                            Err((e.to_string(), e.class()))
                         }
                     }
                 }
             };
             match outcome {
                 Ok(v) => results.push(v),
-                Err(e) => {
-                    failed = true;
+                Err((e, class)) => {
+                    failures.push(class);
                     results.push(json!({"error": e}));
                     if let Some(id) = id {
                         failed_ids.push(id);
@@ -201,7 +208,11 @@ impl Service {
         } else {
             results.into_iter().next().unwrap_or(Value::Null)
         };
-        Ok(Invocation { response, failed })
+        Ok(Invocation {
+            response,
+            failed: !failures.is_empty(),
+            class: Class::of_all(failures),
+        })
     }
 }
 
@@ -211,19 +222,15 @@ pub async fn lambda_handler(
     service: &Service,
     event: lambda_runtime::LambdaEvent<Value>,
 ) -> Result<Value, lambda_runtime::Diagnostic> {
-    use crate::lambda::{FailureKind, failure};
-    let deadline = crate::sync::deadline_from_epoch_ms(event.context.deadline);
-    let inv = service.handle(&event.payload, deadline).await.map_err(|e| {
-        let kind = match &e {
-            BootstrapError::Request(_) => FailureKind::InvalidEvent,
-            e if e.retryable() => FailureKind::Retryable,
-            _ => FailureKind::Failed,
-        };
-        failure(kind, e)
-    })?;
+    use crate::lambda::{deadline_from_epoch_ms, failure};
+    let deadline = deadline_from_epoch_ms(event.context.deadline);
+    let inv = service
+        .handle(&event.payload, deadline)
+        .await
+        .map_err(|e| failure(e.class(), e))?;
     if inv.failed && inv.response.get("batchItemFailures").is_none() {
         return Err(failure(
-            FailureKind::Failed,
+            inv.class.unwrap_or(Class::Final),
             format!("cluster-bootstrap failed: {}", inv.response),
         ));
     }

@@ -28,6 +28,7 @@ pub use config::Settings;
 pub use gitsecret::CredentialKind;
 pub use plan::{ObjectRef, Phase};
 
+use crate::error::{Class, Classify};
 use crate::fleet::FleetRead;
 use crate::template::{self, SyncSource};
 
@@ -143,19 +144,26 @@ pub enum BootstrapError {
     NoCell { cluster: String },
     #[error("invalid request: {0}")]
     Request(String),
+    #[error("cannot read the fleet repo: {0}")]
+    Fleet(#[from] crate::github::GithubError),
 }
 
-impl BootstrapError {
-    /// Whether the same request may succeed later (the event should be retried).
-    pub fn retryable(&self) -> bool {
+impl Classify for BootstrapError {
+    fn class(&self) -> Class {
         match self {
-            BootstrapError::Eks(e) => e.retryable(),
-            BootstrapError::Access(access::AccessError::Eks(e)) => e.retryable(),
-            BootstrapError::Access(access::AccessError::Sts { retryable, .. }) => *retryable,
-            BootstrapError::Access(access::AccessError::AssumeRole { retryable, .. }) => *retryable,
-            BootstrapError::GitSecret(gitsecret::GitSecretError::Fetch { retryable, .. }) => *retryable,
-            BootstrapError::Apply { source, .. } => source.retryable(),
-            _ => false,
+            BootstrapError::Eks(e) => e.class(),
+            BootstrapError::Access(e) => e.class(),
+            BootstrapError::GitSecret(e) => e.class(),
+            BootstrapError::Apply { source, .. } => source.class(),
+            BootstrapError::Fleet(e) => e.class(),
+            BootstrapError::Request(_) => Class::InvalidInput,
+            BootstrapError::Config(_)
+            | BootstrapError::Cell(_)
+            | BootstrapError::Plan(_)
+            | BootstrapError::Template(_)
+            | BootstrapError::NoGitSecret
+            | BootstrapError::Kubeconfig { .. }
+            | BootstrapError::NoCell { .. } => Class::Final,
         }
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::config::{self, ConfigError};
+use crate::error::Classify;
 use crate::plan::Plan;
 use crate::secrets;
 
