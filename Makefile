@@ -42,7 +42,7 @@ $(OPENAPI)/.installed: tests/github-openapi/package.json tests/github-openapi/pa
 # together with every secret value the tests and fakes use; leak_check.py fails on any leak.
 # Every GitHub request of the suite goes through the fake's check against GitHub's description;
 # github_conformance.py prints the operations the product called and fails on any violation or
-# on an operation of shared/src/github.rs that no test exercised.
+# on an operation of shared/src/github/operations.rs that no test exercised.
 TEST_ENV := CELLBRIDGE_TEST_PYTHON=$(abspath $(PY)) CELLBRIDGE_GITHUB_OPENAPI_DIR=$(abspath $(OPENAPI_DIR))
 test: testbed
 	rm -rf target/leak-capture target/github-conformance

@@ -12,7 +12,7 @@ the documented operation it matched, the caller's User-Agent and what broke GitH
   - fails on any violation, from any caller, that a test did not plant on purpose and clear
     (`DELETE /_fake/conformance` writes a `{"cleared": true}` line);
   - fails when an operation the product's code can call (the `operations!` table of
-    shared/src/github.rs) was never exercised against the github.com fake, or when the product
+    shared/src/github/operations.rs) was never exercised against the github.com fake, or when the product
     called an operation that table does not list.
 
 Exit status: 0 clean, 1 a failure above, 2 nothing to read (the wiring is broken).
@@ -25,7 +25,7 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TABLE = os.path.join(ROOT, "shared", "src", "github.rs")
+TABLE = os.path.join(ROOT, "shared", "src", "github", "operations.rs")
 # `NAME = METHOD "path" "operation id";` lines of the `operations!` table.
 ENTRY = re.compile(r'^\s*([A-Z_]+)\s*=\s*(GET|POST|PATCH|PUT|DELETE)\s+"([^"]+)"\s+"([^"]+)";', re.M)
 
@@ -101,7 +101,7 @@ def main(argv):
     described, wrong = undocumented(ops, openapi_dir)
     if wrong:
         failed = True
-        print("FAILED: shared/src/github.rs declares operations GitHub does not describe so:\n  " + "\n  ".join(wrong))
+        print("FAILED: shared/src/github/operations.rs declares operations GitHub does not describe so:\n  " + "\n  ".join(wrong))
     else:
         print(f"github conformance: the {len(ops)} declared operations are in {' and '.join(described)}")
     if violations:
@@ -118,7 +118,7 @@ def main(argv):
     undeclared = sorted({o for c in product.values() for o in c} - set(ops))
     if undeclared:
         failed = True
-        print("FAILED: the product called operations shared/src/github.rs does not declare: " + ", ".join(undeclared))
+        print("FAILED: the product called operations shared/src/github/operations.rs does not declare: " + ", ".join(undeclared))
     if not failed:
         ghes = set(product.get("ghes", {}))
         print(f"github conformance: 0 violations; all {len(ops)} operations of the product exercised "

@@ -1,0 +1,160 @@
+//! The fleet repo on GitHub: read the base branch as one archive, publish a plan as one commit
+//! and one pull request per cell, through octocrab.
+//!
+//! Request budget (what `sync` costs, counted by [`RequestCounts`]): the base branch archive
+//! (one API request answered with a redirect, plus the download), the cell's open pull request
+//! (one), and for a change the tree, the commit, the ref, the pull request (plus its labels
+//! when new) and the commit status. The base tree's id is computed locally from the archive,
+//! so whatever the number of files there is no per-file request.
+//!
+//! Retries are ours, not octocrab's: octocrab would sleep for whatever `Retry-After` says,
+//! however long, while a Lambda has a deadline. Every request here retries 5xx, transport
+//! errors and rate limits with bounded exponential backoff, honours `Retry-After`, and gives up
+//! with a retryable error as soon as waiting would cross the deadline.
+//!
+//! The module's files, in the order a sync meets them: [`config`] (which repository, the
+//! credentials from Secrets Manager), `transport` (one request with retries), `api` (the typed
+//! calls, one per documented operation of [`operations`]), `archive` (the base branch as one
+//! archive), `pull_request` (what to write to converge the cell's pull request, and when to
+//! close it).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use octocrab::Octocrab;
+use tokio::sync::OnceCell;
+
+use crate::error::{Class, Classify};
+use crate::fleet::MemFleet;
+use crate::plan::Plan;
+use crate::redact::Secret;
+
+mod api;
+mod archive;
+pub mod config;
+pub mod operations;
+mod pull_request;
+mod transport;
+
+pub use config::{DEFAULT_GITHUB_API_URL, GithubConfig, LazyGithub};
+pub use pull_request::plan_digest;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GithubError {
+    /// GitHub kept failing (5xx, rate limit, transport) or the deadline came first: try later.
+    #[error("GitHub {what}: {detail} (retryable)")]
+    Transient { what: String, detail: String },
+    /// Someone else moved the cell's branch or opened its pull request meanwhile: redo the sync
+    /// on a fresh snapshot.
+    #[error("GitHub {what}: lost a race ({detail}); redo on the fresh base")]
+    Conflict { what: String, detail: String },
+    /// GitHub refused the request for good (bad credentials, no such repository, validation).
+    #[error("GitHub {what}: HTTP {status}: {message}")]
+    Api { what: String, status: u16, message: String },
+    #[error("GitHub {what}: unexpected answer: {detail}")]
+    Protocol { what: String, detail: String },
+    #[error("GitHub client for {api_url}: {reason}")]
+    Setup { api_url: String, reason: String },
+}
+
+impl Classify for GithubError {
+    fn class(&self) -> Class {
+        match self {
+            GithubError::Transient { .. } | GithubError::Conflict { .. } => Class::Retryable,
+            GithubError::Api { .. } | GithubError::Protocol { .. } | GithubError::Setup { .. } => Class::Final,
+        }
+    }
+}
+
+pub type Result<T, E = GithubError> = std::result::Result<T, E>;
+
+/// How cellbridge authenticates: a GitHub App installation (preferred) or a token.
+#[derive(Debug, Clone)]
+pub enum Credentials {
+    Token(Secret<String>),
+    App {
+        app_id: u64,
+        installation_id: u64,
+        private_key: Secret<String>,
+    },
+}
+
+/// Requests sent so far by one client, for the benchmark and the request-budget tests.
+#[derive(Debug, Default)]
+pub struct RequestCounts {
+    /// Requests to the REST API (each retry counts).
+    pub api: AtomicUsize,
+    /// Archive downloads from the redirect target (codeload on github.com).
+    pub downloads: AtomicUsize,
+}
+
+impl RequestCounts {
+    pub fn total(&self) -> usize {
+        self.api.load(Ordering::Relaxed) + self.downloads.load(Ordering::Relaxed)
+    }
+}
+
+/// The base branch as it was when read.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub base_branch: String,
+    pub base_sha: String,
+    /// The root tree id, computed from the archive (GitHub checks it when the tree is built).
+    pub base_tree: Option<String>,
+    pub fleet: MemFleet,
+}
+
+/// What publishing did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum Published {
+    /// A new pull request.
+    Opened { number: u64, url: String, commit: String },
+    /// The open pull request now holds the plan.
+    Updated { number: u64, url: String, commit: String },
+    /// The open pull request already holds exactly this plan: nothing was written.
+    Unchanged { number: u64, url: String },
+    /// The base branch holds the plan: the stale pull request was closed, its branch deleted.
+    Closed { number: u64, url: String },
+    /// The base branch holds the plan and nothing is open: nothing to do.
+    InSync,
+    /// A newer serial of this state is already proposed or merged: this event is old news.
+    Stale {
+        proposed_serial: u64,
+        number: Option<u64>,
+        url: Option<String>,
+    },
+}
+
+/// The fleet repo as the orchestrator sees it; [`GithubFleet`] is the real one.
+pub trait FleetRepo: Send + Sync {
+    /// The base branch's files and head commit.
+    fn snapshot(&self, deadline: Instant) -> impl Future<Output = Result<Snapshot>> + Send;
+    /// Converges the cell's pull request to `plan`, computed against `snapshot`.
+    fn publish(
+        &self,
+        snapshot: &Snapshot,
+        plan: &Plan,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<Published>> + Send;
+}
+
+/// One fleet repo on GitHub, through one octocrab client.
+pub struct GithubFleet {
+    crab: Octocrab,
+    api_url: String,
+    owner: String,
+    repo: String,
+    base_branch: OnceCell<String>,
+    counts: RequestCounts,
+}
+
+impl FleetRepo for GithubFleet {
+    async fn snapshot(&self, deadline: Instant) -> Result<Snapshot> {
+        self.download_snapshot(deadline).await
+    }
+
+    async fn publish(&self, snap: &Snapshot, plan: &Plan, deadline: Instant) -> Result<Published> {
+        self.converge_pull_request(snap, plan, deadline).await
+    }
+}

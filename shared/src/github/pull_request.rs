@@ -1,0 +1,284 @@
+//! The cell's pull request: what to write so that it holds the plan, built on what GitHub has
+//! (the open pull request, its recorded digest and base), and when to close it instead.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use http::StatusCode;
+use serde_json::json;
+use sha1::Digest as _;
+
+use super::api::OpenPull;
+use super::archive::hex;
+use super::operations as ops;
+use super::{GithubError, GithubFleet, Published, Result, Snapshot};
+use crate::plan::{self, Outcome, Plan};
+
+/// Labels cellbridge manages; any other label a human put on the pull request stays.
+pub(super) const MANAGED_LABELS: [&str; 3] = [plan::LABEL_CELLBRIDGE, plan::LABEL_NEW_CELL, plan::LABEL_SCHEMA_CHANGE];
+
+impl GithubFleet {
+    /// Converges the cell's pull request to `plan`, computed against `snap`.
+    pub(super) async fn converge_pull_request(&self, snap: &Snapshot, plan: &Plan, deadline: Instant) -> Result<Published> {
+        let existing = self.open_pull(&plan.branch, deadline).await?;
+        if let Some(pr) = &existing
+            && let Some((serial, lineage)) = plan::recorded_serial(&pr.body)
+            && lineage == plan.lineage
+            && serial > plan.serial
+        {
+            return Ok(Published::Stale {
+                proposed_serial: serial,
+                number: Some(pr.number),
+                url: Some(pr.url.clone()),
+            });
+        }
+        match plan.outcome {
+            Outcome::Stale => Ok(Published::Stale {
+                proposed_serial: plan.base_serial.unwrap_or_default(),
+                number: existing.as_ref().map(|p| p.number),
+                url: existing.map(|p| p.url),
+            }),
+            Outcome::InSync => match existing {
+                Some(pr) => {
+                    self.close(&pr, &plan.branch, deadline).await?;
+                    Ok(Published::Closed {
+                        number: pr.number,
+                        url: pr.url,
+                    })
+                }
+                None => Ok(Published::InSync),
+            },
+            Outcome::Change => {
+                let digest = plan_digest(plan);
+                if let Some(pr) = &existing
+                    && recorded_digest(&pr.body).as_deref() == Some(digest.as_str())
+                {
+                    // A run cut off between opening the pull request and labelling it left the
+                    // labels out; the status was set before the body, so it is there.
+                    let missing: Vec<String> = plan.labels.iter().filter(|l| !pr.labels.contains(l)).cloned().collect();
+                    if !missing.is_empty() {
+                        self.add_labels(pr.number, &missing, deadline).await?;
+                    }
+                    return Ok(Published::Unchanged {
+                        number: pr.number,
+                        url: pr.url.clone(),
+                    });
+                }
+                self.write(snap, plan, existing, &digest, deadline).await
+            }
+        }
+    }
+
+    pub(super) async fn write(
+        &self,
+        snap: &Snapshot,
+        plan: &Plan,
+        existing: Option<OpenPull>,
+        digest: &str,
+        deadline: Instant,
+    ) -> Result<Published> {
+        let branch = &plan.branch;
+        let message = commit_message(plan, digest);
+        let body = format!(
+            "{}\n<!-- cellbridge:digest={digest} base={} -->\n",
+            fit_body(&plan.body, plan.serial, &plan.lineage),
+            snap.base_sha
+        );
+        let tree = self.create_tree(snap, plan, deadline).await?;
+
+        if let Some(pr) = existing {
+            // Merging the fresh base in keeps the pull request's diff exactly the plan's files,
+            // and keeps the branch moving forward so the update can be compare-and-swap.
+            let parents = if recorded_base(&pr.body).as_deref() == Some(snap.base_sha.as_str()) {
+                vec![pr.head_sha.clone()]
+            } else {
+                vec![pr.head_sha.clone(), snap.base_sha.clone()]
+            };
+            let commit = self.create_commit(&tree, &parents, &message, deadline).await?;
+            self.move_branch(branch, &commit, deadline).await?;
+            let mut labels: Vec<String> = pr
+                .labels
+                .iter()
+                .filter(|l| !MANAGED_LABELS.contains(&l.as_str()))
+                .cloned()
+                .collect();
+            labels.extend(plan.labels.iter().cloned());
+            // The status goes first: once the body carries the new digest, later runs take the
+            // pull request as complete, so everything else must already be there.
+            self.set_status(&commit, plan, deadline).await?;
+            let what = format!("updating pull request #{}", pr.number);
+            // The issues endpoint sets title, body and labels in one request.
+            self.repo_call(
+                &what,
+                &ops::ISSUES_UPDATE,
+                &format!("/issues/{}", pr.number),
+                Some(&json!({"title": plan.title, "body": body, "labels": labels})),
+                deadline,
+            )
+            .await?;
+            return Ok(Published::Updated {
+                number: pr.number,
+                url: pr.url,
+                commit,
+            });
+        }
+
+        let fresh = self
+            .create_commit(&tree, std::slice::from_ref(&snap.base_sha), &message, deadline)
+            .await?;
+        let commit = if self.create_branch(branch, &fresh, deadline).await? {
+            fresh
+        } else {
+            // The branch exists without an open pull request: a sync running right now, or one
+            // that stopped between the branch and the pull request, or a closed pull request's.
+            match self.branch_head(branch, deadline).await? {
+                None => {
+                    return Err(GithubError::Conflict {
+                        what: format!("creating branch {branch}"),
+                        detail: "the branch vanished".into(),
+                    });
+                }
+                Some((head, msg)) => {
+                    let t = trailers(&msg);
+                    if let (Some(s), Some(l)) = (
+                        t.get("Cellbridge-Serial").and_then(|s| s.parse::<u64>().ok()),
+                        t.get("Cellbridge-Lineage"),
+                    ) && *l == plan.lineage
+                        && s > plan.serial
+                    {
+                        return Ok(Published::Stale {
+                            proposed_serial: s,
+                            number: None,
+                            url: None,
+                        });
+                    }
+                    if t.get("Cellbridge-Digest").map(String::as_str) == Some(digest) {
+                        head
+                    } else {
+                        let merged = self
+                            .create_commit(&tree, &[head, snap.base_sha.clone()], &message, deadline)
+                            .await?;
+                        self.move_branch(branch, &merged, deadline).await?;
+                        merged
+                    }
+                }
+            }
+        };
+
+        self.set_status(&commit, plan, deadline).await?;
+        let what = format!("opening the pull request for {branch}");
+        let base = &snap.base_branch;
+        let r = self
+            .repo_send(&what, &ops::PULLS_CREATE, "/pulls", Some(&json!({"title": plan.title, "head": branch, "base": base, "body": body, "maintainer_can_modify": false})), deadline)
+            .await?;
+        if r.status == StatusCode::UNPROCESSABLE_ENTITY && r.message().contains("already exists") {
+            return Err(GithubError::Conflict {
+                what,
+                detail: r.message(),
+            });
+        }
+        if !r.status.is_success() {
+            return Err(r.api_error(&what));
+        }
+        let pr = r.json(&what)?;
+        let number = pr["number"].as_u64().ok_or_else(|| GithubError::Protocol {
+            what: what.clone(),
+            detail: "no number".into(),
+        })?;
+        let url = pr["html_url"].as_str().unwrap_or_default().to_owned();
+        self.add_labels(number, &plan.labels, deadline).await?;
+        Ok(Published::Opened { number, url, commit })
+    }
+
+}
+
+/// What the pull request must hold: its files, labels and check verdict. The serial and the
+/// state version are left out on purpose: an apply that changes nothing in the map changes
+/// nothing in Git.
+pub fn plan_digest(plan: &Plan) -> String {
+    let mut h = sha1::Sha1::new();
+    for f in &plan.files {
+        h.update(f.path.as_bytes());
+        h.update([0]);
+        h.update(f.new.as_bytes());
+        h.update([0]);
+    }
+    let mut labels = plan.labels.clone();
+    labels.sort();
+    h.update(labels.join(",").as_bytes());
+    h.update(if plan.status_ok() { b"|ok" } else { b"|ko" });
+    hex(&h.finalize())
+}
+
+pub(super) fn marker(body: &str, field: &str) -> Option<String> {
+    let start = body.rfind("<!-- cellbridge:digest=")?;
+    let line = &body[start..];
+    let line = &line[..line.find("-->")?];
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{field}=")).map(str::to_owned))
+        .filter(|s| !s.is_empty())
+}
+
+pub(super) fn recorded_digest(body: &str) -> Option<String> {
+    marker(body, "cellbridge:digest")
+}
+
+pub(super) fn recorded_base(body: &str) -> Option<String> {
+    marker(body, "base")
+}
+
+/// GitHub refuses a body over 65,536 characters; a long findings table is cut, keeping the
+/// serial marker cellbridge reads back.
+pub(super) fn fit_body(body: &str, serial: u64, lineage: &str) -> String {
+    pub(super) const MAX: usize = 60_000;
+    let body = body.trim_end();
+    if body.chars().count() <= MAX {
+        return body.to_owned();
+    }
+    let cut: String = body.chars().take(MAX).collect();
+    let cut = cut.rsplit_once('\n').map_or(cut.as_str(), |(head, _)| head);
+    format!(
+        "{cut}\n\n… (cut to fit GitHub's limit; `cellbridge plan` prints the whole report)\n<!-- cellbridge:serial={serial} lineage={lineage} -->"
+    )
+}
+
+pub(super) fn commit_message(plan: &Plan, digest: &str) -> String {
+    format!(
+        "{}\n\nTerraform state {}\n\nCellbridge-Serial: {}\nCellbridge-Lineage: {}\nCellbridge-Digest: {digest}\n",
+        plan.title, plan.source, plan.serial, plan.lineage
+    )
+}
+
+pub(super) fn trailers(msg: &str) -> BTreeMap<String, String> {
+    msg.lines()
+        .filter_map(|l| l.split_once(": "))
+        .filter(|(k, _)| k.starts_with("Cellbridge-"))
+        .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
+        .collect()
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_and_trailers_read_back() {
+        let body = "text\n<!-- cellbridge:serial=3 lineage=L -->\n<!-- cellbridge:digest=abc base=def -->\n";
+        assert_eq!(recorded_digest(body).as_deref(), Some("abc"));
+        assert_eq!(recorded_base(body).as_deref(), Some("def"));
+        assert_eq!(recorded_digest("no marker"), None);
+        let t = trailers("title\n\nCellbridge-Serial: 4\nCellbridge-Digest: ff\n");
+        assert_eq!(t["Cellbridge-Serial"], "4");
+    }
+
+    #[test]
+    fn long_bodies_are_cut_but_keep_the_serial() {
+        let body = format!(
+            "{}\n<!-- cellbridge:serial=7 lineage=L -->\n",
+            "| row |\n".repeat(20_000)
+        );
+        let fitted = fit_body(&body, 7, "L");
+        assert!(fitted.chars().count() < 65_536);
+        assert_eq!(plan::recorded_serial(&fitted), Some((7, "L".into())));
+        assert_eq!(fit_body("short", 1, "L"), "short");
+    }
+}

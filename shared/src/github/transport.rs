@@ -1,0 +1,478 @@
+//! One request to GitHub, with retries: octocrab builds and sends it (credentials, the one
+//! `X-GitHub-Api-Version`), this file decides what is worth another try.
+//!
+//! Retries are ours, not octocrab's: octocrab would sleep for whatever `Retry-After` says,
+//! however long, while a Lambda has a deadline. Every request here retries 5xx, transport
+//! errors and rate limits with bounded exponential backoff, honours `Retry-After`, and gives up
+//! with a retryable error as soon as waiting would cross the deadline.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode};
+use http_body_util::BodyExt;
+use octocrab::Octocrab;
+use octocrab::service::middleware::retry::RetryConfig;
+use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
+use serde_json::Value;
+use tokio::sync::OnceCell;
+
+use super::operations::Operation;
+use super::{Credentials, GithubError, GithubFleet, RequestCounts, Result};
+
+pub(super) const MAX_ATTEMPTS: u32 = 6;
+pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(8);
+/// Never start a request with less time left than this: a half-done write is worse than none.
+pub(super) const DEADLINE_MARGIN: Duration = Duration::from_millis(500);
+pub(super) const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+
+pub(super) struct Response {
+    pub(super) status: StatusCode,
+    pub(super) headers: HeaderMap,
+    pub(super) body: Bytes,
+}
+
+impl Response {
+    pub(super) fn json(&self, what: &str) -> Result<Value> {
+        serde_json::from_slice(&self.body).map_err(|e| GithubError::Protocol {
+            what: what.to_owned(),
+            detail: format!("not JSON: {e}"),
+        })
+    }
+
+    pub(super) fn message(&self) -> String {
+        let v: Value = serde_json::from_slice(&self.body).unwrap_or(Value::Null);
+        let mut m = v.get("message").and_then(Value::as_str).unwrap_or("").to_owned();
+        // Validation details ("A pull request already exists for ...") sit in `errors`.
+        if let Some(errs) = v.get("errors").and_then(Value::as_array) {
+            for e in errs {
+                if let Some(s) = e.get("message").and_then(Value::as_str) {
+                    m.push_str(": ");
+                    m.push_str(s);
+                } else if let Some(code) = e.get("code").and_then(Value::as_str) {
+                    m.push_str(&format!(
+                        ": {} {}",
+                        e.get("field").and_then(Value::as_str).unwrap_or(""),
+                        code
+                    ));
+                }
+            }
+        }
+        if m.is_empty() {
+            self.status.canonical_reason().unwrap_or("error").to_owned()
+        } else {
+            m
+        }
+    }
+
+    pub(super) fn api_error(&self, what: &str) -> GithubError {
+        GithubError::Api {
+            what: what.to_owned(),
+            status: self.status.as_u16(),
+            message: self.message(),
+        }
+    }
+}
+
+/// Path segments keep `/` (branch names have them) and escape what a URL path cannot hold.
+pub(super) const PATH: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}');
+
+pub(super) fn enc(s: &str) -> String {
+    utf8_percent_encode(s, PATH).to_string()
+}
+
+impl GithubFleet {
+    /// Builds the client; no request is sent until the first sync (a cold start stays cheap).
+    pub fn new(
+        api_url: &str,
+        owner: &str,
+        repo: &str,
+        base_branch: Option<String>,
+        creds: &Credentials,
+    ) -> Result<Self> {
+        let setup = |reason: String| GithubError::Setup {
+            api_url: api_url.to_owned(),
+            reason,
+        };
+        let builder = Octocrab::builder()
+            .base_uri(api_url.trim_end_matches('/'))
+            .map_err(|e| setup(format!("invalid GITHUB_API_URL: {e}")))?
+            .add_retry_config(RetryConfig::None)
+            .set_connect_timeout(Some(Duration::from_secs(5)))
+            .set_read_timeout(Some(REQUEST_TIMEOUT));
+        let crab = match creds {
+            Credentials::Token(t) => builder
+                .personal_token(t.expose().clone())
+                .build()
+                .map_err(|e| setup(e.to_string()))?,
+            Credentials::App {
+                app_id,
+                installation_id,
+                private_key,
+            } => {
+                // The key's parse error never includes the key.
+                let key = octocrab::EncodingKey::from_rsa_pem(private_key.expose().as_bytes())
+                    .map_err(|_| setup("the GitHub App private_key is not an RSA private key in PEM form".into()))?;
+                let app = builder
+                    .app((*app_id).into(), key)
+                    .build()
+                    .map_err(|e| setup(e.to_string()))?;
+                app.installation((*installation_id).into())
+                    .map_err(|e| setup(e.to_string()))?
+            }
+        };
+        let base = OnceCell::new();
+        if let Some(b) = base_branch {
+            let _ = base.set(b);
+        }
+        Ok(Self {
+            crab,
+            api_url: api_url.to_owned(),
+            owner: owner.to_owned(),
+            repo: repo.to_owned(),
+            base_branch: base,
+            counts: RequestCounts::default(),
+        })
+    }
+
+    pub fn counts(&self) -> &RequestCounts {
+        &self.counts
+    }
+
+    pub fn repo_name(&self) -> String {
+        format!("{}/{}", self.owner, self.repo)
+    }
+
+    pub(super) fn repo_path(&self, rest: &str) -> String {
+        format!("/repos/{}/{}{}", enc(&self.owner), enc(&self.repo), rest)
+    }
+
+    /// One request with retries. Returns any final HTTP answer (the caller reads 404 and 422);
+    /// fails only when retrying cannot help or time ran out.
+    pub(super) async fn send(
+        &self,
+        what: &str,
+        method: Method,
+        uri: &str,
+        body: Option<&Value>,
+        accept: Option<&str>,
+        deadline: Instant,
+    ) -> Result<Response> {
+        let download = uri.starts_with("http://") || uri.starts_with("https://");
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left <= DEADLINE_MARGIN {
+                return Err(GithubError::Transient {
+                    what: what.to_owned(),
+                    detail: "the function's deadline is too close to send it".into(),
+                });
+            }
+            if download {
+                &self.counts.downloads
+            } else {
+                &self.counts.api
+            }
+            .fetch_add(1, Ordering::Relaxed);
+            let fut = self.send_once(method.clone(), uri, body, accept);
+            let outcome = match tokio::time::timeout(left.min(REQUEST_TIMEOUT), fut).await {
+                Err(_) => Err(format!("no answer within {} ms", left.min(REQUEST_TIMEOUT).as_millis())),
+                Ok(Err(e)) => match classify_octocrab(&e) {
+                    // octocrab reports an installation token refused or failed as a GitHub error.
+                    Some(status) if !transient_status(status) => {
+                        return Err(GithubError::Api {
+                            what: what.to_owned(),
+                            status: status.as_u16(),
+                            message: octocrab_message(&e),
+                        });
+                    }
+                    _ => Err(octocrab_message(&e)),
+                },
+                Ok(Ok(resp)) => Ok(resp),
+            };
+            let (detail, retry_after) = match outcome {
+                Ok(resp) if !is_transient(&resp) => return Ok(resp),
+                Ok(resp) => (
+                    format!("HTTP {}: {}", resp.status.as_u16(), resp.message()),
+                    retry_after(&resp.headers),
+                ),
+                Err(detail) => (detail, None),
+            };
+            if attempt >= MAX_ATTEMPTS {
+                return Err(GithubError::Transient {
+                    what: what.to_owned(),
+                    detail: format!("{detail}, after {attempt} attempts"),
+                });
+            }
+            let backoff = (Duration::from_millis(250) * 2u32.pow(attempt - 1)).min(MAX_BACKOFF) + jitter();
+            let wait = retry_after.map_or(backoff, |ra| ra.max(Duration::from_millis(100)));
+            if Instant::now() + wait + DEADLINE_MARGIN >= deadline {
+                return Err(GithubError::Transient {
+                    what: what.to_owned(),
+                    detail: format!(
+                        "{detail}; the next try (in {} ms) would pass the function's deadline",
+                        wait.as_millis()
+                    ),
+                });
+            }
+            tracing::warn!(request = what, attempt, wait_ms = wait.as_millis() as u64, error = %detail, "GitHub request failed, retrying");
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// A request to this repository's API (`path` under `/repos/{owner}/{repo}`), with retries.
+    pub(super) async fn repo_send(
+        &self,
+        what: &str,
+        op: &Operation,
+        path: &str,
+        body: Option<&Value>,
+        deadline: Instant,
+    ) -> Result<Response> {
+        debug_assert!(
+            op.path.starts_with("/repos/{owner}/{repo}"),
+            "{} is not a repository operation",
+            op.id
+        );
+        self.send(what, op.method.clone(), &self.repo_path(path), body, None, deadline)
+            .await
+    }
+
+    /// A repository request that must succeed: any other final answer is an API error naming `what`.
+    pub(super) async fn repo_call(
+        &self,
+        what: &str,
+        op: &Operation,
+        path: &str,
+        body: Option<&Value>,
+        deadline: Instant,
+    ) -> Result<Response> {
+        let r = self.repo_send(what, op, path, body, deadline).await?;
+        if !r.status.is_success() {
+            return Err(r.api_error(what));
+        }
+        Ok(r)
+    }
+
+    pub(super) async fn send_once(
+        &self,
+        method: Method,
+        uri: &str,
+        body: Option<&Value>,
+        accept: Option<&str>,
+    ) -> std::result::Result<Response, octocrab::Error> {
+        // Archive downloads go elsewhere (codeload, or `/_codeload/` on GitHub Enterprise
+        // Server): a client of their own, without our credentials (the URL carries a token)
+        // and without the API's base path, which octocrab would otherwise prepend.
+        // (A clone of the API client would not share its cached installation token.)
+        let download;
+        let (crab, uri) = match http::Uri::try_from(uri).ok().filter(|u| u.authority().is_some()) {
+            Some(abs) => {
+                let origin = format!(
+                    "{}://{}",
+                    abs.scheme_str().unwrap_or("https"),
+                    abs.authority().map(|a| a.as_str()).unwrap_or_default()
+                );
+                let path = abs
+                    .path_and_query()
+                    .map(|p| p.as_str().to_owned())
+                    .unwrap_or_else(|| "/".into());
+                download = Octocrab::builder()
+                    .base_uri(origin)?
+                    .add_retry_config(RetryConfig::None)
+                    .set_read_timeout(Some(REQUEST_TIMEOUT))
+                    .build()?;
+                (&download, path)
+            }
+            None => (&self.crab, uri.to_owned()),
+        };
+        let mut req = http::Request::builder().method(method).uri(uri);
+        req = req.header(http::header::ACCEPT, accept.unwrap_or("application/vnd.github+json"));
+        // `X-GitHub-Api-Version` is octocrab's to set (`build_request` adds it to every request);
+        // a second copy here would reach GitHub as two lines, which it joins with a comma into a
+        // value it does not support.
+        let req = crab.build_request(req, body)?;
+        let resp = crab.execute(req).await?;
+        let (parts, body) = resp.into_parts();
+        let body = body.collect().await?.to_bytes();
+        Ok(Response {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        })
+    }
+
+}
+
+pub(super) fn url_query(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                "{k}={}",
+                percent_encoding::utf8_percent_encode(v, percent_encoding::NON_ALPHANUMERIC)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+pub(super) fn sha_of(r: &Response, what: &str) -> Result<String> {
+    r.json(what)?["sha"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| GithubError::Protocol {
+            what: what.to_owned(),
+            detail: "no sha".into(),
+        })
+}
+
+pub(super) fn is_transient(r: &Response) -> bool {
+    if r.status.is_server_error() || r.status == StatusCode::TOO_MANY_REQUESTS {
+        return true;
+    }
+    // Secondary rate limits are 403s: tell them from a real "forbidden" by GitHub's signals.
+    r.status == StatusCode::FORBIDDEN
+        && (r.headers.contains_key(http::header::RETRY_AFTER)
+            || r.headers.get("x-ratelimit-remaining").and_then(|v| v.to_str().ok()) == Some("0")
+            || r.message().to_ascii_lowercase().contains("rate limit"))
+}
+
+pub(super) fn transient_status(s: StatusCode) -> bool {
+    s.is_server_error() || s == StatusCode::TOO_MANY_REQUESTS || s == StatusCode::FORBIDDEN
+}
+
+pub(super) fn retry_after(h: &HeaderMap) -> Option<Duration> {
+    if let Some(secs) = h
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        return Some(Duration::from_secs(secs));
+    }
+    if h.get("x-ratelimit-remaining").and_then(|v| v.to_str().ok()) == Some("0") {
+        let reset = h
+            .get("x-ratelimit-reset")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_secs();
+        return Some(Duration::from_secs(reset.saturating_sub(now).max(1)));
+    }
+    None
+}
+
+pub(super) fn jitter() -> Duration {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    Duration::from_millis(u64::from(n % 100))
+}
+
+pub(super) fn classify_octocrab(e: &octocrab::Error) -> Option<StatusCode> {
+    match e {
+        octocrab::Error::GitHub { source, .. } => Some(source.status_code),
+        _ => None,
+    }
+}
+
+/// octocrab's error text, never with credentials (it carries none: headers are not printed).
+pub(super) fn octocrab_message(e: &octocrab::Error) -> String {
+    match e {
+        octocrab::Error::GitHub { source, .. } => format!("HTTP {}: {}", source.status_code.as_u16(), source.message),
+        other => crate::redact::chain(other),
+    }
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redact::Secret;
+
+    #[test]
+    fn secondary_rate_limits_are_transient_and_forbidden_is_not() {
+        let mut h = HeaderMap::new();
+        let forbidden = Response {
+            status: StatusCode::FORBIDDEN,
+            headers: h.clone(),
+            body: Bytes::from_static(br#"{"message":"Resource not accessible by integration"}"#),
+        };
+        assert!(!is_transient(&forbidden));
+        h.insert(http::header::RETRY_AFTER, "3".parse().unwrap());
+        let limited = Response {
+            status: StatusCode::FORBIDDEN,
+            headers: h,
+            body: Bytes::from_static(br#"{"message":"You have exceeded a secondary rate limit"}"#),
+        };
+        assert!(is_transient(&limited));
+        assert_eq!(retry_after(&limited.headers), Some(Duration::from_secs(3)));
+    }
+
+    /// What reaches the wire: one request to a listener that records its header lines and
+    /// answers like GitHub's `GET /repos/{owner}/{repo}`.
+    async fn header_lines_of_one_request(creds: Credentials) -> Vec<(String, String)> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut raw = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !raw.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = conn.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the client closed before its headers ended");
+                raw.extend_from_slice(&buf[..n]);
+            }
+            let body = br#"{"default_branch":"main"}"#;
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            conn.write_all(head.as_bytes()).await.unwrap();
+            conn.write_all(body).await.unwrap();
+            String::from_utf8(raw).unwrap()
+        });
+        let fleet = GithubFleet::new(&url, "o", "r", None, &creds).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        assert_eq!(fleet.base_branch(deadline).await.unwrap(), "main");
+        let raw = server.await.unwrap();
+        raw.split("\r\n")
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .map(|l| {
+                let (k, v) = l.split_once(':').unwrap();
+                (k.trim().to_ascii_lowercase(), v.trim().to_owned())
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn every_request_carries_one_api_version_accept_and_user_agent() {
+        let lines = header_lines_of_one_request(Credentials::Token(Secret::new("t0k".to_owned()))).await;
+        for name in ["x-github-api-version", "accept", "user-agent"] {
+            let values: Vec<&str> = lines
+                .iter()
+                .filter(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+                .collect();
+            assert_eq!(values.len(), 1, "{name} sent {} times: {values:?}", values.len());
+        }
+        let get = |name: &str| lines.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+        assert_eq!(get("x-github-api-version"), Some("2022-11-28"));
+        assert_eq!(get("accept"), Some("application/vnd.github+json"));
+    }
+}
