@@ -1,28 +1,22 @@
-//! state-sync, the orchestrator: event → state objects → for each, the latest state version →
-//! the cell's plan against the fleet repo's base branch → the cell's pull request.
-//!
-//! Level-triggered: an event only says "this state may have changed". Whatever version the
-//! event names, the latest one is read and the pull request converges to it, so duplicated,
-//! reordered and replayed events end in the same place. A lost race is redone from the start.
+//! The orchestrator: event → state objects → for each, the latest state version → the cell's
+//! plan against the fleet repo's base branch → the cell's pull request.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
-use crate::config::{self, ConfigError};
+use super::{SyncConfig, SyncError};
 use crate::error::{Class, Classify};
 use crate::events::sync::{self as events, Item, Manual, ObjectRef, SyncEvent};
-use crate::github::{FleetRepo, GithubConfig, GithubError, LazyGithub, Published, Snapshot};
+use crate::github::{FleetRepo, GithubError, Published, Snapshot};
 use crate::metadata;
 use crate::plan::{self, Plan, PlanOptions};
-use crate::s3::{S3Error, S3States, StateSource};
+use crate::s3::{S3Error, StateSource};
 use crate::template::SyncSource;
 
-pub const DEFAULT_KEY_PATTERN: &str = "cells/{cell}/terraform.tfstate";
 /// Attempts for one state when another writer keeps winning the race for the cell's branch.
 const RACE_ATTEMPTS: u32 = 4;
 /// Don't start a state with less time than this left: it would be cut off half-way.
@@ -30,113 +24,6 @@ const START_MARGIN: Duration = Duration::from_secs(3);
 /// States synced at once in one invocation (sync-all, SQS batches).
 const PARALLEL: usize = 4;
 
-#[derive(Debug, thiserror::Error)]
-pub enum SyncError {
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    #[error("event: {0}")]
-    Event(#[from] events::EventError),
-    #[error("{path}: {reason}")]
-    EventFile { path: String, reason: String },
-    #[error("{0}")]
-    Setup(String),
-    /// Throttling, a 5xx, or the deadline: the same invocation later may well succeed.
-    #[error("{0} (retryable)")]
-    Transient(String),
-}
-
-impl Classify for SyncError {
-    fn class(&self) -> Class {
-        match self {
-            SyncError::Event(_) | SyncError::EventFile { .. } => Class::InvalidInput,
-            SyncError::Transient(_) => Class::Retryable,
-            SyncError::Config(_) | SyncError::Setup(_) => Class::Final,
-        }
-    }
-}
-
-/// The state-sync configuration, from environment variables (the Terraform module sets them).
-#[derive(Debug, Clone)]
-pub struct SyncConfig {
-    /// The fleet repo and its credentials, as cluster-bootstrap reads them too.
-    pub github: GithubConfig,
-    pub state_bucket: String,
-    pub key_pattern: KeyPattern,
-    /// Flux's Git URL for a new cell's gotk-sync.yaml; the template's when unset.
-    pub flux_git_url: Option<String>,
-}
-
-impl SyncConfig {
-    /// Reads and validates every variable; the error names the variable.
-    pub fn from_env() -> Result<Self, ConfigError> {
-        let github = GithubConfig::from_env()?;
-        let state_bucket = config::required(
-            "CELLBRIDGE_STATE_BUCKET",
-            "set it to the S3 bucket of the Terraform states",
-        )?;
-        let pattern =
-            config::optional("CELLBRIDGE_STATE_KEY_PATTERN").unwrap_or_else(|| DEFAULT_KEY_PATTERN.to_owned());
-        let key_pattern = KeyPattern::parse(&pattern).map_err(|reason| ConfigError::Invalid {
-            name: "CELLBRIDGE_STATE_KEY_PATTERN",
-            value: pattern.clone(),
-            reason,
-        })?;
-        Ok(Self {
-            github,
-            state_bucket,
-            key_pattern,
-            flux_git_url: config::optional("CELLBRIDGE_FLUX_GIT_URL"),
-        })
-    }
-}
-
-/// Where a cell's state lives: a key with one `{cell}`, e.g. `cells/{cell}/terraform.tfstate`.
-/// Workspaces of the S3 backend add `env:/<workspace>/` in front.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyPattern {
-    prefix: String,
-    suffix: String,
-}
-
-impl KeyPattern {
-    pub fn parse(p: &str) -> Result<Self, String> {
-        let Some((prefix, suffix)) = p.split_once("{cell}") else {
-            return Err("must contain {cell}".into());
-        };
-        if suffix.contains("{cell}") {
-            return Err("must contain {cell} once".into());
-        }
-        if suffix.is_empty() && prefix.is_empty() {
-            return Err("must have more than {cell}".into());
-        }
-        Ok(Self {
-            prefix: prefix.to_owned(),
-            suffix: suffix.to_owned(),
-        })
-    }
-
-    /// The cell (and workspace) of a state key, or `None` when the key is not a cell's state.
-    pub fn cell_of(&self, key: &str) -> Option<(String, Option<String>)> {
-        let (workspace, rest) = match key.strip_prefix("env:/") {
-            Some(r) => {
-                let (ws, rest) = r.split_once('/')?;
-                (Some(ws.to_owned()), rest)
-            }
-            None => (None, key),
-        };
-        let cell = rest.strip_prefix(&self.prefix)?.strip_suffix(&self.suffix)?;
-        (!cell.is_empty() && !cell.contains('/')).then(|| (cell.to_owned(), workspace))
-    }
-
-    pub fn key_for(&self, cell: &str) -> String {
-        format!("{}{cell}{}", self.prefix, self.suffix)
-    }
-
-    /// The listing prefix for sync-all.
-    pub fn prefix(&self) -> &str {
-        &self.prefix
-    }
-}
 
 /// The answer for one state object.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -539,98 +426,5 @@ fn finish(results: Vec<CellResult>, sqs_failures: Option<Vec<String>>) -> Invoca
         response,
         failed,
         class,
-    }
-}
-
-/// The real service: S3 states and the GitHub fleet repo, configured from the environment.
-pub type Service = Syncer<S3States, LazyGithub>;
-
-/// The service for a checked configuration: the AWS configuration and its clients. No network
-/// call; the cost is the HTTPS client's trust store (see `crate::lambda`).
-pub async fn service_with(config: SyncConfig) -> Service {
-    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
-    service_for(config, &aws)
-}
-
-/// The service for a checked configuration and a given AWS configuration.
-pub fn service_for(config: SyncConfig, aws: &aws_config::SdkConfig) -> Service {
-    let secrets = aws_sdk_secretsmanager::Client::new(aws);
-    Syncer::new(
-        config.clone(),
-        S3States::from_conf(aws),
-        LazyGithub::new(config.github, secrets),
-    )
-}
-
-/// Configuration and clients from the environment, at once (the command line).
-pub async fn service_from_env() -> Result<Service, SyncError> {
-    Ok(service_with(SyncConfig::from_env()?).await)
-}
-
-/// The Lambda handler: the invocation's answer, or an error when a directly invoked sync failed
-/// (so the asynchronous invocation is retried). SQS batches always answer with the records to
-/// redeliver.
-pub async fn lambda_handler<S: StateSource, R: FleetRepo>(
-    service: &Syncer<S, R>,
-    event: lambda_runtime::LambdaEvent<Value>,
-) -> Result<Value, lambda_runtime::Diagnostic> {
-    use crate::lambda::{deadline_from_epoch_ms, failure};
-    let deadline = deadline_from_epoch_ms(event.context.deadline);
-    let inv = service
-        .handle(&event.payload, deadline)
-        .await
-        .map_err(|e| failure(e.class(), e))?;
-    if inv.failed && inv.response.get("batchItemFailures").is_none() {
-        let class = inv.class.unwrap_or(Class::Final);
-        let note = if class == Class::Retryable { " (retryable)" } else { "" };
-        return Err(failure(class, format!("state-sync failed{note}: {}", inv.response)));
-    }
-    Ok(inv.response)
-}
-
-/// `cellbridge invoke state-sync --event FILE`: runs the handler locally on an event file
-/// against whatever `AWS_ENDPOINT_URL` and `GITHUB_API_URL` point at. The deadline is
-/// `CELLBRIDGE_DEADLINE_SECS` from now (default 900, Lambda's longest).
-pub async fn invoke_from_file(path: &Path) -> Result<Invocation, SyncError> {
-    let text = std::fs::read_to_string(path).map_err(|e| SyncError::EventFile {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    })?;
-    let event: Value = serde_json::from_str(&text).map_err(|e| SyncError::EventFile {
-        path: path.display().to_string(),
-        reason: format!("not JSON: {e}"),
-    })?;
-    let secs = match config::optional("CELLBRIDGE_DEADLINE_SECS") {
-        None => 900,
-        Some(v) => v.parse::<u64>().map_err(|_| ConfigError::Invalid {
-            name: "CELLBRIDGE_DEADLINE_SECS",
-            value: v,
-            reason: "expected seconds".into(),
-        })?,
-    };
-    let service = service_from_env().await?;
-    service.handle(&event, Instant::now() + Duration::from_secs(secs)).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn key_pattern_maps_keys_to_cells() {
-        let p = KeyPattern::parse(DEFAULT_KEY_PATTERN).unwrap();
-        assert_eq!(
-            p.cell_of("cells/prod-eu-west-1/terraform.tfstate"),
-            Some(("prod-eu-west-1".into(), None))
-        );
-        assert_eq!(
-            p.cell_of("env:/staging/cells/a/terraform.tfstate"),
-            Some(("a".into(), Some("staging".into())))
-        );
-        assert_eq!(p.cell_of("cells/a/b/terraform.tfstate"), None);
-        assert_eq!(p.cell_of("cells/a/terraform.tfstate.tflock"), None);
-        assert_eq!(p.cell_of("other/a/terraform.tfstate"), None);
-        assert_eq!(p.key_for("x"), "cells/x/terraform.tfstate");
-        assert!(KeyPattern::parse("cells/terraform.tfstate").is_err());
     }
 }

@@ -1,0 +1,83 @@
+//! state-sync as Lambda runs it: the service built once per execution environment, the handler
+//! that answers each invocation, and the same handler on an event file for the command line.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::{Invocation, SyncConfig, SyncError, Syncer};
+use crate::config::{self, ConfigError};
+use crate::error::{Class, Classify};
+use crate::github::{FleetRepo, LazyGithub};
+use crate::s3::{S3States, StateSource};
+
+/// The real service: S3 states and the GitHub fleet repo, configured from the environment.
+pub type Service = Syncer<S3States, LazyGithub>;
+
+/// The service for a checked configuration: the AWS configuration and its clients. No network
+/// call; the cost is the HTTPS client's trust store (see `crate::lambda`).
+pub async fn service_with(config: SyncConfig) -> Service {
+    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+    service_for(config, &aws)
+}
+
+/// The service for a checked configuration and a given AWS configuration.
+pub fn service_for(config: SyncConfig, aws: &aws_config::SdkConfig) -> Service {
+    let secrets = aws_sdk_secretsmanager::Client::new(aws);
+    Syncer::new(
+        config.clone(),
+        S3States::from_conf(aws),
+        LazyGithub::new(config.github, secrets),
+    )
+}
+
+/// Configuration and clients from the environment, at once (the command line).
+pub async fn service_from_env() -> Result<Service, SyncError> {
+    Ok(service_with(SyncConfig::from_env()?).await)
+}
+
+/// The Lambda handler: the invocation's answer, or an error when a directly invoked sync failed
+/// (so the asynchronous invocation is retried). SQS batches always answer with the records to
+/// redeliver.
+pub async fn lambda_handler<S: StateSource, R: FleetRepo>(
+    service: &Syncer<S, R>,
+    event: lambda_runtime::LambdaEvent<Value>,
+) -> Result<Value, lambda_runtime::Diagnostic> {
+    use crate::lambda::{deadline_from_epoch_ms, failure};
+    let deadline = deadline_from_epoch_ms(event.context.deadline);
+    let inv = service
+        .handle(&event.payload, deadline)
+        .await
+        .map_err(|e| failure(e.class(), e))?;
+    if inv.failed && inv.response.get("batchItemFailures").is_none() {
+        let class = inv.class.unwrap_or(Class::Final);
+        let note = if class == Class::Retryable { " (retryable)" } else { "" };
+        return Err(failure(class, format!("state-sync failed{note}: {}", inv.response)));
+    }
+    Ok(inv.response)
+}
+
+/// `cellbridge invoke state-sync --event FILE`: runs the handler locally on an event file
+/// against whatever `AWS_ENDPOINT_URL` and `GITHUB_API_URL` point at. The deadline is
+/// `CELLBRIDGE_DEADLINE_SECS` from now (default 900, Lambda's longest).
+pub async fn invoke_from_file(path: &Path) -> Result<Invocation, SyncError> {
+    let text = std::fs::read_to_string(path).map_err(|e| SyncError::EventFile {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    let event: Value = serde_json::from_str(&text).map_err(|e| SyncError::EventFile {
+        path: path.display().to_string(),
+        reason: format!("not JSON: {e}"),
+    })?;
+    let secs = match config::optional("CELLBRIDGE_DEADLINE_SECS") {
+        None => 900,
+        Some(v) => v.parse::<u64>().map_err(|_| ConfigError::Invalid {
+            name: "CELLBRIDGE_DEADLINE_SECS",
+            value: v,
+            reason: "expected seconds".into(),
+        })?,
+    };
+    let service = service_from_env().await?;
+    service.handle(&event, Instant::now() + Duration::from_secs(secs)).await
+}

@@ -1,0 +1,47 @@
+//! state-sync, the orchestrator: event → state objects → for each, the latest state version →
+//! the cell's plan against the fleet repo's base branch → the cell's pull request.
+//!
+//! Level-triggered: an event only says "this state may have changed". Whatever version the
+//! event names, the latest one is read and the pull request converges to it, so duplicated,
+//! reordered and replayed events end in the same place. A lost race is redone from the start.
+//!
+//! Files: `config` (the function's variables, where a cell's state lives), `syncer` (the
+//! orchestrator: one invocation, one state, one attempt), `handler` (the Lambda handler, the
+//! service as the Lambda and the command line build it).
+
+use crate::config::ConfigError;
+use crate::error::{Class, Classify};
+use crate::events::sync as events;
+
+mod config;
+mod handler;
+mod syncer;
+
+pub use config::{DEFAULT_KEY_PATTERN, KeyPattern, SyncConfig};
+pub use handler::{Service, invoke_from_file, lambda_handler, service_for, service_from_env, service_with};
+pub use syncer::{CellResult, Invocation, Syncer};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("event: {0}")]
+    Event(#[from] events::EventError),
+    #[error("{path}: {reason}")]
+    EventFile { path: String, reason: String },
+    #[error("{0}")]
+    Setup(String),
+    /// Throttling, a 5xx, or the deadline: the same invocation later may well succeed.
+    #[error("{0} (retryable)")]
+    Transient(String),
+}
+
+impl Classify for SyncError {
+    fn class(&self) -> Class {
+        match self {
+            SyncError::Event(_) | SyncError::EventFile { .. } => Class::InvalidInput,
+            SyncError::Transient(_) => Class::Retryable,
+            SyncError::Config(_) | SyncError::Setup(_) => Class::Final,
+        }
+    }
+}
