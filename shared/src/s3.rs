@@ -38,6 +38,9 @@ impl Classify for S3Error {
 
 pub type Result<T, E = S3Error> = std::result::Result<T, E>;
 
+#[cfg(feature = "test-support")]
+pub mod memory;
+
 /// Where Terraform states are read from; [`S3States`] is the real one.
 pub trait StateSource: Send + Sync {
     /// The latest version of the state at `bucket`/`key`, with the version it came from.

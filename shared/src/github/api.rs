@@ -1,5 +1,5 @@
-//! The typed calls: one method per documented operation of [`super::operations`], each naming
-//! what it does in its errors.
+//! The typed calls: GitHub's primitives ([`GithubRepo`]) over the REST API, one documented
+//! operation of [`super::operations`] each, naming what they do in their errors.
 
 use std::time::Instant;
 
@@ -7,19 +7,9 @@ use http::StatusCode;
 use serde_json::{Value, json};
 
 use super::operations as ops;
+use super::port::{GithubRepo, OpenPull};
 use super::transport::{enc, sha_of, url_query};
 use super::{GithubError, GithubFleet, Result, Snapshot};
-use crate::plan::{self, Plan};
-
-/// An open pull request of a cell, as far as cellbridge needs it.
-#[derive(Debug, Clone)]
-pub(super) struct OpenPull {
-    pub(super) number: u64,
-    pub(super) url: String,
-    pub(super) head_sha: String,
-    pub(super) labels: Vec<String>,
-    pub(super) body: String,
-}
 
 impl GithubFleet {
     pub(super) async fn base_branch(&self, deadline: Instant) -> Result<String> {
@@ -40,7 +30,33 @@ impl GithubFleet {
             .cloned()
     }
 
-    pub(super) async fn open_pull(&self, branch: &str, deadline: Instant) -> Result<Option<OpenPull>> {
+    pub(super) async fn commit_tree(&self, sha: &str, deadline: Instant) -> Result<String> {
+        let what = format!("reading commit {sha}");
+        let r = self
+            .repo_call(
+                &what,
+                &ops::GIT_GET_COMMIT,
+                &format!("/git/commits/{sha}"),
+                None,
+                deadline,
+            )
+            .await?;
+        r.json(&what)?["tree"]["sha"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| GithubError::Protocol {
+                what,
+                detail: "commit without tree".into(),
+            })
+    }
+}
+
+impl GithubRepo for GithubFleet {
+    async fn read_base(&self, deadline: Instant) -> Result<Snapshot> {
+        self.download_snapshot(deadline).await
+    }
+
+    async fn open_pull(&self, branch: &str, deadline: Instant) -> Result<Option<OpenPull>> {
         let what = format!("listing open pull requests of {branch}");
         let q: String = url_query(&[
             ("state", "open"),
@@ -73,12 +89,11 @@ impl GithubFleet {
         }))
     }
 
-    pub(super) async fn create_tree(&self, snap: &Snapshot, plan: &Plan, deadline: Instant) -> Result<String> {
-        let what = format!("creating the tree for {}", plan.branch);
-        let entries: Vec<Value> = plan
-            .files
+    async fn create_tree(&self, snap: &Snapshot, files: &[(String, String)], deadline: Instant) -> Result<String> {
+        let what = format!("creating a tree of {} file(s) on {}", files.len(), snap.base_sha);
+        let entries: Vec<Value> = files
             .iter()
-            .map(|f| json!({"path": f.path, "mode": "100644", "type": "blob", "content": f.new}))
+            .map(|(path, content)| json!({"path": path, "mode": "100644", "type": "blob", "content": content}))
             .collect();
         let mut base_tree = snap.base_tree.clone();
         loop {
@@ -109,27 +124,7 @@ impl GithubFleet {
         }
     }
 
-    pub(super) async fn commit_tree(&self, sha: &str, deadline: Instant) -> Result<String> {
-        let what = format!("reading commit {sha}");
-        let r = self
-            .repo_call(
-                &what,
-                &ops::GIT_GET_COMMIT,
-                &format!("/git/commits/{sha}"),
-                None,
-                deadline,
-            )
-            .await?;
-        r.json(&what)?["tree"]["sha"]
-            .as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| GithubError::Protocol {
-                what,
-                detail: "commit without tree".into(),
-            })
-    }
-
-    pub(super) async fn create_commit(&self, tree: &str, parents: &[String], message: &str, deadline: Instant) -> Result<String> {
+    async fn create_commit(&self, tree: &str, parents: &[String], message: &str, deadline: Instant) -> Result<String> {
         let what = "creating the commit";
         let r = self
             .repo_call(
@@ -145,7 +140,7 @@ impl GithubFleet {
 
     /// Moves the branch only by fast-forward: the commit descends from the head we read, so a
     /// writer that moved the branch meanwhile makes this fail instead of being overwritten.
-    pub(super) async fn move_branch(&self, branch: &str, commit: &str, deadline: Instant) -> Result<()> {
+    async fn move_branch(&self, branch: &str, commit: &str, deadline: Instant) -> Result<()> {
         let what = format!("updating branch {branch}");
         let r = self
             .repo_send(
@@ -167,7 +162,7 @@ impl GithubFleet {
     }
 
     /// Creates the branch; `Ok(false)` when it already exists.
-    pub(super) async fn create_branch(&self, branch: &str, commit: &str, deadline: Instant) -> Result<bool> {
+    async fn create_branch(&self, branch: &str, commit: &str, deadline: Instant) -> Result<bool> {
         let what = format!("creating branch {branch}");
         let r = self
             .repo_send(
@@ -186,7 +181,7 @@ impl GithubFleet {
     }
 
     /// The branch head's id and commit message.
-    pub(super) async fn branch_head(&self, branch: &str, deadline: Instant) -> Result<Option<(String, String)>> {
+    async fn branch_head(&self, branch: &str, deadline: Instant) -> Result<Option<(String, String)>> {
         let what = format!("reading branch {branch}");
         let r = self
             .repo_send(
@@ -210,10 +205,17 @@ impl GithubFleet {
         )))
     }
 
-    pub(super) async fn set_status(&self, commit: &str, plan: &Plan, deadline: Instant) -> Result<()> {
-        let what = format!("setting status {} on {commit}", plan::STATUS_CONTEXT);
-        let state = if plan.status_ok() { "success" } else { "failure" };
-        let body = json!({"state": state, "context": plan::STATUS_CONTEXT, "description": plan.status_description()});
+    async fn set_status(
+        &self,
+        commit: &str,
+        success: bool,
+        context: &str,
+        description: &str,
+        deadline: Instant,
+    ) -> Result<()> {
+        let what = format!("setting status {context} on {commit}");
+        let state = if success { "success" } else { "failure" };
+        let body = json!({"state": state, "context": context, "description": description});
         self.repo_call(
             &what,
             &ops::REPOS_CREATE_COMMIT_STATUS,
@@ -225,16 +227,20 @@ impl GithubFleet {
         Ok(())
     }
 
-    pub(super) async fn close(&self, pr: &OpenPull, branch: &str, deadline: Instant) -> Result<()> {
-        let what = format!("closing pull request #{}", pr.number);
+    async fn close_pull(&self, number: u64, deadline: Instant) -> Result<()> {
+        let what = format!("closing pull request #{number}");
         self.repo_call(
             &what,
             &ops::PULLS_UPDATE,
-            &format!("/pulls/{}", pr.number),
+            &format!("/pulls/{number}"),
             Some(&json!({"state": "closed"})),
             deadline,
         )
         .await?;
+        Ok(())
+    }
+
+    async fn delete_branch(&self, branch: &str, deadline: Instant) -> Result<()> {
         let what = format!("deleting branch {branch}");
         let r = self
             .repo_send(
@@ -252,8 +258,66 @@ impl GithubFleet {
         Ok(())
     }
 
+    async fn create_pull(
+        &self,
+        head: &str,
+        base: &str,
+        title: &str,
+        body: &str,
+        deadline: Instant,
+    ) -> Result<(u64, String)> {
+        let what = format!("opening the pull request for {head}");
+        let r = self
+            .repo_send(
+                &what,
+                &ops::PULLS_CREATE,
+                "/pulls",
+                Some(
+                    &json!({"title": title, "head": head, "base": base, "body": body, "maintainer_can_modify": false}),
+                ),
+                deadline,
+            )
+            .await?;
+        if r.status == StatusCode::UNPROCESSABLE_ENTITY && r.message().contains("already exists") {
+            return Err(GithubError::Conflict {
+                what,
+                detail: r.message(),
+            });
+        }
+        if !r.status.is_success() {
+            return Err(r.api_error(&what));
+        }
+        let pr = r.json(&what)?;
+        let number = pr["number"].as_u64().ok_or_else(|| GithubError::Protocol {
+            what: what.clone(),
+            detail: "no number".into(),
+        })?;
+        Ok((number, pr["html_url"].as_str().unwrap_or_default().to_owned()))
+    }
+
+    async fn update_pull_text(
+        &self,
+        number: u64,
+        title: &str,
+        body: &str,
+        labels: &[String],
+        deadline: Instant,
+    ) -> Result<()> {
+        let what = format!("updating pull request #{number}");
+        // The issues endpoint sets title, body and labels in one request.
+        self.repo_call(
+            &what,
+            &ops::ISSUES_UPDATE,
+            &format!("/issues/{number}"),
+            Some(&json!({"title": title, "body": body, "labels": labels})),
+            deadline,
+        )
+        .await?;
+        Ok(())
+    }
+
     /// Adds labels to a pull request (GitHub keeps the ones it already has).
-    pub(super) async fn add_labels(&self, number: u64, labels: &[String], deadline: Instant) -> Result<()> {
+    async fn add_labels(&self, number: u64, labels: &[String], deadline: Instant) -> Result<()> {
         let what = format!("labelling pull request #{number}");
         self.repo_call(
             &what,

@@ -15,8 +15,9 @@
 //! The module's files, in the order a sync meets them: [`config`] (which repository, the
 //! credentials from Secrets Manager), `transport` (one request with retries), `api` (the typed
 //! calls, one per documented operation of [`operations`]), `archive` (the base branch as one
-//! archive), `pull_request` (what to write to converge the cell's pull request, and when to
-//! close it).
+//! archive), `port` (GitHub's primitives, [`GithubRepo`], which `api` implements over REST and
+//! `memory` in memory), `pull_request` (what to write to converge the cell's pull request, and
+//! when to close it: [`converge`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -32,12 +33,16 @@ use crate::redact::Secret;
 mod api;
 mod archive;
 pub mod config;
+#[cfg(feature = "test-support")]
+pub mod memory;
 pub mod operations;
+mod port;
 mod pull_request;
 mod transport;
 
 pub use config::{DEFAULT_GITHUB_API_URL, GithubConfig, LazyGithub};
-pub use pull_request::plan_digest;
+pub use port::{GithubRepo, OpenPull};
+pub use pull_request::{converge, plan_digest};
 
 #[derive(Debug, thiserror::Error)]
 pub enum GithubError {
@@ -149,12 +154,13 @@ pub struct GithubFleet {
     counts: RequestCounts,
 }
 
-impl FleetRepo for GithubFleet {
+// Whatever holds GitHub's primitives is a fleet repo: the pull request logic runs above them.
+impl<G: GithubRepo> FleetRepo for G {
     async fn snapshot(&self, deadline: Instant) -> Result<Snapshot> {
-        self.download_snapshot(deadline).await
+        self.read_base(deadline).await
     }
 
     async fn publish(&self, snap: &Snapshot, plan: &Plan, deadline: Instant) -> Result<Published> {
-        self.converge_pull_request(snap, plan, deadline).await
+        converge(self, snap, plan, deadline).await
     }
 }

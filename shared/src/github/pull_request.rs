@@ -4,192 +4,176 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use http::StatusCode;
-use serde_json::json;
 use sha1::Digest as _;
 
-use super::api::OpenPull;
 use super::archive::hex;
-use super::operations as ops;
-use super::{GithubError, GithubFleet, Published, Result, Snapshot};
+use super::port::{GithubRepo, OpenPull};
+use super::{GithubError, Published, Result, Snapshot};
 use crate::plan::{self, Outcome, Plan};
 
 /// Labels cellbridge manages; any other label a human put on the pull request stays.
 pub(super) const MANAGED_LABELS: [&str; 3] = [plan::LABEL_CELLBRIDGE, plan::LABEL_NEW_CELL, plan::LABEL_SCHEMA_CHANGE];
 
-impl GithubFleet {
-    /// Converges the cell's pull request to `plan`, computed against `snap`.
-    pub(super) async fn converge_pull_request(&self, snap: &Snapshot, plan: &Plan, deadline: Instant) -> Result<Published> {
-        let existing = self.open_pull(&plan.branch, deadline).await?;
-        if let Some(pr) = &existing
-            && let Some((serial, lineage)) = plan::recorded_serial(&pr.body)
-            && lineage == plan.lineage
-            && serial > plan.serial
-        {
-            return Ok(Published::Stale {
-                proposed_serial: serial,
-                number: Some(pr.number),
-                url: Some(pr.url.clone()),
-            });
-        }
-        match plan.outcome {
-            Outcome::Stale => Ok(Published::Stale {
-                proposed_serial: plan.base_serial.unwrap_or_default(),
-                number: existing.as_ref().map(|p| p.number),
-                url: existing.map(|p| p.url),
-            }),
-            Outcome::InSync => match existing {
-                Some(pr) => {
-                    self.close(&pr, &plan.branch, deadline).await?;
-                    Ok(Published::Closed {
-                        number: pr.number,
-                        url: pr.url,
-                    })
-                }
-                None => Ok(Published::InSync),
-            },
-            Outcome::Change => {
-                let digest = plan_digest(plan);
-                if let Some(pr) = &existing
-                    && recorded_digest(&pr.body).as_deref() == Some(digest.as_str())
-                {
-                    // A run cut off between opening the pull request and labelling it left the
-                    // labels out; the status was set before the body, so it is there.
-                    let missing: Vec<String> = plan.labels.iter().filter(|l| !pr.labels.contains(l)).cloned().collect();
-                    if !missing.is_empty() {
-                        self.add_labels(pr.number, &missing, deadline).await?;
-                    }
-                    return Ok(Published::Unchanged {
-                        number: pr.number,
-                        url: pr.url.clone(),
-                    });
-                }
-                self.write(snap, plan, existing, &digest, deadline).await
+/// Converges the cell's pull request to `plan`, computed against `snap`: opens it, updates it in
+/// place, leaves it alone when it already holds the plan, or closes it when the base branch
+/// holds the plan.
+pub async fn converge<G: GithubRepo>(gh: &G, snap: &Snapshot, plan: &Plan, deadline: Instant) -> Result<Published> {
+    let existing = gh.open_pull(&plan.branch, deadline).await?;
+    if let Some(pr) = &existing
+        && let Some((serial, lineage)) = plan::recorded_serial(&pr.body)
+        && lineage == plan.lineage
+        && serial > plan.serial
+    {
+        return Ok(Published::Stale {
+            proposed_serial: serial,
+            number: Some(pr.number),
+            url: Some(pr.url.clone()),
+        });
+    }
+    match plan.outcome {
+        Outcome::Stale => Ok(Published::Stale {
+            proposed_serial: plan.base_serial.unwrap_or_default(),
+            number: existing.as_ref().map(|p| p.number),
+            url: existing.map(|p| p.url),
+        }),
+        Outcome::InSync => match existing {
+            Some(pr) => {
+                gh.close_pull(pr.number, deadline).await?;
+                gh.delete_branch(&plan.branch, deadline).await?;
+                Ok(Published::Closed {
+                    number: pr.number,
+                    url: pr.url,
+                })
             }
+            None => Ok(Published::InSync),
+        },
+        Outcome::Change => {
+            let digest = plan_digest(plan);
+            if let Some(pr) = &existing
+                && recorded_digest(&pr.body).as_deref() == Some(digest.as_str())
+            {
+                // A run cut off between opening the pull request and labelling it left the
+                // labels out; the status was set before the body, so it is there.
+                let missing: Vec<String> = plan.labels.iter().filter(|l| !pr.labels.contains(l)).cloned().collect();
+                if !missing.is_empty() {
+                    gh.add_labels(pr.number, &missing, deadline).await?;
+                }
+                return Ok(Published::Unchanged {
+                    number: pr.number,
+                    url: pr.url.clone(),
+                });
+            }
+            write(gh, snap, plan, existing, &digest, deadline).await
         }
     }
+}
 
-    pub(super) async fn write(
-        &self,
-        snap: &Snapshot,
-        plan: &Plan,
-        existing: Option<OpenPull>,
-        digest: &str,
-        deadline: Instant,
-    ) -> Result<Published> {
-        let branch = &plan.branch;
-        let message = commit_message(plan, digest);
-        let body = format!(
-            "{}\n<!-- cellbridge:digest={digest} base={} -->\n",
-            fit_body(&plan.body, plan.serial, &plan.lineage),
-            snap.base_sha
-        );
-        let tree = self.create_tree(snap, plan, deadline).await?;
+async fn set_status<G: GithubRepo>(gh: &G, commit: &str, plan: &Plan, deadline: Instant) -> Result<()> {
+    gh.set_status(
+        commit,
+        plan.status_ok(),
+        plan::STATUS_CONTEXT,
+        &plan.status_description(),
+        deadline,
+    )
+    .await
+}
 
-        if let Some(pr) = existing {
-            // Merging the fresh base in keeps the pull request's diff exactly the plan's files,
-            // and keeps the branch moving forward so the update can be compare-and-swap.
-            let parents = if recorded_base(&pr.body).as_deref() == Some(snap.base_sha.as_str()) {
-                vec![pr.head_sha.clone()]
-            } else {
-                vec![pr.head_sha.clone(), snap.base_sha.clone()]
-            };
-            let commit = self.create_commit(&tree, &parents, &message, deadline).await?;
-            self.move_branch(branch, &commit, deadline).await?;
-            let mut labels: Vec<String> = pr
-                .labels
-                .iter()
-                .filter(|l| !MANAGED_LABELS.contains(&l.as_str()))
-                .cloned()
-                .collect();
-            labels.extend(plan.labels.iter().cloned());
-            // The status goes first: once the body carries the new digest, later runs take the
-            // pull request as complete, so everything else must already be there.
-            self.set_status(&commit, plan, deadline).await?;
-            let what = format!("updating pull request #{}", pr.number);
-            // The issues endpoint sets title, body and labels in one request.
-            self.repo_call(
-                &what,
-                &ops::ISSUES_UPDATE,
-                &format!("/issues/{}", pr.number),
-                Some(&json!({"title": plan.title, "body": body, "labels": labels})),
-                deadline,
-            )
-            .await?;
-            return Ok(Published::Updated {
-                number: pr.number,
-                url: pr.url,
-                commit,
-            });
-        }
+async fn write<G: GithubRepo>(
+    gh: &G,
+    snap: &Snapshot,
+    plan: &Plan,
+    existing: Option<OpenPull>,
+    digest: &str,
+    deadline: Instant,
+) -> Result<Published> {
+    let branch = &plan.branch;
+    let message = commit_message(plan, digest);
+    let body = format!(
+        "{}\n<!-- cellbridge:digest={digest} base={} -->\n",
+        fit_body(&plan.body, plan.serial, &plan.lineage),
+        snap.base_sha
+    );
+    let files: Vec<(String, String)> = plan.files.iter().map(|f| (f.path.clone(), f.new.clone())).collect();
+    let tree = gh.create_tree(snap, &files, deadline).await?;
 
-        let fresh = self
-            .create_commit(&tree, std::slice::from_ref(&snap.base_sha), &message, deadline)
-            .await?;
-        let commit = if self.create_branch(branch, &fresh, deadline).await? {
-            fresh
+    if let Some(pr) = existing {
+        // Merging the fresh base in keeps the pull request's diff exactly the plan's files,
+        // and keeps the branch moving forward so the update can be compare-and-swap.
+        let parents = if recorded_base(&pr.body).as_deref() == Some(snap.base_sha.as_str()) {
+            vec![pr.head_sha.clone()]
         } else {
-            // The branch exists without an open pull request: a sync running right now, or one
-            // that stopped between the branch and the pull request, or a closed pull request's.
-            match self.branch_head(branch, deadline).await? {
-                None => {
-                    return Err(GithubError::Conflict {
-                        what: format!("creating branch {branch}"),
-                        detail: "the branch vanished".into(),
-                    });
-                }
-                Some((head, msg)) => {
-                    let t = trailers(&msg);
-                    if let (Some(s), Some(l)) = (
-                        t.get("Cellbridge-Serial").and_then(|s| s.parse::<u64>().ok()),
-                        t.get("Cellbridge-Lineage"),
-                    ) && *l == plan.lineage
-                        && s > plan.serial
-                    {
-                        return Ok(Published::Stale {
-                            proposed_serial: s,
-                            number: None,
-                            url: None,
-                        });
-                    }
-                    if t.get("Cellbridge-Digest").map(String::as_str) == Some(digest) {
-                        head
-                    } else {
-                        let merged = self
-                            .create_commit(&tree, &[head, snap.base_sha.clone()], &message, deadline)
-                            .await?;
-                        self.move_branch(branch, &merged, deadline).await?;
-                        merged
-                    }
-                }
-            }
+            vec![pr.head_sha.clone(), snap.base_sha.clone()]
         };
-
-        self.set_status(&commit, plan, deadline).await?;
-        let what = format!("opening the pull request for {branch}");
-        let base = &snap.base_branch;
-        let r = self
-            .repo_send(&what, &ops::PULLS_CREATE, "/pulls", Some(&json!({"title": plan.title, "head": branch, "base": base, "body": body, "maintainer_can_modify": false})), deadline)
+        let commit = gh.create_commit(&tree, &parents, &message, deadline).await?;
+        gh.move_branch(branch, &commit, deadline).await?;
+        let mut labels: Vec<String> = pr
+            .labels
+            .iter()
+            .filter(|l| !MANAGED_LABELS.contains(&l.as_str()))
+            .cloned()
+            .collect();
+        labels.extend(plan.labels.iter().cloned());
+        // The status goes first: once the body carries the new digest, later runs take the
+        // pull request as complete, so everything else must already be there.
+        set_status(gh, &commit, plan, deadline).await?;
+        gh.update_pull_text(pr.number, &plan.title, &body, &labels, deadline)
             .await?;
-        if r.status == StatusCode::UNPROCESSABLE_ENTITY && r.message().contains("already exists") {
-            return Err(GithubError::Conflict {
-                what,
-                detail: r.message(),
-            });
-        }
-        if !r.status.is_success() {
-            return Err(r.api_error(&what));
-        }
-        let pr = r.json(&what)?;
-        let number = pr["number"].as_u64().ok_or_else(|| GithubError::Protocol {
-            what: what.clone(),
-            detail: "no number".into(),
-        })?;
-        let url = pr["html_url"].as_str().unwrap_or_default().to_owned();
-        self.add_labels(number, &plan.labels, deadline).await?;
-        Ok(Published::Opened { number, url, commit })
+        return Ok(Published::Updated {
+            number: pr.number,
+            url: pr.url,
+            commit,
+        });
     }
 
+    let fresh = gh
+        .create_commit(&tree, std::slice::from_ref(&snap.base_sha), &message, deadline)
+        .await?;
+    let commit = if gh.create_branch(branch, &fresh, deadline).await? {
+        fresh
+    } else {
+        // The branch exists without an open pull request: a sync running right now, or one
+        // that stopped between the branch and the pull request, or a closed pull request's.
+        match gh.branch_head(branch, deadline).await? {
+            None => {
+                return Err(GithubError::Conflict {
+                    what: format!("creating branch {branch}"),
+                    detail: "the branch vanished".into(),
+                });
+            }
+            Some((head, msg)) => {
+                let t = trailers(&msg);
+                if let (Some(s), Some(l)) = (
+                    t.get("Cellbridge-Serial").and_then(|s| s.parse::<u64>().ok()),
+                    t.get("Cellbridge-Lineage"),
+                ) && *l == plan.lineage
+                    && s > plan.serial
+                {
+                    return Ok(Published::Stale {
+                        proposed_serial: s,
+                        number: None,
+                        url: None,
+                    });
+                }
+                if t.get("Cellbridge-Digest").map(String::as_str) == Some(digest) {
+                    head
+                } else {
+                    let merged = gh
+                        .create_commit(&tree, &[head, snap.base_sha.clone()], &message, deadline)
+                        .await?;
+                    gh.move_branch(branch, &merged, deadline).await?;
+                    merged
+                }
+            }
+        }
+    };
+
+    set_status(gh, &commit, plan, deadline).await?;
+    let (number, url) = gh
+        .create_pull(branch, &snap.base_branch, &plan.title, &body, deadline)
+        .await?;
+    gh.add_labels(number, &plan.labels, deadline).await?;
+    Ok(Published::Opened { number, url, commit })
 }
 
 /// What the pull request must hold: its files, labels and check verdict. The serial and the

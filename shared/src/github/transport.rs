@@ -313,7 +313,6 @@ impl GithubFleet {
             body,
         })
     }
-
 }
 
 pub(super) fn url_query(pairs: &[(&str, &str)]) -> String {

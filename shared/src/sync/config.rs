@@ -6,7 +6,6 @@ use crate::github::GithubConfig;
 
 pub const DEFAULT_KEY_PATTERN: &str = "cells/{cell}/terraform.tfstate";
 
-
 /// The state-sync configuration, from environment variables (the Terraform module sets them).
 #[derive(Debug, Clone)]
 pub struct SyncConfig {

@@ -24,7 +24,6 @@ const START_MARGIN: Duration = Duration::from_secs(3);
 /// States synced at once in one invocation (sync-all, SQS batches).
 const PARALLEL: usize = 4;
 
-
 /// The answer for one state object.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct CellResult {
