@@ -1,10 +1,25 @@
 //! cellbridge: carries the identifiers Terraform knows into the Flux fleet repo, through a
 //! reviewed pull request, and gives every new EKS cluster its first Flux bootstrap.
 //!
-//! The pure core (`tfstate`, `metadata`, `configmap`, `envsubst`, `check`, `plan`, `template`,
-//! `events`) does no network I/O and tests in milliseconds. The adapters (`s3`, `secrets`,
-//! `github`, `bootstrap`) sit at the edges behind small traits (`StateSource`, `FleetRead`,
-//! `FleetWrite`, `ClusterAccess`).
+//! The two main paths:
+//!
+//! - **A state event becomes a pull request.** `functions/state-sync` → [`sync::lambda_handler`]
+//!   (`sync/handler.rs`) → [`sync::Syncer::handle`] (`sync/syncer.rs`: the event's state
+//!   objects, each read whole from a [`s3::StateSource`], planned against the fleet repo's
+//!   base branch with [`plan`], retried on a lost race) → [`github::converge`]
+//!   (`github/pull_request.rs`: what to write, when to close) → GitHub's primitives,
+//!   [`github::GithubRepo`], which `github/api.rs` sends through `github/transport.rs`.
+//! - **A new cluster gets Flux.** `functions/cluster-bootstrap` →
+//!   [`bootstrap::handler::lambda_handler`] → [`bootstrap::Bootstrapper`] (`bootstrap/mod.rs`:
+//!   find the cell, wait for ACTIVE, temporary access, the plan of objects) →
+//!   `bootstrap/apply.rs` (server-side apply in order, CRDs Established first).
+//!
+//! Below both: the pure core, no network I/O, tested in milliseconds (`tfstate`, `metadata`,
+//! `configmap`, `envsubst`, `check`, `plan`, `template`, `events`, `fleet`); the one error model
+//! ([`error`]); the adapters to the outside services (`s3`, `secrets`, `github`); the Lambda
+//! shell (`lambda`, `telemetry`, `config`). With the `test-support` feature, `github::memory`
+//! and `s3::memory` hold in-memory doubles of GitHub and the state bucket with the real
+//! services' rules.
 
 pub mod bootstrap;
 pub mod check;
