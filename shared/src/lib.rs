@@ -34,6 +34,7 @@ pub mod lambda;
 pub mod metadata;
 pub mod plan;
 pub mod redact;
+pub mod retry;
 pub mod s3;
 pub mod secrets;
 pub mod sync;

@@ -18,6 +18,7 @@ use serde_json::Value;
 use super::plan::{ObjectRef, Phase, Step};
 use super::token;
 use crate::error::{Class, Classify};
+use crate::retry::{Again, Policy};
 
 pub const FIELD_MANAGER: &str = "cellbridge";
 
@@ -297,50 +298,52 @@ fn to_error(operation: &'static str, target: &str, e: kube::Error, quiet: bool) 
     }
 }
 
-/// Retries `f` on transient errors with exponential backoff, at most `tuning.attempts` times.
+/// Retries `f` on transient errors with exponential backoff ([`crate::retry`]), at most
+/// `tuning.attempts` tries; a 401/403 while the new access entry propagates is waited out
+/// without counting, for as long as the session's grace lasts.
 async fn retry<T, F, Fut>(
     session: &Session,
     operation: &'static str,
     target: &str,
     quiet: bool,
-    mut f: F,
+    f: F,
 ) -> Result<T, ApplyError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, kube::Error>>,
 {
     let tuning = &session.tuning;
-    let mut delay = tuning.backoff;
-    let mut attempt = 1;
+    let policy = Policy {
+        first: tuning.backoff,
+        max: tuning.max_backoff,
+        attempts: tuning.attempts,
+        jitter: false,
+        deadline: None,
+    };
     let mut auth_waits = 0u32;
-    loop {
-        match f().await {
-            Ok(v) => return Ok(v),
-            Err(e) => {
-                let verdict = classify(&e);
-                let again = match verdict {
-                    Verdict::Retry => attempt < tuning.attempts,
-                    Verdict::AuthPending => session.in_auth_grace(),
-                    Verdict::Fail => false,
-                };
-                if !again {
-                    return Err(to_error(operation, target, e, quiet));
-                }
-                let err = to_error(operation, target, e, quiet);
-                match verdict {
-                    Verdict::AuthPending => {
-                        auth_waits += 1;
-                        tracing::info!(%target, waits = auth_waits, "access not effective yet, waiting for the access entry");
-                    }
-                    _ => {
-                        attempt += 1;
-                        tracing::warn!(%target, attempt, error = %err, "retrying");
-                    }
-                }
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(tuning.max_backoff);
-            }
+    let judge = |e: &kube::Error| match classify(e) {
+        Verdict::Retry => Again::Yes,
+        Verdict::AuthPending if session.in_auth_grace() => Again::Uncounted,
+        Verdict::AuthPending | Verdict::Fail => Again::No,
+    };
+    let notify = |e: &kube::Error, attempt: u32, _wait: Duration| match classify(e) {
+        Verdict::AuthPending => {
+            auth_waits += 1;
+            tracing::info!(%target, waits = auth_waits, "access not effective yet, waiting for the access entry");
         }
+        // The server's message is left out: for a Secret it may quote the data.
+        _ => tracing::warn!(%target, attempt = attempt + 1, error = %brief(e), "retrying"),
+    };
+    crate::retry::retry(&policy, f, judge, notify)
+        .await
+        .map_err(|gave_up| to_error(operation, target, gave_up.into_error(), quiet))
+}
+
+/// A Kubernetes error without the server's message.
+fn brief(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("HTTP {} {}", s.code, s.reason),
+        other => crate::redact::chain(other),
     }
 }
 

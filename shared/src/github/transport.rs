@@ -20,12 +20,23 @@ use tokio::sync::OnceCell;
 
 use super::operations::Operation;
 use super::{Credentials, GithubError, GithubFleet, RequestCounts, Result};
+use crate::retry::{Again, GaveUp, Policy, retry};
 
 pub(super) const MAX_ATTEMPTS: u32 = 6;
+pub(super) const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(8);
 /// Never start a request with less time left than this: a half-done write is worse than none.
 pub(super) const DEADLINE_MARGIN: Duration = Duration::from_millis(500);
 pub(super) const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// One try's failure: worth another, or final.
+pub(super) enum Try {
+    Again {
+        detail: String,
+        retry_after: Option<Duration>,
+    },
+    Stop(GithubError),
+}
 
 pub(super) struct Response {
     pub(super) status: StatusCode,
@@ -158,8 +169,8 @@ impl GithubFleet {
         format!("/repos/{}/{}{}", enc(&self.owner), enc(&self.repo), rest)
     }
 
-    /// One request with retries. Returns any final HTTP answer (the caller reads 404 and 422);
-    /// fails only when retrying cannot help or time ran out.
+    /// One request with retries ([`crate::retry`]). Returns any final HTTP answer (the caller
+    /// reads 404 and 422); fails only when retrying cannot help or time ran out.
     pub(super) async fn send(
         &self,
         what: &str,
@@ -170,15 +181,20 @@ impl GithubFleet {
         deadline: Instant,
     ) -> Result<Response> {
         let download = uri.starts_with("http://") || uri.starts_with("https://");
-        let mut attempt = 0u32;
-        loop {
-            attempt += 1;
+        let policy = Policy {
+            first: FIRST_BACKOFF,
+            max: MAX_BACKOFF,
+            attempts: MAX_ATTEMPTS,
+            jitter: true,
+            deadline: Some((deadline, DEADLINE_MARGIN)),
+        };
+        let once = || async {
             let left = deadline.saturating_duration_since(Instant::now());
             if left <= DEADLINE_MARGIN {
-                return Err(GithubError::Transient {
+                return Err(Try::Stop(GithubError::Transient {
                     what: what.to_owned(),
                     detail: "the function's deadline is too close to send it".into(),
-                });
+                }));
             }
             if download {
                 &self.counts.downloads
@@ -186,50 +202,65 @@ impl GithubFleet {
                 &self.counts.api
             }
             .fetch_add(1, Ordering::Relaxed);
-            let fut = self.send_once(method.clone(), uri, body, accept);
-            let outcome = match tokio::time::timeout(left.min(REQUEST_TIMEOUT), fut).await {
-                Err(_) => Err(format!("no answer within {} ms", left.min(REQUEST_TIMEOUT).as_millis())),
+            let limit = left.min(REQUEST_TIMEOUT);
+            match tokio::time::timeout(limit, self.send_once(method.clone(), uri, body, accept)).await {
+                Err(_) => Err(Try::Again {
+                    detail: format!("no answer within {} ms", limit.as_millis()),
+                    retry_after: None,
+                }),
                 Ok(Err(e)) => match classify_octocrab(&e) {
                     // octocrab reports an installation token refused or failed as a GitHub error.
-                    Some(status) if !transient_status(status) => {
-                        return Err(GithubError::Api {
-                            what: what.to_owned(),
-                            status: status.as_u16(),
-                            message: octocrab_message(&e),
-                        });
-                    }
-                    _ => Err(octocrab_message(&e)),
+                    Some(status) if !transient_status(status) => Err(Try::Stop(GithubError::Api {
+                        what: what.to_owned(),
+                        status: status.as_u16(),
+                        message: octocrab_message(&e),
+                    })),
+                    _ => Err(Try::Again {
+                        detail: octocrab_message(&e),
+                        retry_after: None,
+                    }),
                 },
-                Ok(Ok(resp)) => Ok(resp),
-            };
-            let (detail, retry_after) = match outcome {
-                Ok(resp) if !is_transient(&resp) => return Ok(resp),
-                Ok(resp) => (
-                    format!("HTTP {}: {}", resp.status.as_u16(), resp.message()),
-                    retry_after(&resp.headers),
-                ),
-                Err(detail) => (detail, None),
-            };
-            if attempt >= MAX_ATTEMPTS {
-                return Err(GithubError::Transient {
-                    what: what.to_owned(),
-                    detail: format!("{detail}, after {attempt} attempts"),
-                });
+                Ok(Ok(resp)) if !is_transient(&resp) => Ok(resp),
+                Ok(Ok(resp)) => Err(Try::Again {
+                    detail: format!("HTTP {}: {}", resp.status.as_u16(), resp.message()),
+                    retry_after: retry_after(&resp.headers),
+                }),
             }
-            let backoff = (Duration::from_millis(250) * 2u32.pow(attempt - 1)).min(MAX_BACKOFF) + jitter();
-            let wait = retry_after.map_or(backoff, |ra| ra.max(Duration::from_millis(100)));
-            if Instant::now() + wait + DEADLINE_MARGIN >= deadline {
-                return Err(GithubError::Transient {
+        };
+        let judge = |t: &Try| match t {
+            Try::Stop(_) => Again::No,
+            Try::Again {
+                retry_after: Some(ra), ..
+            } => Again::After((*ra).max(Duration::from_millis(100))),
+            Try::Again { .. } => Again::Yes,
+        };
+        let notify = |t: &Try, attempt: u32, wait: Duration| {
+            if let Try::Again { detail, .. } = t {
+                tracing::warn!(request = what, attempt, wait_ms = wait.as_millis() as u64, error = %detail, "GitHub request failed, retrying");
+            }
+        };
+        retry(&policy, once, judge, notify)
+            .await
+            .map_err(|gave_up| match gave_up {
+                GaveUp::Final(Try::Stop(e)) | GaveUp::Attempts(Try::Stop(e), _) | GaveUp::Deadline(Try::Stop(e), _) => {
+                    e
+                }
+                GaveUp::Attempts(Try::Again { detail, .. }, n) => GithubError::Transient {
+                    what: what.to_owned(),
+                    detail: format!("{detail}, after {n} attempts"),
+                },
+                GaveUp::Deadline(Try::Again { detail, .. }, wait) => GithubError::Transient {
                     what: what.to_owned(),
                     detail: format!(
                         "{detail}; the next try (in {} ms) would pass the function's deadline",
                         wait.as_millis()
                     ),
-                });
-            }
-            tracing::warn!(request = what, attempt, wait_ms = wait.as_millis() as u64, error = %detail, "GitHub request failed, retrying");
-            tokio::time::sleep(wait).await;
-        }
+                },
+                GaveUp::Final(Try::Again { detail, .. }) => GithubError::Transient {
+                    what: what.to_owned(),
+                    detail,
+                },
+            })
     }
 
     /// A request to this repository's API (`path` under `/repos/{owner}/{repo}`), with retries.
@@ -373,14 +404,6 @@ pub(super) fn retry_after(h: &HeaderMap) -> Option<Duration> {
         return Some(Duration::from_secs(reset.saturating_sub(now).max(1)));
     }
     None
-}
-
-pub(super) fn jitter() -> Duration {
-    let n = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    Duration::from_millis(u64::from(n % 100))
 }
 
 pub(super) fn classify_octocrab(e: &octocrab::Error) -> Option<StatusCode> {
