@@ -1,0 +1,279 @@
+//! Building a layer as kustomize would: the files (and inline strings) it reads from a
+//! directory, following kustomization files.
+
+use std::collections::BTreeSet;
+
+use crate::fleet::{self, EntryKind, FleetRead};
+
+use super::yaml;
+use super::{CheckError, Finding, KUSTOMIZATION_FILES, invalid, read};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Role {
+    /// Kubernetes objects (resources, and patches, which merge into them).
+    Manifest,
+    /// A configMapGenerator file: its whole text becomes a value.
+    Raw,
+    /// A configMapGenerator env file: `KEY=value` lines, `#` lines dropped.
+    Env,
+}
+
+#[derive(Debug, Clone)]
+pub(super) enum Unit {
+    File {
+        path: String,
+        role: Role,
+    },
+    /// A string inside a kustomization file that ends up in a resource (inline patch, literal).
+    Inline {
+        path: String,
+        scalar: yaml::Scalar,
+    },
+}
+
+impl Unit {
+    pub(super) fn path(&self) -> &str {
+        match self {
+            Unit::File { path, .. } | Unit::Inline { path, .. } => path,
+        }
+    }
+}
+
+pub(super) struct Build<'f> {
+    fleet: &'f dyn FleetRead,
+    layer: String,
+    pub(super) units: Vec<Unit>,
+    seen: BTreeSet<(String, bool)>,
+    /// Directories being built, to refuse a cycle instead of recursing forever.
+    stack: Vec<String>,
+    pub(super) findings: Vec<Finding>,
+    pub(super) not_checked: Vec<String>,
+}
+
+fn is_remote(entry: &str) -> bool {
+    entry.contains("://")
+        || entry.starts_with("git@")
+        || entry.starts_with("github.com/")
+        || entry.starts_with("gitlab.com/")
+        || entry.contains("?ref=")
+}
+
+fn is_yaml_name(name: &str) -> bool {
+    name.ends_with(".yaml") || name.ends_with(".yml")
+}
+
+impl<'f> Build<'f> {
+    pub(super) fn new(fleet: &'f dyn FleetRead, layer: &str) -> Self {
+        Build {
+            fleet,
+            layer: layer.to_owned(),
+            units: Vec::new(),
+            seen: BTreeSet::new(),
+            stack: Vec::new(),
+            findings: Vec::new(),
+            not_checked: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, path: String, role: Role) {
+        if self.seen.insert((path.clone(), role == Role::Manifest)) {
+            self.units.push(Unit::File { path, role });
+        }
+    }
+
+    fn kustomization_file(&self, dir: &str) -> Result<Option<String>, CheckError> {
+        let entries = self.fleet.list(dir)?.unwrap_or_default();
+        Ok(KUSTOMIZATION_FILES
+            .iter()
+            .find(|n| entries.iter().any(|e| e.kind == EntryKind::File && e.name == **n))
+            .map(|n| fleet::join(dir, n)))
+    }
+
+    pub(super) fn dir(&mut self, dir: &str) -> Result<(), CheckError> {
+        if self.stack.iter().any(|d| d == dir) {
+            return Err(invalid(
+                dir,
+                format!("kustomization cycle: {} → {dir}", self.stack.join(" → ")),
+            ));
+        }
+        self.stack.push(dir.to_owned());
+        let r = match self.kustomization_file(dir)? {
+            Some(k) => self.kustomization(dir, &k),
+            None => self.generated(dir),
+        };
+        self.stack.pop();
+        r
+    }
+
+    /// kustomize-controller's generated kustomization: every YAML file, recursively; a
+    /// subdirectory with its own kustomization file is built as a whole.
+    fn generated(&mut self, dir: &str) -> Result<(), CheckError> {
+        for e in self.fleet.list(dir)?.unwrap_or_default() {
+            let p = fleet::join(dir, &e.name);
+            match e.kind {
+                EntryKind::File if is_yaml_name(&e.name) => self.add(p, Role::Manifest),
+                EntryKind::File => {}
+                EntryKind::Dir => {
+                    if self.kustomization_file(&p)?.is_some() {
+                        self.dir(&p)?;
+                    } else {
+                        self.generated(&p)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn build_problem(&mut self, file: &str, line: usize, message: String) {
+        self.findings.push(Finding {
+            file: file.to_owned(),
+            line,
+            variable: String::new(),
+            layer: self.layer.clone(),
+            message,
+        });
+    }
+
+    /// Resolves an entry of `kfile` (in `dir`) to a repo path; refusing any escape.
+    fn resolve(&self, kfile: &str, dir: &str, field: &str, entry: &str) -> Result<String, CheckError> {
+        fleet::normalize(dir, entry)
+            .map_err(|_| invalid(kfile, format!("`{field}` entry `{entry}` leaves the fleet repo")))
+    }
+
+    fn kustomization(&mut self, dir: &str, kfile: &str) -> Result<(), CheckError> {
+        let text = read(self.fleet, kfile)?;
+        let docs = yaml::documents(&text).map_err(|r| invalid(kfile, r))?;
+        let Some(root) = docs.into_iter().next() else {
+            return Ok(());
+        };
+
+        for field in ["resources", "bases", "components"] {
+            for item in root.get(field).map(yaml::Node::items).unwrap_or_default() {
+                let Some(entry) = item.str() else { continue };
+                if is_remote(entry) {
+                    self.not_checked.push(format!(
+                        "{kfile}:{}: remote {field} entry `{entry}` (not fetched)",
+                        item.line()
+                    ));
+                    continue;
+                }
+                let p = self.resolve(kfile, dir, field, entry)?;
+                if self.fleet.is_dir(&p)? {
+                    if self.kustomization_file(&p)?.is_some() {
+                        self.dir(&p)?;
+                    } else {
+                        self.build_problem(
+                            kfile,
+                            item.line(),
+                            format!("kustomize build fails: directory `{p}` has no kustomization.yaml"),
+                        );
+                    }
+                } else if self.fleet.read(&p)?.is_some() {
+                    self.add(p, Role::Manifest);
+                } else {
+                    self.build_problem(
+                        kfile,
+                        item.line(),
+                        format!("kustomize build fails: `{entry}` not found"),
+                    );
+                }
+            }
+        }
+
+        for field in ["patches", "patchesJson6902"] {
+            for item in root.get(field).map(yaml::Node::items).unwrap_or_default() {
+                self.patch_file(kfile, dir, field, item.get("path"))?;
+                if let Some(yaml::Node::Scalar(s)) = item.get("patch") {
+                    self.units.push(Unit::Inline {
+                        path: kfile.to_owned(),
+                        scalar: s.clone(),
+                    });
+                }
+            }
+        }
+        for item in root
+            .get("patchesStrategicMerge")
+            .map(yaml::Node::items)
+            .unwrap_or_default()
+        {
+            if let yaml::Node::Scalar(s) = item {
+                // An entry is either a file path or an inline patch document.
+                if s.value.contains('\n') || s.value.contains(": ") {
+                    self.units.push(Unit::Inline {
+                        path: kfile.to_owned(),
+                        scalar: s.clone(),
+                    });
+                } else {
+                    self.patch_file(kfile, dir, "patchesStrategicMerge", Some(item))?;
+                }
+            }
+        }
+
+        for generator in root
+            .get("configMapGenerator")
+            .map(yaml::Node::items)
+            .unwrap_or_default()
+        {
+            for item in generator.get("files").map(yaml::Node::items).unwrap_or_default() {
+                if let Some(entry) = item.str() {
+                    // `key=path` or `path`.
+                    let file = entry.split_once('=').map_or(entry, |(_, f)| f);
+                    self.generator_file(kfile, dir, item, file, Role::Raw)?;
+                }
+            }
+            let envs = generator.get("envs").map(yaml::Node::items).unwrap_or_default();
+            for item in envs.into_iter().chain(generator.get("env")) {
+                if let Some(entry) = item.str() {
+                    self.generator_file(kfile, dir, item, entry, Role::Env)?;
+                }
+            }
+            for item in generator.get("literals").map(yaml::Node::items).unwrap_or_default() {
+                if let yaml::Node::Scalar(s) = item {
+                    self.units.push(Unit::Inline {
+                        path: kfile.to_owned(),
+                        scalar: s.clone(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn patch_file(&mut self, kfile: &str, dir: &str, field: &str, item: Option<&yaml::Node>) -> Result<(), CheckError> {
+        let Some(item) = item else { return Ok(()) };
+        let Some(entry) = item.str() else { return Ok(()) };
+        let p = self.resolve(kfile, dir, field, entry)?;
+        if self.fleet.read(&p)?.is_some() {
+            self.add(p, Role::Manifest);
+        } else {
+            self.build_problem(
+                kfile,
+                item.line(),
+                format!("kustomize build fails: patch `{entry}` not found"),
+            );
+        }
+        Ok(())
+    }
+
+    fn generator_file(
+        &mut self,
+        kfile: &str,
+        dir: &str,
+        item: &yaml::Node,
+        entry: &str,
+        role: Role,
+    ) -> Result<(), CheckError> {
+        let p = self.resolve(kfile, dir, "configMapGenerator", entry)?;
+        if self.fleet.read(&p)?.is_some() {
+            self.add(p, role);
+        } else {
+            self.build_problem(
+                kfile,
+                item.line(),
+                format!("kustomize build fails: `{entry}` not found"),
+            );
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,437 @@
+//! Flux's variable substitution, as kustomize-controller runs it in post-build
+//! (`github.com/fluxcd/pkg/envsubst`, a fork of drone/envsubst).
+//!
+//! This is a port of that parser's state machine, not a re-imagining of shell expansion, so the
+//! check says what Flux would do, including its surprises:
+//!
+//! - `${var}`, `${var:=default}`, `${var=default}`, `${var:-default}`, `${var:?x}`, `${var:+x}`
+//!   all parse. Every default operator means "the value if it is non-empty, else the default"
+//!   (`:+` and `:?` included: Flux does not implement bash's alternate-value or error forms).
+//! - `${var-default}`, `${var+x}` and `${var?x}` do **not** parse: after the name only `:`, `=`,
+//!   `,`, `^`, `/`, `#`, `%` or `}` may follow, so Flux fails with "missing closing brace".
+//! - `$$` is an escape for `$` in plain text, so `$${var}` is the literal `${var}`; a bare `$var`
+//!   is plain text and never substituted.
+//! - The name is any run of letters, digits and `_` (Unicode letters too, leading digits too):
+//!   `${1abc}` parses, and then fails in strict mode because no key can have that name (Flux
+//!   validates the *keys* against `^[_[:alpha:]][_[:alpha:][:digit:]]*$`, see [`valid_name`]).
+//! - Strict mode fails on an unset variable unless the operator supplies a default; the other
+//!   operators (`${#var}`, `${var^^}`, `${var:1:2}`, `${var/a/b}`, `${var#p}`, ...) fail too.
+//!   Arguments are evaluated before the variable itself, so `${set:=${unset}}` fails as well.
+//! - `${`, `${}` and other malformed expressions fail the whole resource ("bad substitution").
+//! - A NUL character ends the input, as it does in the Go scanner.
+//!
+//! Known differences, all outside what a Kubernetes manifest with identifier values meets: name
+//! characters use Rust's `is_alphabetic`/`is_numeric` rather than Go's `IsLetter`/`IsDigit`;
+//! upper/lower-casing uses Rust's full Unicode mappings; substring and pattern trimming of
+//! non-ASCII values cut at character boundaries where Go cuts bytes; nesting deeper than
+//! [`MAX_DEPTH`] is refused instead of recursing.
+//!
+//! The files follow the upstream package's (`envsubst/` in fluxcd/pkg), one for each Go file
+//! ported: `scan.rs` (`parse/scan.go`), `node.rs` (`parse/node.go`), `parse.rs`
+//! (`parse/parse.go`), `template.rs` (`template.go`), `eval.rs` (`eval.go`), `funcs.rs`
+//! (`funcs.go`) and `glob.rs` (`path/match.go`). This file, the package documentation
+//! (`doc.go`), also holds what has no upstream counterpart: the error type, [`scan`] (which
+//! reports the references instead of substituting them) and Flux's key-name rule
+//! [`valid_name`].
+
+mod eval;
+mod funcs;
+mod glob;
+mod node;
+mod parse;
+mod scan;
+mod template;
+
+pub use eval::substitute;
+pub use parse::{MAX_DEPTH, ParseErrorKind};
+
+use node::Node;
+use parse::Parser;
+
+/// The regular expression Flux applies to the variable names it substitutes (its keys).
+pub const NAME_PATTERN: &str = "^[_[:alpha:]][_[:alpha:][:digit:]]*$";
+
+/// Whether `name` is a name Flux accepts as a substitution key (`NAME_PATTERN`, ASCII classes).
+pub fn valid_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b) if b == b'_' || b.is_ascii_alphabetic())
+        && bytes.all(|b| b == b'_' || b.is_ascii_alphanumeric())
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvsubstError {
+    /// The text does not parse; nothing of it would be substituted.
+    #[error("line {line}: {} in {snippet:?}", kind.message())]
+    Parse {
+        kind: ParseErrorKind,
+        line: usize,
+        offset: usize,
+        snippet: String,
+    },
+    /// Strict mode: a variable without a value and without a default.
+    #[error("line {line}: variable not set (strict mode): {name:?}")]
+    NotSet { name: String, line: usize, offset: usize },
+}
+
+/// One `${...}` expression (nested ones are reported separately).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reference<'a> {
+    pub name: &'a str,
+    /// The operator after the name (`""`, `":="`, `"^^"`, `"#"` for `${#var}`, ...).
+    pub op: &'a str,
+    /// Byte offset of the `$` of `${`.
+    pub offset: usize,
+    /// 1-based line of the `$` of `${`.
+    pub line: usize,
+}
+
+impl Reference<'_> {
+    /// The operator supplies a value of its own when the variable is unset, so strict mode
+    /// accepts it.
+    pub fn has_default(&self) -> bool {
+        template::is_default_op(self.op)
+    }
+}
+
+/// A malformed expression found by [`scan`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Malformed {
+    pub kind: ParseErrorKind,
+    /// Byte offset of the `${` that starts the expression Flux refuses.
+    pub offset: usize,
+    pub line: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Item<'a> {
+    Reference(Reference<'a>),
+    Malformed(Malformed),
+}
+
+/// A function's `${` offset, name range and operator range.
+type FuncAt = (usize, (usize, usize), (usize, usize));
+
+/// 1-based line of byte `offset`, counting from `from` (at line `line_at_from`).
+fn line_at(buf: &[u8], from: usize, line_at_from: usize, offset: usize) -> usize {
+    let end = offset.min(buf.len());
+    line_at_from + buf[from.min(end)..end].iter().filter(|&&b| b == b'\n').count()
+}
+
+/// Reports every `${...}` of `text` the way Flux's parser sees it (nested ones included, in
+/// source order of their `${`), and every expression Flux would refuse. Flux stops at the first
+/// malformed expression and substitutes nothing in that resource; the scan carries on after
+/// its `${` so that one mistake does not hide the rest.
+pub fn scan<'a>(text: &'a str, mut on: impl FnMut(Item<'a>)) {
+    let buf = text.as_bytes();
+    let mut from = 0;
+    // Line bookkeeping is incremental: offsets only grow between reports of one parse.
+    let (mut line_pos, mut line) = (0usize, 1usize);
+    let mut line_of = |offset: usize| {
+        if offset < line_pos {
+            line_pos = 0;
+            line = 1;
+        }
+        line = line_at(buf, line_pos, line, offset);
+        line_pos = offset;
+        line
+    };
+    loop {
+        let mut p = Parser::new(buf, from);
+        let result = p.parse_all();
+        let mut funcs: Vec<FuncAt> = p
+            .tree
+            .nodes
+            .iter()
+            .filter_map(|n| match *n {
+                Node::Func { at, param, op, .. } => Some((at, param, op)),
+                Node::Text { .. } => None,
+            })
+            .collect();
+        if result.is_err() {
+            // The resumed parse finds what the refused expression contains.
+            funcs.retain(|f| f.0 < p.expr_at);
+        }
+        funcs.sort_by_key(|f| f.0);
+        for (at, param, op) in funcs {
+            let name = text.get(param.0..param.1).unwrap_or("");
+            let op = text.get(op.0..op.1).unwrap_or("");
+            on(Item::Reference(Reference {
+                name,
+                op,
+                offset: at,
+                line: line_of(at),
+            }));
+        }
+        match result {
+            Ok(()) => return,
+            Err(kind) => {
+                let at = p.expr_at;
+                on(Item::Malformed(Malformed {
+                    kind,
+                    offset: at,
+                    line: line_of(at),
+                }));
+                // Resume right after the refused `${`.
+                from = at + 2;
+                if from >= buf.len() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn sub(text: &str, pairs: &[(&str, &str)], strict: bool) -> Result<String, EnvsubstError> {
+        let v = vars(pairs);
+        substitute(text, |k| v.get(k).map(String::as_str), strict)
+    }
+
+    fn refs(text: &str) -> Vec<(String, String, usize, bool)> {
+        let mut out = Vec::new();
+        scan(text, |i| match i {
+            Item::Reference(r) => out.push((r.name.to_owned(), r.op.to_owned(), r.line, r.has_default())),
+            Item::Malformed(m) => out.push((String::new(), m.kind.message().to_owned(), m.line, false)),
+        });
+        out
+    }
+
+    #[test]
+    fn default_forms_substitute_like_flux() {
+        let set = [("var", "abc"), ("empty", "")];
+        for (input, want) in [
+            ("${var}", "abc"),
+            ("${var:=xyz}", "abc"),
+            ("${var=xyz}", "abc"),
+            ("${var:-xyz}", "abc"),
+            ("${unset:=xyz}", "xyz"),
+            ("${unset=xyz}", "xyz"),
+            ("${unset:-xyz}", "xyz"),
+            // Flux's `toDefault`: an empty value takes the default for every operator...
+            ("${empty=xyz}", "xyz"),
+            // ...and `:+` / `:?` are defaults too, not bash's alternate value or error.
+            ("${var:+xyz}", "abc"),
+            ("${unset:?xyz}", "xyz"),
+            ("${unset:=}", ""),
+            ("a ${unset:=pre-${var}-post} b", "a pre-abc-post b"),
+        ] {
+            assert_eq!(sub(input, &set, true).unwrap(), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn dash_default_without_colon_is_refused_as_flux_does() {
+        for input in ["${var-default}", "${var+x}", "${var?x}"] {
+            let err = sub(input, &[("var", "abc")], true).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    EnvsubstError::Parse {
+                        kind: ParseErrorKind::MissingClosingBrace,
+                        ..
+                    }
+                ),
+                "{input}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn dollar_escapes_and_bare_dollar_names() {
+        let set = [("var01", "abcdEFGH28ij")];
+        assert_eq!(sub("$${var01}", &set, true).unwrap(), "${var01}");
+        assert_eq!(sub("$$var01 and $var01", &set, true).unwrap(), "$var01 and $var01");
+        assert_eq!(
+            sub("some text ${var01}$${var$${var01}$var01${var01}", &set, true).unwrap(),
+            "some text abcdEFGH28ij${var${var01}$var01abcdEFGH28ij"
+        );
+        // A `$$` escape is plain text: nothing inside it is required in strict mode.
+        assert_eq!(sub("$${missing}", &[], true).unwrap(), "${missing}");
+        assert_eq!(
+            sub(r"\\something ${var01}", &set, true).unwrap(),
+            r"\\something abcdEFGH28ij"
+        );
+        assert_eq!(sub("price: 5$", &[], true).unwrap(), "price: 5$");
+    }
+
+    #[test]
+    fn other_operators_follow_flux() {
+        let set = [
+            ("v", "abcdEFGH28ij"),
+            ("path", "/home/bozo/ideas/thoughts.for.today"),
+            ("z", "abcABC123ABCabc"),
+            ("f", "bash.string.txt"),
+            ("p", "/path/to/file"),
+            ("s", "foo/bar/baz"),
+        ];
+        for (input, want) in [
+            ("${#v}", "12"),
+            ("${v^}", "AbcdEFGH28ij"),
+            ("${v^^}", "ABCDEFGH28IJ"),
+            ("${v,,}", "abcdefgh28ij"),
+            ("${path:11}", "ideas/thoughts.for.today"),
+            ("${path:11:5}", "ideas"),
+            ("${path:-5}", "/home/bozo/ideas/thoughts.for.today"),
+            ("${z/%abc/XYZ}", "abcABC123ABCXYZ"),
+            ("${z/#abc/XYZ}", "XYZABC123ABCabc"),
+            ("${z/#/pre-}", "pre-abcABC123ABCabc"),
+            ("${z//abc/xyz}", "xyzABC123ABCxyz"),
+            ("${z/abc/xyz}", "xyzABC123ABCabc"),
+            ("${f#*.}", "string.txt"),
+            ("${f##*.}", "txt"),
+            ("${f%.*}", "bash.string"),
+            ("${f%%.*}", "bash"),
+            ("${p##*/}", "file"),
+            (r"${s//\//-}", "foo-bar-baz"),
+            ("${unset=${v^^}}", "ABCDEFGH28IJ"),
+        ] {
+            assert_eq!(sub(input, &set, false).unwrap(), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn strict_mode_names_the_variable_and_line() {
+        let err = sub("a: 1\nb: ${cluster_name}\n", &[("x", "1")], true).unwrap_err();
+        assert_eq!(
+            err,
+            EnvsubstError::NotSet {
+                name: "cluster_name".into(),
+                line: 2,
+                offset: 8
+            }
+        );
+        assert!(err.to_string().contains("cluster_name") && err.to_string().contains("line 2"));
+        // Not strict: empty string.
+        assert_eq!(sub("b: ${cluster_name}", &[], false).unwrap(), "b: ");
+        // Transformations of an unset variable fail too; arguments are always evaluated.
+        for input in [
+            "${#missing}",
+            "${missing^^}",
+            "${missing:0:1}",
+            "${missing/a/b}",
+            "${set:=${missing}}",
+        ] {
+            assert!(
+                matches!(sub(input, &[("set", "1")], true), Err(EnvsubstError::NotSet { .. })),
+                "{input}"
+            );
+        }
+        // `${1abc}` parses but can never be set.
+        assert!(matches!(sub("${1abc}", &[], true), Err(EnvsubstError::NotSet { .. })));
+    }
+
+    #[test]
+    fn malformed_input_is_a_parse_error_with_line() {
+        for (input, kind) in [
+            ("x\n${", ParseErrorKind::ParseVariableName),
+            ("x\n${}", ParseErrorKind::ParseVariableName),
+            ("x\n${a", ParseErrorKind::MissingClosingBrace),
+            ("x\n${a b}", ParseErrorKind::MissingClosingBrace),
+            ("x\n${a:=b", ParseErrorKind::ParseFuncSubstitution),
+            ("x\n${a^x}", ParseErrorKind::BadSubstitution),
+        ] {
+            match sub(input, &[("a", "1")], false) {
+                Err(EnvsubstError::Parse { kind: k, line, .. }) => {
+                    assert_eq!((k, line), (kind, 2), "{input}")
+                }
+                other => panic!("{input}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn nul_ends_the_input_like_the_go_scanner() {
+        assert_eq!(sub("a\0${b}", &[], true).unwrap(), "a");
+    }
+
+    #[test]
+    fn scan_reports_nested_references_defaults_lines_and_recovers() {
+        let text = "a: ${x}\nb: ${y:=${z}} $${no} $bare\nc: ${bad-default} ${w}\n";
+        let want: Vec<(String, String, usize, bool)> = vec![
+            ("x".into(), "".into(), 1, false),
+            ("y".into(), ":=".into(), 2, true),
+            ("z".into(), "".into(), 2, false),
+            ("".into(), "missing closing brace".into(), 3, false),
+            ("w".into(), "".into(), 3, false),
+        ];
+        assert_eq!(refs(text), want);
+        // A reference nested in a refused expression is reported once.
+        assert_eq!(refs("${a:=${b} x").iter().filter(|r| r.0 == "b").count(), 1);
+    }
+
+    #[test]
+    fn valid_name_is_flux_key_regex() {
+        assert!(valid_name("cluster_name") && valid_name("_x1"));
+        assert!(!valid_name("1abc") && !valid_name("a-b") && !valid_name("a.b") && !valid_name(""));
+        assert!(!valid_name("naïve"));
+    }
+
+    #[test]
+    fn glob_classes_and_bad_patterns() {
+        let set = [("v", "abc123")];
+        assert_eq!(sub("${v#[a-c]}", &set, false).unwrap(), "bc123");
+        assert_eq!(sub("${v##[a-c]*[0-9]}", &set, false).unwrap(), "");
+        assert_eq!(sub("${v#[}", &set, false).unwrap(), "abc123");
+        assert_eq!(sub("${v#*}", &set, false).unwrap(), "bc123");
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn name() -> impl Strategy<Value = String> {
+            "[a-z_][a-z0-9_]{0,8}"
+        }
+
+        fn template() -> impl Strategy<Value = (Vec<String>, String)> {
+            let piece = prop_oneof![
+                "[a-zA-Z0-9 :\n\"'#{}-]{0,12}".prop_map(|t| (None, t)),
+                name().prop_map(|n| (Some(n.clone()), format!("${{{n}}}"))),
+                (name(), "[a-z0-9 ]{0,6}", prop_oneof![Just(":="), Just("="), Just(":-")])
+                    .prop_map(|(n, d, op)| (Some(n.clone()), format!("${{{n}{op}{d}}}"))),
+                name().prop_map(|n| (None, format!("$${{{n}}}"))),
+                name().prop_map(|n| (None, format!("${n}"))),
+            ];
+            proptest::collection::vec(piece, 0..12).prop_map(|pieces| {
+                let names = pieces.iter().filter_map(|(n, _)| n.clone()).collect();
+                let text = pieces.into_iter().map(|(_, t)| t).collect();
+                (names, text)
+            })
+        }
+
+        proptest! {
+            #[test]
+            fn all_variables_set_never_reports_missing((names, text) in template()) {
+                let vars: BTreeMap<String, String> =
+                    names.iter().map(|n| (n.clone(), format!("value-of-{n}"))).collect();
+                let result = substitute(&text, |k| vars.get(k).map(String::as_str), true);
+                prop_assert!(!matches!(result, Err(EnvsubstError::NotSet { .. })), "{result:?} for {text:?}");
+                let mut missing = Vec::new();
+                scan(&text, |i| match i {
+                    Item::Reference(r) if !r.has_default() && !vars.contains_key(r.name) => missing.push(r.name.to_owned()),
+                    _ => {}
+                });
+                prop_assert!(missing.is_empty(), "{missing:?} in {text:?}");
+            }
+
+            #[test]
+            fn text_without_dollar_is_unchanged(text in "[^$\u{0}]{0,200}") {
+                prop_assert_eq!(substitute(&text, |_| None, true).unwrap(), text);
+            }
+
+            #[test]
+            fn arbitrary_input_never_panics(text in "\\PC{0,64}|[${}:=#%/^,\\\\a-c-]{0,64}") {
+                let _ = substitute(&text, |k| (k == "a").then_some("v"), true);
+                scan(&text, |_| {});
+            }
+        }
+    }
+}
