@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use aws_credential_types::Credentials;
 use cellbridge::bootstrap::{
-    self, BootstrapError, Bootstrapper, Outcome, Phase, Report, Request, Settings, Target, Tuning,
+    self, BootstrapError, BootstrapOutcome, Bootstrapper, Phase, Report, Request, Settings, Target, Tuning,
 };
 use cellbridge::error::Classify;
 use cellbridge::fleet::LocalFleet;
@@ -275,7 +275,7 @@ async fn new_cluster_is_bootstrapped_in_order_from_the_template() {
     let bed = Bed::new("eks-new-order", &[("cellbridge.dev/cell", "staging-us")], None).await;
     let report = bed.run(&bed.request()).await.unwrap();
 
-    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
     assert_eq!(report.cell.as_deref(), Some("staging-us"));
     assert_eq!(
         report.components_file.as_deref(),
@@ -363,7 +363,7 @@ async fn a_cell_found_in_the_fleet_uses_its_own_components_and_a_second_run_writ
     // No tag: the fleet's clusters/prod-eu/cell-metadata.yaml names cluster eks-prod-eu.
     let bed = Bed::new("eks-prod-eu", &[], None).await;
     let first = bed.run(&bed.request()).await.unwrap();
-    assert_eq!(first.outcome, Outcome::Bootstrapped);
+    assert_eq!(first.outcome, BootstrapOutcome::Bootstrapped);
     assert_eq!(first.cell.as_deref(), Some("prod-eu"));
     assert_eq!(
         first.components_file.as_deref(),
@@ -372,7 +372,7 @@ async fn a_cell_found_in_the_fleet_uses_its_own_components_and_a_second_run_writ
 
     bed.kube.clear_requests();
     let second = bed.run(&bed.request()).await.unwrap();
-    assert_eq!(second.outcome, Outcome::AlreadyBootstrapped);
+    assert_eq!(second.outcome, BootstrapOutcome::AlreadyBootstrapped);
     assert!(second.objects.is_empty());
     assert!(bed.writes().is_empty(), "second run wrote: {:?}", bed.writes());
     assert_eq!(calls(&bed.kube).len(), 1, "one read decides: {:?}", calls(&bed.kube));
@@ -397,7 +397,7 @@ async fn a_run_killed_after_the_crds_is_completed_by_the_next() {
     bed.kube.clear_faults();
 
     let report = bed.run(&bed.request()).await.unwrap();
-    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
     assert_eq!(bed.kube.objects(Some("Deployment")).len(), 4);
     assert_eq!(bed.kube.objects(Some("Kustomization")).len(), 1);
     assert!(
@@ -419,7 +419,7 @@ async fn force_reapplies_everything() {
         })
         .await
         .unwrap();
-    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
     let patches = calls(&bed.kube).into_iter().filter(|(m, _)| m == "PATCH").count();
     assert_eq!(patches, 34);
     // Same content: the server stored no change.
@@ -433,7 +433,7 @@ async fn force_reapplies_everything() {
 async fn a_cluster_that_is_no_cell_is_skipped() {
     let bed = Bed::new("eks-not-a-cell", &[("team", "data")], None).await;
     let report = bed.run(&bed.request()).await.unwrap();
-    assert_eq!(report.outcome, Outcome::NotACell);
+    assert_eq!(report.outcome, BootstrapOutcome::NotACell);
     assert!(calls(&bed.kube).is_empty());
     assert!(access_log(&bed.cluster).is_empty());
 }
@@ -461,7 +461,7 @@ async fn an_existing_access_entry_is_used_and_left_alone() {
         .await
         .unwrap();
     let report = bed.run(&bed.request()).await.unwrap();
-    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
     let a = report.access_entry.unwrap();
     assert!(!a.temporary && !a.removed);
     assert_eq!(access_entries(&bed.aws, &bed.cluster).await, [ROLE]);
@@ -524,7 +524,7 @@ async fn injected_api_faults_are_retried_to_success() {
     // A new access entry takes a moment to reach the API server: the first answers are 401.
     k.fault(json!({"method": "GET", "path": "/kustomizations/flux-system$", "status": 401, "count": 2}));
     let report = bed.run(&bed.request()).await.unwrap();
-    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
     let faults: Vec<Value> = k.requests().into_iter().filter(|r| !r["fault"].is_null()).collect();
     assert_eq!(faults.len(), 9, "every injected fault was hit: {faults:?}");
     assert_eq!(k.objects(Some("Deployment")).len(), 4);
@@ -562,7 +562,7 @@ async fn a_persistent_fault_is_a_clean_retryable_error_and_the_next_run_converge
 
     bed.kube.clear_faults();
     let report = bed.run(&bed.request()).await.unwrap();
-    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
     assert_eq!(bed.kube.objects(Some("Deployment")).len(), 4);
 }
 
@@ -574,7 +574,7 @@ async fn a_creating_cluster_is_waited_for_or_handed_back() {
         json!({"region": REGION, "active_after": 1.0}),
     );
     let report = bed.run(&bed.request()).await.unwrap();
-    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
 
     let bed2 = Bed::new("eks-creating-long", &[("cellbridge.dev/cell", "creating-long")], None).await;
     moto_control(
@@ -586,7 +586,7 @@ async fn a_creating_cluster_is_waited_for_or_handed_back() {
         ..settings(&bed2.secret)
     };
     let report = bed2.run_with(&bed2.request(), s).await.unwrap();
-    assert_eq!(report.outcome, Outcome::ClusterNotReady);
+    assert_eq!(report.outcome, BootstrapOutcome::ClusterNotReady);
     assert_eq!(report.cluster_status.as_deref(), Some("CREATING"));
     assert!(calls(&bed2.kube).is_empty());
 
@@ -631,7 +631,7 @@ async fn dry_run_lists_every_object_in_order_and_writes_nothing() {
         })
         .await
         .unwrap();
-    assert_eq!(report.outcome, Outcome::Planned);
+    assert_eq!(report.outcome, BootstrapOutcome::Planned);
     assert_eq!(report.objects.len(), 34);
     let kinds = kinds_in_order(&report);
     assert_eq!(kinds.first().map(String::as_str), Some("Namespace"));
@@ -654,7 +654,7 @@ async fn kubeconfig_target_skips_eks() {
         .run(&bed.fleet, &req, Target::Kubeconfig(&kc))
         .await
         .unwrap();
-    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
     assert!(report.access_entry.is_none());
     assert!(access_log("laptop-cluster").is_empty());
     assert_eq!(
@@ -697,7 +697,10 @@ async fn a_real_cluster_through_kubeconfig() {
         .await
         .unwrap();
     assert!(
-        matches!(report.outcome, Outcome::Bootstrapped | Outcome::AlreadyBootstrapped),
+        matches!(
+            report.outcome,
+            BootstrapOutcome::Bootstrapped | BootstrapOutcome::AlreadyBootstrapped
+        ),
         "{report:?}"
     );
 }
@@ -707,7 +710,7 @@ async fn no_secret_value_appears_in_any_output() {
     let password = "https-password-8c1f0e5bd2";
     let bed = Bed::new("eks-leak", &[("cellbridge.dev/cell", "leak")], None).await;
     let report = bed.run(&bed.request()).await.unwrap();
-    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
     // A failing run that holds a password, with API errors on the Secret.
     let sm = aws_sdk_secretsmanager::Client::new(&bed.aws);
     let https = Bed::new(
@@ -784,9 +787,9 @@ async fn github_fleet_service(
     bed: &Bed,
 ) -> (
     cellbridge_tests::github::FakeGithub,
-    cellbridge::bootstrap::handler::Service,
+    cellbridge::bootstrap::handler::BootstrapService,
 ) {
-    use cellbridge::bootstrap::handler::{GithubSource, Service};
+    use cellbridge::bootstrap::handler::{BootstrapService, GithubSource};
     use cellbridge::github::GithubConfig;
     use cellbridge_tests::github::{FakeGithub, TOKEN, fleet_files};
     let gh = FakeGithub::start();
@@ -801,7 +804,7 @@ async fn github_fleet_service(
         .await
         .unwrap();
     let github = GithubConfig::checked("acme".into(), "fleet".into(), None, secret, gh.url()).unwrap();
-    let service = Service {
+    let service = BootstrapService {
         bootstrapper: Bootstrapper::new(bed.aws.clone(), settings(&bed.secret)),
         fleets: Box::new(GithubSource::new(github, &bed.aws)),
     };
@@ -846,9 +849,9 @@ async fn the_fleet_is_read_from_github_as_the_lambda_reads_it() {
 /// cluster or the reading of the fleet repo from GitHub.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retryable_failure_is_reported_to_lambda_as_retryable() {
-    use cellbridge::bootstrap::handler::{LocalSource, Service, lambda_handler};
+    use cellbridge::bootstrap::handler::{BootstrapService, LocalSource, lambda_handler};
     let bed = Bed::new("eks-lambda-class", &[("cellbridge.dev/cell", "prod-eu")], None).await;
-    let invoke = |service: Service, secs: u64| async move {
+    let invoke = |service: BootstrapService, secs: u64| async move {
         let mut ctx = lambda_runtime::Context::default();
         ctx.deadline = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -864,7 +867,7 @@ async fn a_retryable_failure_is_reported_to_lambda_as_retryable() {
     // The cluster answers 503 to every write.
     bed.kube
         .fault(json!({"method": "PATCH", "path": "/deployments/", "status": 503, "count": 1000}));
-    let service = Service {
+    let service = BootstrapService {
         bootstrapper: Bootstrapper::new(bed.aws.clone(), settings(&bed.secret)),
         fleets: Box::new(LocalSource(LocalFleet::open(fixture_fleet()).unwrap())),
     };
@@ -884,7 +887,7 @@ async fn a_retryable_failure_is_reported_to_lambda_as_retryable() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_handler_answers_sqs_batches_record_by_record() {
-    use cellbridge::bootstrap::handler::{LocalSource, Service};
+    use cellbridge::bootstrap::handler::{BootstrapService, LocalSource};
     let ready = Bed::new("eks-sqs-ready", &[("cellbridge.dev/cell", "sqs-ready")], None).await;
     let creating = Bed::new("eks-sqs-creating", &[("cellbridge.dev/cell", "sqs-creating")], None).await;
     moto_control(
@@ -896,7 +899,7 @@ async fn the_handler_answers_sqs_batches_record_by_record() {
         cluster_wait: Duration::from_millis(300),
         ..settings(&ready.secret)
     };
-    let service = Service {
+    let service = BootstrapService {
         bootstrapper: Bootstrapper::new(ready.aws.clone(), s),
         fleets: Box::new(LocalSource(LocalFleet::open(fixture_fleet()).unwrap())),
     };
@@ -951,7 +954,7 @@ async fn a_cells_bootstrap_role_is_assumed_before_any_eks_or_kubernetes_call() {
         .run(&fleet, &bed.request(), Target::Eks)
         .await
         .unwrap();
-    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
     assert_eq!(report.cell.as_deref(), Some("xacct"));
     assert_eq!(
         report.access_entry.unwrap().principal_arn,
@@ -971,7 +974,7 @@ async fn the_eks_token_is_renewed_when_it_gets_old() {
         ..settings(&bed.secret)
     };
     let report = bed.run_with(&bed.request(), s).await.unwrap();
-    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
     let ids: BTreeSet<String> = bed
         .kube
         .requests()
@@ -999,7 +1002,7 @@ async fn new_kinds_that_reach_discovery_late_are_waited_for() {
     let kube = KubeFake::start_with(&["--crd-delay", "0.3", "--discovery-lag", "4.0", "--eks-auth", &eks_auth]);
     let bed = Bed::with_server("eks-lag", &[("cellbridge.dev/cell", "lag")], None, kube).await;
     let report = bed.run(&bed.request()).await.unwrap();
-    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
     let misses = bed
         .kube
         .requests()
@@ -1078,7 +1081,7 @@ async fn aws_calls_that_fail_throttle_or_hang_are_retried() {
         .run(&bed.fleet, &bed.request(), Target::Eks)
         .await
         .unwrap();
-    assert_eq!(report.outcome, Outcome::Bootstrapped);
+    assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
     assert!(report.access_entry.as_ref().unwrap().removed);
     assert!(access_entries(&bed.aws, c).await.is_empty());
     let (_, faults) = http_json("GET", &format!("{}/_cellbridge/faults", moto::endpoint()), None);

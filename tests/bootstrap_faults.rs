@@ -33,7 +33,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use aws_credential_types::Credentials;
-use cellbridge::bootstrap::{BootstrapError, Bootstrapper, Outcome, Report, Request, Settings, Target, Tuning};
+use cellbridge::bootstrap::{
+    BootstrapError, BootstrapOutcome, Bootstrapper, Report, Request, Settings, Target, Tuning,
+};
 use cellbridge::error::Classify;
 use cellbridge::fleet::{LocalFleet, Overlay};
 use cellbridge_tests::kube::{KubeFake, http_json, ssh_keypair};
@@ -285,13 +287,16 @@ impl Bed {
 
     /// A clean run after whatever happened: it converges to a clean bootstrap's objects and
     /// gives its access back.
-    async fn converges(&self, clean: &BTreeMap<String, usize>) -> Result<Outcome, String> {
+    async fn converges(&self, clean: &BTreeMap<String, usize>) -> Result<BootstrapOutcome, String> {
         let id = &self.id;
         let rep = self
             .run(false)
             .await
             .map_err(|e| format!("[{id}] the clean re-run failed: {e}"))?;
-        if !matches!(rep.outcome, Outcome::Bootstrapped | Outcome::AlreadyBootstrapped) {
+        if !matches!(
+            rep.outcome,
+            BootstrapOutcome::Bootstrapped | BootstrapOutcome::AlreadyBootstrapped
+        ) {
             return Err(format!("[{id}] the clean re-run did not converge: {:?}", rep.outcome));
         }
         let got = self.counts();
@@ -463,7 +468,7 @@ async fn probe() -> &'static Probe {
                 let bed = Bed::new(if role { "probe-role" } else { "probe" }, role).await;
                 let before = moto_get("/_cellbridge/calls").len();
                 let rep = bed.run(false).await.expect("a clean bootstrap");
-                assert_eq!(rep.outcome, Outcome::Bootstrapped);
+                assert_eq!(rep.outcome, BootstrapOutcome::Bootstrapped);
                 let cluster_path = format!("/clusters/{}", bed.cluster);
                 let mut nth: BTreeMap<(String, String), usize> = BTreeMap::new();
                 for c in &moto_get("/_cellbridge/calls")[before..] {
@@ -681,7 +686,7 @@ async fn run_transient(id: String, calls: Vec<Call>, fault: Fault) -> Result<Str
     if !missed.is_empty() {
         return Err(format!("[{id}] faults not met exactly once: {missed:?}"));
     }
-    if rep.outcome != Outcome::Bootstrapped {
+    if rep.outcome != BootstrapOutcome::Bootstrapped {
         return Err(format!("[{id}] outcome {:?}", rep.outcome));
     }
     let got = bed.counts();
@@ -740,7 +745,7 @@ async fn run_persistent(id: String, call: Call, fault: Fault) -> Result<String, 
     let outcome = match &r {
         Ok(rep) => {
             let given_back = rep.access_entry.as_ref().is_none_or(|a| !a.temporary || a.removed);
-            if rep.outcome != Outcome::Bootstrapped || !given_back {
+            if rep.outcome != BootstrapOutcome::Bootstrapped || !given_back {
                 return Err(format!(
                     "[{id}] the run neither failed nor finished cleanly: {:?}, access {:?}",
                     rep.outcome, rep.access_entry

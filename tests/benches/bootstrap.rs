@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cellbridge::bootstrap::{Bootstrapper, Outcome, Request, Settings, Target, Tuning};
+use cellbridge::bootstrap::{BootstrapOutcome, Bootstrapper, Request, Settings, Target, Tuning};
 use cellbridge::fleet::LocalFleet;
 use cellbridge::template::{SyncSource, render_gotk_sync};
 use cellbridge_tests::kube::{KubeFake, ssh_keypair};
@@ -127,7 +127,7 @@ fn main() {
             .block_on(bootstrapper.run(&fleet, &req, Target::Kubeconfig(&kubeconfig)))
             .expect("bootstrap");
         let elapsed = start.elapsed();
-        assert_eq!(report.outcome, Outcome::Bootstrapped);
+        assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
         objects = report.objects.len();
         let (requests, writes) = counts(&kube);
         ours.push(Sample {

@@ -126,9 +126,11 @@ pub fn bootstrap(args: &BootstrapArgs, json: bool) -> Result<ExitCode, RemoteErr
             );
         }
     }
-    Ok(if matches!(report.outcome, bootstrap::Outcome::ClusterNotReady) {
-        ExitCode::from(Class::Retryable.exit_code())
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(
+        if matches!(report.outcome, bootstrap::BootstrapOutcome::ClusterNotReady) {
+            ExitCode::from(Class::Retryable.exit_code())
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
 }

@@ -15,7 +15,7 @@ use kube::discovery::{ApiCapabilities, ApiResource, Scope};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::plan::{ObjectRef, Phase, Step};
+use super::plan::{KubeRef, Phase, Step};
 use super::token;
 use crate::error::{Class, Classify};
 use crate::retry::{Again, Policy};
@@ -352,7 +352,7 @@ fn brief(e: &kube::Error) -> String {
 pub struct Applied {
     pub phase: Phase,
     #[serde(flatten)]
-    pub target: ObjectRef,
+    pub target: KubeRef,
 }
 
 /// The GitRepository's Ready condition, as the report shows it.
@@ -438,7 +438,7 @@ impl Applier {
 
     async fn resolve(
         &mut self,
-        target: &ObjectRef,
+        target: &KubeRef,
         after_crds: bool,
     ) -> Result<(ApiResource, ApiCapabilities), ApplyError> {
         let (group, version) = split_api_version(&target.api_version);
@@ -566,7 +566,7 @@ impl Applier {
 
     /// Waits (bounded by `ready_timeout`) for the GitRepository to report Ready True or False
     /// for its current generation; the last status seen is returned either way.
-    pub async fn wait_source_ready(&mut self, target: &ObjectRef) -> Result<SourceStatus, ApplyError> {
+    pub async fn wait_source_ready(&mut self, target: &KubeRef) -> Result<SourceStatus, ApplyError> {
         let (ar, _) = self.resolve(target, true).await?;
         let ns = target
             .namespace

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use super::{BootstrapError, Bootstrapper, Outcome, Request, Settings, Target};
+use super::{BootstrapError, BootstrapOutcome, Bootstrapper, Request, Settings, Target};
 use crate::config::ConfigError;
 use crate::error::{Class, Classify};
-use crate::events::bootstrap::{self as ev, BootstrapEvent, Item};
+use crate::events::bootstrap::{self as ev, BootstrapEvent, BootstrapItem};
 use crate::events::sync::batch_response;
 use crate::fleet::{FleetRead, LocalFleet};
 use crate::github::{FleetRepo, GithubConfig, GithubError, LazyGithub};
@@ -56,14 +56,14 @@ impl FleetSource for GithubSource {
 }
 
 /// The function: configuration and clients, built once per process.
-pub struct Service {
+pub struct BootstrapService {
     pub bootstrapper: Bootstrapper,
     pub fleets: Box<dyn FleetSource>,
 }
 
 /// What one invocation answers.
 #[derive(Debug, Clone)]
-pub struct Invocation {
+pub struct BootstrapInvocation {
     pub response: Value,
     /// Some part failed (for SQS: the records listed in `batchItemFailures`).
     pub failed: bool,
@@ -91,24 +91,24 @@ impl Config {
 
 /// The service for a checked configuration: the AWS configuration and its clients. No network
 /// call; the cost is the HTTPS client's trust store (see `crate::lambda`).
-pub async fn service_with(config: Config) -> Service {
+pub async fn service_with(config: Config) -> BootstrapService {
     let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
     let fleets = Box::new(GithubSource::new(config.github, &aws));
-    Service {
+    BootstrapService {
         bootstrapper: Bootstrapper::new(aws, config.settings),
         fleets,
     }
 }
 
 /// Configuration and clients from the environment, at once (the command line).
-pub async fn service_from_env() -> Result<Service, BootstrapError> {
+pub async fn service_from_env() -> Result<BootstrapService, BootstrapError> {
     Ok(service_with(Config::from_env()?).await)
 }
 
 /// Leaves time for the bootstrap itself after waiting for a CREATING cluster.
 const INSTALL_RESERVE: Duration = Duration::from_secs(240);
 
-impl Service {
+impl BootstrapService {
     async fn one(
         &self,
         fleet: &dyn FleetRead,
@@ -125,15 +125,15 @@ impl Service {
     /// Handles one event. A cluster still CREATING is not an error: directly invoked, the
     /// invocation fails so that EventBridge's retry policy brings it back; from SQS the record
     /// is listed for redelivery after the queue's visibility timeout.
-    pub async fn handle(&self, event: &Value, deadline: Instant) -> Result<Invocation, BootstrapError> {
+    pub async fn handle(&self, event: &Value, deadline: Instant) -> Result<BootstrapInvocation, BootstrapError> {
         let parsed = ev::parse(event).map_err(|e| BootstrapError::Request(e.to_string()))?;
-        let requests: Vec<(Option<String>, Result<Item, ev::EventError>)> = match parsed {
-            BootstrapEvent::Manual(r) => vec![(None, Ok(Item::Cluster(r)))],
+        let requests: Vec<(Option<String>, Result<BootstrapItem, ev::BootstrapEventError>)> = match parsed {
+            BootstrapEvent::Manual(r) => vec![(None, Ok(BootstrapItem::Cluster(r)))],
             BootstrapEvent::Direct(item) => vec![(None, Ok(item))],
             BootstrapEvent::Sqs(records) => records.into_iter().map(|r| (Some(r.message_id), r.item)).collect(),
         };
         let is_sqs = requests.first().is_some_and(|(id, _)| id.is_some());
-        let needs_fleet = requests.iter().any(|(_, i)| matches!(i, Ok(Item::Cluster(_))));
+        let needs_fleet = requests.iter().any(|(_, i)| matches!(i, Ok(BootstrapItem::Cluster(_))));
         let fleet = if needs_fleet {
             match self.fleets.fleet(deadline).await {
                 Ok(f) => Some(f),
@@ -141,7 +141,7 @@ impl Service {
                     tracing::error!(error = %e, retryable = e.retryable(), "cannot read the fleet repo");
                     if is_sqs {
                         let ids = requests.into_iter().filter_map(|(id, _)| id);
-                        return Ok(Invocation {
+                        return Ok(BootstrapInvocation {
                             response: serde_json::to_value(batch_response(ids)).unwrap_or_default(),
                             failed: true,
                             class: Some(e.class()),
@@ -162,14 +162,14 @@ impl Service {
                     tracing::error!(message_id = id.as_deref().unwrap_or(""), error = %e, "event not understood");
                     Err((e.to_string(), Class::InvalidInput))
                 }
-                Ok(Item::Ignored { what, reason }) => {
+                Ok(BootstrapItem::Ignored { what, reason }) => {
                     tracing::info!(%what, %reason, "event ignored");
                     Ok(json!({"ignored": what, "reason": reason}))
                 }
-                Ok(Item::Cluster(req)) => {
+                Ok(BootstrapItem::Cluster(req)) => {
                     let fleet = fleet.as_deref().expect("read above");
                     match self.one(fleet, &req, deadline).await {
-                        Ok(rep) if rep.outcome == Outcome::ClusterNotReady => {
+                        Ok(rep) if rep.outcome == BootstrapOutcome::ClusterNotReady => {
                             if is_sqs {
                                 tracing::info!(cluster = %req.cluster, "cluster still CREATING: returning the record to SQS, redelivered after the queue's visibility timeout");
                             } else {
@@ -208,7 +208,7 @@ impl Service {
         } else {
             results.into_iter().next().unwrap_or(Value::Null)
         };
-        Ok(Invocation {
+        Ok(BootstrapInvocation {
             response,
             failed: !failures.is_empty(),
             class: Class::of_all(failures),
@@ -219,7 +219,7 @@ impl Service {
 /// The Lambda handler: the report, an SQS batch answer, or an error (so that a directly
 /// invoked bootstrap is retried by EventBridge).
 pub async fn lambda_handler(
-    service: &Service,
+    service: &BootstrapService,
     event: lambda_runtime::LambdaEvent<Value>,
 ) -> Result<Value, lambda_runtime::Diagnostic> {
     use crate::lambda::{deadline_from_epoch_ms, failure};
@@ -239,7 +239,7 @@ pub async fn lambda_handler(
 
 /// `cellbridge invoke cluster-bootstrap --event FILE [--fleet DIR]`: the handler on an event
 /// file, against whatever `AWS_ENDPOINT_URL` and `GITHUB_API_URL` point at, or a local fleet.
-pub async fn invoke_from_file(path: &Path, fleet_dir: Option<&Path>) -> Result<Invocation, BootstrapError> {
+pub async fn invoke_from_file(path: &Path, fleet_dir: Option<&Path>) -> Result<BootstrapInvocation, BootstrapError> {
     let bad = |reason: String| BootstrapError::Request(format!("{}: {reason}", path.display()));
     let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
     let event: Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
@@ -250,7 +250,7 @@ pub async fn invoke_from_file(path: &Path, fleet_dir: Option<&Path>) -> Result<I
         Some(d) => Box::new(LocalSource(LocalFleet::open(d).map_err(|e| bad(e.to_string()))?)),
         None => Box::new(GithubSource::from_env(&aws)?),
     };
-    let service = Service {
+    let service = BootstrapService {
         bootstrapper: Bootstrapper::new(aws, settings),
         fleets,
     };

@@ -21,36 +21,22 @@ use std::time::Instant;
 
 use aws_config::{Region, SdkConfig};
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 pub use apply::{Applied, SourceStatus, Tuning};
 pub use config::Settings;
 pub use gitsecret::CredentialKind;
-pub use plan::{ObjectRef, Phase};
+pub use plan::{KubeRef, Phase};
+
+pub use crate::events::bootstrap::Request;
 
 use crate::error::{Class, Classify};
 use crate::fleet::FleetRead;
 use crate::template::{self, SyncSource};
 
-/// What to bootstrap: the manual payload's fields, and what an event resolves to.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-pub struct Request {
-    pub cluster: String,
-    pub region: String,
-    /// The cell, when the caller knows it better than the tag or the fleet repo.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cell: Option<String>,
-    /// Re-apply even though Flux is installed.
-    #[serde(default)]
-    pub force: bool,
-    /// List what would be applied; write nothing.
-    #[serde(default)]
-    pub dry_run: bool,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+pub enum BootstrapOutcome {
     /// Flux was installed (or completed) by this run.
     Bootstrapped,
     /// The Kustomization `flux-system` exists: Flux owns the cluster, nothing was written.
@@ -77,7 +63,7 @@ pub struct Report {
     pub cluster: String,
     pub region: String,
     pub cell: Option<String>,
-    pub outcome: Outcome,
+    pub outcome: BootstrapOutcome,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster_status: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -94,7 +80,7 @@ pub struct Report {
 }
 
 impl Report {
-    fn new(req: &Request, outcome: Outcome) -> Self {
+    fn new(req: &Request, outcome: BootstrapOutcome) -> Self {
         Report {
             cluster: req.cluster.clone(),
             region: req.region.clone(),
@@ -122,7 +108,7 @@ pub enum BootstrapError {
     #[error(transparent)]
     Access(#[from] access::AccessError),
     #[error(transparent)]
-    Plan(#[from] plan::PlanError),
+    Plan(#[from] plan::BootstrapPlanError),
     #[error(transparent)]
     Template(#[from] template::TemplateError),
     #[error(transparent)]
@@ -236,7 +222,7 @@ impl Prepared {
         report.components_file = Some(self.components_file.clone());
         report.credentials = self.credentials;
         if dry_run {
-            report.outcome = Outcome::Planned;
+            report.outcome = BootstrapOutcome::Planned;
             report.objects = self
                 .steps
                 .iter()
@@ -383,7 +369,7 @@ impl Bootstrapper {
         req: &Request,
         wait: std::time::Duration,
     ) -> Result<Report, BootstrapError> {
-        let mut report = Report::new(req, Outcome::NotACell);
+        let mut report = Report::new(req, BootstrapOutcome::NotACell);
         let fleet_cell = self.cell_from_fleet(fleet, req)?;
         let role = fleet_cell
             .as_ref()
@@ -398,7 +384,7 @@ impl Bootstrapper {
             eks::Waited::Active(info) => info,
             eks::Waited::StillCreating(info) => {
                 tracing::info!(cluster = %req.cluster, status = info.status.as_str(), "cluster not ACTIVE yet; handing the event back to be retried later");
-                report.outcome = Outcome::ClusterNotReady;
+                report.outcome = BootstrapOutcome::ClusterNotReady;
                 report.cluster_status = Some(info.status.as_str().to_owned());
                 return Ok(report);
             }
@@ -480,7 +466,7 @@ impl Bootstrapper {
         req: &Request,
         path: &Path,
     ) -> Result<Report, BootstrapError> {
-        let mut report = Report::new(req, Outcome::NotACell);
+        let mut report = Report::new(req, BootstrapOutcome::NotACell);
         let cell = self
             .cell_from_fleet(fleet, req)?
             .ok_or_else(|| BootstrapError::NoCell {
@@ -548,7 +534,7 @@ impl Bootstrapper {
                 && !req.force
             {
                 tracing::info!(cluster = %req.cluster, cell, "Kustomization flux-system exists: Flux owns this cluster, nothing to do");
-                report.outcome = Outcome::AlreadyBootstrapped;
+                report.outcome = BootstrapOutcome::AlreadyBootstrapped;
                 return Ok(());
             }
         }
@@ -567,7 +553,7 @@ impl Bootstrapper {
             let applied = applier.apply(step).await.map_err(wrap)?;
             report.objects.push(applied);
         }
-        report.outcome = Outcome::Bootstrapped;
+        report.outcome = BootstrapOutcome::Bootstrapped;
         if let Some(repo) = prepared
             .steps
             .iter()

@@ -12,7 +12,7 @@ use crate::template::{GOTK_COMPONENTS, TEMPLATE_DIR};
 pub const FLUX_NAMESPACE: &str = "flux-system";
 
 #[derive(Debug, thiserror::Error)]
-pub enum PlanError {
+pub enum BootstrapPlanError {
     #[error(transparent)]
     Fleet(#[from] FleetError),
     #[error(
@@ -39,7 +39,7 @@ pub enum Phase {
 
 /// Which object, without its content: what reports and logs show.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ObjectRef {
+pub struct KubeRef {
     pub api_version: String,
     pub kind: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -47,7 +47,7 @@ pub struct ObjectRef {
     pub name: String,
 }
 
-impl fmt::Display for ObjectRef {
+impl fmt::Display for KubeRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.namespace {
             Some(ns) => write!(f, "{} {}/{} ({})", self.kind, ns, self.name, self.api_version),
@@ -60,7 +60,7 @@ impl fmt::Display for ObjectRef {
 #[derive(Clone)]
 pub struct Step {
     pub phase: Phase,
-    pub target: ObjectRef,
+    pub target: KubeRef,
     object: Value,
 }
 
@@ -81,7 +81,7 @@ impl Step {
 
 /// Where the cell's Flux manifests come from: its own directory once its pull request is
 /// merged, the template before that (bootstrap never waits for a human).
-pub fn components_file(fleet: &dyn FleetRead, cell: &str) -> Result<(String, String), PlanError> {
+pub fn components_file(fleet: &dyn FleetRead, cell: &str) -> Result<(String, String), BootstrapPlanError> {
     for file in [
         format!("clusters/{cell}/{GOTK_COMPONENTS}"),
         format!("{TEMPLATE_DIR}/{GOTK_COMPONENTS}"),
@@ -90,12 +90,12 @@ pub fn components_file(fleet: &dyn FleetRead, cell: &str) -> Result<(String, Str
             return Ok((file, text));
         }
     }
-    Err(PlanError::NoComponents { cell: cell.into() })
+    Err(BootstrapPlanError::NoComponents { cell: cell.into() })
 }
 
 /// Parses a multi-document manifest file into objects (a `List` is unpacked).
-pub fn parse_objects(text: &str, file: &str) -> Result<Vec<(ObjectRef, Value)>, PlanError> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| PlanError::Yaml {
+pub fn parse_objects(text: &str, file: &str) -> Result<Vec<(KubeRef, Value)>, BootstrapPlanError> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| BootstrapPlanError::Yaml {
         file: file.into(),
         reason: e.to_string(),
     })?;
@@ -115,7 +115,7 @@ pub fn parse_objects(text: &str, file: &str) -> Result<Vec<(ObjectRef, Value)>, 
             other => vec![other],
         };
         for obj in items {
-            let bad = |reason: &str| PlanError::Invalid {
+            let bad = |reason: &str| BootstrapPlanError::Invalid {
                 file: file.into(),
                 doc: doc_no,
                 reason: reason.into(),
@@ -130,7 +130,7 @@ pub fn parse_objects(text: &str, file: &str) -> Result<Vec<(ObjectRef, Value)>, 
             let name = s(md.and_then(|m| m.get("name"))).ok_or_else(|| bad("no metadata.name"))?;
             let namespace = s(md.and_then(|m| m.get("namespace")));
             out.push((
-                ObjectRef {
+                KubeRef {
                     api_version,
                     kind,
                     namespace,
@@ -143,20 +143,20 @@ pub fn parse_objects(text: &str, file: &str) -> Result<Vec<(ObjectRef, Value)>, 
     Ok(out)
 }
 
-fn is_crd(r: &ObjectRef) -> bool {
+fn is_crd(r: &KubeRef) -> bool {
     r.kind == "CustomResourceDefinition" && r.api_version.starts_with("apiextensions.k8s.io/")
 }
 
-fn is_namespace(r: &ObjectRef) -> bool {
+fn is_namespace(r: &KubeRef) -> bool {
     r.kind == "Namespace" && r.api_version == "v1"
 }
 
 /// The whole bootstrap in apply order: Namespaces, CRDs, the other components (file order),
 /// the Git secret, the sync objects.
 pub fn build(
-    components: Vec<(ObjectRef, Value)>,
+    components: Vec<(KubeRef, Value)>,
     credentials: Option<&GitCredentials>,
-    sync: Vec<(ObjectRef, Value)>,
+    sync: Vec<(KubeRef, Value)>,
 ) -> Vec<Step> {
     let mut steps: Vec<Step> = Vec::with_capacity(components.len() + sync.len() + 2);
     if !components
@@ -164,7 +164,7 @@ pub fn build(
         .any(|(r, _)| is_namespace(r) && r.name == FLUX_NAMESPACE)
     {
         let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": FLUX_NAMESPACE}});
-        let target = ObjectRef {
+        let target = KubeRef {
             api_version: "v1".into(),
             kind: "Namespace".into(),
             namespace: None,
@@ -188,7 +188,7 @@ pub fn build(
     }
     if let Some(c) = credentials {
         let object = c.to_secret();
-        let target = ObjectRef {
+        let target = KubeRef {
             api_version: "v1".into(),
             kind: "Secret".into(),
             namespace: Some(super::gitsecret::NAMESPACE.into()),
@@ -238,6 +238,9 @@ apiVersion: v1\nkind: Namespace\nmetadata:\n  name: flux-system\n---\n";
         assert_eq!(steps[0].target.to_string(), "Namespace flux-system (v1)");
         let e = parse_objects("apiVersion: v1\nkind: ConfigMap\n---\nkind: X\n", "x.yaml").unwrap_err();
         assert_eq!(e.to_string(), "x.yaml, document 1: no metadata.name");
-        assert!(matches!(parse_objects("a: [", "y.yaml"), Err(PlanError::Yaml { .. })));
+        assert!(matches!(
+            parse_objects("a: [", "y.yaml"),
+            Err(BootstrapPlanError::Yaml { .. })
+        ));
     }
 }

@@ -3,13 +3,27 @@
 //! the manual payload `{"action":"bootstrap","cluster":"...","region":"...",...}`.
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::bootstrap::Request;
+/// What to bootstrap: the manual payload's fields, and what an event resolves to.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct Request {
+    pub cluster: String,
+    pub region: String,
+    /// The cell, when the caller knows it better than the tag or the fleet repo.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cell: Option<String>,
+    /// Re-apply even though Flux is installed.
+    #[serde(default)]
+    pub force: bool,
+    /// List what would be applied; write nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EventError {
+pub enum BootstrapEventError {
     #[error("event is not a cluster-bootstrap event: {reason}")]
     Unrecognized { reason: String },
     #[error("{what}: {reason}")]
@@ -18,7 +32,7 @@ pub enum EventError {
 
 /// What one event (or one SQS message) asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Item {
+pub enum BootstrapItem {
     Cluster(Request),
     /// Another API call, or a CreateCluster that failed: logged and skipped.
     Ignored {
@@ -28,17 +42,17 @@ pub enum Item {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SqsRecord {
+pub struct BootstrapSqsRecord {
     pub message_id: String,
-    pub item: Result<Item, EventError>,
+    pub item: Result<BootstrapItem, BootstrapEventError>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BootstrapEvent {
     /// An EventBridge event delivered directly.
-    Direct(Item),
+    Direct(BootstrapItem),
     /// SQS messages, each answered on its own (partial batch response).
-    Sqs(Vec<SqsRecord>),
+    Sqs(Vec<BootstrapSqsRecord>),
     Manual(Request),
 }
 
@@ -56,16 +70,16 @@ struct ManualPayload {
     dry_run: bool,
 }
 
-fn invalid(what: &str, reason: impl Into<String>) -> EventError {
-    EventError::Invalid {
+fn invalid(what: &str, reason: impl Into<String>) -> BootstrapEventError {
+    BootstrapEventError::Invalid {
         what: what.into(),
         reason: reason.into(),
     }
 }
 
 /// Tells the event apart and extracts the bootstrap request it carries.
-pub fn parse(event: &Value) -> Result<BootstrapEvent, EventError> {
-    let obj = event.as_object().ok_or_else(|| EventError::Unrecognized {
+pub fn parse(event: &Value) -> Result<BootstrapEvent, BootstrapEventError> {
+    let obj = event.as_object().ok_or_else(|| BootstrapEventError::Unrecognized {
         reason: "not a JSON object".into(),
     })?;
     if obj.contains_key("action") {
@@ -78,7 +92,7 @@ pub fn parse(event: &Value) -> Result<BootstrapEvent, EventError> {
             .and_then(Value::as_str)
             == Some("aws:sqs");
         if !from_sqs {
-            return Err(EventError::Unrecognized {
+            return Err(BootstrapEventError::Unrecognized {
                 reason: "Records that are not SQS messages".into(),
             });
         }
@@ -95,7 +109,7 @@ pub fn parse(event: &Value) -> Result<BootstrapEvent, EventError> {
                     Some(Err(e)) => Err(invalid(&what, format!("body is not JSON: {e}"))),
                     Some(Ok(body)) => parse_eventbridge(&body),
                 };
-                SqsRecord { message_id, item }
+                BootstrapSqsRecord { message_id, item }
             })
             .collect();
         return Ok(BootstrapEvent::Sqs(records));
@@ -103,7 +117,7 @@ pub fn parse(event: &Value) -> Result<BootstrapEvent, EventError> {
     if obj.contains_key("detail-type") {
         return parse_eventbridge(event).map(BootstrapEvent::Direct);
     }
-    Err(EventError::Unrecognized {
+    Err(BootstrapEventError::Unrecognized {
         reason: "neither an EventBridge event, SQS messages nor a manual payload".into(),
     })
 }
@@ -117,11 +131,11 @@ fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
 }
 
 /// An EventBridge event: CloudTrail's record of `eks:CreateCluster`.
-pub fn parse_eventbridge(v: &Value) -> Result<Item, EventError> {
+pub fn parse_eventbridge(v: &Value) -> Result<BootstrapItem, BootstrapEventError> {
     let what = "EventBridge event";
     let detail_type = str_at(v, &["detail-type"]).ok_or_else(|| invalid(what, "no detail-type"))?;
     if detail_type != "AWS API Call via CloudTrail" {
-        return Ok(Item::Ignored {
+        return Ok(BootstrapItem::Ignored {
             what: detail_type.into(),
             reason: "not a CloudTrail API call".into(),
         });
@@ -130,14 +144,14 @@ pub fn parse_eventbridge(v: &Value) -> Result<Item, EventError> {
     let source = str_at(detail, &["eventSource"]).unwrap_or("");
     let name = str_at(detail, &["eventName"]).unwrap_or("");
     if source != "eks.amazonaws.com" || name != "CreateCluster" {
-        return Ok(Item::Ignored {
+        return Ok(BootstrapItem::Ignored {
             what: format!("{source} {name}"),
             reason: "not eks:CreateCluster".into(),
         });
     }
     if let Some(code) = str_at(detail, &["errorCode"]) {
         // The call failed: there is no cluster to bootstrap.
-        return Ok(Item::Ignored {
+        return Ok(BootstrapItem::Ignored {
             what: "eks:CreateCluster".into(),
             reason: format!("the call failed with {code}"),
         });
@@ -148,7 +162,7 @@ pub fn parse_eventbridge(v: &Value) -> Result<Item, EventError> {
     let region = str_at(detail, &["awsRegion"])
         .or_else(|| str_at(v, &["region"]))
         .ok_or_else(|| invalid("CloudTrail CreateCluster", "no awsRegion"))?;
-    Ok(Item::Cluster(Request {
+    Ok(BootstrapItem::Cluster(Request {
         cluster: cluster.into(),
         region: region.into(),
         cell: None,
@@ -157,7 +171,7 @@ pub fn parse_eventbridge(v: &Value) -> Result<Item, EventError> {
     }))
 }
 
-fn parse_manual(event: &Value) -> Result<Request, EventError> {
+fn parse_manual(event: &Value) -> Result<Request, BootstrapEventError> {
     let what = "manual payload";
     let p: ManualPayload = serde_json::from_value(event.clone()).map_err(|e| invalid(what, e.to_string()))?;
     if p.action != "bootstrap" {
@@ -210,7 +224,7 @@ mod tests {
     fn cloudtrail_create_cluster_sample() {
         assert_eq!(
             parse(&sample("cloudtrail-create-cluster.json")).unwrap(),
-            BootstrapEvent::Direct(Item::Cluster(prod()))
+            BootstrapEvent::Direct(BootstrapItem::Cluster(prod()))
         );
     }
 
@@ -221,7 +235,7 @@ mod tests {
         };
         assert_eq!(records.len(), 1);
         assert_eq!(records[0].message_id, "4b8d2f6a-0c1e-4a3b-9d5f-7e9a1c3b5d7f");
-        assert_eq!(records[0].item, Ok(Item::Cluster(prod())));
+        assert_eq!(records[0].item, Ok(BootstrapItem::Cluster(prod())));
     }
 
     #[test]
@@ -245,11 +259,11 @@ mod tests {
         e["detail"]["eventName"] = json!("DeleteCluster");
         assert!(matches!(
             parse(&e).unwrap(),
-            BootstrapEvent::Direct(Item::Ignored { .. })
+            BootstrapEvent::Direct(BootstrapItem::Ignored { .. })
         ));
         let mut e = sample("cloudtrail-create-cluster.json");
         e["detail"]["errorCode"] = json!("ResourceLimitExceededException");
-        let BootstrapEvent::Direct(Item::Ignored { reason, .. }) = parse(&e).unwrap() else {
+        let BootstrapEvent::Direct(BootstrapItem::Ignored { reason, .. }) = parse(&e).unwrap() else {
             panic!()
         };
         assert!(reason.contains("ResourceLimitExceededException"));
@@ -263,11 +277,14 @@ mod tests {
         assert!(e.to_string().contains("colour"), "{e}");
         let e = parse(&json!({"action": "sync", "cell": "c"})).unwrap_err();
         assert!(e.to_string().contains("unknown action"), "{e}");
-        assert!(matches!(parse(&json!([1])), Err(EventError::Unrecognized { .. })));
+        assert!(matches!(
+            parse(&json!([1])),
+            Err(BootstrapEventError::Unrecognized { .. })
+        ));
         let sqs = json!({"Records": [{"messageId": "m1", "eventSource": "aws:sqs", "body": "{not json"}]});
         let BootstrapEvent::Sqs(r) = parse(&sqs).unwrap() else {
             panic!()
         };
-        assert!(matches!(&r[0].item, Err(EventError::Invalid { what, .. }) if what == "SQS message m1"));
+        assert!(matches!(&r[0].item, Err(BootstrapEventError::Invalid { what, .. }) if what == "SQS message m1"));
     }
 }

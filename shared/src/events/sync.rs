@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EventError {
+pub enum SyncEventError {
     #[error("event is not a state-sync event: {reason}")]
     Unrecognized { reason: String },
     #[error("{what}: {reason}")]
@@ -20,7 +20,7 @@ pub enum EventError {
 
 /// An object a notification says was written.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ObjectRef {
+pub struct StateObject {
     pub bucket: String,
     pub key: String,
     /// What the event said; informational only: the sync always reads the latest version.
@@ -29,8 +29,8 @@ pub struct ObjectRef {
 
 /// One thing an event carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Item {
-    Object(ObjectRef),
+pub enum SyncItem {
+    Object(StateObject),
     /// Not a state write (S3 test event, deletion, lock file): logged and skipped.
     Ignored {
         what: String,
@@ -47,18 +47,18 @@ pub enum Manual {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct SqsRecord {
+pub struct SyncSqsRecord {
     pub message_id: String,
     /// The body's items, or why the body could not be understood.
-    pub items: Result<Vec<Item>, EventError>,
+    pub items: Result<Vec<SyncItem>, SyncEventError>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum SyncEvent {
     /// An S3 notification or an EventBridge event delivered directly.
-    Direct(Vec<Item>),
+    Direct(Vec<SyncItem>),
     /// SQS messages, each answered on its own (partial batch response).
-    Sqs(Vec<SqsRecord>),
+    Sqs(Vec<SyncSqsRecord>),
     Manual {
         request: Manual,
         dry_run: bool,
@@ -80,8 +80,8 @@ struct ManualPayload {
 }
 
 /// Tells the event apart and extracts what it carries.
-pub fn parse(event: &Value) -> Result<SyncEvent, EventError> {
-    let obj = event.as_object().ok_or_else(|| EventError::Unrecognized {
+pub fn parse(event: &Value) -> Result<SyncEvent, SyncEventError> {
+    let obj = event.as_object().ok_or_else(|| SyncEventError::Unrecognized {
         reason: "not a JSON object".into(),
     })?;
     if obj.contains_key("action") {
@@ -94,7 +94,7 @@ pub fn parse(event: &Value) -> Result<SyncEvent, EventError> {
             .and_then(Value::as_str)
             == Some("aws:sqs");
         if from_sqs {
-            let sqs: SqsEvent = serde_json::from_value(event.clone()).map_err(|e| EventError::Invalid {
+            let sqs: SqsEvent = serde_json::from_value(event.clone()).map_err(|e| SyncEventError::Invalid {
                 what: "SQS event".into(),
                 reason: e.to_string(),
             })?;
@@ -105,17 +105,17 @@ pub fn parse(event: &Value) -> Result<SyncEvent, EventError> {
                 .map(|(i, m)| {
                     let message_id = m.message_id.clone().unwrap_or_else(|| format!("record-{i}"));
                     let items = match m.body.as_deref().map(serde_json::from_str::<Value>) {
-                        None => Err(EventError::Invalid {
+                        None => Err(SyncEventError::Invalid {
                             what: format!("SQS message {message_id}"),
                             reason: "no body".into(),
                         }),
-                        Some(Err(e)) => Err(EventError::Invalid {
+                        Some(Err(e)) => Err(SyncEventError::Invalid {
                             what: format!("SQS message {message_id}"),
                             reason: format!("body is not JSON: {e}"),
                         }),
                         Some(Ok(body)) => parse_notification(&body),
                     };
-                    SqsRecord { message_id, items }
+                    SyncSqsRecord { message_id, items }
                 })
                 .collect();
             return Ok(SyncEvent::Sqs(records));
@@ -125,10 +125,10 @@ pub fn parse(event: &Value) -> Result<SyncEvent, EventError> {
 }
 
 /// An S3 notification, an S3 test event, or an EventBridge S3 event.
-pub fn parse_notification(v: &Value) -> Result<Vec<Item>, EventError> {
+pub fn parse_notification(v: &Value) -> Result<Vec<SyncItem>, SyncEventError> {
     if v.get("Event").and_then(Value::as_str) == Some("s3:TestEvent") {
         let bucket = v.get("Bucket").and_then(Value::as_str).unwrap_or("?");
-        return Ok(vec![Item::Ignored {
+        return Ok(vec![SyncItem::Ignored {
             what: format!("s3://{bucket}"),
             reason: "S3 test event".into(),
         }]);
@@ -137,78 +137,78 @@ pub fn parse_notification(v: &Value) -> Result<Vec<Item>, EventError> {
         return records.iter().enumerate().map(|(i, r)| s3_record(i, r)).collect();
     }
     if v.get("detail-type").is_some() {
-        let ev: EventBridgeEvent<Value> = serde_json::from_value(v.clone()).map_err(|e| EventError::Invalid {
+        let ev: EventBridgeEvent<Value> = serde_json::from_value(v.clone()).map_err(|e| SyncEventError::Invalid {
             what: "EventBridge event".into(),
             reason: e.to_string(),
         })?;
         if ev.source != "aws.s3" {
-            return Err(EventError::Unrecognized {
+            return Err(SyncEventError::Unrecognized {
                 reason: format!("EventBridge event from {:?}, expected aws.s3", ev.source),
             });
         }
-        let bucket = str_at(&ev.detail, &["bucket", "name"]).ok_or_else(|| EventError::Invalid {
+        let bucket = str_at(&ev.detail, &["bucket", "name"]).ok_or_else(|| SyncEventError::Invalid {
             what: "EventBridge S3 event".into(),
             reason: "no detail.bucket.name".into(),
         })?;
-        let key = str_at(&ev.detail, &["object", "key"]).ok_or_else(|| EventError::Invalid {
+        let key = str_at(&ev.detail, &["object", "key"]).ok_or_else(|| SyncEventError::Invalid {
             what: "EventBridge S3 event".into(),
             reason: "no detail.object.key".into(),
         })?;
         let what = format!("s3://{bucket}/{key}");
         if ev.detail_type != "Object Created" {
-            return Ok(vec![Item::Ignored {
+            return Ok(vec![SyncItem::Ignored {
                 what,
                 reason: format!("{} event", ev.detail_type),
             }]);
         }
         let version_id = str_at(&ev.detail, &["object", "version-id"]);
-        return Ok(vec![object_or_lock(ObjectRef {
+        return Ok(vec![object_or_lock(StateObject {
             bucket,
             key,
             version_id,
         })]);
     }
-    Err(EventError::Unrecognized {
+    Err(SyncEventError::Unrecognized {
         reason: "expected an S3 notification (Records), an EventBridge S3 event (detail-type), SQS messages, or {\"action\": \"sync\", ...}".into(),
     })
 }
 
-fn s3_record(i: usize, r: &Value) -> Result<Item, EventError> {
+fn s3_record(i: usize, r: &Value) -> Result<SyncItem, SyncEventError> {
     let what = format!("S3 record {i}");
-    let bucket = str_at(r, &["s3", "bucket", "name"]).ok_or_else(|| EventError::Invalid {
+    let bucket = str_at(r, &["s3", "bucket", "name"]).ok_or_else(|| SyncEventError::Invalid {
         what: what.clone(),
         reason: "no s3.bucket.name".into(),
     })?;
-    let raw_key = str_at(r, &["s3", "object", "key"]).ok_or_else(|| EventError::Invalid {
+    let raw_key = str_at(r, &["s3", "object", "key"]).ok_or_else(|| SyncEventError::Invalid {
         what: what.clone(),
         reason: "no s3.object.key".into(),
     })?;
-    let key = decode_key(&raw_key).map_err(|reason| EventError::Invalid { what, reason })?;
+    let key = decode_key(&raw_key).map_err(|reason| SyncEventError::Invalid { what, reason })?;
     let name = r.get("eventName").and_then(Value::as_str).unwrap_or("");
     let what = format!("s3://{bucket}/{key}");
     if !name.starts_with("ObjectCreated:") {
-        return Ok(Item::Ignored {
+        return Ok(SyncItem::Ignored {
             what,
             reason: format!("{} event", if name.is_empty() { "unnamed" } else { name }),
         });
     }
     let version_id = str_at(r, &["s3", "object", "versionId"]).filter(|v| !v.is_empty() && v != "null");
-    Ok(object_or_lock(ObjectRef {
+    Ok(object_or_lock(StateObject {
         bucket,
         key,
         version_id,
     }))
 }
 
-fn object_or_lock(o: ObjectRef) -> Item {
+fn object_or_lock(o: StateObject) -> SyncItem {
     // The S3 backend's lock file (use_lockfile) sits next to the state as `<key>.tflock`.
     if o.key.ends_with(".tflock") {
-        Item::Ignored {
+        SyncItem::Ignored {
             what: format!("s3://{}/{}", o.bucket, o.key),
             reason: "Terraform lock file".into(),
         }
     } else {
-        Item::Object(o)
+        SyncItem::Object(o)
     }
 }
 
@@ -229,12 +229,12 @@ fn str_at(v: &Value, path: &[&str]) -> Option<String> {
     cur.as_str().map(str::to_owned)
 }
 
-fn parse_manual(event: &Value) -> Result<(Manual, bool), EventError> {
-    let p: ManualPayload = serde_json::from_value(event.clone()).map_err(|e| EventError::Invalid {
+fn parse_manual(event: &Value) -> Result<(Manual, bool), SyncEventError> {
+    let p: ManualPayload = serde_json::from_value(event.clone()).map_err(|e| SyncEventError::Invalid {
         what: "manual payload".into(),
         reason: e.to_string(),
     })?;
-    let invalid = |reason: &str| EventError::Invalid {
+    let invalid = |reason: &str| SyncEventError::Invalid {
         what: "manual payload".into(),
         reason: reason.into(),
     };
@@ -287,7 +287,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             e,
-            SyncEvent::Direct(vec![Item::Object(ObjectRef {
+            SyncEvent::Direct(vec![SyncItem::Object(StateObject {
                 bucket: "states".into(),
                 key: "env:/prod eu/cells/a/terraform.tfstate".into(),
                 version_id: Some("v1".into())
@@ -298,13 +298,13 @@ mod tests {
     #[test]
     fn deletes_locks_and_test_events_are_ignored() {
         assert!(
-            matches!(&parse(&s3_event("ObjectRemoved:Delete", "cells/a/terraform.tfstate")).unwrap(), SyncEvent::Direct(v) if matches!(v[0], Item::Ignored { .. }))
+            matches!(&parse(&s3_event("ObjectRemoved:Delete", "cells/a/terraform.tfstate")).unwrap(), SyncEvent::Direct(v) if matches!(v[0], SyncItem::Ignored { .. }))
         );
         assert!(
-            matches!(&parse(&s3_event("ObjectCreated:Put", "cells/a/terraform.tfstate.tflock")).unwrap(), SyncEvent::Direct(v) if matches!(v[0], Item::Ignored { .. }))
+            matches!(&parse(&s3_event("ObjectCreated:Put", "cells/a/terraform.tfstate.tflock")).unwrap(), SyncEvent::Direct(v) if matches!(v[0], SyncItem::Ignored { .. }))
         );
         let t = json!({"Service": "Amazon S3", "Event": "s3:TestEvent", "Time": "2026-11-29T00:00:00Z", "Bucket": "states", "RequestId": "x", "HostId": "y"});
-        assert!(matches!(&parse(&t).unwrap(), SyncEvent::Direct(v) if matches!(v[0], Item::Ignored { .. })));
+        assert!(matches!(&parse(&t).unwrap(), SyncEvent::Direct(v) if matches!(v[0], SyncItem::Ignored { .. })));
     }
 
     #[test]
@@ -322,7 +322,7 @@ mod tests {
         assert!(recs[0].items.is_ok() && recs[1].items.is_err());
         assert_eq!(
             recs[2].items.as_ref().unwrap()[0],
-            Item::Object(ObjectRef {
+            SyncItem::Object(StateObject {
                 bucket: "states".into(),
                 key: "cells/b/terraform.tfstate".into(),
                 version_id: Some("v9".into())
@@ -343,7 +343,7 @@ mod tests {
                 .unwrap()
         };
         let object = |key: &str, v: &str| {
-            Item::Object(ObjectRef {
+            SyncItem::Object(StateObject {
                 bucket: "acme-tfstate".into(),
                 key: key.into(),
                 version_id: Some(v.into()),
@@ -353,7 +353,7 @@ mod tests {
         let SyncEvent::Direct(items) = parse(&load("s3-put.json")).unwrap() else {
             panic!("s3-put")
         };
-        assert!(matches!(&items[..], [Item::Object(o)] if o.key == prod && o.version_id.is_some()));
+        assert!(matches!(&items[..], [SyncItem::Object(o)] if o.key == prod && o.version_id.is_some()));
         let SyncEvent::Direct(items) = parse(&load("s3-put-workspace.json")).unwrap() else {
             panic!()
         };
@@ -368,14 +368,14 @@ mod tests {
             panic!()
         };
         assert!(
-            matches!(&items[..], [Item::Object(o)] if o.key == "cells/prod-eu-west-1 (copy)/terraform.tfstate"),
+            matches!(&items[..], [SyncItem::Object(o)] if o.key == "cells/prod-eu-west-1 (copy)/terraform.tfstate"),
             "{items:?}"
         );
         for ignored in ["s3-test-event.json", "s3-tflock.json", "s3-delete.json"] {
             let SyncEvent::Direct(items) = parse(&load(ignored)).unwrap() else {
                 panic!("{ignored}")
             };
-            assert!(matches!(&items[..], [Item::Ignored { .. }]), "{ignored}: {items:?}");
+            assert!(matches!(&items[..], [SyncItem::Ignored { .. }]), "{ignored}: {items:?}");
         }
         let SyncEvent::Direct(items) = parse(&load("eventbridge-s3-object-created.json")).unwrap() else {
             panic!()
@@ -386,7 +386,7 @@ mod tests {
         };
         assert_eq!(recs.len(), 2);
         assert!(
-            matches!(&recs[1].items.as_ref().unwrap()[..], [Item::Object(o)] if o.key == "cells/dev-eu-west-1/terraform.tfstate")
+            matches!(&recs[1].items.as_ref().unwrap()[..], [SyncItem::Object(o)] if o.key == "cells/dev-eu-west-1/terraform.tfstate")
         );
         let SyncEvent::Sqs(recs) = parse(&load("sqs-eventbridge-s3.json")).unwrap() else {
             panic!()

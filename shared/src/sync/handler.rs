@@ -6,24 +6,24 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{Invocation, SyncConfig, SyncError, Syncer};
+use super::{SyncConfig, SyncError, SyncInvocation, Syncer};
 use crate::config::{self, ConfigError};
 use crate::error::{Class, Classify};
 use crate::github::{FleetRepo, LazyGithub};
 use crate::s3::{S3States, StateSource};
 
 /// The real service: S3 states and the GitHub fleet repo, configured from the environment.
-pub type Service = Syncer<S3States, LazyGithub>;
+pub type SyncService = Syncer<S3States, LazyGithub>;
 
 /// The service for a checked configuration: the AWS configuration and its clients. No network
 /// call; the cost is the HTTPS client's trust store (see `crate::lambda`).
-pub async fn service_with(config: SyncConfig) -> Service {
+pub async fn service_with(config: SyncConfig) -> SyncService {
     let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
     service_for(config, &aws)
 }
 
 /// The service for a checked configuration and a given AWS configuration.
-pub fn service_for(config: SyncConfig, aws: &aws_config::SdkConfig) -> Service {
+pub fn service_for(config: SyncConfig, aws: &aws_config::SdkConfig) -> SyncService {
     let secrets = aws_sdk_secretsmanager::Client::new(aws);
     Syncer::new(
         config.clone(),
@@ -33,7 +33,7 @@ pub fn service_for(config: SyncConfig, aws: &aws_config::SdkConfig) -> Service {
 }
 
 /// Configuration and clients from the environment, at once (the command line).
-pub async fn service_from_env() -> Result<Service, SyncError> {
+pub async fn service_from_env() -> Result<SyncService, SyncError> {
     Ok(service_with(SyncConfig::from_env()?).await)
 }
 
@@ -61,7 +61,7 @@ pub async fn lambda_handler<S: StateSource, R: FleetRepo>(
 /// `cellbridge invoke state-sync --event FILE`: runs the handler locally on an event file
 /// against whatever `AWS_ENDPOINT_URL` and `GITHUB_API_URL` point at. The deadline is
 /// `CELLBRIDGE_DEADLINE_SECS` from now (default 900, Lambda's longest).
-pub async fn invoke_from_file(path: &Path) -> Result<Invocation, SyncError> {
+pub async fn invoke_from_file(path: &Path) -> Result<SyncInvocation, SyncError> {
     let text = std::fs::read_to_string(path).map_err(|e| SyncError::EventFile {
         path: path.display().to_string(),
         reason: e.to_string(),

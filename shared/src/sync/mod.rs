@@ -18,15 +18,15 @@ mod handler;
 mod syncer;
 
 pub use config::{DEFAULT_KEY_PATTERN, KeyPattern, SyncConfig};
-pub use handler::{Service, invoke_from_file, lambda_handler, service_for, service_from_env, service_with};
-pub use syncer::{CellResult, Invocation, Syncer};
+pub use handler::{SyncService, invoke_from_file, lambda_handler, service_for, service_from_env, service_with};
+pub use syncer::{CellResult, SyncInvocation, Syncer};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error("event: {0}")]
-    Event(#[from] events::EventError),
+    Event(#[from] events::SyncEventError),
     #[error("{path}: {reason}")]
     EventFile { path: String, reason: String },
     #[error("{0}")]

@@ -10,7 +10,7 @@ use tracing::Instrument;
 
 use super::{SyncConfig, SyncError};
 use crate::error::{Class, Classify};
-use crate::events::sync::{self as events, Item, Manual, ObjectRef, SyncEvent};
+use crate::events::sync::{self as events, Manual, StateObject, SyncEvent, SyncItem};
 use crate::github::{FleetRepo, GithubError, Published, Snapshot};
 use crate::metadata;
 use crate::plan::{self, Plan, PlanOptions};
@@ -48,7 +48,7 @@ pub struct CellResult {
 }
 
 impl CellResult {
-    fn new(obj: &ObjectRef, cell: Option<String>, action: &str) -> Self {
+    fn new(obj: &StateObject, cell: Option<String>, action: &str) -> Self {
         Self {
             cell,
             bucket: obj.bucket.clone(),
@@ -71,7 +71,7 @@ impl CellResult {
 
 /// What one invocation returns.
 #[derive(Debug, Clone)]
-pub struct Invocation {
+pub struct SyncInvocation {
     /// The JSON answer (for SQS, it carries `batchItemFailures`).
     pub response: Value,
     /// Some state was refused or failed.
@@ -94,7 +94,7 @@ impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
     }
 
     /// Runs one invocation: every state the event names, each to its own result.
-    pub async fn handle(&self, event: &Value, deadline: Instant) -> Result<Invocation, SyncError> {
+    pub async fn handle(&self, event: &Value, deadline: Instant) -> Result<SyncInvocation, SyncError> {
         match events::parse(event)? {
             SyncEvent::Direct(items) => {
                 let results = self.sync_items(&items, false, deadline).await;
@@ -104,25 +104,25 @@ impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
                 let objects = match request {
                     Manual::Cell(cell) => {
                         if !metadata::is_dns1123_label(&cell) {
-                            return Err(SyncError::Event(events::EventError::Invalid {
+                            return Err(SyncError::Event(events::SyncEventError::Invalid {
                                 what: "manual payload".into(),
                                 reason: format!("cell {cell:?} is not a DNS-1123 label"),
                             }));
                         }
-                        vec![ObjectRef {
+                        vec![StateObject {
                             bucket: self.config.state_bucket.clone(),
                             key: self.config.key_pattern.key_for(&cell),
                             version_id: None,
                         }]
                     }
-                    Manual::Object { bucket, key } => vec![ObjectRef {
+                    Manual::Object { bucket, key } => vec![StateObject {
                         bucket: bucket.unwrap_or_else(|| self.config.state_bucket.clone()),
                         key,
                         version_id: None,
                     }],
                     Manual::All => self.all_states(deadline).await?,
                 };
-                let items: Vec<Item> = objects.into_iter().map(Item::Object).collect();
+                let items: Vec<SyncItem> = objects.into_iter().map(SyncItem::Object).collect();
                 let results = self.sync_items(&items, dry_run, deadline).await;
                 Ok(finish(results, None))
             }
@@ -143,10 +143,10 @@ impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
                         }
                         Ok(items) => {
                             let retry = items.iter().any(|i| match i {
-                                Item::Object(o) => results.iter().any(|c| {
+                                SyncItem::Object(o) => results.iter().any(|c| {
                                     c.bucket == o.bucket && c.key == o.key && c.action == "failed" && c.retryable
                                 }),
-                                Item::Ignored { .. } => false,
+                                SyncItem::Ignored { .. } => false,
                             });
                             if retry {
                                 failed_ids.push(r.message_id.clone());
@@ -159,7 +159,7 @@ impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
         }
     }
 
-    async fn all_states(&self, deadline: Instant) -> Result<Vec<ObjectRef>, SyncError> {
+    async fn all_states(&self, deadline: Instant) -> Result<Vec<StateObject>, SyncError> {
         let bucket = &self.config.state_bucket;
         let mut keys = Vec::new();
         for prefix in [self.config.key_pattern.prefix(), "env:/"] {
@@ -181,7 +181,7 @@ impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
         Ok(keys
             .into_iter()
             .filter(|k| self.config.key_pattern.cell_of(k).is_some())
-            .map(|key| ObjectRef {
+            .map(|key| StateObject {
                 bucket: bucket.clone(),
                 key,
                 version_id: None,
@@ -189,15 +189,15 @@ impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
             .collect())
     }
 
-    async fn sync_items(&self, items: &[Item], dry_run: bool, deadline: Instant) -> Vec<CellResult> {
+    async fn sync_items(&self, items: &[SyncItem], dry_run: bool, deadline: Instant) -> Vec<CellResult> {
         // One result per object: S3 notifies twice for some multipart uploads, and a batch can
         // name one state many times. Each is read once, at its latest version.
-        let mut objects: BTreeMap<(String, String), ObjectRef> = BTreeMap::new();
+        let mut objects: BTreeMap<(String, String), StateObject> = BTreeMap::new();
         let mut results = Vec::new();
         for item in items {
             match item {
-                Item::Ignored { what, reason } => tracing::info!(object = %what, reason = %reason, "ignored"),
-                Item::Object(o) => {
+                SyncItem::Ignored { what, reason } => tracing::info!(object = %what, reason = %reason, "ignored"),
+                SyncItem::Object(o) => {
                     objects
                         .entry((o.bucket.clone(), o.key.clone()))
                         .or_insert_with(|| o.clone());
@@ -216,7 +216,7 @@ impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
     }
 
     /// Converges one state object's cell, redoing the whole read-plan-publish on a lost race.
-    pub async fn sync_object(&self, obj: ObjectRef, dry_run: bool, deadline: Instant) -> CellResult {
+    pub async fn sync_object(&self, obj: StateObject, dry_run: bool, deadline: Instant) -> CellResult {
         let Some((key_cell, workspace)) = self.config.key_pattern.cell_of(&obj.key) else {
             tracing::info!(bucket = %obj.bucket, key = %obj.key, "ignored: the key does not match CELLBRIDGE_STATE_KEY_PATTERN");
             let mut r = CellResult::new(&obj, None, "ignored");
@@ -237,7 +237,7 @@ impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
         self.converge(obj, key_cell, dry_run, deadline).instrument(span).await
     }
 
-    async fn converge(&self, obj: ObjectRef, key_cell: String, dry_run: bool, deadline: Instant) -> CellResult {
+    async fn converge(&self, obj: StateObject, key_cell: String, dry_run: bool, deadline: Instant) -> CellResult {
         let mut result = CellResult::new(&obj, Some(key_cell.clone()), "failed");
         for attempt in 1..=RACE_ATTEMPTS {
             result.attempts = attempt;
@@ -283,7 +283,7 @@ impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
 
     async fn attempt(
         &self,
-        obj: &ObjectRef,
+        obj: &StateObject,
         key_cell: &str,
         dry_run: bool,
         deadline: Instant,
@@ -403,7 +403,7 @@ fn github_fail(e: GithubError) -> Attempt {
     }
 }
 
-fn finish(results: Vec<CellResult>, sqs_failures: Option<Vec<String>>) -> Invocation {
+fn finish(results: Vec<CellResult>, sqs_failures: Option<Vec<String>>) -> SyncInvocation {
     let failed = results.iter().any(CellResult::failed);
     let class = Class::of_all(
         results
@@ -421,7 +421,7 @@ fn finish(results: Vec<CellResult>, sqs_failures: Option<Vec<String>>) -> Invoca
         }
         None => json!({ "cells": cells }),
     };
-    Invocation {
+    SyncInvocation {
         response,
         failed,
         class,
