@@ -126,7 +126,7 @@ impl BootstrapService {
     /// invocation fails so that EventBridge's retry policy brings it back; from SQS the record
     /// is listed for redelivery after the queue's visibility timeout.
     pub async fn handle(&self, event: &Value, deadline: Instant) -> Result<BootstrapInvocation, BootstrapError> {
-        let parsed = ev::parse(event).map_err(|e| BootstrapError::Request(e.to_string()))?;
+        let parsed = ev::parse(event)?;
         let requests: Vec<(Option<String>, Result<BootstrapItem, ev::BootstrapEventError>)> = match parsed {
             BootstrapEvent::Manual(r) => vec![(None, Ok(BootstrapItem::Cluster(r)))],
             BootstrapEvent::Direct(item) => vec![(None, Ok(item))],
@@ -240,7 +240,10 @@ pub async fn lambda_handler(
 /// `cellbridge invoke cluster-bootstrap --event FILE [--fleet DIR]`: the handler on an event
 /// file, against whatever `AWS_ENDPOINT_URL` and `GITHUB_API_URL` point at, or a local fleet.
 pub async fn invoke_from_file(path: &Path, fleet_dir: Option<&Path>) -> Result<BootstrapInvocation, BootstrapError> {
-    let bad = |reason: String| BootstrapError::Request(format!("{}: {reason}", path.display()));
+    let bad = |reason: String| BootstrapError::Input {
+        path: path.display().to_string(),
+        reason,
+    };
     let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
     let event: Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
     crate::telemetry::install_crypto_provider();

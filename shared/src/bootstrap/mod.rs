@@ -129,7 +129,16 @@ pub enum BootstrapError {
     )]
     NoCell { cluster: String },
     #[error("invalid request: {0}")]
-    Request(String),
+    Event(#[from] crate::events::bootstrap::BootstrapEventError),
+    #[error("invalid request: {what} {value:?} is not {expected}")]
+    InvalidRequest {
+        what: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+    /// A file or folder named on the command line cannot be used.
+    #[error("{path}: {reason}")]
+    Input { path: String, reason: String },
     #[error("cannot read the fleet repo: {0}")]
     Fleet(#[from] crate::github::GithubError),
 }
@@ -142,7 +151,9 @@ impl Classify for BootstrapError {
             BootstrapError::GitSecret(e) => e.class(),
             BootstrapError::Apply { source, .. } => source.class(),
             BootstrapError::Fleet(e) => e.class(),
-            BootstrapError::Request(_) => Class::InvalidInput,
+            BootstrapError::Event(_) | BootstrapError::InvalidRequest { .. } | BootstrapError::Input { .. } => {
+                Class::InvalidInput
+            }
             BootstrapError::Config(_)
             | BootstrapError::Cell(_)
             | BootstrapError::Plan(_)
@@ -190,10 +201,11 @@ fn check_request(req: &Request) -> Result<(), BootstrapError> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
     if !ok_name {
-        return Err(BootstrapError::Request(format!(
-            "cluster name {:?} is not an EKS cluster name",
-            req.cluster
-        )));
+        return Err(BootstrapError::InvalidRequest {
+            what: "cluster name",
+            value: req.cluster.clone(),
+            expected: "an EKS cluster name",
+        });
     }
     let ok_region = !req.region.is_empty()
         && req
@@ -201,10 +213,11 @@ fn check_request(req: &Request) -> Result<(), BootstrapError> {
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
     if !ok_region {
-        return Err(BootstrapError::Request(format!(
-            "region {:?} is not an AWS region",
-            req.region
-        )));
+        return Err(BootstrapError::InvalidRequest {
+            what: "region",
+            value: req.region.clone(),
+            expected: "an AWS region",
+        });
     }
     Ok(())
 }

@@ -12,6 +12,7 @@
 use crate::config::ConfigError;
 use crate::error::{Class, Classify};
 use crate::events::sync as events;
+use crate::s3::S3Error;
 
 mod config;
 mod handler;
@@ -29,19 +30,29 @@ pub enum SyncError {
     Event(#[from] events::SyncEventError),
     #[error("{path}: {reason}")]
     EventFile { path: String, reason: String },
-    #[error("{0}")]
-    Setup(String),
-    /// Throttling, a 5xx, or the deadline: the same invocation later may well succeed.
-    #[error("{0} (retryable)")]
-    Transient(String),
+    /// The sync-all listing failed.
+    #[error("listing states under s3://{bucket}/{prefix}: {source}")]
+    Listing {
+        bucket: String,
+        prefix: String,
+        #[source]
+        source: Box<S3Error>,
+    },
+    /// The sync-all listing did not end in time: the same invocation later may well succeed.
+    #[error("listing states under s3://{bucket}/{prefix} did not finish before the function's deadline (retryable)")]
+    ListingTimedOut { bucket: String, prefix: String },
 }
 
 impl Classify for SyncError {
     fn class(&self) -> Class {
         match self {
             SyncError::Event(_) | SyncError::EventFile { .. } => Class::InvalidInput,
-            SyncError::Transient(_) => Class::Retryable,
-            SyncError::Config(_) | SyncError::Setup(_) => Class::Final,
+            SyncError::Listing { source, .. } => match source.class() {
+                Class::Retryable => Class::Retryable,
+                _ => Class::Final,
+            },
+            SyncError::ListingTimedOut { .. } => Class::Retryable,
+            SyncError::Config(_) => Class::Final,
         }
     }
 }

@@ -167,12 +167,18 @@ impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
             let left = deadline.saturating_duration_since(Instant::now());
             match tokio::time::timeout(left, self.states.list(bucket, prefix)).await {
                 Ok(Ok(k)) => keys.extend(k),
-                Ok(Err(e)) if e.retryable() => return Err(SyncError::Transient(format!("listing states: {e}"))),
-                Ok(Err(e)) => return Err(SyncError::Setup(format!("listing states: {e}"))),
+                Ok(Err(source)) => {
+                    return Err(SyncError::Listing {
+                        bucket: bucket.clone(),
+                        prefix: prefix.to_owned(),
+                        source: Box::new(source),
+                    });
+                }
                 Err(_) => {
-                    return Err(SyncError::Transient(format!(
-                        "listing states under s3://{bucket}/{prefix} did not finish before the function's deadline"
-                    )));
+                    return Err(SyncError::ListingTimedOut {
+                        bucket: bucket.clone(),
+                        prefix: prefix.to_owned(),
+                    });
                 }
             }
         }
