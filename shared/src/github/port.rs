@@ -4,14 +4,13 @@
 //! over the REST API, or the in-memory store of the `test-support` feature.
 //!
 //! Each method answers what GitHub answers, classified: a ref that moved under a fast-forward
-//! is [`GithubError::Conflict`] (redo on a fresh base), a 5xx or rate limit that outlived the
-//! retries is [`GithubError::Transient`], a refusal is [`GithubError::Api`].
+//! is [`Conflict`](super::GithubError::Conflict) (redo on a fresh base), a 5xx or rate limit
+//! that outlived the retries is [`Transient`](super::GithubError::Transient), a refusal is
+//! [`Api`](super::GithubError::Api).
 
 use std::future::Future;
 use std::time::Instant;
 
-#[allow(unused_imports)] // named in the docs
-use super::GithubError;
 use super::{Result, Snapshot};
 
 /// An open pull request of a cell, as far as cellbridge needs it.
@@ -44,7 +43,7 @@ pub trait GithubRepo: Send + Sync {
         message: &str,
         deadline: Instant,
     ) -> impl Future<Output = Result<String>> + Send;
-    /// Moves `branch` to `commit` by fast-forward only; [`GithubError::Conflict`] otherwise.
+    /// Moves `branch` to `commit` by fast-forward only; [`Conflict`](super::GithubError::Conflict) otherwise.
     fn move_branch(&self, branch: &str, commit: &str, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
     /// Creates `branch` at `commit`; `Ok(false)` when it already exists.
     fn create_branch(&self, branch: &str, commit: &str, deadline: Instant)
@@ -65,7 +64,7 @@ pub trait GithubRepo: Send + Sync {
         description: &str,
         deadline: Instant,
     ) -> impl Future<Output = Result<()>> + Send;
-    /// Opens a pull request; [`GithubError::Conflict`] when one is already open for `head`.
+    /// Opens a pull request; [`Conflict`](super::GithubError::Conflict) when one is already open for `head`.
     fn create_pull(
         &self,
         head: &str,
