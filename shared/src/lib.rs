@@ -12,7 +12,7 @@
 //! - **A new cluster gets Flux.** `functions/cluster-bootstrap` →
 //!   [`bootstrap::handler::lambda_handler`] → [`bootstrap::Bootstrapper`] (`bootstrap/mod.rs`:
 //!   find the cell, wait for ACTIVE, temporary access, the plan of objects) →
-//!   `bootstrap/apply.rs` (server-side apply in order, CRDs Established first).
+//!   `bootstrap/apply/` (server-side apply in order, CRDs Established first).
 //!
 //! Below both: the pure core, no network I/O, tested in milliseconds (`tfstate`, `metadata`,
 //! `configmap`, `envsubst`, `check`, `plan`, `template`, `events`, `fleet`); the one error model

@@ -1,0 +1,249 @@
+//! The Kubernetes side: a client that trusts the cluster's CA and renews its EKS token, and
+//! server-side apply of any kind through discovery, with bounded retries.
+//!
+//! Files: `session` (the client: CA, EKS token, renewal, timeouts), `calls` (one Kubernetes call
+//! with retries, and what its failures mean), this file (discovery and server-side apply),
+//! `wait` (CRDs Established, the GitRepository Ready).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::discovery::{ApiCapabilities, ApiResource, Scope};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::plan::{KubeRef, Phase, Step};
+use crate::error::{Class, Classify};
+
+mod calls;
+mod session;
+mod wait;
+
+pub use session::{ClusterAuth, Session, Tuning, pem_to_der};
+pub use wait::SourceStatus;
+
+use calls::retry;
+
+pub const FIELD_MANAGER: &str = "cellbridge";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("cannot connect to the cluster: {reason}")]
+    Connect { reason: String },
+    #[error("{operation} {target}: HTTP {code} {reason}: {message}")]
+    Api {
+        operation: &'static str,
+        target: String,
+        code: u16,
+        reason: String,
+        message: String,
+    },
+    #[error("{operation} {target}: {reason}")]
+    Transport {
+        operation: &'static str,
+        target: String,
+        reason: String,
+    },
+    #[error("{target}: the cluster serves no kind {kind} in {api_version}{hint}")]
+    UnknownKind {
+        target: String,
+        api_version: String,
+        kind: String,
+        hint: &'static str,
+    },
+    #[error("CRDs not Established after {waited_secs}s: {pending}")]
+    CrdTimeout { pending: String, waited_secs: u64 },
+}
+
+impl Classify for ApplyError {
+    /// Worth another run later when the cluster or the network had a bad moment (401 and 403
+    /// included: a new access entry takes a while to reach the API server).
+    fn class(&self) -> Class {
+        match self {
+            ApplyError::Api {
+                code: 401 | 403 | 409 | 429 | 500 | 502 | 503 | 504,
+                ..
+            } => Class::Retryable,
+            ApplyError::Transport { .. } | ApplyError::CrdTimeout { .. } | ApplyError::Connect { .. } => {
+                Class::Retryable
+            }
+            ApplyError::Api { .. } | ApplyError::UnknownKind { .. } => Class::Final,
+        }
+    }
+}
+
+/// What happened to one object.
+#[derive(Debug, Clone, Serialize)]
+pub struct Applied {
+    pub phase: Phase,
+    #[serde(flatten)]
+    pub target: KubeRef,
+}
+
+/// Applies steps with server-side apply, resolving each kind through discovery once per
+/// group/version.
+pub struct Applier {
+    pub(super) session: Session,
+    pub(super) manager: String,
+    pub(super) discovered: HashMap<String, Vec<(ApiResource, ApiCapabilities)>>,
+}
+
+pub(super) fn crd_resource() -> ApiResource {
+    ApiResource {
+        group: "apiextensions.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "apiextensions.k8s.io/v1".into(),
+        kind: "CustomResourceDefinition".into(),
+        plural: "customresourcedefinitions".into(),
+    }
+}
+
+pub(super) fn split_api_version(av: &str) -> (&str, &str) {
+    match av.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", av),
+    }
+}
+
+impl Applier {
+    pub fn new(session: Session) -> Self {
+        Self {
+            session,
+            manager: FIELD_MANAGER.into(),
+            discovered: HashMap::new(),
+        }
+    }
+
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// Whether the object exists; a kind the cluster does not serve yet counts as absent.
+    /// `plural` is given so that no discovery is needed for this one read.
+    pub async fn exists(
+        &mut self,
+        api_version: &str,
+        kind: &str,
+        plural: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<bool, ApplyError> {
+        let (group, version) = split_api_version(api_version);
+        let ar = ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version: api_version.into(),
+            kind: kind.into(),
+            plural: plural.into(),
+        };
+        let client = self.session.client().await?;
+        let api: Api<DynamicObject> = Api::namespaced_with(client, namespace, &ar);
+        let target = format!("{kind} {namespace}/{name}");
+        let found = retry(&self.session, "get", &target, false, || api.get_opt(name)).await;
+        match found {
+            Ok(o) => Ok(o.is_some()),
+            // A group that does not exist yet answers 404 with a plain-text page.
+            Err(ApplyError::Api { code: 404, .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(super) async fn resolve(
+        &mut self,
+        target: &KubeRef,
+        after_crds: bool,
+    ) -> Result<(ApiResource, ApiCapabilities), ApplyError> {
+        let (group, version) = split_api_version(&target.api_version);
+        let key = target.api_version.clone();
+        let find =
+            |list: &Vec<(ApiResource, ApiCapabilities)>| list.iter().find(|(ar, _)| ar.kind == target.kind).cloned();
+        if let Some(hit) = self.discovered.get(&key).and_then(find) {
+            return Ok(hit);
+        }
+        // A CRD's kinds can reach discovery a moment after it is Established: look again a
+        // few times before calling the kind unknown.
+        let tries = if after_crds { 30 } else { 1 };
+        let gv = kube::core::GroupVersion::gv(group, version);
+        for i in 0..tries {
+            let client = self.session.client().await?;
+            let tstr = target.to_string();
+            let res = retry(&self.session, "discover", &tstr, false, || {
+                kube::discovery::pinned_group(&client, &gv)
+            })
+            .await;
+            match res {
+                Ok(g) => {
+                    let list = g.versioned_resources(version);
+                    let hit = find(&list);
+                    self.discovered.insert(key.clone(), list);
+                    if let Some(hit) = hit {
+                        return Ok(hit);
+                    }
+                }
+                Err(ApplyError::Api { code: 404, .. }) => {}
+                Err(e) => return Err(e),
+            }
+            if i + 1 < tries {
+                tokio::time::sleep(self.session.tuning.poll.min(Duration::from_millis(300))).await;
+            }
+        }
+        Err(ApplyError::UnknownKind {
+            target: target.to_string(),
+            api_version: target.api_version.clone(),
+            kind: target.kind.clone(),
+            hint: if group.ends_with(".k8s.io") || group.is_empty() || group == "apps" {
+                ""
+            } else {
+                " (is its CRD in gotk-components.yaml?)"
+            },
+        })
+    }
+
+    /// Server-side apply of one step, forcing ownership of its fields for our field manager.
+    pub async fn apply(&mut self, step: &Step) -> Result<Applied, ApplyError> {
+        let after_crds = step.phase > Phase::Crd;
+        let (ar, caps) = self.resolve(&step.target, after_crds).await?;
+        let client = self.session.client().await?;
+        let api: Api<DynamicObject> = match caps.scope {
+            Scope::Cluster => Api::all_with(client, &ar),
+            Scope::Namespaced => {
+                let ns = step
+                    .target
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| self.session.default_namespace.clone());
+                Api::namespaced_with(client, &ns, &ar)
+            }
+        };
+        let pp = PatchParams::apply(&self.manager).force();
+        let target = step.target.to_string();
+        let quiet = step.phase == Phase::GitSecret;
+        let patch = Patch::Apply(Opaque(step.object()));
+        retry(&self.session, "apply", &target, quiet, || {
+            api.patch(&step.target.name, &pp, &patch)
+        })
+        .await?;
+        tracing::info!(phase = ?step.phase, object = %target, "applied");
+        Ok(Applied {
+            phase: step.phase,
+            target: step.target.clone(),
+        })
+    }
+}
+
+/// Serializes as the JSON it holds; `Debug` never shows it (a Step may carry credentials).
+pub(super) struct Opaque<'a>(&'a Value);
+
+impl Serialize for Opaque<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl fmt::Debug for Opaque<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<object>")
+    }
+}
