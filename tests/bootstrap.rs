@@ -823,7 +823,7 @@ async fn the_fleet_is_read_from_github_as_the_lambda_reads_it() {
         .await
         .unwrap();
     leak::capture("bootstrap from the GitHub fleet", &inv.response.to_string());
-    assert!(!inv.failed, "{}", inv.response);
+    assert!(!inv.failed(), "{}", inv.response);
     assert_eq!(inv.response["outcome"], "bootstrapped", "{}", inv.response);
     assert_eq!(
         inv.response["components_file"], "clusters/prod-eu/flux-system/gotk-components.yaml",
@@ -925,7 +925,7 @@ async fn the_handler_answers_sqs_batches_record_by_record() {
         .handle(&create_cluster_event("eks-sqs-creating"), deadline)
         .await
         .unwrap();
-    assert!(inv.failed);
+    assert!(inv.failed());
     assert!(
         inv.response["error"].as_str().unwrap().contains("still CREATING"),
         "{}",
@@ -935,7 +935,7 @@ async fn the_handler_answers_sqs_batches_record_by_record() {
     // The manual payload through the same handler: a dry run answers with the plan.
     let manual = json!({"action": "bootstrap", "cluster": "eks-sqs-ready", "region": REGION, "dry_run": true});
     let inv = service.handle(&manual, deadline).await.unwrap();
-    assert!(!inv.failed);
+    assert!(!inv.failed());
     assert_eq!(inv.response["outcome"], "planned");
     assert_eq!(inv.response["objects"].as_array().unwrap().len(), 34);
 }

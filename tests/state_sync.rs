@@ -639,7 +639,7 @@ async fn invoke_from_file_uses_the_environment() {
         std::env::set_var("CELLBRIDGE_STATE_KEY_PATTERN", "cells/{cell}/terraform.tfstate");
     }
     let inv = cellbridge::sync::invoke_from_file(&event).await.unwrap();
-    assert!(!inv.failed, "{}", inv.response);
+    assert!(!inv.failed(), "{}", inv.response);
     assert_eq!(only_cell(&inv.response)["action"], "opened", "{}", inv.response);
     assert_eq!(bed.pulls().len(), 1);
 }

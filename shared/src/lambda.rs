@@ -37,6 +37,23 @@ pub fn deadline_from_epoch_ms(deadline_ms: u64) -> Instant {
     Instant::now() + left
 }
 
+/// A handled invocation as Lambda gets it: the response, or, when a directly invoked run had
+/// failures (`class`), an error of their class. An SQS batch always answers with its response:
+/// the records to redeliver are in `batchItemFailures`.
+pub fn answer(
+    function: &str,
+    response: serde_json::Value,
+    class: Option<Class>,
+) -> Result<serde_json::Value, Diagnostic> {
+    match class {
+        Some(class) if response.get("batchItemFailures").is_none() => {
+            let note = if class == Class::Retryable { " (retryable)" } else { "" };
+            Err(failure(class, format!("{function} failed{note}: {response}")))
+        }
+        _ => Ok(response),
+    }
+}
+
 /// A service built from a checked configuration `C` on first use.
 pub struct Deferred<C, S> {
     config: C,
@@ -73,6 +90,22 @@ impl<C: Clone, S> Deferred<C, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_direct_run_is_an_error_of_its_class_and_an_sqs_batch_never_is() {
+        let direct = serde_json::json!({"cells": [{"action": "failed"}]});
+        let e = answer("state-sync", direct, Some(Class::Retryable)).unwrap_err();
+        assert_eq!(e.error_type, "cellbridge.Retryable");
+        assert!(
+            e.error_message.starts_with("state-sync failed (retryable): "),
+            "{}",
+            e.error_message
+        );
+        let batch = serde_json::json!({"batchItemFailures": [{"itemIdentifier": "m1"}]});
+        assert_eq!(answer("state-sync", batch.clone(), Some(Class::Final)).unwrap(), batch);
+        let ok = serde_json::json!({"outcome": "bootstrapped"});
+        assert_eq!(answer("cluster-bootstrap", ok.clone(), None).unwrap(), ok);
+    }
 
     #[test]
     fn a_failure_names_its_kind_for_lambda() {

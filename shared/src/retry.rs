@@ -50,12 +50,6 @@ pub enum GaveUp<E> {
 }
 
 impl<E> GaveUp<E> {
-    pub fn error(&self) -> &E {
-        match self {
-            GaveUp::Final(e) | GaveUp::Attempts(e, _) | GaveUp::Deadline(e, _) => e,
-        }
-    }
-
     pub fn into_error(self) -> E {
         match self {
             GaveUp::Final(e) | GaveUp::Attempts(e, _) | GaveUp::Deadline(e, _) => e,

@@ -65,10 +65,15 @@ pub struct BootstrapService {
 #[derive(Debug, Clone)]
 pub struct BootstrapInvocation {
     pub response: Value,
-    /// Some part failed (for SQS: the records listed in `batchItemFailures`).
-    pub failed: bool,
-    /// What the failures mean (`None` when nothing failed): retryable only when every one is.
+    /// What the failures mean (`None` when nothing failed; for SQS the failed records are
+    /// listed in `batchItemFailures`): retryable only when every one is.
     pub class: Option<Class>,
+}
+
+impl BootstrapInvocation {
+    pub fn failed(&self) -> bool {
+        self.class.is_some()
+    }
 }
 
 /// The function's configuration, read and checked from the environment without building any
@@ -143,7 +148,6 @@ impl BootstrapService {
                         let ids = requests.into_iter().filter_map(|(id, _)| id);
                         return Ok(BootstrapInvocation {
                             response: serde_json::to_value(batch_response(ids)).unwrap_or_default(),
-                            failed: true,
                             class: Some(e.class()),
                         });
                     }
@@ -210,7 +214,6 @@ impl BootstrapService {
         };
         Ok(BootstrapInvocation {
             response,
-            failed: !failures.is_empty(),
             class: Class::of_all(failures),
         })
     }
@@ -222,19 +225,13 @@ pub async fn lambda_handler(
     service: &BootstrapService,
     event: lambda_runtime::LambdaEvent<Value>,
 ) -> Result<Value, lambda_runtime::Diagnostic> {
-    use crate::lambda::{deadline_from_epoch_ms, failure};
+    use crate::lambda::{answer, deadline_from_epoch_ms, failure};
     let deadline = deadline_from_epoch_ms(event.context.deadline);
     let inv = service
         .handle(&event.payload, deadline)
         .await
         .map_err(|e| failure(e.class(), e))?;
-    if inv.failed && inv.response.get("batchItemFailures").is_none() {
-        return Err(failure(
-            inv.class.unwrap_or(Class::Final),
-            format!("cluster-bootstrap failed: {}", inv.response),
-        ));
-    }
-    Ok(inv.response)
+    answer("cluster-bootstrap", inv.response, inv.class)
 }
 
 /// `cellbridge invoke cluster-bootstrap --event FILE [--fleet DIR]`: the handler on an event

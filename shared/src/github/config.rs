@@ -94,10 +94,6 @@ impl LazyGithub {
         }
     }
 
-    pub fn config(&self) -> &GithubConfig {
-        &self.config
-    }
-
     pub async fn get(&self, deadline: Instant) -> Result<Arc<GithubFleet>, GithubError> {
         let mut slot = self.fleet.lock().await;
         if let Some(f) = slot.as_ref() {

@@ -26,7 +26,7 @@
 //!
 //! Faults: [`MemGithub::fail`] makes the next calls of an operation fail as the transport would
 //! report them after its retries; [`MemGithub::race`] lets another writer commit just before
-//! an operation runs. People: [`MemGithub::merge`], [`MemGithub::commit`], [`MemGithub::close`].
+//! an operation runs. People: [`MemGithub::merge`], [`MemGithub::commit`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -51,8 +51,6 @@ pub struct MemPull {
     pub labels: Vec<String>,
     pub open: bool,
     pub merged: bool,
-    /// The head commit when the pull request was closed or merged (its branch may be gone).
-    pub closed_head: Option<String>,
 }
 
 /// A commit status as the store keeps it.
@@ -276,22 +274,6 @@ impl MemGithub {
             let p = s.pulls.iter_mut().find(|p| p.number == number).expect("found above");
             p.open = false;
             p.merged = true;
-            p.closed_head = Some(head);
-        });
-    }
-
-    /// A person closes pull request `number` without merging.
-    pub fn close(&self, number: u64) {
-        self.with(|s| {
-            let head = s
-                .pulls
-                .iter()
-                .find(|p| p.number == number)
-                .and_then(|p| s.refs.get(&p.head).cloned());
-            if let Some(p) = s.pulls.iter_mut().find(|p| p.number == number) {
-                p.open = false;
-                p.closed_head = head;
-            }
         });
     }
 
@@ -468,10 +450,9 @@ impl GithubRepo for MemGithub {
     async fn delete_branch(&self, branch: &str, _deadline: Instant) -> Result<()> {
         self.with(|s| {
             s.enter(&ops::GIT_DELETE_REF)?;
-            if let Some(head) = s.refs.remove(branch) {
+            if s.refs.remove(branch).is_some() {
                 for p in s.pulls.iter_mut().filter(|p| p.open && p.head == branch) {
                     p.open = false;
-                    p.closed_head = Some(head.clone());
                 }
             }
             Ok(())
@@ -549,7 +530,6 @@ impl GithubRepo for MemGithub {
                 labels: Vec::new(),
                 open: true,
                 merged: false,
-                closed_head: None,
             });
             Ok((number, format!("https://github.example/acme/fleet/pull/{number}")))
         })
@@ -594,16 +574,10 @@ impl GithubRepo for MemGithub {
     async fn close_pull(&self, number: u64, _deadline: Instant) -> Result<()> {
         self.with(|s| {
             s.enter(&ops::PULLS_UPDATE)?;
-            let head = s
-                .pulls
-                .iter()
-                .find(|p| p.number == number)
-                .and_then(|p| s.refs.get(&p.head).cloned());
             let Some(p) = s.pulls.iter_mut().find(|p| p.number == number) else {
                 return Err(api(&ops::PULLS_UPDATE, 404, "Not Found"));
             };
             p.open = false;
-            p.closed_head = head;
             Ok(())
         })
     }

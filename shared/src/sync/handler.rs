@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::{SyncConfig, SyncError, SyncInvocation, Syncer};
 use crate::config::{self, ConfigError};
-use crate::error::{Class, Classify};
+use crate::error::Classify;
 use crate::github::{FleetRepo, LazyGithub};
 use crate::s3::{S3States, StateSource};
 
@@ -44,18 +44,13 @@ pub async fn lambda_handler<S: StateSource, R: FleetRepo>(
     service: &Syncer<S, R>,
     event: lambda_runtime::LambdaEvent<Value>,
 ) -> Result<Value, lambda_runtime::Diagnostic> {
-    use crate::lambda::{deadline_from_epoch_ms, failure};
+    use crate::lambda::{answer, deadline_from_epoch_ms, failure};
     let deadline = deadline_from_epoch_ms(event.context.deadline);
     let inv = service
         .handle(&event.payload, deadline)
         .await
         .map_err(|e| failure(e.class(), e))?;
-    if inv.failed && inv.response.get("batchItemFailures").is_none() {
-        let class = inv.class.unwrap_or(Class::Final);
-        let note = if class == Class::Retryable { " (retryable)" } else { "" };
-        return Err(failure(class, format!("state-sync failed{note}: {}", inv.response)));
-    }
-    Ok(inv.response)
+    answer("state-sync", inv.response, inv.class)
 }
 
 /// `cellbridge invoke state-sync --event FILE`: runs the handler locally on an event file

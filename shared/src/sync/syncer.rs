@@ -74,11 +74,16 @@ impl CellResult {
 pub struct SyncInvocation {
     /// The JSON answer (for SQS, it carries `batchItemFailures`).
     pub response: Value,
-    /// Some state was refused or failed.
-    pub failed: bool,
     /// What the failures mean (`None` when nothing failed): retryable only when every failed
     /// state is. For SQS every record is answered in the response.
     pub class: Option<Class>,
+}
+
+impl SyncInvocation {
+    /// Some state was refused or failed.
+    pub fn failed(&self) -> bool {
+        self.class.is_some()
+    }
 }
 
 /// state-sync over a state source and a fleet repo.
@@ -410,7 +415,6 @@ fn github_fail(e: GithubError) -> Attempt {
 }
 
 fn finish(results: Vec<CellResult>, sqs_failures: Option<Vec<String>>) -> SyncInvocation {
-    let failed = results.iter().any(CellResult::failed);
     let class = Class::of_all(
         results
             .iter()
@@ -427,9 +431,5 @@ fn finish(results: Vec<CellResult>, sqs_failures: Option<Vec<String>>) -> SyncIn
         }
         None => json!({ "cells": cells }),
     };
-    SyncInvocation {
-        response,
-        failed,
-        class,
-    }
+    SyncInvocation { response, class }
 }
