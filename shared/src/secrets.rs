@@ -1,11 +1,16 @@
 //! Secrets Manager: JSON secrets fetched into [`Secret`] so no value reaches a log or an error.
 //! Errors name the secret and the field, never what it holds.
 
+use std::future::Future;
+
 use serde_json::Value;
 
 use crate::error::{Class, Classify};
 use crate::github::Credentials;
 use crate::redact::Secret;
+
+#[cfg(feature = "test-support")]
+pub mod memory;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SecretsError {
@@ -141,29 +146,52 @@ pub fn github_credentials(secret: &JsonSecret) -> Result<Credentials, SecretsErr
     Ok(Credentials::Token(token))
 }
 
-/// Reads a secret's current value from Secrets Manager (`name` may be a name or an ARN).
-pub async fn fetch_json(client: &aws_sdk_secretsmanager::Client, name: &str) -> Result<JsonSecret, SecretsError> {
-    let out = client.get_secret_value().secret_id(name).send().await.map_err(|e| {
-        use aws_sdk_secretsmanager::error::SdkError;
-        let retryable = match &e {
-            SdkError::ServiceError(s) => !matches!(
-                s.err(),
-                aws_sdk_secretsmanager::operation::get_secret_value::GetSecretValueError::ResourceNotFoundException(_)
-                    | aws_sdk_secretsmanager::operation::get_secret_value::GetSecretValueError::InvalidParameterException(_)
-                    | aws_sdk_secretsmanager::operation::get_secret_value::GetSecretValueError::DecryptionFailure(_)
-            ),
-            _ => true,
-        };
-        let reason = match &e {
-            SdkError::ServiceError(s) => s.err().to_string(),
-            other => format!("{}", aws_sdk_secretsmanager::error::DisplayErrorContext(other)),
-        };
-        SecretsError::Fetch { secret: name.to_owned(), reason, retryable }
-    })?;
-    let text = out.secret_string().ok_or_else(|| SecretsError::NotString {
-        secret: name.to_owned(),
-    })?;
-    JsonSecret::parse(name, text)
+/// Where secrets are read from: Secrets Manager, or the in-memory store of the `test-support`
+/// feature ([`memory::MemSecrets`]).
+pub trait SecretStore: Send + Sync {
+    /// The secret's current `SecretString` (`name` may be a name or an ARN).
+    fn secret_string(&self, name: &str) -> impl Future<Output = Result<Secret<String>, SecretsError>> + Send;
+}
+
+impl SecretStore for aws_sdk_secretsmanager::Client {
+    async fn secret_string(&self, name: &str) -> Result<Secret<String>, SecretsError> {
+        use aws_sdk_secretsmanager::error::{DisplayErrorContext, ProvideErrorMetadata};
+        let out = self.get_secret_value().secret_id(name).send().await.map_err(|e| {
+            let code = e.code().unwrap_or("");
+            // GetSecretValue's errors (https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html):
+            // these are refusals a retry will not change; throttling, InternalServiceError and
+            // no answer at all may.
+            let retryable = !matches!(
+                code,
+                "ResourceNotFoundException"
+                    | "AccessDeniedException"
+                    | "InvalidParameterException"
+                    | "InvalidRequestException"
+                    | "DecryptionFailure"
+            );
+            let reason = if code.is_empty() {
+                DisplayErrorContext(&e).to_string()
+            } else {
+                format!("{code}: {}", e.message().unwrap_or(""))
+            };
+            SecretsError::Fetch {
+                secret: name.to_owned(),
+                reason,
+                retryable,
+            }
+        })?;
+        out.secret_string()
+            .map(|s| Secret::new(s.to_owned()))
+            .ok_or_else(|| SecretsError::NotString {
+                secret: name.to_owned(),
+            })
+    }
+}
+
+/// Reads a JSON secret's current value.
+pub async fn fetch_json(store: &impl SecretStore, name: &str) -> Result<JsonSecret, SecretsError> {
+    let text = store.secret_string(name).await?;
+    JsonSecret::parse(name, text.expose())
 }
 
 #[cfg(test)]

@@ -4,9 +4,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use super::ports::ClusterApi;
 use crate::error::{Class, Classify};
-use aws_sdk_eks::error::ProvideErrorMetadata;
-use base64::Engine as _;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EksError {
@@ -38,33 +37,6 @@ impl Classify for EksError {
     }
 }
 
-pub(crate) fn api_error<E: ProvideErrorMetadata + std::error::Error + 'static>(
-    operation: &'static str,
-    cluster: &str,
-    e: &aws_sdk_eks::error::SdkError<E>,
-) -> EksError {
-    use aws_sdk_eks::error::SdkError;
-    let code = e.code().unwrap_or("");
-    let retryable = match e {
-        SdkError::ServiceError(_) => matches!(
-            code,
-            "ServerException" | "ServiceUnavailableException" | "ThrottlingException" | "TooManyRequestsException"
-        ),
-        _ => true,
-    };
-    let reason = if code.is_empty() {
-        aws_sdk_eks::error::DisplayErrorContext(e).to_string()
-    } else {
-        format!("{code}: {}", e.message().unwrap_or(""))
-    };
-    EksError::Api {
-        operation,
-        cluster: cluster.into(),
-        reason,
-        retryable,
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClusterStatus {
     Creating,
@@ -77,7 +49,7 @@ pub enum ClusterStatus {
 }
 
 impl ClusterStatus {
-    fn parse(s: &str) -> Self {
+    pub(crate) fn parse(s: &str) -> Self {
         match s {
             "CREATING" => Self::Creating,
             "ACTIVE" => Self::Active,
@@ -140,50 +112,6 @@ impl ClusterInfo {
     }
 }
 
-/// DescribeCluster; `None` when there is no such cluster.
-pub async fn describe(
-    client: &aws_sdk_eks::Client,
-    cluster: &str,
-    region: &str,
-) -> Result<Option<ClusterInfo>, EksError> {
-    let out = match client.describe_cluster().name(cluster).send().await {
-        Ok(o) => o,
-        Err(e) if e.code() == Some("ResourceNotFoundException") => return Ok(None),
-        Err(e) => return Err(api_error("DescribeCluster", cluster, &e)),
-    };
-    let Some(c) = out.cluster() else { return Ok(None) };
-    let ca_pem = match c.certificate_authority().and_then(|ca| ca.data()) {
-        Some(b64) if !b64.is_empty() => {
-            let pem = base64::engine::general_purpose::STANDARD
-                .decode(b64.trim())
-                .map_err(|_| EksError::Invalid {
-                    cluster: cluster.into(),
-                    reason: "certificateAuthority.data is not base64".into(),
-                })?;
-            if !pem.starts_with(b"-----BEGIN CERTIFICATE-----") {
-                return Err(EksError::Invalid {
-                    cluster: cluster.into(),
-                    reason: "certificateAuthority.data is not a PEM certificate".into(),
-                });
-            }
-            Some(pem)
-        }
-        _ => None,
-    };
-    Ok(Some(ClusterInfo {
-        name: c.name().unwrap_or(cluster).to_owned(),
-        region: region.to_owned(),
-        status: ClusterStatus::parse(c.status().map(|s| s.as_str()).unwrap_or("")),
-        endpoint: c.endpoint().map(str::to_owned),
-        ca_pem,
-        tags: c.tags().cloned().unwrap_or_default(),
-        authentication_mode: c
-            .access_config()
-            .and_then(|a| a.authentication_mode())
-            .map(|m| m.as_str().to_owned()),
-    }))
-}
-
 pub enum Waited {
     Active(ClusterInfo),
     /// Still not ACTIVE when the budget ran out.
@@ -192,7 +120,7 @@ pub enum Waited {
 
 /// Polls until ACTIVE, FAILED/DELETING (an error), or `budget` has passed.
 pub async fn wait_active(
-    client: &aws_sdk_eks::Client,
+    api: &impl ClusterApi,
     cluster: &str,
     region: &str,
     budget: Duration,
@@ -200,12 +128,10 @@ pub async fn wait_active(
 ) -> Result<Waited, EksError> {
     let start = Instant::now();
     loop {
-        let info = describe(client, cluster, region)
-            .await?
-            .ok_or_else(|| EksError::NotFound {
-                cluster: cluster.into(),
-                region: region.into(),
-            })?;
+        let info = api.describe_cluster(cluster).await?.ok_or_else(|| EksError::NotFound {
+            cluster: cluster.into(),
+            region: region.into(),
+        })?;
         match info.status {
             ClusterStatus::Active | ClusterStatus::Updating => return Ok(Waited::Active(info)),
             ClusterStatus::Failed | ClusterStatus::Deleting => {

@@ -38,20 +38,12 @@ pub enum GitSecretError {
         url: String,
         hint: &'static str,
     },
-    #[error("cannot read Flux Git secret {secret} from Secrets Manager: {reason}")]
-    Fetch {
-        secret: String,
-        reason: String,
-        retryable: bool,
-    },
 }
 
 impl Classify for GitSecretError {
+    /// The secret's content is wrong: only a person changing it helps.
     fn class(&self) -> Class {
-        match self {
-            GitSecretError::Fetch { retryable: true, .. } => Class::Retryable,
-            _ => Class::Final,
-        }
+        Class::Final
     }
 }
 
@@ -362,38 +354,6 @@ fn github_app(obj: &serde_json::Map<String, Value>, secret: &str) -> Result<GitC
         kind: CredentialKind::GithubApp,
         data,
     })
-}
-
-/// Reads the secret's JSON text from Secrets Manager.
-pub async fn fetch(client: &aws_sdk_secretsmanager::Client, secret: &str) -> Result<String, GitSecretError> {
-    use aws_sdk_secretsmanager::error::ProvideErrorMetadata;
-    let out = client.get_secret_value().secret_id(secret).send().await.map_err(|e| {
-        let code = e.code().unwrap_or("").to_owned();
-        let retryable = !matches!(
-            code.as_str(),
-            "ResourceNotFoundException"
-                | "AccessDeniedException"
-                | "InvalidParameterException"
-                | "InvalidRequestException"
-                | "DecryptionFailure"
-        );
-        let reason = if code.is_empty() {
-            format!("{}", aws_sdk_secretsmanager::error::DisplayErrorContext(&e))
-        } else {
-            format!("{code}: {}", e.message().unwrap_or(""))
-        };
-        GitSecretError::Fetch {
-            secret: secret.into(),
-            reason,
-            retryable,
-        }
-    })?;
-    out.secret_string()
-        .map(str::to_owned)
-        .ok_or_else(|| GitSecretError::Malformed {
-            secret: secret.into(),
-            reason: "has no SecretString (binary secrets are not supported)".into(),
-        })
 }
 
 #[cfg(test)]

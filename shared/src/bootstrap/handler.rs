@@ -8,13 +8,14 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use super::{BootstrapError, BootstrapOutcome, Bootstrapper, Request, Settings, Target};
+use super::{Accounts, BootstrapError, BootstrapOutcome, Bootstrapper, KubeConnect, Settings, Target};
 use crate::config::ConfigError;
 use crate::error::{Class, Classify};
 use crate::events::bootstrap::{self as ev, BootstrapEvent, BootstrapItem};
 use crate::events::sync::batch_response;
 use crate::fleet::{FleetRead, LocalFleet};
 use crate::github::{FleetRepo, GithubConfig, GithubError, LazyGithub};
+use crate::secrets::SecretStore;
 
 /// Where a run reads the fleet repo from: the base branch as it is now.
 pub trait FleetSource: Send + Sync {
@@ -56,8 +57,8 @@ impl FleetSource for GithubSource {
 }
 
 /// The function: configuration and clients, built once per process.
-pub struct BootstrapService {
-    pub bootstrapper: Bootstrapper,
+pub struct BootstrapService<A = super::AwsAccounts, K = super::Kubes, S = aws_sdk_secretsmanager::Client> {
+    pub bootstrapper: Bootstrapper<A, K, S>,
     pub fleets: Box<dyn FleetSource>,
 }
 
@@ -113,20 +114,7 @@ pub async fn service_from_env() -> Result<BootstrapService, BootstrapError> {
 /// Leaves time for the bootstrap itself after waiting for a CREATING cluster.
 const INSTALL_RESERVE: Duration = Duration::from_secs(240);
 
-impl BootstrapService {
-    async fn one(
-        &self,
-        fleet: &dyn FleetRead,
-        req: &Request,
-        deadline: Instant,
-    ) -> Result<super::Report, BootstrapError> {
-        let left = deadline
-            .saturating_duration_since(Instant::now())
-            .saturating_sub(INSTALL_RESERVE);
-        // Boxed: the whole bootstrap is one deep future, kept off the caller's stack.
-        Box::pin(self.bootstrapper.run_until(fleet, req, Target::Eks, Some(left))).await
-    }
-
+impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
     /// Handles one event. A cluster still CREATING is not an error: directly invoked, the
     /// invocation fails so that EventBridge's retry policy brings it back; from SQS the record
     /// is listed for redelivery after the queue's visibility timeout.
@@ -172,7 +160,12 @@ impl BootstrapService {
                 }
                 Ok(BootstrapItem::Cluster(req)) => {
                     let fleet = fleet.as_deref().expect("read above");
-                    match self.one(fleet, &req, deadline).await {
+                    let left = deadline
+                        .saturating_duration_since(Instant::now())
+                        .saturating_sub(INSTALL_RESERVE);
+                    // Boxed: the whole bootstrap is one deep future, kept off the caller's stack.
+                    let run = Box::pin(self.bootstrapper.run_until(fleet, &req, Target::Eks, Some(left)));
+                    match run.await {
                         Ok(rep) if rep.outcome == BootstrapOutcome::ClusterNotReady => {
                             if is_sqs {
                                 tracing::info!(cluster = %req.cluster, "cluster still CREATING: returning the record to SQS, redelivered after the queue's visibility timeout");
@@ -221,8 +214,8 @@ impl BootstrapService {
 
 /// The Lambda handler: the report, an SQS batch answer, or an error (so that a directly
 /// invoked bootstrap is retried by EventBridge).
-pub async fn lambda_handler(
-    service: &BootstrapService,
+pub async fn lambda_handler<A: Accounts, K: KubeConnect, S: SecretStore>(
+    service: &BootstrapService<A, K, S>,
     event: lambda_runtime::LambdaEvent<Value>,
 ) -> Result<Value, lambda_runtime::Diagnostic> {
     use crate::lambda::{answer, deadline_from_epoch_ms, failure};

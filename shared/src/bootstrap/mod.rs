@@ -8,30 +8,36 @@
 
 pub mod access;
 pub mod apply;
+pub mod aws;
 pub mod cell;
 pub mod config;
 pub mod eks;
 pub mod gitsecret;
 pub mod handler;
+#[cfg(feature = "test-support")]
+pub mod memory;
 pub mod plan;
+pub mod ports;
 pub mod token;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use aws_config::{Region, SdkConfig};
-use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use serde::Serialize;
 
-pub use apply::{Applied, SourceStatus, Tuning};
+pub use apply::{Applied, ClusterAuth, Kubes, SourceStatus, Tuning};
+pub use aws::AwsAccounts;
 pub use config::Settings;
 pub use gitsecret::CredentialKind;
 pub use plan::{KubeRef, Phase};
+pub use ports::{AccessEntry, Accounts, ClusterApi, KubeApi, KubeConnect};
 
 pub use crate::events::bootstrap::Request;
 
 use crate::error::{Class, Classify};
 use crate::fleet::FleetRead;
+use crate::secrets::{SecretStore, SecretsError};
 use crate::template::{self, SyncSource};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -120,10 +126,10 @@ pub enum BootstrapError {
         #[source]
         source: Box<apply::ApplyError>,
     },
+    #[error(transparent)]
+    Secrets(#[from] SecretsError),
     #[error("CELLBRIDGE_FLUX_GIT_SECRET is not set: name the Secrets Manager secret that holds Flux's Git credentials")]
     NoGitSecret,
-    #[error("kubeconfig {path}: {reason}")]
-    Kubeconfig { path: String, reason: String },
     #[error(
         "cluster {cluster}: no cell given and none found in the fleet repo (clusters/*/cell-metadata.yaml with cluster_name and aws_region); pass --cell"
     )]
@@ -149,6 +155,7 @@ impl Classify for BootstrapError {
             BootstrapError::Eks(e) => e.class(),
             BootstrapError::Access(e) => e.class(),
             BootstrapError::GitSecret(e) => e.class(),
+            BootstrapError::Secrets(e) => e.class(),
             BootstrapError::Apply { source, .. } => source.class(),
             BootstrapError::Fleet(e) => e.class(),
             BootstrapError::Event(_) | BootstrapError::InvalidRequest { .. } | BootstrapError::Input { .. } => {
@@ -159,23 +166,8 @@ impl Classify for BootstrapError {
             | BootstrapError::Plan(_)
             | BootstrapError::Template(_)
             | BootstrapError::NoGitSecret
-            | BootstrapError::Kubeconfig { .. }
             | BootstrapError::NoCell { .. } => Class::Final,
         }
-    }
-}
-
-/// Whether assuming the cell's role may work later: STS throttling, server errors and no answer
-/// at all, not a refusal (the role's trust policy) or a broken configuration.
-fn assume_role_retryable(e: &aws_credential_types::provider::error::CredentialsError) -> bool {
-    use aws_credential_types::provider::error::CredentialsError;
-    use aws_sdk_sts::operation::assume_role::AssumeRoleError;
-    match e {
-        CredentialsError::ProviderTimedOut(_) => true,
-        CredentialsError::ProviderError(_) => std::error::Error::source(e)
-            .and_then(|s| s.downcast_ref::<aws_sdk_sts::error::SdkError<AssumeRoleError>>())
-            .is_none_or(access::sts_retryable),
-        _ => false,
     }
 }
 
@@ -187,9 +179,11 @@ pub enum Target<'a> {
     Kubeconfig(&'a Path),
 }
 
-/// Runs bootstraps; built once per process.
-pub struct Bootstrapper {
-    aws: SdkConfig,
+/// Runs bootstraps; built once per process, over the outside services' [`ports`].
+pub struct Bootstrapper<A = AwsAccounts, K = Kubes, S = aws_sdk_secretsmanager::Client> {
+    accounts: A,
+    kube: K,
+    secrets: S,
     settings: Settings,
 }
 
@@ -250,31 +244,42 @@ impl Prepared {
 }
 
 impl Bootstrapper {
+    /// The real services: the AWS SDK (EKS, STS, Secrets Manager) and kube-rs.
     pub fn new(aws: SdkConfig, settings: Settings) -> Self {
-        // Without a timeout an AWS call that hangs holds the run until the Lambda deadline;
-        // with one, the SDK's retries get another go.
-        let has_attempt_timeout = aws
-            .timeout_config()
-            .and_then(|t| t.operation_attempt_timeout())
-            .is_some();
-        let aws = if has_attempt_timeout {
-            aws
-        } else {
-            let t = aws_config::timeout::TimeoutConfig::builder()
-                .connect_timeout(std::time::Duration::from_secs(5))
-                .operation_attempt_timeout(std::time::Duration::from_secs(20))
-                .operation_timeout(std::time::Duration::from_secs(90))
-                .build();
-            aws.to_builder().timeout_config(t).build()
-        };
-        Self { aws, settings }
+        let accounts = AwsAccounts::new(aws);
+        // The Git secret is cellbridge's own (its account, its region), not the cell's.
+        let secrets = aws_sdk_secretsmanager::Client::new(accounts.config());
+        Self::with_ports(accounts, Kubes, secrets, settings)
+    }
+}
+
+impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
+    pub fn with_ports(accounts: A, kube: K, secrets: S, settings: Settings) -> Self {
+        Self {
+            accounts,
+            kube,
+            secrets,
+            settings,
+        }
     }
 
     pub fn settings(&self) -> &Settings {
         &self.settings
     }
 
-    /// One bootstrap. Errors carry whether a retry may help ([`BootstrapError::retryable`]).
+    pub fn accounts(&self) -> &A {
+        &self.accounts
+    }
+
+    pub fn kube(&self) -> &K {
+        &self.kube
+    }
+
+    pub fn secrets(&self) -> &S {
+        &self.secrets
+    }
+
+    /// One bootstrap. Errors carry what a retry may do ([`Classify`]).
     pub async fn run(
         &self,
         fleet: &dyn FleetRead,
@@ -320,32 +325,6 @@ impl Bootstrapper {
         }
     }
 
-    async fn regional_config(&self, region: &str, role: Option<&str>) -> Result<SdkConfig, BootstrapError> {
-        let regional = self.aws.to_builder().region(Region::new(region.to_owned())).build();
-        let Some(role) = role else { return Ok(regional) };
-        tracing::info!(role, "assuming the cell's bootstrap role");
-        let provider = aws_config::sts::AssumeRoleProvider::builder(role)
-            .session_name("cellbridge-bootstrap")
-            .configure(&regional)
-            .build()
-            .await;
-        // Assumed once, here, so that a failure names the call and the role (rather than
-        // surfacing as "an error occurred while loading credentials" in whatever call came
-        // first), and the AWS clients and the EKS token share one session: a run is far
-        // shorter than the session's hour.
-        let creds = provider.provide_credentials().await.map_err(|e| {
-            BootstrapError::Access(access::AccessError::AssumeRole {
-                role: role.to_owned(),
-                reason: aws_sdk_sts::error::DisplayErrorContext(&e).to_string(),
-                retryable: assume_role_retryable(&e),
-            })
-        })?;
-        Ok(regional
-            .to_builder()
-            .credentials_provider(SharedCredentialsProvider::new(creds))
-            .build())
-    }
-
     /// Everything that can be checked without the cluster: manifests, sync objects, and the
     /// Git credentials (fetched and validated here, before anything is applied).
     async fn prepare(&self, fleet: &dyn FleetRead, cell: &str) -> Result<Prepared, BootstrapError> {
@@ -363,10 +342,8 @@ impl Bootstrapper {
             .flux_git_secret
             .as_deref()
             .ok_or(BootstrapError::NoGitSecret)?;
-        // The secret is cellbridge's own (its account, its region), not the cell's.
-        let sm = aws_sdk_secretsmanager::Client::new(&self.aws);
-        let secret_text = gitsecret::fetch(&sm, secret_name).await?;
-        let credentials = gitsecret::parse(secret_name, &secret_text, &source.url)?;
+        let secret_text = self.secrets.secret_string(secret_name).await?;
+        let credentials = gitsecret::parse(secret_name, secret_text.expose(), &source.url)?;
         let kind = Some(credentials.kind);
         let steps = plan::build(components, Some(&credentials), sync);
         Ok(Prepared {
@@ -388,12 +365,9 @@ impl Bootstrapper {
             .as_ref()
             .and_then(|c| c.bootstrap_role_arn())
             .map(str::to_owned);
-        let conf = self.regional_config(&req.region, role.as_deref()).await?;
-        let eks_client = aws_sdk_eks::Client::new(&conf);
+        let api = self.accounts.open(&req.region, role.as_deref()).await?;
 
-        let info = match eks::wait_active(&eks_client, &req.cluster, &req.region, wait, self.settings.cluster_poll)
-            .await?
-        {
+        let info = match eks::wait_active(&api, &req.cluster, &req.region, wait, self.settings.cluster_poll).await? {
             eks::Waited::Active(info) => info,
             eks::Waited::StillCreating(info) => {
                 tracing::info!(cluster = %req.cluster, status = info.status.as_str(), "cluster not ACTIVE yet; handing the event back to be retried later");
@@ -431,28 +405,18 @@ impl Bootstrapper {
         // The session ARN STS reports has lost the role's path; a known full ARN is better.
         let principal = match role.as_deref().or(self.settings.access_principal_arn.as_deref()) {
             Some(arn) => arn.to_owned(),
-            None => access::caller_principal(&aws_sdk_sts::Client::new(&conf)).await?,
+            None => api.caller_principal().await?,
         };
-        let grant = access::ensure(&eks_client, &req.cluster, &principal).await?;
-        let credentials = conf.credentials_provider().ok_or_else(|| {
-            BootstrapError::Access(access::AccessError::Sts {
-                reason: "no AWS credentials configured".into(),
-                retryable: false,
-            })
-        })?;
-        let auth = apply::ClusterAuth::Eks {
-            credentials,
-            region: req.region.clone(),
-            cluster: req.cluster.clone(),
-            sts_endpoint: token::sts_endpoint(&req.region, conf.endpoint_url()),
-            url: endpoint,
-            ca_pem,
+        let grant = access::ensure(&api, &req.cluster, &principal).await?;
+        let result = match api.kube_auth(&req.cluster, endpoint, ca_pem).await {
+            Ok(auth) => {
+                self.install(auth, grant.temporary, &cell.name, req, prepared, &mut report)
+                    .await
+            }
+            Err(e) => Err(e.into()),
         };
-        let result = self
-            .install(auth, grant.temporary, &cell.name, req, prepared, &mut report)
-            .await;
         // Access is given back whatever happened.
-        let released = access::release(&eks_client, &req.cluster, &grant).await;
+        let released = access::release(&api, &req.cluster, &grant).await;
         let removed = match &released {
             Ok(r) => *r,
             Err(e) => {
@@ -490,29 +454,17 @@ impl Bootstrapper {
         if prepared.record(&mut report, req.dry_run) {
             return Ok(report);
         }
-        let kerr = |reason: String| BootstrapError::Kubeconfig {
-            path: path.display().to_string(),
-            reason,
-        };
-        let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| kerr(e.to_string()))?;
-        let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .map_err(|e| kerr(e.to_string()))?;
-        self.install(
-            apply::ClusterAuth::Config(Box::new(config)),
-            false,
-            &cell.name,
-            req,
-            prepared,
-            &mut report,
-        )
-        .await?;
+        let auth = ClusterAuth::Kubeconfig(path.to_owned());
+        self.install(auth, false, &cell.name, req, prepared, &mut report)
+            .await?;
         Ok(report)
     }
 
+    /// The plan, applied in order unless Flux is already there: CRDs Established before any
+    /// later phase, then the GitRepository's first Ready (reported, not required).
     async fn install(
         &self,
-        auth: apply::ClusterAuth,
+        auth: ClusterAuth,
         fresh_entry: bool,
         cell: &str,
         req: &Request,
@@ -524,28 +476,28 @@ impl Bootstrapper {
             cell: cell.to_owned(),
             source: Box::new(source),
         };
-        let session = apply::Session::connect(auth, self.settings.tuning.clone(), fresh_entry)
+        let mut kube = self
+            .kube
+            .connect(auth, &self.settings.tuning, fresh_entry)
             .await
             .map_err(wrap)?;
-        let mut applier = apply::Applier::new(session);
-        let kustomization = prepared
-            .steps
-            .iter()
-            .find(|s| s.phase == Phase::Sync && s.target.kind == "Kustomization");
-        if let Some(k) = kustomization {
-            let ns = k.target.namespace.as_deref().unwrap_or(plan::FLUX_NAMESPACE);
-            if applier
-                .exists(
-                    &k.target.api_version,
-                    "Kustomization",
-                    "kustomizations",
-                    ns,
-                    &k.target.name,
-                )
-                .await
-                .map_err(wrap)?
-                && !req.force
-            {
+        let sync_object = |kind: &str| {
+            prepared
+                .steps
+                .iter()
+                .find(|s| s.phase == Phase::Sync && s.target.kind == kind)
+        };
+        if let Some(k) = sync_object("Kustomization") {
+            let target = KubeRef {
+                namespace: Some(
+                    k.target
+                        .namespace
+                        .clone()
+                        .unwrap_or_else(|| plan::FLUX_NAMESPACE.into()),
+                ),
+                ..k.target.clone()
+            };
+            if kube.exists(&target, "kustomizations").await.map_err(wrap)? && !req.force {
                 tracing::info!(cluster = %req.cluster, cell, "Kustomization flux-system exists: Flux owns this cluster, nothing to do");
                 report.outcome = BootstrapOutcome::AlreadyBootstrapped;
                 return Ok(());
@@ -560,19 +512,15 @@ impl Bootstrapper {
         let mut waited = false;
         for step in &prepared.steps {
             if step.phase > Phase::Crd && !waited {
-                applier.wait_established(&crds).await.map_err(wrap)?;
+                kube.wait_established(&crds).await.map_err(wrap)?;
                 waited = true;
             }
-            let applied = applier.apply(step).await.map_err(wrap)?;
+            let applied = kube.apply(step).await.map_err(wrap)?;
             report.objects.push(applied);
         }
         report.outcome = BootstrapOutcome::Bootstrapped;
-        if let Some(repo) = prepared
-            .steps
-            .iter()
-            .find(|s| s.phase == Phase::Sync && s.target.kind == "GitRepository")
-        {
-            let status = applier.wait_source_ready(&repo.target).await.map_err(wrap)?;
+        if let Some(repo) = sync_object("GitRepository") {
+            let status = kube.wait_source_ready(&repo.target).await.map_err(wrap)?;
             match status.ready {
                 Some(true) => tracing::info!(
                     revision = status.revision.as_deref().unwrap_or(""),
@@ -626,30 +574,4 @@ pub async fn run_local(fleet: &dyn FleetRead, opts: &LocalOptions) -> Result<Rep
         None => Target::Eks,
     };
     Bootstrapper::new(aws, settings).run(fleet, &req, target).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_refused_assume_role_is_final_a_throttled_or_failed_one_is_retried() {
-        use aws_credential_types::provider::error::CredentialsError;
-        use aws_sdk_sts::config::http::HttpResponse;
-        use aws_sdk_sts::error::{ErrorMetadata, SdkError};
-        use aws_sdk_sts::operation::assume_role::AssumeRoleError;
-        let sts = |status: u16, code: &str| {
-            let err = AssumeRoleError::generic(ErrorMetadata::builder().code(code).build());
-            CredentialsError::provider_error(SdkError::service_error(
-                err,
-                HttpResponse::new(status.try_into().unwrap(), "".into()),
-            ))
-        };
-        assert!(assume_role_retryable(&sts(400, "Throttling")));
-        assert!(assume_role_retryable(&sts(503, "ServiceUnavailable")));
-        assert!(!assume_role_retryable(&sts(403, "AccessDenied")));
-        let timeout = SdkError::<AssumeRoleError, HttpResponse>::timeout_error("attempt timeout");
-        assert!(assume_role_retryable(&CredentialsError::provider_error(timeout)));
-        assert!(!assume_role_retryable(&CredentialsError::invalid_configuration("no")));
-    }
 }

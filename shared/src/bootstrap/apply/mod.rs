@@ -15,6 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::plan::{KubeRef, Phase, Step};
+use super::ports::{KubeApi, KubeConnect};
 use crate::error::{Class, Classify};
 
 mod calls;
@@ -32,6 +33,8 @@ pub const FIELD_MANAGER: &str = "cellbridge";
 pub enum ApplyError {
     #[error("cannot connect to the cluster: {reason}")]
     Connect { reason: String },
+    #[error("kubeconfig {path}: {reason}")]
+    Kubeconfig { path: String, reason: String },
     #[error("{operation} {target}: HTTP {code} {reason}: {message}")]
     Api {
         operation: &'static str,
@@ -69,7 +72,7 @@ impl Classify for ApplyError {
             ApplyError::Transport { .. } | ApplyError::CrdTimeout { .. } | ApplyError::Connect { .. } => {
                 Class::Retryable
             }
-            ApplyError::Api { .. } | ApplyError::UnknownKind { .. } => Class::Final,
+            ApplyError::Api { .. } | ApplyError::UnknownKind { .. } | ApplyError::Kubeconfig { .. } => Class::Final,
         }
     }
 }
@@ -118,36 +121,6 @@ impl Applier {
 
     pub fn session(&self) -> &Session {
         &self.session
-    }
-
-    /// Whether the object exists; a kind the cluster does not serve yet counts as absent.
-    /// `plural` is given so that no discovery is needed for this one read.
-    pub async fn exists(
-        &mut self,
-        api_version: &str,
-        kind: &str,
-        plural: &str,
-        namespace: &str,
-        name: &str,
-    ) -> Result<bool, ApplyError> {
-        let (group, version) = split_api_version(api_version);
-        let ar = ApiResource {
-            group: group.into(),
-            version: version.into(),
-            api_version: api_version.into(),
-            kind: kind.into(),
-            plural: plural.into(),
-        };
-        let client = self.session.client().await?;
-        let api: Api<DynamicObject> = Api::namespaced_with(client, namespace, &ar);
-        let target = format!("{kind} {namespace}/{name}");
-        let found = retry(&self.session, "get", &target, false, || api.get_opt(name)).await;
-        match found {
-            Ok(o) => Ok(o.is_some()),
-            // A group that does not exist yet answers 404 with a plain-text page.
-            Err(ApplyError::Api { code: 404, .. }) => Ok(false),
-            Err(e) => Err(e),
-        }
     }
 
     pub(super) async fn resolve(
@@ -200,9 +173,46 @@ impl Applier {
             },
         })
     }
+}
 
-    /// Server-side apply of one step, forcing ownership of its fields for our field manager.
-    pub async fn apply(&mut self, step: &Step) -> Result<Applied, ApplyError> {
+/// The real [`KubeConnect`]: kube-rs clients ([`Session`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Kubes;
+
+impl KubeConnect for Kubes {
+    type Api = Applier;
+
+    async fn connect(&self, auth: ClusterAuth, tuning: &Tuning, fresh_entry: bool) -> Result<Applier, ApplyError> {
+        Ok(Applier::new(Session::connect(auth, tuning.clone(), fresh_entry).await?))
+    }
+}
+
+impl KubeApi for Applier {
+    async fn exists(&mut self, target: &KubeRef, plural: &str) -> Result<bool, ApplyError> {
+        let (group, version) = split_api_version(&target.api_version);
+        let ar = ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version: target.api_version.clone(),
+            kind: target.kind.clone(),
+            plural: plural.into(),
+        };
+        let client = self.session.client().await?;
+        let api: Api<DynamicObject> = match &target.namespace {
+            Some(ns) => Api::namespaced_with(client, ns, &ar),
+            None => Api::all_with(client, &ar),
+        };
+        let tstr = target.to_string();
+        let found = retry(&self.session, "get", &tstr, false, || api.get_opt(&target.name)).await;
+        match found {
+            Ok(o) => Ok(o.is_some()),
+            // A group that does not exist yet answers 404 with a plain-text page.
+            Err(ApplyError::Api { code: 404, .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn apply(&mut self, step: &Step) -> Result<Applied, ApplyError> {
         let after_crds = step.phase > Phase::Crd;
         let (ar, caps) = self.resolve(&step.target, after_crds).await?;
         let client = self.session.client().await?;
@@ -230,6 +240,14 @@ impl Applier {
             phase: step.phase,
             target: step.target.clone(),
         })
+    }
+
+    async fn wait_established(&mut self, crds: &[String]) -> Result<(), ApplyError> {
+        self.established(crds).await
+    }
+
+    async fn wait_source_ready(&mut self, target: &KubeRef) -> Result<SourceStatus, ApplyError> {
+        self.source_ready(target).await
     }
 }
 

@@ -57,15 +57,15 @@ pub enum ClusterAuth {
         url: String,
         ca_pem: Vec<u8>,
     },
-    /// Whatever a kubeconfig says (the command line's `--kubeconfig`).
-    Config(Box<kube::Config>),
+    /// Whatever this kubeconfig file says (the command line's `--kubeconfig`).
+    Kubeconfig(std::path::PathBuf),
 }
 
 impl fmt::Debug for ClusterAuth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ClusterAuth::Eks { cluster, url, .. } => write!(f, "Eks({cluster} at {url})"),
-            ClusterAuth::Config(c) => write!(f, "Config({})", c.cluster_url),
+            ClusterAuth::Kubeconfig(p) => write!(f, "Kubeconfig({})", p.display()),
         }
     }
 }
@@ -144,7 +144,16 @@ impl Session {
 pub(super) async fn build_client(auth: &ClusterAuth, tuning: &Tuning) -> Result<(Client, String), ApplyError> {
     let connect = |reason: String| ApplyError::Connect { reason };
     let mut config = match auth {
-        ClusterAuth::Config(c) => (**c).clone(),
+        ClusterAuth::Kubeconfig(path) => {
+            let kerr = |reason: String| ApplyError::Kubeconfig {
+                path: path.display().to_string(),
+                reason,
+            };
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| kerr(e.to_string()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| kerr(e.to_string()))?
+        }
         ClusterAuth::Eks {
             credentials,
             region,

@@ -25,7 +25,7 @@ pub struct SourceStatus {
 impl Applier {
     /// Waits until every named CRD is Established (bounded by `crd_timeout`), listing all
     /// CRDs in one request per poll.
-    pub async fn wait_established(&mut self, names: &[String]) -> Result<(), ApplyError> {
+    pub(super) async fn established(&mut self, names: &[String]) -> Result<(), ApplyError> {
         if names.is_empty() {
             return Ok(());
         }
@@ -71,7 +71,7 @@ impl Applier {
 
     /// Waits (bounded by `ready_timeout`) for the GitRepository to report Ready True or False
     /// for its current generation; the last status seen is returned either way.
-    pub async fn wait_source_ready(&mut self, target: &KubeRef) -> Result<SourceStatus, ApplyError> {
+    pub(super) async fn source_ready(&mut self, target: &KubeRef) -> Result<SourceStatus, ApplyError> {
         let (ar, _) = self.resolve(target, true).await?;
         let ns = target
             .namespace

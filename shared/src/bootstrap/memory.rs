@@ -1,0 +1,757 @@
+//! The bootstrap's outside services in memory (feature `test-support`): AWS accounts with EKS
+//! clusters and their access entries ([`MemAws`]), and the clusters' Kubernetes APIs
+//! ([`MemKube`]). They keep the rules of the real services that the bootstrap sequence relies on,
+//! each with its source, and inject faults; the sequence itself ([`super::Bootstrapper`]) is the
+//! product's.
+//!
+//! Rules modelled:
+//! - DescribeCluster answers `ResourceNotFoundException` for an unknown cluster; a cluster being
+//!   created reports `CREATING` until it is `ACTIVE`
+//!   (https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeCluster.html).
+//! - One access entry per IAM principal and cluster: CreateAccessEntry for a principal that has
+//!   one answers `ResourceInUseException`; access entries need an authentication mode of `API`
+//!   or `API_AND_CONFIG_MAP`, a `CONFIG_MAP` cluster refuses them with `InvalidRequestException`
+//!   (https://docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html,
+//!   https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateAccessEntry.html).
+//!   AssociateAccessPolicy and DeleteAccessEntry on a missing entry answer
+//!   `ResourceNotFoundException`.
+//! - The Kubernetes API authenticates an EKS token as the IAM principal that signed it: with no
+//!   access entry the request is `401 Unauthorized`; with an entry but no access policy it is
+//!   `403 Forbidden` (https://docs.aws.amazon.com/eks/latest/userguide/access-policies.html).
+//! - AssumeRole is refused (`AccessDenied`) unless the role trusts cellbridge
+//!   (https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRole.html).
+//! - Kubernetes serves the built-in groups; a custom kind only once a CRD defines its group,
+//!   kind and version (https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/),
+//!   and a namespaced object only in a namespace that exists (`404 NotFound`). Server-side apply
+//!   creates or updates; the last applied object is kept
+//!   (https://kubernetes.io/docs/reference/using-api/server-side-apply/).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use aws_credential_types::Credentials;
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use serde_json::Value;
+
+use super::access::{AccessError, principal_arn};
+use super::apply::{Applied, ApplyError, ClusterAuth, SourceStatus, Tuning};
+use super::eks::{ClusterInfo, ClusterStatus, EksError};
+use super::plan::{KubeRef, Step};
+use super::ports::{AccessEntry, Accounts, ClusterApi, KubeApi, KubeConnect};
+
+const PROVIDER: &str = "cellbridge-memory";
+const CA_PEM: &[u8] = b"-----BEGIN CERTIFICATE-----\nAAEC\n-----END CERTIFICATE-----\n";
+
+/// An EKS cluster as the test describes it.
+#[derive(Debug, Clone)]
+pub struct MemCluster {
+    pub name: String,
+    pub region: String,
+    /// What DescribeCluster reports once `creating_polls` are spent.
+    pub status: String,
+    /// How many DescribeCluster calls still see `CREATING`.
+    pub creating_polls: usize,
+    pub tags: BTreeMap<String, String>,
+    pub authentication_mode: String,
+}
+
+impl MemCluster {
+    /// An ACTIVE cluster that takes access entries.
+    pub fn active(name: &str, region: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            region: region.to_owned(),
+            status: "ACTIVE".into(),
+            creating_polls: 0,
+            tags: BTreeMap::new(),
+            authentication_mode: "API_AND_CONFIG_MAP".into(),
+        }
+    }
+
+    pub fn tag(mut self, key: &str, value: &str) -> Self {
+        self.tags.insert(key.to_owned(), value.to_owned());
+        self
+    }
+
+    pub fn creating_for(mut self, polls: usize) -> Self {
+        self.creating_polls = polls;
+        self
+    }
+
+    pub fn status(mut self, status: &str) -> Self {
+        self.status = status.to_owned();
+        self
+    }
+
+    pub fn authentication_mode(mut self, mode: &str) -> Self {
+        self.authentication_mode = mode.to_owned();
+        self
+    }
+
+    fn endpoint(&self) -> String {
+        format!("https://{}.{}.eks.memory", self.name, self.region)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemEntry {
+    pub principal: String,
+    pub temporary: bool,
+    pub admin_policy: bool,
+}
+
+/// A fault: the next `times` calls of `operation` fail, retryably or not.
+#[derive(Debug, Clone)]
+struct AwsFault {
+    operation: String,
+    times: usize,
+    retryable: bool,
+}
+
+#[derive(Default)]
+struct AwsWorld {
+    identity: String,
+    trusted_roles: BTreeSet<String>,
+    clusters: BTreeMap<(String, String), MemCluster>,
+    entries: BTreeMap<(String, String), BTreeMap<String, MemEntry>>,
+    faults: Vec<AwsFault>,
+    calls: Vec<String>,
+}
+
+/// AWS accounts in memory: EKS clusters with their access entries, STS, trusted roles.
+#[derive(Clone, Default)]
+pub struct MemAws {
+    world: Arc<Mutex<AwsWorld>>,
+}
+
+impl MemAws {
+    /// cellbridge runs as `identity` (an IAM role ARN).
+    pub fn new(identity: &str) -> Self {
+        let aws = Self::default();
+        aws.lock().identity = identity.to_owned();
+        aws
+    }
+
+    pub fn add_cluster(&self, cluster: MemCluster) {
+        let key = (cluster.region.clone(), cluster.name.clone());
+        self.lock().clusters.insert(key, cluster);
+    }
+
+    /// A role whose trust policy lets cellbridge assume it.
+    pub fn trust_role(&self, role: &str) {
+        self.lock().trusted_roles.insert(role.to_owned());
+    }
+
+    /// An access entry made outside cellbridge (`temporary` false), or left by a run that died.
+    pub fn add_entry(&self, region: &str, cluster: &str, principal: &str, temporary: bool) {
+        self.lock()
+            .entries
+            .entry((region.to_owned(), cluster.to_owned()))
+            .or_default()
+            .insert(
+                principal.to_owned(),
+                MemEntry {
+                    principal: principal.to_owned(),
+                    temporary,
+                    admin_policy: true,
+                },
+            );
+    }
+
+    pub fn entries(&self, region: &str, cluster: &str) -> Vec<MemEntry> {
+        self.lock()
+            .entries
+            .get(&(region.to_owned(), cluster.to_owned()))
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The next `times` calls of `operation` (an EKS or STS operation name, e.g.
+    /// `DeleteAccessEntry`, `AssumeRole`) fail: as throttling when `retryable`, else refused.
+    pub fn fail(&self, operation: &str, times: usize, retryable: bool) {
+        self.lock().faults.push(AwsFault {
+            operation: operation.to_owned(),
+            times,
+            retryable,
+        });
+    }
+
+    /// Every call so far, as `Operation` or `Operation cluster`.
+    pub fn calls(&self) -> Vec<String> {
+        self.lock().calls.clone()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, AwsWorld> {
+        self.world.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether `principal` may use the Kubernetes API of the cluster: `Ok` or the HTTP status.
+    fn authorize(&self, region: &str, cluster: &str, principal: &str) -> Result<(), u16> {
+        let w = self.lock();
+        match w
+            .entries
+            .get(&(region.to_owned(), cluster.to_owned()))
+            .and_then(|m| m.get(principal))
+        {
+            None => Err(401),
+            Some(e) if !e.admin_policy => Err(403),
+            Some(_) => Ok(()),
+        }
+    }
+}
+
+impl AwsWorld {
+    /// Records the call and spends a matching fault.
+    fn call(&mut self, operation: &str, cluster: &str) -> Option<bool> {
+        self.calls.push(if cluster.is_empty() {
+            operation.to_owned()
+        } else {
+            format!("{operation} {cluster}")
+        });
+        let f = self
+            .faults
+            .iter_mut()
+            .find(|f| f.operation == operation && f.times > 0)?;
+        f.times -= 1;
+        Some(f.retryable)
+    }
+}
+
+fn eks_fault(operation: &'static str, cluster: &str, retryable: bool) -> EksError {
+    EksError::Api {
+        operation,
+        cluster: cluster.to_owned(),
+        reason: if retryable {
+            "ThrottlingException: injected".into()
+        } else {
+            "AccessDeniedException: injected".into()
+        },
+        retryable,
+    }
+}
+
+fn not_found(operation: &'static str, cluster: &str, what: &str) -> EksError {
+    EksError::Api {
+        operation,
+        cluster: cluster.to_owned(),
+        reason: format!("ResourceNotFoundException: No {what} found"),
+        retryable: false,
+    }
+}
+
+impl Accounts for MemAws {
+    type Api = MemEks;
+
+    async fn open(&self, region: &str, role: Option<&str>) -> Result<MemEks, AccessError> {
+        let principal = {
+            let mut w = self.lock();
+            match role {
+                None => w.identity.clone(),
+                Some(role) => {
+                    if let Some(retryable) = w.call("AssumeRole", "") {
+                        return Err(AccessError::AssumeRole {
+                            role: role.to_owned(),
+                            reason: "injected".into(),
+                            retryable,
+                        });
+                    }
+                    if !w.trusted_roles.contains(role) {
+                        return Err(AccessError::AssumeRole {
+                            role: role.to_owned(),
+                            reason: format!(
+                                "AccessDenied: {} is not authorized to perform sts:AssumeRole",
+                                w.identity
+                            ),
+                            retryable: false,
+                        });
+                    }
+                    role.to_owned()
+                }
+            }
+        };
+        Ok(MemEks {
+            aws: self.clone(),
+            region: region.to_owned(),
+            principal,
+        })
+    }
+}
+
+/// EKS and STS of [`MemAws`] in one region, as one identity.
+pub struct MemEks {
+    aws: MemAws,
+    region: String,
+    principal: String,
+}
+
+impl MemEks {
+    fn key(&self, cluster: &str) -> (String, String) {
+        (self.region.clone(), cluster.to_owned())
+    }
+}
+
+impl ClusterApi for MemEks {
+    async fn describe_cluster(&self, cluster: &str) -> Result<Option<ClusterInfo>, EksError> {
+        let mut w = self.aws.lock();
+        if let Some(retryable) = w.call("DescribeCluster", cluster) {
+            return Err(eks_fault("DescribeCluster", cluster, retryable));
+        }
+        let Some(c) = w.clusters.get_mut(&self.key(cluster)) else {
+            return Ok(None);
+        };
+        let status = if c.creating_polls > 0 {
+            c.creating_polls -= 1;
+            "CREATING".to_owned()
+        } else {
+            c.status.clone()
+        };
+        // A cluster being created has no endpoint yet.
+        let ready = status != "CREATING";
+        Ok(Some(ClusterInfo {
+            name: c.name.clone(),
+            region: c.region.clone(),
+            status: ClusterStatus::parse(&status),
+            endpoint: ready.then(|| c.endpoint()),
+            ca_pem: ready.then(|| CA_PEM.to_vec()),
+            tags: c.tags.clone().into_iter().collect(),
+            authentication_mode: Some(c.authentication_mode.clone()),
+        }))
+    }
+
+    async fn access_entry(&self, cluster: &str, principal: &str) -> Result<Option<AccessEntry>, EksError> {
+        let mut w = self.aws.lock();
+        if let Some(retryable) = w.call("DescribeAccessEntry", cluster) {
+            return Err(eks_fault("DescribeAccessEntry", cluster, retryable));
+        }
+        Ok(w.entries
+            .get(&self.key(cluster))
+            .and_then(|m| m.get(principal))
+            .map(|e| AccessEntry { temporary: e.temporary }))
+    }
+
+    async fn create_access_entry(&self, cluster: &str, principal: &str) -> Result<bool, EksError> {
+        let mut w = self.aws.lock();
+        if let Some(retryable) = w.call("CreateAccessEntry", cluster) {
+            return Err(eks_fault("CreateAccessEntry", cluster, retryable));
+        }
+        let key = self.key(cluster);
+        let Some(c) = w.clusters.get(&key) else {
+            return Err(not_found("CreateAccessEntry", cluster, "cluster"));
+        };
+        if c.authentication_mode == "CONFIG_MAP" {
+            return Err(EksError::Api {
+                operation: "CreateAccessEntry",
+                cluster: cluster.to_owned(),
+                reason: "InvalidRequestException: The cluster's authentication mode must be set to one of [API, API_AND_CONFIG_MAP] to perform this operation".into(),
+                retryable: false,
+            });
+        }
+        let entries = w.entries.entry(key).or_default();
+        if entries.contains_key(principal) {
+            return Ok(false);
+        }
+        entries.insert(
+            principal.to_owned(),
+            MemEntry {
+                principal: principal.to_owned(),
+                temporary: true,
+                admin_policy: false,
+            },
+        );
+        Ok(true)
+    }
+
+    async fn associate_admin_policy(&self, cluster: &str, principal: &str) -> Result<(), EksError> {
+        let mut w = self.aws.lock();
+        if let Some(retryable) = w.call("AssociateAccessPolicy", cluster) {
+            return Err(eks_fault("AssociateAccessPolicy", cluster, retryable));
+        }
+        match w.entries.get_mut(&self.key(cluster)).and_then(|m| m.get_mut(principal)) {
+            Some(e) => {
+                e.admin_policy = true;
+                Ok(())
+            }
+            None => Err(not_found("AssociateAccessPolicy", cluster, "access entry")),
+        }
+    }
+
+    async fn delete_access_entry(&self, cluster: &str, principal: &str) -> Result<bool, EksError> {
+        let mut w = self.aws.lock();
+        if let Some(retryable) = w.call("DeleteAccessEntry", cluster) {
+            return Err(eks_fault("DeleteAccessEntry", cluster, retryable));
+        }
+        Ok(w.entries
+            .get_mut(&self.key(cluster))
+            .and_then(|m| m.remove(principal))
+            .is_some())
+    }
+
+    async fn caller_principal(&self) -> Result<String, AccessError> {
+        if let Some(retryable) = self.aws.lock().call("GetCallerIdentity", "") {
+            return Err(AccessError::Sts {
+                reason: "injected".into(),
+                retryable,
+            });
+        }
+        principal_arn(&self.principal)
+    }
+
+    async fn kube_auth(&self, cluster: &str, endpoint: String, ca_pem: Vec<u8>) -> Result<ClusterAuth, AccessError> {
+        // The token proves the principal, as EKS's STS round trip does: here it is carried as
+        // the credentials' key id.
+        let creds = Credentials::new(&self.principal, "memory", None, None, PROVIDER);
+        Ok(ClusterAuth::Eks {
+            credentials: SharedCredentialsProvider::new(creds),
+            region: self.region.clone(),
+            cluster: cluster.to_owned(),
+            sts_endpoint: "memory".into(),
+            url: endpoint,
+            ca_pem,
+        })
+    }
+}
+
+/// A fault of the Kubernetes API: the next `times` calls of `operation` (`get`, `apply`,
+/// `list`) on objects of `kind` answer HTTP `code`.
+#[derive(Debug, Clone)]
+struct KubeFault {
+    operation: &'static str,
+    kind: String,
+    times: usize,
+    code: u16,
+}
+
+type ObjectKey = (String, String, Option<String>, String);
+
+#[derive(Default)]
+struct KubeWorld {
+    objects: BTreeMap<(String, String), BTreeMap<ObjectKey, Value>>,
+    applied: Vec<String>,
+    faults: Vec<KubeFault>,
+    kubeconfigs: BTreeMap<PathBuf, (String, String)>,
+    stuck_crds: BTreeSet<String>,
+    source_status: Option<SourceStatus>,
+}
+
+/// The Kubernetes APIs of [`MemAws`]'s clusters.
+#[derive(Clone)]
+pub struct MemKube {
+    aws: MemAws,
+    world: Arc<Mutex<KubeWorld>>,
+}
+
+impl MemKube {
+    /// Authenticates EKS tokens against `aws`'s access entries.
+    pub fn new(aws: &MemAws) -> Self {
+        Self {
+            aws: aws.clone(),
+            world: Arc::default(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, KubeWorld> {
+        self.world.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Puts an object in the cluster, as another client would (Flux already installed, say).
+    pub fn put(&self, region: &str, cluster: &str, object: Value) {
+        let key = object_key(&object).expect("an object with apiVersion, kind and metadata.name");
+        self.lock()
+            .objects
+            .entry((region.to_owned(), cluster.to_owned()))
+            .or_default()
+            .insert(key, object);
+    }
+
+    /// The object, if the cluster has it.
+    pub fn get(&self, region: &str, cluster: &str, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        let w = self.lock();
+        w.objects
+            .get(&(region.to_owned(), cluster.to_owned()))?
+            .iter()
+            .find(|((_, k, ns, n), _)| k == kind && ns.as_deref() == namespace && n == name)
+            .map(|(_, v)| v.clone())
+    }
+
+    /// Every apply so far, in order, as `Kind namespace/name`.
+    pub fn applied(&self) -> Vec<String> {
+        self.lock().applied.clone()
+    }
+
+    /// A kubeconfig file that points at a cluster of [`MemAws`] (with admin credentials).
+    pub fn kubeconfig(&self, path: &Path, region: &str, cluster: &str) {
+        self.lock()
+            .kubeconfigs
+            .insert(path.to_owned(), (region.to_owned(), cluster.to_owned()));
+    }
+
+    pub fn fail(&self, operation: &'static str, kind: &str, times: usize, code: u16) {
+        self.lock().faults.push(KubeFault {
+            operation,
+            kind: kind.to_owned(),
+            times,
+            code,
+        });
+    }
+
+    /// The named CRD never becomes Established (its conversion webhook is broken, say).
+    pub fn stuck_crd(&self, name: &str) {
+        self.lock().stuck_crds.insert(name.to_owned());
+    }
+
+    /// What the GitRepository's status says once applied (default: Ready, with a revision).
+    pub fn source_status(&self, status: SourceStatus) {
+        self.lock().source_status = Some(status);
+    }
+}
+
+fn object_key(object: &Value) -> Option<ObjectKey> {
+    let s = |p: &str| object.pointer(p).and_then(Value::as_str).map(str::to_owned);
+    Some((
+        s("/apiVersion")?,
+        s("/kind")?,
+        s("/metadata/namespace"),
+        s("/metadata/name")?,
+    ))
+}
+
+/// Groups every Kubernetes API server serves without a CRD.
+fn built_in(group: &str) -> bool {
+    group.is_empty() || group == "apps" || group == "batch" || group == "policy" || group.ends_with(".k8s.io")
+}
+
+/// Kinds of the built-in groups that are cluster-scoped.
+const CLUSTER_SCOPED: &[&str] = &[
+    "Namespace",
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "PriorityClass",
+    "StorageClass",
+    "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
+];
+
+impl KubeConnect for MemKube {
+    type Api = MemKubeApi;
+
+    async fn connect(&self, auth: ClusterAuth, _tuning: &Tuning, _fresh_entry: bool) -> Result<MemKubeApi, ApplyError> {
+        let (region, cluster, principal) = match auth {
+            ClusterAuth::Eks {
+                credentials,
+                region,
+                cluster,
+                ..
+            } => {
+                let creds = credentials
+                    .provide_credentials()
+                    .await
+                    .map_err(|e| ApplyError::Connect {
+                        reason: format!("no AWS credentials to sign the EKS token: {e}"),
+                    })?;
+                (region, cluster, Some(creds.access_key_id().to_owned()))
+            }
+            ClusterAuth::Kubeconfig(path) => {
+                let (region, cluster) =
+                    self.lock()
+                        .kubeconfigs
+                        .get(&path)
+                        .cloned()
+                        .ok_or_else(|| ApplyError::Kubeconfig {
+                            path: path.display().to_string(),
+                            reason: "No such file or directory (os error 2)".into(),
+                        })?;
+                (region, cluster, None)
+            }
+        };
+        Ok(MemKubeApi {
+            kube: self.clone(),
+            cluster: (region, cluster),
+            principal,
+        })
+    }
+}
+
+/// One connection to a [`MemKube`] cluster.
+pub struct MemKubeApi {
+    kube: MemKube,
+    cluster: (String, String),
+    /// `None`: a kubeconfig's own credentials, always accepted.
+    principal: Option<String>,
+}
+
+impl MemKubeApi {
+    /// Authentication, then a matching fault, for one call.
+    fn call(&self, operation: &'static str, target: &KubeRef) -> Result<(), ApplyError> {
+        if let Some(p) = &self.principal
+            && let Err(code) = self.kube.aws.authorize(&self.cluster.0, &self.cluster.1, p)
+        {
+            return Err(api_error(operation, target, code));
+        }
+        let mut w = self.kube.lock();
+        if let Some(f) = w
+            .faults
+            .iter_mut()
+            .find(|f| f.operation == operation && f.kind == target.kind && f.times > 0)
+        {
+            f.times -= 1;
+            return Err(api_error(operation, target, f.code));
+        }
+        Ok(())
+    }
+
+    /// The CRD that serves `target`'s kind, if any: (its scope is namespaced).
+    fn served(&self, objects: &BTreeMap<ObjectKey, Value>, target: &KubeRef) -> Option<bool> {
+        let (group, version) = target.api_version.split_once('/').unwrap_or(("", &target.api_version));
+        if built_in(group) {
+            return Some(!CLUSTER_SCOPED.contains(&target.kind.as_str()));
+        }
+        objects.values().find_map(|crd| {
+            let spec = crd.get("spec")?;
+            let serves = crd.get("kind")? == "CustomResourceDefinition"
+                && spec.get("group")? == group
+                && spec.pointer("/names/kind")? == target.kind.as_str()
+                && spec
+                    .get("versions")?
+                    .as_array()?
+                    .iter()
+                    .any(|v| v.get("name").and_then(Value::as_str) == Some(version));
+            serves.then(|| spec.get("scope").and_then(Value::as_str) != Some("Cluster"))
+        })
+    }
+}
+
+fn api_error(operation: &'static str, target: &KubeRef, code: u16) -> ApplyError {
+    let reason = match code {
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        409 => "Conflict",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        500 => "InternalError",
+        503 => "ServiceUnavailable",
+        _ => "Unknown",
+    };
+    ApplyError::Api {
+        operation,
+        target: target.to_string(),
+        code,
+        reason: reason.into(),
+        message: format!("{reason} (in memory)"),
+    }
+}
+
+impl KubeApi for MemKubeApi {
+    async fn exists(&mut self, target: &KubeRef, _plural: &str) -> Result<bool, ApplyError> {
+        self.call("get", target)?;
+        let w = self.kube.lock();
+        let Some(objects) = w.objects.get(&self.cluster) else {
+            return Ok(false);
+        };
+        let key = (
+            target.api_version.clone(),
+            target.kind.clone(),
+            target.namespace.clone(),
+            target.name.clone(),
+        );
+        Ok(objects.contains_key(&key))
+    }
+
+    async fn apply(&mut self, step: &Step) -> Result<Applied, ApplyError> {
+        let target = &step.target;
+        self.call("apply", target)?;
+        let mut w = self.kube.lock();
+        let objects = w.objects.entry(self.cluster.clone()).or_default();
+        let Some(namespaced) = self.served(objects, target) else {
+            let group = target.api_version.split_once('/').map_or("", |(g, _)| g);
+            return Err(ApplyError::UnknownKind {
+                target: target.to_string(),
+                api_version: target.api_version.clone(),
+                kind: target.kind.clone(),
+                hint: if built_in(group) {
+                    ""
+                } else {
+                    " (is its CRD in gotk-components.yaml?)"
+                },
+            });
+        };
+        let namespace = if namespaced {
+            let ns = target.namespace.clone().unwrap_or_else(|| "default".into());
+            let ns_exists = objects
+                .keys()
+                .any(|(av, k, _, n)| av == "v1" && k == "Namespace" && *n == ns);
+            if !ns_exists {
+                return Err(ApplyError::Api {
+                    operation: "apply",
+                    target: target.to_string(),
+                    code: 404,
+                    reason: "NotFound".into(),
+                    message: format!("namespaces \"{ns}\" not found"),
+                });
+            }
+            Some(ns)
+        } else {
+            None
+        };
+        let key = (
+            target.api_version.clone(),
+            target.kind.clone(),
+            namespace,
+            target.name.clone(),
+        );
+        objects.insert(key, step.object().clone());
+        w.applied.push(match &target.namespace {
+            Some(ns) => format!("{} {ns}/{}", target.kind, target.name),
+            None => format!("{} {}", target.kind, target.name),
+        });
+        Ok(Applied {
+            phase: step.phase,
+            target: target.clone(),
+        })
+    }
+
+    async fn wait_established(&mut self, crds: &[String]) -> Result<(), ApplyError> {
+        let list = KubeRef {
+            api_version: "apiextensions.k8s.io/v1".into(),
+            kind: "CustomResourceDefinition".into(),
+            namespace: None,
+            name: String::new(),
+        };
+        self.call("list", &list)?;
+        let w = self.kube.lock();
+        let objects = w.objects.get(&self.cluster);
+        let pending: Vec<&str> = crds
+            .iter()
+            .filter(|name| {
+                w.stuck_crds.contains(*name)
+                    || !objects.is_some_and(|o| {
+                        o.keys()
+                            .any(|(_, k, _, n)| k == "CustomResourceDefinition" && n == *name)
+                    })
+            })
+            .map(String::as_str)
+            .collect();
+        if pending.is_empty() {
+            Ok(())
+        } else {
+            Err(ApplyError::CrdTimeout {
+                pending: pending.join(", "),
+                waited_secs: 0,
+            })
+        }
+    }
+
+    async fn wait_source_ready(&mut self, target: &KubeRef) -> Result<SourceStatus, ApplyError> {
+        if !self.exists(target, "gitrepositories").await? {
+            return Err(api_error("get", target, 404));
+        }
+        Ok(self.kube.lock().source_status.clone().unwrap_or(SourceStatus {
+            ready: Some(true),
+            reason: Some("Succeeded".into()),
+            message: None,
+            revision: Some("main@sha1:0000000000000000000000000000000000000000".into()),
+        }))
+    }
+}
