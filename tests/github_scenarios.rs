@@ -1,0 +1,945 @@
+//! state-sync's GitHub behaviour as a user sees it, written once and run against both GitHubs
+//! the project has: the in-memory double (`cellbridge::github::memory::MemGithub`, feature
+//! `test-support`) and the HTTP fake (`tests/fakes/github_fake.py`, checked against GitHub's
+//! REST description) reached by the product's own client, `GithubFleet`.
+//!
+//! Each scenario is one generic function over [`Bed`], the GitHub side of a test: what a
+//! scenario needs beyond the product's orchestrator (`Syncer`), which drives the repository the
+//! same way in both (any `GithubRepo` is a `FleetRepo`). The `scenarios!` macro instantiates every
+//! scenario once per bed, as `mem_github::<scenario>` and `http_fake::<scenario>`; run one half
+//! with the filter `mem_` or `http_`.
+//!
+//! Where the two GitHubs model a fault differently on purpose, the bed says so
+//! ([`Bed::RETRIES_IN_CLIENT`]); where they disagree on what GitHub does, the scenario says which
+//! one is wrong.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use cellbridge::github::memory::{Fault, MemGithub};
+use cellbridge::github::operations::{self as ops, Operation};
+use cellbridge::github::{Credentials, GithubConfig, GithubFleet, GithubRepo};
+use cellbridge::plan::{LABEL_CELLBRIDGE, LABEL_NEW_CELL, STATUS_CONTEXT};
+use cellbridge::redact::Secret;
+use cellbridge::s3::memory::MemStates;
+use cellbridge::sync::{DEFAULT_KEY_PATTERN, KeyPattern, SyncConfig, Syncer};
+use cellbridge_tests::github::{FakeGithub, TOKEN, example_fleet};
+use cellbridge_tests::leak;
+use serde_json::{Value, json};
+
+const OWNER: &str = "acme";
+const REPO_NAME: &str = "fleet";
+const REPO: &str = "acme/fleet";
+const BUCKET: &str = "tfstate";
+const LINEAGE: &str = "5f0c2b1e-0000-4000-8000-00000000cafe";
+const CELL: &str = "eu-c1";
+/// A value a cell's metadata must never carry: it looks like a GitHub token.
+const PLANTED_SECRET: &str = "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB";
+
+/// A pull request as a user sees it on GitHub.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pull {
+    number: u64,
+    head: String,
+    title: String,
+    /// Sorted.
+    labels: Vec<String>,
+    open: bool,
+    merged: bool,
+}
+
+/// A commit status as a user sees it on GitHub.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Status {
+    context: String,
+    success: bool,
+    description: String,
+}
+
+/// The GitHub side of a scenario: the repository handle the product is given, and what people
+/// and a user's eyes do on GitHub around it. Methods that need the handle take it (the
+/// orchestrator owns it).
+trait Bed: Sized {
+    type Repo: GithubRepo;
+
+    /// Whether one 5xx is retried inside the product's client (the HTTP fake answers a 502 and
+    /// `GithubFleet` retries it), or reaches the orchestrator as what the client reports after
+    /// its retries (the in-memory double has no transport: its `Fault::Transient` is "5xx past
+    /// the retries", and the retry is the next delivery, as SQS would redeliver).
+    const RETRIES_IN_CLIENT: bool;
+
+    /// A repository whose default branch `main` holds `files`.
+    fn start(files: &[(String, String)]) -> (Self, Self::Repo);
+    /// A person's commit on `branch` laying `files` over its tree; the commit's id.
+    fn commit(&self, repo: &Self::Repo, branch: &str, files: &[(&str, &str)], message: &str) -> String;
+    /// A reviewer merges pull request `number` (a merge commit; the head branch stays); what
+    /// GitHub answered when it refused.
+    fn merge(&self, repo: &Self::Repo, number: u64) -> Result<(), String>;
+    /// A reviewer closes pull request `number` without merging (the head branch stays).
+    fn close(&self, repo: &Self::Repo, number: u64);
+    /// Every pull request, open or not, by number.
+    fn pulls(&self, repo: &Self::Repo) -> Vec<Pull>;
+    /// The files of `branch` (path → text); empty when there is no such branch.
+    fn files(&self, repo: &Self::Repo, branch: &str) -> BTreeMap<String, String>;
+    fn head(&self, repo: &Self::Repo, branch: &str) -> Option<String>;
+    /// Commits on `branch` that its pull request shows (not reachable from `main`).
+    fn commits_ahead(&self, repo: &Self::Repo, branch: &str) -> usize;
+    fn statuses(&self, repo: &Self::Repo, sha: &str) -> Vec<Status>;
+    /// Requests that write, sent so far (with the people's that go through the API: scenarios
+    /// compare counts around a delivery).
+    fn writes(&self, repo: &Self::Repo) -> usize;
+    /// Requests of any kind, sent so far.
+    fn requests(&self, repo: &Self::Repo) -> usize;
+    /// The next call of `op` fails once with a 5xx.
+    fn transient(&self, repo: &Self::Repo, op: &Operation);
+    /// The 5xx answers served so far, where the bed's log shows them.
+    fn server_errors(&self, _repo: &Self::Repo) -> Option<usize> {
+        None
+    }
+    /// Just before the next call of `op` is handled, another writer commits `files` on `branch`.
+    fn race(&self, repo: &Self::Repo, op: &Operation, branch: &str, files: &[(&str, &str)]);
+}
+
+/// The in-memory double: the Syncer's repository is the store itself.
+struct MemBed;
+
+impl Bed for MemBed {
+    type Repo = MemGithub;
+    const RETRIES_IN_CLIENT: bool = false;
+
+    fn start(files: &[(String, String)]) -> (Self, MemGithub) {
+        (MemBed, MemGithub::new("main", files))
+    }
+
+    fn commit(&self, repo: &MemGithub, branch: &str, files: &[(&str, &str)], message: &str) -> String {
+        repo.commit(branch, files, message)
+    }
+
+    fn merge(&self, repo: &MemGithub, number: u64) -> Result<(), String> {
+        repo.merge(number);
+        Ok(())
+    }
+
+    fn close(&self, repo: &MemGithub, number: u64) {
+        // The double has no person's "close" of its own: its port method is what
+        // `PATCH /pulls/{n}` with `state: closed` does, whoever sends it.
+        futures::executor::block_on(repo.close_pull(number, deadline())).unwrap();
+    }
+
+    fn pulls(&self, repo: &MemGithub) -> Vec<Pull> {
+        repo.pulls()
+            .into_iter()
+            .map(|p| Pull {
+                number: p.number,
+                head: p.head,
+                title: p.title,
+                labels: p.labels,
+                open: p.open,
+                merged: p.merged,
+            })
+            .collect()
+    }
+
+    fn files(&self, repo: &MemGithub, branch: &str) -> BTreeMap<String, String> {
+        repo.files(branch)
+    }
+
+    fn head(&self, repo: &MemGithub, branch: &str) -> Option<String> {
+        repo.head(branch)
+    }
+
+    fn commits_ahead(&self, repo: &MemGithub, branch: &str) -> usize {
+        repo.commits_ahead(branch)
+    }
+
+    fn statuses(&self, repo: &MemGithub, sha: &str) -> Vec<Status> {
+        repo.statuses(sha)
+            .into_iter()
+            .map(|s| Status {
+                context: s.context,
+                success: s.success,
+                description: s.description,
+            })
+            .collect()
+    }
+
+    fn writes(&self, repo: &MemGithub) -> usize {
+        repo.writes()
+    }
+
+    fn requests(&self, repo: &MemGithub) -> usize {
+        repo.calls().len()
+    }
+
+    fn transient(&self, repo: &MemGithub, op: &Operation) {
+        repo.fail(op, 1, Fault::Transient);
+    }
+
+    fn race(&self, repo: &MemGithub, op: &Operation, branch: &str, files: &[(&str, &str)]) {
+        repo.race(op, branch, files);
+    }
+}
+
+/// The HTTP fake, one process per test, reached by the product's real client.
+struct HttpBed {
+    gh: FakeGithub,
+}
+
+impl HttpBed {
+    fn state(&self) -> Value {
+        self.gh.state(REPO)
+    }
+
+    /// A person's API call that must succeed.
+    fn person(&self, method: &str, path: &str, body: &Value) -> Value {
+        let (status, out) = self.gh.call(method, path, Some(body));
+        assert!((200..300).contains(&status), "{method} {path}: HTTP {status}: {out}");
+        out
+    }
+}
+
+/// The fake's fault rules match `METHOD glob` on the API path: the operation's path template
+/// with every `{parameter}` a `*`.
+fn fault_match(op: &Operation) -> String {
+    let mut glob = String::new();
+    let mut in_param = false;
+    for c in op.path.chars() {
+        match c {
+            '{' => {
+                in_param = true;
+                glob.push('*');
+            }
+            '}' => in_param = false,
+            c if !in_param => glob.push(c),
+            _ => {}
+        }
+    }
+    format!("{} {glob}", op.method)
+}
+
+impl Bed for HttpBed {
+    type Repo = GithubFleet;
+    const RETRIES_IN_CLIENT: bool = true;
+
+    fn start(files: &[(String, String)]) -> (Self, GithubFleet) {
+        leak::init();
+        leak::secret("github_scenarios: GitHub token", TOKEN);
+        leak::secret("github_scenarios: a secret planted in cell_metadata", PLANTED_SECRET);
+        let gh = FakeGithub::start();
+        gh.seed_files(REPO, files);
+        // No base branch: the client asks GitHub for the default one, as the Lambda does.
+        let repo = GithubFleet::new(
+            &gh.url(),
+            OWNER,
+            REPO_NAME,
+            None,
+            &Credentials::Token(Secret::new(TOKEN.to_owned())),
+        )
+        .unwrap();
+        (HttpBed { gh }, repo)
+    }
+
+    fn commit(&self, _: &GithubFleet, branch: &str, files: &[(&str, &str)], message: &str) -> String {
+        let files: Vec<(&str, Option<&str>)> = files.iter().map(|(p, t)| (*p, Some(*t))).collect();
+        self.gh.commit(REPO, branch, &files, message)
+    }
+
+    fn merge(&self, _: &GithubFleet, number: u64) -> Result<(), String> {
+        // "Merge a pull request": https://docs.github.com/rest/pulls/pulls#merge-a-pull-request
+        let (status, out) = self.gh.call(
+            "PUT",
+            &format!("/repos/{REPO}/pulls/{number}/merge"),
+            Some(&json!({"merge_method": "merge"})),
+        );
+        if status == 200 && out["merged"] == true {
+            Ok(())
+        } else {
+            Err(format!("HTTP {status}: {out}"))
+        }
+    }
+
+    fn close(&self, _: &GithubFleet, number: u64) {
+        // "Update a pull request": https://docs.github.com/rest/pulls/pulls#update-a-pull-request
+        self.person(
+            "PATCH",
+            &format!("/repos/{REPO}/pulls/{number}"),
+            &json!({"state": "closed"}),
+        );
+    }
+
+    fn pulls(&self, _: &GithubFleet) -> Vec<Pull> {
+        let state = self.state();
+        let mut pulls: Vec<Pull> = state["pulls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let mut labels: Vec<String> = p["labels"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|l| l.as_str().unwrap().to_owned())
+                    .collect();
+                labels.sort();
+                Pull {
+                    number: p["number"].as_u64().unwrap(),
+                    head: p["head"]["ref"].as_str().unwrap().to_owned(),
+                    title: p["title"].as_str().unwrap().to_owned(),
+                    labels,
+                    open: p["state"] == "open",
+                    merged: p["merged"] == true,
+                }
+            })
+            .collect();
+        pulls.sort_by_key(|p| p.number);
+        pulls
+    }
+
+    fn files(&self, _: &GithubFleet, branch: &str) -> BTreeMap<String, String> {
+        serde_json::from_value(self.state()["files"][branch].clone()).unwrap_or_default()
+    }
+
+    fn head(&self, _: &GithubFleet, branch: &str) -> Option<String> {
+        self.state()["branches"][branch].as_str().map(str::to_owned)
+    }
+
+    fn commits_ahead(&self, _: &GithubFleet, branch: &str) -> usize {
+        // The fake reports, per pull request, the commits it shows; the newest one of `branch`.
+        let state = self.state();
+        let pull = state["pulls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|p| p["head"]["ref"] == branch)
+            .unwrap_or_else(|| panic!("no pull request from {branch}"));
+        pull["commits"].as_array().unwrap().len()
+    }
+
+    fn statuses(&self, _: &GithubFleet, sha: &str) -> Vec<Status> {
+        // "Get the combined status for a specific reference", as a user's client reads it:
+        // https://docs.github.com/rest/commits/statuses#get-the-combined-status-for-a-specific-reference
+        let (status, out) = self
+            .gh
+            .call("GET", &format!("/repos/{REPO}/commits/{sha}/status"), None);
+        assert_eq!(status, 200, "{out}");
+        out["statuses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| Status {
+                context: s["context"].as_str().unwrap().to_owned(),
+                success: s["state"] == "success",
+                description: s["description"].as_str().unwrap_or_default().to_owned(),
+            })
+            .collect()
+    }
+
+    fn writes(&self, _: &GithubFleet) -> usize {
+        self.gh.requests()["writes"].as_u64().unwrap() as usize
+    }
+
+    fn requests(&self, _: &GithubFleet) -> usize {
+        self.gh.requests()["count"].as_u64().unwrap() as usize
+    }
+
+    fn transient(&self, _: &GithubFleet, op: &Operation) {
+        self.gh
+            .fault(json!({"match": fault_match(op), "status": 502, "times": 1}));
+    }
+
+    fn server_errors(&self, _: &GithubFleet) -> Option<usize> {
+        let log = self.gh.requests();
+        Some(
+            log["requests"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| r["status"].as_u64().is_some_and(|s| s >= 500))
+                .count(),
+        )
+    }
+
+    fn race(&self, _: &GithubFleet, op: &Operation, branch: &str, files: &[(&str, &str)]) {
+        let files: serde_json::Map<String, Value> = files.iter().map(|(p, t)| (p.to_string(), json!(t))).collect();
+        self.gh.fault(json!({
+            "match": fault_match(op),
+            "times": 1,
+            "lose_race": {"ref": format!("heads/{branch}"), "files": files, "message": "another writer"},
+        }));
+    }
+}
+
+/// One scenario's world: the product's orchestrator over a state bucket in memory and the bed's
+/// repository, and the bed.
+struct World<B: Bed> {
+    sync: Syncer<MemStates, B::Repo>,
+    bed: B,
+}
+
+fn deadline() -> Instant {
+    Instant::now() + Duration::from_secs(60)
+}
+
+fn branch(cell: &str) -> String {
+    format!("cellbridge/{cell}")
+}
+
+fn metadata_path(cell: &str) -> String {
+    format!("clusters/{cell}/cell-metadata.yaml")
+}
+
+/// The metadata every variable of the example fleet's layers needs, so the strict check passes.
+fn metadata(cell: &str, vpc: &str) -> Value {
+    json!({
+        "cell_name": cell, "schema": "1", "aws_region": "eu-west-1", "cluster_name": cell,
+        "dns_zone": "example.internal",
+        "external_dns_role_arn": "arn:aws:iam::123456789012:role/external-dns",
+        "karpenter_queue_name": "karpenter-q",
+        "karpenter_role_arn": "arn:aws:iam::123456789012:role/karpenter",
+        "kms_key_id": "1234abcd-12ab-34cd-56ef-1234567890ab", "podinfo_replicas": "2",
+        "vpc_id": vpc,
+    })
+}
+
+/// A Terraform state whose `cell_metadata` output is `meta`.
+fn state_with(serial: u64, meta: Value) -> String {
+    json!({
+        "version": 4, "terraform_version": "1.11.4", "serial": serial, "lineage": LINEAGE,
+        "outputs": {"cell_metadata": {"type": ["map", "string"], "value": meta}},
+        "resources": [],
+    })
+    .to_string()
+}
+
+/// What a pull request of `cell` must hold: its `cell-metadata.yaml` and every file of
+/// `clusters/_template/`, below `clusters/<cell>/`.
+fn expected_cell_dir(cell: &str) -> Vec<String> {
+    let mut paths: Vec<String> = example_fleet()
+        .into_iter()
+        .filter_map(|(p, _)| {
+            p.strip_prefix("clusters/_template/")
+                .map(|rest| format!("clusters/{cell}/{rest}"))
+        })
+        .collect();
+    paths.push(metadata_path(cell));
+    paths.sort();
+    paths
+}
+
+/// What a user sees of one cell's sync on GitHub, without the ids that differ between runs
+/// (commit ids carry a time on the HTTP fake, pull request numbers depend on what came before).
+#[derive(Debug, PartialEq, Eq)]
+struct Outcome {
+    pulls: Vec<(String, String, Vec<String>, bool)>,
+    files: BTreeMap<String, String>,
+    statuses: Vec<Status>,
+    commits_ahead: usize,
+}
+
+impl<B: Bed> World<B> {
+    fn start() -> Self {
+        let config = SyncConfig {
+            github: GithubConfig::checked(
+                OWNER.into(),
+                REPO_NAME.into(),
+                None,
+                "unused".into(),
+                "https://api.github.com".into(),
+            )
+            .unwrap(),
+            state_bucket: BUCKET.into(),
+            key_pattern: KeyPattern::parse(DEFAULT_KEY_PATTERN).unwrap(),
+            flux_git_url: None,
+        };
+        let (bed, repo) = B::start(&example_fleet());
+        World {
+            sync: Syncer::new(config, MemStates::new(), repo),
+            bed,
+        }
+    }
+
+    fn repo(&self) -> &B::Repo {
+        &self.sync.fleet
+    }
+
+    /// A `terraform apply` of `cell` writing `vpc` (every other value as the fleet needs).
+    fn apply(&self, cell: &str, serial: u64, vpc: &str) {
+        self.put_state(cell, state_with(serial, metadata(cell, vpc)));
+    }
+
+    fn put_state(&self, cell: &str, text: String) {
+        self.sync
+            .states
+            .put(BUCKET, &format!("cells/{cell}/terraform.tfstate"), text);
+    }
+
+    /// Delivers the event "this cell's state may have changed"; the cell's one result.
+    async fn deliver(&self, cell: &str) -> Value {
+        let inv = self
+            .sync
+            .handle(&json!({"action": "sync", "cell": cell}), deadline())
+            .await
+            .unwrap();
+        leak::capture("github_scenarios: state-sync's answer", &inv.response.to_string());
+        let cells = inv.response["cells"].as_array().unwrap();
+        assert_eq!(cells.len(), 1, "{}", inv.response);
+        cells[0].clone()
+    }
+
+    /// Delivers, and once more when the first delivery failed retryably (SQS redelivers it).
+    async fn deliver_until_done(&self, cell: &str) -> Vec<Value> {
+        let first = self.deliver(cell).await;
+        if first["action"] == "failed" && first["retryable"] == true {
+            let second = self.deliver(cell).await;
+            vec![first, second]
+        } else {
+            vec![first]
+        }
+    }
+
+    fn pulls(&self) -> Vec<Pull> {
+        self.bed.pulls(self.repo())
+    }
+
+    fn open_pulls(&self) -> Vec<Pull> {
+        self.pulls().into_iter().filter(|p| p.open).collect()
+    }
+
+    fn files(&self, branch: &str) -> BTreeMap<String, String> {
+        self.bed.files(self.repo(), branch)
+    }
+
+    fn head(&self, branch: &str) -> Option<String> {
+        self.bed.head(self.repo(), branch)
+    }
+
+    fn statuses(&self, sha: &str) -> Vec<Status> {
+        self.bed.statuses(self.repo(), sha)
+    }
+
+    fn writes(&self) -> usize {
+        self.bed.writes(self.repo())
+    }
+
+    fn requests(&self) -> usize {
+        self.bed.requests(self.repo())
+    }
+
+    fn metadata_on(&self, branch: &str, cell: &str) -> String {
+        self.files(branch)
+            .remove(&metadata_path(cell))
+            .unwrap_or_else(|| panic!("{} missing on {branch}", metadata_path(cell)))
+    }
+
+    /// The cell's pull requests, branch (its cell directory) and head status, as `cell`.
+    fn outcome(&self, cell: &str, as_cell: &str) -> Outcome {
+        let b = branch(cell);
+        let rename = |s: &str| s.replace(cell, as_cell);
+        let head = self.head(&b).expect("the cell's branch");
+        Outcome {
+            pulls: self
+                .pulls()
+                .into_iter()
+                .filter(|p| p.head == b)
+                .map(|p| (rename(&p.head), rename(&p.title), p.labels, p.open))
+                .collect(),
+            files: self
+                .files(&b)
+                .into_iter()
+                .filter(|(p, _)| p.starts_with(&format!("clusters/{cell}/")))
+                .map(|(p, t)| (rename(&p), rename(&t)))
+                .collect(),
+            statuses: self
+                .statuses(&head)
+                .into_iter()
+                .map(|s| Status {
+                    description: rename(&s.description),
+                    ..s
+                })
+                .collect(),
+            commits_ahead: self.bed.commits_ahead(self.repo(), &b),
+        }
+    }
+
+    /// The head of the cell's branch carries one successful strict-substitution status.
+    fn assert_checked(&self, cell: &str) {
+        let head = self.head(&branch(cell)).expect("the cell's branch");
+        let statuses = self.statuses(&head);
+        assert_eq!(statuses.len(), 1, "{statuses:?}");
+        assert_eq!(statuses[0].context, STATUS_CONTEXT, "{statuses:?}");
+        assert!(statuses[0].success, "{statuses:?}");
+    }
+}
+
+fn action(r: &Value) -> &str {
+    r["action"].as_str().unwrap_or_default()
+}
+
+// --- the scenarios ------------------------------------------------------------------------------
+
+/// a. A new cell's state opens one pull request holding the whole cell directory (its metadata
+/// and the template's files) in one commit, labelled, with a successful strict-substitution
+/// status on its head.
+async fn a_new_cell_opens_one_pull_request_with_its_whole_directory<B: Bed>() {
+    let w = World::<B>::start();
+    let main_before = w.files("main");
+    let requests = w.requests();
+    w.apply(CELL, 1, "vpc-1");
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "opened", "{r}");
+    assert!(w.requests() > requests, "the count counts");
+    assert_eq!(r["pull_request"]["number"], 1, "{r}");
+
+    let pulls = w.pulls();
+    assert_eq!(pulls.len(), 1, "{pulls:?}");
+    let pr = &pulls[0];
+    assert_eq!((pr.number, pr.head.as_str(), pr.open), (1, branch(CELL).as_str(), true));
+    assert!(pr.title.contains(CELL), "{pr:?}");
+    assert_eq!(pr.labels, [LABEL_CELLBRIDGE, LABEL_NEW_CELL]);
+
+    let files = w.files(&branch(CELL));
+    let cell_dir: Vec<String> = files
+        .keys()
+        .filter(|p| p.starts_with(&format!("clusters/{CELL}/")))
+        .cloned()
+        .collect();
+    assert_eq!(cell_dir, expected_cell_dir(CELL));
+    assert!(w.metadata_on(&branch(CELL), CELL).contains("vpc-1"));
+    // Nothing else changes: the rest of the branch is main.
+    let rest: BTreeMap<String, String> = files
+        .into_iter()
+        .filter(|(p, _)| !p.starts_with(&format!("clusters/{CELL}/")))
+        .collect();
+    assert_eq!(rest, main_before);
+    assert_eq!(w.files("main"), main_before, "main is untouched");
+    assert_eq!(
+        w.bed.commits_ahead(w.repo(), &branch(CELL)),
+        1,
+        "one commit for the directory"
+    );
+    w.assert_checked(CELL);
+}
+
+/// b. The same state delivered twice: the second delivery writes nothing.
+async fn the_same_state_delivered_twice_writes_nothing_the_second_time<B: Bed>() {
+    let w = World::<B>::start();
+    w.apply(CELL, 1, "vpc-1");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    let head = w.head(&branch(CELL));
+    let pulls = w.pulls();
+    let writes = w.writes();
+    assert!(writes > 0, "the first delivery wrote: the count counts");
+
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "unchanged", "{r}");
+    assert_eq!(r["pull_request"]["number"], 1, "{r}");
+    assert_eq!(w.writes(), writes, "no write request");
+    assert_eq!(w.head(&branch(CELL)), head, "no new commit");
+    assert_eq!(w.pulls(), pulls);
+}
+
+/// c. A changed value updates the same pull request: same number, a new head whose metadata has
+/// the new value, checked again.
+async fn a_changed_value_updates_the_same_pull_request<B: Bed>() {
+    let w = World::<B>::start();
+    w.apply(CELL, 1, "vpc-1");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    let first_head = w.head(&branch(CELL)).unwrap();
+
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "updated", "{r}");
+    assert_eq!(r["pull_request"]["number"], 1, "{r}");
+    let pulls = w.pulls();
+    assert_eq!(pulls.len(), 1, "{pulls:?}");
+    assert!(pulls[0].open);
+    assert_eq!(pulls[0].labels, [LABEL_CELLBRIDGE, LABEL_NEW_CELL]);
+    let head = w.head(&branch(CELL)).unwrap();
+    assert_ne!(head, first_head, "a new head");
+    let cm = w.metadata_on(&branch(CELL), CELL);
+    assert!(cm.contains("vpc-2") && !cm.contains("vpc-1"), "{cm}");
+    // The base did not move: the update is one more commit on the branch, not a rebuild.
+    assert_eq!(w.bed.commits_ahead(w.repo(), &branch(CELL)), 2);
+    w.assert_checked(CELL);
+}
+
+/// d. Back to what the base holds: once a reviewer merged the pull request, the same state opens
+/// nothing; a later change opens a new pull request, and a state back to the merged values closes
+/// it and deletes its branch (what `converge` does for `Outcome::InSync`).
+async fn values_equal_to_the_base_open_nothing_and_close_the_open_pull_request<B: Bed>() {
+    let w = World::<B>::start();
+    w.apply(CELL, 1, "vpc-1");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    w.bed.merge(w.repo(), 1).unwrap();
+    assert!(w.metadata_on("main", CELL).contains("vpc-1"), "merged");
+
+    let writes = w.writes();
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "in-sync", "{r}");
+    assert_eq!(w.writes(), writes, "nothing written");
+    assert!(w.open_pulls().is_empty(), "{:?}", w.pulls());
+
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "opened", "{r}");
+    assert_eq!(r["pull_request"]["number"], 2, "{r}");
+    let open = w.open_pulls();
+    assert_eq!(open.len(), 1, "{open:?}");
+    // The cell exists on main now: no longer a new cell.
+    assert_eq!(open[0].labels, [LABEL_CELLBRIDGE]);
+    assert!(w.metadata_on(&branch(CELL), CELL).contains("vpc-2"));
+    w.assert_checked(CELL);
+
+    w.apply(CELL, 3, "vpc-1");
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "closed", "{r}");
+    assert_eq!(r["pull_request"]["number"], 2, "{r}");
+    let pulls = w.pulls();
+    assert_eq!(pulls.len(), 2, "{pulls:?}");
+    assert!(pulls[0].merged && !pulls[0].open, "{pulls:?}");
+    assert!(!pulls[1].merged && !pulls[1].open, "{pulls:?}");
+    assert_eq!(w.head(&branch(CELL)), None, "the branch is deleted");
+    assert!(w.metadata_on("main", CELL).contains("vpc-1"));
+}
+
+/// A reviewer merges the pull request after a person committed on main: nothing conflicts (the
+/// person's file is outside the cell), so GitHub merges, and main then holds both the person's
+/// commit and the cell; the next delivery finds the cell in sync.
+///
+/// FINDING: both GitHubs disagree with GitHub here, and with each other, so the scenario is
+/// ignored on both until they are fixed (`cargo test --test github_scenarios -- --ignored`):
+/// - GitHub merges a pull request that is behind its base when nothing conflicts ("Merge a pull
+///   request" refuses with 405 only "if merge cannot be performed",
+///   https://docs.github.com/rest/pulls/pulls#merge-a-pull-request; a branch behind its base is
+///   `mergeable_state: behind`, still mergeable unless branch protection requires it up to date,
+///   https://docs.github.com/repositories/configuring-branches-and-merges-in-your-repository/managing-protected-branches/about-protected-branches#require-status-checks-before-merging),
+///   and the merge commit holds both sides.
+/// - The HTTP fake refuses: 405 "Pull Request is not mergeable" whenever main is not an ancestor
+///   of the head (`tests/fakes/github_fake.py`, `PUT /pulls/{n}/merge`).
+/// - MemGithub merges, but its merge commit takes the head's tree as it is, so main loses the
+///   person's commit (`MemGithub::merge` in `shared/src/github/memory.rs`).
+async fn a_reviewer_merging_after_main_moved_keeps_both_sides<B: Bed>() {
+    let w = World::<B>::start();
+    w.apply(CELL, 1, "vpc-1");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    w.bed
+        .commit(w.repo(), "main", &[("OWNERS", "platform-team\n")], "a person's commit");
+
+    let merged = w.bed.merge(w.repo(), 1);
+    assert_eq!(
+        merged,
+        Ok(()),
+        "GitHub merges a pull request behind its base when nothing conflicts"
+    );
+    let main = w.files("main");
+    assert_eq!(
+        main.get("OWNERS").map(String::as_str),
+        Some("platform-team\n"),
+        "the merge keeps main's side"
+    );
+    assert!(
+        main[&metadata_path(CELL)].contains("vpc-1"),
+        "the merge brings the cell"
+    );
+    assert_eq!(action(&w.deliver(CELL).await), "in-sync");
+}
+
+/// A pull request a reviewer closed without merging comes back: the next delivery of the same
+/// state opens a new one from the same branch, reusing its commit (current behaviour: cellbridge
+/// converges GitHub to the state; a closed pull request is not a "no").
+async fn a_pull_request_closed_by_a_reviewer_is_opened_again_at_the_next_delivery<B: Bed>() {
+    let w = World::<B>::start();
+    w.apply(CELL, 1, "vpc-1");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    let head = w.head(&branch(CELL));
+    w.bed.close(w.repo(), 1);
+    assert!(w.open_pulls().is_empty());
+    assert_eq!(w.head(&branch(CELL)), head, "closing keeps the branch");
+
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "opened", "{r}");
+    assert_eq!(r["pull_request"]["number"], 2, "{r}");
+    let pulls = w.pulls();
+    assert_eq!(pulls.len(), 2, "{pulls:?}");
+    assert!(!pulls[0].open && !pulls[0].merged, "{pulls:?}");
+    assert!(pulls[1].open, "{pulls:?}");
+    assert_eq!(pulls[1].labels, [LABEL_CELLBRIDGE, LABEL_NEW_CELL]);
+    assert_eq!(
+        w.head(&branch(CELL)),
+        head,
+        "the closed pull request's commit is reused"
+    );
+    w.assert_checked(CELL);
+}
+
+/// e. A lost race: another writer moves the cell's branch between cellbridge's read and its
+/// fast-forward. The update is refused as not a fast-forward, and the whole sync is redone on a
+/// fresh read: the same pull request ends up holding the new value.
+async fn a_lost_race_for_the_branch_is_redone_on_a_fresh_read<B: Bed>() {
+    let w = World::<B>::start();
+    w.apply(CELL, 1, "vpc-1");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    w.apply(CELL, 2, "vpc-2");
+    w.bed.race(
+        w.repo(),
+        &ops::GIT_UPDATE_REF,
+        &branch(CELL),
+        &[("NOTES.md", "someone else\n")],
+    );
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "updated", "{r}");
+    assert_eq!(r["attempts"], 2, "one redo: {r}");
+    assert_eq!(r["pull_request"]["number"], 1, "{r}");
+    assert_eq!(w.pulls().len(), 1);
+    let files = w.files(&branch(CELL));
+    assert!(files[&metadata_path(CELL)].contains("vpc-2"));
+    // The other writer's commit stays in the branch's history (fast-forward only), but its file
+    // does not stay in the tree: cellbridge's tree is main's with the plan's files over it
+    // (current behaviour; the pull request shows exactly the plan).
+    assert!(!files.contains_key("NOTES.md"), "{:?}", files.keys());
+    assert_eq!(w.bed.commits_ahead(w.repo(), &branch(CELL)), 3);
+    w.assert_checked(CELL);
+}
+
+/// e'. main moving is not a lost race: a commit on main just before cellbridge moves the cell's
+/// branch leaves the update as it was built (on the main it read). The same state delivered
+/// again changes nothing; the next change of the state is built on the new main (main merged
+/// in), so the pull request then holds main's new file.
+async fn main_moving_is_merged_in_at_the_next_change<B: Bed>() {
+    let w = World::<B>::start();
+    w.apply(CELL, 1, "vpc-1");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    w.apply(CELL, 2, "vpc-2");
+    w.bed
+        .race(w.repo(), &ops::GIT_UPDATE_REF, "main", &[("NOTES.md", "on main\n")]);
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), r["attempts"].as_u64()), ("updated", Some(1)), "{r}");
+    assert!(w.files("main").contains_key("NOTES.md"), "main moved");
+    assert!(
+        !w.files(&branch(CELL)).contains_key("NOTES.md"),
+        "built on the main it read"
+    );
+
+    let writes = w.writes();
+    assert_eq!(action(&w.deliver(CELL).await), "unchanged");
+    assert_eq!(w.writes(), writes, "the same state again: nothing written");
+    assert!(!w.files(&branch(CELL)).contains_key("NOTES.md"), "not rebuilt");
+
+    w.bed
+        .commit(w.repo(), "main", &[("OWNERS", "platform-team\n")], "a person's commit");
+    w.apply(CELL, 3, "vpc-3");
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "updated", "{r}");
+    assert_eq!(r["pull_request"]["number"], 1, "{r}");
+    let files = w.files(&branch(CELL));
+    assert_eq!(files.get("NOTES.md").map(String::as_str), Some("on main\n"));
+    assert_eq!(files.get("OWNERS").map(String::as_str), Some("platform-team\n"));
+    assert!(files[&metadata_path(CELL)].contains("vpc-3"));
+    // Based on the new main: the branch differs from main by the cell's directory only.
+    let main = w.files("main");
+    let outside: Vec<&String> = files
+        .keys()
+        .chain(main.keys())
+        .filter(|p| !p.starts_with(&format!("clusters/{CELL}/")) && files.get(*p) != main.get(*p))
+        .collect();
+    assert!(outside.is_empty(), "differs from main outside the cell: {outside:?}");
+    w.assert_checked(CELL);
+}
+
+/// f. A transient 5xx on one GitHub call: the outcome is the same as without it, for another
+/// cell synced cleanly on the same repository. The HTTP client retries the 502 within the
+/// delivery; the in-memory double's fault is what the client reports after its retries, so there
+/// the delivery fails retryably and the redelivery converges, reusing the cut-off run's commit.
+async fn a_transient_5xx_on_one_call_ends_as_without_it<B: Bed>() {
+    let w = World::<B>::start();
+    let clean = "eu-c2";
+    w.apply(clean, 1, "vpc-1");
+    assert_eq!(action(&w.deliver(clean).await), "opened");
+
+    w.apply(CELL, 1, "vpc-1");
+    w.bed.transient(w.repo(), &ops::PULLS_CREATE);
+    let runs = w.deliver_until_done(CELL).await;
+    if let Some(served) = w.bed.server_errors(w.repo()) {
+        assert_eq!(served, 1, "the 5xx was served");
+    }
+    if B::RETRIES_IN_CLIENT {
+        assert_eq!(runs.len(), 1, "retried within the delivery: {runs:?}");
+    } else {
+        assert_eq!(runs.len(), 2, "{runs:?}");
+        assert_eq!(
+            (action(&runs[0]), runs[0]["retryable"].as_bool()),
+            ("failed", Some(true)),
+            "{runs:?}"
+        );
+    }
+    let last = runs.last().unwrap();
+    assert_eq!(action(last), "opened", "{last}");
+    assert_eq!(w.open_pulls().len(), 2);
+    assert_eq!(w.outcome(CELL, CELL), w.outcome(clean, CELL));
+    w.assert_checked(CELL);
+}
+
+/// g. A refused state (a value that looks like a secret; no `cell_name`) opens no pull request
+/// and sends GitHub nothing at all: the state is refused before the fleet repo is read.
+async fn a_refused_state_opens_nothing_and_sends_no_request<B: Bed>() {
+    let w = World::<B>::start();
+    let mut meta = metadata(CELL, "vpc-1");
+    meta["api_token"] = json!(PLANTED_SECRET);
+    w.put_state(CELL, state_with(1, meta));
+    let mut nameless = metadata("eu-c2", "vpc-1");
+    nameless.as_object_mut().unwrap().remove("cell_name");
+    w.put_state("eu-c2", state_with(1, nameless));
+    let requests = w.requests();
+
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), r["retryable"].as_bool()), ("refused", Some(false)), "{r}");
+    let error = r["error"].as_str().unwrap();
+    assert!(error.contains("api_token"), "names the key: {r}");
+    assert!(!r.to_string().contains(PLANTED_SECRET), "never the value: {r}");
+
+    let r = w.deliver("eu-c2").await;
+    assert_eq!((action(&r), r["retryable"].as_bool()), ("refused", Some(false)), "{r}");
+    assert!(r["error"].as_str().unwrap().contains("cell_name"), "{r}");
+
+    assert_eq!(w.requests(), requests, "no request to GitHub");
+    assert!(w.pulls().is_empty());
+    assert_eq!(w.head(&branch(CELL)), None);
+}
+
+/// Instantiates every scenario once per bed: `mod <bed module> { #[tokio::test] <scenario> }`;
+/// attributes written before a scenario's name (an `#[ignore]`) go on both of its tests.
+macro_rules! scenarios {
+    ($($module:ident: $bed:ty),+ ; $scenarios:tt) => {
+        $(scenarios!(@bed $module, $bed, $scenarios);)+
+    };
+    (@bed $module:ident, $bed:ty, [$($(#[$meta:meta])* $scenario:ident),+ $(,)?]) => {
+        mod $module {
+            $(
+                #[tokio::test]
+                $(#[$meta])*
+                async fn $scenario() {
+                    super::$scenario::<$bed>().await
+                }
+            )+
+        }
+    };
+}
+
+scenarios!(
+    mem_github: super::MemBed,
+    http_fake: super::HttpBed;
+    [
+        a_new_cell_opens_one_pull_request_with_its_whole_directory,
+        the_same_state_delivered_twice_writes_nothing_the_second_time,
+        a_changed_value_updates_the_same_pull_request,
+        values_equal_to_the_base_open_nothing_and_close_the_open_pull_request,
+        #[ignore = "MemGithub and the HTTP fake each merge a pull request behind its base unlike GitHub: see the scenario"]
+        a_reviewer_merging_after_main_moved_keeps_both_sides,
+        a_pull_request_closed_by_a_reviewer_is_opened_again_at_the_next_delivery,
+        a_lost_race_for_the_branch_is_redone_on_a_fresh_read,
+        main_moving_is_merged_in_at_the_next_change,
+        a_transient_5xx_on_one_call_ends_as_without_it,
+        a_refused_state_opens_nothing_and_sends_no_request,
+    ]
+);
