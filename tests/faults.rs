@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use cellbridge::github::{GithubConfig, LazyGithub};
+use cellbridge::github::{GithubConfig, GithubFleet};
 use cellbridge::s3::S3States;
 use cellbridge::sync::{KeyPattern, SyncConfig, Syncer};
 use cellbridge_tests::github::{FakeGithub, TOKEN};
@@ -80,7 +80,7 @@ struct Bed {
     bucket: String,
     secret_name: String,
     s3: aws_sdk_s3::Client,
-    service: Syncer<S3States, LazyGithub>,
+    service: Syncer<S3States, GithubFleet>,
 }
 
 impl Bed {

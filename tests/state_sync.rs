@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use cellbridge::github::{GithubConfig, LazyGithub};
+use cellbridge::github::{GithubConfig, GithubFleet};
 use cellbridge::s3::{S3States, StateSource};
 use cellbridge::sync::{KeyPattern, SyncConfig, Syncer};
 use cellbridge_tests::github::{FakeGithub, TOKEN};
@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 const REPO: &str = "acme/fleet";
 
-type Service = Syncer<S3States, LazyGithub>;
+type Service = Syncer<S3States, GithubFleet>;
 
 /// Every variable the example fleet's layers substitute, so the strict check passes.
 fn base_data(cell: &str, vpc: &str) -> Vec<(String, String)> {

@@ -14,7 +14,7 @@ use crate::error::{Class, Classify};
 use crate::events::bootstrap::{self as ev, BootstrapEvent, BootstrapItem};
 use crate::events::sync::batch_response;
 use crate::fleet::{FleetRead, LocalFleet};
-use crate::github::{FleetRepo, GithubConfig, GithubError, LazyGithub};
+use crate::github::{GithubConfig, GithubError, GithubFleet, GithubRepo};
 use crate::secrets::SecretStore;
 
 /// Where a run reads the fleet repo from: the base branch as it is now.
@@ -34,11 +34,14 @@ impl FleetSource for LocalSource {
 
 /// The fleet repo on GitHub, read the way state-sync reads it (one configuration, one client
 /// set-up, credentials read again when GitHub refuses them).
-pub struct GithubSource(LazyGithub);
+pub struct GithubSource(GithubFleet);
 
 impl GithubSource {
     pub fn new(config: GithubConfig, aws: &aws_config::SdkConfig) -> Self {
-        Self(LazyGithub::new(config, aws_sdk_secretsmanager::Client::new(aws)))
+        Self(GithubFleet::from_config(
+            &config,
+            aws_sdk_secretsmanager::Client::new(aws),
+        ))
     }
 
     pub fn from_env(aws: &aws_config::SdkConfig) -> Result<Self, ConfigError> {
@@ -49,7 +52,7 @@ impl GithubSource {
 impl FleetSource for GithubSource {
     fn fleet(&self, deadline: Instant) -> BoxFuture<'_, Result<Arc<dyn FleetRead>, GithubError>> {
         Box::pin(async move {
-            let snap = self.0.snapshot(deadline).await?;
+            let snap = self.0.read_base(deadline).await?;
             let f: Arc<dyn FleetRead> = Arc::new(snap.fleet);
             Ok(f)
         })

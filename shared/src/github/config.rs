@@ -3,14 +3,18 @@
 //! again when GitHub refuses them (rotated while the execution environment kept the old ones).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use octocrab::Octocrab;
+use octocrab::service::middleware::retry::RetryConfig;
 
 use crate::config::{self, ConfigError};
 use crate::error::Classify;
-use crate::plan::Plan;
 use crate::secrets;
 
-use super::{Credentials, FleetRepo, GithubError, GithubFleet, Published, Snapshot};
+use super::Credentials;
+use super::GithubError;
+use super::transport::REQUEST_TIMEOUT;
 
 /// github.com's API; GitHub Enterprise Server's is `https://HOST/api/v3`.
 pub const DEFAULT_GITHUB_API_URL: &str = "https://api.github.com";
@@ -76,38 +80,59 @@ impl GithubConfig {
     }
 }
 
-/// The fleet repo with credentials from Secrets Manager: the secret is read when a request first
-/// needs GitHub (not at cold start) and the client kept for the life of the process; when GitHub
-/// answers 401, the secret is read again and the request tried once more.
-pub struct LazyGithub {
-    config: GithubConfig,
-    secrets: aws_sdk_secretsmanager::Client,
-    fleet: tokio::sync::Mutex<Option<Arc<GithubFleet>>>,
+/// Where the client's credentials come from.
+enum Source {
+    /// Given once (the command line, tests): a refusal is final.
+    Given,
+    /// A Secrets Manager secret, read when GitHub is first needed (not at cold start) and read
+    /// again when GitHub refuses what it held (rotated while the process kept the old value).
+    Secret {
+        name: String,
+        store: aws_sdk_secretsmanager::Client,
+    },
 }
 
-impl LazyGithub {
-    pub fn new(config: GithubConfig, secrets: aws_sdk_secretsmanager::Client) -> Self {
+/// The octocrab client of one [`GithubFleet`]: built once, kept for the life of the process,
+/// rebuilt from the secret after a 401. Shared behind an `Arc` because a clone of an App
+/// client would not share its cached installation token.
+pub(super) struct Client {
+    source: Source,
+    crab: tokio::sync::Mutex<Option<Arc<Octocrab>>>,
+}
+
+impl Client {
+    pub(super) fn given(crab: Octocrab) -> Self {
         Self {
-            config,
-            secrets,
-            fleet: tokio::sync::Mutex::new(None),
+            source: Source::Given,
+            crab: tokio::sync::Mutex::new(Some(Arc::new(crab))),
         }
     }
 
-    pub async fn get(&self, deadline: Instant) -> Result<Arc<GithubFleet>, GithubError> {
-        let mut slot = self.fleet.lock().await;
-        if let Some(f) = slot.as_ref() {
-            return Ok(f.clone());
+    pub(super) fn from_secret(name: String, store: aws_sdk_secretsmanager::Client) -> Self {
+        Self {
+            source: Source::Secret { name, store },
+            crab: tokio::sync::Mutex::new(None),
         }
-        let c = &self.config;
-        let setup = |reason: String| GithubError::Setup {
-            api_url: c.api_url.clone(),
-            reason,
+    }
+
+    /// Whether a 401 may be credentials rotated under us.
+    pub(super) fn rereadable(&self) -> bool {
+        matches!(self.source, Source::Secret { .. })
+    }
+
+    /// The client, built from the secret when there is none yet.
+    pub(super) async fn get(&self, api_url: &str, deadline: Instant) -> Result<Arc<Octocrab>, GithubError> {
+        let mut slot = self.crab.lock().await;
+        if let Some(c) = slot.as_ref() {
+            return Ok(c.clone());
+        }
+        let Source::Secret { name, store } = &self.source else {
+            unreachable!("a client with given credentials is built at once and never forgotten")
         };
         // Secrets Manager has its own retries; the deadline bounds them so the record goes
         // back to SQS as a retryable failure instead of the function being killed.
         let left = deadline.saturating_duration_since(Instant::now());
-        let secret = tokio::time::timeout(left, secrets::fetch_json(&self.secrets, &c.secret))
+        let secret = tokio::time::timeout(left, secrets::fetch_json(store, name))
             .await
             .map_err(|_| GithubError::Transient {
                 what: "reading its credentials".into(),
@@ -120,52 +145,63 @@ impl LazyGithub {
                         detail: e.to_string(),
                     }
                 } else {
-                    setup(e.to_string())
+                    setup(api_url, e.to_string())
                 }
             })?;
-        let creds: Credentials = secrets::github_credentials(&secret).map_err(|e| setup(e.to_string()))?;
-        let fleet = Arc::new(GithubFleet::new(
-            &c.api_url,
-            &c.owner,
-            &c.repo,
-            c.base_branch.clone(),
-            &creds,
-        )?);
-        *slot = Some(fleet.clone());
-        Ok(fleet)
+        let creds = secrets::github_credentials(&secret).map_err(|e| setup(api_url, e.to_string()))?;
+        let crab = Arc::new(octocrab_for(api_url, &creds)?);
+        *slot = Some(crab.clone());
+        Ok(crab)
     }
 
-    /// Drops the client, so the next use reads the secret again.
-    async fn forget(&self) {
-        *self.fleet.lock().await = None;
+    /// Drops a client built from the secret, so the next request reads the secret again.
+    pub(super) async fn forget(&self) {
+        if self.rereadable() {
+            *self.crab.lock().await = None;
+        }
     }
 }
 
-fn bad_credentials<T>(r: &Result<T, GithubError>) -> bool {
-    matches!(r, Err(GithubError::Api { status: 401, .. }))
+fn setup(api_url: &str, reason: String) -> GithubError {
+    GithubError::Setup {
+        api_url: api_url.to_owned(),
+        reason,
+    }
 }
 
-// Credentials GitHub refuses were probably rotated in Secrets Manager while this process kept
-// the old ones: read the secret again and try once more.
-impl FleetRepo for LazyGithub {
-    async fn snapshot(&self, deadline: Instant) -> Result<Snapshot, GithubError> {
-        let r = self.get(deadline).await?.snapshot(deadline).await;
-        if !bad_credentials(&r) {
-            return r;
+/// The octocrab client for `creds`; no request is sent (a cold start stays cheap). Retries
+/// are ours (`transport`), so octocrab's are off.
+pub(super) fn octocrab_for(api_url: &str, creds: &Credentials) -> Result<Octocrab, GithubError> {
+    let builder = Octocrab::builder()
+        .base_uri(api_url.trim_end_matches('/'))
+        .map_err(|e| setup(api_url, format!("invalid GITHUB_API_URL: {e}")))?
+        .add_retry_config(RetryConfig::None)
+        .set_connect_timeout(Some(Duration::from_secs(5)))
+        .set_read_timeout(Some(REQUEST_TIMEOUT));
+    match creds {
+        Credentials::Token(t) => builder
+            .personal_token(t.expose().clone())
+            .build()
+            .map_err(|e| setup(api_url, e.to_string())),
+        Credentials::App {
+            app_id,
+            installation_id,
+            private_key,
+        } => {
+            // The key's parse error never includes the key.
+            let key = octocrab::EncodingKey::from_rsa_pem(private_key.expose().as_bytes()).map_err(|_| {
+                setup(
+                    api_url,
+                    "the GitHub App private_key is not an RSA private key in PEM form".into(),
+                )
+            })?;
+            let app = builder
+                .app((*app_id).into(), key)
+                .build()
+                .map_err(|e| setup(api_url, e.to_string()))?;
+            app.installation((*installation_id).into())
+                .map_err(|e| setup(api_url, e.to_string()))
         }
-        tracing::warn!("GitHub refused the credentials; reading the secret again");
-        self.forget().await;
-        self.get(deadline).await?.snapshot(deadline).await
-    }
-
-    async fn publish(&self, snapshot: &Snapshot, plan: &Plan, deadline: Instant) -> Result<Published, GithubError> {
-        let r = self.get(deadline).await?.publish(snapshot, plan, deadline).await;
-        if !bad_credentials(&r) {
-            return r;
-        }
-        tracing::warn!("GitHub refused the credentials; reading the secret again");
-        self.forget().await;
-        self.get(deadline).await?.publish(snapshot, plan, deadline).await
     }
 }
 

@@ -20,14 +20,11 @@
 //! when to close it: [`converge`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
 
-use octocrab::Octocrab;
 use tokio::sync::OnceCell;
 
 use crate::error::{Class, Classify};
 use crate::fleet::MemFleet;
-use crate::plan::Plan;
 use crate::redact::Secret;
 
 mod api;
@@ -37,10 +34,10 @@ pub mod config;
 pub mod memory;
 pub mod operations;
 mod port;
-mod pull_request;
+pub mod pull_request;
 mod transport;
 
-pub use config::{DEFAULT_GITHUB_API_URL, GithubConfig, LazyGithub};
+pub use config::{DEFAULT_GITHUB_API_URL, GithubConfig};
 pub use port::{GithubRepo, OpenPull};
 pub use pull_request::{converge, plan_digest};
 
@@ -131,36 +128,12 @@ pub enum Published {
     },
 }
 
-/// The fleet repo as the orchestrator sees it; [`GithubFleet`] is the real one.
-pub trait FleetRepo: Send + Sync {
-    /// The base branch's files and head commit.
-    fn snapshot(&self, deadline: Instant) -> impl Future<Output = Result<Snapshot>> + Send;
-    /// Converges the cell's pull request to `plan`, computed against `snapshot`.
-    fn publish(
-        &self,
-        snapshot: &Snapshot,
-        plan: &Plan,
-        deadline: Instant,
-    ) -> impl Future<Output = Result<Published>> + Send;
-}
-
 /// One fleet repo on GitHub, through one octocrab client.
 pub struct GithubFleet {
-    crab: Octocrab,
+    client: config::Client,
     api_url: String,
     owner: String,
     repo: String,
     base_branch: OnceCell<String>,
     counts: RequestCounts,
-}
-
-// Whatever holds GitHub's primitives is a fleet repo: the pull request logic runs above them.
-impl<G: GithubRepo> FleetRepo for G {
-    async fn snapshot(&self, deadline: Instant) -> Result<Snapshot> {
-        self.read_base(deadline).await
-    }
-
-    async fn publish(&self, snap: &Snapshot, plan: &Plan, deadline: Instant) -> Result<Published> {
-        converge(self, snap, plan, deadline).await
-    }
 }

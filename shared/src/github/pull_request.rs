@@ -63,7 +63,10 @@ pub async fn converge<G: GithubRepo>(gh: &G, snap: &Snapshot, plan: &Plan, deadl
                     url: pr.url.clone(),
                 });
             }
-            write(gh, snap, plan, existing, &digest, deadline).await
+            match existing {
+                Some(pr) => update(gh, snap, plan, pr, &digest, deadline).await,
+                None => open(gh, snap, plan, &digest, deadline).await,
+            }
         }
     }
 }
@@ -79,15 +82,15 @@ async fn set_status<G: GithubRepo>(gh: &G, commit: &str, plan: &Plan, deadline: 
     .await
 }
 
-async fn write<G: GithubRepo>(
+/// The commit message, the body (with the digest and base recorded) and the tree that hold
+/// the plan on top of `snap`.
+async fn content<G: GithubRepo>(
     gh: &G,
     snap: &Snapshot,
     plan: &Plan,
-    existing: Option<OpenPull>,
     digest: &str,
     deadline: Instant,
-) -> Result<Published> {
-    let branch = &plan.branch;
+) -> Result<(String, String, String)> {
     let message = commit_message(plan, digest);
     let body = format!(
         "{}\n<!-- cellbridge:digest={digest} base={} -->\n",
@@ -96,36 +99,59 @@ async fn write<G: GithubRepo>(
     );
     let files: Vec<(String, String)> = plan.files.iter().map(|f| (f.path.clone(), f.new.clone())).collect();
     let tree = gh.create_tree(snap, &files, deadline).await?;
+    Ok((message, body, tree))
+}
 
-    if let Some(pr) = existing {
-        // Merging the fresh base in keeps the pull request's diff exactly the plan's files,
-        // and keeps the branch moving forward so the update can be compare-and-swap.
-        let parents = if recorded_base(&pr.body).as_deref() == Some(snap.base_sha.as_str()) {
-            vec![pr.head_sha.clone()]
-        } else {
-            vec![pr.head_sha.clone(), snap.base_sha.clone()]
-        };
-        let commit = gh.create_commit(&tree, &parents, &message, deadline).await?;
-        gh.move_branch(branch, &commit, deadline).await?;
-        let mut labels: Vec<String> = pr
-            .labels
-            .iter()
-            .filter(|l| !MANAGED_LABELS.contains(&l.as_str()))
-            .cloned()
-            .collect();
-        labels.extend(plan.labels.iter().cloned());
-        // The status goes first: once the body carries the new digest, later runs take the
-        // pull request as complete, so everything else must already be there.
-        set_status(gh, &commit, plan, deadline).await?;
-        gh.update_pull_text(pr.number, &plan.title, &body, &labels, deadline)
-            .await?;
-        return Ok(Published::Updated {
-            number: pr.number,
-            url: pr.url,
-            commit,
-        });
-    }
+/// The open pull request, made to hold the plan: one commit on its branch, then its status,
+/// title, body and labels.
+async fn update<G: GithubRepo>(
+    gh: &G,
+    snap: &Snapshot,
+    plan: &Plan,
+    pr: OpenPull,
+    digest: &str,
+    deadline: Instant,
+) -> Result<Published> {
+    let (message, body, tree) = content(gh, snap, plan, digest, deadline).await?;
+    // Merging the fresh base in keeps the pull request's diff exactly the plan's files,
+    // and keeps the branch moving forward so the update can be compare-and-swap.
+    let parents = if recorded_base(&pr.body).as_deref() == Some(snap.base_sha.as_str()) {
+        vec![pr.head_sha.clone()]
+    } else {
+        vec![pr.head_sha.clone(), snap.base_sha.clone()]
+    };
+    let commit = gh.create_commit(&tree, &parents, &message, deadline).await?;
+    gh.move_branch(&plan.branch, &commit, deadline).await?;
+    let mut labels: Vec<String> = pr
+        .labels
+        .iter()
+        .filter(|l| !MANAGED_LABELS.contains(&l.as_str()))
+        .cloned()
+        .collect();
+    labels.extend(plan.labels.iter().cloned());
+    // The status goes first: once the body carries the new digest, later runs take the
+    // pull request as complete, so everything else must already be there.
+    set_status(gh, &commit, plan, deadline).await?;
+    gh.update_pull_text(pr.number, &plan.title, &body, &labels, deadline)
+        .await?;
+    Ok(Published::Updated {
+        number: pr.number,
+        url: pr.url,
+        commit,
+    })
+}
 
+/// A new pull request: its branch (or the branch a cut-off run left), its status, the pull
+/// request itself, its labels.
+async fn open<G: GithubRepo>(
+    gh: &G,
+    snap: &Snapshot,
+    plan: &Plan,
+    digest: &str,
+    deadline: Instant,
+) -> Result<Published> {
+    let branch = &plan.branch;
+    let (message, body, tree) = content(gh, snap, plan, digest, deadline).await?;
     let fresh = gh
         .create_commit(&tree, std::slice::from_ref(&snap.base_sha), &message, deadline)
         .await?;

@@ -16,8 +16,10 @@ use octocrab::Octocrab;
 use octocrab::service::middleware::retry::RetryConfig;
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use serde_json::Value;
+use std::sync::atomic::AtomicBool;
 use tokio::sync::OnceCell;
 
+use super::config::{self, Client, GithubConfig};
 use super::operations::Operation;
 use super::{Credentials, GithubError, GithubFleet, RequestCounts, Result};
 use crate::retry::{Again, GaveUp, Policy, retry};
@@ -104,7 +106,7 @@ pub(super) fn enc(s: &str) -> String {
 }
 
 impl GithubFleet {
-    /// Builds the client; no request is sent until the first sync (a cold start stays cheap).
+    /// A client with these credentials (checked now; no request is sent until the first sync).
     pub fn new(
         api_url: &str,
         owner: &str,
@@ -112,49 +114,41 @@ impl GithubFleet {
         base_branch: Option<String>,
         creds: &Credentials,
     ) -> Result<Self> {
-        let setup = |reason: String| GithubError::Setup {
-            api_url: api_url.to_owned(),
-            reason,
-        };
-        let builder = Octocrab::builder()
-            .base_uri(api_url.trim_end_matches('/'))
-            .map_err(|e| setup(format!("invalid GITHUB_API_URL: {e}")))?
-            .add_retry_config(RetryConfig::None)
-            .set_connect_timeout(Some(Duration::from_secs(5)))
-            .set_read_timeout(Some(REQUEST_TIMEOUT));
-        let crab = match creds {
-            Credentials::Token(t) => builder
-                .personal_token(t.expose().clone())
-                .build()
-                .map_err(|e| setup(e.to_string()))?,
-            Credentials::App {
-                app_id,
-                installation_id,
-                private_key,
-            } => {
-                // The key's parse error never includes the key.
-                let key = octocrab::EncodingKey::from_rsa_pem(private_key.expose().as_bytes())
-                    .map_err(|_| setup("the GitHub App private_key is not an RSA private key in PEM form".into()))?;
-                let app = builder
-                    .app((*app_id).into(), key)
-                    .build()
-                    .map_err(|e| setup(e.to_string()))?;
-                app.installation((*installation_id).into())
-                    .map_err(|e| setup(e.to_string()))?
-            }
-        };
+        let crab = config::octocrab_for(api_url, creds)?;
+        Ok(Self::with_client(
+            api_url,
+            owner,
+            repo,
+            base_branch,
+            Client::given(crab),
+        ))
+    }
+
+    /// The fleet repo both functions configure: credentials from the secret, read when GitHub is
+    /// first needed and again when GitHub refuses them.
+    pub fn from_config(config: &GithubConfig, secrets: aws_sdk_secretsmanager::Client) -> Self {
+        Self::with_client(
+            &config.api_url,
+            &config.owner,
+            &config.repo,
+            config.base_branch.clone(),
+            Client::from_secret(config.secret.clone(), secrets),
+        )
+    }
+
+    fn with_client(api_url: &str, owner: &str, repo: &str, base_branch: Option<String>, client: Client) -> Self {
         let base = OnceCell::new();
         if let Some(b) = base_branch {
             let _ = base.set(b);
         }
-        Ok(Self {
-            crab,
+        Self {
+            client,
             api_url: api_url.to_owned(),
             owner: owner.to_owned(),
             repo: repo.to_owned(),
             base_branch: base,
             counts: RequestCounts::default(),
-        })
+        }
     }
 
     pub fn counts(&self) -> &RequestCounts {
@@ -188,6 +182,7 @@ impl GithubFleet {
             jitter: true,
             deadline: Some((deadline, DEADLINE_MARGIN)),
         };
+        let reread = AtomicBool::new(false);
         let once = || async {
             let left = deadline.saturating_duration_since(Instant::now());
             if left <= DEADLINE_MARGIN {
@@ -196,6 +191,26 @@ impl GithubFleet {
                     detail: "the function's deadline is too close to send it".into(),
                 }));
             }
+            let crab = self.client.get(&self.api_url, deadline).await.map_err(Try::Stop)?;
+            // Credentials GitHub refuses were probably rotated in Secrets Manager while this
+            // process kept the old ones: read the secret again and try once more.
+            let refused = |status: StatusCode| {
+                status == StatusCode::UNAUTHORIZED
+                    && !download
+                    && self.client.rereadable()
+                    && !reread.swap(true, Ordering::Relaxed)
+            };
+            let reread_secret = || async {
+                tracing::warn!(
+                    request = what,
+                    "GitHub refused the credentials; reading the secret again"
+                );
+                self.client.forget().await;
+                Err(Try::Again {
+                    detail: "GitHub refused the credentials".into(),
+                    retry_after: Some(Duration::ZERO),
+                })
+            };
             if download {
                 &self.counts.downloads
             } else {
@@ -203,11 +218,13 @@ impl GithubFleet {
             }
             .fetch_add(1, Ordering::Relaxed);
             let limit = left.min(REQUEST_TIMEOUT);
-            match tokio::time::timeout(limit, self.send_once(method.clone(), uri, body, accept)).await {
+            match tokio::time::timeout(limit, send_once(&crab, method.clone(), uri, body, accept)).await {
                 Err(_) => Err(Try::Again {
                     detail: format!("no answer within {} ms", limit.as_millis()),
                     retry_after: None,
                 }),
+                Ok(Err(e)) if classify_octocrab(&e).is_some_and(refused) => reread_secret().await,
+                Ok(Ok(resp)) if refused(resp.status) => reread_secret().await,
                 Ok(Err(e)) => match classify_octocrab(&e) {
                     // octocrab reports an installation token refused or failed as a GitHub error.
                     Some(status) if !transient_status(status) => Err(Try::Stop(GithubError::Api {
@@ -239,7 +256,8 @@ impl GithubFleet {
                 tracing::warn!(request = what, attempt, wait_ms = wait.as_millis() as u64, error = %detail, "GitHub request failed, retrying");
             }
         };
-        retry(&policy, once, judge, notify)
+        // Boxed: every GitHub call nests this future, and the callers' futures stay small.
+        Box::pin(retry(&policy, once, judge, notify))
             .await
             .map_err(|gave_up| match gave_up {
                 GaveUp::Final(Try::Stop(e)) | GaveUp::Attempts(Try::Stop(e), _) | GaveUp::Deadline(Try::Stop(e), _) => {
@@ -296,54 +314,56 @@ impl GithubFleet {
         }
         Ok(r)
     }
+}
 
-    pub(super) async fn send_once(
-        &self,
-        method: Method,
-        uri: &str,
-        body: Option<&Value>,
-        accept: Option<&str>,
-    ) -> std::result::Result<Response, octocrab::Error> {
-        // Archive downloads go elsewhere (codeload, or `/_codeload/` on GitHub Enterprise
-        // Server): a client of their own, without our credentials (the URL carries a token)
-        // and without the API's base path, which octocrab would otherwise prepend.
-        // (A clone of the API client would not share its cached installation token.)
-        let download;
-        let (crab, uri) = match http::Uri::try_from(uri).ok().filter(|u| u.authority().is_some()) {
-            Some(abs) => {
-                let origin = format!(
-                    "{}://{}",
-                    abs.scheme_str().unwrap_or("https"),
-                    abs.authority().map(|a| a.as_str()).unwrap_or_default()
-                );
-                let path = abs
-                    .path_and_query()
-                    .map(|p| p.as_str().to_owned())
-                    .unwrap_or_else(|| "/".into());
-                download = Octocrab::builder()
-                    .base_uri(origin)?
-                    .add_retry_config(RetryConfig::None)
-                    .set_read_timeout(Some(REQUEST_TIMEOUT))
-                    .build()?;
-                (&download, path)
-            }
-            None => (&self.crab, uri.to_owned()),
-        };
-        let mut req = http::Request::builder().method(method).uri(uri);
-        req = req.header(http::header::ACCEPT, accept.unwrap_or("application/vnd.github+json"));
-        // `X-GitHub-Api-Version` is octocrab's to set (`build_request` adds it to every request);
-        // a second copy here would reach GitHub as two lines, which it joins with a comma into a
-        // value it does not support.
-        let req = crab.build_request(req, body)?;
-        let resp = crab.execute(req).await?;
-        let (parts, body) = resp.into_parts();
-        let body = body.collect().await?.to_bytes();
-        Ok(Response {
-            status: parts.status,
-            headers: parts.headers,
-            body,
-        })
-    }
+/// One try, no retry: through `crab`, or for an absolute URL (an archive download) a client of
+/// its own.
+async fn send_once(
+    crab: &Octocrab,
+    method: Method,
+    uri: &str,
+    body: Option<&Value>,
+    accept: Option<&str>,
+) -> std::result::Result<Response, octocrab::Error> {
+    // Archive downloads go elsewhere (codeload, or `/_codeload/` on GitHub Enterprise
+    // Server): a client of their own, without our credentials (the URL carries a token)
+    // and without the API's base path, which octocrab would otherwise prepend.
+    // (A clone of the API client would not share its cached installation token.)
+    let download;
+    let (crab, uri) = match http::Uri::try_from(uri).ok().filter(|u| u.authority().is_some()) {
+        Some(abs) => {
+            let origin = format!(
+                "{}://{}",
+                abs.scheme_str().unwrap_or("https"),
+                abs.authority().map(|a| a.as_str()).unwrap_or_default()
+            );
+            let path = abs
+                .path_and_query()
+                .map(|p| p.as_str().to_owned())
+                .unwrap_or_else(|| "/".into());
+            download = Octocrab::builder()
+                .base_uri(origin)?
+                .add_retry_config(RetryConfig::None)
+                .set_read_timeout(Some(REQUEST_TIMEOUT))
+                .build()?;
+            (&download, path)
+        }
+        None => (crab, uri.to_owned()),
+    };
+    let mut req = http::Request::builder().method(method).uri(uri);
+    req = req.header(http::header::ACCEPT, accept.unwrap_or("application/vnd.github+json"));
+    // `X-GitHub-Api-Version` is octocrab's to set (`build_request` adds it to every request);
+    // a second copy here would reach GitHub as two lines, which it joins with a comma into a
+    // value it does not support.
+    let req = crab.build_request(req, body)?;
+    let resp = crab.execute(req).await?;
+    let (parts, body) = resp.into_parts();
+    let body = body.collect().await?.to_bytes();
+    Ok(Response {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    })
 }
 
 pub(super) fn url_query(pairs: &[(&str, &str)]) -> String {

@@ -9,11 +9,11 @@ use serde_json::Value;
 use super::{SyncConfig, SyncError, SyncInvocation, Syncer};
 use crate::config::{self, ConfigError};
 use crate::error::Classify;
-use crate::github::{FleetRepo, LazyGithub};
+use crate::github::{GithubFleet, GithubRepo};
 use crate::s3::{S3States, StateSource};
 
 /// The real service: S3 states and the GitHub fleet repo, configured from the environment.
-pub type SyncService = Syncer<S3States, LazyGithub>;
+pub type SyncService = Syncer<S3States, GithubFleet>;
 
 /// The service for a checked configuration: the AWS configuration and its clients. No network
 /// call; the cost is the HTTPS client's trust store (see `crate::lambda`).
@@ -28,7 +28,7 @@ pub fn service_for(config: SyncConfig, aws: &aws_config::SdkConfig) -> SyncServi
     Syncer::new(
         config.clone(),
         S3States::from_conf(aws),
-        LazyGithub::new(config.github, secrets),
+        GithubFleet::from_config(&config.github, secrets),
     )
 }
 
@@ -40,8 +40,8 @@ pub async fn service_from_env() -> Result<SyncService, SyncError> {
 /// The Lambda handler: the invocation's answer, or an error when a directly invoked sync failed
 /// (so the asynchronous invocation is retried). SQS batches always answer with the records to
 /// redeliver.
-pub async fn lambda_handler<S: StateSource, R: FleetRepo>(
-    service: &Syncer<S, R>,
+pub async fn lambda_handler<S: StateSource, G: GithubRepo>(
+    service: &Syncer<S, G>,
     event: lambda_runtime::LambdaEvent<Value>,
 ) -> Result<Value, lambda_runtime::Diagnostic> {
     use crate::lambda::{answer, deadline_from_epoch_ms, failure};

@@ -10,8 +10,8 @@ use tracing::Instrument;
 
 use super::{SyncConfig, SyncError};
 use crate::error::{Class, Classify};
-use crate::events::sync::{self as events, Manual, StateObject, SyncEvent, SyncItem};
-use crate::github::{FleetRepo, GithubError, Published, Snapshot};
+use crate::events::sync::{self as events, Manual, StateObject, SyncEvent, SyncItem, SyncSqsRecord};
+use crate::github::{GithubError, GithubRepo, Published, Snapshot, pull_request};
 use crate::metadata;
 use crate::plan::{self, Plan, PlanOptions};
 use crate::s3::{S3Error, StateSource};
@@ -86,82 +86,88 @@ impl SyncInvocation {
     }
 }
 
-/// state-sync over a state source and a fleet repo.
-pub struct Syncer<S, R> {
+/// state-sync over a state source and GitHub's primitives (the fleet repo).
+pub struct Syncer<S, G> {
     pub config: SyncConfig,
     pub states: S,
-    pub fleet: R,
+    pub fleet: G,
 }
 
-impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
-    pub fn new(config: SyncConfig, states: S, fleet: R) -> Self {
+/// One try at a cell's state failed: redo it on a fresh base (a lost race), or stop.
+enum Attempt {
+    Redo(String),
+    Fail {
+        error: String,
+        retryable: bool,
+        refused: bool,
+    },
+}
+
+fn github_fail(e: GithubError) -> Attempt {
+    match e {
+        GithubError::Conflict { what, detail } => Attempt::Redo(format!("{what}: {detail}")),
+        e => Attempt::Fail {
+            retryable: e.retryable(),
+            refused: false,
+            error: e.to_string(),
+        },
+    }
+}
+
+impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
+    pub fn new(config: SyncConfig, states: S, fleet: G) -> Self {
         Self { config, states, fleet }
     }
 
-    /// Runs one invocation: every state the event names, each to its own result.
+    /// Runs one invocation: every state the event names, each to its own result, at most
+    /// [`PARALLEL`] at a time.
     pub async fn handle(&self, event: &Value, deadline: Instant) -> Result<SyncInvocation, SyncError> {
-        match events::parse(event)? {
-            SyncEvent::Direct(items) => {
-                let results = self.sync_items(&items, false, deadline).await;
-                Ok(finish(results, None))
-            }
-            SyncEvent::Manual { request, dry_run } => {
-                let objects = match request {
-                    Manual::Cell(cell) => {
-                        if !metadata::is_dns1123_label(&cell) {
-                            return Err(SyncError::Event(events::SyncEventError::Invalid {
-                                what: "manual payload".into(),
-                                reason: format!("cell {cell:?} is not a DNS-1123 label"),
-                            }));
-                        }
-                        vec![StateObject {
-                            bucket: self.config.state_bucket.clone(),
-                            key: self.config.key_pattern.key_for(&cell),
-                            version_id: None,
-                        }]
-                    }
-                    Manual::Object { bucket, key } => vec![StateObject {
-                        bucket: bucket.unwrap_or_else(|| self.config.state_bucket.clone()),
-                        key,
-                        version_id: None,
-                    }],
-                    Manual::All => self.all_states(deadline).await?,
-                };
-                let items: Vec<SyncItem> = objects.into_iter().map(SyncItem::Object).collect();
-                let results = self.sync_items(&items, dry_run, deadline).await;
-                Ok(finish(results, None))
-            }
+        let (items, dry_run, records) = match events::parse(event)? {
+            SyncEvent::Direct(items) => (items, false, None),
+            SyncEvent::Manual { request, dry_run } => (self.manual_items(request, deadline).await?, dry_run, None),
             SyncEvent::Sqs(records) => {
-                let mut all_items = Vec::new();
-                for r in &records {
-                    if let Ok(items) = &r.items {
-                        all_items.extend(items.iter().cloned());
-                    }
-                }
-                let results = self.sync_items(&all_items, false, deadline).await;
-                let mut failed_ids = Vec::new();
-                for r in &records {
-                    match &r.items {
-                        // A body nobody can read will not read better later: log it, drop it.
-                        Err(e) => {
-                            tracing::error!(message_id = %r.message_id, error = %e, "SQS message is not a state-sync event; dropped")
-                        }
-                        Ok(items) => {
-                            let retry = items.iter().any(|i| match i {
-                                SyncItem::Object(o) => results.iter().any(|c| {
-                                    c.bucket == o.bucket && c.key == o.key && c.action == "failed" && c.retryable
-                                }),
-                                SyncItem::Ignored { .. } => false,
-                            });
-                            if retry {
-                                failed_ids.push(r.message_id.clone());
-                            }
-                        }
-                    }
-                }
-                Ok(finish(results, Some(failed_ids)))
+                let items = records
+                    .iter()
+                    .filter_map(|r| r.items.as_ref().ok())
+                    .flatten()
+                    .cloned()
+                    .collect();
+                (items, false, Some(records))
             }
-        }
+        };
+        let syncs = unique_objects(&items)
+            .into_iter()
+            .map(|o| self.sync_object(o, dry_run, deadline));
+        let mut results: Vec<CellResult> = futures::stream::iter(syncs).buffer_unordered(PARALLEL).collect().await;
+        results.sort_by(|a, b| (&a.bucket, &a.key).cmp(&(&b.bucket, &b.key)));
+        let failed_ids = records.map(|records| sqs_failures(&records, &results));
+        Ok(finish(results, failed_ids))
+    }
+
+    /// The state objects a manual payload names.
+    async fn manual_items(&self, request: Manual, deadline: Instant) -> Result<Vec<SyncItem>, SyncError> {
+        let objects = match request {
+            Manual::Cell(cell) => {
+                if !metadata::is_dns1123_label(&cell) {
+                    return Err(SyncError::Event(events::SyncEventError::Invalid {
+                        what: "manual payload".into(),
+                        reason: format!("cell {cell:?} is not a DNS-1123 label"),
+                    }));
+                }
+                vec![StateObject {
+                    bucket: self.config.state_bucket.clone(),
+                    key: self.config.key_pattern.key_for(&cell),
+                    version_id: None,
+                }]
+            }
+            Manual::Object { bucket, key } => vec![StateObject {
+                bucket: bucket.unwrap_or_else(|| self.config.state_bucket.clone()),
+                key,
+                version_id: None,
+            }],
+            Manual::All => self.all_states(deadline).await?,
+        };
+        Ok(objects.into_iter().map(SyncItem::Object).collect())
     }
 
     async fn all_states(&self, deadline: Instant) -> Result<Vec<StateObject>, SyncError> {
@@ -200,33 +206,8 @@ impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
             .collect())
     }
 
-    async fn sync_items(&self, items: &[SyncItem], dry_run: bool, deadline: Instant) -> Vec<CellResult> {
-        // One result per object: S3 notifies twice for some multipart uploads, and a batch can
-        // name one state many times. Each is read once, at its latest version.
-        let mut objects: BTreeMap<(String, String), StateObject> = BTreeMap::new();
-        let mut results = Vec::new();
-        for item in items {
-            match item {
-                SyncItem::Ignored { what, reason } => tracing::info!(object = %what, reason = %reason, "ignored"),
-                SyncItem::Object(o) => {
-                    objects
-                        .entry((o.bucket.clone(), o.key.clone()))
-                        .or_insert_with(|| o.clone());
-                }
-            }
-        }
-        let futs = objects.into_values().map(|o| self.sync_object(o, dry_run, deadline));
-        results.extend(
-            futures::stream::iter(futs)
-                .buffer_unordered(PARALLEL)
-                .collect::<Vec<_>>()
-                .await,
-        );
-        results.sort_by(|a, b| (&a.bucket, &a.key).cmp(&(&b.bucket, &b.key)));
-        results
-    }
-
-    /// Converges one state object's cell, redoing the whole read-plan-publish on a lost race.
+    /// Converges one state object's cell: read the state, plan it against the base, converge
+    /// the pull request; the whole of it again on a lost race, within the deadline.
     pub async fn sync_object(&self, obj: StateObject, dry_run: bool, deadline: Instant) -> CellResult {
         let Some((key_cell, workspace)) = self.config.key_pattern.cell_of(&obj.key) else {
             tracing::info!(bucket = %obj.bucket, key = %obj.key, "ignored: the key does not match CELLBRIDGE_STATE_KEY_PATTERN");
@@ -245,61 +226,67 @@ impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
         }
         // Every log line of this cell's sync carries the cell, key and workspace.
         let span = tracing::info_span!("sync", cell = %key_cell, key = %obj.key, workspace = workspace.as_deref().unwrap_or("default"));
-        self.converge(obj, key_cell, dry_run, deadline).instrument(span).await
-    }
-
-    async fn converge(&self, obj: StateObject, key_cell: String, dry_run: bool, deadline: Instant) -> CellResult {
-        let mut result = CellResult::new(&obj, Some(key_cell.clone()), "failed");
-        for attempt in 1..=RACE_ATTEMPTS {
-            result.attempts = attempt;
-            if deadline.saturating_duration_since(Instant::now()) < START_MARGIN {
-                result.action = "failed".into();
-                result.error = Some("the function's deadline came before this state was synced".into());
-                result.retryable = true;
-                break;
-            }
-            match self.attempt(&obj, &key_cell, dry_run, deadline, &mut result).await {
-                Ok(()) => break,
-                Err(Attempt::Redo(why)) if attempt < RACE_ATTEMPTS => {
-                    tracing::info!(cell = %key_cell, attempt, reason = %why, "lost a race; redoing on the fresh base");
-                    continue;
-                }
-                Err(Attempt::Redo(why)) => {
+        async {
+            let mut result = CellResult::new(&obj, Some(key_cell.clone()), "failed");
+            for attempt in 1..=RACE_ATTEMPTS {
+                result.attempts = attempt;
+                if deadline.saturating_duration_since(Instant::now()) < START_MARGIN {
                     result.action = "failed".into();
-                    result.error = Some(format!("lost the race {RACE_ATTEMPTS} times: {why}"));
+                    result.error = Some("the function's deadline came before this state was synced".into());
                     result.retryable = true;
-                }
-                Err(Attempt::Fail {
-                    error,
-                    retryable,
-                    refused,
-                }) => {
-                    result.action = if refused { "refused" } else { "failed" }.into();
-                    result.error = Some(error);
-                    result.retryable = retryable;
                     break;
                 }
+                let outcome = match self.read_and_plan(&obj, &key_cell, deadline, &mut result).await {
+                    Ok(None) => Ok(()),
+                    Ok(Some((snapshot, plan))) if dry_run => {
+                        result.planned(&plan);
+                        drop(snapshot);
+                        Ok(())
+                    }
+                    Ok(Some((snapshot, plan))) => pull_request::converge(&self.fleet, &snapshot, &plan, deadline)
+                        .await
+                        .map(|published| result.published(&plan, &published))
+                        .map_err(github_fail),
+                    Err(e) => Err(e),
+                };
+                match outcome {
+                    Ok(()) => break,
+                    Err(Attempt::Redo(why)) if attempt < RACE_ATTEMPTS => {
+                        tracing::info!(cell = %key_cell, attempt, reason = %why, "lost a race; redoing on the fresh base");
+                    }
+                    Err(Attempt::Redo(why)) => {
+                        result.action = "failed".into();
+                        result.error = Some(format!("lost the race {RACE_ATTEMPTS} times: {why}"));
+                        result.retryable = true;
+                    }
+                    Err(Attempt::Fail {
+                        error,
+                        retryable,
+                        refused,
+                    }) => {
+                        result.action = if refused { "refused" } else { "failed" }.into();
+                        result.error = Some(error);
+                        result.retryable = retryable;
+                        break;
+                    }
+                }
             }
+            result.log();
+            result
         }
-        match result.action.as_str() {
-            "failed" | "refused" => {
-                tracing::error!(cell = %key_cell, key = %obj.key, action = %result.action, retryable = result.retryable, error = result.error.as_deref().unwrap_or(""), "state not synced")
-            }
-            a => {
-                tracing::info!(cell = %key_cell, key = %obj.key, action = a, serial = result.serial, pull_request = ?result.pull_request, "state synced")
-            }
-        }
-        result
+        .instrument(span)
+        .await
     }
 
-    async fn attempt(
+    /// The state's latest version, checked against the contract, and its plan against the base
+    /// branch as it is now; `None` when there is nothing to plan (the object is gone).
+    async fn read_and_plan(
         &self,
         obj: &StateObject,
         key_cell: &str,
-        dry_run: bool,
         deadline: Instant,
         result: &mut CellResult,
-    ) -> Result<(), Attempt> {
+    ) -> Result<Option<(Snapshot, Plan)>, Attempt> {
         // S3 has its own retries; the deadline bounds them so the record goes back to SQS
         // instead of the function being killed with the whole batch.
         let left = deadline.saturating_duration_since(Instant::now());
@@ -318,7 +305,7 @@ impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
             Err(S3Error::NotFound { .. }) => {
                 result.action = "ignored".into();
                 result.error = Some("the state object no longer exists".into());
-                return Ok(());
+                return Ok(None);
             }
             Err(e) => {
                 return Err(Attempt::Fail {
@@ -348,7 +335,7 @@ impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
                 refused: true,
             });
         }
-        let snapshot: Snapshot = self.fleet.snapshot(deadline).await.map_err(github_fail)?;
+        let snapshot: Snapshot = self.fleet.read_base(deadline).await.map_err(github_fail)?;
         let opts = PlanOptions {
             sync_source: self.config.flux_git_url.as_ref().map(|url| SyncSource {
                 url: url.clone(),
@@ -360,22 +347,67 @@ impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
             retryable: false,
             refused: true,
         })?;
-        if dry_run {
-            result.action = "planned".into();
-            result.plan = Some(json!({
-                "outcome": plan.outcome, "title": plan.title, "body": plan.body, "labels": plan.labels,
-                "files": plan.files.iter().map(|f| &f.path).collect::<Vec<_>>(), "diff": plan.unified_diff(),
-                "status": if plan.status_ok() { "success" } else { "failure" }, "status_description": plan.status_description(),
-            }));
-            return Ok(());
+        Ok(Some((snapshot, plan)))
+    }
+}
+
+/// One per object: S3 notifies twice for some multipart uploads, and a batch can name one
+/// state many times. Each is read once, at its latest version.
+fn unique_objects(items: &[SyncItem]) -> Vec<StateObject> {
+    let mut objects: BTreeMap<(String, String), StateObject> = BTreeMap::new();
+    for item in items {
+        match item {
+            SyncItem::Ignored { what, reason } => tracing::info!(object = %what, reason = %reason, "ignored"),
+            SyncItem::Object(o) => {
+                objects
+                    .entry((o.bucket.clone(), o.key.clone()))
+                    .or_insert_with(|| o.clone());
+            }
         }
-        let published = match self.fleet.publish(&snapshot, &plan, deadline).await {
-            Ok(p) => p,
-            Err(GithubError::Conflict { what, detail }) => return Err(Attempt::Redo(format!("{what}: {detail}"))),
-            Err(e) => return Err(github_fail(e)),
-        };
+    }
+    objects.into_values().collect()
+}
+
+/// The SQS records to redeliver: those naming a state whose failure a retry may fix.
+fn sqs_failures(records: &[SyncSqsRecord], results: &[CellResult]) -> Vec<String> {
+    let mut failed_ids = Vec::new();
+    for r in records {
+        match &r.items {
+            // A body nobody can read will not read better later: log it, drop it.
+            Err(e) => {
+                tracing::error!(message_id = %r.message_id, error = %e, "SQS message is not a state-sync event; dropped")
+            }
+            Ok(items) => {
+                let retry = items.iter().any(|i| match i {
+                    SyncItem::Object(o) => results
+                        .iter()
+                        .any(|c| c.bucket == o.bucket && c.key == o.key && c.action == "failed" && c.retryable),
+                    SyncItem::Ignored { .. } => false,
+                });
+                if retry {
+                    failed_ids.push(r.message_id.clone());
+                }
+            }
+        }
+    }
+    failed_ids
+}
+
+impl CellResult {
+    /// A dry run's answer: the plan itself.
+    fn planned(&mut self, plan: &Plan) {
+        self.action = "planned".into();
+        self.plan = Some(json!({
+            "outcome": plan.outcome, "title": plan.title, "body": plan.body, "labels": plan.labels,
+            "files": plan.files.iter().map(|f| &f.path).collect::<Vec<_>>(), "diff": plan.unified_diff(),
+            "status": if plan.status_ok() { "success" } else { "failure" }, "status_description": plan.status_description(),
+        }));
+    }
+
+    /// What converging the pull request did.
+    fn published(&mut self, plan: &Plan, published: &Published) {
         let pr = |number: u64, url: &str| Some(json!({"number": number, "url": url}));
-        let (action, pull) = match &published {
+        let (action, pull) = match published {
             Published::Opened { number, url, .. } => ("opened", pr(*number, url)),
             Published::Updated { number, url, .. } => ("updated", pr(*number, url)),
             Published::Unchanged { number, url } => ("unchanged", pr(*number, url)),
@@ -383,34 +415,25 @@ impl<S: StateSource, R: FleetRepo> Syncer<S, R> {
             Published::InSync => ("in-sync", None),
             Published::Stale { number, url, .. } => ("stale", number.map(|n| json!({"number": n, "url": url}))),
         };
-        result.action = action.into();
-        result.pull_request = pull;
+        self.action = action.into();
+        self.pull_request = pull;
         if !plan.status_ok()
             && matches!(
                 published,
                 Published::Opened { .. } | Published::Updated { .. } | Published::Unchanged { .. }
             )
         {
-            result.plan = Some(json!({"status": "failure", "status_description": plan.status_description()}));
+            self.plan = Some(json!({"status": "failure", "status_description": plan.status_description()}));
         }
-        Ok(())
     }
-}
 
-enum Attempt {
-    Redo(String),
-    Fail {
-        error: String,
-        retryable: bool,
-        refused: bool,
-    },
-}
-
-fn github_fail(e: GithubError) -> Attempt {
-    Attempt::Fail {
-        retryable: e.retryable(),
-        refused: false,
-        error: e.to_string(),
+    fn log(&self) {
+        let cell = self.cell.as_deref().unwrap_or("");
+        if self.failed() {
+            tracing::error!(cell, key = %self.key, action = %self.action, retryable = self.retryable, error = self.error.as_deref().unwrap_or(""), "state not synced")
+        } else {
+            tracing::info!(cell, key = %self.key, action = %self.action, serial = self.serial, pull_request = ?self.pull_request, "state synced")
+        }
     }
 }
 
