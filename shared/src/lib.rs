@@ -5,21 +5,24 @@
 //!
 //! - **A state event becomes a pull request.** `functions/state-sync` → [`sync::lambda_handler`]
 //!   (`sync/handler.rs`) → [`sync::Syncer::handle`] (`sync/syncer.rs`: the event's state
-//!   objects, each read whole from a [`s3::StateSource`], planned against the fleet repo's
-//!   base branch with [`plan`], retried on a lost race) → [`github::converge`]
-//!   (`github/pull_request.rs`: what to write, when to close) → GitHub's primitives,
-//!   [`github::GithubRepo`], which `github/api.rs` sends through `github/transport.rs`.
+//!   objects) → [`sync::Syncer::sync_object`] (the state read whole from a
+//!   [`s3::StateSource`], planned against the fleet repo's base branch with [`plan`], redone on
+//!   a lost race) → [`github::pull_request::converge`] (open, update or close the cell's pull
+//!   request) → GitHub's primitives, [`github::GithubRepo`], which `github/api.rs` sends
+//!   through `github/transport.rs`.
 //! - **A new cluster gets Flux.** `functions/cluster-bootstrap` →
 //!   [`bootstrap::handler::lambda_handler`] → [`bootstrap::Bootstrapper`] (`bootstrap/mod.rs`:
-//!   find the cell, wait for ACTIVE, temporary access, the plan of objects) →
-//!   `bootstrap/apply/` (server-side apply in order, CRDs Established first).
+//!   find the cell, wait for ACTIVE, temporary access, the plan of objects in order) → the
+//!   cluster's [`bootstrap::KubeApi`] (`bootstrap/apply/`: server-side apply, CRDs Established
+//!   first).
 //!
 //! Below both: the pure core, no network I/O, tested in milliseconds (`tfstate`, `metadata`,
 //! `configmap`, `envsubst`, `check`, `plan`, `template`, `events`, `fleet`); the one error model
-//! ([`error`]); the adapters to the outside services (`s3`, `secrets`, `github`); the Lambda
-//! shell (`lambda`, `telemetry`, `config`). With the `test-support` feature, `github::memory`
-//! and `s3::memory` hold in-memory doubles of GitHub and the state bucket with the real
-//! services' rules.
+//! ([`error`]); the outside services as ports ([`github::GithubRepo`], [`s3::StateSource`],
+//! [`secrets::SecretStore`], `bootstrap/ports.rs`), each with its real adapter; the Lambda shell
+//! (`lambda`, `telemetry`, `config`). With the `test-support` feature, `github::memory`,
+//! `s3::memory`, `secrets::memory` and `bootstrap::memory` hold in-memory doubles of GitHub, the
+//! state bucket, Secrets Manager, EKS/STS and Kubernetes with the real services' rules.
 
 pub mod bootstrap;
 pub mod check;

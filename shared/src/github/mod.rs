@@ -13,11 +13,11 @@
 //! with a retryable error as soon as waiting would cross the deadline.
 //!
 //! The module's files, in the order a sync meets them: [`config`] (which repository, the
-//! credentials from Secrets Manager), `transport` (one request with retries), `api` (the typed
-//! calls, one per documented operation of [`operations`]), `archive` (the base branch as one
-//! archive), `port` (GitHub's primitives, [`GithubRepo`], which `api` implements over REST and
-//! `memory` in memory), `pull_request` (what to write to converge the cell's pull request, and
-//! when to close it: [`converge`]).
+//! octocrab client and its credentials from Secrets Manager, read again on a 401), `transport`
+//! (one request with retries), `api` (the typed calls, one per documented operation of
+//! [`operations`]), `archive` (the base branch as one archive), `port` (GitHub's primitives,
+//! [`GithubRepo`], which `api` implements over REST and `memory` in memory), [`pull_request`]
+//! (what to write to converge the cell's pull request, and when to close it: [`converge`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
