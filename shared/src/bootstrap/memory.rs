@@ -7,24 +7,24 @@
 //! Rules modelled:
 //! - DescribeCluster answers `ResourceNotFoundException` for an unknown cluster; a cluster being
 //!   created reports `CREATING` until it is `ACTIVE`
-//!   (https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeCluster.html).
+//!   (<https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeCluster.html>).
 //! - One access entry per IAM principal and cluster: CreateAccessEntry for a principal that has
 //!   one answers `ResourceInUseException`; access entries need an authentication mode of `API`
 //!   or `API_AND_CONFIG_MAP`, a `CONFIG_MAP` cluster refuses them with `InvalidRequestException`
-//!   (https://docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html,
-//!   https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateAccessEntry.html).
+//!   (<https://docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html>,
+//!   <https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateAccessEntry.html>).
 //!   AssociateAccessPolicy and DeleteAccessEntry on a missing entry answer
 //!   `ResourceNotFoundException`.
 //! - The Kubernetes API authenticates an EKS token as the IAM principal that signed it: with no
 //!   access entry the request is `401 Unauthorized`; with an entry but no access policy it is
-//!   `403 Forbidden` (https://docs.aws.amazon.com/eks/latest/userguide/access-policies.html).
+//!   `403 Forbidden` (<https://docs.aws.amazon.com/eks/latest/userguide/access-policies.html>).
 //! - AssumeRole is refused (`AccessDenied`) unless the role trusts cellbridge
-//!   (https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRole.html).
+//!   (<https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRole.html>).
 //! - Kubernetes serves the built-in groups; a custom kind only once a CRD defines its group,
-//!   kind and version (https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/),
+//!   kind and version (<https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/>),
 //!   and a namespaced object only in a namespace that exists (`404 NotFound`). Server-side apply
 //!   creates or updates; the last applied object is kept
-//!   (https://kubernetes.io/docs/reference/using-api/server-side-apply/).
+//!   (<https://kubernetes.io/docs/reference/using-api/server-side-apply/>).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

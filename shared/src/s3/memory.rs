@@ -1,5 +1,5 @@
 //! Terraform states in memory (feature `test-support`): a versioned bucket as S3 keeps one
-//! (every write a new version, reads return the latest; https://docs.aws.amazon.com/AmazonS3/latest/userguide/Versioning.html),
+//! (every write a new version, reads return the latest; <https://docs.aws.amazon.com/AmazonS3/latest/userguide/Versioning.html>),
 //! read through the same state reader as [`super::S3States`], with injectable faults.
 
 use std::collections::BTreeMap;

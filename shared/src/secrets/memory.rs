@@ -1,5 +1,5 @@
 //! Secrets in memory (feature `test-support`), with Secrets Manager's rules for what a read can
-//! answer (https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html):
+//! answer (<https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html>):
 //! the current value; `ResourceNotFoundException` for a name it does not hold (final);
 //! `InternalServiceError` or throttling (retryable), injected with [`MemSecrets::fail`].
 

@@ -120,7 +120,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
     }
 
     /// Runs one invocation: every state the event names, each to its own result, at most
-    /// [`PARALLEL`] at a time.
+    /// a few at a time.
     pub async fn handle(&self, event: &Value, deadline: Instant) -> Result<SyncInvocation, SyncError> {
         let (items, dry_run, records) = match events::parse(event)? {
             SyncEvent::Direct(items) => (items, false, None),
