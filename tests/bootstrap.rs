@@ -430,86 +430,6 @@ async fn force_reapplies_everything() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cluster_that_is_no_cell_is_skipped() {
-    let bed = Bed::new("eks-not-a-cell", &[("team", "data")], None).await;
-    let report = bed.run(&bed.request()).await.unwrap();
-    assert_eq!(report.outcome, BootstrapOutcome::NotACell);
-    assert!(calls(&bed.kube).is_empty());
-    assert!(access_log(&bed.cluster).is_empty());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_existing_access_entry_is_used_and_left_alone() {
-    let bed = Bed::new("eks-existing-entry", &[("cellbridge.dev/cell", "existing")], None).await;
-    let eks = aws_sdk_eks::Client::new(&bed.aws);
-    eks.create_access_entry()
-        .cluster_name(&bed.cluster)
-        .principal_arn(ROLE)
-        .send()
-        .await
-        .unwrap();
-    eks.associate_access_policy()
-        .cluster_name(&bed.cluster)
-        .principal_arn(ROLE)
-        .policy_arn("arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy")
-        .access_scope(
-            aws_sdk_eks::types::AccessScope::builder()
-                .r#type(aws_sdk_eks::types::AccessScopeType::Cluster)
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
-    let report = bed.run(&bed.request()).await.unwrap();
-    assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
-    let a = report.access_entry.unwrap();
-    assert!(!a.temporary && !a.removed);
-    assert_eq!(access_entries(&bed.aws, &bed.cluster).await, [ROLE]);
-    assert!(!access_log(&bed.cluster).contains(&"DeleteAccessEntry".to_owned()));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_malformed_git_secret_stops_before_anything_is_applied() {
-    let bad = json!({"identity": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ-TRUNCATED\n-----END OPENSSH PRIVATE KEY-----\n", "known_hosts": KNOWN_HOSTS});
-    let bed = Bed::new("eks-bad-secret", &[("cellbridge.dev/cell", "badsecret")], Some(bad)).await;
-    let err = bed.run(&bed.request()).await.unwrap_err();
-    let msg = err.to_string();
-    assert!(matches!(err, BootstrapError::GitSecret(_)), "{err:?}");
-    assert!(msg.contains(&bed.secret) && msg.contains("`identity`"), "{msg}");
-    assert!(!msg.contains("TRUNCATED"), "the key must not be echoed: {msg}");
-    assert!(!err.retryable());
-    assert!(calls(&bed.kube).is_empty(), "nothing may reach the cluster");
-    assert!(
-        access_log(&bed.cluster).is_empty(),
-        "no access entry for a run that cannot succeed"
-    );
-
-    // Missing known_hosts, wrong URL scheme: the same, each named.
-    let sm = aws_sdk_secretsmanager::Client::new(&bed.aws);
-    sm.put_secret_value()
-        .secret_id(&bed.secret)
-        .secret_string(json!({"identity": key().0}).to_string())
-        .send()
-        .await
-        .unwrap();
-    let msg = bed.run(&bed.request()).await.unwrap_err().to_string();
-    assert!(msg.contains("`known_hosts`: is missing"), "{msg}");
-    leak::secret(
-        "bootstrap: HTTPS password put on the Flux Git secret",
-        "pw-do-not-print",
-    );
-    sm.put_secret_value()
-        .secret_id(&bed.secret)
-        .secret_string(json!({"username": "git", "password": "pw-do-not-print"}).to_string())
-        .send()
-        .await
-        .unwrap();
-    let msg = bed.run(&bed.request()).await.unwrap_err().to_string();
-    assert!(msg.contains("HTTPS credentials") && msg.contains(GIT_URL), "{msg}");
-    assert!(calls(&bed.kube).is_empty());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn injected_api_faults_are_retried_to_success() {
     let bed = Bed::new("eks-faults", &[("cellbridge.dev/cell", "faults")], None).await;
     let k = &bed.kube;
@@ -604,40 +524,6 @@ async fn a_creating_cluster_is_waited_for_or_handed_back() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("eks-never-made not found"), "{err}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_config_map_only_cluster_gets_an_error_that_says_what_to_change() {
-    let bed = Bed::new("eks-configmap", &[("cellbridge.dev/cell", "cm-only")], None).await;
-    moto_control(
-        "/_cellbridge/eks/clusters/eks-configmap",
-        json!({"region": REGION, "authentication_mode": "CONFIG_MAP"}),
-    );
-    let err = bed.run(&bed.request()).await.unwrap_err();
-    assert!(
-        err.to_string().contains("authenticationMode=API_AND_CONFIG_MAP"),
-        "{err}"
-    );
-    assert!(calls(&bed.kube).is_empty());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dry_run_lists_every_object_in_order_and_writes_nothing() {
-    let bed = Bed::new("eks-dry", &[("cellbridge.dev/cell", "dry")], None).await;
-    let report = bed
-        .run(&Request {
-            dry_run: true,
-            ..bed.request()
-        })
-        .await
-        .unwrap();
-    assert_eq!(report.outcome, BootstrapOutcome::Planned);
-    assert_eq!(report.objects.len(), 34);
-    let kinds = kinds_in_order(&report);
-    assert_eq!(kinds.first().map(String::as_str), Some("Namespace"));
-    assert_eq!(kinds.last().map(String::as_str), Some("Kustomization"));
-    assert!(calls(&bed.kube).is_empty());
-    assert!(access_log(&bed.cluster).is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -567,3 +567,23 @@ async fn a_github_outage_while_reading_the_fleet_is_retryable_not_invalid_input(
     assert_eq!(inv.response["batchItemFailures"], json!([{"itemIdentifier": "m0"}]));
     assert_eq!(inv.class, Some(Class::Retryable));
 }
+
+#[tokio::test]
+async fn a_cluster_eks_does_not_know_is_a_final_error_naming_it() {
+    let bed = bed();
+    let err = bed
+        .run(
+            &fleet(&[]),
+            &Request {
+                cluster: "never-made".into(),
+                cell: Some(CELL.into()),
+                ..request()
+            },
+            Target::Eks,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), Class::Final);
+    assert!(err.to_string().contains("never-made not found in eu-west-1"), "{err}");
+    assert!(bed.kube().applied().is_empty());
+}
