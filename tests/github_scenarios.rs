@@ -116,8 +116,7 @@ impl Bed for MemBed {
     }
 
     fn merge(&self, repo: &MemGithub, number: u64) -> Result<(), String> {
-        repo.merge(number);
-        Ok(())
+        repo.try_merge(number).map(drop).map_err(|refused| refused.to_string())
     }
 
     fn close(&self, repo: &MemGithub, number: u64) {
@@ -707,18 +706,14 @@ async fn values_equal_to_the_base_open_nothing_and_close_the_open_pull_request<B
 /// person's file is outside the cell), so GitHub merges, and main then holds both the person's
 /// commit and the cell; the next delivery finds the cell in sync.
 ///
-/// FINDING: both GitHubs disagree with GitHub here, and with each other, so the scenario is
-/// ignored on both until they are fixed (`cargo test --test github_scenarios -- --ignored`):
-/// - GitHub merges a pull request that is behind its base when nothing conflicts ("Merge a pull
-///   request" refuses with 405 only "if merge cannot be performed",
-///   https://docs.github.com/rest/pulls/pulls#merge-a-pull-request; a branch behind its base is
-///   `mergeable_state: behind`, still mergeable unless branch protection requires it up to date,
-///   https://docs.github.com/repositories/configuring-branches-and-merges-in-your-repository/managing-protected-branches/about-protected-branches#require-status-checks-before-merging),
-///   and the merge commit holds both sides.
-/// - The HTTP fake refuses: 405 "Pull Request is not mergeable" whenever main is not an ancestor
-///   of the head (`tests/fakes/github_fake.py`, `PUT /pulls/{n}/merge`).
-/// - MemGithub merges, but its merge commit takes the head's tree as it is, so main loses the
-///   person's commit (`MemGithub::merge` in `shared/src/github/memory.rs`).
+/// GitHub merges a pull request that is behind its base when nothing conflicts ("Merge a pull
+/// request" refuses with 405 only "if merge cannot be performed",
+/// https://docs.github.com/rest/pulls/pulls#merge-a-pull-request; a branch behind its base is
+/// `mergeable_state: behind`, still mergeable unless branch protection requires it up to date,
+/// https://docs.github.com/repositories/configuring-branches-and-merges-in-your-repository/managing-protected-branches/about-protected-branches#require-status-checks-before-merging),
+/// and the merge commit holds both sides. (Both GitHubs once got this wrong: the HTTP fake
+/// refused whenever main was not an ancestor of the head, MemGithub's merge commit took the
+/// head's tree and dropped main's commit; both now merge three ways.)
 async fn a_reviewer_merging_after_main_moved_keeps_both_sides<B: Bed>() {
     let w = World::<B>::start();
     w.apply(CELL, 1, "vpc-1");
@@ -743,6 +738,43 @@ async fn a_reviewer_merging_after_main_moved_keeps_both_sides<B: Bed>() {
         "the merge brings the cell"
     );
     assert_eq!(action(&w.deliver(CELL).await), "in-sync");
+}
+
+/// A reviewer and a person on main change the same file differently: GitHub cannot merge the pull
+/// request (405 "Pull Request is not mergeable" "if merge cannot be performed",
+/// https://docs.github.com/rest/pulls/pulls#merge-a-pull-request; "You must resolve all merge
+/// conflicts before you can merge a pull request",
+/// https://docs.github.com/pull-requests/collaborating-with-pull-requests/addressing-merge-conflicts/about-merge-conflicts),
+/// and nothing on main changes: the pull request stays open and unmerged.
+async fn a_reviewer_merging_a_conflicting_pull_request_is_refused_and_main_is_unchanged<B: Bed>() {
+    const SHARED: &str = "infrastructure/base/kustomization.yaml";
+    let w = World::<B>::start();
+    assert!(w.files("main").contains_key(SHARED), "the example fleet has {SHARED}");
+    w.apply(CELL, 1, "vpc-1");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    w.bed.commit(
+        w.repo(),
+        &branch(CELL),
+        &[(SHARED, "# the reviewer's version\n")],
+        "a reviewer's suggestion",
+    );
+    w.bed
+        .commit(w.repo(), "main", &[(SHARED, "# main's version\n")], "a person's commit");
+    let (main, main_head) = (w.files("main"), w.head("main"));
+
+    let refused = w
+        .bed
+        .merge(w.repo(), 1)
+        .expect_err("GitHub cannot merge a pull request that conflicts with its base");
+    assert!(
+        refused.contains("405") && refused.contains("Pull Request is not mergeable"),
+        "{refused}"
+    );
+    assert_eq!(w.head("main"), main_head, "main did not move");
+    assert_eq!(w.files("main"), main, "main's files are unchanged");
+    let pulls = w.pulls();
+    assert_eq!(pulls.len(), 1, "{pulls:?}");
+    assert!(pulls[0].open && !pulls[0].merged, "{pulls:?}");
 }
 
 /// A pull request a reviewer closed without merging comes back: the next delivery of the same
@@ -934,8 +966,8 @@ scenarios!(
         the_same_state_delivered_twice_writes_nothing_the_second_time,
         a_changed_value_updates_the_same_pull_request,
         values_equal_to_the_base_open_nothing_and_close_the_open_pull_request,
-        #[ignore = "MemGithub and the HTTP fake each merge a pull request behind its base unlike GitHub: see the scenario"]
         a_reviewer_merging_after_main_moved_keeps_both_sides,
+        a_reviewer_merging_a_conflicting_pull_request_is_refused_and_main_is_unchanged,
         a_pull_request_closed_by_a_reviewer_is_opened_again_at_the_next_delivery,
         a_lost_race_for_the_branch_is_redone_on_a_fresh_read,
         main_moving_is_merged_in_at_the_next_change,

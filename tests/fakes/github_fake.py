@@ -4,7 +4,8 @@ Prints `PORT=<n>` once bound to 127.0.0.1 and serves until its stdin closes.
 
 It keeps real git semantics in memory: blobs, trees and commits get the SHA-1 ids GitHub would
 give them, refs move only by fast-forward unless forced, a second open pull request from the
-same head is refused with GitHub's 422, and so on. Errors follow GitHub's shapes
+same head is refused with GitHub's 422, a pull request merges three ways as GitHub merges it
+(refused with 405 only on a conflict: `merge_pull`), and so on. Errors follow GitHub's shapes
 (`{"message": ..., "documentation_url": ...}`) and status codes (401, 404, 409, 422).
 
 Control API (never used by the product; tests and the bench drive it):
@@ -176,6 +177,184 @@ def is_ancestor(anc, sha):
         if c:
             stack.extend(c["parents"])
     return False
+
+
+# --- merging a pull request ----------------------------------------------------------------------
+#
+# GitHub merges a pull request whose head is behind its base when nothing conflicts: "Merge a
+# pull request" (https://docs.github.com/rest/pulls/pulls#merge-a-pull-request) answers 405
+# "Pull Request is not mergeable" only "if merge cannot be performed", and a merge cannot be
+# performed when there are merge conflicts: "people make different changes to the same line of
+# the same file, or ... one person edits a file and another person deletes the same file. You must
+# resolve all merge conflicts before you can merge a pull request on GitHub"
+# (https://docs.github.com/pull-requests/collaborating-with-pull-requests/addressing-merge-conflicts/about-merge-conflicts).
+# The fake merges three ways at the level of whole files (git merges lines, so two edits of
+# different lines of one file conflict here but not on GitHub: stricter, never laxer): for each
+# path, against the merge base, a side that did not change it takes the other side's version,
+# both sides changing it identically take that version, and both changing it differently
+# (editing vs deleting included) is a conflict.
+
+NOT_MERGEABLE = "Pull Request is not mergeable"
+
+
+def ancestors(sha):
+    """`sha` and every commit it descends from."""
+    seen, stack = set(), [sha]
+    while stack:
+        s = stack.pop()
+        if s in seen:
+            continue
+        seen.add(s)
+        c = get_obj(s, "commit")
+        if c:
+            stack.extend(c["parents"])
+    return seen
+
+
+def merge_base(a, b):
+    """The newest common ancestor of commits `a` and `b` (as `git merge-base`: a common ancestor
+    no other common ancestor descends from; after criss-cross merges there can be several, where
+    git merges them into a virtual base: the fake takes the newest), or None when they share no
+    history."""
+    common = ancestors(a) & ancestors(b)
+    dominated, stack = set(), [p for c in common for p in get_obj(c, "commit")["parents"]]
+    while stack:
+        s = stack.pop()
+        if s not in dominated:
+            dominated.add(s)
+            stack.extend(get_obj(s, "commit")["parents"])
+    best = [c for c in common if c not in dominated]
+    if not best:
+        return None
+    return max(best, key=lambda c: (get_obj(c, "commit")["when"], c))
+
+
+def three_way(base, ours, theirs):
+    """Merges file maps ({path: (mode, blob sha)}) against their merge base `base`: (the merged
+    map, the conflicting paths, sorted)."""
+    merged, conflicts = {}, []
+    for path in sorted(set(base) | set(ours) | set(theirs)):
+        b, o, t = base.get(path), ours.get(path), theirs.get(path)
+        if o == t:
+            pick = o
+        elif o == b:
+            pick = t
+        elif t == b:
+            pick = o
+        else:
+            conflicts.append(path)
+            continue
+        if pick is not None:
+            merged[path] = pick
+    return merged, conflicts
+
+
+def commit_files(sha):
+    return tree_files(get_obj(sha, "commit")["tree"]) if sha else {}
+
+
+def merged_tree(base_sha, head_sha, since=None):
+    """The tree of `head_sha` merged into `base_sha` (against `since`, their merge base when
+    None), or ApiError 405 when that cannot be performed (no common history, a conflict, a file
+    where the other side has a directory)."""
+    since = merge_base(base_sha, head_sha) if since is None else since
+    if since is None:
+        raise ApiError(405, NOT_MERGEABLE)
+    files, conflicts = three_way(commit_files(since), commit_files(base_sha), commit_files(head_sha))
+    if conflicts:
+        raise ApiError(405, NOT_MERGEABLE)
+    try:
+        return build_tree(files)
+    except ApiError:
+        raise ApiError(405, NOT_MERGEABLE)
+
+
+def mergeable(repo, pr):
+    """What GET /pulls/{n} says in `mergeable` for an open pull request: whether the merge rule
+    above lets it merge (https://docs.github.com/rest/pulls/pulls#get-a-pull-request: GitHub
+    computes it from a test merge commit of head into base)."""
+    head_sha = repo["refs"].get("heads/" + pr["head"])
+    base_sha = repo["refs"].get("heads/" + pr["base"])
+    if head_sha is None or base_sha is None:
+        return False
+    try:
+        merged_tree(base_sha, head_sha)
+    except ApiError:
+        return False
+    return True
+
+
+def pull_commits(base_sha, head_sha):
+    """The commits a pull request shows (reachable from head, not from base), parents first."""
+    behind = ancestors(base_sha)
+    order, done = [], set()
+
+    def visit(s):
+        stack = [(s, False)]
+        while stack:
+            c, expanded = stack.pop()
+            if c in done or c in behind:
+                continue
+            if expanded:
+                done.add(c)
+                order.append(c)
+                continue
+            stack.append((c, True))
+            stack.extend((p, False) for p in reversed(get_obj(c, "commit")["parents"]))
+
+    visit(head_sha)
+    return order
+
+
+def merge_pull(full, repo, pr, body):
+    """`PUT /pulls/{n}/merge` (https://docs.github.com/rest/pulls/pulls#merge-a-pull-request):
+    the new head of the base branch, with the pull request merged and closed.
+
+    - `sha` given and not the head's: 409 "Head branch was modified. Review and try the merge
+      again." (the description's example for "Conflict if sha was provided and pull request head
+      did not match");
+    - `merge_method` (https://docs.github.com/repositories/configuring-branches-and-merges-in-your-repository/configuring-pull-request-merges/about-merge-methods-on-github):
+      `merge` (the default) makes a merge commit whose parents are the base and the head
+      ("merged using the --no-ff option"); `squash` one commit on the base with the merged tree
+      and the base as its only parent ("the pull request's commits are squashed into a single
+      commit"); `rebase` replays the pull request's commits one by one on the base, without a
+      merge commit (merge commits of the pull request are left out, as `git rebase` does). A
+      conflict in any of them is 405 too: GitHub's own message for an unrebaseable branch is not
+      in the description, so the fake answers the documented one.
+
+    Repository settings that refuse a method (`allow_squash_merge`...) are not modelled."""
+    owner = full.split("/")[0]
+    base_ref = "heads/" + pr["base"]
+    head_sha, base_sha = repo["refs"].get("heads/" + pr["head"]), repo["refs"].get(base_ref)
+    if pr["state"] != "open" or head_sha is None or base_sha is None:
+        raise ApiError(405, NOT_MERGEABLE)
+    if body.get("sha") is not None and body["sha"] != head_sha:
+        raise ApiError(409, "Head branch was modified. Review and try the merge again.")
+    method = body.get("merge_method") or "merge"
+    number = pr["number"]
+    if method == "rebase":
+        if merge_base(base_sha, head_sha) is None:
+            raise ApiError(405, NOT_MERGEABLE)
+        sha = base_sha
+        for c in pull_commits(base_sha, head_sha):
+            commit = get_obj(c, "commit")
+            if len(commit["parents"]) != 1:
+                continue
+            tree = merged_tree(sha, c, since=commit["parents"][0])
+            sha = put_commit(tree, [sha], commit["message"])
+    else:
+        tree = merged_tree(base_sha, head_sha)
+        if method == "squash":
+            title = body.get("commit_title") or f"{pr['title']} (#{number})"
+            parents = [base_sha]
+        else:
+            title = body.get("commit_title") or f"Merge pull request #{number} from {owner}/{pr['head']}"
+            parents = [base_sha, head_sha]
+        message = title + ("\n\n" + body["commit_message"] if body.get("commit_message") else "")
+        sha = put_commit(tree, parents, message)
+    repo["refs"][base_ref] = sha
+    pr["state"], pr["merged"] = "closed", True
+    return sha
 
 
 # --- repositories ------------------------------------------------------------------------------
@@ -767,7 +946,10 @@ class Handler(BaseHTTPRequestHandler):
             if pr is None:
                 raise ApiError(404, "Not Found")
             if method == "GET":
-                return 200, pull_json(full, repo, pr)
+                out = pull_json(full, repo, pr)
+                if m.group(1) == "pulls" and pr["state"] == "open":
+                    out["mergeable"] = mergeable(repo, pr)
+                return 200, out
             if method == "PATCH":
                 if body.get("state") == "open" and pr["state"] != "open":
                     if "heads/" + pr["head"] not in repo["refs"]:
@@ -785,16 +967,7 @@ class Handler(BaseHTTPRequestHandler):
             pr = repo["pulls"].get(int(m.group(1)))
             if pr is None:
                 raise ApiError(404, "Not Found")
-            if pr["state"] != "open":
-                raise ApiError(405, "Pull Request is not mergeable")
-            base_ref, head_sha = "heads/" + pr["base"], repo["refs"].get("heads/" + pr["head"])
-            base_sha = repo["refs"][base_ref]
-            if head_sha is None or not is_ancestor(base_sha, head_sha):
-                raise ApiError(405, "Pull Request is not mergeable")
-            tree = get_obj(head_sha, "commit")["tree"]
-            sha = put_commit(tree, [base_sha, head_sha], body.get("commit_title") or f"Merge pull request #{pr['number']}")
-            repo["refs"][base_ref] = sha
-            pr["state"], pr["merged"] = "closed", True
+            sha = merge_pull(full, repo, pr, body or {})
             return 200, {"sha": sha, "merged": True, "message": "Pull Request successfully merged"}
 
         m = re.fullmatch(r"/issues/(\d+)/labels", rest)

@@ -22,13 +22,21 @@
 //!   https://docs.github.com/rest/commits/statuses#create-a-commit-status);
 //! - labels added are kept with those already there; the issues endpoint's `labels` replaces
 //!   the set (https://docs.github.com/rest/issues/labels#add-labels-to-an-issue,
-//!   https://docs.github.com/rest/issues/issues#update-an-issue).
+//!   https://docs.github.com/rest/issues/issues#update-an-issue);
+//! - a pull request behind its base merges when nothing conflicts, keeping both sides ("Merge a
+//!   pull request" refuses with 405 "Pull Request is not mergeable" only "if merge cannot be
+//!   performed", https://docs.github.com/rest/pulls/pulls#merge-a-pull-request), and it cannot be
+//!   when both sides changed the same thing differently, editing vs deleting a file included
+//!   (https://docs.github.com/pull-requests/collaborating-with-pull-requests/addressing-merge-conflicts/about-merge-conflicts).
+//!   The double merges whole files three ways against the merge base ([`MemGithub::try_merge`]):
+//!   git merges lines, so two edits of different lines of one file conflict here, not on GitHub.
 //!
 //! Faults: [`MemGithub::fail`] makes the next calls of an operation fail as the transport would
 //! report them after its retries; [`MemGithub::race`] lets another writer commit just before
-//! an operation runs. People: [`MemGithub::merge`], [`MemGithub::commit`].
+//! an operation runs. People: [`MemGithub::merge`] (and [`MemGithub::try_merge`]),
+//! [`MemGithub::commit`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -61,11 +69,79 @@ pub struct MemStatus {
     pub description: String,
 }
 
+/// Why GitHub refused a person's merge (`PUT /pulls/{n}/merge`): its status and message, and
+/// the paths both sides changed differently when that is why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeRefused {
+    pub status: u16,
+    pub message: String,
+    pub conflicts: Vec<String>,
+}
+
+impl std::fmt::Display for MergeRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HTTP {}: {}", self.status, self.message)?;
+        if !self.conflicts.is_empty() {
+            write!(f, " (conflicting: {})", self.conflicts.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for MergeRefused {}
+
+const NOT_MERGEABLE: &str = "Pull Request is not mergeable";
+
+fn not_mergeable(conflicts: Vec<String>) -> MergeRefused {
+    MergeRefused {
+        status: 405,
+        message: NOT_MERGEABLE.to_owned(),
+        conflicts,
+    }
+}
+
+/// Merges `ours` and `theirs` (path → text) against their merge base `base`, file by file: a
+/// side that left a path as in `base` takes the other side's version, identical changes are
+/// taken, different changes (deleting vs editing included) conflict. The merged files, or the
+/// conflicting paths.
+fn three_way(
+    base: &BTreeMap<String, String>,
+    ours: &BTreeMap<String, String>,
+    theirs: &BTreeMap<String, String>,
+) -> std::result::Result<BTreeMap<String, String>, Vec<String>> {
+    let paths: BTreeSet<&String> = base.keys().chain(ours.keys()).chain(theirs.keys()).collect();
+    let mut merged = BTreeMap::new();
+    let mut conflicts = Vec::new();
+    for path in paths {
+        let (b, o, t) = (base.get(path), ours.get(path), theirs.get(path));
+        let pick = if o == t {
+            o
+        } else if o == b {
+            t
+        } else if t == b {
+            o
+        } else {
+            conflicts.push(path.clone());
+            continue;
+        };
+        if let Some(text) = pick {
+            merged.insert(path.clone(), text.clone());
+        }
+    }
+    if conflicts.is_empty() {
+        Ok(merged)
+    } else {
+        Err(conflicts)
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Commit {
     tree: String,
     parents: Vec<String>,
     message: String,
+    /// The store's clock when it was made: which of two commits is newer.
+    when: u64,
 }
 
 /// How an injected fault fails the call.
@@ -142,9 +218,47 @@ impl Store {
                 tree: tree.to_owned(),
                 parents: parents.to_vec(),
                 message: message.to_owned(),
+                when: self.clock,
             },
         );
         id
+    }
+
+    /// `of` and every commit it descends from.
+    fn ancestors(&self, of: &str) -> HashSet<String> {
+        let mut seen = HashSet::new();
+        let mut stack = vec![of.to_owned()];
+        while let Some(c) = stack.pop() {
+            if let Some(commit) = self.commits.get(&c)
+                && seen.insert(c)
+            {
+                stack.extend(commit.parents.iter().cloned());
+            }
+        }
+        seen
+    }
+
+    /// The newest common ancestor of `a` and `b`, as `git merge-base`: a common ancestor no
+    /// other common ancestor descends from (after criss-cross merges there can be several, which
+    /// git merges into a virtual base: the double takes the newest); none without shared history.
+    fn merge_base(&self, a: &str, b: &str) -> Option<String> {
+        let theirs = self.ancestors(b);
+        let common: Vec<String> = self.ancestors(a).into_iter().filter(|c| theirs.contains(c)).collect();
+        let mut dominated = HashSet::new();
+        let mut stack: Vec<String> = common
+            .iter()
+            .flat_map(|c| self.commits[c].parents.iter().cloned())
+            .collect();
+        while let Some(c) = stack.pop() {
+            if !dominated.contains(&c) {
+                stack.extend(self.commits[&c].parents.iter().cloned());
+                dominated.insert(c);
+            }
+        }
+        common
+            .into_iter()
+            .filter(|c| !dominated.contains(c))
+            .max_by(|x, y| (self.commits[x].when, x).cmp(&(self.commits[y].when, y)))
     }
 
     fn is_ancestor(&self, ancestor: &str, of: &str) -> bool {
@@ -256,25 +370,48 @@ impl MemGithub {
         self.with(|s| s.commit_on(branch, &files, message))
     }
 
-    /// A person merges pull request `number` (a merge commit on its base); its head branch
-    /// stays until someone deletes it.
-    pub fn merge(&self, number: u64) {
+    /// A person merges pull request `number` as GitHub's "Merge a pull request" with
+    /// `merge_method: merge` does: the head merged into the base three ways (see the module's
+    /// rules), in a merge commit whose parents are the base's head and the pull request's; the
+    /// pull request is then merged and closed, its head branch stays until someone deletes it.
+    /// The merge commit's id, or GitHub's refusal (404 for no such pull request; 405 when it is
+    /// closed, its branches are gone, or both sides changed a file differently), after which
+    /// nothing changed.
+    pub fn try_merge(&self, number: u64) -> std::result::Result<String, MergeRefused> {
         self.with(|s| {
-            let pr = s
-                .pulls
-                .iter()
-                .find(|p| p.number == number && p.open)
-                .cloned()
-                .expect("an open pull request");
-            let head = s.refs[&pr.head].clone();
-            let base = s.refs[&pr.base].clone();
-            let tree = s.commits[&head].tree.clone();
-            let sha = s.put_commit(&tree, &[base, head.clone()], &format!("Merge pull request #{number}"));
-            s.refs.insert(pr.base.clone(), sha);
+            let Some(pr) = s.pulls.iter().find(|p| p.number == number).cloned() else {
+                return Err(MergeRefused {
+                    status: 404,
+                    message: "Not Found".into(),
+                    conflicts: Vec::new(),
+                });
+            };
+            let (Some(head), Some(base)) = (s.refs.get(&pr.head).cloned(), s.refs.get(&pr.base).cloned()) else {
+                return Err(not_mergeable(Vec::new()));
+            };
+            if !pr.open {
+                return Err(not_mergeable(Vec::new()));
+            }
+            let Some(since) = s.merge_base(&base, &head) else {
+                return Err(not_mergeable(Vec::new()));
+            };
+            let files =
+                three_way(&s.files_at(&since), &s.files_at(&base), &s.files_at(&head)).map_err(not_mergeable)?;
+            let tree = s.put_tree(files);
+            let sha = s.put_commit(&tree, &[base, head], &format!("Merge pull request #{number}"));
+            s.refs.insert(pr.base.clone(), sha.clone());
             let p = s.pulls.iter_mut().find(|p| p.number == number).expect("found above");
             p.open = false;
             p.merged = true;
-        });
+            Ok(sha)
+        })
+    }
+
+    /// [`MemGithub::try_merge`] for a test that expects the merge to happen: panics with GitHub's
+    /// refusal otherwise.
+    pub fn merge(&self, number: u64) -> String {
+        self.try_merge(number)
+            .unwrap_or_else(|e| panic!("merging pull request #{number}: GitHub refuses: {e}"))
     }
 
     pub fn pulls(&self) -> Vec<MemPull> {
@@ -580,5 +717,93 @@ impl GithubRepo for MemGithub {
             p.open = false;
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(p, t)| (p.to_string(), t.to_string())).collect()
+    }
+
+    /// main with `a` and `b`, and pull request #1 from `topic` (cut from it) adding `cell`.
+    fn repo_with_pull() -> MemGithub {
+        let gh = MemGithub::new("main", &files(&[("a", "a\n"), ("b", "b\n")]));
+        gh.commit("topic", &[("cell", "vpc: 1\n")], "the cell");
+        gh.with(|s| {
+            s.pulls.push(MemPull {
+                number: 1,
+                head: "topic".into(),
+                base: "main".into(),
+                title: "cell".into(),
+                body: String::new(),
+                labels: Vec::new(),
+                open: true,
+                merged: false,
+            })
+        });
+        gh
+    }
+
+    #[test]
+    fn a_pull_request_behind_its_base_merges_both_sides_in_a_merge_commit() {
+        let gh = repo_with_pull();
+        let base = gh.commit("main", &[("OWNERS", "platform\n")], "main moves");
+        let head = gh.head("topic").unwrap();
+        let sha = gh.merge(1);
+        assert_eq!(gh.with(|s| s.commits[&sha].parents.clone()), [base, head]);
+        let main = gh.files("main");
+        assert_eq!(main.keys().collect::<Vec<_>>(), ["OWNERS", "a", "b", "cell"]);
+        assert!(gh.pulls()[0].merged && !gh.pulls()[0].open);
+    }
+
+    #[test]
+    fn identical_changes_merge_and_different_ones_conflict() {
+        let gh = repo_with_pull();
+        gh.commit("main", &[("a", "A\n"), ("b", "main\n")], "main");
+        gh.commit("topic", &[("a", "A\n"), ("b", "topic\n")], "topic");
+        let before = (gh.head("main"), gh.files("main"));
+        let refused = gh.try_merge(1).unwrap_err();
+        assert_eq!(
+            (refused.status, refused.conflicts.as_slice()),
+            (405, ["b".to_owned()].as_slice())
+        );
+        assert_eq!(refused.message, "Pull Request is not mergeable");
+        assert_eq!((gh.head("main"), gh.files("main")), before, "nothing moved");
+        assert!(gh.pulls()[0].open && !gh.pulls()[0].merged);
+    }
+
+    #[test]
+    fn deleting_a_file_one_side_edits_conflicts_and_one_left_alone_is_deleted() {
+        let base = BTreeMap::from([("a".to_owned(), "a".to_owned()), ("b".to_owned(), "b".to_owned())]);
+        let ours = BTreeMap::from([("b".to_owned(), "b".to_owned())]);
+        let theirs = BTreeMap::from([("a".to_owned(), "a".to_owned()), ("b".to_owned(), "B".to_owned())]);
+        assert_eq!(
+            three_way(&base, &ours, &theirs),
+            Ok(BTreeMap::from([("b".to_owned(), "B".to_owned())]))
+        );
+        let edited = BTreeMap::from([("a".to_owned(), "A".to_owned()), ("b".to_owned(), "b".to_owned())]);
+        assert_eq!(three_way(&base, &ours, &edited), Err(vec!["a".to_owned()]));
+    }
+
+    #[test]
+    fn a_closed_or_missing_pull_request_is_refused() {
+        let gh = repo_with_pull();
+        assert_eq!(gh.try_merge(7).unwrap_err().status, 404);
+        gh.merge(1);
+        assert_eq!(gh.try_merge(1).unwrap_err().status, 405);
+    }
+
+    #[test]
+    fn the_merge_base_is_the_newest_common_ancestor() {
+        let gh = repo_with_pull();
+        gh.commit("main", &[("OWNERS", "platform\n")], "main moves");
+        let merged_head = gh.head("topic").unwrap();
+        gh.merge(1);
+        let cut = gh.commit("topic", &[("cell", "vpc: 2\n")], "the cell again");
+        let main = gh.commit("main", &[("a", "A\n")], "main moves again");
+        assert_eq!(gh.with(|s| s.merge_base(&main, &cut)), Some(merged_head));
     }
 }
