@@ -46,6 +46,7 @@ struct Pull {
     labels: Vec<String>,
     open: bool,
     merged: bool,
+    body: String,
 }
 
 /// A commit status as a user sees it on GitHub.
@@ -120,9 +121,7 @@ impl Bed for MemBed {
     }
 
     fn close(&self, repo: &MemGithub, number: u64) {
-        // The double has no person's "close" of its own: its port method is what
-        // `PATCH /pulls/{n}` with `state: closed` does, whoever sends it.
-        futures::executor::block_on(repo.close_pull(number, deadline())).unwrap();
+        repo.close(number);
     }
 
     fn pulls(&self, repo: &MemGithub) -> Vec<Pull> {
@@ -135,6 +134,7 @@ impl Bed for MemBed {
                 labels: p.labels,
                 open: p.open,
                 merged: p.merged,
+                body: p.body,
             })
             .collect()
     }
@@ -287,6 +287,7 @@ impl Bed for HttpBed {
                     labels,
                     open: p["state"] == "open",
                     merged: p["merged"] == true,
+                    body: p["body"].as_str().unwrap_or_default().to_owned(),
                 }
             })
             .collect();
@@ -777,31 +778,43 @@ async fn a_reviewer_merging_a_conflicting_pull_request_is_refused_and_main_is_un
     assert!(pulls[0].open && !pulls[0].merged, "{pulls:?}");
 }
 
-/// A pull request a reviewer closed without merging comes back: the next delivery of the same
-/// state opens a new one from the same branch, reusing its commit (current behaviour: cellbridge
-/// converges GitHub to the state; a closed pull request is not a "no").
-async fn a_pull_request_closed_by_a_reviewer_is_opened_again_at_the_next_delivery<B: Bed>() {
+/// A pull request a reviewer closed without merging stays closed: the same values delivered
+/// again open nothing; new values open a new pull request, on a branch recreated from main,
+/// whose body links the closed one.
+async fn a_pull_request_closed_by_a_reviewer_stays_closed_for_its_values<B: Bed>() {
     let w = World::<B>::start();
     w.apply(CELL, 1, "vpc-1");
     assert_eq!(action(&w.deliver(CELL).await), "opened");
-    let head = w.head(&branch(CELL));
     w.bed.close(w.repo(), 1);
     assert!(w.open_pulls().is_empty());
-    assert_eq!(w.head(&branch(CELL)), head, "closing keeps the branch");
 
+    let writes = w.bed.writes(w.repo());
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "declined", "{r}");
+    assert_eq!(r["pull_request"]["number"], 1, "{r}");
+    assert_eq!(
+        w.bed.writes(w.repo()),
+        writes,
+        "a declined proposal is not written again"
+    );
+    assert!(w.open_pulls().is_empty());
+    // A later apply with the same values and a newer serial is still declined.
+    w.apply(CELL, 2, "vpc-1");
+    assert_eq!(action(&w.deliver(CELL).await), "declined");
+
+    w.apply(CELL, 3, "vpc-3");
     let r = w.deliver(CELL).await;
     assert_eq!(action(&r), "opened", "{r}");
     assert_eq!(r["pull_request"]["number"], 2, "{r}");
     let pulls = w.pulls();
-    assert_eq!(pulls.len(), 2, "{pulls:?}");
-    assert!(!pulls[0].open && !pulls[0].merged, "{pulls:?}");
     assert!(pulls[1].open, "{pulls:?}");
     assert_eq!(pulls[1].labels, [LABEL_CELLBRIDGE, LABEL_NEW_CELL]);
-    assert_eq!(
-        w.head(&branch(CELL)),
-        head,
-        "the closed pull request's commit is reused"
+    assert!(
+        pulls[1].body.contains("Follows #1 (closed without merging)"),
+        "{pulls:?}"
     );
+    assert!(w.files(&branch(CELL))[&metadata_path(CELL)].contains("vpc-3"));
+    assert_eq!(w.bed.commits_ahead(w.repo(), &branch(CELL)), 1, "recreated from main");
     w.assert_checked(CELL);
 }
 
@@ -826,10 +839,9 @@ async fn a_lost_race_for_the_branch_is_redone_on_a_fresh_read<B: Bed>() {
     assert_eq!(w.pulls().len(), 1);
     let files = w.files(&branch(CELL));
     assert!(files[&metadata_path(CELL)].contains("vpc-2"));
-    // The other writer's commit stays in the branch's history (fast-forward only), but its file
-    // does not stay in the tree: cellbridge's tree is main's with the plan's files over it
-    // (current behaviour; the pull request shows exactly the plan).
-    assert!(!files.contains_key("NOTES.md"), "{:?}", files.keys());
+    // The other writer's commit and its file stay: cellbridge's update is a commit on the
+    // branch's current head that rewrites its own file only.
+    assert_eq!(files["NOTES.md"], "someone else\n", "{:?}", files.keys());
     assert_eq!(w.bed.commits_ahead(w.repo(), &branch(CELL)), 3);
     w.assert_checked(CELL);
 }
@@ -968,7 +980,7 @@ scenarios!(
         values_equal_to_the_base_open_nothing_and_close_the_open_pull_request,
         a_reviewer_merging_after_main_moved_keeps_both_sides,
         a_reviewer_merging_a_conflicting_pull_request_is_refused_and_main_is_unchanged,
-        a_pull_request_closed_by_a_reviewer_is_opened_again_at_the_next_delivery,
+        a_pull_request_closed_by_a_reviewer_stays_closed_for_its_values,
         a_lost_race_for_the_branch_is_redone_on_a_fresh_read,
         main_moving_is_merged_in_at_the_next_change,
         a_transient_5xx_on_one_call_ends_as_without_it,

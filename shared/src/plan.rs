@@ -119,9 +119,22 @@ pub struct Plan {
     pub title: String,
     pub body: String,
     pub labels: Vec<String>,
+    /// The metadata the plan writes: what the check substitutes.
+    pub data: BTreeMap<String, String>,
 }
 
 impl Plan {
+    /// The same plan, its check run on `fleet` instead: the branch as people left it (their
+    /// changes to the layers included), merged with the base.
+    pub fn rechecked(&self, fleet: &dyn FleetRead) -> Plan {
+        let (check, check_error) = run_check(fleet, &self.cell, &self.data);
+        Plan {
+            check,
+            check_error,
+            ..self.clone()
+        }
+    }
+
     /// The commit status: success only when every layer passes and the schema rule holds.
     pub fn status_ok(&self) -> bool {
         self.check.passed() && self.check_error.is_none() && !self.schema_violation
@@ -276,16 +289,7 @@ pub fn plan(
         fleet,
         files.iter().map(|f| (f.path.clone(), f.new.clone().into_bytes())),
     );
-    let (check, check_error) = match check::check_cell(&proposed, cell, &meta.data) {
-        Ok(r) => (r, None),
-        Err(e) => (
-            CheckReport {
-                cell: cell.to_owned(),
-                ..Default::default()
-            },
-            Some(e.to_string()),
-        ),
-    };
+    let (check, check_error) = run_check(&proposed, cell, &meta.data);
 
     let mut labels = vec![LABEL_CELLBRIDGE.to_owned()];
     if new_cell {
@@ -315,10 +319,25 @@ pub fn plan(
         title: String::new(),
         body: String::new(),
         labels,
+        data: meta.data.clone(),
     };
     plan.title = title(&plan);
     plan.body = body(&plan, meta);
     Ok(plan)
+}
+
+/// The strict check of `cell` on `fleet`; a fleet it cannot read is the error beside an empty report.
+fn run_check(fleet: &dyn FleetRead, cell: &str, data: &BTreeMap<String, String>) -> (CheckReport, Option<String>) {
+    match check::check_cell(fleet, cell, data) {
+        Ok(r) => (r, None),
+        Err(e) => (
+            CheckReport {
+                cell: cell.to_owned(),
+                ..Default::default()
+            },
+            Some(e.to_string()),
+        ),
+    }
 }
 
 fn diff_keys(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> Vec<KeyChange> {

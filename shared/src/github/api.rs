@@ -7,7 +7,9 @@ use http::StatusCode;
 use serde_json::{Value, json};
 
 use super::operations as ops;
-use super::port::{GithubRepo, OpenPull};
+use base64::Engine as _;
+
+use super::port::{ChangedFile, Comparison, GithubRepo, Merge, PullRequest, PullState, Relation};
 use super::transport::{enc, sha_of, url_query};
 use super::{GithubError, GithubFleet, Result, Snapshot};
 
@@ -56,12 +58,14 @@ impl GithubRepo for GithubFleet {
         self.download_snapshot(deadline).await
     }
 
-    async fn open_pull(&self, branch: &str, deadline: Instant) -> Result<Option<OpenPull>> {
-        let what = format!("listing open pull requests of {branch}");
+    async fn latest_pull(&self, branch: &str, deadline: Instant) -> Result<Option<PullRequest>> {
+        let what = format!("listing the pull requests of {branch}");
         let q: String = url_query(&[
-            ("state", "open"),
+            ("state", "all"),
             ("head", &format!("{}:{branch}", self.owner)),
-            ("per_page", "10"),
+            ("sort", "created"),
+            ("direction", "desc"),
+            ("per_page", "1"),
         ]);
         let r = self
             .repo_call(&what, &ops::PULLS_LIST, &format!("/pulls?{q}"), None, deadline)
@@ -70,12 +74,18 @@ impl GithubRepo for GithubFleet {
         let Some(pr) = list.as_array().and_then(|a| a.first()) else {
             return Ok(None);
         };
-        Ok(Some(OpenPull {
+        let state = match (pr["state"].as_str(), pr["merged_at"].is_string()) {
+            (_, true) => PullState::Merged,
+            (Some("open"), _) => PullState::Open,
+            _ => PullState::Closed,
+        };
+        Ok(Some(PullRequest {
             number: pr["number"].as_u64().ok_or_else(|| GithubError::Protocol {
                 what: what.clone(),
                 detail: "pull request without number".into(),
             })?,
             url: pr["html_url"].as_str().unwrap_or_default().to_owned(),
+            state,
             head_sha: pr["head"]["sha"].as_str().unwrap_or_default().to_owned(),
             labels: pr["labels"]
                 .as_array()
@@ -89,17 +99,89 @@ impl GithubRepo for GithubFleet {
         }))
     }
 
-    async fn create_tree(&self, snap: &Snapshot, files: &[(String, String)], deadline: Instant) -> Result<String> {
-        let what = format!("creating a tree of {} file(s) on {}", files.len(), snap.base_sha);
+    async fn compare(&self, base: &str, head: &str, deadline: Instant) -> Result<Comparison> {
+        let what = format!("comparing {head} with {base}");
+        let r = self
+            .repo_call(
+                &what,
+                &ops::REPOS_COMPARE_COMMITS,
+                &format!("/compare/{}...{}", enc(base), enc(head)),
+                None,
+                deadline,
+            )
+            .await?;
+        let v = r.json(&what)?;
+        let relation = match v["status"].as_str() {
+            Some("identical") => Relation::Identical,
+            Some("ahead") => Relation::Ahead,
+            Some("behind") => Relation::Behind,
+            Some("diverged") => Relation::Diverged,
+            other => {
+                return Err(GithubError::Protocol {
+                    what,
+                    detail: format!("unknown comparison status {other:?}"),
+                });
+            }
+        };
+        let files = v["files"]
+            .as_array()
+            .map(|fs| {
+                fs.iter()
+                    .filter_map(|f| {
+                        let path = f["filename"].as_str()?.to_owned();
+                        let blob = (f["status"].as_str() != Some("removed"))
+                            .then(|| f["sha"].as_str().map(str::to_owned))
+                            .flatten();
+                        Some(ChangedFile { path, blob })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Comparison {
+            relation,
+            merge_base: v["merge_base_commit"]["sha"].as_str().unwrap_or_default().to_owned(),
+            files,
+        })
+    }
+
+    async fn read_blob(&self, blob: &str, deadline: Instant) -> Result<String> {
+        let what = format!("reading blob {blob}");
+        let r = self
+            .repo_call(&what, &ops::GIT_GET_BLOB, &format!("/git/blobs/{blob}"), None, deadline)
+            .await?;
+        let v = r.json(&what)?;
+        let protocol = |detail: &str| GithubError::Protocol {
+            what: what.clone(),
+            detail: detail.to_owned(),
+        };
+        let content: String = v["content"]
+            .as_str()
+            .ok_or_else(|| protocol("blob without content"))?
+            .split_whitespace()
+            .collect();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(content)
+            .map_err(|_| protocol("blob content is not base64"))?;
+        String::from_utf8(bytes).map_err(|_| protocol("blob is not UTF-8 text"))
+    }
+
+    async fn create_tree(
+        &self,
+        on: &str,
+        tree: Option<&str>,
+        files: &[(String, String)],
+        deadline: Instant,
+    ) -> Result<String> {
+        let what = format!("creating a tree of {} file(s) on {on}", files.len());
         let entries: Vec<Value> = files
             .iter()
             .map(|(path, content)| json!({"path": path, "mode": "100644", "type": "blob", "content": content}))
             .collect();
-        let mut base_tree = snap.base_tree.clone();
+        let mut base_tree = tree.map(str::to_owned);
         loop {
             let base = match &base_tree {
                 Some(t) => t.clone(),
-                None => self.commit_tree(&snap.base_sha, deadline).await?,
+                None => self.commit_tree(on, deadline).await?,
             };
             let r = self
                 .repo_send(
@@ -115,8 +197,8 @@ impl GithubRepo for GithubFleet {
             }
             // A tree id computed from the archive can miss what archives leave out (submodules,
             // export-ignore): ask GitHub for the real one once.
-            if r.status == StatusCode::UNPROCESSABLE_ENTITY && snap.base_tree.is_some() && base_tree.is_some() {
-                tracing::info!(base = %snap.base_sha, "locally computed base tree unknown to GitHub; reading it");
+            if r.status == StatusCode::UNPROCESSABLE_ENTITY && tree.is_some() && base_tree.is_some() {
+                tracing::info!(base = %on, "locally computed base tree unknown to GitHub; reading it");
                 base_tree = None;
                 continue;
             }
@@ -140,7 +222,9 @@ impl GithubRepo for GithubFleet {
 
     /// Moves the branch only by fast-forward: the commit descends from the head we read, so a
     /// writer that moved the branch meanwhile makes this fail instead of being overwritten.
-    async fn move_branch(&self, branch: &str, commit: &str, deadline: Instant) -> Result<()> {
+    /// GitHub answers 422 both for that and for a repository rule; the branch, read again, tells
+    /// which (still at `from`: a rule).
+    async fn move_branch(&self, branch: &str, from: &str, commit: &str, deadline: Instant) -> Result<()> {
         let what = format!("updating branch {branch}");
         let r = self
             .repo_send(
@@ -153,10 +237,15 @@ impl GithubRepo for GithubFleet {
             .await?;
         match r.status {
             s if s.is_success() => Ok(()),
-            StatusCode::UNPROCESSABLE_ENTITY | StatusCode::CONFLICT => Err(GithubError::Conflict {
-                what,
-                detail: r.message(),
-            }),
+            StatusCode::UNPROCESSABLE_ENTITY | StatusCode::CONFLICT => {
+                let message = r.message();
+                let now = self.branch_head(branch, deadline).await?.map(|(sha, _)| sha);
+                if now.as_deref() == Some(from) {
+                    Err(GithubError::Refused { what, rule: message })
+                } else {
+                    Err(GithubError::Conflict { what, detail: message })
+                }
+            }
             _ => Err(r.api_error(&what)),
         }
     }
@@ -227,13 +316,81 @@ impl GithubRepo for GithubFleet {
         Ok(())
     }
 
-    async fn close_pull(&self, number: u64, deadline: Instant) -> Result<()> {
+    async fn close_pull(&self, number: u64, body: &str, deadline: Instant) -> Result<()> {
         let what = format!("closing pull request #{number}");
         self.repo_call(
             &what,
             &ops::PULLS_UPDATE,
             &format!("/pulls/{number}"),
-            Some(&json!({"state": "closed"})),
+            Some(&json!({"state": "closed", "body": body})),
+            deadline,
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn merge_into(&self, branch: &str, commit: &str, message: &str, deadline: Instant) -> Result<Merge> {
+        let what = format!("merging {commit} into {branch}");
+        let r = self
+            .repo_send(
+                &what,
+                &ops::REPOS_MERGE,
+                "/merges",
+                Some(&json!({"base": branch, "head": commit, "commit_message": message})),
+                deadline,
+            )
+            .await?;
+        match r.status {
+            StatusCode::CREATED => Ok(Merge::Merged(sha_of(&r, &what)?)),
+            StatusCode::NO_CONTENT => Ok(Merge::UpToDate),
+            StatusCode::CONFLICT => Ok(Merge::Conflict),
+            // The branch vanished or moved under a rule: someone else's doing, redo.
+            StatusCode::NOT_FOUND => Err(GithubError::Conflict {
+                what,
+                detail: r.message(),
+            }),
+            StatusCode::UNPROCESSABLE_ENTITY | StatusCode::FORBIDDEN
+                if r.message().contains("rule") || r.message().contains("protected") =>
+            {
+                Err(GithubError::Refused {
+                    what,
+                    rule: r.message(),
+                })
+            }
+            _ => Err(r.api_error(&what)),
+        }
+    }
+
+    async fn status(&self, commit: &str, context: &str, deadline: Instant) -> Result<Option<(bool, String)>> {
+        let what = format!("reading the statuses of {commit}");
+        let q = url_query(&[("per_page", "100")]);
+        let r = self
+            .repo_call(
+                &what,
+                &ops::REPOS_LIST_COMMIT_STATUSES_FOR_REF,
+                &format!("/commits/{commit}/statuses?{q}"),
+                None,
+                deadline,
+            )
+            .await?;
+        // Newest first, as GitHub lists them.
+        Ok(r.json(&what)?.as_array().and_then(|list| {
+            list.iter().find(|s| s["context"].as_str() == Some(context)).map(|s| {
+                (
+                    s["state"].as_str() == Some("success"),
+                    s["description"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+        }))
+    }
+
+    async fn comment(&self, number: u64, body: &str, deadline: Instant) -> Result<()> {
+        let what = format!("commenting on pull request #{number}");
+        self.repo_call(
+            &what,
+            &ops::ISSUES_CREATE_COMMENT,
+            &format!("/issues/{number}/comments"),
+            Some(&json!({ "body": body })),
             deadline,
         )
         .await?;

@@ -44,7 +44,7 @@ use sha1::Digest as _;
 
 use super::archive::hex;
 use super::operations::{self as ops, Operation};
-use super::port::{GithubRepo, OpenPull};
+use super::port::{ChangedFile, Comparison, GithubRepo, Merge, PullRequest, PullState, Relation};
 use super::{GithubError, Result, Snapshot};
 use crate::fleet::MemFleet;
 
@@ -59,6 +59,9 @@ pub struct MemPull {
     pub labels: Vec<String>,
     pub open: bool,
     pub merged: bool,
+    /// Who closed it: `cellbridge`, or `a person`.
+    pub closed_by: Option<String>,
+    pub comments: Vec<String>,
 }
 
 /// A commit status as the store keeps it.
@@ -135,6 +138,14 @@ fn three_way(
     }
 }
 
+/// A blob's id as git computes it.
+fn blob_id(content: &str) -> String {
+    let mut h = sha1::Sha1::new();
+    h.update(format!("blob {}\0", content.len()));
+    h.update(content.as_bytes());
+    hex(&h.finalize())
+}
+
 #[derive(Debug, Clone)]
 struct Commit {
     tree: String,
@@ -175,6 +186,8 @@ struct Store {
     statuses: HashMap<String, Vec<MemStatus>>,
     rules: Vec<Rule>,
     races: Vec<Race>,
+    /// Branch → the message of the repository rule that refuses updates to it.
+    protected: BTreeMap<String, String>,
     calls: Vec<&'static str>,
     clock: u64,
 }
@@ -285,8 +298,31 @@ impl Store {
             .unwrap_or_default()
     }
 
-    /// Another writer's commit on `branch` (created if missing, from the default branch).
-    fn commit_on(&mut self, branch: &str, files: &[(String, String)], message: &str) -> String {
+    /// Merges `commit` into `branch` three ways ("Merge a branch",
+    /// <https://docs.github.com/rest/branches/branches#merge-a-branch>): `None` when the branch
+    /// already contains it, else the merge commit (the branch moved to it), or the conflicting
+    /// paths (nothing moved).
+    fn merge_commit(
+        &mut self,
+        branch: &str,
+        commit: &str,
+        message: &str,
+    ) -> std::result::Result<Option<String>, Vec<String>> {
+        let head = self.refs[branch].clone();
+        if self.is_ancestor(commit, &head) {
+            return Ok(None);
+        }
+        let since = self.merge_base(&head, commit).ok_or_else(Vec::new)?;
+        let files = three_way(&self.files_at(&since), &self.files_at(&head), &self.files_at(commit))?;
+        let tree = self.put_tree(files);
+        let sha = self.put_commit(&tree, &[head, commit.to_owned()], message);
+        self.refs.insert(branch.to_owned(), sha.clone());
+        Ok(Some(sha))
+    }
+
+    /// Another writer's commit on `branch` (created if missing, from the default branch); a
+    /// `None` text deletes the file.
+    fn commit_on(&mut self, branch: &str, files: &[(String, Option<String>)], message: &str) -> String {
         let parent = self
             .refs
             .get(branch)
@@ -294,7 +330,10 @@ impl Store {
             .cloned();
         let mut tree = parent.as_deref().map(|p| self.files_at(p)).unwrap_or_default();
         for (p, c) in files {
-            tree.insert(p.clone(), c.clone());
+            match c {
+                Some(c) => tree.insert(p.clone(), c.clone()),
+                None => tree.remove(p),
+            };
         }
         let tree = self.put_tree(tree);
         let parents: Vec<String> = parent.into_iter().collect();
@@ -303,12 +342,26 @@ impl Store {
         sha
     }
 
+    /// A repository rule refusing a write to `branch`: 422 "Repository rule violations found"
+    /// (<https://docs.github.com/rest/git/refs#update-a-reference>,
+    /// <https://docs.github.com/repositories/configuring-branches-and-merges-in-your-repository/managing-rulesets/about-rulesets>).
+    fn check_rules(&self, branch: &str, doing: &str) -> Result<()> {
+        match self.protected.get(branch) {
+            Some(rule) => Err(GithubError::Refused {
+                what: format!("{doing} branch {branch}"),
+                rule: format!("Repository rule violations found\n\n{rule}"),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Records the call, runs a pending race, and answers an injected fault.
     fn enter(&mut self, op: &'static Operation) -> Result<()> {
         self.calls.push(op.id);
         if let Some(i) = self.races.iter().position(|r| r.op == op.id) {
             let race = self.races.remove(i);
-            self.commit_on(&race.branch, &race.files, "another writer");
+            let files: Vec<(String, Option<String>)> = race.files.into_iter().map(|(p, c)| (p, Some(c))).collect();
+            self.commit_on(&race.branch, &files, "another writer");
         }
         if let Some(rule) = self.rules.iter_mut().find(|r| r.op == op.id && r.times > 0) {
             rule.times -= 1;
@@ -331,7 +384,8 @@ impl MemGithub {
             default_branch: branch.to_owned(),
             ..Store::default()
         };
-        store.commit_on(branch, files, "initial commit");
+        let files: Vec<(String, Option<String>)> = files.iter().map(|(p, c)| (p.clone(), Some(c.clone()))).collect();
+        store.commit_on(branch, &files, "initial commit");
         Self {
             store: Mutex::new(store),
         }
@@ -366,8 +420,73 @@ impl MemGithub {
 
     /// A person's commit on `branch`; its id.
     pub fn commit(&self, branch: &str, files: &[(&str, &str)], message: &str) -> String {
-        let files: Vec<(String, String)> = files.iter().map(|(p, c)| (p.to_string(), c.to_string())).collect();
+        let files: Vec<(String, Option<String>)> = files
+            .iter()
+            .map(|(p, c)| (p.to_string(), Some(c.to_string())))
+            .collect();
         self.with(|s| s.commit_on(branch, &files, message))
+    }
+
+    /// A person's commit on `branch` that deletes `paths`; its id.
+    pub fn delete_files(&self, branch: &str, paths: &[&str], message: &str) -> String {
+        let files: Vec<(String, Option<String>)> = paths.iter().map(|p| (p.to_string(), None)).collect();
+        self.with(|s| s.commit_on(branch, &files, message))
+    }
+
+    /// A person closes pull request `number` without merging it.
+    pub fn close(&self, number: u64) {
+        self.with(|s| {
+            if let Some(p) = s.pulls.iter_mut().find(|p| p.number == number && p.open) {
+                p.open = false;
+                p.closed_by = Some("a person".into());
+            }
+        });
+    }
+
+    /// A person presses "Update branch" on pull request `number`: the base merged into the head
+    /// branch (<https://docs.github.com/rest/pulls/pulls#update-a-pull-request-branch>). The new
+    /// head, or the paths that conflict (nothing moved).
+    pub fn update_branch(&self, number: u64) -> std::result::Result<String, Vec<String>> {
+        self.with(|s| {
+            let pr = s
+                .pulls
+                .iter()
+                .find(|p| p.number == number)
+                .cloned()
+                .expect("a pull request");
+            let base = s.refs[&pr.base].clone();
+            match s.merge_commit(&pr.head, &base, &format!("Merge branch '{}' into {}", pr.base, pr.head))? {
+                Some(sha) => Ok(sha),
+                None => Ok(s.refs[&pr.head].clone()),
+            }
+        })
+    }
+
+    /// A repository rule (a ruleset: "Changes must be made through a pull request", signed
+    /// commits required...) refuses every update of `branch` with `message`.
+    pub fn protect(&self, branch: &str, message: &str) {
+        self.with(|s| s.protected.insert(branch.to_owned(), message.to_owned()));
+    }
+
+    /// The merge commit squashed: a person merges pull request `number` with
+    /// `merge_method: squash`, one commit on the base with the merged tree.
+    pub fn squash_merge(&self, number: u64) -> std::result::Result<String, MergeRefused> {
+        let merge = self.try_merge(number)?;
+        self.with(|s| {
+            let (tree, parents) = {
+                let c = &s.commits[&merge];
+                (c.tree.clone(), c.parents[..1].to_vec())
+            };
+            let pr = s
+                .pulls
+                .iter()
+                .find(|p| p.number == number)
+                .cloned()
+                .expect("merged above");
+            let sha = s.put_commit(&tree, &parents, &format!("{} (#{number})", pr.title));
+            s.refs.insert(pr.base, sha.clone());
+            Ok(sha)
+        })
     }
 
     /// A person merges pull request `number` as GitHub's "Merge a pull request" with
@@ -462,6 +581,9 @@ impl MemGithub {
             ops::PULLS_LIST.id,
             ops::GIT_GET_COMMIT.id,
             ops::REPOS_GET_COMMIT.id,
+            ops::REPOS_COMPARE_COMMITS.id,
+            ops::GIT_GET_BLOB.id,
+            ops::REPOS_LIST_COMMIT_STATUSES_FOR_REF.id,
         ];
         self.calls().iter().filter(|c| !reads.contains(c)).count()
     }
@@ -490,27 +612,94 @@ impl GithubRepo for MemGithub {
         })
     }
 
-    async fn open_pull(&self, branch: &str, _deadline: Instant) -> Result<Option<OpenPull>> {
+    async fn latest_pull(&self, branch: &str, _deadline: Instant) -> Result<Option<PullRequest>> {
         self.with(|s| {
             s.enter(&ops::PULLS_LIST)?;
-            Ok(s.pulls
-                .iter()
-                .rev()
-                .find(|p| p.open && p.head == branch)
-                .map(|p| OpenPull {
-                    number: p.number,
-                    url: format!("https://github.example/acme/fleet/pull/{}", p.number),
-                    head_sha: s.refs.get(&p.head).cloned().unwrap_or_default(),
-                    labels: p.labels.clone(),
-                    body: p.body.clone(),
-                }))
+            Ok(s.pulls.iter().rev().find(|p| p.head == branch).map(|p| PullRequest {
+                number: p.number,
+                url: format!("https://github.example/acme/fleet/pull/{}", p.number),
+                state: match (p.open, p.merged) {
+                    (true, _) => PullState::Open,
+                    (false, true) => PullState::Merged,
+                    (false, false) => PullState::Closed,
+                },
+                // GitHub keeps a closed pull request's last head when its branch is deleted.
+                head_sha: s.refs.get(&p.head).cloned().unwrap_or_default(),
+                labels: p.labels.clone(),
+                body: p.body.clone(),
+            }))
         })
     }
 
-    async fn create_tree(&self, snap: &Snapshot, files: &[(String, String)], _deadline: Instant) -> Result<String> {
+    async fn compare(&self, base: &str, head: &str, _deadline: Instant) -> Result<Comparison> {
+        self.with(|s| {
+            s.enter(&ops::REPOS_COMPARE_COMMITS)?;
+            let resolve = |r: &str| {
+                s.refs
+                    .get(r)
+                    .cloned()
+                    .or_else(|| s.commits.contains_key(r).then(|| r.to_owned()))
+            };
+            let (Some(b), Some(h)) = (resolve(base), resolve(head)) else {
+                return Err(api(&ops::REPOS_COMPARE_COMMITS, 404, "Not Found"));
+            };
+            let Some(since) = s.merge_base(&b, &h) else {
+                return Err(api(
+                    &ops::REPOS_COMPARE_COMMITS,
+                    404,
+                    format!("No common ancestor between {base} and {head}."),
+                ));
+            };
+            let relation = match (since == h, since == b) {
+                (true, true) => Relation::Identical,
+                (true, false) => Relation::Behind,
+                (false, true) => Relation::Ahead,
+                (false, false) => Relation::Diverged,
+            };
+            let (old, new) = (s.files_at(&since), s.files_at(&h));
+            let paths: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+            let files = paths
+                .into_iter()
+                .filter(|p| old.get(*p) != new.get(*p))
+                .map(|p| ChangedFile {
+                    path: p.clone(),
+                    blob: new.get(p).map(|c| blob_id(c)),
+                })
+                .collect();
+            Ok(Comparison {
+                relation,
+                merge_base: since,
+                files,
+            })
+        })
+    }
+
+    async fn read_blob(&self, blob: &str, _deadline: Instant) -> Result<String> {
+        self.with(|s| {
+            s.enter(&ops::GIT_GET_BLOB)?;
+            s.trees
+                .values()
+                .flat_map(|t| t.values())
+                .find(|c| blob_id(c) == blob)
+                .cloned()
+                .ok_or_else(|| api(&ops::GIT_GET_BLOB, 404, "Not Found"))
+        })
+    }
+
+    async fn create_tree(
+        &self,
+        on: &str,
+        tree: Option<&str>,
+        files: &[(String, String)],
+        _deadline: Instant,
+    ) -> Result<String> {
         self.with(|s| {
             s.enter(&ops::GIT_CREATE_TREE)?;
-            let base = snap.base_tree.as_deref().unwrap_or_default();
+            let base = match tree {
+                Some(t) => t.to_owned(),
+                None => s.commits.get(on).map(|c| c.tree.clone()).unwrap_or_default(),
+            };
+            let base = base.as_str();
             let Some(mut tree) = s.trees.get(base).cloned() else {
                 return Err(api(
                     &ops::GIT_CREATE_TREE,
@@ -542,9 +731,10 @@ impl GithubRepo for MemGithub {
         })
     }
 
-    async fn move_branch(&self, branch: &str, commit: &str, _deadline: Instant) -> Result<()> {
+    async fn move_branch(&self, branch: &str, _from: &str, commit: &str, _deadline: Instant) -> Result<()> {
         self.with(|s| {
             s.enter(&ops::GIT_UPDATE_REF)?;
+            s.check_rules(branch, "updating")?;
             let lost = |detail: &str| GithubError::Conflict {
                 what: format!("updating branch {branch}"),
                 detail: detail.to_owned(),
@@ -566,6 +756,7 @@ impl GithubRepo for MemGithub {
     async fn create_branch(&self, branch: &str, commit: &str, _deadline: Instant) -> Result<bool> {
         self.with(|s| {
             s.enter(&ops::GIT_CREATE_REF)?;
+            s.check_rules(branch, "creating")?;
             if s.refs.contains_key(branch) {
                 return Ok(false);
             }
@@ -587,6 +778,7 @@ impl GithubRepo for MemGithub {
     async fn delete_branch(&self, branch: &str, _deadline: Instant) -> Result<()> {
         self.with(|s| {
             s.enter(&ops::GIT_DELETE_REF)?;
+            s.check_rules(branch, "deleting")?;
             if s.refs.remove(branch).is_some() {
                 for p in s.pulls.iter_mut().filter(|p| p.open && p.head == branch) {
                     p.open = false;
@@ -667,6 +859,8 @@ impl GithubRepo for MemGithub {
                 labels: Vec::new(),
                 open: true,
                 merged: false,
+                closed_by: None,
+                comments: Vec::new(),
             });
             Ok((number, format!("https://github.example/acme/fleet/pull/{number}")))
         })
@@ -708,13 +902,56 @@ impl GithubRepo for MemGithub {
         })
     }
 
-    async fn close_pull(&self, number: u64, _deadline: Instant) -> Result<()> {
+    async fn close_pull(&self, number: u64, body: &str, _deadline: Instant) -> Result<()> {
         self.with(|s| {
             s.enter(&ops::PULLS_UPDATE)?;
             let Some(p) = s.pulls.iter_mut().find(|p| p.number == number) else {
                 return Err(api(&ops::PULLS_UPDATE, 404, "Not Found"));
             };
+            if p.open {
+                p.closed_by = Some("cellbridge".into());
+            }
             p.open = false;
+            p.body = body.to_owned();
+            Ok(())
+        })
+    }
+
+    async fn merge_into(&self, branch: &str, commit: &str, message: &str, _deadline: Instant) -> Result<Merge> {
+        self.with(|s| {
+            s.enter(&ops::REPOS_MERGE)?;
+            s.check_rules(branch, "merging into")?;
+            if !s.refs.contains_key(branch) || !s.commits.contains_key(commit) {
+                return Err(GithubError::Conflict {
+                    what: format!("merging {commit} into {branch}"),
+                    detail: "Base does not exist".into(),
+                });
+            }
+            Ok(match s.merge_commit(branch, commit, message) {
+                Ok(Some(sha)) => Merge::Merged(sha),
+                Ok(None) => Merge::UpToDate,
+                Err(_) => Merge::Conflict,
+            })
+        })
+    }
+
+    async fn status(&self, commit: &str, context: &str, _deadline: Instant) -> Result<Option<(bool, String)>> {
+        self.with(|s| {
+            s.enter(&ops::REPOS_LIST_COMMIT_STATUSES_FOR_REF)?;
+            Ok(s.statuses
+                .get(commit)
+                .and_then(|l| l.iter().rev().find(|st| st.context == context))
+                .map(|st| (st.success, st.description.clone())))
+        })
+    }
+
+    async fn comment(&self, number: u64, body: &str, _deadline: Instant) -> Result<()> {
+        self.with(|s| {
+            s.enter(&ops::ISSUES_CREATE_COMMENT)?;
+            let Some(p) = s.pulls.iter_mut().find(|p| p.number == number) else {
+                return Err(api(&ops::ISSUES_CREATE_COMMENT, 404, "Not Found"));
+            };
+            p.comments.push(body.to_owned());
             Ok(())
         })
     }
@@ -742,6 +979,8 @@ mod tests {
                 labels: Vec::new(),
                 open: true,
                 merged: false,
+                closed_by: None,
+                comments: Vec::new(),
             })
         });
         gh

@@ -38,7 +38,7 @@ pub mod pull_request;
 mod transport;
 
 pub use config::{DEFAULT_GITHUB_API_URL, GithubConfig};
-pub use port::{GithubRepo, OpenPull};
+pub use port::{ChangedFile, Comparison, GithubRepo, Merge, PullRequest, PullState, Relation};
 pub use pull_request::{converge, plan_digest};
 
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +53,10 @@ pub enum GithubError {
     /// GitHub refused the request for good (bad credentials, no such repository, validation).
     #[error("GitHub {what}: HTTP {status}: {message}")]
     Api { what: String, status: u16, message: String },
+    /// A repository rule (a ruleset, signed commits required...) refuses the write: a person
+    /// must change the rule or exempt cellbridge.
+    #[error("GitHub {what}: refused by a repository rule: {rule}")]
+    Refused { what: String, rule: String },
     #[error("GitHub {what}: unexpected answer: {detail}")]
     Protocol { what: String, detail: String },
     #[error("GitHub client for {api_url}: {reason}")]
@@ -63,7 +67,10 @@ impl Classify for GithubError {
     fn class(&self) -> Class {
         match self {
             GithubError::Transient { .. } | GithubError::Conflict { .. } => Class::Retryable,
-            GithubError::Api { .. } | GithubError::Protocol { .. } | GithubError::Setup { .. } => Class::Final,
+            GithubError::Api { .. }
+            | GithubError::Refused { .. }
+            | GithubError::Protocol { .. }
+            | GithubError::Setup { .. } => Class::Final,
         }
     }
 }
@@ -120,6 +127,18 @@ pub enum Published {
     Closed { number: u64, url: String },
     /// The base branch holds the plan and nothing is open: nothing to do.
     InSync,
+    /// A person closed the pull request that proposed these very values: it stays closed.
+    Declined { number: u64, url: String },
+    /// The base cannot be merged into the pull request's branch (a person and the base changed
+    /// the same file): the branch is left as it is, its status and one comment say so.
+    Conflicted { number: u64, url: String },
+    /// The open pull request holds another state's values for this cell (another key, another
+    /// lineage): two states claim one cell.
+    Claimed {
+        number: u64,
+        url: String,
+        other_key: String,
+    },
     /// A newer serial of this state is already proposed or merged: this event is old news.
     Stale {
         proposed_serial: u64,

@@ -4,8 +4,9 @@
 //! over the REST API, or the in-memory store of the `test-support` feature.
 //!
 //! Each method answers what GitHub answers, classified: a ref that moved under a fast-forward
-//! is [`Conflict`](super::GithubError::Conflict) (redo on a fresh base), a 5xx or rate limit
-//! that outlived the retries is [`Transient`](super::GithubError::Transient), a refusal is
+//! is [`Conflict`](super::GithubError::Conflict) (redo on a fresh base), a repository rule
+//! refusing a ref update is [`Refused`](super::GithubError::Refused), a 5xx or rate limit that
+//! outlived the retries is [`Transient`](super::GithubError::Transient), any other refusal is
 //! [`Api`](super::GithubError::Api).
 
 use std::future::Future;
@@ -13,26 +14,88 @@ use std::time::Instant;
 
 use super::{Result, Snapshot};
 
-/// An open pull request of a cell, as far as cellbridge needs it.
+/// Where a pull request stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullState {
+    Open,
+    /// Closed without merging.
+    Closed,
+    Merged,
+}
+
+/// A cell's pull request, as far as cellbridge needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OpenPull {
+pub struct PullRequest {
     pub number: u64,
     pub url: String,
+    pub state: PullState,
     pub head_sha: String,
     pub labels: Vec<String>,
     pub body: String,
+}
+
+/// How a commit relates to another ("Compare two commits": the head's status against the base).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relation {
+    Identical,
+    /// The head has commits the base lacks, and lacks none of the base's.
+    Ahead,
+    /// The head lacks commits of the base and has none of its own.
+    Behind,
+    /// Each has commits the other lacks.
+    Diverged,
+}
+
+impl Relation {
+    /// The head contains every commit of the base.
+    pub fn contains_base(self) -> bool {
+        matches!(self, Relation::Identical | Relation::Ahead)
+    }
+}
+
+/// A file the head changed since its merge base with the base.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangedFile {
+    pub path: String,
+    /// The blob at the head; `None` when the head removed the file.
+    pub blob: Option<String>,
+}
+
+/// "Compare two commits" (three dots: the head's changes since the merge base).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Comparison {
+    pub relation: Relation,
+    pub merge_base: String,
+    pub files: Vec<ChangedFile>,
+}
+
+/// What merging a commit into a branch did ("Merge a branch").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Merge {
+    /// A merge commit, now the branch's head.
+    Merged(String),
+    /// The branch already contains the commit.
+    UpToDate,
+    /// Both sides changed the same thing: nothing moved.
+    Conflict,
 }
 
 /// The primitives of one GitHub repository.
 pub trait GithubRepo: Send + Sync {
     /// The base branch's files, head commit and root tree.
     fn read_base(&self, deadline: Instant) -> impl Future<Output = Result<Snapshot>> + Send;
-    /// The open pull request whose head is `branch`, if any.
-    fn open_pull(&self, branch: &str, deadline: Instant) -> impl Future<Output = Result<Option<OpenPull>>> + Send;
-    /// A tree: the snapshot's root tree with `files` (path, content) written over it.
+    /// The newest pull request whose head is `branch`, open, closed or merged.
+    fn latest_pull(&self, branch: &str, deadline: Instant) -> impl Future<Output = Result<Option<PullRequest>>> + Send;
+    /// How `head` relates to `base`, and the files `head` changed since their merge base.
+    fn compare(&self, base: &str, head: &str, deadline: Instant) -> impl Future<Output = Result<Comparison>> + Send;
+    /// A blob's text.
+    fn read_blob(&self, blob: &str, deadline: Instant) -> impl Future<Output = Result<String>> + Send;
+    /// A tree: the tree of commit `on` (or `tree`, when the caller knows it) with `files`
+    /// (path, content) written over it.
     fn create_tree(
         &self,
-        snap: &Snapshot,
+        on: &str,
+        tree: Option<&str>,
         files: &[(String, String)],
         deadline: Instant,
     ) -> impl Future<Output = Result<String>> + Send;
@@ -43,8 +106,16 @@ pub trait GithubRepo: Send + Sync {
         message: &str,
         deadline: Instant,
     ) -> impl Future<Output = Result<String>> + Send;
-    /// Moves `branch` to `commit` by fast-forward only; [`Conflict`](super::GithubError::Conflict) otherwise.
-    fn move_branch(&self, branch: &str, commit: &str, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
+    /// Moves `branch` from `from` to `commit` by fast-forward only: [`Conflict`](super::GithubError::Conflict)
+    /// when someone moved it meanwhile, [`Refused`](super::GithubError::Refused) when a
+    /// repository rule refuses the update.
+    fn move_branch(
+        &self,
+        branch: &str,
+        from: &str,
+        commit: &str,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<()>> + Send;
     /// Creates `branch` at `commit`; `Ok(false)` when it already exists.
     fn create_branch(&self, branch: &str, commit: &str, deadline: Instant)
     -> impl Future<Output = Result<bool>> + Send;
@@ -56,6 +127,21 @@ pub trait GithubRepo: Send + Sync {
     ) -> impl Future<Output = Result<Option<(String, String)>>> + Send;
     /// Deletes `branch`; already gone is fine.
     fn delete_branch(&self, branch: &str, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
+    /// Merges `commit` into `branch` on GitHub's side, as a person's "Update branch" would.
+    fn merge_into(
+        &self,
+        branch: &str,
+        commit: &str,
+        message: &str,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<Merge>> + Send;
+    /// The newest status of `context` on `commit`: (success, description).
+    fn status(
+        &self,
+        commit: &str,
+        context: &str,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<Option<(bool, String)>>> + Send;
     fn set_status(
         &self,
         commit: &str,
@@ -84,5 +170,8 @@ pub trait GithubRepo: Send + Sync {
     ) -> impl Future<Output = Result<()>> + Send;
     /// Adds labels; the pull request keeps the ones it has.
     fn add_labels(&self, number: u64, labels: &[String], deadline: Instant) -> impl Future<Output = Result<()>> + Send;
-    fn close_pull(&self, number: u64, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
+    /// A comment on the pull request's conversation.
+    fn comment(&self, number: u64, body: &str, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
+    /// Closes the pull request, its body replaced by `body` in the same write.
+    fn close_pull(&self, number: u64, body: &str, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
 }

@@ -1,5 +1,13 @@
 //! The cell's pull request: what to write so that it holds the plan, built on what GitHub has
-//! (the open pull request, its recorded digest and base), and when to close it instead.
+//! (the pull request, its head, what it recorded), and when to close it instead.
+//!
+//! Ownership: cellbridge owns `clusters/<cell>/cell-metadata.yaml`. A new cell's first commit
+//! also holds the files copied from the template; from then on they are the reviewers'. An
+//! update is a commit on the pull request's current head that rewrites cellbridge's file only;
+//! a base that moved on is merged in (GitHub's merge, as "Update branch"), never reset. Every
+//! head gets the strict-substitution status, computed on that head's content. A pull request a
+//! person closed stays closed while the values are the ones it proposed; a merged one is never
+//! written to again.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -7,68 +15,120 @@ use std::time::Instant;
 use sha1::Digest as _;
 
 use super::archive::hex;
-use super::port::{GithubRepo, OpenPull};
+use super::port::{Comparison, GithubRepo, Merge, PullRequest, PullState};
 use super::{GithubError, Published, Result, Snapshot};
+use crate::configmap;
+use crate::fleet::{FleetRead, Overlay};
 use crate::plan::{self, Outcome, Plan};
 
 /// Labels cellbridge manages; any other label a human put on the pull request stays.
 pub(super) const MANAGED_LABELS: [&str; 3] = [plan::LABEL_CELLBRIDGE, plan::LABEL_NEW_CELL, plan::LABEL_SCHEMA_CHANGE];
 
+/// What cellbridge adds to a body when it closes a pull request itself, so that its own closes
+/// are never taken for a person's.
+const CLOSED_MARKER: &str = "<!-- cellbridge:closed=in-sync -->";
+
 /// Converges the cell's pull request to `plan`, computed against `snap`: opens it, updates it in
 /// place, leaves it alone when it already holds the plan, or closes it when the base branch
 /// holds the plan.
 pub async fn converge<G: GithubRepo>(gh: &G, snap: &Snapshot, plan: &Plan, deadline: Instant) -> Result<Published> {
-    let existing = gh.open_pull(&plan.branch, deadline).await?;
-    if let Some(pr) = &existing
-        && let Some((serial, lineage)) = plan::recorded_serial(&pr.body)
-        && lineage == plan.lineage
-        && serial > plan.serial
-    {
-        return Ok(Published::Stale {
-            proposed_serial: serial,
-            number: Some(pr.number),
-            url: Some(pr.url.clone()),
-        });
+    let latest = gh.latest_pull(&plan.branch, deadline).await?;
+    let open_pr = latest.as_ref().filter(|p| p.state == PullState::Open);
+    if let Some(pr) = open_pr {
+        if let Some((serial, lineage)) = plan::recorded_serial(&pr.body)
+            && lineage == plan.lineage
+            && serial > plan.serial
+        {
+            return Ok(Published::Stale {
+                proposed_serial: serial,
+                number: Some(pr.number),
+                url: Some(pr.url.clone()),
+            });
+        }
+        if let Some(key) = marker(&pr.body, "key")
+            && key != marker_value(&plan.source.key)
+            && plan::recorded_serial(&pr.body).is_some_and(|(_, lineage)| lineage != plan.lineage)
+        {
+            return Ok(Published::Claimed {
+                number: pr.number,
+                url: pr.url.clone(),
+                other_key: key.replace("%20", " "),
+            });
+        }
+        // A run that read the base before the pull request was last written must not write
+        // what it computed: that would undo what was merged in between.
+        if let Some(base) = recorded_base(&pr.body)
+            && base != snap.base_sha
+            && !gh
+                .compare(&base, &snap.base_sha, deadline)
+                .await?
+                .relation
+                .contains_base()
+        {
+            return Err(GithubError::Conflict {
+                what: format!("pull request #{}", pr.number),
+                detail: format!(
+                    "it was written from base {base}, newer than the base read ({})",
+                    snap.base_sha
+                ),
+            });
+        }
     }
     match plan.outcome {
         Outcome::Stale => Ok(Published::Stale {
             proposed_serial: plan.base_serial.unwrap_or_default(),
-            number: existing.as_ref().map(|p| p.number),
-            url: existing.map(|p| p.url),
+            number: open_pr.map(|p| p.number),
+            url: open_pr.map(|p| p.url.clone()),
         }),
-        Outcome::InSync => match existing {
-            Some(pr) => {
-                gh.close_pull(pr.number, deadline).await?;
-                gh.delete_branch(&plan.branch, deadline).await?;
-                Ok(Published::Closed {
-                    number: pr.number,
-                    url: pr.url,
-                })
-            }
+        Outcome::InSync => match open_pr {
+            Some(pr) => close(gh, snap, plan, pr, deadline).await,
             None => Ok(Published::InSync),
         },
         Outcome::Change => {
             let digest = plan_digest(plan);
-            if let Some(pr) = &existing
-                && recorded_digest(&pr.body).as_deref() == Some(digest.as_str())
-            {
-                // A run cut off between opening the pull request and labelling it left the
-                // labels out; the status was set before the body, so it is there.
-                let missing: Vec<String> = plan.labels.iter().filter(|l| !pr.labels.contains(l)).cloned().collect();
-                if !missing.is_empty() {
-                    gh.add_labels(pr.number, &missing, deadline).await?;
+            match latest {
+                Some(pr) if pr.state == PullState::Open => update(gh, snap, plan, pr, &digest, deadline).await,
+                Some(pr)
+                    if pr.state == PullState::Closed
+                        && !pr.body.contains(CLOSED_MARKER)
+                        && marker(&pr.body, "values").as_deref() == Some(values_digest(plan).as_str()) =>
+                {
+                    // A person closed it: these values were declined.
+                    Ok(Published::Declined {
+                        number: pr.number,
+                        url: pr.url,
+                    })
                 }
-                return Ok(Published::Unchanged {
-                    number: pr.number,
-                    url: pr.url.clone(),
-                });
-            }
-            match existing {
-                Some(pr) => update(gh, snap, plan, pr, &digest, deadline).await,
-                None => open(gh, snap, plan, &digest, deadline).await,
+                previous => open(gh, snap, plan, &digest, previous, deadline).await,
             }
         }
     }
+}
+
+/// Back in sync: the pull request is closed (as cellbridge's own close) and its branch deleted,
+/// unless people changed other files on it, which then stay open for review.
+async fn close<G: GithubRepo>(
+    gh: &G,
+    snap: &Snapshot,
+    plan: &Plan,
+    pr: &PullRequest,
+    deadline: Instant,
+) -> Result<Published> {
+    let cm = configmap::path_for(&plan.cell);
+    let cmp = gh.compare(&snap.base_sha, &pr.head_sha, deadline).await?;
+    if cmp.files.iter().any(|f| f.path != cm) {
+        return Ok(Published::Unchanged {
+            number: pr.number,
+            url: pr.url.clone(),
+        });
+    }
+    let body = format!("{}\n{CLOSED_MARKER}\n", pr.body.trim_end());
+    gh.close_pull(pr.number, &body, deadline).await?;
+    gh.delete_branch(&plan.branch, deadline).await?;
+    Ok(Published::Closed {
+        number: pr.number,
+        url: pr.url.clone(),
+    })
 }
 
 async fn set_status<G: GithubRepo>(gh: &G, commit: &str, plan: &Plan, deadline: Instant) -> Result<()> {
@@ -82,46 +142,25 @@ async fn set_status<G: GithubRepo>(gh: &G, commit: &str, plan: &Plan, deadline: 
     .await
 }
 
-/// The commit message, the body (with the digest and base recorded) and the tree that hold
-/// the plan on top of `snap`.
-async fn content<G: GithubRepo>(
-    gh: &G,
-    snap: &Snapshot,
-    plan: &Plan,
-    digest: &str,
-    deadline: Instant,
-) -> Result<(String, String, String)> {
-    let message = commit_message(plan, digest);
-    let body = format!(
-        "{}\n<!-- cellbridge:digest={digest} base={} -->\n",
-        fit_body(&plan.body, plan.serial, &plan.lineage),
-        snap.base_sha
-    );
-    let files: Vec<(String, String)> = plan.files.iter().map(|f| (f.path.clone(), f.new.clone())).collect();
-    let tree = gh.create_tree(snap, &files, deadline).await?;
-    Ok((message, body, tree))
+/// The body cellbridge writes: the plan's, with what it was computed from and left behind.
+fn body_for(plan: &Plan, digest: &str, base: &str, head: &str, previous: Option<&PullRequest>) -> String {
+    let mut body = fit_body(&plan.body, plan.serial, &plan.lineage);
+    if let Some(prev) = previous {
+        let what = match prev.state {
+            PullState::Merged => "merged",
+            _ => "closed without merging",
+        };
+        body.push_str(&format!("\n\nFollows #{} ({what}).", prev.number));
+    }
+    format!(
+        "{body}\n<!-- cellbridge:digest={digest} base={base} head={head} values={} key={} -->\n",
+        values_digest(plan),
+        marker_value(&plan.source.key)
+    )
 }
 
-/// The open pull request, made to hold the plan: one commit on its branch, then its status,
-/// title, body and labels.
-async fn update<G: GithubRepo>(
-    gh: &G,
-    snap: &Snapshot,
-    plan: &Plan,
-    pr: OpenPull,
-    digest: &str,
-    deadline: Instant,
-) -> Result<Published> {
-    let (message, body, tree) = content(gh, snap, plan, digest, deadline).await?;
-    // Merging the fresh base in keeps the pull request's diff exactly the plan's files,
-    // and keeps the branch moving forward so the update can be compare-and-swap.
-    let parents = if recorded_base(&pr.body).as_deref() == Some(snap.base_sha.as_str()) {
-        vec![pr.head_sha.clone()]
-    } else {
-        vec![pr.head_sha.clone(), snap.base_sha.clone()]
-    };
-    let commit = gh.create_commit(&tree, &parents, &message, deadline).await?;
-    gh.move_branch(&plan.branch, &commit, deadline).await?;
+/// The pull request's labels: a person's kept, cellbridge's as the plan says.
+fn labels_for(plan: &Plan, pr: &PullRequest) -> Vec<String> {
     let mut labels: Vec<String> = pr
         .labels
         .iter()
@@ -129,37 +168,196 @@ async fn update<G: GithubRepo>(
         .cloned()
         .collect();
     labels.extend(plan.labels.iter().cloned());
-    // The status goes first: once the body carries the new digest, later runs take the
+    labels
+}
+
+/// The head's content as it would merge: the base with every file the branch changed since
+/// their merge base (`written` is cellbridge's file as it now stands on the branch).
+async fn head_content<G: GithubRepo>(
+    gh: &G,
+    cmp: &Comparison,
+    written: (&str, &str),
+    deadline: Instant,
+) -> Result<Vec<(String, Vec<u8>)>> {
+    let mut files = Vec::new();
+    for f in &cmp.files {
+        if f.path == written.0 {
+            continue;
+        }
+        if let Some(blob) = &f.blob {
+            files.push((f.path.clone(), gh.read_blob(blob, deadline).await?.into_bytes()));
+        }
+    }
+    files.push((written.0.to_owned(), written.1.as_bytes().to_vec()));
+    Ok(files)
+}
+
+/// The open pull request, made to hold the plan: the base merged in when it moved on, one
+/// commit rewriting cellbridge's file when it differs, then the status of whatever the head is,
+/// and the body and labels describing it.
+async fn update<G: GithubRepo>(
+    gh: &G,
+    snap: &Snapshot,
+    plan: &Plan,
+    pr: PullRequest,
+    digest: &str,
+    deadline: Instant,
+) -> Result<Published> {
+    if recorded_digest(&pr.body).as_deref() == Some(digest)
+        && marker(&pr.body, "head").as_deref() == Some(pr.head_sha.as_str())
+    {
+        // As cellbridge left it. A run cut off between opening the pull request and labelling
+        // it left the labels out; the status was set before the body, so it is there.
+        let missing: Vec<String> = plan.labels.iter().filter(|l| !pr.labels.contains(l)).cloned().collect();
+        if !missing.is_empty() {
+            gh.add_labels(pr.number, &missing, deadline).await?;
+        }
+        return Ok(Published::Unchanged {
+            number: pr.number,
+            url: pr.url,
+        });
+    }
+    let cm = configmap::path_for(&plan.cell);
+    let ours = plan
+        .files
+        .iter()
+        .find(|f| f.path == cm)
+        .map(|f| f.new.as_str())
+        .unwrap_or_default();
+    let mut head = pr.head_sha.clone();
+    let mut cmp = gh.compare(&snap.base_sha, &head, deadline).await?;
+    if !cmp.relation.contains_base() {
+        let message = format!("Merge {} into {}", snap.base_branch, plan.branch);
+        match gh.merge_into(&plan.branch, &snap.base_sha, &message, deadline).await? {
+            Merge::Merged(sha) => head = sha,
+            // Someone brought it up to date meanwhile: start over from what is there now.
+            Merge::UpToDate => {
+                return Err(GithubError::Conflict {
+                    what: format!("updating branch {}", plan.branch),
+                    detail: "the branch moved while it was compared".into(),
+                });
+            }
+            Merge::Conflict => return conflicted(gh, snap, plan, pr, deadline).await,
+        }
+        cmp = gh.compare(&snap.base_sha, &head, deadline).await?;
+    }
+    let current = match cmp.files.iter().find(|f| f.path == cm) {
+        Some(f) => match &f.blob {
+            Some(blob) => Some(gh.read_blob(blob, deadline).await?),
+            None => None,
+        },
+        // The branch leaves the file as the base has it.
+        None => snap.fleet.read_text(&cm).ok().flatten(),
+    };
+    let wrote = current.as_deref() != Some(ours);
+    if wrote {
+        let tree = gh
+            .create_tree(&head, None, &[(cm.clone(), ours.to_owned())], deadline)
+            .await?;
+        let commit = gh
+            .create_commit(
+                &tree,
+                std::slice::from_ref(&head),
+                &commit_message(plan, digest),
+                deadline,
+            )
+            .await?;
+        gh.move_branch(&plan.branch, &head, &commit, deadline).await?;
+        head = commit;
+    }
+    let content = head_content(gh, &cmp, (&cm, ours), deadline).await?;
+    let checked = plan.rechecked(&Overlay::new(&snap.fleet as &dyn FleetRead, content));
+    // The status goes before the body: once the body records this head, later runs take the
     // pull request as complete, so everything else must already be there.
-    set_status(gh, &commit, plan, deadline).await?;
-    gh.update_pull_text(pr.number, &plan.title, &body, &labels, deadline)
+    let posted = if wrote {
+        None
+    } else {
+        gh.status(&head, plan::STATUS_CONTEXT, deadline).await?
+    };
+    if posted != Some((checked.status_ok(), checked.status_description())) {
+        set_status(gh, &head, &checked, deadline).await?;
+    }
+    let body = body_for(plan, digest, &snap.base_sha, &head, None);
+    gh.update_pull_text(pr.number, &plan.title, &body, &labels_for(plan, &pr), deadline)
         .await?;
-    Ok(Published::Updated {
-        number: pr.number,
-        url: pr.url,
-        commit,
+    Ok(if wrote || head != pr.head_sha {
+        Published::Updated {
+            number: pr.number,
+            url: pr.url,
+            commit: head,
+        }
+    } else {
+        Published::Unchanged {
+            number: pr.number,
+            url: pr.url,
+        }
     })
 }
 
-/// A new pull request: its branch (or the branch a cut-off run left), its status, the pull
-/// request itself, its labels.
+/// The base cannot be merged into the branch: a person and the base changed the same file. The
+/// branch is left as it is; its status says so, and one comment asks for "Update branch".
+async fn conflicted<G: GithubRepo>(
+    gh: &G,
+    snap: &Snapshot,
+    plan: &Plan,
+    pr: PullRequest,
+    deadline: Instant,
+) -> Result<Published> {
+    let description = format!(
+        "conflicts with {}: resolve with Update branch, then cellbridge writes the new values",
+        snap.base_branch
+    );
+    if gh.status(&pr.head_sha, plan::STATUS_CONTEXT, deadline).await? != Some((false, description.clone())) {
+        gh.set_status(&pr.head_sha, false, plan::STATUS_CONTEXT, &description, deadline)
+            .await?;
+    }
+    if marker(&pr.body, "conflict").is_none() {
+        let text = format!(
+            "This branch conflicts with `{}`, so cellbridge cannot bring it up to date with new Terraform values ({}). Please resolve the conflict (**Update branch**, or merge `{}` into `{}`); the next state event then writes the values.",
+            snap.base_branch, plan.title, snap.base_branch, plan.branch
+        );
+        gh.comment(pr.number, &text, deadline).await?;
+        let body = pr
+            .body
+            .replacen("<!-- cellbridge:digest=", "<!-- cellbridge:conflict=asked digest=", 1);
+        gh.update_pull_text(pr.number, &plan.title, &body, &pr.labels, deadline)
+            .await?;
+    }
+    Ok(Published::Conflicted {
+        number: pr.number,
+        url: pr.url,
+    })
+}
+
+/// A new pull request: its branch (recreated from the base when it was a closed or merged pull
+/// request's, or the branch a cut-off run left), its status, the pull request, its labels.
 async fn open<G: GithubRepo>(
     gh: &G,
     snap: &Snapshot,
     plan: &Plan,
     digest: &str,
+    previous: Option<PullRequest>,
     deadline: Instant,
 ) -> Result<Published> {
     let branch = &plan.branch;
-    let (message, body, tree) = content(gh, snap, plan, digest, deadline).await?;
+    if previous.is_some() {
+        // Its history is not this pull request's: a squash or rebase merge leaves nothing a
+        // fast-forward can follow, and a declined proposal is not built upon.
+        gh.delete_branch(branch, deadline).await?;
+    }
+    let message = commit_message(plan, digest);
+    let files: Vec<(String, String)> = plan.files.iter().map(|f| (f.path.clone(), f.new.clone())).collect();
+    let tree = gh
+        .create_tree(&snap.base_sha, snap.base_tree.as_deref(), &files, deadline)
+        .await?;
     let fresh = gh
         .create_commit(&tree, std::slice::from_ref(&snap.base_sha), &message, deadline)
         .await?;
     let commit = if gh.create_branch(branch, &fresh, deadline).await? {
         fresh
     } else {
-        // The branch exists without an open pull request: a sync running right now, or one
-        // that stopped between the branch and the pull request, or a closed pull request's.
+        // The branch exists without a pull request: a sync running right now, or one that
+        // stopped between the branch and the pull request.
         match gh.branch_head(branch, deadline).await? {
             None => {
                 return Err(GithubError::Conflict {
@@ -185,9 +383,9 @@ async fn open<G: GithubRepo>(
                     head
                 } else {
                     let merged = gh
-                        .create_commit(&tree, &[head, snap.base_sha.clone()], &message, deadline)
+                        .create_commit(&tree, &[head.clone(), snap.base_sha.clone()], &message, deadline)
                         .await?;
-                    gh.move_branch(branch, &merged, deadline).await?;
+                    gh.move_branch(branch, &head, &merged, deadline).await?;
                     merged
                 }
             }
@@ -195,11 +393,29 @@ async fn open<G: GithubRepo>(
     };
 
     set_status(gh, &commit, plan, deadline).await?;
+    let body = body_for(plan, digest, &snap.base_sha, &commit, previous.as_ref());
     let (number, url) = gh
         .create_pull(branch, &snap.base_branch, &plan.title, &body, deadline)
         .await?;
     gh.add_labels(number, &plan.labels, deadline).await?;
     Ok(Published::Opened { number, url, commit })
+}
+
+/// The values the plan proposes, whatever the serial: what a person's close declined.
+pub fn values_digest(plan: &Plan) -> String {
+    let mut h = sha1::Sha1::new();
+    for (k, v) in &plan.data {
+        h.update(k.as_bytes());
+        h.update([0]);
+        h.update(v.as_bytes());
+        h.update([0]);
+    }
+    hex(&h.finalize())
+}
+
+/// A marker field holds no space.
+fn marker_value(s: &str) -> String {
+    s.replace(' ', "%20")
 }
 
 /// What the pull request must hold: its files, labels and check verdict. The serial and the
@@ -220,9 +436,11 @@ pub fn plan_digest(plan: &Plan) -> String {
     hex(&h.finalize())
 }
 
+/// A field of the marker line cellbridge writes last in a body (`<!-- cellbridge:digest=...
+/// base=... -->`, with `conflict=asked` before `digest` once a conflict was reported).
 pub(super) fn marker(body: &str, field: &str) -> Option<String> {
-    let start = body.rfind("<!-- cellbridge:digest=")?;
-    let line = &body[start..];
+    let start = body.rfind("<!-- cellbridge:")?;
+    let line = &body[start + "<!-- cellbridge:".len()..];
     let line = &line[..line.find("-->")?];
     line.split_whitespace()
         .find_map(|w| w.strip_prefix(&format!("{field}=")).map(str::to_owned))
@@ -230,7 +448,7 @@ pub(super) fn marker(body: &str, field: &str) -> Option<String> {
 }
 
 pub(super) fn recorded_digest(body: &str) -> Option<String> {
-    marker(body, "cellbridge:digest")
+    marker(body, "digest")
 }
 
 pub(super) fn recorded_base(body: &str) -> Option<String> {

@@ -30,7 +30,8 @@ pub struct CellResult {
     pub cell: Option<String>,
     pub bucket: String,
     pub key: String,
-    /// opened, updated, unchanged, closed, in-sync, stale, planned, refused, ignored, failed.
+    /// opened, updated, unchanged, closed, in-sync, stale, declined, conflicted, planned, refused,
+    /// ignored, failed.
     pub action: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version_id: Option<String>,
@@ -414,6 +415,16 @@ impl CellResult {
             Published::Closed { number, url } => ("closed", pr(*number, url)),
             Published::InSync => ("in-sync", None),
             Published::Stale { number, url, .. } => ("stale", number.map(|n| json!({"number": n, "url": url}))),
+            Published::Declined { number, url } => ("declined", pr(*number, url)),
+            Published::Conflicted { number, url } => ("conflicted", pr(*number, url)),
+            Published::Claimed { number, url, other_key } => {
+                self.error = Some(format!(
+                    "two states claim cell {}: {} and {other_key} (pull request #{number}); map each workspace to its own cell with {{workspace}} in CELLBRIDGE_STATE_KEY_PATTERN",
+                    self.cell.as_deref().unwrap_or_default(),
+                    self.key
+                ));
+                ("refused", pr(*number, url))
+            }
         };
         self.action = action.into();
         self.pull_request = pull;
