@@ -5,7 +5,9 @@ Prints `PORT=<n>` once bound to 127.0.0.1 and serves until its stdin closes.
 It keeps real git semantics in memory: blobs, trees and commits get the SHA-1 ids GitHub would
 give them, refs move only by fast-forward unless forced, a second open pull request from the
 same head is refused with GitHub's 422, a pull request merges three ways as GitHub merges it
-(refused with 405 only on a conflict: `merge_pull`), and so on. Errors follow GitHub's shapes
+(refused with 405 only on a conflict: `merge_pull`), a branch merges into another as `POST
+/merges` does (`merge_branches`), two commits compare as `GET /compare/{basehead}` does
+(`compare_commits`), and so on. Errors follow GitHub's shapes
 (`{"message": ..., "documentation_url": ...}`) and status codes (401, 404, 409, 422).
 
 Control API (never used by the product; tests and the bench drive it):
@@ -23,8 +25,19 @@ Control API (never used by the product; tests and the bench drive it):
   request. `DELETE /_fake/faults` clears them.
 - `GET /_fake/requests`: `{"requests": [{"method","path","status","write"}], "count": n,
   "writes": n}`; `DELETE /_fake/requests` resets the log.
-- `GET /_fake/state?repo=o/r`: branches, pull requests (with labels, head sha, statuses) and the
-  files of every branch, for assertions.
+- `GET /_fake/state?repo=o/r`: branches, pull requests (with labels, head sha, statuses,
+  `comments`: the bodies of their comments, oldest first, and `closed_by`: the User-Agent of the
+  request that closed or merged it, null while open) and the files of every branch, for
+  assertions.
+- `POST /_fake/rulesets` `{"repo": "o/r", "branch": "main", "message": "Changes must be made
+  through a pull request."}`: a ruleset refusing every ref update of matching branches (`branch`
+  a GitHub fnmatch pattern, `~DEFAULT_BRANCH` or `~ALL`) with 422 "Repository rule violations
+  found\n\n<message>\n\n" (`check_rules`); `DELETE /_fake/rulesets` (`{"repo"}` optional)
+  removes them, `GET` lists them.
+- `POST /_fake/update_branch` `{"repo": "o/r", "number": n}`: a person pressing the pull
+  request's "Update branch" button: base merged into the head branch as
+  `PUT /pulls/{n}/update-branch` does (`update_pull_branch`); 202 `{"message", "url", "sha"}`
+  (`sha` the new head), or that operation's 422.
 - `GET /_fake/app`: the GitHub App's id, installation id and private key (PEM, generated at
   start when the `cryptography` package is there), for tests that authenticate as an app.
 - `POST /_fake/tokens` `{"token": "..."}`: accept a personal access token; `DELETE` revokes it.
@@ -65,7 +78,7 @@ import tarfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import github_openapi  # noqa: E402  (GitHub's own description of every request and answer)
@@ -354,6 +367,292 @@ def merge_pull(full, repo, pr, body):
         sha = put_commit(tree, parents, message)
     repo["refs"][base_ref] = sha
     pr["state"], pr["merged"] = "closed", True
+    # "merged_at" and "closed_at" are the time of the merge (the `pull-request` schema of
+    # https://docs.github.com/rest/pulls/pulls#get-a-pull-request; a merged pull request is closed).
+    pr["merged_at"] = pr["closed_at"] = iso_now()
+    touch(pr)
+    return sha
+
+
+def iso_now(t=None):
+    """GitHub's timestamps: ISO 8601 in UTC ("YYYY-MM-DDTHH:MM:SSZ",
+    https://docs.github.com/rest/using-the-rest-api/timezones-and-the-rest-api)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if t is None else t))
+
+
+def base64_lines(data: bytes) -> str:
+    """Base64 in lines of 60 characters, each ending in a newline (Ruby's `Base64.encode64`)."""
+    text = base64.b64encode(data).decode()
+    return "".join(text[i:i + 60] + "\n" for i in range(0, len(text), 60))
+
+
+def touch(pr):
+    """Marks a pull request updated now (its `updated_at`, and the order `sort=updated` lists)."""
+    pr["updated"] = time.time()
+    pr["updated_at"] = iso_now(pr["updated"])
+
+
+# --- comparing two commits -------------------------------------------------------------------------
+#
+# "Compare two commits" (https://docs.github.com/rest/commits/commits#compare-two-commits):
+# `GET /repos/{owner}/{repo}/compare/{basehead}`, `basehead` being `BASE...HEAD` (branch names or
+# commit SHAs; `USERNAME:BASE...USERNAME:HEAD` names branches of the same network). "This endpoint
+# is equivalent to running the `git log BASE..HEAD` command, but it returns commits in a different
+# order ... the API returns commits in chronological order", and "When calling this endpoint
+# without any paging parameter (`per_page` or `page`), the returned list is limited to 250
+# commits, and the last commit in the list is the most recent of the entire comparison"; with
+# paging, "The list of changed files is only shown on the first page of results, and it includes
+# up to 300 changed files" (the operation's description in GitHub's OpenAPI description).
+# `status` says where HEAD stands relative to BASE: `ahead` (commits only on HEAD since their
+# merge base), `behind` (only on BASE), `diverged` (both), `identical` (the same commit); the
+# schema `commit-comparison` lists these four. `files` is the three-dot diff: what changed between
+# the merge base and HEAD, as the compare view shows it ("three-dot Git diff comparison",
+# https://docs.github.com/pull-requests/collaborating-with-pull-requests/proposing-changes-to-your-work-with-pull-requests/about-comparing-branches-in-pull-requests#three-dot-and-two-dot-git-diff-comparisons).
+
+COMPARE_COMMITS_CAP = 250
+COMPARE_FILES_CAP = 300
+
+
+def line_changes(old, new):
+    """(additions, deletions) between two blobs' texts, line by line as `git diff --numstat`
+    counts them (difflib's matching, not git's Myers diff: a line moved among equal lines can be
+    counted differently, the totals of an edit are the same); binary content counts 0 / 0, as
+    GitHub shows no line counts for it."""
+    import difflib
+    if b"\0" in old or b"\0" in new:
+        return 0, 0
+    a, b = old.decode("utf-8", "replace").splitlines(), new.decode("utf-8", "replace").splitlines()
+    adds = dels = 0
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if op in ("replace", "delete"):
+            dels += i2 - i1
+        if op in ("replace", "insert"):
+            adds += j2 - j1
+    return adds, dels
+
+
+def diff_entries(full, since_sha, head_sha):
+    """The `diff-entry` list of the files that differ between commits `since_sha` and
+    `head_sha`, sorted by path: `added`, `removed` or `modified` (a mode change is `modified`;
+    renames are not detected, a renamed file is a removal and an addition). `sha` is the blob at
+    HEAD, the removed blob for `removed`."""
+    old, new = commit_files(since_sha), commit_files(head_sha)
+    out = []
+    for path in sorted(set(old) | set(new)):
+        o, n = old.get(path), new.get(path)
+        if o == n:
+            continue
+        status = "added" if o is None else "removed" if n is None else "modified"
+        sha = (n or o)[1]
+        adds, dels = line_changes(get_obj(o[1], "blob") if o else b"", get_obj(n[1], "blob") if n else b"")
+        ref = head_sha if n else since_sha
+        out.append({"sha": sha, "filename": path, "status": status, "additions": adds, "deletions": dels,
+                    "changes": adds + dels,
+                    "blob_url": f"https://github.example/{full}/blob/{ref}/{path}",
+                    "raw_url": f"https://github.example/{full}/raw/{ref}/{path}",
+                    "contents_url": f"https://api.github.example/repos/{full}/contents/{path}?ref={ref}"})
+    return out
+
+
+def compare_commits(full, repo, basehead, per_page=None, page=None):
+    """`GET /compare/{basehead}` (see above): the `commit-comparison` answer, or ApiError 404
+    when `basehead` is not `BASE...HEAD`, names an unknown ref, or the two share no history."""
+    owner = full.split("/")[0]
+    base, sep, head = basehead.partition("...")
+    if not sep:
+        raise ApiError(404, "Not Found")
+
+    def side(ref):
+        # `USERNAME:BRANCH` names a branch of a repository of the network; only this one is modelled.
+        if ":" in ref:
+            who, _, ref = ref.partition(":")
+            if who != owner:
+                raise ApiError(404, "Not Found")
+        sha = resolve(repo, ref)
+        if sha is None:
+            raise ApiError(404, "Not Found")
+        return sha
+
+    base_sha, head_sha = side(base), side(head)
+    since = merge_base(base_sha, head_sha)
+    if since is None:
+        raise ApiError(404, f"No common ancestor between {base} and {head}.")
+    ahead = ancestors(head_sha) - ancestors(base_sha)
+    behind = ancestors(base_sha) - ancestors(head_sha)
+    if not ahead and not behind:
+        status = "identical"
+    elif ahead and behind:
+        status = "diverged"
+    else:
+        status = "ahead" if ahead else "behind"
+    commits = pull_commits(base_sha, head_sha)
+    paged = per_page is not None or page is not None
+    if paged:
+        size, number = min(max(per_page or 30, 1), 100), max(page or 1, 1)
+        shown = commits[(number - 1) * size:number * size]
+    else:
+        shown = commits[-COMPARE_COMMITS_CAP:]
+    files = diff_entries(full, since, head_sha)[:COMPARE_FILES_CAP] if not paged or (page or 1) == 1 else []
+    web = f"https://github.example/{full}/compare/{basehead}"
+    return {
+        "url": f"https://api.github.example/repos/{full}/compare/{basehead}",
+        "html_url": web,
+        "permalink_url": f"https://github.example/{full}/compare/{owner}:{base_sha}...{owner}:{head_sha}",
+        "diff_url": web + ".diff",
+        "patch_url": web + ".patch",
+        "base_commit": commit_json(full, base_sha),
+        "merge_base_commit": commit_json(full, since),
+        "status": status,
+        "ahead_by": len(ahead),
+        "behind_by": len(behind),
+        "total_commits": len(ahead),
+        "commits": [commit_json(full, c) for c in shown],
+        "files": files,
+    }
+
+
+# --- rulesets ------------------------------------------------------------------------------------
+#
+# A ruleset can forbid updating matching branches other than through a pull request ("Require a
+# pull request before merging": "Require all commits be made to a non-target branch and submitted
+# via a pull request before they can be merged";
+# https://docs.github.com/repositories/configuring-branches-and-merges-in-your-repository/managing-rulesets/about-rulesets
+# and .../managing-rulesets/available-rules-for-rulesets). GitHub then refuses every push to such
+# a branch, through the API too: "Update a reference"
+# (https://docs.github.com/rest/git/refs#update-a-reference) answers 422 with the message
+# "Repository rule violations found\n\nChanges must be made through a pull request.\n\n"
+# (as clients quote it, e.g. https://github.com/satisfactory-factories/application/issues/67 with
+# that page as documentation_url). The fake refuses so every ref update of a matching branch:
+# PATCH/POST/DELETE of `git/refs`, a `POST /merges` into it and the merge of `PUT
+# /pulls/{n}/update-branch` into a matching head branch (each is a push to the branch). Merging a
+# pull request into it (`PUT /pulls/{n}/merge`) is what the rule asks for and stays allowed.
+# Patterns are GitHub's fnmatch with File::FNM_PATHNAME ("the * wildcard does not match
+# directory separators (/)", `**/` spans them;
+# https://docs.github.com/repositories/configuring-branches-and-merges-in-your-repository/managing-rulesets/creating-rulesets-for-a-repository#using-fnmatch-syntax),
+# plus the ruleset editor's `~DEFAULT_BRANCH` and `~ALL`.
+
+RULESETS = []  # {"repo": "o/r", "branch": pattern, "message": text}
+RULE_MESSAGE = "Changes must be made through a pull request."
+
+
+def _fnmatch_pathname(pattern, name):
+    rx, i = "", 0
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            rx, i = rx + "(?:[^/]*/)*", i + 3
+        elif pattern.startswith("**", i):
+            rx, i = rx + "[^/]*", i + 2
+        elif c == "*":
+            rx, i = rx + "[^/]*", i + 1
+        elif c == "?":
+            rx, i = rx + "[^/]", i + 1
+        elif c == "[" and "]" in pattern[i + 1:]:
+            j = pattern.index("]", i + 1)
+            rx, i = rx + "(?!/)[" + pattern[i + 1:j].replace("\\", "\\\\") + "]", j + 1
+        else:
+            rx, i = rx + re.escape(c), i + 1
+    return re.fullmatch(rx, name) is not None
+
+
+def branch_rule(full, repo, short_ref):
+    """The message of the first ruleset of `full` matching the ref `short_ref` (`heads/x`), or None."""
+    if not short_ref.startswith("heads/"):
+        return None
+    branch = short_ref[len("heads/"):]
+    for rule in RULESETS:
+        if rule.get("repo") != full:
+            continue
+        pat = rule.get("branch", "~ALL")
+        if pat == "~ALL" or (pat == "~DEFAULT_BRANCH" and branch == repo["default_branch"]) \
+                or _fnmatch_pathname(pat, branch):
+            return rule.get("message") or RULE_MESSAGE
+    return None
+
+
+def check_rules(full, repo, short_ref):
+    """ApiError 422 "Repository rule violations found ..." when a ruleset protects `short_ref`."""
+    message = branch_rule(full, repo, short_ref)
+    if message is not None:
+        raise ApiError(422, f"Repository rule violations found\n\n{message}\n\n")
+
+
+# --- merging a branch, updating a pull request's branch ------------------------------------------
+
+def merge_branches(full, repo, body):
+    """`POST /merges` ("Merge a branch", https://docs.github.com/rest/branches/branches#merge-a-branch):
+    merges `head` (a branch name or a commit SHA) into the branch `base` with a merge commit
+    whose parents are base's head and head (the description: 201 "The resulting merge commit").
+    Returns the merge commit's SHA, or None when base already contains head (204 "Response when
+    already merged"). 404 "Base does not exist" / "Head does not exist" ("Not Found when the base
+    or head does not exist"), 409 "Merge conflict" ("Conflict when there is a merge conflict",
+    the file-level merge of `merged_tree`), 422 when a ruleset protects `base` (after the conflict
+    check). The default message "Merge {head} into {base}" is the fake's: the docs say only "a
+    default message will be used"."""
+    base, head = body.get("base", ""), body.get("head", "")
+    base_ref = "heads/" + base
+    base_sha = repo["refs"].get(base_ref)
+    if base_sha is None:
+        raise ApiError(404, "Base does not exist")
+    head_sha = resolve(repo, head) if head else None
+    if head_sha is None:
+        raise ApiError(404, "Head does not exist")
+    if is_ancestor(head_sha, base_sha):
+        return None
+    try:
+        tree = merged_tree(base_sha, head_sha)
+    except ApiError:
+        raise ApiError(409, "Merge conflict")
+    check_rules(full, repo, base_ref)
+    sha = put_commit(tree, [base_sha, head_sha], body.get("commit_message") or f"Merge {head} into {base}")
+    repo["refs"][base_ref] = sha
+    return sha
+
+
+NO_NEW_BASE_COMMITS = "There are no new commits on the base branch."
+HEAD_MOVED = "expected head sha didn't match current head ref."
+UPDATE_CONFLICT = "merge conflict between base and head"
+
+
+def update_pull_branch(full, repo, pr, body):
+    """`PUT /pulls/{n}/update-branch` ("Update a pull request branch",
+    https://docs.github.com/rest/pulls/pulls#update-a-pull-request-branch): "Updates the pull
+    request branch with the latest upstream changes by merging HEAD from the base branch into the
+    pull request branch", as the "Update branch" button does. GitHub answers 202 and merges
+    asynchronously; the fake merges before answering. The merge commit's parents are the head
+    and the base, its message the button's "Merge branch '{base}' into {head}". Returns the new
+    head SHA. Refusals, all 422 (the only refusal the description lists):
+
+    - `expected_head_sha` not the head: "If the expected SHA does not match the pull request's
+      HEAD, you will receive a `422 Unprocessable Entity` status" (the description); the message
+      "expected head sha didn't match current head ref." is GitHub's as public scripts match it
+      (not in GitHub's docs);
+    - a conflict: "merge conflict between base and head" (GitHub's message as `gh pr
+      update-branch` prints it, quoted in
+      https://github.com/rorkai/App-Store-Connect-CLI/pull/2198);
+    - the head already contains the base: "There are no new commits on the base branch." (the
+      message another public GitHub double gives; GitHub's own is not documented);
+    - a closed pull request or a deleted branch: "Validation Failed" (GitHub's exact message for
+      these is not documented);
+    - a ruleset protecting the head branch (see `check_rules`)."""
+    head_ref, base_ref = "heads/" + pr["head"], "heads/" + pr["base"]
+    head_sha, base_sha = repo["refs"].get(head_ref), repo["refs"].get(base_ref)
+    if pr["state"] != "open" or head_sha is None or base_sha is None:
+        raise ApiError(422, "Validation Failed", errors=[{"resource": "PullRequest", "code": "custom",
+                                                          "message": "the pull request is not open or a branch is gone"}])
+    expected = (body or {}).get("expected_head_sha")
+    if expected is not None and expected != head_sha:
+        raise ApiError(422, HEAD_MOVED)
+    if is_ancestor(base_sha, head_sha):
+        raise ApiError(422, NO_NEW_BASE_COMMITS)
+    try:
+        tree = merged_tree(head_sha, base_sha)
+    except ApiError:
+        raise ApiError(422, UPDATE_CONFLICT)
+    check_rules(full, repo, head_ref)
+    sha = put_commit(tree, [head_sha, base_sha], f"Merge branch '{pr['base']}' into {pr['head']}")
+    repo["refs"][head_ref] = sha
+    touch(pr)
     return sha
 
 
@@ -401,7 +700,7 @@ def seed(body):
     repo = REPOS.setdefault(
         full,
         {"id": new_id(), "default_branch": branch, "refs": {}, "pulls": {}, "next_number": 1,
-         "labels": {}, "statuses": {}},
+         "labels": {}, "statuses": {}, "status_log": {}},
     )
     ref = "heads/" + branch
     parent = repo["refs"].get(ref)
@@ -453,6 +752,12 @@ def pull_json(full, repo, pr):
         "head": {"ref": pr["head"], "sha": head_sha, "label": f"{owner}:{pr['head']}"},
         "base": {"ref": pr["base"], "sha": repo["refs"].get("heads/" + pr["base"]), "label": f"{owner}:{pr['base']}"},
         "user": {"login": "cellbridge[bot]", "id": 2},
+        # null unless merged / closed (the `pull-request` and `pull-request-simple` schemas:
+        # https://docs.github.com/rest/pulls/pulls#get-a-pull-request).
+        "created_at": pr.get("created_at") or iso_now(0), "updated_at": pr.get("updated_at") or pr.get("created_at") or iso_now(0),
+        "closed_at": pr.get("closed_at") if pr["state"] == "closed" else None,
+        "merged_at": pr.get("merged_at") if pr.get("merged") else None,
+        "comments": len(pr.get("comments") or ()),
     }
 
 
@@ -820,6 +1125,30 @@ class Handler(BaseHTTPRequestHandler):
             loc = f"http://{host}/_codeload/{full}/legacy.tar.gz/{sha}?token={tok}"
             return 302, None, {"Location": loc}
 
+        m = re.fullmatch(r"/commits/(.+)/statuses", rest)
+        if m and method == "GET":
+            # "List commit statuses for a reference"
+            # (https://docs.github.com/rest/commits/statuses#list-commit-statuses-for-a-reference):
+            # every status posted on the commit, "in reverse chronological order. The first
+            # status in the list will be the latest one."
+            sha = resolve(repo, m.group(1))
+            if sha is None:
+                raise ApiError(422, f"No commit found for SHA: {m.group(1)}")
+            log = list(reversed(repo["status_log"].get(sha, [])))
+            return self._page(log, query, f"/repos/{full}/commits/{m.group(1)}/statuses")
+
+        m = re.fullmatch(r"/compare/(.+)", rest)
+        if m and method == "GET":
+            per_page, page = query.get("per_page", [None])[0], query.get("page", [None])[0]
+            return 200, compare_commits(full, repo, m.group(1), int(per_page) if per_page else None,
+                                        int(page) if page else None)
+
+        if rest == "/merges" and method == "POST":
+            sha = merge_branches(full, repo, body or {})
+            if sha is None:
+                return 204, None
+            return 201, commit_json(full, sha)
+
         m = re.fullmatch(r"/commits/(.+?)(/status)?", rest)
         if m and method == "GET":
             sha = resolve(repo, m.group(1))
@@ -850,6 +1179,7 @@ class Handler(BaseHTTPRequestHandler):
             short = ref[len("refs/"):]
             if short in repo["refs"]:
                 raise ApiError(422, "Reference already exists")
+            check_rules(full, repo, short)
             repo["refs"][short] = sha
             return 201, {"ref": ref, "object": {"sha": sha, "type": "commit"}}
 
@@ -860,8 +1190,12 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(422, "Reference does not exist")
             if not get_obj(sha, "commit"):
                 raise ApiError(422, "Object does not exist")
+            # A ref moves by fast-forward unless `force` ("Indicates whether to force the update
+            # or to make sure the update is a fast-forward update", the body's description); GitHub
+            # answers 422 "Update is not a fast forward" otherwise.
             if not body.get("force") and not is_ancestor(repo["refs"][short], sha):
                 raise ApiError(422, "Update is not a fast forward")
+            check_rules(full, repo, short)
             repo["refs"][short] = sha
             return 200, {"ref": "refs/" + short, "object": {"sha": sha, "type": "commit"}}
         if m and method == "DELETE":
@@ -870,11 +1204,14 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(422, "Reference does not exist")
             if short == "heads/" + repo["default_branch"]:
                 raise ApiError(422, "Cannot delete the default branch")
+            check_rules(full, repo, short)
             del repo["refs"][short]
             # GitHub closes open pull requests whose head branch is deleted.
             for pr in repo["pulls"].values():
                 if pr["state"] == "open" and "heads/" + pr["head"] == short:
-                    pr["state"] = "closed"
+                    pr["state"], pr["closed_at"] = "closed", iso_now()
+                    pr["closed_by"] = self.headers.get("User-Agent", "")
+                    touch(pr)
             return 204, None
 
         if rest == "/git/blobs" and method == "POST":
@@ -888,7 +1225,13 @@ class Handler(BaseHTTPRequestHandler):
             data = get_obj(m.group(1), "blob")
             if data is None:
                 raise ApiError(404, "Not Found")
-            return 200, {"sha": m.group(1), "size": len(data), "encoding": "base64", "content": base64.b64encode(data).decode()}
+            # "Get a blob" (https://docs.github.com/rest/git/blobs#get-a-blob): "The `content` in
+            # the response will always be Base64 encoded", broken into lines as GitHub's Ruby
+            # encodes it (`Base64.encode64`: "Line feeds are added to every 60 encoded
+            # characters", https://apidock.com/ruby/Base64/encode64); clients join the lines.
+            return 200, {"sha": m.group(1), "size": len(data), "encoding": "base64", "content": base64_lines(data),
+                         "url": f"https://api.github.example/repos/{full}/git/blobs/{m.group(1)}",
+                         "node_id": "B_" + m.group(1)[:16]}
 
         if rest == "/git/trees" and method == "POST":
             return 201, self._create_tree(body)
@@ -923,11 +1266,26 @@ class Handler(BaseHTTPRequestHandler):
             return 200, git_commit_json(m.group(1))
 
         if rest == "/pulls" and method == "GET":
+            # "List pull requests" (https://docs.github.com/rest/pulls/pulls#list-pull-requests):
+            # `state` "Either `open`, `closed`, or `all`" (default `open`); `head`
+            # "`user:ref-name`"; `sort` `created` (the default), `updated`, `popularity` ("the
+            # number of comments") or `long-running`; `direction` "Default: `desc` when sort is
+            # `created` or sort is not specified, otherwise `asc`"; `per_page` (default 30, max
+            # 100) and `page`. Pull requests are numbered in the order they are created, so
+            # `created` orders by number. `long-running` is ordered as `created`, without
+            # GitHub's filter ("open for more than a month and have had activity within the past
+            # month"), which the fake's timeless pull requests cannot meet.
             state = query.get("state", ["open"])[0]
             head = query.get("head", [None])[0]
             base = query.get("base", [None])[0]
+            sort = query.get("sort", ["created"])[0]
+            direction = query.get("direction", ["desc" if sort == "created" else "asc"])[0]
+            keys = {"updated": lambda p: (p.get("updated", 0), p["number"]),
+                    "popularity": lambda p: (len(p.get("comments") or ()), p["number"])}
+            pulls = sorted(repo["pulls"].values(), key=keys.get(sort, lambda p: p["number"]),
+                           reverse=direction == "desc")
             out = []
-            for pr in sorted(repo["pulls"].values(), key=lambda p: -p["number"]):
+            for pr in pulls:
                 if state != "all" and pr["state"] != state:
                     continue
                 if head and head != f"{owner}:{pr['head']}":
@@ -935,7 +1293,7 @@ class Handler(BaseHTTPRequestHandler):
                 if base and base != pr["base"]:
                     continue
                 out.append(pull_json(full, repo, pr))
-            return 200, out
+            return self._page(out, query, f"/repos/{full}/pulls")
 
         if rest == "/pulls" and method == "POST":
             return 201, self._create_pull(full, repo, body)
@@ -955,11 +1313,20 @@ class Handler(BaseHTTPRequestHandler):
                     if "heads/" + pr["head"] not in repo["refs"]:
                         raise ApiError(422, "Validation Failed", errors=[{"resource": "PullRequest", "code": "custom", "message": "state cannot be changed. The head branch was deleted."}])
                     self._refuse_duplicate(owner, repo, pr["head"], exclude=pr["number"])
+                was = pr["state"]
                 for k in ("title", "body", "state"):
                     if k in body:
                         pr[k] = body[k]
+                if was == "open" and pr["state"] == "closed":
+                    # Who closed it, for the tests (`closed_by` in GET /_fake/state): the
+                    # User-Agent of the closing request, cellbridge's (`cellbridge/...`) or a
+                    # person's (the tests' client, `cellbridge-tests`).
+                    pr["closed_at"], pr["closed_by"] = iso_now(), self.headers.get("User-Agent", "")
+                elif was == "closed" and pr["state"] == "open":
+                    pr["closed_at"] = pr["closed_by"] = None
                 if "labels" in body and m.group(1) == "issues":
                     pr["labels"] = sorted(set(body["labels"]))
+                touch(pr)
                 return 200, (issue_json if m.group(1) == "issues" else pull_json)(full, repo, pr)
 
         m = re.fullmatch(r"/pulls/(\d+)/merge", rest)
@@ -968,7 +1335,47 @@ class Handler(BaseHTTPRequestHandler):
             if pr is None:
                 raise ApiError(404, "Not Found")
             sha = merge_pull(full, repo, pr, body or {})
+            pr["closed_by"] = self.headers.get("User-Agent", "")
             return 200, {"sha": sha, "merged": True, "message": "Pull Request successfully merged"}
+
+        m = re.fullmatch(r"/pulls/(\d+)/update-branch", rest)
+        if m and method == "PUT":
+            pr = repo["pulls"].get(int(m.group(1)))
+            if pr is None:
+                raise ApiError(404, "Not Found")
+            update_pull_branch(full, repo, pr, body)
+            return 202, {"message": "Updating pull request branch.",
+                         "url": f"https://github.example/repos/{full}/pulls/{pr['number']}"}
+
+        m = re.fullmatch(r"/issues/(\d+)/comments", rest)
+        if m and method in ("POST", "GET"):
+            # "Create an issue comment" / "List issue comments"
+            # (https://docs.github.com/rest/issues/comments#create-an-issue-comment,
+            # https://docs.github.com/rest/issues/comments#list-issue-comments): "Every pull
+            # request is an issue", so a pull request's conversation is its issue's comments;
+            # listed "by ascending ID", `since` keeping those updated at or after it.
+            pr = repo["pulls"].get(int(m.group(1)))
+            if pr is None:
+                raise ApiError(404, "Not Found")
+            comments = pr.setdefault("comments", [])
+            if method == "GET":
+                since = query.get("since", [None])[0]
+                listed = [c for c in comments if since is None or c["updated_at"] >= since]
+                return self._page(listed, query, f"/repos/{full}/issues/{pr['number']}/comments")
+            if not isinstance(body.get("body"), str) or not body["body"]:
+                raise ApiError(422, "Validation Failed", errors=[{"resource": "IssueComment", "field": "body", "code": "missing_field"}])
+            cid = new_id()
+            now = iso_now()
+            comment = {"id": cid, "node_id": f"IC_{cid}", "body": body["body"],
+                       "url": f"https://api.github.example/repos/{full}/issues/comments/{cid}",
+                       "html_url": f"https://github.example/{full}/pull/{pr['number']}#issuecomment-{cid}",
+                       "issue_url": f"https://api.github.example/repos/{full}/issues/{pr['number']}",
+                       "user": {"login": "cellbridge[bot]", "id": 2}, "created_at": now, "updated_at": now,
+                       "author_association": "NONE", "user_agent": self.headers.get("User-Agent", "")}
+            comments.append(comment)
+            touch(pr)
+            out = {k: v for k, v in comment.items() if k != "user_agent"}
+            return 201, out, {"Location": comment["url"]}
 
         m = re.fullmatch(r"/issues/(\d+)/labels", rest)
         if m and method in ("POST", "PUT", "GET"):
@@ -993,11 +1400,38 @@ class Handler(BaseHTTPRequestHandler):
             if len(desc) > 140:
                 raise ApiError(422, "Validation Failed", errors=[{"resource": "Status", "field": "description", "code": "custom", "message": "description is too long (maximum is 140 characters)"}])
             ctx = body.get("context", "default")
-            st = {"state": state, "context": ctx, "description": desc, "target_url": body.get("target_url"), "id": new_id()}
+            sid, now = new_id(), iso_now()
+            # The `status` schema's members (https://docs.github.com/rest/commits/statuses#create-a-commit-status).
+            st = {"state": state, "context": ctx, "description": desc, "target_url": body.get("target_url"), "id": sid,
+                  "node_id": f"SC_{sid}", "url": f"https://api.github.example/repos/{full}/statuses/{sha}",
+                  "avatar_url": None, "created_at": now, "updated_at": now,
+                  "creator": {"login": "cellbridge[bot]", "id": 2}}
+            # The latest per context (what the combined status shows) and every one (what the
+            # list of statuses shows).
             repo["statuses"].setdefault(sha, {})[ctx] = st
+            repo.setdefault("status_log", {}).setdefault(sha, []).append(st)
             return 201, st
 
         raise ApiError(404, "Not Found")
+
+    def _page(self, items, query, path):
+        """One page of a list (`per_page`, default 30, at most 100; `page` from 1) with the Link
+        header GitHub adds when there are more ("Using pagination in the REST API",
+        https://docs.github.com/rest/using-the-rest-api/using-pagination-in-the-rest-api)."""
+        try:
+            size = min(max(int(query.get("per_page", ["30"])[0]), 1), 100)
+            number = max(int(query.get("page", ["1"])[0]), 1)
+        except ValueError:
+            size, number = 30, 1
+        last = max((len(items) + size - 1) // size, 1)
+        spec = SPEC["description"]
+        base = f"http://{self.headers.get('Host', '127.0.0.1')}{spec.prefix if spec else ''}{path}"
+        links = []
+        other = urlencode([(k, v) for k, vs in query.items() if k not in ("page", "per_page") for v in vs])
+        for rel, n in (("prev", number - 1), ("next", number + 1), ("first", 1), ("last", last)):
+            if (rel == "prev" and number > 1) or (rel == "next" and number < last) or (rel in ("first", "last") and last > 1):
+                links.append(f'<{base}?{other + "&" if other else ""}per_page={size}&page={n}>; rel="{rel}"')
+        return 200, items[(number - 1) * size:number * size], ({"Link": ", ".join(links)} if links else {})
 
     def _create_tree(self, body):
         base = body.get("base_tree")
@@ -1048,7 +1482,8 @@ class Handler(BaseHTTPRequestHandler):
         number = repo["next_number"]
         repo["next_number"] += 1
         pr = {"id": new_id(), "number": number, "state": "open", "title": body["title"], "body": body.get("body") or "",
-              "head": head, "base": base, "labels": [], "merged": False}
+              "head": head, "base": base, "labels": [], "merged": False, "created_at": iso_now(), "comments": []}
+        touch(pr)
         repo["pulls"][number] = pr
         return pull_json(full, repo, pr)
 
@@ -1089,6 +1524,24 @@ class Handler(BaseHTTPRequestHandler):
                     SPEC["log"].write(json.dumps({"cleared": True}) + "\n")
                     SPEC["log"].flush()
                 return 200, {}
+            if path == "/_fake/rulesets" and method == "POST":
+                RULESETS.extend(body if isinstance(body, list) else [body])
+                return 201, {"rulesets": list(RULESETS)}
+            if path == "/_fake/rulesets" and method == "DELETE":
+                RULESETS[:] = [r for r in RULESETS if body.get("repo") not in (None, r.get("repo"))]
+                return 200, {"rulesets": list(RULESETS)}
+            if path == "/_fake/rulesets" and method == "GET":
+                return 200, {"rulesets": list(RULESETS)}
+            if path == "/_fake/update_branch" and method == "POST":
+                # A person pressing "Update branch" on the pull request: the same merge as
+                # `PUT /pulls/{n}/update-branch`.
+                repo = repo_or_404(body.get("repo"))
+                pr = repo["pulls"].get(int(body.get("number", 0)))
+                if pr is None:
+                    raise ApiError(404, "Not Found")
+                sha = update_pull_branch(body["repo"], repo, pr, {k: v for k, v in body.items() if k == "expected_head_sha"})
+                return 202, {"message": "Updating pull request branch.", "sha": sha,
+                             "url": f"https://github.example/repos/{body['repo']}/pulls/{pr['number']}"}
             if path == "/_fake/app" and method == "GET":
                 return 200, {"app_id": APP["app_id"], "installation_id": APP["installation_id"], "private_key": APP["private_key"]}
             if path == "/_fake/state" and method == "GET":
@@ -1104,6 +1557,8 @@ class Handler(BaseHTTPRequestHandler):
                     j["labels"] = list(pr["labels"])
                     j["statuses"] = list(repo["statuses"].get(j["head"]["sha"], {}).values())
                     j["commits"] = self._commits_between(j["base"]["sha"], j["head"]["sha"])
+                    j["comments"] = [c["body"] for c in pr.get("comments") or ()]
+                    j["closed_by"] = pr.get("closed_by") if pr["state"] == "closed" else None
                     pulls.append(j)
                 return 200, {"default_branch": repo["default_branch"], "branches": branches, "pulls": pulls, "files": files}
         raise ApiError(404, "no such control endpoint")

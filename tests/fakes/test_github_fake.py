@@ -158,3 +158,415 @@ def test_the_merge_base_is_the_newest_common_ancestor(pull):
     cut = commit(full, "topic", {"cell/meta.yaml": "vpc: 2\n"})
     main = commit(full, "main", {"a.txt": "A\n"})
     assert gf.merge_base(main, cut) == gf.get_obj(cut, "commit")["parents"][0]
+
+
+# --- over HTTP, checked against GitHub's description ----------------------------------------------
+#
+# The tests below drive the fake as the product does: requests over HTTP, each checked against
+# GitHub's OpenAPI description, and the fake's answers completed and checked against its schemas.
+# A well-formed call must leave no violation in GET /_fake/conformance.
+
+import base64  # noqa: E402
+import json  # noqa: E402
+import threading  # noqa: E402
+import urllib.error  # noqa: E402
+import urllib.request  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import github_openapi  # noqa: E402
+
+OPENAPI = Path(os.environ.get("CELLBRIDGE_GITHUB_OPENAPI_DIR") or Path(__file__).resolve().parents[2] / ".testbed" / "openapi"
+               / "node_modules" / "@octokit" / "openapi" / "generated")
+TOKEN = "fake-test-token-not-a-credential"
+
+
+class Answer:
+    def __init__(self, status, body, headers):
+        self.status, self.body, self.headers = status, body, headers
+
+    def __repr__(self):
+        return f"Answer({self.status}, {self.body!r})"
+
+
+FLAVORS = {"api.github.com": "api.github.com.json", "ghes": "ghes-3.19.json"}
+
+
+@pytest.fixture(scope="module", params=list(FLAVORS))
+def server(request):
+    """The fake serving on a free port of 127.0.0.1, checking github.com's description or GitHub
+    Enterprise Server's (whose API lives below /api/v3)."""
+    source = OPENAPI / FLAVORS[request.param]
+    if not source.is_file():
+        pytest.fail(f"GitHub's OpenAPI description is missing: {source}. Run `make testbed`.")
+    gf.SPEC["description"] = github_openapi.Description.load(str(source), request.param)
+    gf.TOKENS[TOKEN] = None
+    httpd = gf.ThreadingHTTPServer(("127.0.0.1", 0), gf.Handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+    gf.SPEC["description"] = None
+
+
+def call(url, method, path, body=None, agent="cellbridge-tests", headers=None):
+    """One request with the headers a well-behaved client sends."""
+    data = None if body is None else json.dumps(body).encode()
+    h = {"User-Agent": agent, "Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
+         "Authorization": f"Bearer {TOKEN}"}
+    if data is not None:
+        h["Content-Type"] = "application/json"
+    h.update(headers or {})
+    req = urllib.request.Request(url + path, data=data, method=method, headers=h)
+    try:
+        with urllib.request.urlopen(req) as r:
+            status, raw, hdrs = r.status, r.read(), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        status, raw, hdrs = e.code, e.read(), dict(e.headers)
+    return Answer(status, json.loads(raw) if raw else None, hdrs)
+
+
+@pytest.fixture
+def gh(server):
+    """(call, repository name): a fresh repository whose main holds a.txt and b.txt, and a call
+    that also asserts, when the test ends, that nothing broke GitHub's description."""
+    call(server, "DELETE", "/_fake/conformance")
+    full = f"acme/http-{next(_REPOS)}"
+    gf.seed({"repo": full, "branch": "main", "files": {"a.txt": "a\n", "b.txt": "b\n"}})
+
+    prefix = gf.SPEC["description"].prefix
+
+    def api(method, path, body=None, **kw):
+        return call(server, method, prefix + path.replace("{repo}", full), body, **kw)
+
+    api.full = full
+    api.url = server
+    yield api
+    gf.RULESETS.clear()
+    violations = call(server, "GET", "/_fake/conformance").body["violations"]
+    assert violations == [], "a well-formed call broke GitHub's description"
+
+
+def sha_of(gh, branch):
+    return gf.REPOS[gh.full]["refs"]["heads/" + branch]
+
+
+def open_pull(gh, head, title="cell", changes=None):
+    commit(gh.full, head, changes or {f"{head}.yaml": "vpc: 1\n"}, f"{head}'s change")
+    r = gh("POST", "/repos/{repo}/pulls", {"title": title, "head": head, "base": "main", "body": "b"})
+    assert r.status == 201, r
+    return r.body["number"]
+
+
+def state(gh):
+    return call(gh.url, "GET", f"/_fake/state?repo={gh.full}").body
+
+
+# compare ------------------------------------------------------------------------------------------
+
+def test_compare_identical_ahead_behind_diverged(gh):
+    r = gh("GET", "/repos/{repo}/compare/main...main")
+    assert r.status == 200
+    assert (r.body["status"], r.body["ahead_by"], r.body["behind_by"], r.body["commits"], r.body["files"]) == \
+        ("identical", 0, 0, [], [])
+    cut = sha_of(gh, "main")
+    c1 = commit(gh.full, "topic", {"a.txt": "A\n"}, "one")
+    c2 = commit(gh.full, "topic", {"new.txt": "n\n"}, "two")
+    r = gh("GET", "/repos/{repo}/compare/main...topic")
+    assert (r.body["status"], r.body["ahead_by"], r.body["behind_by"], r.body["total_commits"]) == ("ahead", 2, 0, 2)
+    assert [c["sha"] for c in r.body["commits"]] == [c1, c2], "oldest first"
+    assert r.body["merge_base_commit"]["sha"] == cut and r.body["base_commit"]["sha"] == cut
+    r = gh("GET", "/repos/{repo}/compare/topic...main")
+    assert (r.body["status"], r.body["ahead_by"], r.body["behind_by"], r.body["files"]) == ("behind", 0, 2, [])
+    commit(gh.full, "main", {"OWNERS": "platform\n"})
+    r = gh("GET", "/repos/{repo}/compare/main...topic")
+    assert (r.body["status"], r.body["ahead_by"], r.body["behind_by"]) == ("diverged", 2, 1)
+    assert r.body["merge_base_commit"]["sha"] == cut
+    assert r.body["base_commit"]["sha"] == sha_of(gh, "main")
+
+
+def test_compare_files_are_the_three_dot_diff_with_head_blobs(gh):
+    cut = sha_of(gh, "main")
+    head = commit(gh.full, "cellbridge/x", {"a.txt": "A\nmore\n", "b.txt": None, "cell/meta.yaml": "vpc: 1\n"})
+    commit(gh.full, "main", {"OWNERS": "platform\n"})  # on BASE only: not in the three-dot diff
+    # The product percent-encodes the branch names; shas work too.
+    r = gh("GET", "/repos/{repo}/compare/main...cellbridge%2Fx")
+    assert r.status == 200
+    files = {f["filename"]: f for f in r.body["files"]}
+    assert sorted(files) == ["a.txt", "b.txt", "cell/meta.yaml"]
+    head_files, base_files = gf.commit_files(head), gf.commit_files(cut)
+    assert files["a.txt"]["status"] == "modified" and files["a.txt"]["sha"] == head_files["a.txt"][1]
+    assert (files["a.txt"]["additions"], files["a.txt"]["deletions"], files["a.txt"]["changes"]) == (2, 1, 3)
+    assert files["b.txt"]["status"] == "removed" and files["b.txt"]["sha"] == base_files["b.txt"][1]
+    assert files["cell/meta.yaml"]["status"] == "added" and files["cell/meta.yaml"]["sha"] == head_files["cell/meta.yaml"][1]
+    r2 = gh("GET", f"/repos/{{repo}}/compare/{sha_of(gh, 'main')}...{head}")
+    assert r2.body["files"] == r.body["files"] and r2.body["status"] == "diverged"
+    r3 = gh("GET", f"/repos/{{repo}}/compare/acme:main...acme:cellbridge%2Fx")
+    assert r3.status == 200 and r3.body["ahead_by"] == 1
+
+
+def test_compare_caps_commits_at_250_keeping_the_newest(gh):
+    shas = [commit(gh.full, "long", {"n.txt": f"{i}\n"}, f"c{i}") for i in range(260)]
+    r = gh("GET", "/repos/{repo}/compare/main...long")
+    assert r.body["total_commits"] == 260 and len(r.body["commits"]) == 250
+    assert r.body["commits"][-1]["sha"] == shas[-1] and r.body["commits"][0]["sha"] == shas[10]
+    r = gh("GET", "/repos/{repo}/compare/main...long?per_page=100&page=1")
+    assert [c["sha"] for c in r.body["commits"]] == shas[:100]
+    r = gh("GET", "/repos/{repo}/compare/main...long?per_page=100&page=3")
+    assert [c["sha"] for c in r.body["commits"]] == shas[200:] and r.body["files"] == []
+
+
+def test_compare_unknown_ref_is_404(gh):
+    assert gh("GET", "/repos/{repo}/compare/main...nope").status == 404
+    assert gh("GET", "/repos/{repo}/compare/nope...main").status == 404
+    assert gh("GET", "/repos/{repo}/compare/main..." + "0" * 40).status == 404
+    assert gh("GET", "/repos/{repo}/compare/main..main").status == 404, "two dots: not modelled"
+
+
+# blobs --------------------------------------------------------------------------------------------
+
+def test_blob_round_trip_in_lines_of_60(gh):
+    text = "x: 1\n" * 40  # 200 bytes: 268 base64 characters
+    r = gh("POST", "/repos/{repo}/git/blobs", {"content": text, "encoding": "utf-8"})
+    assert r.status == 201
+    sha = r.body["sha"]
+    r = gh("GET", f"/repos/{{repo}}/git/blobs/{sha}")
+    assert r.status == 200
+    assert (r.body["sha"], r.body["encoding"], r.body["size"]) == (sha, "base64", 200)
+    lines = r.body["content"].split("\n")
+    assert lines[-1] == "" and all(len(x) == 60 for x in lines[:-2]) and 0 < len(lines[-2]) <= 60
+    assert base64.b64decode("".join(lines)).decode() == text
+    assert r.body["url"].endswith(f"/git/blobs/{sha}") and r.body["node_id"]
+    assert gh("GET", "/repos/{repo}/git/blobs/" + "0" * 40).status == 404
+
+
+# merging a branch ---------------------------------------------------------------------------------
+
+def test_merge_creates_a_merge_commit_on_base(gh):
+    base = commit(gh.full, "main", {"OWNERS": "platform\n"})
+    head = commit(gh.full, "topic", {"cell.yaml": "vpc: 1\n"})
+    r = gh("POST", "/repos/{repo}/merges", {"base": "main", "head": "topic", "commit_message": "cellbridge: merge"})
+    assert r.status == 201, r
+    assert r.body["sha"] == sha_of(gh, "main")
+    assert [p["sha"] for p in r.body["parents"]] == [base, head]
+    assert r.body["commit"]["message"] == "cellbridge: merge"
+    assert files(gh.full, "main") == {"a.txt": "a\n", "b.txt": "b\n", "OWNERS": "platform\n", "cell.yaml": "vpc: 1\n"}
+    # A SHA as head, and the default message.
+    head2 = commit(gh.full, "topic", {"cell.yaml": "vpc: 2\n"})
+    r = gh("POST", "/repos/{repo}/merges", {"base": "main", "head": head2})
+    assert r.status == 201 and r.body["commit"]["message"] == f"Merge {head2} into main"
+
+
+def test_merge_of_what_base_contains_is_204_and_moves_nothing(gh):
+    commit(gh.full, "topic", {"cell.yaml": "vpc: 1\n"})
+    before = sha_of(gh, "main")
+    r = gh("POST", "/repos/{repo}/merges", {"base": "topic", "head": "main"})
+    assert (r.status, r.body) == (204, None)
+    r = gh("POST", "/repos/{repo}/merges", {"base": "main", "head": before})
+    assert r.status == 204 and sha_of(gh, "main") == before
+
+
+def test_merge_conflict_is_409(gh):
+    commit(gh.full, "topic", {"a.txt": "topic\n"})
+    commit(gh.full, "main", {"a.txt": "main\n"})
+    before = dict(gf.REPOS[gh.full]["refs"])
+    r = gh("POST", "/repos/{repo}/merges", {"base": "main", "head": "topic"})
+    assert (r.status, r.body["message"]) == (409, "Merge conflict")
+    assert gf.REPOS[gh.full]["refs"] == before
+
+
+def test_merge_of_a_missing_base_or_head_is_404(gh):
+    r = gh("POST", "/repos/{repo}/merges", {"base": "nope", "head": "main"})
+    assert (r.status, r.body["message"]) == (404, "Base does not exist")
+    r = gh("POST", "/repos/{repo}/merges", {"base": "main", "head": "nope"})
+    assert (r.status, r.body["message"]) == (404, "Head does not exist")
+
+
+# rulesets ---------------------------------------------------------------------------------------
+
+RULE = "Repository rule violations found\n\nChanges must be made through a pull request.\n\n"
+
+
+def test_a_ruleset_refuses_every_ref_update_of_matching_branches(gh):
+    r = call(gh.url, "POST", "/_fake/rulesets", {"repo": gh.full, "branch": "main",
+                                                "message": "Changes must be made through a pull request."})
+    assert r.status == 201
+    main = sha_of(gh, "main")
+    ahead = commit(gh.full, "topic", {"cell.yaml": "vpc: 1\n"})
+    before = dict(gf.REPOS[gh.full]["refs"])
+    r = gh("PATCH", "/repos/{repo}/git/refs/heads/main", {"sha": ahead, "force": False})
+    assert (r.status, r.body["message"]) == (422, RULE)
+    r = gh("POST", "/repos/{repo}/merges", {"base": "main", "head": "topic"})
+    assert (r.status, r.body["message"]) == (422, RULE)
+    assert gf.REPOS[gh.full]["refs"] == before
+    # A non-fast-forward update keeps GitHub's own answer.
+    commit(gh.full, "other", {"x": "1\n"})
+    r = gh("PATCH", "/repos/{repo}/git/refs/heads/other", {"sha": main, "force": False})
+    assert (r.status, r.body["message"]) == (422, "Update is not a fast forward")
+    # Other branches are not protected; a pull request still merges into main.
+    number = open_pull(gh, "cellbridge/y")
+    assert gh("PUT", f"/repos/{{repo}}/pulls/{number}/merge", {"merge_method": "merge"}).status == 200
+
+
+def test_a_ruleset_on_a_head_branch_refuses_updating_it(gh):
+    number = open_pull(gh, "cellbridge/r")
+    commit(gh.full, "main", {"OWNERS": "platform\n"})
+    call(gh.url, "POST", "/_fake/rulesets", {"repo": gh.full, "branch": "cellbridge/**/*"})
+    before = dict(gf.REPOS[gh.full]["refs"])
+    r = gh("PUT", f"/repos/{{repo}}/pulls/{number}/update-branch")
+    assert (r.status, r.body["message"]) == (422, RULE)
+    assert gf.REPOS[gh.full]["refs"] == before
+    r = gh("GET", "/repos/{repo}/pulls?state=all&head=acme%3Acellbridge%2Fr&per_page=1")
+    assert [p["number"] for p in r.body] == [number]
+
+
+def test_ruleset_patterns_follow_fnmatch_pathname(gh):
+    call(gh.url, "POST", "/_fake/rulesets", {"repo": gh.full, "branch": "release/*", "message": "No."})
+    refused = "Repository rule violations found\n\nNo.\n\n"
+    main = sha_of(gh, "main")
+    r = gh("POST", "/repos/{repo}/git/refs", {"ref": "refs/heads/release/1", "sha": main})
+    assert (r.status, r.body["message"]) == (422, refused)
+    r = gh("POST", "/repos/{repo}/git/refs", {"ref": "refs/heads/release/1/hotfix", "sha": main})
+    assert r.status == 201, "* does not match /"
+    call(gh.url, "DELETE", "/_fake/rulesets", {})
+    call(gh.url, "POST", "/_fake/rulesets", {"repo": gh.full, "branch": "release/**/*"})
+    r = gh("DELETE", "/repos/{repo}/git/refs/heads/release/1/hotfix")
+    assert (r.status, r.body["message"]) == (422, RULE)
+    call(gh.url, "DELETE", "/_fake/rulesets", {"repo": gh.full})
+    assert gh("DELETE", "/repos/{repo}/git/refs/heads/release/1/hotfix").status == 204
+    assert gf.branch_rule(gh.full, gf.REPOS[gh.full], "heads/release/1") is None
+
+
+# comments ---------------------------------------------------------------------------------------
+
+def test_comments_are_created_listed_and_in_the_state(gh):
+    number = open_pull(gh, "cellbridge/c")
+    r = gh("POST", f"/repos/{{repo}}/issues/{number}/comments", {"body": "first"}, agent="cellbridge/0.1")
+    assert r.status == 201
+    assert r.body["body"] == "first" and r.body["id"] and r.body["issue_url"].endswith(f"/issues/{number}")
+    assert r.headers.get("Location") == r.body["url"]
+    gh("POST", f"/repos/{{repo}}/issues/{number}/comments", {"body": "second"})
+    r = gh("GET", f"/repos/{{repo}}/issues/{number}/comments")
+    assert [c["body"] for c in r.body] == ["first", "second"]
+    assert r.body[0]["id"] < r.body[1]["id"]
+    r = gh("GET", f"/repos/{{repo}}/issues/{number}/comments?per_page=1&page=2")
+    assert [c["body"] for c in r.body] == ["second"] and 'rel="prev"' in r.headers.get("Link", "")
+    assert state(gh)["pulls"][0]["comments"] == ["first", "second"]
+    assert gh("POST", "/repos/{repo}/issues/999/comments", {"body": "x"}).status == 404
+
+
+# statuses ---------------------------------------------------------------------------------------
+
+def test_statuses_are_listed_newest_first(gh):
+    sha = sha_of(gh, "main")
+    for st, ctx in (("pending", "cellbridge/plan"), ("success", "cellbridge/plan"), ("failure", "other")):
+        r = gh("POST", f"/repos/{{repo}}/statuses/{sha}", {"state": st, "context": ctx, "description": st})
+        assert r.status == 201
+    r = gh("GET", f"/repos/{{repo}}/commits/{sha}/statuses?per_page=100")
+    assert r.status == 200
+    assert [(s["state"], s["context"]) for s in r.body] == [("failure", "other"), ("success", "cellbridge/plan"),
+                                                           ("pending", "cellbridge/plan")]
+    first = r.body[0]
+    assert first["target_url"] is None and first["description"] == "failure"
+    assert {"id", "node_id", "url", "created_at", "updated_at", "creator", "avatar_url"} <= set(first)
+    # By branch name too; the combined status keeps the latest per context.
+    assert len(gh("GET", "/repos/{repo}/commits/main/statuses").body) == 3
+    combined = gh("GET", f"/repos/{{repo}}/commits/{sha}/status").body
+    assert (combined["state"], combined["total_count"]) == ("failure", 2)
+    assert gh("GET", "/repos/{repo}/commits/main/statuses?per_page=1").headers.get("Link")
+
+
+# listing pull requests ------------------------------------------------------------------------------
+
+def test_pulls_state_all_closed_sorted_with_merged_at(gh):
+    one = open_pull(gh, "cellbridge/p", "one")
+    r = gh("PUT", f"/repos/{{repo}}/pulls/{one}/merge", {"merge_method": "merge"})
+    assert r.status == 200
+    two = open_pull(gh, "cellbridge/p", "two")
+    r = gh("PATCH", f"/repos/{{repo}}/pulls/{two}", {"state": "closed"}, agent="cellbridge/0.1")
+    assert r.status == 200 and r.body["state"] == "closed" and r.body["closed_at"] and r.body["merged_at"] is None
+    three = open_pull(gh, "cellbridge/p", "three")
+    q = "state=all&head=acme%3Acellbridge%2Fp&sort=created&direction=desc&per_page=1"
+    r = gh("GET", f"/repos/{{repo}}/pulls?{q}")
+    assert [p["number"] for p in r.body] == [three]
+    assert (r.body[0]["state"], r.body[0]["merged_at"], r.body[0]["closed_at"]) == ("open", None, None)
+    assert 'rel="next"' in r.headers.get("Link", "")
+    r = gh("GET", "/repos/{repo}/pulls?state=all&head=acme:cellbridge/p")
+    assert [p["number"] for p in r.body] == [three, two, one], "created, desc by default"
+    r = gh("GET", "/repos/{repo}/pulls?state=all&direction=asc")
+    assert [p["number"] for p in r.body] == [one, two, three]
+    r = gh("GET", "/repos/{repo}/pulls?state=closed")
+    assert [p["number"] for p in r.body] == [two, one]
+    merged = r.body[1]
+    assert merged["state"] == "closed" and merged["merged_at"] and merged["closed_at"]
+    assert [p["number"] for p in gh("GET", "/repos/{repo}/pulls").body] == [three]
+    # sort=updated is ascending unless asked: the latest touched comes last.
+    gh("PATCH", f"/repos/{{repo}}/pulls/{one}", {"title": "one again"})
+    r = gh("GET", "/repos/{repo}/pulls?state=all&sort=updated")
+    assert [p["number"] for p in r.body][-1] == one
+    pulls = {p["number"]: p for p in state(gh)["pulls"]}
+    assert pulls[two]["closed_by"] == "cellbridge/0.1"
+    assert pulls[one]["closed_by"] == "cellbridge-tests"
+    assert pulls[three]["closed_by"] is None
+
+
+def test_closing_by_a_person_is_recorded(gh):
+    number = open_pull(gh, "cellbridge/q")
+    gh("PATCH", f"/repos/{{repo}}/pulls/{number}", {"state": "closed"})
+    assert state(gh)["pulls"][0]["closed_by"] == "cellbridge-tests"
+    gh("PATCH", f"/repos/{{repo}}/pulls/{number}", {"state": "open"})
+    assert state(gh)["pulls"][0]["closed_by"] is None
+
+
+# updating a pull request's branch ---------------------------------------------------------------
+
+def test_update_branch_merges_base_into_head(gh):
+    number = open_pull(gh, "cellbridge/u")
+    head = sha_of(gh, "cellbridge/u")
+    base = commit(gh.full, "main", {"OWNERS": "platform\n"})
+    r = gh("PUT", f"/repos/{{repo}}/pulls/{number}/update-branch", {"expected_head_sha": head})
+    assert r.status == 202
+    assert r.body == {"message": "Updating pull request branch.",
+                      "url": f"https://github.example/repos/{gh.full}/pulls/{number}"}
+    new = gf.get_obj(sha_of(gh, "cellbridge/u"), "commit")
+    assert new["parents"] == [head, base]
+    assert new["message"] == "Merge branch 'main' into cellbridge/u"
+    assert files(gh.full, "cellbridge/u")["OWNERS"] == "platform\n"
+    r = gh("PUT", f"/repos/{{repo}}/pulls/{number}/update-branch")
+    assert (r.status, r.body["message"]) == (422, "There are no new commits on the base branch.")
+
+
+def test_update_branch_refusals(gh):
+    number = open_pull(gh, "cellbridge/v", changes={"a.txt": "topic\n"})
+    commit(gh.full, "main", {"a.txt": "main\n"})
+    before = dict(gf.REPOS[gh.full]["refs"])
+    r = gh("PUT", f"/repos/{{repo}}/pulls/{number}/update-branch", {"expected_head_sha": "0" * 40})
+    assert (r.status, r.body["message"]) == (422, "expected head sha didn't match current head ref.")
+    r = gh("PUT", f"/repos/{{repo}}/pulls/{number}/update-branch", {})
+    assert (r.status, r.body["message"]) == (422, "merge conflict between base and head")
+    assert gf.REPOS[gh.full]["refs"] == before
+    assert gh("PUT", "/repos/{repo}/pulls/999/update-branch").status == 404
+
+
+def test_a_person_updates_the_branch_through_the_control_api(gh):
+    number = open_pull(gh, "cellbridge/w")
+    head = sha_of(gh, "cellbridge/w")
+    commit(gh.full, "main", {"OWNERS": "platform\n"})
+    r = call(gh.url, "POST", "/_fake/update_branch", {"repo": gh.full, "number": number})
+    assert r.status == 202 and r.body["sha"] == sha_of(gh, "cellbridge/w")
+    assert gf.get_obj(r.body["sha"], "commit")["parents"][0] == head
+    r = call(gh.url, "POST", "/_fake/update_branch", {"repo": gh.full, "number": number})
+    assert (r.status, r.body["message"]) == (422, "There are no new commits on the base branch.")
+    # A pull request now ahead of main and compared as the product does.
+    r = gh("GET", "/repos/{repo}/compare/main...cellbridge%2Fw")
+    assert (r.body["status"], r.body["behind_by"]) == ("ahead", 0)
+
+
+def test_a_badly_formed_call_is_recorded(gh):
+    """The conformance check itself still bites (then forgotten, so the fixture's check holds)."""
+    r = gh("POST", "/repos/{repo}/merges", {"base": "main"})
+    assert r.status == 422
+    seen = call(gh.url, "GET", "/_fake/conformance").body
+    assert any(v["op"] == "repos/merge" and v["check"] == "body" for v in seen["violations"])
+    assert seen["operations"].get("repos/merge") == 1
+    call(gh.url, "DELETE", "/_fake/conformance")
