@@ -311,3 +311,234 @@ async fn twenty_concurrent_syncs_of_one_cell_make_one_pull_request() {
     let cm = &bed.fleet.files(&branch("eu-c1"))["clusters/eu-c1/cell-metadata.yaml"];
     assert!(cm.contains("vpc-1"));
 }
+
+// People and races (the pull request's ownership rules).
+
+const CM: &str = "clusters/eu-c1/cell-metadata.yaml";
+const LAYERS: &str = "clusters/eu-c1/layers.yaml";
+
+/// eu-c1's pull request open at serial 1, and a reviewer's commit on its branch.
+async fn reviewed(bed: &Bed) -> String {
+    apply(bed, "eu-c1", 1, "vpc-1");
+    assert_eq!(sync(bed, "eu-c1").await["action"], "opened");
+    let layers = bed.fleet.files(&branch("eu-c1"))[LAYERS].clone();
+    bed.fleet.commit(
+        &branch("eu-c1"),
+        &[(LAYERS, &format!("# reviewed by the platform team\n{layers}"))],
+        "a reviewer's fix",
+    )
+}
+
+#[tokio::test]
+async fn a_reviewers_commit_survives_the_next_update_which_writes_only_cellbridges_file() {
+    let bed = bed();
+    let reviewer = reviewed(&bed).await;
+    apply(&bed, "eu-c1", 2, "vpc-2");
+    let r = sync(&bed, "eu-c1").await;
+    assert_eq!(r["action"], "updated", "{r}");
+    let files = bed.fleet.files(&branch("eu-c1"));
+    assert!(
+        files[LAYERS].starts_with("# reviewed by the platform team"),
+        "the reviewer's change is kept"
+    );
+    assert!(files[CM].contains("vpc-2"));
+    let head = bed.fleet.head(&branch("eu-c1")).unwrap();
+    assert_eq!(bed.fleet.parents(&head), [reviewer], "built on the reviewer's head");
+    assert_eq!(
+        bed.fleet.changed_paths(&head),
+        [CM],
+        "cellbridge's commit writes its file only"
+    );
+}
+
+#[tokio::test]
+async fn a_head_cellbridge_did_not_write_gets_its_status_computed_on_its_content() {
+    let bed = bed();
+    apply(&bed, "eu-c1", 1, "vpc-1");
+    sync(&bed, "eu-c1").await;
+    // A reviewer breaks a layer: a variable cell-metadata does not hold.
+    let layers = bed.fleet.files(&branch("eu-c1"))[LAYERS].clone();
+    let broken = format!(
+        "{layers}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: flux-system\ndata:\n  y: ${{no_such_var}}\n"
+    );
+    let head = bed
+        .fleet
+        .commit(&branch("eu-c1"), &[(LAYERS, &broken)], "a reviewer's push");
+    assert!(bed.fleet.statuses(&head).is_empty());
+    // The same state again: nothing to write, but the new head gets its status within one event.
+    let r = sync(&bed, "eu-c1").await;
+    assert_eq!(r["action"], "unchanged", "{r}");
+    assert_eq!(
+        bed.fleet.head(&branch("eu-c1")).unwrap(),
+        head,
+        "no commit of cellbridge's"
+    );
+    let statuses = bed.fleet.statuses(&head);
+    assert_eq!(statuses.len(), 1, "{statuses:?}");
+    assert_eq!(statuses[0].context, "cellbridge/strict-substitution");
+    // The layer file is flux-managed only when listed by the cell; either way the verdict is
+    // computed on the reviewer's content, not on cellbridge's last write.
+    bed.fleet.clear_calls();
+    assert_eq!(sync(&bed, "eu-c1").await["action"], "unchanged");
+    assert_eq!(
+        bed.fleet.writes(),
+        0,
+        "a status already posted is not posted again: {:?}",
+        bed.fleet.calls()
+    );
+}
+
+#[tokio::test]
+async fn a_base_that_moved_is_merged_into_the_branch_never_reset() {
+    let bed = bed();
+    reviewed(&bed).await;
+    let main = bed
+        .fleet
+        .commit("main", &[("NOTES.md", "main moved\n")], "someone on main");
+    apply(&bed, "eu-c1", 2, "vpc-2");
+    assert_eq!(sync(&bed, "eu-c1").await["action"], "updated");
+    let files = bed.fleet.files(&branch("eu-c1"));
+    assert_eq!(files["NOTES.md"], "main moved\n", "main merged in");
+    assert!(files[LAYERS].starts_with("# reviewed"), "the reviewer's change kept");
+    let head = bed.fleet.head(&branch("eu-c1")).unwrap();
+    let merge = bed.fleet.parents(&head)[0].clone();
+    assert!(
+        bed.fleet.parents(&merge).contains(&main),
+        "a merge of main, not a reset"
+    );
+    // Merging the pull request keeps both main's change and the reviewer's.
+    bed.fleet.merge(1);
+    let main = bed.fleet.files("main");
+    assert!(main[LAYERS].starts_with("# reviewed") && main["NOTES.md"] == "main moved\n" && main[CM].contains("vpc-2"));
+}
+
+#[tokio::test]
+async fn a_conflict_with_the_base_leaves_the_branch_sets_the_status_and_comments_once() {
+    let bed = bed();
+    reviewed(&bed).await;
+    let head = bed.fleet.head(&branch("eu-c1")).unwrap();
+    // main changes the same file differently (the cell's directory merged by someone else).
+    bed.fleet
+        .commit("main", &[(LAYERS, "# main's own version\n")], "someone on main");
+    apply(&bed, "eu-c1", 2, "vpc-2");
+    let r = sync(&bed, "eu-c1").await;
+    assert_eq!(r["action"], "conflicted", "{r}");
+    assert_eq!(
+        bed.fleet.head(&branch("eu-c1")).unwrap(),
+        head,
+        "the branch is left as it is"
+    );
+    let st = bed.fleet.statuses(&head);
+    assert!(!st[0].success && st[0].description.contains("Update branch"), "{st:?}");
+    assert_eq!(bed.fleet.pulls()[0].comments.len(), 1);
+    assert!(bed.fleet.pulls()[0].comments[0].contains("Update branch"));
+    sync(&bed, "eu-c1").await;
+    assert_eq!(bed.fleet.pulls()[0].comments.len(), 1, "one comment, not one per event");
+
+    // The reviewer resolves it; the next event writes the values on the resolved head.
+    bed.fleet
+        .commit(&branch("eu-c1"), &[(LAYERS, "# main's own version\n")], "resolved");
+    bed.fleet.update_branch(1).unwrap();
+    let r = sync(&bed, "eu-c1").await;
+    assert_eq!(r["action"], "updated", "{r}");
+    assert!(bed.fleet.files(&branch("eu-c1"))[CM].contains("vpc-2"));
+    let head = bed.fleet.head(&branch("eu-c1")).unwrap();
+    assert!(
+        bed.fleet.statuses(&head)[0].description.contains("layers"),
+        "{:?}",
+        bed.fleet.statuses(&head)
+    );
+}
+
+#[tokio::test]
+async fn cellbridges_own_close_is_not_a_persons_and_a_merged_pull_request_is_never_rewritten() {
+    let bed = bed();
+    apply(&bed, "eu-c1", 1, "vpc-1");
+    sync(&bed, "eu-c1").await;
+    bed.fleet.merge(1);
+    apply(&bed, "eu-c1", 2, "vpc-2");
+    assert_eq!(sync(&bed, "eu-c1").await["action"], "opened");
+    apply(&bed, "eu-c1", 3, "vpc-1");
+    assert_eq!(sync(&bed, "eu-c1").await["action"], "closed");
+    assert_eq!(bed.fleet.pulls()[1].closed_by.as_deref(), Some("cellbridge"));
+    // vpc-2 again: cellbridge closed #2 itself, so this is no "no" from a person.
+    apply(&bed, "eu-c1", 4, "vpc-2");
+    let r = sync(&bed, "eu-c1").await;
+    assert_eq!(r["action"], "opened", "{r}");
+
+    // A squash merge leaves history a fast-forward cannot follow: the next change starts from
+    // the new main on a recreated branch, and the merged pull request is not written to.
+    let merged_head = bed.fleet.head(&branch("eu-c1")).unwrap();
+    bed.fleet.squash_merge(3).unwrap();
+    apply(&bed, "eu-c1", 5, "vpc-5");
+    let r = sync(&bed, "eu-c1").await;
+    assert_eq!(r["action"], "opened", "{r}");
+    assert_eq!(r["pull_request"]["number"], 4);
+    let head = bed.fleet.head(&branch("eu-c1")).unwrap();
+    assert_ne!(head, merged_head);
+    assert_eq!(
+        bed.fleet.parents(&head),
+        [bed.fleet.head("main").unwrap()],
+        "recreated from main"
+    );
+    assert!(bed.fleet.pulls()[3].body.contains("Follows #3 (merged)"));
+}
+
+#[tokio::test]
+async fn a_run_that_read_an_older_base_than_the_pull_request_writes_nothing() {
+    use cellbridge::github::{GithubRepo, pull_request};
+    let bed = bed();
+    apply(&bed, "eu-c1", 1, "vpc-1");
+    let old = bed.fleet.read_base(deadline()).await.unwrap();
+    let meta_state = cellbridge::tfstate::read_state(state("eu-c1", 1, "vpc-1").as_bytes(), "s").unwrap();
+    let meta = cellbridge::metadata::from_state(&meta_state).unwrap();
+    // main moves, and a newer run writes the pull request from it.
+    bed.fleet
+        .commit("main", &[("NOTES.md", "merged meanwhile\n")], "someone on main");
+    sync(&bed, "eu-c1").await;
+    // The older run's plan, against the base it read: GitHub is not touched.
+    let plan = cellbridge::plan::plan(&meta, Default::default(), &old.fleet, &Default::default()).unwrap();
+    bed.fleet.clear_calls();
+    let err = pull_request::converge(&bed.fleet, &old, &plan, deadline())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, cellbridge::github::GithubError::Conflict { .. }), "{err}");
+    assert_eq!(bed.fleet.writes(), 0, "{:?}", bed.fleet.calls());
+}
+
+#[tokio::test]
+async fn a_rule_refusing_the_branch_update_is_a_final_failure_naming_it() {
+    let bed = bed();
+    apply(&bed, "eu-c1", 1, "vpc-1");
+    sync(&bed, "eu-c1").await;
+    bed.fleet
+        .protect(&branch("eu-c1"), "Commits must have verified signatures.");
+    apply(&bed, "eu-c1", 2, "vpc-2");
+    let r = sync(&bed, "eu-c1").await;
+    assert_eq!(r["action"], "failed", "{r}");
+    assert_eq!(r["retryable"], false, "a rule is not a race: {r}");
+    assert_eq!(r["attempts"], 1, "{r}");
+    assert!(r["error"].as_str().unwrap().contains("verified signatures"), "{r}");
+}
+
+#[tokio::test]
+async fn two_workspaces_claiming_one_cell_are_refused_naming_both_keys() {
+    let bed = bed();
+    apply(&bed, "eu-c1", 1, "vpc-1");
+    sync(&bed, "eu-c1").await;
+    let other = state("eu-c1", 9, "vpc-9").replace(LINEAGE, "0e0e0e0e-0000-4000-8000-00000000beef");
+    let key = "env:/staging/cells/eu-c1/terraform.tfstate";
+    bed.states.put(BUCKET, key, other);
+    let inv = bed
+        .handle(&json!({"action": "sync", "bucket": BUCKET, "key": key}), deadline())
+        .await
+        .unwrap();
+    let r = &inv.response["cells"][0];
+    assert_eq!(r["action"], "refused", "{r}");
+    let e = r["error"].as_str().unwrap();
+    assert!(e.contains(key) && e.contains("cells/eu-c1/terraform.tfstate"), "{e}");
+    assert!(
+        bed.fleet.files(&branch("eu-c1"))[CM].contains("vpc-1"),
+        "the pull request is not flipped"
+    );
+}

@@ -190,6 +190,10 @@ struct Store {
     protected: BTreeMap<String, String>,
     calls: Vec<&'static str>,
     clock: u64,
+    /// Commits made through the port (cellbridge's), in order.
+    created: Vec<String>,
+    /// Seeded interleaving: each call yields to the scheduler a pseudo-random number of times.
+    jitter: Option<u64>,
 }
 
 /// One repository on GitHub, in memory.
@@ -533,6 +537,60 @@ impl MemGithub {
             .unwrap_or_else(|e| panic!("merging pull request #{number}: GitHub refuses: {e}"))
     }
 
+    /// Interleaves concurrent callers: from now on every call first yields to the scheduler a
+    /// number of times drawn from `seed`'s sequence, so one seed is one reproducible schedule.
+    pub fn jitter(&self, seed: u64) {
+        self.with(|s| s.jitter = Some(seed.max(1)));
+    }
+
+    async fn pause(&self) {
+        let n = self.with(|s| {
+            s.jitter.as_mut().map_or(0, |x| {
+                // xorshift64: no dependency for a test schedule.
+                *x ^= *x << 13;
+                *x ^= *x >> 7;
+                *x ^= *x << 17;
+                *x % 4
+            })
+        });
+        for _ in 0..n {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// The commits made through the port (cellbridge's), in order.
+    pub fn created_commits(&self) -> Vec<String> {
+        self.with(|s| s.created.clone())
+    }
+
+    /// The commit's parents.
+    pub fn parents(&self, commit: &str) -> Vec<String> {
+        self.with(|s| s.commits.get(commit).map(|c| c.parents.clone()).unwrap_or_default())
+    }
+
+    /// The paths a commit changes against its first parent (every path for a root commit).
+    pub fn changed_paths(&self, commit: &str) -> Vec<String> {
+        self.with(|s| {
+            let new = s.files_at(commit);
+            let old = s.commits[commit]
+                .parents
+                .first()
+                .map(|p| s.files_at(p))
+                .unwrap_or_default();
+            let paths: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+            paths
+                .into_iter()
+                .filter(|p| old.get(*p) != new.get(*p))
+                .cloned()
+                .collect()
+        })
+    }
+
+    /// The files of a commit (path → text).
+    pub fn files_at(&self, commit: &str) -> BTreeMap<String, String> {
+        self.with(|s| s.files_at(commit))
+    }
+
     pub fn pulls(&self) -> Vec<MemPull> {
         self.with(|s| s.pulls.clone())
     }
@@ -595,6 +653,7 @@ impl MemGithub {
 
 impl GithubRepo for MemGithub {
     async fn read_base(&self, _deadline: Instant) -> Result<Snapshot> {
+        self.pause().await;
         self.with(|s| {
             s.enter(&ops::REPOS_DOWNLOAD_TARBALL_ARCHIVE)?;
             let base_sha = s.refs[&s.default_branch].clone();
@@ -613,6 +672,7 @@ impl GithubRepo for MemGithub {
     }
 
     async fn latest_pull(&self, branch: &str, _deadline: Instant) -> Result<Option<PullRequest>> {
+        self.pause().await;
         self.with(|s| {
             s.enter(&ops::PULLS_LIST)?;
             Ok(s.pulls.iter().rev().find(|p| p.head == branch).map(|p| PullRequest {
@@ -632,6 +692,7 @@ impl GithubRepo for MemGithub {
     }
 
     async fn compare(&self, base: &str, head: &str, _deadline: Instant) -> Result<Comparison> {
+        self.pause().await;
         self.with(|s| {
             s.enter(&ops::REPOS_COMPARE_COMMITS)?;
             let resolve = |r: &str| {
@@ -675,6 +736,7 @@ impl GithubRepo for MemGithub {
     }
 
     async fn read_blob(&self, blob: &str, _deadline: Instant) -> Result<String> {
+        self.pause().await;
         self.with(|s| {
             s.enter(&ops::GIT_GET_BLOB)?;
             s.trees
@@ -693,6 +755,7 @@ impl GithubRepo for MemGithub {
         files: &[(String, String)],
         _deadline: Instant,
     ) -> Result<String> {
+        self.pause().await;
         self.with(|s| {
             s.enter(&ops::GIT_CREATE_TREE)?;
             let base = match tree {
@@ -715,6 +778,7 @@ impl GithubRepo for MemGithub {
     }
 
     async fn create_commit(&self, tree: &str, parents: &[String], message: &str, _deadline: Instant) -> Result<String> {
+        self.pause().await;
         self.with(|s| {
             s.enter(&ops::GIT_CREATE_COMMIT)?;
             if !s.trees.contains_key(tree) {
@@ -727,11 +791,14 @@ impl GithubRepo for MemGithub {
                     "Parent SHA does not exist or is not a commit object",
                 ));
             }
-            Ok(s.put_commit(tree, parents, message))
+            let sha = s.put_commit(tree, parents, message);
+            s.created.push(sha.clone());
+            Ok(sha)
         })
     }
 
     async fn move_branch(&self, branch: &str, _from: &str, commit: &str, _deadline: Instant) -> Result<()> {
+        self.pause().await;
         self.with(|s| {
             s.enter(&ops::GIT_UPDATE_REF)?;
             s.check_rules(branch, "updating")?;
@@ -754,6 +821,7 @@ impl GithubRepo for MemGithub {
     }
 
     async fn create_branch(&self, branch: &str, commit: &str, _deadline: Instant) -> Result<bool> {
+        self.pause().await;
         self.with(|s| {
             s.enter(&ops::GIT_CREATE_REF)?;
             s.check_rules(branch, "creating")?;
@@ -769,6 +837,7 @@ impl GithubRepo for MemGithub {
     }
 
     async fn branch_head(&self, branch: &str, _deadline: Instant) -> Result<Option<(String, String)>> {
+        self.pause().await;
         self.with(|s| {
             s.enter(&ops::REPOS_GET_COMMIT)?;
             Ok(s.refs.get(branch).map(|c| (c.clone(), s.commits[c].message.clone())))
@@ -776,6 +845,7 @@ impl GithubRepo for MemGithub {
     }
 
     async fn delete_branch(&self, branch: &str, _deadline: Instant) -> Result<()> {
+        self.pause().await;
         self.with(|s| {
             s.enter(&ops::GIT_DELETE_REF)?;
             s.check_rules(branch, "deleting")?;
@@ -796,6 +866,7 @@ impl GithubRepo for MemGithub {
         description: &str,
         _deadline: Instant,
     ) -> Result<()> {
+        self.pause().await;
         self.with(|s| {
             s.enter(&ops::REPOS_CREATE_COMMIT_STATUS)?;
             if !s.commits.contains_key(commit) {
@@ -831,6 +902,7 @@ impl GithubRepo for MemGithub {
         body: &str,
         _deadline: Instant,
     ) -> Result<(u64, String)> {
+        self.pause().await;
         self.with(|s| {
             s.enter(&ops::PULLS_CREATE)?;
             let (Some(h), Some(b)) = (s.refs.get(head).cloned(), s.refs.get(base).cloned()) else {
@@ -874,6 +946,7 @@ impl GithubRepo for MemGithub {
         labels: &[String],
         _deadline: Instant,
     ) -> Result<()> {
+        self.pause().await;
         self.with(|s| {
             s.enter(&ops::ISSUES_UPDATE)?;
             let Some(p) = s.pulls.iter_mut().find(|p| p.number == number) else {
@@ -890,6 +963,7 @@ impl GithubRepo for MemGithub {
     }
 
     async fn add_labels(&self, number: u64, labels: &[String], _deadline: Instant) -> Result<()> {
+        self.pause().await;
         self.with(|s| {
             s.enter(&ops::ISSUES_ADD_LABELS)?;
             let Some(p) = s.pulls.iter_mut().find(|p| p.number == number) else {
@@ -903,6 +977,7 @@ impl GithubRepo for MemGithub {
     }
 
     async fn close_pull(&self, number: u64, body: &str, _deadline: Instant) -> Result<()> {
+        self.pause().await;
         self.with(|s| {
             s.enter(&ops::PULLS_UPDATE)?;
             let Some(p) = s.pulls.iter_mut().find(|p| p.number == number) else {
@@ -918,6 +993,7 @@ impl GithubRepo for MemGithub {
     }
 
     async fn merge_into(&self, branch: &str, commit: &str, message: &str, _deadline: Instant) -> Result<Merge> {
+        self.pause().await;
         self.with(|s| {
             s.enter(&ops::REPOS_MERGE)?;
             s.check_rules(branch, "merging into")?;
@@ -936,6 +1012,7 @@ impl GithubRepo for MemGithub {
     }
 
     async fn status(&self, commit: &str, context: &str, _deadline: Instant) -> Result<Option<(bool, String)>> {
+        self.pause().await;
         self.with(|s| {
             s.enter(&ops::REPOS_LIST_COMMIT_STATUSES_FOR_REF)?;
             Ok(s.statuses
@@ -946,6 +1023,7 @@ impl GithubRepo for MemGithub {
     }
 
     async fn comment(&self, number: u64, body: &str, _deadline: Instant) -> Result<()> {
+        self.pause().await;
         self.with(|s| {
             s.enter(&ops::ISSUES_CREATE_COMMENT)?;
             let Some(p) = s.pulls.iter_mut().find(|p| p.number == number) else {

@@ -28,7 +28,7 @@ operations! {
     // outside the description.
     REPOS_DOWNLOAD_TARBALL_ARCHIVE = GET "/repos/{owner}/{repo}/tarball/{ref}" "repos/download-tarball-archive";
     PULLS_LIST = GET "/repos/{owner}/{repo}/pulls" "pulls/list";
-    REPOS_COMPARE_COMMITS = GET "/repos/{owner}/{repo}/compare/{basehead}" "repos/compare-commits";
+    REPOS_COMPARE_COMMITS = GET "/repos/{owner}/{repo}/compare/{base}...{head}" "repos/compare-commits";
     GIT_GET_BLOB = GET "/repos/{owner}/{repo}/git/blobs/{file_sha}" "git/get-blob";
     GIT_GET_COMMIT = GET "/repos/{owner}/{repo}/git/commits/{commit_sha}" "git/get-commit";
     GIT_CREATE_TREE = POST "/repos/{owner}/{repo}/git/trees" "git/create-tree";

@@ -124,7 +124,12 @@ async fn close<G: GithubRepo>(
     }
     let body = format!("{}\n{CLOSED_MARKER}\n", pr.body.trim_end());
     gh.close_pull(pr.number, &body, deadline).await?;
-    gh.delete_branch(&plan.branch, deadline).await?;
+    // GitHub deletes a ref unconditionally: a push that landed since the comparison keeps the
+    // branch (and the pull request can be reopened with it).
+    let head = gh.branch_head(&plan.branch, deadline).await?.map(|(sha, _)| sha);
+    if head.as_deref() == Some(pr.head_sha.as_str()) {
+        gh.delete_branch(&plan.branch, deadline).await?;
+    }
     Ok(Published::Closed {
         number: pr.number,
         url: pr.url.clone(),
