@@ -187,9 +187,11 @@ fn kind_of(method: &str, path: &str) -> String {
     let segs: Vec<String> = path
         .split('/')
         .map(|s| {
-            let hex = s.len() == 40 && s.chars().all(|c| c.is_ascii_hexdigit());
+            let id = |s: &str| s.len() == 40 && s.chars().all(|c| c.is_ascii_hexdigit());
             let num = !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
-            if hex || num { "*".to_owned() } else { s.to_owned() }
+            // A comparison names two commits: `<sha>...<sha>`.
+            let compare = s.split_once("...").is_some_and(|(a, b)| id(a) && id(b));
+            if id(s) || num || compare { "*".to_owned() } else { s.to_owned() }
         })
         .collect();
     let mut p = segs.join("/");
