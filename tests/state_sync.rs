@@ -483,6 +483,9 @@ async fn lifecycle(bed: Bed) {
     assert_eq!(c["action"], "updated", "{c}");
     let (api, total, _) = bed.counts();
     println!("update: {api} API requests, {total} with the archive download");
+    for q in bed.gh.requests()["requests"].as_array().unwrap() {
+        println!("  {} {}", q["method"], q["path"]);
+    }
     assert!(
         api <= 8 && total <= 9,
         "update took {api} API requests ({total} in all)"

@@ -1205,7 +1205,12 @@ class Handler(BaseHTTPRequestHandler):
             if short == "heads/" + repo["default_branch"]:
                 raise ApiError(422, "Cannot delete the default branch")
             check_rules(full, repo, short)
-            del repo["refs"][short]
+            gone = repo["refs"].pop(short)
+            # A pull request keeps its last head commit when its branch is deleted (`head.sha`
+            # is a required string of the `pull-request-simple` schema).
+            for pr in repo["pulls"].values():
+                if "heads/" + pr["head"] == short:
+                    pr["head_sha"] = gone
             # GitHub closes open pull requests whose head branch is deleted.
             for pr in repo["pulls"].values():
                 if pr["state"] == "open" and "heads/" + pr["head"] == short:

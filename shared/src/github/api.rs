@@ -137,10 +137,17 @@ impl GithubRepo for GithubFleet {
                     .collect()
             })
             .unwrap_or_default();
+        // `commits` lists the head's own commits (the newest 250): the head itself among them.
+        let head_tree = v["commits"]
+            .as_array()
+            .and_then(|cs| cs.iter().rev().find(|c| c["sha"].as_str() == Some(head)))
+            .and_then(|c| c["commit"]["tree"]["sha"].as_str())
+            .map(str::to_owned);
         Ok(Comparison {
             relation,
             merge_base: v["merge_base_commit"]["sha"].as_str().unwrap_or_default().to_owned(),
             files,
+            head_tree,
         })
     }
 

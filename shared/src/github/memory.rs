@@ -42,7 +42,7 @@ use std::time::Instant;
 
 use sha1::Digest as _;
 
-use super::archive::hex;
+use super::archive::{git_object_id, hex};
 use super::operations::{self as ops, Operation};
 use super::port::{ChangedFile, Comparison, GithubRepo, Merge, PullRequest, PullState, Relation};
 use super::{GithubError, Result, Snapshot};
@@ -140,10 +140,7 @@ fn three_way(
 
 /// A blob's id as git computes it.
 fn blob_id(content: &str) -> String {
-    let mut h = sha1::Sha1::new();
-    h.update(format!("blob {}\0", content.len()));
-    h.update(content.as_bytes());
-    hex(&h.finalize())
+    hex(&git_object_id("blob", content.as_bytes()))
 }
 
 #[derive(Debug, Clone)]
@@ -729,6 +726,7 @@ impl GithubRepo for MemGithub {
                 .collect();
             Ok(Comparison {
                 relation,
+                head_tree: (since != h).then(|| s.commits[&h].tree.clone()),
                 merge_base: since,
                 files,
             })

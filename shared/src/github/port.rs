@@ -67,6 +67,8 @@ pub struct Comparison {
     pub relation: Relation,
     pub merge_base: String,
     pub files: Vec<ChangedFile>,
+    /// The head commit's tree, when the answer shows it (saves reading the commit).
+    pub head_tree: Option<String>,
 }
 
 /// What merging a commit into a branch did ("Merge a branch").

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use sha1::Digest as _;
 
-use super::archive::hex;
+use super::archive::{git_object_id, hex};
 use super::port::{Comparison, GithubRepo, Merge, PullRequest, PullState};
 use super::{GithubError, Published, Result, Snapshot};
 use crate::configmap;
@@ -177,9 +177,11 @@ fn labels_for(plan: &Plan, pr: &PullRequest) -> Vec<String> {
 }
 
 /// The head's content as it would merge: the base with every file the branch changed since
-/// their merge base (`written` is cellbridge's file as it now stands on the branch).
+/// their merge base (`written` is cellbridge's file as it now stands on the branch). A file
+/// whose blob is one cellbridge wrote is not read again.
 async fn head_content<G: GithubRepo>(
     gh: &G,
+    plan: &Plan,
     cmp: &Comparison,
     written: (&str, &str),
     deadline: Instant,
@@ -190,11 +192,25 @@ async fn head_content<G: GithubRepo>(
             continue;
         }
         if let Some(blob) = &f.blob {
-            files.push((f.path.clone(), gh.read_blob(blob, deadline).await?.into_bytes()));
+            let known = plan
+                .files
+                .iter()
+                .find(|p| p.path == f.path && blob_id(&p.new) == *blob)
+                .map(|p| p.new.clone());
+            let text = match known {
+                Some(t) => t,
+                None => gh.read_blob(blob, deadline).await?,
+            };
+            files.push((f.path.clone(), text.into_bytes()));
         }
     }
     files.push((written.0.to_owned(), written.1.as_bytes().to_vec()));
     Ok(files)
+}
+
+/// A blob's id as git computes it: what GitHub's comparison names a file's content by.
+fn blob_id(text: &str) -> String {
+    hex(&git_object_id("blob", text.as_bytes()))
 }
 
 /// The open pull request, made to hold the plan: the base merged in when it moved on, one
@@ -246,18 +262,21 @@ async fn update<G: GithubRepo>(
         }
         cmp = gh.compare(&snap.base_sha, &head, deadline).await?;
     }
-    let current = match cmp.files.iter().find(|f| f.path == cm) {
-        Some(f) => match &f.blob {
-            Some(blob) => Some(gh.read_blob(blob, deadline).await?),
-            None => None,
-        },
+    // Whether the branch holds cellbridge's file as the plan has it: its blob id tells.
+    let holds_ours = match cmp.files.iter().find(|f| f.path == cm) {
+        Some(f) => f.blob.as_deref() == Some(blob_id(ours).as_str()),
         // The branch leaves the file as the base has it.
-        None => snap.fleet.read_text(&cm).ok().flatten(),
+        None => snap.fleet.read_text(&cm).ok().flatten().as_deref() == Some(ours),
     };
-    let wrote = current.as_deref() != Some(ours);
+    let wrote = !holds_ours;
     if wrote {
         let tree = gh
-            .create_tree(&head, None, &[(cm.clone(), ours.to_owned())], deadline)
+            .create_tree(
+                &head,
+                cmp.head_tree.as_deref(),
+                &[(cm.clone(), ours.to_owned())],
+                deadline,
+            )
             .await?;
         let commit = gh
             .create_commit(
@@ -270,7 +289,7 @@ async fn update<G: GithubRepo>(
         gh.move_branch(&plan.branch, &head, &commit, deadline).await?;
         head = commit;
     }
-    let content = head_content(gh, &cmp, (&cm, ours), deadline).await?;
+    let content = head_content(gh, plan, &cmp, (&cm, ours), deadline).await?;
     let checked = plan.rechecked(&Overlay::new(&snap.fleet as &dyn FleetRead, content));
     // The status goes before the body: once the body records this head, later runs take the
     // pull request as complete, so everything else must already be there.
