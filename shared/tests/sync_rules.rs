@@ -542,3 +542,218 @@ async fn two_workspaces_claiming_one_cell_are_refused_naming_both_keys() {
         "the pull request is not flipped"
     );
 }
+
+/// A tiny deterministic generator for the schedules below (xorshift64).
+struct Dice(u64);
+
+impl Dice {
+    fn roll(&mut self, sides: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % sides
+    }
+}
+
+/// What people did in one schedule, to check that none of it was lost.
+#[derive(Default)]
+struct Done {
+    /// Files a person committed on main.
+    on_main: Vec<(String, String)>,
+    /// Files a reviewer committed on a pull request's branch: (pull request, path, text).
+    on_branch: Vec<(u64, String, String)>,
+}
+
+/// One schedule: Terraform applies and duplicate deliveries race with reviewers pushing to the
+/// pull request, people pushing to main, merging, closing and updating the branch; every GitHub
+/// call of cellbridge yields a `seed`-drawn number of times, so the seed is the interleaving.
+async fn one_schedule(seed: u64) -> (Bed, Done, Vec<Value>) {
+    let bed = bed();
+    bed.fleet.jitter(seed);
+    let done = std::cell::RefCell::new(Done::default());
+    let results = std::cell::RefCell::new(Vec::new());
+    let terraform = async {
+        for serial in 1..=4u64 {
+            // Serial 3 repeats serial 2's values: an apply that changes nothing in the map.
+            let vpc = format!("vpc-{}", serial.min(2).max(serial.saturating_sub(1)));
+            apply(&bed, "eu-c1", serial, &vpc);
+            let (a, b) = tokio::join!(sync(&bed, "eu-c1"), sync(&bed, "eu-c1"));
+            results.borrow_mut().extend([a, b]);
+        }
+    };
+    let people = async {
+        let mut dice = Dice(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        for step in 0..8 {
+            for _ in 0..dice.roll(6) {
+                tokio::task::yield_now().await;
+            }
+            let open = bed.fleet.pulls().into_iter().find(|p| p.open).map(|p| p.number);
+            match (dice.roll(10), open) {
+                (0..=2, _) => {
+                    let (path, text) = (format!("docs/main-{step}.md"), format!("seed {seed} step {step}\n"));
+                    let c = bed.fleet.commit("main", &[(&path, &text)], "a person on main");
+                    bed.fleet.note(format!("PERSON main {path} -> {}", &c[..7]));
+                    done.borrow_mut().on_main.push((path, text));
+                }
+                (3..=5, Some(n)) => {
+                    let (path, text) = (
+                        format!("clusters/eu-c1/review-{step}.yaml"),
+                        format!("# seed {seed} step {step}\n"),
+                    );
+                    let c = bed.fleet.commit(&branch("eu-c1"), &[(&path, &text)], "a reviewer");
+                    bed.fleet.note(format!("PERSON #{n} {path} -> {}", &c[..7]));
+                    done.borrow_mut().on_branch.push((n, path, text));
+                }
+                (6, Some(n)) => {
+                    let r = bed.fleet.try_merge(n);
+                    bed.fleet.note(format!("PERSON merge #{n}: {r:?}"));
+                }
+                (7, Some(n)) => {
+                    let r = bed.fleet.update_branch(n);
+                    bed.fleet.note(format!("PERSON update-branch #{n}: {r:?}"));
+                }
+                (8, Some(n)) if dice.roll(3) == 0 => {
+                    bed.fleet.close(n);
+                    bed.fleet.note(format!("PERSON close #{n}"));
+                }
+                _ => {}
+            }
+        }
+    };
+    tokio::join!(terraform, people);
+    // Quiet again: the last state delivered once more.
+    let last = sync(&bed, "eu-c1").await;
+    results.borrow_mut().push(last);
+    (bed, done.into_inner(), results.into_inner())
+}
+
+#[test]
+fn in_thousands_of_interleavings_no_persons_change_is_lost_and_cellbridge_writes_only_its_file() {
+    let seeds: u64 = std::env::var("CELLBRIDGE_RACE_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
+    // The schedules are independent: spread them over the machine's cores, each thread with a
+    // single-threaded runtime (a seed's interleaving depends on that).
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let outcomes: Vec<std::collections::BTreeMap<String, usize>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| scope.spawn(move || check_schedules((1..=seeds).filter(|s| s % threads == t))))
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let mut total: std::collections::BTreeMap<String, usize> = Default::default();
+    for (k, v) in outcomes.into_iter().flatten() {
+        *total.entry(k).or_default() += v;
+    }
+    println!("{seeds} schedules; outcomes: {total:?}");
+}
+
+/// Runs the schedules of these seeds and checks what people and cellbridge did in each; the
+/// outcomes seen, counted.
+fn check_schedules(seeds: impl Iterator<Item = u64>) -> std::collections::BTreeMap<String, usize> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let mut outcomes: std::collections::BTreeMap<String, usize> = Default::default();
+    for seed in seeds {
+        let (bed, done, results) = rt.block_on(one_schedule(seed));
+        let gh = &bed.fleet;
+        let why = |what: &str| {
+            let pulls: Vec<String> = gh
+                .pulls()
+                .iter()
+                .map(|p| {
+                    format!(
+                        "#{} open={} merged={} closed_by={:?}",
+                        p.number, p.open, p.merged, p.closed_by
+                    )
+                })
+                .collect();
+            let actions: Vec<String> = results
+                .iter()
+                .map(|r| format!("{}:{}", r["action"], r["attempts"]))
+                .collect();
+            let mut log = Vec::new();
+            let mut c = gh.head(&branch("eu-c1"));
+            while let Some(sha) = c {
+                let parents = gh.parents(&sha);
+                log.push(format!(
+                    "{} parents={:?} changed={:?}",
+                    &sha[..7],
+                    parents.iter().map(|p| &p[..7]).collect::<Vec<_>>(),
+                    gh.changed_paths(&sha)
+                ));
+                c = parents.first().cloned();
+                if log.len() > 12 {
+                    break;
+                }
+            }
+            format!(
+                "seed {seed}: {what}\n  results: {actions:?}\n  pulls: {pulls:?}\n  branch log: {log:#?}\n  created: {:?}\n  journal: {:#?}",
+                gh.created_commits().iter().map(|c| &c[..7]).collect::<Vec<_>>(),
+                gh.journal()
+            )
+        };
+        for r in &results {
+            *outcomes.entry(r["action"].as_str().unwrap().to_owned()).or_default() += 1;
+            assert!(
+                r["action"] != "failed" || r["retryable"] == true,
+                "{}",
+                why(&format!("a final failure: {r}"))
+            );
+        }
+        let pulls = gh.pulls();
+        assert!(
+            pulls.iter().filter(|p| p.open).count() <= 1,
+            "{}",
+            why("two open pull requests")
+        );
+        let main = gh.files("main");
+        for (path, text) in &done.on_main {
+            assert_eq!(main.get(path), Some(text), "{}", why(&format!("main lost {path}")));
+        }
+        for (n, path, text) in &done.on_branch {
+            let pr = &pulls[*n as usize - 1];
+            if pr.merged {
+                assert_eq!(
+                    main.get(path),
+                    Some(text),
+                    "{}",
+                    why(&format!("merging #{n} lost {path}"))
+                );
+            } else if pr.open {
+                let files = gh.files(&branch("eu-c1"));
+                assert_eq!(
+                    files.get(path),
+                    Some(text),
+                    "{}",
+                    why(&format!("#{n}'s branch lost {path}"))
+                );
+            }
+        }
+        let main_head = gh.head("main").unwrap();
+        for c in gh.created_commits() {
+            let parents = gh.parents(&c);
+            let first_commit = parents.len() == 1 && gh.is_ancestor(&parents[0], &main_head);
+            let changed = gh.changed_paths(&c);
+            if first_commit || parents.len() == 2 {
+                // A pull request's first commit (or a cut-off run's branch made whole again):
+                // the cell's directory.
+                assert!(
+                    changed.iter().all(|p| p.starts_with("clusters/eu-c1/")),
+                    "{}",
+                    why(&format!("{c} wrote {changed:?}"))
+                );
+            } else {
+                assert!(
+                    changed.iter().all(|p| p == CM),
+                    "{}",
+                    why(&format!("{c}, an update, wrote {changed:?}"))
+                );
+            }
+        }
+    }
+    outcomes
+}

@@ -442,7 +442,13 @@ impl GithubRepo for GithubFleet {
                 deadline,
             )
             .await?;
-        if r.status == StatusCode::UNPROCESSABLE_ENTITY && r.message().contains("already exists") {
+        // 422 for a pull request already open for the head, a head that is gone ("head"
+        // "invalid" in `errors`), or one already merged ("No commits between"): another run or
+        // a person was there first.
+        let m = r.message();
+        if r.status == StatusCode::UNPROCESSABLE_ENTITY
+            && (m.contains("already exists") || m.contains("head invalid") || m.contains("No commits between"))
+        {
             return Err(GithubError::Conflict {
                 what,
                 detail: r.message(),

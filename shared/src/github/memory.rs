@@ -14,8 +14,9 @@
 //! - a tree's `base_tree`, a commit's tree and parents must exist (422,
 //!   https://docs.github.com/rest/git/trees#create-a-tree, .../commits#create-a-commit);
 //! - one open pull request per head branch, and none without commits between base and head
-//!   (422 "A pull request already exists for ...", "No commits between ...",
-//!   https://docs.github.com/rest/pulls/pulls#create-a-pull-request);
+//!   or from a head that does not exist (422 "A pull request already exists for ...", "No
+//!   commits between ...", `head` `invalid`; https://docs.github.com/rest/pulls/pulls#create-a-pull-request),
+//!   which the port reports as lost races;
 //! - deleting a pull request's head branch closes the pull request
 //!   (https://docs.github.com/pull-requests/collaborating-with-pull-requests/proposing-changes-to-your-work-with-pull-requests/creating-and-deleting-branches-within-your-repository#deleting-a-branch-used-for-a-pull-request);
 //! - a status needs an existing commit and a description of at most 140 characters (422,
@@ -189,6 +190,10 @@ struct Store {
     clock: u64,
     /// Commits made through the port (cellbridge's), in order.
     created: Vec<String>,
+    /// Every call and every note of the test, in order: a schedule's story.
+    journal: Vec<String>,
+    /// Blobs by id, as comparisons named them.
+    blobs: HashMap<String, String>,
     /// Seeded interleaving: each call yields to the scheduler a pseudo-random number of times.
     jitter: Option<u64>,
 }
@@ -359,6 +364,7 @@ impl Store {
     /// Records the call, runs a pending race, and answers an injected fault.
     fn enter(&mut self, op: &'static Operation) -> Result<()> {
         self.calls.push(op.id);
+        self.journal.push(op.id.to_owned());
         if let Some(i) = self.races.iter().position(|r| r.op == op.id) {
             let race = self.races.remove(i);
             let files: Vec<(String, Option<String>)> = race.files.into_iter().map(|(p, c)| (p, Some(c))).collect();
@@ -555,6 +561,16 @@ impl MemGithub {
         }
     }
 
+    /// Adds a line to the journal (what a person did, say).
+    pub fn note(&self, line: String) {
+        self.with(|s| s.journal.push(line));
+    }
+
+    /// Every call and note so far, in order.
+    pub fn journal(&self) -> Vec<String> {
+        self.with(|s| s.journal.clone())
+    }
+
     /// The commits made through the port (cellbridge's), in order.
     pub fn created_commits(&self) -> Vec<String> {
         self.with(|s| s.created.clone())
@@ -581,6 +597,11 @@ impl MemGithub {
                 .cloned()
                 .collect()
         })
+    }
+
+    /// Whether `commit` is `of` or one of its ancestors.
+    pub fn is_ancestor(&self, commit: &str, of: &str) -> bool {
+        self.with(|s| s.is_ancestor(commit, of))
     }
 
     /// The files of a commit (path → text).
@@ -714,16 +735,25 @@ impl GithubRepo for MemGithub {
                 (false, true) => Relation::Ahead,
                 (false, false) => Relation::Diverged,
             };
-            let (old, new) = (s.files_at(&since), s.files_at(&h));
+            let empty = BTreeMap::new();
+            let tree_of = |c: &str| s.commits.get(c).and_then(|c| s.trees.get(&c.tree)).unwrap_or(&empty);
+            let (old, new) = (tree_of(&since), tree_of(&h));
             let paths: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
-            let files = paths
+            let changed: Vec<(String, Option<(String, String)>)> = paths
                 .into_iter()
                 .filter(|p| old.get(*p) != new.get(*p))
-                .map(|p| ChangedFile {
-                    path: p.clone(),
-                    blob: new.get(p).map(|c| blob_id(c)),
-                })
+                .map(|p| (p.clone(), new.get(p).map(|c| (blob_id(c), c.clone()))))
                 .collect();
+            let mut files = Vec::new();
+            for (path, blob) in changed {
+                files.push(ChangedFile {
+                    path,
+                    blob: blob.as_ref().map(|(id, _)| id.clone()),
+                });
+                if let Some((id, text)) = blob {
+                    s.blobs.insert(id, text);
+                }
+            }
             Ok(Comparison {
                 relation,
                 head_tree: (since != h).then(|| s.commits[&h].tree.clone()),
@@ -737,10 +767,9 @@ impl GithubRepo for MemGithub {
         self.pause().await;
         self.with(|s| {
             s.enter(&ops::GIT_GET_BLOB)?;
-            s.trees
-                .values()
-                .flat_map(|t| t.values())
-                .find(|c| blob_id(c) == blob)
+            // Ids are learnt from comparisons, as a client learns them.
+            s.blobs
+                .get(blob)
                 .cloned()
                 .ok_or_else(|| api(&ops::GIT_GET_BLOB, 404, "Not Found"))
         })
@@ -904,7 +933,12 @@ impl GithubRepo for MemGithub {
         self.with(|s| {
             s.enter(&ops::PULLS_CREATE)?;
             let (Some(h), Some(b)) = (s.refs.get(head).cloned(), s.refs.get(base).cloned()) else {
-                return Err(api(&ops::PULLS_CREATE, 422, "Validation Failed: head or base invalid"));
+                // GitHub: 422 Validation Failed, `{"field": "head", "code": "invalid"}`; the port
+                // reports a head that vanished as a lost race.
+                return Err(GithubError::Conflict {
+                    what: format!("opening the pull request for {head}"),
+                    detail: "Validation Failed: head invalid".into(),
+                });
             };
             if s.pulls.iter().any(|p| p.open && p.head == head) {
                 return Err(GithubError::Conflict {
@@ -913,11 +947,11 @@ impl GithubRepo for MemGithub {
                 });
             }
             if s.is_ancestor(&h, &b) {
-                return Err(api(
-                    &ops::PULLS_CREATE,
-                    422,
-                    format!("No commits between {base} and {head}"),
-                ));
+                // GitHub: 422 "No commits between ..."; for the port, someone merged it first.
+                return Err(GithubError::Conflict {
+                    what: format!("opening the pull request for {head}"),
+                    detail: format!("No commits between {base} and {head}"),
+                });
             }
             let number = s.pulls.len() as u64 + 1;
             s.pulls.push(MemPull {

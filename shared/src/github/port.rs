@@ -152,7 +152,8 @@ pub trait GithubRepo: Send + Sync {
         description: &str,
         deadline: Instant,
     ) -> impl Future<Output = Result<()>> + Send;
-    /// Opens a pull request; [`Conflict`](super::GithubError::Conflict) when one is already open for `head`.
+    /// Opens a pull request; [`Conflict`](super::GithubError::Conflict) when one is already open
+    /// for `head`, or `head` is gone (another run deleted it meanwhile).
     fn create_pull(
         &self,
         head: &str,

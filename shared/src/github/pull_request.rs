@@ -279,12 +279,7 @@ async fn update<G: GithubRepo>(
             )
             .await?;
         let commit = gh
-            .create_commit(
-                &tree,
-                std::slice::from_ref(&head),
-                &commit_message(plan, digest),
-                deadline,
-            )
+            .create_commit(&tree, std::slice::from_ref(&head), &message_for(plan, digest), deadline)
             .await?;
         gh.move_branch(&plan.branch, &head, &commit, deadline).await?;
         head = commit;
@@ -364,12 +359,16 @@ async fn open<G: GithubRepo>(
     deadline: Instant,
 ) -> Result<Published> {
     let branch = &plan.branch;
-    if previous.is_some() {
+    if let Some(prev) = &previous {
         // Its history is not this pull request's: a squash or rebase merge leaves nothing a
-        // fast-forward can follow, and a declined proposal is not built upon.
-        gh.delete_branch(branch, deadline).await?;
+        // fast-forward can follow, and a declined proposal is not built upon. Only the old pull
+        // request's branch goes: one another run just recreated stays.
+        let head = gh.branch_head(branch, deadline).await?.map(|(sha, _)| sha);
+        if head.as_deref() == Some(prev.head_sha.as_str()) {
+            gh.delete_branch(branch, deadline).await?;
+        }
     }
-    let message = commit_message(plan, digest);
+    let message = message_for(plan, digest);
     let files: Vec<(String, String)> = plan.files.iter().map(|f| (f.path.clone(), f.new.clone())).collect();
     let tree = gh
         .create_tree(&snap.base_sha, snap.base_tree.as_deref(), &files, deadline)
@@ -380,8 +379,19 @@ async fn open<G: GithubRepo>(
     let commit = if gh.create_branch(branch, &fresh, deadline).await? {
         fresh
     } else {
-        // The branch exists without a pull request: a sync running right now, or one that
-        // stopped between the branch and the pull request.
+        // The branch exists: another sync opened the pull request meanwhile (people may already
+        // be pushing to it: redo, as an update), or one is running right now, or one stopped
+        // between the branch and the pull request.
+        if gh
+            .latest_pull(branch, deadline)
+            .await?
+            .is_some_and(|p| p.state == PullState::Open)
+        {
+            return Err(GithubError::Conflict {
+                what: format!("creating branch {branch}"),
+                detail: "its pull request was opened meanwhile".into(),
+            });
+        }
         match gh.branch_head(branch, deadline).await? {
             None => {
                 return Err(GithubError::Conflict {
@@ -403,14 +413,41 @@ async fn open<G: GithubRepo>(
                         url: None,
                     });
                 }
-                if t.get("Cellbridge-Digest").map(String::as_str) == Some(digest) {
-                    head
-                } else {
-                    let merged = gh
-                        .create_commit(&tree, &[head.clone(), snap.base_sha.clone()], &message, deadline)
-                        .await?;
-                    gh.move_branch(branch, &head, &merged, deadline).await?;
-                    merged
+                match t.get("Cellbridge-Digest").map(String::as_str) {
+                    Some(d) if d == digest => head,
+                    // Someone else's commit heads it: not cellbridge's to build on without a
+                    // pull request to show it in.
+                    None => {
+                        return Err(GithubError::Conflict {
+                            what: format!("creating branch {branch}"),
+                            detail: format!("{head}, someone else's commit, heads it"),
+                        });
+                    }
+                    // A cut-off run's branch: made current as an update would, the base
+                    // merged in and cellbridge's file written over, nothing else.
+                    Some(_) => {
+                        let mut head = head;
+                        let message = format!("Merge {} into {branch}", snap.base_branch);
+                        match gh.merge_into(branch, &snap.base_sha, &message, deadline).await? {
+                            Merge::Merged(sha) => head = sha,
+                            Merge::UpToDate => {}
+                            Merge::Conflict => {
+                                return Err(GithubError::Conflict {
+                                    what: format!("merging {} into {branch}", snap.base_branch),
+                                    detail: "the branch a cut-off run left conflicts with the base".into(),
+                                });
+                            }
+                        }
+                        let cm = configmap::path_for(&plan.cell);
+                        let ours = plan.files.iter().filter(|f| f.path == cm);
+                        let ours: Vec<(String, String)> = ours.map(|f| (f.path.clone(), f.new.clone())).collect();
+                        let tree = gh.create_tree(&head, None, &ours, deadline).await?;
+                        let commit = gh
+                            .create_commit(&tree, std::slice::from_ref(&head), &message_for(plan, digest), deadline)
+                            .await?;
+                        gh.move_branch(branch, &head, &commit, deadline).await?;
+                        commit
+                    }
                 }
             }
         }
@@ -494,7 +531,7 @@ pub(super) fn fit_body(body: &str, serial: u64, lineage: &str) -> String {
     )
 }
 
-pub(super) fn commit_message(plan: &Plan, digest: &str) -> String {
+pub(super) fn message_for(plan: &Plan, digest: &str) -> String {
     format!(
         "{}\n\nTerraform state {}\n\nCellbridge-Serial: {}\nCellbridge-Lineage: {}\nCellbridge-Digest: {digest}\n",
         plan.title, plan.source, plan.serial, plan.lineage
