@@ -38,6 +38,10 @@ fn example_fleet() -> Vec<(String, String)> {
 }
 
 fn bed() -> Bed {
+    bed_with(DEFAULT_KEY_PATTERN)
+}
+
+fn bed_with(key_pattern: &str) -> Bed {
     let config = SyncConfig {
         github: GithubConfig::checked(
             "acme".into(),
@@ -48,7 +52,7 @@ fn bed() -> Bed {
         )
         .unwrap(),
         state_bucket: BUCKET.into(),
-        key_pattern: KeyPattern::parse(DEFAULT_KEY_PATTERN).unwrap(),
+        key_pattern: KeyPattern::parse(key_pattern).unwrap(),
         flux_git_url: None,
     };
     Syncer::new(config, MemStates::new(), MemGithub::new("main", &example_fleet()))
@@ -756,4 +760,25 @@ fn check_schedules(seeds: impl Iterator<Item = u64>) -> std::collections::BTreeM
         }
     }
     outcomes
+}
+
+#[tokio::test]
+async fn with_workspace_in_the_key_pattern_each_workspace_is_a_cell_of_its_own() {
+    let bed = bed_with("env:/{workspace}/stacks/eks/terraform.tfstate");
+    for cell in ["eu-c1", "eu-c2"] {
+        let key = format!("env:/{cell}/stacks/eks/terraform.tfstate");
+        bed.states.put(BUCKET, &key, state(cell, 1, "vpc-1"));
+    }
+    let inv = bed.handle(&json!({"action": "sync-all"}), deadline()).await.unwrap();
+    let cells: Vec<&str> = inv.response["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(cells, ["opened", "opened"], "{}", inv.response);
+    assert_eq!(bed.fleet.pulls().len(), 2);
+    assert!(bed.fleet.files(&branch("eu-c2"))["clusters/eu-c2/cell-metadata.yaml"].contains("eu-c2"));
+    // A manual sync of one cell finds its key from the pattern.
+    assert_eq!(sync(&bed, "eu-c1").await["action"], "unchanged");
 }

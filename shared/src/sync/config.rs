@@ -41,33 +41,112 @@ impl SyncConfig {
     }
 }
 
-/// Where a cell's state lives: a key with one `{cell}`, e.g. `cells/{cell}/terraform.tfstate`.
-/// Workspaces of the S3 backend add `env:/<workspace>/` in front.
+/// Where a cell's state lives: a key with `{cell}`, e.g. `cells/{cell}/terraform.tfstate`.
+/// Workspaces of the S3 backend add `env:/<workspace>/` in front, and their states are the same
+/// cell's. A pattern that names `{workspace}` makes each workspace a cell of its own:
+/// `env:/{workspace}/stacks/eks/terraform.tfstate` (the workspace is the cell), or
+/// `env:/{workspace}/cells/{cell}/terraform.tfstate` (the cell is `<cell>-<workspace>`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyPattern {
-    prefix: String,
-    suffix: String,
+    /// Literal text and placeholders, in order.
+    parts: Vec<Part>,
+    has_cell: bool,
+    has_workspace: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Text(String),
+    Cell,
+    Workspace,
 }
 
 impl KeyPattern {
     pub fn parse(p: &str) -> Result<Self, String> {
-        let Some((prefix, suffix)) = p.split_once("{cell}") else {
-            return Err("must contain {cell}".into());
-        };
-        if suffix.contains("{cell}") {
-            return Err("must contain {cell} once".into());
+        let mut parts = Vec::new();
+        let mut rest = p;
+        while let Some(i) = rest.find('{') {
+            if i > 0 {
+                parts.push(Part::Text(rest[..i].to_owned()));
+            }
+            let after = &rest[i..];
+            let (part, len) = if after.starts_with("{cell}") {
+                (Part::Cell, "{cell}".len())
+            } else if after.starts_with("{workspace}") {
+                (Part::Workspace, "{workspace}".len())
+            } else {
+                return Err(format!(
+                    "unknown placeholder at {after:?}: use {{cell}} and {{workspace}}"
+                ));
+            };
+            if parts.contains(&part) {
+                return Err("must contain each placeholder once".into());
+            }
+            if matches!(parts.last(), Some(Part::Cell | Part::Workspace)) {
+                return Err("placeholders must be separated by text".into());
+            }
+            parts.push(part);
+            rest = &after[len..];
         }
-        if suffix.is_empty() && prefix.is_empty() {
+        if !rest.is_empty() {
+            parts.push(Part::Text(rest.to_owned()));
+        }
+        let has_cell = parts.contains(&Part::Cell);
+        let has_workspace = parts.contains(&Part::Workspace);
+        if !has_cell && !has_workspace {
+            return Err("must contain {cell} (or {workspace})".into());
+        }
+        if parts.len() == 1 {
             return Err("must have more than {cell}".into());
         }
         Ok(Self {
-            prefix: prefix.to_owned(),
-            suffix: suffix.to_owned(),
+            parts,
+            has_cell,
+            has_workspace,
         })
+    }
+
+    /// The values of the placeholders when `key` matches, each one path segment.
+    fn matches(&self, key: &str) -> Option<(Option<String>, Option<String>)> {
+        let (mut cell, mut workspace) = (None, None);
+        let mut rest = key;
+        let mut parts = self.parts.iter().peekable();
+        while let Some(part) = parts.next() {
+            match part {
+                Part::Text(t) => rest = rest.strip_prefix(t.as_str())?,
+                Part::Cell | Part::Workspace => {
+                    let end = match parts.peek() {
+                        Some(Part::Text(t)) => rest.find(t.as_str())?,
+                        _ => rest.len(),
+                    };
+                    let value = &rest[..end];
+                    if value.is_empty() || value.contains('/') {
+                        return None;
+                    }
+                    if *part == Part::Cell {
+                        cell = Some(value.to_owned());
+                    } else {
+                        workspace = Some(value.to_owned());
+                    }
+                    rest = &rest[end..];
+                }
+            }
+        }
+        rest.is_empty().then_some((cell, workspace))
     }
 
     /// The cell (and workspace) of a state key, or `None` when the key is not a cell's state.
     pub fn cell_of(&self, key: &str) -> Option<(String, Option<String>)> {
+        if self.has_workspace {
+            let (cell, workspace) = self.matches(key)?;
+            let cell = match (cell, &workspace) {
+                (Some(c), Some(w)) => format!("{c}-{w}"),
+                (None, Some(w)) => w.clone(),
+                (Some(c), None) => c,
+                (None, None) => return None,
+            };
+            return Some((cell, workspace));
+        }
         let (workspace, rest) = match key.strip_prefix("env:/") {
             Some(r) => {
                 let (ws, rest) = r.split_once('/')?;
@@ -75,19 +154,36 @@ impl KeyPattern {
             }
             None => (None, key),
         };
-        let cell = rest.strip_prefix(&self.prefix)?.strip_suffix(&self.suffix)?;
-        (!cell.is_empty() && !cell.contains('/')).then(|| (cell.to_owned(), workspace))
+        let (cell, _) = self.matches(rest)?;
+        Some((cell?, workspace))
     }
 
-    pub fn key_for(&self, cell: &str) -> String {
-        format!("{}{cell}{}", self.prefix, self.suffix)
+    /// The state key of `cell`; `None` when the pattern cannot tell (`{cell}` and `{workspace}`
+    /// both: which part of the name is the workspace is not known).
+    pub fn key_for(&self, cell: &str) -> Option<String> {
+        if self.has_cell && self.has_workspace {
+            return None;
+        }
+        Some(
+            self.parts
+                .iter()
+                .map(|p| match p {
+                    Part::Text(t) => t.as_str(),
+                    Part::Cell | Part::Workspace => cell,
+                })
+                .collect(),
+        )
     }
 
-    /// The listing prefix for sync-all.
+    /// The listing prefix for sync-all: the text before the first placeholder.
     pub fn prefix(&self) -> &str {
-        &self.prefix
+        match self.parts.first() {
+            Some(Part::Text(t)) => t,
+            _ => "",
+        }
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,7 +202,30 @@ mod tests {
         assert_eq!(p.cell_of("cells/a/b/terraform.tfstate"), None);
         assert_eq!(p.cell_of("cells/a/terraform.tfstate.tflock"), None);
         assert_eq!(p.cell_of("other/a/terraform.tfstate"), None);
-        assert_eq!(p.key_for("x"), "cells/x/terraform.tfstate");
+        assert_eq!(p.key_for("x").as_deref(), Some("cells/x/terraform.tfstate"));
         assert!(KeyPattern::parse("cells/terraform.tfstate").is_err());
+        assert!(KeyPattern::parse("cells/{cel}/x").is_err());
+        assert!(KeyPattern::parse("{cell}{workspace}").is_err());
+    }
+
+    #[test]
+    fn a_workspace_can_be_a_cell_of_its_own() {
+        let p = KeyPattern::parse("env:/{workspace}/stacks/eks/terraform.tfstate").unwrap();
+        assert_eq!(
+            p.cell_of("env:/eu-c1/stacks/eks/terraform.tfstate"),
+            Some(("eu-c1".into(), Some("eu-c1".into())))
+        );
+        assert_eq!(p.cell_of("stacks/eks/terraform.tfstate"), None);
+        assert_eq!(
+            p.key_for("eu-c1").as_deref(),
+            Some("env:/eu-c1/stacks/eks/terraform.tfstate")
+        );
+        assert_eq!(p.prefix(), "env:/");
+        let both = KeyPattern::parse("env:/{workspace}/cells/{cell}/terraform.tfstate").unwrap();
+        assert_eq!(
+            both.cell_of("env:/staging/cells/eu/terraform.tfstate"),
+            Some(("eu-staging".into(), Some("staging".into())))
+        );
+        assert_eq!(both.key_for("eu-staging"), None);
     }
 }

@@ -155,9 +155,17 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                         reason: format!("cell {cell:?} is not a DNS-1123 label"),
                     }));
                 }
+                let key = self.config.key_pattern.key_for(&cell).ok_or_else(|| {
+                    SyncError::Event(events::SyncEventError::Invalid {
+                        what: "manual payload".into(),
+                        reason: format!(
+                            "cell {cell:?}: CELLBRIDGE_STATE_KEY_PATTERN names both {{cell}} and {{workspace}}, so the state's key cannot be told from the cell; give \"bucket\" and \"key\""
+                        ),
+                    })
+                })?;
                 vec![StateObject {
                     bucket: self.config.state_bucket.clone(),
-                    key: self.config.key_pattern.key_for(&cell),
+                    key,
                     version_id: None,
                 }]
             }
