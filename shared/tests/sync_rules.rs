@@ -782,3 +782,36 @@ async fn with_workspace_in_the_key_pattern_each_workspace_is_a_cell_of_its_own()
     // A manual sync of one cell finds its key from the pattern.
     assert_eq!(sync(&bed, "eu-c1").await["action"], "unchanged");
 }
+
+#[tokio::test]
+async fn a_pull_request_of_the_previous_release_is_carried_on() {
+    use cellbridge::github::GithubRepo;
+    let bed = bed();
+    apply(&bed, "eu-c1", 1, "vpc-1");
+    sync(&bed, "eu-c1").await;
+    // The previous release's marker line: digest and base only.
+    let pr = bed.fleet.pulls()[0].clone();
+    let line_start = pr.body.rfind("<!-- cellbridge:digest=").unwrap();
+    let old_line: String = pr.body[line_start..]
+        .split_whitespace()
+        .filter(|w| !["head=", "values=", "key="].iter().any(|f| w.starts_with(f)))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let old_body = format!("{}{old_line}\n", &pr.body[..line_start]);
+    assert!(!old_body.contains("head="), "{old_body}");
+    bed.fleet
+        .update_pull_text(1, &pr.title, &old_body, &pr.labels, deadline())
+        .await
+        .unwrap();
+    let head = bed.fleet.head(&branch("eu-c1"));
+    let r = sync(&bed, "eu-c1").await;
+    assert_eq!(r["action"], "unchanged", "read and carried on, not rewritten: {r}");
+    assert_eq!(bed.fleet.head(&branch("eu-c1")), head);
+    assert_eq!(bed.fleet.pulls().len(), 1);
+    assert!(
+        bed.fleet.pulls()[0].body.contains("head="),
+        "the markers are brought up to date"
+    );
+    apply(&bed, "eu-c1", 2, "vpc-2");
+    assert_eq!(sync(&bed, "eu-c1").await["action"], "updated");
+}
