@@ -3,6 +3,10 @@
 //! (`tests/fakes/test_github_openapi.py` covers the rules one by one; this drives the running fake
 //! over HTTP the way the product does.)
 
+// The scenario suite run against both GitHubs shares this binary: one link less for the suite.
+#[path = "github_scenarios.rs"]
+mod github_scenarios;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 

@@ -47,6 +47,7 @@ struct Pull {
     open: bool,
     merged: bool,
     body: String,
+    comments: Vec<String>,
 }
 
 /// A commit status as a user sees it on GitHub.
@@ -78,6 +79,8 @@ trait Bed: Sized {
     fn merge(&self, repo: &Self::Repo, number: u64) -> Result<(), String>;
     /// A reviewer closes pull request `number` without merging (the head branch stays).
     fn close(&self, repo: &Self::Repo, number: u64);
+    /// A reviewer presses "Update branch" on pull request `number` (a conflict changes nothing).
+    fn update_branch(&self, repo: &Self::Repo, number: u64);
     /// Every pull request, open or not, by number.
     fn pulls(&self, repo: &Self::Repo) -> Vec<Pull>;
     /// The files of `branch` (path → text); empty when there is no such branch.
@@ -124,6 +127,10 @@ impl Bed for MemBed {
         repo.close(number);
     }
 
+    fn update_branch(&self, repo: &MemGithub, number: u64) {
+        let _ = repo.update_branch(number);
+    }
+
     fn pulls(&self, repo: &MemGithub) -> Vec<Pull> {
         repo.pulls()
             .into_iter()
@@ -135,6 +142,7 @@ impl Bed for MemBed {
                 open: p.open,
                 merged: p.merged,
                 body: p.body,
+                comments: p.comments,
             })
             .collect()
     }
@@ -266,6 +274,16 @@ impl Bed for HttpBed {
         );
     }
 
+    fn update_branch(&self, _: &GithubFleet, number: u64) {
+        // "Update a pull request branch": https://docs.github.com/rest/pulls/pulls#update-a-pull-request-branch
+        // (202, or 422 on a conflict or nothing to merge: a person then does nothing more).
+        let _ = self.gh.call(
+            "PUT",
+            &format!("/repos/{REPO}/pulls/{number}/update-branch"),
+            Some(&json!({})),
+        );
+    }
+
     fn pulls(&self, _: &GithubFleet) -> Vec<Pull> {
         let state = self.state();
         let mut pulls: Vec<Pull> = state["pulls"]
@@ -288,6 +306,10 @@ impl Bed for HttpBed {
                     open: p["state"] == "open",
                     merged: p["merged"] == true,
                     body: p["body"].as_str().unwrap_or_default().to_owned(),
+                    comments: p["comments"]
+                        .as_array()
+                        .map(|cs| cs.iter().filter_map(|c| c.as_str().map(str::to_owned)).collect())
+                        .unwrap_or_default(),
                 }
             })
             .collect();
@@ -953,6 +975,114 @@ async fn a_refused_state_opens_nothing_and_sends_no_request<B: Bed>() {
 
 /// Instantiates every scenario once per bed: `mod <bed module> { #[tokio::test] <scenario> }`;
 /// attributes written before a scenario's name (an `#[ignore]`) go on both of its tests.
+/// A reviewer and main change the same file of the cell: cellbridge cannot merge main into the
+/// branch, so the next state leaves the branch as it is, the head's status says so and one
+/// comment asks for "Update branch" (a second event does not comment again).
+async fn a_conflict_between_a_reviewer_and_main_is_reported_once_and_the_branch_left_alone<B: Bed>() {
+    let w = World::<B>::start();
+    w.apply(CELL, 1, "vpc-1");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    let layers = format!("clusters/{CELL}/layers.yaml");
+    w.bed.commit(
+        w.repo(),
+        &branch(CELL),
+        &[(&layers, "# the reviewer's version\n")],
+        "a reviewer",
+    );
+    w.bed
+        .commit(w.repo(), "main", &[(&layers, "# main's version\n")], "someone on main");
+    let head = w.head(&branch(CELL));
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "conflicted", "{r}");
+    assert_eq!(w.head(&branch(CELL)), head, "the branch is left as it is");
+    let statuses = w.statuses(head.as_deref().unwrap());
+    assert!(
+        statuses
+            .iter()
+            .any(|s| !s.success && s.description.contains("Update branch")),
+        "{statuses:?}"
+    );
+    assert_eq!(action(&w.deliver(CELL).await), "conflicted");
+    let pulls = w.open_pulls();
+    assert_eq!(pulls[0].comments.len(), 1, "one comment: {pulls:?}");
+    assert!(pulls[0].comments[0].contains("Update branch"));
+}
+
+/// Randomized, end to end: for a few seeds, two deliveries of each of three successive states
+/// race each other while people push to the pull request's branch and to main, merge, close and
+/// press "Update branch" between them. Whatever the interleaving: no person's file is lost,
+/// merging never undoes main, there is never more than one open pull request. (The in-memory
+/// double runs a thousand such schedules with every GitHub call interleaved:
+/// `shared/tests/rules/sync.rs`.)
+async fn people_and_racing_deliveries_lose_nothing<B: Bed>() {
+    for seed in 1..=3u64 {
+        let w = World::<B>::start();
+        let mut dice = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut roll = |sides: u64| {
+            dice ^= dice << 13;
+            dice ^= dice >> 7;
+            dice ^= dice << 17;
+            dice % sides
+        };
+        let (mut on_main, mut on_branch) = (Vec::new(), Vec::new());
+        for serial in 1..=3u64 {
+            w.apply(CELL, serial, &format!("vpc-{serial}"));
+            let people = async {
+                tokio::task::yield_now().await;
+                let open = w.open_pulls().first().map(|p| p.number);
+                let step = format!("seed {seed} serial {serial}");
+                match (roll(6), open) {
+                    (0, _) => {
+                        let path = format!("docs/{seed}-{serial}.md");
+                        w.bed.commit(w.repo(), "main", &[(&path, &step)], "a person on main");
+                        on_main.push((path, step));
+                    }
+                    (1 | 2, Some(n)) => {
+                        let path = format!("clusters/{CELL}/review-{serial}.yaml");
+                        w.bed.commit(
+                            w.repo(),
+                            &branch(CELL),
+                            &[(&path, &format!("# {step}\n"))],
+                            "a reviewer",
+                        );
+                        on_branch.push((n, path, format!("# {step}\n")));
+                    }
+                    (3, Some(n)) => {
+                        let _ = w.bed.merge(w.repo(), n);
+                    }
+                    (4, Some(n)) => w.bed.update_branch(w.repo(), n),
+                    (5, Some(n)) if roll(2) == 0 => w.bed.close(w.repo(), n),
+                    _ => {}
+                }
+            };
+            let (a, b, ()) = tokio::join!(w.deliver(CELL), w.deliver(CELL), people);
+            for r in [a, b] {
+                assert!(r["action"] != "failed" || r["retryable"] == true, "seed {seed}: {r}");
+            }
+        }
+        w.deliver_until_done(CELL).await;
+        let pulls = w.pulls();
+        assert!(pulls.iter().filter(|p| p.open).count() <= 1, "seed {seed}: {pulls:?}");
+        let main = w.files("main");
+        for (path, text) in &on_main {
+            assert_eq!(main.get(path), Some(text), "seed {seed}: main lost {path}");
+        }
+        for (n, path, text) in &on_branch {
+            let pr = pulls.iter().find(|p| p.number == *n).unwrap();
+            if pr.merged {
+                assert_eq!(main.get(path), Some(text), "seed {seed}: merging #{n} lost {path}");
+            } else if pr.open {
+                assert_eq!(
+                    w.files(&branch(CELL)).get(path),
+                    Some(text),
+                    "seed {seed}: #{n} lost {path}"
+                );
+            }
+        }
+    }
+}
+
 macro_rules! scenarios {
     ($($module:ident: $bed:ty),+ ; $scenarios:tt) => {
         $(scenarios!(@bed $module, $bed, $scenarios);)+
@@ -985,5 +1115,7 @@ scenarios!(
         main_moving_is_merged_in_at_the_next_change,
         a_transient_5xx_on_one_call_ends_as_without_it,
         a_refused_state_opens_nothing_and_sends_no_request,
+        a_conflict_between_a_reviewer_and_main_is_reported_once_and_the_branch_left_alone,
+        people_and_racing_deliveries_lose_nothing,
     ]
 );
