@@ -191,7 +191,11 @@ fn kind_of(method: &str, path: &str) -> String {
             let num = !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
             // A comparison names two commits: `<sha>...<sha>`.
             let compare = s.split_once("...").is_some_and(|(a, b)| id(a) && id(b));
-            if id(s) || num || compare { "*".to_owned() } else { s.to_owned() }
+            if id(s) || num || compare {
+                "*".to_owned()
+            } else {
+                s.to_owned()
+            }
         })
         .collect();
     let mut p = segs.join("/");
