@@ -117,6 +117,9 @@ async fn close<G: GithubRepo>(
     let cm = configmap::path_for(&plan.cell);
     let cmp = gh.compare(&snap.base_sha, &pr.head_sha, deadline).await?;
     if cmp.files.iter().any(|f| f.path != cm) {
+        // People's work stays open for review, its head checked like any other.
+        let base_cm = snap.fleet.read_text(&cm).ok().flatten().unwrap_or_default();
+        ensure_status(gh, snap, plan, &cmp, &pr.head_sha, &base_cm, false, deadline).await?;
         return Ok(Published::Unchanged {
             number: pr.number,
             url: pr.url.clone(),
@@ -213,6 +216,33 @@ fn blob_id(text: &str) -> String {
     hex(&git_object_id("blob", text.as_bytes()))
 }
 
+/// The status of `head`, computed on its content (`ours`: cellbridge's file as it stands there),
+/// posted unless the newest one says the same (`fresh`: a commit just made has none).
+#[allow(clippy::too_many_arguments)]
+async fn ensure_status<G: GithubRepo>(
+    gh: &G,
+    snap: &Snapshot,
+    plan: &Plan,
+    cmp: &Comparison,
+    head: &str,
+    ours: &str,
+    fresh: bool,
+    deadline: Instant,
+) -> Result<()> {
+    let cm = configmap::path_for(&plan.cell);
+    let content = head_content(gh, plan, cmp, (&cm, ours), deadline).await?;
+    let checked = plan.rechecked(&Overlay::new(&snap.fleet as &dyn FleetRead, content));
+    let posted = if fresh {
+        None
+    } else {
+        gh.status(head, plan::STATUS_CONTEXT, deadline).await?
+    };
+    if posted != Some((checked.status_ok(), checked.status_description())) {
+        set_status(gh, head, &checked, deadline).await?;
+    }
+    Ok(())
+}
+
 /// The open pull request, made to hold the plan: the base merged in when it moved on, one
 /// commit rewriting cellbridge's file when it differs, then the status of whatever the head is,
 /// and the body and labels describing it.
@@ -284,18 +314,9 @@ async fn update<G: GithubRepo>(
         gh.move_branch(&plan.branch, &head, &commit, deadline).await?;
         head = commit;
     }
-    let content = head_content(gh, plan, &cmp, (&cm, ours), deadline).await?;
-    let checked = plan.rechecked(&Overlay::new(&snap.fleet as &dyn FleetRead, content));
     // The status goes before the body: once the body records this head, later runs take the
     // pull request as complete, so everything else must already be there.
-    let posted = if wrote {
-        None
-    } else {
-        gh.status(&head, plan::STATUS_CONTEXT, deadline).await?
-    };
-    if posted != Some((checked.status_ok(), checked.status_description())) {
-        set_status(gh, &head, &checked, deadline).await?;
-    }
+    ensure_status(gh, snap, plan, &cmp, &head, ours, wrote, deadline).await?;
     let body = body_for(plan, digest, &snap.base_sha, &head, None);
     gh.update_pull_text(pr.number, &plan.title, &body, &labels_for(plan, &pr), deadline)
         .await?;

@@ -815,3 +815,25 @@ async fn a_pull_request_of_the_previous_release_is_carried_on() {
     apply(&bed, "eu-c1", 2, "vpc-2");
     assert_eq!(sync(&bed, "eu-c1").await["action"], "updated");
 }
+
+#[tokio::test]
+async fn back_in_sync_a_pull_request_people_changed_stays_open_and_its_head_is_checked() {
+    let bed = bed();
+    apply(&bed, "eu-c1", 1, "vpc-1");
+    sync(&bed, "eu-c1").await;
+    bed.fleet.merge(1);
+    apply(&bed, "eu-c1", 2, "vpc-2");
+    assert_eq!(sync(&bed, "eu-c1").await["action"], "opened");
+    let head = bed.fleet.commit(
+        &branch("eu-c1"),
+        &[("clusters/eu-c1/NOTES.md", "why\n")],
+        "a reviewer's note",
+    );
+    // The values go back to what main holds: the reviewer's work is not closed away.
+    apply(&bed, "eu-c1", 3, "vpc-1");
+    let r = sync(&bed, "eu-c1").await;
+    assert_eq!(r["action"], "unchanged", "{r}");
+    assert!(bed.fleet.pulls()[1].open);
+    assert_eq!(bed.fleet.head(&branch("eu-c1")).as_deref(), Some(head.as_str()));
+    assert_eq!(bed.fleet.statuses(&head).len(), 1, "the reviewer's head is checked");
+}
