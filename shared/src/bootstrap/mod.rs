@@ -343,7 +343,11 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
             .as_deref()
             .ok_or(BootstrapError::NoGitSecret)?;
         let secret_text = self.secrets.secret_string(secret_name).await?;
-        let credentials = gitsecret::parse(secret_name, secret_text.expose(), &source.url)?;
+        let git_repository = gitsecret::FluxGitRepository {
+            url: source.url.clone(),
+            provider: None,
+        };
+        let credentials = gitsecret::parse(secret_name, secret_text.expose(), &git_repository)?;
         let kind = Some(credentials.kind);
         let steps = plan::build(components, Some(&credentials), sync);
         Ok(Prepared {
