@@ -117,7 +117,7 @@ fn tuning() -> Tuning {
 fn settings(secret: &str) -> Settings {
     Settings {
         flux_git_url: Some(GIT_URL.into()),
-        flux_git_branch: "main".into(),
+        flux_git_branch: None,
         flux_git_secret: Some(secret.into()),
         cluster_wait: Duration::from_secs(10),
         cluster_poll: Duration::from_millis(300),
@@ -343,6 +343,18 @@ async fn new_cluster_is_bootstrapped_in_order_from_the_template() {
     assert_eq!(repo["spec"]["secretRef"]["name"], "flux-system");
     let ks = &bed.kube.objects(Some("Kustomization"))[0];
     assert_eq!(ks["spec"]["path"], "./clusters/staging-us");
+    // They are the template's own, unchanged but for the Kustomization's path.
+    assert_eq!(
+        report.sync_file.as_deref(),
+        Some("clusters/_template/flux-system/gotk-sync.yaml (written for staging-us)")
+    );
+    let template_text =
+        std::fs::read_to_string(fixture_fleet().join("clusters/_template/flux-system/gotk-sync.yaml")).unwrap();
+    let template = bootstrap::plan::parse_objects(&template_text, "gotk-sync.yaml").unwrap();
+    assert_eq!(repo["spec"], template[0].1["spec"]);
+    let mut ks_spec = template[1].1["spec"].clone();
+    ks_spec["path"] = json!("./clusters/staging-us");
+    assert_eq!(ks["spec"], ks_spec);
 
     // Ready reported; access given back.
     let git = report.git_repository.as_ref().unwrap();

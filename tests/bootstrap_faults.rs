@@ -200,7 +200,7 @@ impl Bed {
     fn settings(&self) -> Settings {
         Settings {
             flux_git_url: Some(GIT_URL.into()),
-            flux_git_branch: "main".into(),
+            flux_git_branch: None,
             flux_git_secret: Some(self.secret.clone()),
             cluster_wait: Duration::from_secs(10),
             cluster_poll: Duration::from_millis(300),

@@ -473,6 +473,7 @@ impl<B: Bed> World<B> {
             state_bucket: BUCKET.into(),
             key_pattern: KeyPattern::parse(DEFAULT_KEY_PATTERN).unwrap(),
             flux_git_url: None,
+            flux_git_branch: None,
         };
         let (bed, repo) = B::start(&example_fleet());
         World {

@@ -162,6 +162,7 @@ impl Bed {
             state_bucket: bucket.clone(),
             key_pattern: KeyPattern::parse(cellbridge::sync::DEFAULT_KEY_PATTERN).unwrap(),
             flux_git_url: None,
+            flux_git_branch: None,
         };
         let service = cellbridge::sync::service_for(config, &conf);
         let terraform = terraform_available();

@@ -9,7 +9,7 @@ use crate::check::{self, CheckReport};
 use crate::configmap::{self, ConfigMapError, Existing};
 use crate::fleet::{FleetError, FleetRead, Overlay};
 use crate::metadata::CellMetadata;
-use crate::template::{self, SyncSource, TemplateError};
+use crate::template::{self, FluxGit, TemplateError};
 
 pub const LABEL_CELLBRIDGE: &str = "cellbridge";
 pub const LABEL_NEW_CELL: &str = "new-cell";
@@ -64,8 +64,9 @@ impl std::fmt::Display for StateRef {
 
 #[derive(Debug, Clone, Default)]
 pub struct PlanOptions {
-    /// Flux's Git source for a new cell's gotk-sync.yaml; the template's when `None`.
-    pub sync_source: Option<SyncSource>,
+    /// What a new cell's gotk-sync.yaml gets besides the template's own: the configured URL and
+    /// branch, and the base branch where neither the configuration nor the template names one.
+    pub sync_source: FluxGit,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -260,7 +261,7 @@ pub fn plan(
     if outcome == Outcome::Change {
         if new_cell {
             let src =
-                template::sync_source(fleet, opts.sync_source.as_ref()).map_err(|source| PlanError::Template {
+                template::sync_source(fleet, &opts.sync_source).map_err(|source| PlanError::Template {
                     cell: cell.to_owned(),
                     source,
                 })?;
@@ -557,7 +558,7 @@ pub fn recorded_serial(body: &str) -> Option<(u64, String)> {
 mod tests {
     use super::*;
     use crate::fleet::MemFleet;
-    use crate::template::render_gotk_sync;
+    use crate::template::{SyncSource, render_gotk_sync};
 
     fn meta(serial: u64, data: &[(&str, &str)]) -> CellMetadata {
         let mut d: BTreeMap<String, String> = data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();

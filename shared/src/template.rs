@@ -1,7 +1,9 @@
 //! What a new cell starts from: `clusters/_template/` copied to `clusters/<cell>/`, with
-//! `flux-system/gotk-sync.yaml` rendered for the cell's own path.
+//! `flux-system/gotk-sync.yaml` the template's own, written for the cell ([`gotk_sync`]).
 
-use serde::Deserialize;
+mod gotk_sync;
+
+pub use gotk_sync::{FLUX_SYSTEM, FluxGit, GotkSync, check_branch};
 
 use crate::fleet::{FleetError, FleetRead};
 
@@ -18,12 +20,16 @@ pub enum TemplateError {
     #[error("{file}: {reason}")]
     Invalid { file: String, reason: String },
     #[error(
-        "no Git URL for Flux: {TEMPLATE_DIR}/{GOTK_SYNC} has no GitRepository `flux-system` and CELLBRIDGE_FLUX_GIT_URL is not set"
+        "no Git URL for Flux: {TEMPLATE_DIR}/{GOTK_SYNC} has no GitRepository `flux-system` with a `spec.url` and CELLBRIDGE_FLUX_GIT_URL is not set"
     )]
     NoSyncSource,
+    #[error(
+        "{file}: no branch for Flux: the GitRepository `flux-system` names no `spec.ref.branch` and the fleet repo's default branch is not known; set CELLBRIDGE_FLUX_GIT_BRANCH (the command line: --flux-branch)"
+    )]
+    NoBranch { file: String },
 }
 
-/// Where Flux pulls the fleet repo from.
+/// Where Flux pulls the fleet repo from, for a template without `gotk-sync.yaml`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyncSource {
     pub url: String,
@@ -31,7 +37,8 @@ pub struct SyncSource {
 }
 
 /// The two objects that make Flux own itself from Git: GitRepository and Kustomization
-/// `flux-system`, the Kustomization at `./clusters/<cell>`.
+/// `flux-system`, the Kustomization at `./clusters/<cell>`. What a template without its own
+/// `gotk-sync.yaml` gives a new cell.
 pub fn render_gotk_sync(cell: &str, source: &SyncSource) -> String {
     let q = |s: &str| serde_json::to_string(s).expect("string");
     format!(
@@ -51,67 +58,14 @@ spec:\n  interval: 10m0s\n  path: ./clusters/{cell}\n  prune: true\n  sourceRef:
     )
 }
 
-#[derive(Deserialize)]
-struct Obj {
-    #[serde(default)]
-    kind: String,
-    #[serde(default)]
-    metadata: ObjMeta,
-    #[serde(default)]
-    spec: Option<GitSpec>,
-}
-
-#[derive(Deserialize, Default)]
-struct ObjMeta {
-    #[serde(default)]
-    name: String,
-}
-
-#[derive(Deserialize)]
-struct GitSpec {
-    #[serde(default)]
-    url: Option<String>,
-    #[serde(rename = "ref", default)]
-    git_ref: Option<GitRef>,
-}
-
-#[derive(Deserialize)]
-struct GitRef {
-    #[serde(default)]
-    branch: Option<String>,
-}
-
-/// Reads the GitRepository `flux-system` of a gotk-sync.yaml.
-pub fn read_sync_source(text: &str, file: &str) -> Result<Option<SyncSource>, TemplateError> {
-    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(text).map_err(|e| TemplateError::Invalid {
-        file: file.to_owned(),
-        reason: e.to_string(),
-    })?;
-    for doc in docs {
-        let Ok(obj) = serde_json::from_value::<Obj>(doc) else {
-            continue;
-        };
-        if obj.kind == "GitRepository"
-            && obj.metadata.name == "flux-system"
-            && let Some(spec) = obj.spec
-            && let Some(url) = spec.url
-        {
-            let branch = spec.git_ref.and_then(|r| r.branch).unwrap_or_else(|| "main".to_owned());
-            return Ok(Some(SyncSource { url, branch }));
-        }
-    }
-    Ok(None)
-}
-
-/// The sync source for a new cell: an explicit one (configuration) wins over the template's.
-pub fn sync_source(fleet: &dyn FleetRead, explicit: Option<&SyncSource>) -> Result<SyncSource, TemplateError> {
-    if let Some(s) = explicit {
-        return Ok(s.clone());
-    }
+/// A new cell's `gotk-sync.yaml`: the template's, with the URL and branch `flux` sets (and the
+/// base branch where it names none; [`FluxGit::branch_for`]); or, for a template without one,
+/// [`render_gotk_sync`] with the configured URL. Checked here, written by [`GotkSync::render`].
+pub fn sync_source(fleet: &dyn FleetRead, flux: &FluxGit) -> Result<GotkSync, TemplateError> {
     let file = format!("{TEMPLATE_DIR}/{GOTK_SYNC}");
     match fleet.read_text(&file)? {
-        Some(text) => read_sync_source(&text, &file)?.ok_or(TemplateError::NoSyncSource),
-        None => Err(TemplateError::NoSyncSource),
+        Some(text) => GotkSync::from_template(&file, text, flux),
+        None => GotkSync::rendered(&file, flux),
     }
 }
 
@@ -119,7 +73,7 @@ pub fn sync_source(fleet: &dyn FleetRead, explicit: Option<&SyncSource>) -> Resu
 pub fn new_cell_files(
     fleet: &dyn FleetRead,
     cell: &str,
-    source: &SyncSource,
+    sync: &GotkSync,
 ) -> Result<Vec<(String, String)>, TemplateError> {
     if !fleet.is_dir(TEMPLATE_DIR)? {
         return Err(TemplateError::NoTemplate);
@@ -133,7 +87,7 @@ pub fn new_cell_files(
         let text = fleet.read_text(&path)?.unwrap_or_default();
         files.push((format!("clusters/{cell}/{rel}"), text));
     }
-    files.push((format!("clusters/{cell}/{GOTK_SYNC}"), render_gotk_sync(cell, source)));
+    files.push((format!("clusters/{cell}/{GOTK_SYNC}"), sync.render(cell)?));
     files.sort();
     Ok(files)
 }
@@ -151,7 +105,12 @@ mod tests {
         };
         let text = render_gotk_sync("prod-eu-west-1", &src);
         assert!(text.contains("path: ./clusters/prod-eu-west-1\n"));
-        assert_eq!(read_sync_source(&text, "f").unwrap(), Some(src));
+        // As a template, it is its own rendering for the same cell.
+        let mut m = MemFleet::new();
+        m.insert(format!("{TEMPLATE_DIR}/{GOTK_SYNC}"), text.clone());
+        let sync = sync_source(&m, &FluxGit::default()).unwrap();
+        assert_eq!(sync.branch(), Some("main"));
+        assert_eq!(sync.render("prod-eu-west-1").unwrap(), text);
     }
 
     #[test]
@@ -169,8 +128,8 @@ mod tests {
                 },
             ),
         );
-        let src = sync_source(&m, None).unwrap();
-        assert_eq!(src.branch, "trunk");
+        let src = sync_source(&m, &FluxGit::default()).unwrap();
+        assert_eq!(src.branch(), Some("trunk"));
         let files = new_cell_files(&m, "c1", &src).unwrap();
         let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(

@@ -98,7 +98,7 @@ fn main() {
     };
     let settings = Settings {
         flux_git_url: Some(source.url.clone()),
-        flux_git_branch: source.branch.clone(),
+        flux_git_branch: Some(source.branch.clone()),
         flux_git_secret: Some("bench-flux-git".into()),
         cluster_wait: Duration::from_secs(10),
         cluster_poll: Duration::from_secs(1),

@@ -50,6 +50,7 @@ async fn main() {
         state_bucket: bucket.into(),
         key_pattern: KeyPattern::parse(cellbridge::sync::DEFAULT_KEY_PATTERN).unwrap(),
         flux_git_url: None,
+        flux_git_branch: None,
     };
     let service = cellbridge::sync::service_for(config, &conf);
 

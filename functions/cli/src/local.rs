@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use cellbridge::fleet::LocalFleet;
 use cellbridge::plan::{self, Outcome, Plan, PlanOptions, StateRef};
-use cellbridge::template::SyncSource;
+use cellbridge::template::{self, FluxGit};
 use cellbridge::{check, metadata, tfstate};
 
 use crate::git;
@@ -21,9 +21,14 @@ pub struct StateArgs {
     /// Flux's Git URL for a new cell's gotk-sync.yaml (default: the template's).
     #[arg(long, env = "CELLBRIDGE_FLUX_GIT_URL")]
     flux_git_url: Option<String>,
-    /// The branch Flux syncs from, with --flux-git-url.
-    #[arg(long, default_value = "main")]
-    flux_branch: String,
+    /// The branch Flux follows in a new cell's gotk-sync.yaml (default: the template's
+    /// `ref.branch`, else the checkout's base branch: CELLBRIDGE_BASE_BRANCH, else origin's HEAD).
+    #[arg(long, env = "CELLBRIDGE_FLUX_GIT_BRANCH", value_parser = branch_name)]
+    flux_branch: Option<String>,
+}
+
+fn branch_name(s: &str) -> Result<String, String> {
+    template::check_branch(s).map(|()| s.to_owned())
 }
 
 /// Any failure of the local commands: printed on one line, exit code 2.
@@ -61,10 +66,11 @@ pub fn plan(args: &StateArgs, json: bool, apply: bool) -> Result<ExitCode, CliEr
     })?;
     let fleet = LocalFleet::open(&args.fleet)?;
     let opts = PlanOptions {
-        sync_source: args.flux_git_url.as_ref().map(|url| SyncSource {
-            url: url.clone(),
+        sync_source: FluxGit {
+            url: args.flux_git_url.clone(),
             branch: args.flux_branch.clone(),
-        }),
+            base_branch: cellbridge::bootstrap::config::checkout_base_branch(&args.fleet),
+        },
     };
     let source = StateRef {
         bucket: None,

@@ -1,19 +1,22 @@
 //! The bootstrap's configuration, from the environment (the same names as state-sync for the
 //! fleet repo and GitHub, plus Flux's Git URL and credentials secret).
 
+use std::path::Path;
 use std::time::Duration;
 
 use super::apply::Tuning;
 use crate::config::{ConfigError, optional};
+use crate::template::{self, FluxGit};
 
 /// Settings of one deployment; read once at cold start.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// `CELLBRIDGE_FLUX_GIT_URL`: the URL Flux syncs from. Unset: the URL in the template's
-    /// `gotk-sync.yaml`.
+    /// `CELLBRIDGE_FLUX_GIT_URL`: the URL a cell's `gotk-sync.yaml` written from the template
+    /// gets. Unset: the template's.
     pub flux_git_url: Option<String>,
-    /// `CELLBRIDGE_BASE_BRANCH`: the branch Flux follows (default `main`).
-    pub flux_git_branch: String,
+    /// `CELLBRIDGE_FLUX_GIT_BRANCH`: the branch a cell's `gotk-sync.yaml` written from the
+    /// template gets. Unset: the template's `ref.branch`, else the fleet's base branch.
+    pub flux_git_branch: Option<String>,
     /// `CELLBRIDGE_FLUX_GIT_SECRET`: Secrets Manager name or ARN of Flux's Git credentials.
     pub flux_git_secret: Option<String>,
     /// `CELLBRIDGE_CLUSTER_WAIT_SECS`: how long one invocation waits for a CREATING cluster
@@ -62,14 +65,102 @@ impl Settings {
                 reason: "expected an ssh:// or https:// URL (Flux does not take scp-style git@host:path)".into(),
             });
         }
+        let flux_git_branch = optional("CELLBRIDGE_FLUX_GIT_BRANCH");
+        if let Some(b) = &flux_git_branch {
+            template::check_branch(b).map_err(|reason| ConfigError::Invalid {
+                name: "CELLBRIDGE_FLUX_GIT_BRANCH",
+                value: b.clone(),
+                reason,
+            })?;
+        }
         Ok(Settings {
             flux_git_url,
-            flux_git_branch: optional("CELLBRIDGE_BASE_BRANCH").unwrap_or_else(|| "main".into()),
+            flux_git_branch,
             flux_git_secret: optional("CELLBRIDGE_FLUX_GIT_SECRET"),
             cluster_wait: secs("CELLBRIDGE_CLUSTER_WAIT_SECS", Duration::from_secs(600))?,
             cluster_poll: secs("CELLBRIDGE_CLUSTER_POLL_SECS", Duration::from_secs(20))?,
             access_principal_arn: optional("CELLBRIDGE_ACCESS_PRINCIPAL_ARN"),
             tuning,
         })
+    }
+
+    /// What cellbridge sets in the sync objects it writes from the template, `base_branch` being
+    /// the branch the fleet was read from when known.
+    pub fn flux_git(&self, base_branch: Option<&str>) -> FluxGit {
+        FluxGit {
+            url: self.flux_git_url.clone(),
+            branch: self.flux_git_branch.clone(),
+            base_branch: base_branch.map(str::to_owned),
+        }
+    }
+}
+
+/// The base branch of a fleet checkout, the local stand-in for GitHub's answer:
+/// `CELLBRIDGE_BASE_BRANCH` when set (as for the functions), else the remote's default branch
+/// as the clone recorded it (`refs/remotes/origin/HEAD`, which `git clone` writes from the
+/// remote's HEAD). Not the checked-out branch: that is often a working branch Flux must not
+/// follow. `None` when neither is there (no Git repository with its top level at `root`, no
+/// `origin`, a clone without that ref); a `gotk-sync.yaml` that names its branch needs none.
+pub fn checkout_base_branch(root: &Path) -> Option<String> {
+    if let Some(b) = optional("CELLBRIDGE_BASE_BRANCH") {
+        return Some(b);
+    }
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())?;
+        String::from_utf8(out.stdout).ok().map(|s| s.trim().to_owned())
+    };
+    // A directory inside some other repository (a test fixture, say) is no fleet checkout.
+    let top = git(&["rev-parse", "--show-toplevel"])?;
+    if std::fs::canonicalize(top).ok()? != std::fs::canonicalize(root).ok()? {
+        return None;
+    }
+    git(&["symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD"])?
+        .strip_prefix("origin/")
+        .filter(|b| template::check_branch(b).is_ok())
+        .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let ok = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+
+    #[test]
+    fn a_checkouts_base_branch_is_origins_head_never_the_checked_out_branch() {
+        if optional("CELLBRIDGE_BASE_BRANCH").is_some() {
+            return; // the variable decides, whatever the checkout says
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        assert_eq!(checkout_base_branch(root), None, "no repository");
+        git(root, &["init", "--quiet", "--initial-branch", "feature-x"]);
+        assert_eq!(checkout_base_branch(root), None, "no origin/HEAD");
+        git(
+            root,
+            &["symbolic-ref", "refs/remotes/origin/HEAD", "refs/remotes/origin/trunk"],
+        );
+        assert_eq!(checkout_base_branch(root).as_deref(), Some("trunk"));
+        // A directory below the repository's top level is no checkout of its own.
+        std::fs::create_dir(root.join("fleet")).unwrap();
+        assert_eq!(checkout_base_branch(&root.join("fleet")), None);
     }
 }

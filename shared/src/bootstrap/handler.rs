@@ -17,18 +17,30 @@ use crate::fleet::{FleetRead, LocalFleet};
 use crate::github::{GithubConfig, GithubError, GithubFleet, GithubRepo};
 use crate::secrets::SecretStore;
 
-/// Where a run reads the fleet repo from: the base branch as it is now.
-pub trait FleetSource: Send + Sync {
-    fn fleet(&self, deadline: Instant) -> BoxFuture<'_, Result<Arc<dyn FleetRead>, GithubError>>;
+/// The fleet repo's base branch as a run reads it.
+pub struct BaseFleet {
+    pub fleet: Arc<dyn FleetRead>,
+    /// The branch's name when known (GitHub's default branch unless `CELLBRIDGE_BASE_BRANCH`
+    /// names another): the branch Flux follows when no `gotk-sync.yaml` names one.
+    pub branch: Option<String>,
 }
 
-/// A checked-out fleet repo (the command line).
+/// Where a run reads the fleet repo from: the base branch as it is now.
+pub trait FleetSource: Send + Sync {
+    fn fleet(&self, deadline: Instant) -> BoxFuture<'_, Result<BaseFleet, GithubError>>;
+}
+
+/// A checked-out fleet repo (the command line); its base branch is
+/// [`super::config::checkout_base_branch`].
 pub struct LocalSource(pub LocalFleet);
 
 impl FleetSource for LocalSource {
-    fn fleet(&self, _deadline: Instant) -> BoxFuture<'_, Result<Arc<dyn FleetRead>, GithubError>> {
-        let f: Arc<dyn FleetRead> = Arc::new(self.0.clone());
-        Box::pin(async move { Ok(f) })
+    fn fleet(&self, _deadline: Instant) -> BoxFuture<'_, Result<BaseFleet, GithubError>> {
+        let base = BaseFleet {
+            fleet: Arc::new(self.0.clone()),
+            branch: super::config::checkout_base_branch(self.0.root()),
+        };
+        Box::pin(async move { Ok(base) })
     }
 }
 
@@ -50,11 +62,13 @@ impl GithubSource {
 }
 
 impl FleetSource for GithubSource {
-    fn fleet(&self, deadline: Instant) -> BoxFuture<'_, Result<Arc<dyn FleetRead>, GithubError>> {
+    fn fleet(&self, deadline: Instant) -> BoxFuture<'_, Result<BaseFleet, GithubError>> {
         Box::pin(async move {
             let snap = self.0.read_base(deadline).await?;
-            let f: Arc<dyn FleetRead> = Arc::new(snap.fleet);
-            Ok(f)
+            Ok(BaseFleet {
+                fleet: Arc::new(snap.fleet),
+                branch: Some(snap.base_branch),
+            })
         })
     }
 }
@@ -162,12 +176,18 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
                     Ok(json!({"ignored": what, "reason": reason}))
                 }
                 Ok(BootstrapItem::Cluster(req)) => {
-                    let fleet = fleet.as_deref().expect("read above");
+                    let base = fleet.as_ref().expect("read above");
                     let left = deadline
                         .saturating_duration_since(Instant::now())
                         .saturating_sub(INSTALL_RESERVE);
                     // Boxed: the whole bootstrap is one deep future, kept off the caller's stack.
-                    let run = Box::pin(self.bootstrapper.run_until(fleet, &req, Target::Eks, Some(left)));
+                    let run = Box::pin(self.bootstrapper.run_until(
+                        base.fleet.as_ref(),
+                        base.branch.as_deref(),
+                        &req,
+                        Target::Eks,
+                        Some(left),
+                    ));
                     match run.await {
                         Ok(rep) if rep.outcome == BootstrapOutcome::ClusterNotReady => {
                             if is_sqs {

@@ -36,9 +36,9 @@ pub use ports::{AccessEntry, Accounts, ClusterApi, KubeApi, KubeConnect};
 pub use crate::events::bootstrap::Request;
 
 use crate::error::{Class, Classify};
-use crate::fleet::FleetRead;
+use crate::fleet::{FleetRead, LocalFleet};
 use crate::secrets::{SecretStore, SecretsError};
-use crate::template::{self, SyncSource};
+use crate::template;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -74,6 +74,10 @@ pub struct Report {
     pub cluster_status: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub components_file: Option<String>,
+    /// Where the sync objects come from: the cell's own `gotk-sync.yaml`, or the template's
+    /// written for the cell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sync_file: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub credentials: Option<CredentialKind>,
     /// Applied (or, for a dry run, to be applied), in order.
@@ -94,6 +98,7 @@ impl Report {
             outcome,
             cluster_status: None,
             components_file: None,
+            sync_file: None,
             credentials: None,
             objects: Vec::new(),
             access_entry: None,
@@ -219,6 +224,7 @@ fn check_request(req: &Request) -> Result<(), BootstrapError> {
 struct Prepared {
     steps: Vec<plan::Step>,
     components_file: String,
+    sync_file: String,
     credentials: Option<CredentialKind>,
 }
 
@@ -227,6 +233,7 @@ impl Prepared {
     /// run is over (true).
     fn record(&self, report: &mut Report, dry_run: bool) -> bool {
         report.components_file = Some(self.components_file.clone());
+        report.sync_file = Some(self.sync_file.clone());
         report.credentials = self.credentials;
         if dry_run {
             report.outcome = BootstrapOutcome::Planned;
@@ -279,21 +286,27 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         &self.secrets
     }
 
-    /// One bootstrap. Errors carry what a retry may do ([`Classify`]).
+    /// One bootstrap. Errors carry what a retry may do ([`Classify`]). The name of the branch
+    /// `fleet` was read from is not known here: a sync object file that names no branch is an
+    /// error unless `CELLBRIDGE_FLUX_GIT_BRANCH` names one (see [`Self::run_until`]).
     pub async fn run(
         &self,
         fleet: &dyn FleetRead,
         req: &Request,
         target: Target<'_>,
     ) -> Result<Report, BootstrapError> {
-        self.run_until(fleet, req, target, None).await
+        self.run_until(fleet, None, req, target, None).await
     }
 
-    /// Like [`Self::run`], waiting at most `cluster_wait` (else the configured time) for a
-    /// cluster that is still being created: what is left of a Lambda invocation.
+    /// Like [`Self::run`], with the name of the branch `fleet` was read from (GitHub's default
+    /// branch unless `CELLBRIDGE_BASE_BRANCH` names another): the branch Flux follows when
+    /// neither the configuration nor the template's `gotk-sync.yaml` names one
+    /// ([`template::FluxGit::branch_for`]). Waits at most `cluster_wait` (else the configured
+    /// time) for a cluster that is still being created: what is left of a Lambda invocation.
     pub async fn run_until(
         &self,
         fleet: &dyn FleetRead,
+        base_branch: Option<&str>,
         req: &Request,
         target: Target<'_>,
         cluster_wait: Option<std::time::Duration>,
@@ -302,8 +315,8 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         check_request(req)?;
         let wait = cluster_wait.map_or(self.settings.cluster_wait, |w| w.min(self.settings.cluster_wait));
         let mut report = match target {
-            Target::Eks => Box::pin(self.run_eks(fleet, req, wait)).await?,
-            Target::Kubeconfig(path) => Box::pin(self.run_kubeconfig(fleet, req, path)).await?,
+            Target::Eks => Box::pin(self.run_eks(fleet, base_branch, req, wait)).await?,
+            Target::Kubeconfig(path) => Box::pin(self.run_kubeconfig(fleet, base_branch, req, path)).await?,
         };
         report.duration_ms = start.elapsed().as_millis() as u64;
         tracing::info!(
@@ -326,33 +339,33 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
     }
 
     /// Everything that can be checked without the cluster: manifests, sync objects, and the
-    /// Git credentials (fetched and validated here, before anything is applied).
-    async fn prepare(&self, fleet: &dyn FleetRead, cell: &str) -> Result<Prepared, BootstrapError> {
+    /// Git credentials (fetched and validated here, before anything is applied). The sync
+    /// objects are every document of the cell's `gotk-sync.yaml` ([`plan::sync_file`]), applied
+    /// unchanged; the credentials are checked against its GitRepository `flux-system`.
+    async fn prepare(
+        &self,
+        fleet: &dyn FleetRead,
+        base_branch: Option<&str>,
+        cell: &str,
+    ) -> Result<Prepared, BootstrapError> {
         let (file, text) = plan::components_file(fleet, cell)?;
         let components = plan::parse_objects(&text, &file)?;
-        let explicit = self.settings.flux_git_url.as_ref().map(|url| SyncSource {
-            url: url.clone(),
-            branch: self.settings.flux_git_branch.clone(),
-        });
-        let source = template::sync_source(fleet, explicit.as_ref())?;
-        let sync_text = template::render_gotk_sync(cell, &source);
-        let sync = plan::parse_objects(&sync_text, "gotk-sync.yaml (rendered)")?;
+        let (sync_file, sync_text) = plan::sync_file(fleet, cell, &self.settings.flux_git(base_branch))?;
+        let sync = plan::parse_objects(&sync_text, &sync_file)?;
+        let repo = plan::sync_repository(&sync, &sync_file)?;
         let secret_name = self
             .settings
             .flux_git_secret
             .as_deref()
             .ok_or(BootstrapError::NoGitSecret)?;
         let secret_text = self.secrets.secret_string(secret_name).await?;
-        let git_repository = gitsecret::FluxGitRepository {
-            url: source.url.clone(),
-            provider: None,
-        };
-        let credentials = gitsecret::parse(secret_name, secret_text.expose(), &git_repository)?;
+        let credentials = gitsecret::parse(secret_name, secret_text.expose(), &repo)?;
         let kind = Some(credentials.kind);
         let steps = plan::build(components, Some(&credentials), sync);
         Ok(Prepared {
             steps,
             components_file: file,
+            sync_file,
             credentials: kind,
         })
     }
@@ -360,6 +373,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
     async fn run_eks(
         &self,
         fleet: &dyn FleetRead,
+        base_branch: Option<&str>,
         req: &Request,
         wait: std::time::Duration,
     ) -> Result<Report, BootstrapError> {
@@ -401,7 +415,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         info.check_access_entries()?;
         let (endpoint, ca_pem) = info.connection()?;
 
-        let prepared = self.prepare(fleet, &cell.name).await?;
+        let prepared = self.prepare(fleet, base_branch, &cell.name).await?;
         if prepared.record(&mut report, req.dry_run) {
             return Ok(report);
         }
@@ -444,6 +458,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
     async fn run_kubeconfig(
         &self,
         fleet: &dyn FleetRead,
+        base_branch: Option<&str>,
         req: &Request,
         path: &Path,
     ) -> Result<Report, BootstrapError> {
@@ -454,7 +469,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
                 cluster: req.cluster.clone(),
             })?;
         report.cell = Some(cell.name.clone());
-        let prepared = self.prepare(fleet, &cell.name).await?;
+        let prepared = self.prepare(fleet, base_branch, &cell.name).await?;
         if prepared.record(&mut report, req.dry_run) {
             return Ok(report);
         }
@@ -556,8 +571,8 @@ pub struct LocalOptions {
 }
 
 /// `cellbridge bootstrap` from a laptop: the same code as the Lambda, configured from the
-/// environment, against a fleet the caller opened (a local checkout or a GitHub snapshot).
-pub async fn run_local(fleet: &dyn FleetRead, opts: &LocalOptions) -> Result<Report, BootstrapError> {
+/// environment, against a fleet checkout; its base branch is [`config::checkout_base_branch`].
+pub async fn run_local(fleet: &LocalFleet, opts: &LocalOptions) -> Result<Report, BootstrapError> {
     crate::telemetry::install_crypto_provider();
     let settings = Settings::from_env()?;
     // The profile's region is cellbridge's home (where the Git secret lives); the cluster's
@@ -577,5 +592,8 @@ pub async fn run_local(fleet: &dyn FleetRead, opts: &LocalOptions) -> Result<Rep
         Some(p) => Target::Kubeconfig(p),
         None => Target::Eks,
     };
-    Bootstrapper::new(aws, settings).run(fleet, &req, target).await
+    let base_branch = config::checkout_base_branch(fleet.root());
+    Bootstrapper::new(aws, settings)
+        .run_until(fleet, base_branch.as_deref(), &req, target, None)
+        .await
 }

@@ -5,9 +5,9 @@ use std::fmt;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::gitsecret::GitCredentials;
+use super::gitsecret::{FluxGitRepository, GitCredentials};
 use crate::fleet::{FleetError, FleetRead};
-use crate::template::{GOTK_COMPONENTS, TEMPLATE_DIR};
+use crate::template::{self, FLUX_SYSTEM, FluxGit, GOTK_COMPONENTS, GOTK_SYNC, TEMPLATE_DIR, TemplateError};
 
 pub const FLUX_NAMESPACE: &str = "flux-system";
 
@@ -23,6 +23,18 @@ pub enum BootstrapPlanError {
     Yaml { file: String, reason: String },
     #[error("{file}, document {doc}: {reason}")]
     Invalid { file: String, doc: usize, reason: String },
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+    #[error("{file}: no GitRepository `{FLUX_SYSTEM}` with a `spec.url`: Flux would have nothing to sync from")]
+    NoGitRepository { file: String },
+    #[error(
+        "{file}: no Kustomization `{FLUX_SYSTEM}`: Flux would not manage itself, and a later run could not tell that Flux is there"
+    )]
+    NoKustomization { file: String },
+    #[error(
+        "{file}: the GitRepository `{FLUX_SYSTEM}` reads its credentials from Secret `{name}`, but the bootstrap writes them to Secret `{FLUX_SYSTEM}`"
+    )]
+    SecretRef { file: String, name: String },
 }
 
 /// The stages of a bootstrap; a CRD's kinds exist only once it is Established, so every
@@ -91,6 +103,61 @@ pub fn components_file(fleet: &dyn FleetRead, cell: &str) -> Result<(String, Str
         }
     }
     Err(BootstrapPlanError::NoComponents { cell: cell.into() })
+}
+
+/// Where the cell's sync objects come from, and their text. Once its pull request is merged, its
+/// own `gotk-sync.yaml`, as it is: from then on Flux applies that very file itself, so anything
+/// else would be undone at its first reconciliation. Before that, the template's written for the
+/// cell exactly as the pull request writes it ([`template::sync_source`]: the template's text but
+/// for `spec.path` and the URL and branch `flux` sets).
+pub fn sync_file(fleet: &dyn FleetRead, cell: &str, flux: &FluxGit) -> Result<(String, String), BootstrapPlanError> {
+    let own = format!("clusters/{cell}/{GOTK_SYNC}");
+    if let Some(text) = fleet.read_text(&own)? {
+        return Ok((own, text));
+    }
+    let sync = template::sync_source(fleet, flux)?;
+    let file = match sync.template_file() {
+        Some(t) => format!("{t} (written for {cell})"),
+        None => format!("{own} (rendered by cellbridge: {TEMPLATE_DIR}/ has none)"),
+    };
+    Ok((file, sync.render(cell)?))
+}
+
+fn is_flux_system(r: &KubeRef, group: &str, kind: &str) -> bool {
+    r.kind == kind && r.name == FLUX_SYSTEM && r.api_version.starts_with(group)
+}
+
+/// Checks the sync objects of `file` (a Kustomization `flux-system`, a GitRepository `flux-system`
+/// with a URL that reads its credentials from the Secret the bootstrap writes) and returns that
+/// GitRepository as the Git credentials must fit it: `spec.url` and `spec.provider`
+/// (source-controller: `generic` when unset, `github` for a GitHub App).
+pub fn sync_repository(sync: &[(KubeRef, Value)], file: &str) -> Result<FluxGitRepository, BootstrapPlanError> {
+    if !sync
+        .iter()
+        .any(|(r, _)| is_flux_system(r, "kustomize.toolkit.fluxcd.io/", "Kustomization"))
+    {
+        return Err(BootstrapPlanError::NoKustomization { file: file.into() });
+    }
+    let s = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_owned);
+    let Some((spec, url)) = sync
+        .iter()
+        .find(|(r, _)| is_flux_system(r, "source.toolkit.fluxcd.io/", "GitRepository"))
+        .and_then(|(_, o)| s(&o["spec"]["url"]).map(|url| (&o["spec"], url)))
+    else {
+        return Err(BootstrapPlanError::NoGitRepository { file: file.into() });
+    };
+    if let Some(name) = s(&spec["secretRef"]["name"])
+        && name != super::gitsecret::SECRET_NAME
+    {
+        return Err(BootstrapPlanError::SecretRef {
+            file: file.into(),
+            name,
+        });
+    }
+    Ok(FluxGitRepository {
+        url,
+        provider: s(&spec["provider"]),
+    })
 }
 
 /// Parses a multi-document manifest file into objects (a `List` is unpacked).

@@ -3,6 +3,7 @@
 
 use crate::config::{self, ConfigError};
 use crate::github::GithubConfig;
+use crate::template::{self, FluxGit};
 
 pub const DEFAULT_KEY_PATTERN: &str = "cells/{cell}/terraform.tfstate";
 
@@ -13,8 +14,12 @@ pub struct SyncConfig {
     pub github: GithubConfig,
     pub state_bucket: String,
     pub key_pattern: KeyPattern,
-    /// Flux's Git URL for a new cell's gotk-sync.yaml; the template's when unset.
+    /// `CELLBRIDGE_FLUX_GIT_URL`: Flux's Git URL for a new cell's gotk-sync.yaml; the
+    /// template's when unset.
     pub flux_git_url: Option<String>,
+    /// `CELLBRIDGE_FLUX_GIT_BRANCH`: the branch Flux follows in a new cell's gotk-sync.yaml;
+    /// when unset the template's `ref.branch`, else the base branch.
+    pub flux_git_branch: Option<String>,
 }
 
 impl SyncConfig {
@@ -32,12 +37,31 @@ impl SyncConfig {
             value: pattern.clone(),
             reason,
         })?;
+        let flux_git_branch = config::optional("CELLBRIDGE_FLUX_GIT_BRANCH");
+        if let Some(b) = &flux_git_branch {
+            template::check_branch(b).map_err(|reason| ConfigError::Invalid {
+                name: "CELLBRIDGE_FLUX_GIT_BRANCH",
+                value: b.clone(),
+                reason,
+            })?;
+        }
         Ok(Self {
             github,
             state_bucket,
             key_pattern,
             flux_git_url: config::optional("CELLBRIDGE_FLUX_GIT_URL"),
+            flux_git_branch,
         })
+    }
+
+    /// What cellbridge sets in a new cell's gotk-sync.yaml, `base_branch` being the branch the
+    /// fleet was read from (`CELLBRIDGE_BASE_BRANCH`, else GitHub's default branch).
+    pub fn flux_git(&self, base_branch: &str) -> FluxGit {
+        FluxGit {
+            url: self.flux_git_url.clone(),
+            branch: self.flux_git_branch.clone(),
+            base_branch: Some(base_branch.to_owned()),
+        }
     }
 }
 

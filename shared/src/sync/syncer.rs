@@ -15,7 +15,6 @@ use crate::github::{GithubError, GithubRepo, Published, Snapshot, pull_request};
 use crate::metadata;
 use crate::plan::{self, Plan, PlanOptions};
 use crate::s3::{S3Error, StateSource};
-use crate::template::SyncSource;
 
 /// Attempts for one state when another writer keeps winning the race for the cell's branch.
 const RACE_ATTEMPTS: u32 = 4;
@@ -346,10 +345,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         }
         let snapshot: Snapshot = self.fleet.read_base(deadline).await.map_err(github_fail)?;
         let opts = PlanOptions {
-            sync_source: self.config.flux_git_url.as_ref().map(|url| SyncSource {
-                url: url.clone(),
-                branch: snapshot.base_branch.clone(),
-            }),
+            sync_source: self.config.flux_git(&snapshot.base_branch),
         };
         let plan: Plan = plan::plan(&meta, source, &snapshot.fleet, &opts).map_err(|e| Attempt::Fail {
             error: e.to_string(),

@@ -54,6 +54,7 @@ fn bed_with(key_pattern: &str) -> Bed {
         state_bucket: BUCKET.into(),
         key_pattern: KeyPattern::parse(key_pattern).unwrap(),
         flux_git_url: None,
+        flux_git_branch: None,
     };
     Syncer::new(config, MemStates::new(), MemGithub::new("main", &example_fleet()))
 }
