@@ -287,8 +287,9 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
     }
 
     /// One bootstrap. Errors carry what a retry may do ([`Classify`]). The name of the branch
-    /// `fleet` was read from is not known here: a sync object file that names no branch is an
-    /// error unless `CELLBRIDGE_FLUX_GIT_BRANCH` names one (see [`Self::run_until`]).
+    /// `fleet` was read from is not known here: for a cell whose pull request is open, a
+    /// template `gotk-sync.yaml` that names no branch then needs `CELLBRIDGE_FLUX_GIT_BRANCH`
+    /// (see [`Self::run_until`]).
     pub async fn run(
         &self,
         fleet: &dyn FleetRead,
