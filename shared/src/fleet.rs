@@ -2,6 +2,30 @@
 //! command line, the fleet repo's own CI), an in-memory snapshot of a GitHub tarball (the
 //! Lambda functions), or a snapshot with a proposed change laid over it (the check runs
 //! against what the pull request *would* contain).
+//!
+//! # Symlinks, as Flux sees them
+//!
+//! Every view shows the repository the way Flux's source artifact holds it, so the command
+//! line and the Lambda functions reach the same verdict on the same commit:
+//!
+//! - source-controller builds a GitRepository's artifact with `Storage.Archive`, which walks the
+//!   checkout without following links and keeps regular files and directories only ("Ignore
+//!   anything that is not a file or directories e.g. symlinks",
+//!   <https://github.com/fluxcd/source-controller/blob/main/internal/storage/storage.go>); the
+//!   maintainers keep it that way (<https://github.com/fluxcd/source-controller/issues/191>,
+//!   <https://github.com/fluxcd/source-controller/issues/569>);
+//! - kustomize-controller unpacks the artifact with `tar.Untar(..., tar.WithSkipSymlinks())`,
+//!   which drops any link left (<https://github.com/fluxcd/pkg/blob/main/http/fetch/archive_fetcher.go>,
+//!   <https://github.com/fluxcd/pkg/blob/main/tar/untar.go>), so a Kustomization whose
+//!   `spec.path` is, or goes through, a link fails with "kustomization path not found: stat
+//!   ...: no such file or directory" (<https://github.com/fluxcd/flux2/issues/3619>, closed as
+//!   wontfix), and a kustomize resource or patch reached through one is missing.
+//!
+//! So [`FleetRead::read`] and [`FleetRead::list`] never follow a link: a path that is a link,
+//! or goes through one, holds nothing. [`FleetRead::list`] still names a link
+//! ([`EntryKind::Symlink`]) and [`FleetRead::symlink_on`] tells which link hides a path, so
+//! the check can say why something is missing, and [`FleetRead::mode`] / [`FleetRead::read_link`]
+//! give what a commit needs to copy a file faithfully (its executable bit, a link's target).
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -10,8 +34,10 @@ use std::path::{Component, Path, PathBuf};
 pub enum FleetError {
     #[error("fleet path {path:?} is not a plain relative path inside the fleet repo")]
     OutsideRepo { path: String },
-    #[error("fleet path {path}: symlink points outside the fleet repo or loops")]
-    BadSymlink { path: String },
+    #[error(
+        "fleet path {path} is a symlink (→ {target}): Flux leaves symlinks out of its source artifact, so nothing is there for it"
+    )]
+    Symlink { path: String, target: String },
     #[error("fleet path {path}: {source}")]
     Io {
         path: String,
@@ -30,6 +56,8 @@ pub type Result<T, E = FleetError> = std::result::Result<T, E>;
 pub enum EntryKind {
     File,
     Dir,
+    /// A symbolic link, whatever it points at: Flux's artifact has nothing at its path.
+    Symlink,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,14 +66,91 @@ pub struct DirEntry {
     pub kind: EntryKind,
 }
 
+/// A file's mode as git records it: a regular file, an executable one, or a symbolic link
+/// (whose content is its target).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileMode {
+    #[default]
+    Regular,
+    Executable,
+    Symlink,
+}
+
+impl FileMode {
+    /// The mode of a git tree entry: `100644`, `100755` or `120000`.
+    pub fn git_mode(self) -> &'static str {
+        match self {
+            FileMode::Regular => "100644",
+            FileMode::Executable => "100755",
+            FileMode::Symlink => "120000",
+        }
+    }
+
+    /// The mode of a git tree entry's blob; `None` for a tree or a submodule.
+    pub fn from_git_mode(mode: &str) -> Option<Self> {
+        match mode {
+            // 100664 is a mode old git versions wrote; git reads it as a regular file.
+            "100644" | "100664" => Some(FileMode::Regular),
+            "100755" => Some(FileMode::Executable),
+            "120000" => Some(FileMode::Symlink),
+            _ => None,
+        }
+    }
+
+    pub fn is_regular(&self) -> bool {
+        *self == FileMode::Regular
+    }
+}
+
+/// A whole file to write: its path, mode and content (a link's target for a symlink).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileWrite {
+    pub path: String,
+    pub mode: FileMode,
+    pub content: String,
+}
+
+impl FileWrite {
+    pub fn regular(path: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            mode: FileMode::Regular,
+            content: content.into(),
+        }
+    }
+}
+
+/// A symbolic link of the fleet repo: where it is and what it points at, as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Symlink {
+    pub path: String,
+    pub target: String,
+}
+
+impl Symlink {
+    /// The repo path the link points at, when it is a relative path that stays inside the repo.
+    pub fn resolved(&self) -> Option<String> {
+        let parent = self.path.rsplit_once('/').map_or("", |(d, _)| d);
+        normalize(parent, &self.target).ok()
+    }
+}
+
 /// Read access to a fleet repository. Paths are relative to the repo root, `/`-separated,
-/// without `.` or `..` components (use [`normalize`] to build them).
+/// without `.` or `..` components (use [`normalize`] to build them). No method follows a
+/// symbolic link (see the module's documentation).
 pub trait FleetRead: Send + Sync {
-    /// The file's bytes, or `None` when no file is at `path`.
+    /// The file's bytes, or `None` when no file is at `path` (nothing, a directory, a
+    /// symlink, or a path through a symlink).
     fn read(&self, path: &str) -> Result<Option<Vec<u8>>>;
-    /// The directory's entries sorted by name, or `None` when no directory is at `path`.
-    /// `""` is the root.
+    /// The directory's entries sorted by name, or `None` when no directory is at `path` (a
+    /// symlink to one is none). `""` is the root.
     fn list(&self, path: &str) -> Result<Option<Vec<DirEntry>>>;
+    /// The mode of the file or symlink at `path`; `None` for nothing, a directory, or a path
+    /// through a symlink.
+    fn mode(&self, path: &str) -> Result<Option<FileMode>>;
+    /// The target of the symlink at `path` (not through one), as written in the link.
+    fn read_link(&self, path: &str) -> Result<Option<String>>;
 
     /// The file as UTF-8 text.
     fn read_text(&self, path: &str) -> Result<Option<String>> {
@@ -61,7 +166,50 @@ pub trait FleetRead: Send + Sync {
         Ok(self.list(path)?.is_some())
     }
 
-    /// Every file below `dir`, recursively, as full repo paths in sorted order.
+    /// The symlink that `path` is, or goes through (the first one from the root), if any: why a
+    /// path Flux's artifact lacks is missing.
+    fn symlink_on(&self, path: &str) -> Result<Option<Symlink>> {
+        let mut prefix = String::new();
+        for seg in path.split('/').filter(|s| !s.is_empty()) {
+            prefix = join(&prefix, seg);
+            match self.mode(&prefix)? {
+                Some(FileMode::Symlink) => {
+                    let target = self.read_link(&prefix)?.unwrap_or_default();
+                    return Ok(Some(Symlink { path: prefix, target }));
+                }
+                // A file: nothing lies below it.
+                Some(_) => return Ok(None),
+                None => {}
+            }
+        }
+        Ok(None)
+    }
+
+    /// Every file and symlink below `dir`, recursively (links not followed), as full repo
+    /// paths with their modes, in sorted order.
+    fn walk(&self, dir: &str) -> Result<Vec<(String, FileMode)>> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.trim_end_matches('/').to_owned()];
+        while let Some(d) = stack.pop() {
+            let Some(entries) = self.list(&d)? else { continue };
+            for e in entries {
+                let p = join(&d, &e.name);
+                match e.kind {
+                    EntryKind::Dir => stack.push(p),
+                    EntryKind::Symlink => out.push((p, FileMode::Symlink)),
+                    EntryKind::File => {
+                        let mode = self.mode(&p)?.unwrap_or_default();
+                        out.push((p, mode));
+                    }
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Every file below `dir`, recursively, as full repo paths in sorted order; symlinks are
+    /// left out, as Flux's artifact leaves them out.
     fn walk_files(&self, dir: &str) -> Result<Vec<String>> {
         let mut out = Vec::new();
         let mut stack = vec![dir.trim_end_matches('/').to_owned()];
@@ -72,6 +220,7 @@ pub trait FleetRead: Send + Sync {
                 match e.kind {
                     EntryKind::File => out.push(p),
                     EntryKind::Dir => stack.push(p),
+                    EntryKind::Symlink => {}
                 }
             }
         }
@@ -122,118 +271,161 @@ pub fn normalize(base: &str, rel: &str) -> Result<String> {
     Ok(parts.join("/"))
 }
 
-/// A fleet repo checked out in a local directory. Symlinks are followed only while they stay
-/// inside the repo; a loop or an escape is an error that names the link.
+/// The proper prefixes of `path` (`a/b/c` → `a`, `a/b`).
+fn parents(path: &str) -> impl Iterator<Item = &str> {
+    path.match_indices('/').map(move |(i, _)| &path[..i])
+}
+
+/// A fleet repo checked out in a local directory, read as Flux's artifact of it would be: no
+/// symlink is followed (a link is listed as one, and nothing is behind it), and `.git` at the
+/// root is not part of it (GitHub's archive and Flux's artifact have none).
 #[derive(Debug, Clone)]
 pub struct LocalFleet {
     root: PathBuf,
-    canonical_root: PathBuf,
 }
 
 impl LocalFleet {
     pub fn open(root: impl AsRef<Path>) -> Result<Self> {
         let root = root.as_ref().to_path_buf();
-        let canonical_root = std::fs::canonicalize(&root).map_err(|e| FleetError::Repo {
+        let meta = std::fs::metadata(&root).map_err(|e| FleetError::Repo {
             root: root.display().to_string(),
             reason: format!("cannot open: {e}"),
         })?;
-        if !canonical_root.is_dir() {
+        if !meta.is_dir() {
             return Err(FleetError::Repo {
                 root: root.display().to_string(),
                 reason: "not a directory".into(),
             });
         }
-        Ok(Self { root, canonical_root })
+        Ok(Self { root })
     }
 
     pub fn root(&self) -> &Path {
         &self.root
     }
 
-    fn resolve(&self, path: &str) -> Result<Option<PathBuf>> {
-        let p = Path::new(path);
-        if p.components().any(|c| !matches!(c, Component::Normal(_))) && !path.is_empty() {
+    /// What is at `path` itself (`lstat`), or `None` when nothing is, or when a directory on
+    /// the way is a symlink (or not a directory at all).
+    fn lstat(&self, path: &str) -> Result<Option<std::fs::Metadata>> {
+        if !path.is_empty() && Path::new(path).components().any(|c| !matches!(c, Component::Normal(_))) {
             return Err(FleetError::OutsideRepo { path: path.to_owned() });
         }
-        let full = self.root.join(p);
-        match std::fs::canonicalize(&full) {
-            Ok(c) if c.starts_with(&self.canonical_root) => Ok(Some(c)),
-            Ok(_) => Err(FleetError::BadSymlink { path: path.to_owned() }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                // A dangling symlink is reported, a missing file is just missing.
-                if std::fs::symlink_metadata(&full).is_ok() {
-                    Err(FleetError::BadSymlink { path: path.to_owned() })
-                } else {
-                    Ok(None)
-                }
+        if path == ".git" || path.starts_with(".git/") {
+            return Ok(None);
+        }
+        let stat = |p: &str| match std::fs::symlink_metadata(self.root.join(p)) {
+            Ok(m) => Ok(Some(m)),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                Ok(None)
             }
-            // ELOOP surfaces as an I/O error of its own kind on Linux.
-            Err(e) if e.raw_os_error() == Some(40) => Err(FleetError::BadSymlink { path: path.to_owned() }),
             Err(e) => Err(FleetError::Io {
-                path: path.to_owned(),
+                path: p.to_owned(),
                 source: e,
             }),
+        };
+        for dir in parents(path) {
+            match stat(dir)? {
+                Some(m) if m.is_dir() => {}
+                _ => return Ok(None),
+            }
         }
+        stat(path)
     }
 }
 
 impl FleetRead for LocalFleet {
     fn read(&self, path: &str) -> Result<Option<Vec<u8>>> {
-        let Some(full) = self.resolve(path)? else {
-            return Ok(None);
-        };
-        if !full.is_file() {
-            return Ok(None);
+        match self.lstat(path)? {
+            Some(m) if m.is_file() => std::fs::read(self.root.join(path))
+                .map(Some)
+                .map_err(|e| FleetError::Io {
+                    path: path.to_owned(),
+                    source: e,
+                }),
+            _ => Ok(None),
         }
-        std::fs::read(&full).map(Some).map_err(|e| FleetError::Io {
-            path: path.to_owned(),
-            source: e,
-        })
     }
 
     fn list(&self, path: &str) -> Result<Option<Vec<DirEntry>>> {
-        let Some(full) = self.resolve(path)? else {
-            return Ok(None);
-        };
-        if !full.is_dir() {
-            return Ok(None);
+        match self.lstat(path)? {
+            Some(m) if m.is_dir() => {}
+            _ => return Ok(None),
         }
-        let rd = std::fs::read_dir(&full).map_err(|e| FleetError::Io {
+        let io = |e| FleetError::Io {
             path: path.to_owned(),
             source: e,
-        })?;
+        };
         let mut out = Vec::new();
-        for entry in rd {
-            let entry = entry.map_err(|e| FleetError::Io {
-                path: path.to_owned(),
-                source: e,
-            })?;
+        for entry in std::fs::read_dir(self.root.join(path)).map_err(io)? {
+            let entry = entry.map_err(io)?;
             let name = entry.file_name().to_string_lossy().into_owned();
             if path.is_empty() && name == ".git" {
                 continue;
             }
-            let child = join(path, &name);
-            let Some(target) = self.resolve(&child)? else { continue };
-            let kind = if target.is_dir() {
+            // The entry's own type: a symlink is not followed.
+            let t = entry.file_type().map_err(io)?;
+            let kind = if t.is_symlink() {
+                EntryKind::Symlink
+            } else if t.is_dir() {
                 EntryKind::Dir
-            } else {
+            } else if t.is_file() {
                 EntryKind::File
+            } else {
+                // Sockets, fifos, devices: git cannot hold them.
+                continue;
             };
-            if kind == EntryKind::Dir && self.canonical_root.starts_with(&target) {
-                // A link back to an ancestor would make every walk infinite.
-                return Err(FleetError::BadSymlink { path: child });
-            }
             out.push(DirEntry { name, kind });
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(Some(out))
     }
+
+    fn mode(&self, path: &str) -> Result<Option<FileMode>> {
+        use std::os::unix::fs::PermissionsExt as _;
+        Ok(self.lstat(path)?.and_then(|m| {
+            if m.file_type().is_symlink() {
+                Some(FileMode::Symlink)
+            } else if m.is_file() {
+                // Git records a file as executable when its owner may execute it.
+                Some(if m.permissions().mode() & 0o100 != 0 {
+                    FileMode::Executable
+                } else {
+                    FileMode::Regular
+                })
+            } else {
+                None
+            }
+        }))
+    }
+
+    fn read_link(&self, path: &str) -> Result<Option<String>> {
+        match self.lstat(path)? {
+            Some(m) if m.file_type().is_symlink() => {
+                let target = std::fs::read_link(self.root.join(path)).map_err(|e| FleetError::Io {
+                    path: path.to_owned(),
+                    source: e,
+                })?;
+                target
+                    .into_os_string()
+                    .into_string()
+                    .map(Some)
+                    .map_err(|_| FleetError::NotText { path: path.to_owned() })
+            }
+            _ => Ok(None),
+        }
+    }
 }
 
-/// An in-memory fleet: the snapshot of a GitHub tarball, or a test fixture.
+/// An in-memory fleet: the snapshot of a GitHub tarball, or a test fixture. Each path holds a
+/// file's bytes with its mode (a symlink's bytes are its target).
 #[derive(Debug, Clone, Default)]
 pub struct MemFleet {
-    files: BTreeMap<String, Vec<u8>>,
+    files: BTreeMap<String, (FileMode, Vec<u8>)>,
 }
 
 impl MemFleet {
@@ -241,24 +433,53 @@ impl MemFleet {
         Self::default()
     }
 
+    /// A regular file.
     pub fn insert(&mut self, path: impl Into<String>, bytes: impl Into<Vec<u8>>) {
-        self.files.insert(path.into(), bytes.into());
+        self.insert_mode(path, FileMode::Regular, bytes);
     }
 
-    pub fn files(&self) -> &BTreeMap<String, Vec<u8>> {
+    /// A file of the given mode; for [`FileMode::Symlink`], `bytes` is the link's target.
+    pub fn insert_mode(&mut self, path: impl Into<String>, mode: FileMode, bytes: impl Into<Vec<u8>>) {
+        self.files.insert(path.into(), (mode, bytes.into()));
+    }
+
+    /// A symbolic link to `target`.
+    pub fn insert_symlink(&mut self, path: impl Into<String>, target: impl Into<String>) {
+        self.insert_mode(path, FileMode::Symlink, target.into().into_bytes());
+    }
+
+    /// Every file and symlink: path → (mode, bytes, a link's target for a symlink).
+    pub fn files(&self) -> &BTreeMap<String, (FileMode, Vec<u8>)> {
         &self.files
+    }
+
+    /// The entry at exactly `path`, unless something on the way to it is a file or a link.
+    fn entry(&self, path: &str) -> Option<&(FileMode, Vec<u8>)> {
+        if parents(path).any(|d| self.files.contains_key(d)) {
+            return None;
+        }
+        self.files.get(path)
     }
 }
 
 impl FromIterator<(String, Vec<u8>)> for MemFleet {
     fn from_iter<I: IntoIterator<Item = (String, Vec<u8>)>>(iter: I) -> Self {
         Self {
-            files: iter.into_iter().collect(),
+            files: iter.into_iter().map(|(p, b)| (p, (FileMode::Regular, b))).collect(),
         }
     }
 }
 
-fn list_paths<'a>(paths: impl Iterator<Item = &'a str>, dir: &str) -> Option<Vec<DirEntry>> {
+impl FromIterator<(String, FileMode, Vec<u8>)> for MemFleet {
+    fn from_iter<I: IntoIterator<Item = (String, FileMode, Vec<u8>)>>(iter: I) -> Self {
+        Self {
+            files: iter.into_iter().map(|(p, m, b)| (p, (m, b))).collect(),
+        }
+    }
+}
+
+/// The entries of `dir` among `files` (path → mode), or `None` when none lies below it.
+fn list_paths<'a>(files: impl Iterator<Item = (&'a str, FileMode)>, dir: &str) -> Option<Vec<DirEntry>> {
     let prefix = if dir.is_empty() {
         String::new()
     } else {
@@ -266,7 +487,7 @@ fn list_paths<'a>(paths: impl Iterator<Item = &'a str>, dir: &str) -> Option<Vec
     };
     let mut seen: BTreeMap<String, EntryKind> = BTreeMap::new();
     let mut any = false;
-    for p in paths {
+    for (p, mode) in files {
         let Some(rest) = p.strip_prefix(prefix.as_str()) else {
             continue;
         };
@@ -276,49 +497,106 @@ fn list_paths<'a>(paths: impl Iterator<Item = &'a str>, dir: &str) -> Option<Vec
                 seen.insert(d.to_owned(), EntryKind::Dir);
             }
             None => {
-                seen.entry(rest.to_owned()).or_insert(EntryKind::File);
+                let kind = if mode == FileMode::Symlink {
+                    EntryKind::Symlink
+                } else {
+                    EntryKind::File
+                };
+                seen.entry(rest.to_owned()).or_insert(kind);
             }
         }
     }
     any.then(|| seen.into_iter().map(|(name, kind)| DirEntry { name, kind }).collect())
 }
 
+impl MemFleet {
+    /// Whether `dir` is, or lies below, a file or a link: then it is no directory.
+    fn blocked(&self, dir: &str) -> bool {
+        !dir.is_empty() && (self.files.contains_key(dir) || parents(dir).any(|d| self.files.contains_key(d)))
+    }
+}
+
 impl FleetRead for MemFleet {
     fn read(&self, path: &str) -> Result<Option<Vec<u8>>> {
-        Ok(self.files.get(path).cloned())
+        Ok(self
+            .entry(path)
+            .filter(|(m, _)| *m != FileMode::Symlink)
+            .map(|(_, b)| b.clone()))
     }
 
     fn list(&self, path: &str) -> Result<Option<Vec<DirEntry>>> {
-        Ok(list_paths(self.files.keys().map(String::as_str), path))
+        if self.blocked(path) {
+            return Ok(None);
+        }
+        Ok(list_paths(self.files.iter().map(|(p, (m, _))| (p.as_str(), *m)), path))
+    }
+
+    fn mode(&self, path: &str) -> Result<Option<FileMode>> {
+        Ok(self.entry(path).map(|(m, _)| *m))
+    }
+
+    fn read_link(&self, path: &str) -> Result<Option<String>> {
+        Ok(self
+            .entry(path)
+            .filter(|(m, _)| *m == FileMode::Symlink)
+            .map(|(_, b)| String::from_utf8_lossy(b).into_owned()))
     }
 }
 
-/// A base fleet with whole files replaced or added: what the branch of a pull request holds.
+/// A base fleet with whole files (of any mode) replaced or added: what the branch of a pull
+/// request holds. An added file or link hides whatever the base has below its path, as git's
+/// tree would.
 pub struct Overlay<'a> {
     base: &'a dyn FleetRead,
-    files: BTreeMap<String, Vec<u8>>,
+    top: MemFleet,
 }
 
 impl<'a> Overlay<'a> {
+    /// Regular files laid over `base`.
     pub fn new(base: &'a dyn FleetRead, files: impl IntoIterator<Item = (String, Vec<u8>)>) -> Self {
         Self {
             base,
-            files: files.into_iter().collect(),
+            top: files.into_iter().collect(),
         }
+    }
+
+    /// Files of any mode laid over `base` (a symlink's bytes are its target).
+    pub fn with_modes(base: &'a dyn FleetRead, files: impl IntoIterator<Item = (String, FileMode, Vec<u8>)>) -> Self {
+        Self {
+            base,
+            top: files.into_iter().collect(),
+        }
+    }
+
+    /// Whether the top holds `path`, or a file or link on the way to it, or files below it
+    /// (then `path` is a directory, whatever the base has there).
+    fn covers(&self, path: &str) -> bool {
+        let below = format!("{path}/");
+        self.top.files.contains_key(path)
+            || parents(path).any(|d| self.top.files.contains_key(d))
+            || self
+                .top
+                .files
+                .range(below.clone()..)
+                .next()
+                .is_some_and(|(k, _)| k.starts_with(&below))
     }
 }
 
 impl FleetRead for Overlay<'_> {
     fn read(&self, path: &str) -> Result<Option<Vec<u8>>> {
-        match self.files.get(path) {
-            Some(b) => Ok(Some(b.clone())),
-            None => self.base.read(path),
+        if self.covers(path) {
+            return self.top.read(path);
         }
+        self.base.read(path)
     }
 
     fn list(&self, path: &str) -> Result<Option<Vec<DirEntry>>> {
+        if self.top.blocked(path) {
+            return Ok(None);
+        }
         let base = self.base.list(path)?;
-        let extra = list_paths(self.files.keys().map(String::as_str), path);
+        let extra = self.top.list(path)?;
         match (base, extra) {
             (None, None) => Ok(None),
             (a, b) => {
@@ -331,6 +609,20 @@ impl FleetRead for Overlay<'_> {
                 ))
             }
         }
+    }
+
+    fn mode(&self, path: &str) -> Result<Option<FileMode>> {
+        if self.covers(path) {
+            return self.top.mode(path);
+        }
+        self.base.mode(path)
+    }
+
+    fn read_link(&self, path: &str) -> Result<Option<String>> {
+        if self.covers(path) {
+            return self.top.read_link(path);
+        }
+        self.base.read_link(path)
     }
 }
 
@@ -382,14 +674,138 @@ mod tests {
         );
     }
 
+    /// One small repo with every kind of link, as each view must show it.
+    const TREE: &[(&str, FileMode, &str)] = &[
+        (
+            "apps/base/kustomization.yaml",
+            FileMode::Regular,
+            "resources: [a.yaml]\n",
+        ),
+        ("apps/base/a.yaml", FileMode::Regular, "kind: A\n"),
+        ("apps/base/alias.yaml", FileMode::Symlink, "a.yaml"),
+        ("apps/prod", FileMode::Symlink, "base"),
+        ("apps/loop", FileMode::Symlink, ".."),
+        ("apps/passwd", FileMode::Symlink, "/etc/passwd"),
+        ("apps/dangling", FileMode::Symlink, "nowhere"),
+        ("bin/run.sh", FileMode::Executable, "#!/bin/sh\n"),
+    ];
+
+    fn assert_flux_view(f: &dyn FleetRead) {
+        let names = |d: &str| -> Vec<(String, EntryKind)> {
+            f.list(d)
+                .unwrap()
+                .unwrap()
+                .into_iter()
+                .map(|e| (e.name, e.kind))
+                .collect()
+        };
+        assert_eq!(
+            names("apps"),
+            vec![
+                ("base".into(), EntryKind::Dir),
+                ("dangling".into(), EntryKind::Symlink),
+                ("loop".into(), EntryKind::Symlink),
+                ("passwd".into(), EntryKind::Symlink),
+                ("prod".into(), EntryKind::Symlink),
+            ]
+        );
+        // Nothing is behind a link, whatever it points at: no error either.
+        for p in [
+            "apps/prod",
+            "apps/prod/a.yaml",
+            "apps/base/alias.yaml",
+            "apps/passwd",
+            "apps/loop/apps",
+        ] {
+            assert_eq!(f.read(p).unwrap(), None, "{p}");
+            assert!(!f.is_dir(p).unwrap(), "{p}");
+        }
+        assert_eq!(f.read_text("apps/base/a.yaml").unwrap().as_deref(), Some("kind: A\n"));
+        assert_eq!(
+            f.symlink_on("apps/prod/kustomization.yaml").unwrap(),
+            Some(Symlink {
+                path: "apps/prod".into(),
+                target: "base".into()
+            })
+        );
+        assert_eq!(f.symlink_on("apps/base/a.yaml").unwrap(), None);
+        assert_eq!(f.symlink_on("apps/nothing/x").unwrap(), None);
+        assert_eq!(f.read_link("apps/passwd").unwrap().as_deref(), Some("/etc/passwd"));
+        assert_eq!(f.read_link("apps/base/a.yaml").unwrap(), None);
+        assert_eq!(f.mode("bin/run.sh").unwrap(), Some(FileMode::Executable));
+        assert_eq!(f.mode("apps/base/a.yaml").unwrap(), Some(FileMode::Regular));
+        assert_eq!(f.mode("apps/prod").unwrap(), Some(FileMode::Symlink));
+        assert_eq!(f.mode("apps/prod/a.yaml").unwrap(), None);
+        assert_eq!(f.mode("apps").unwrap(), None);
+        assert_eq!(
+            f.walk_files("").unwrap(),
+            vec!["apps/base/a.yaml", "apps/base/kustomization.yaml", "bin/run.sh"]
+        );
+        let mut all: Vec<(String, FileMode)> = TREE.iter().map(|(p, m, _)| (p.to_string(), *m)).collect();
+        all.sort();
+        assert_eq!(f.walk("").unwrap(), all);
+        assert_eq!(
+            Symlink {
+                path: "apps/base/alias.yaml".into(),
+                target: "../../apps/base/a.yaml".into()
+            }
+            .resolved()
+            .as_deref(),
+            Some("apps/base/a.yaml")
+        );
+    }
+
     #[test]
-    fn local_fleet_refuses_symlink_loops_and_escapes() {
+    fn every_view_shows_symlinks_as_flux_artifacts_do() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("apps")).unwrap();
-        std::os::unix::fs::symlink("..", dir.path().join("apps/loop")).unwrap();
-        std::os::unix::fs::symlink("/etc/passwd", dir.path().join("apps/passwd")).unwrap();
-        let f = LocalFleet::open(dir.path()).unwrap();
-        assert!(matches!(f.list("apps"), Err(FleetError::BadSymlink { .. })));
-        assert!(matches!(f.read("apps/passwd"), Err(FleetError::BadSymlink { .. })));
+        for (p, mode, content) in TREE {
+            let full = dir.path().join(p);
+            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+            match mode {
+                FileMode::Symlink => std::os::unix::fs::symlink(content, &full).unwrap(),
+                _ => std::fs::write(&full, content).unwrap(),
+            }
+            if *mode == FileMode::Executable {
+                use std::os::unix::fs::PermissionsExt as _;
+                std::fs::set_permissions(&full, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+        }
+        // A checkout's own .git is no part of the fleet.
+        std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+        std::fs::write(dir.path().join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        let local = LocalFleet::open(dir.path()).unwrap();
+        assert_flux_view(&local);
+        assert_eq!(local.read(".git/HEAD").unwrap(), None);
+        assert!(matches!(local.read("apps/../x"), Err(FleetError::OutsideRepo { .. })));
+
+        let mem: MemFleet = TREE
+            .iter()
+            .map(|(p, m, c)| (p.to_string(), *m, c.as_bytes().to_vec()))
+            .collect();
+        assert_flux_view(&mem);
+
+        // The same files proposed over an empty base, and over a base they replace.
+        let empty = MemFleet::new();
+        assert_flux_view(&Overlay::with_modes(
+            &empty,
+            TREE.iter().map(|(p, m, c)| (p.to_string(), *m, c.as_bytes().to_vec())),
+        ));
+        let mut base = MemFleet::new();
+        base.insert("apps/prod/old.yaml", "kind: Old\n");
+        base.insert("bin/run.sh", "old\n");
+        base.insert("apps/base/a.yaml", "kind: A\n");
+        let over = Overlay::with_modes(
+            &base,
+            TREE.iter().map(|(p, m, c)| (p.to_string(), *m, c.as_bytes().to_vec())),
+        );
+        assert_flux_view(&over);
+    }
+
+    #[test]
+    fn git_modes_round_trip() {
+        for m in [FileMode::Regular, FileMode::Executable, FileMode::Symlink] {
+            assert_eq!(FileMode::from_git_mode(m.git_mode()), Some(m));
+        }
+        assert_eq!(FileMode::from_git_mode("040000"), None);
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::fleet::{self, EntryKind, FleetRead};
+use crate::fleet::{self, EntryKind, FleetRead, Symlink};
 
 use super::yaml;
 use super::{CheckError, Finding, KUSTOMIZATION_FILES, invalid, read};
@@ -56,6 +56,20 @@ fn is_remote(entry: &str) -> bool {
         || entry.starts_with("github.com/")
         || entry.starts_with("gitlab.com/")
         || entry.contains("?ref=")
+}
+
+/// Why a reference to `p` (written as `reference`) finds nothing in Flux: `link` is, or is on
+/// the way to, `p`, and Flux's source artifact holds no symlinks (see [`crate::fleet`]).
+pub(super) fn dropped_symlink(reference: &str, p: &str, link: &Symlink) -> String {
+    let what = if link.path == p {
+        format!("{reference} is a symlink (→ {})", link.target)
+    } else {
+        format!(
+            "{reference} goes through the symlink `{}` (→ {})",
+            link.path, link.target
+        )
+    };
+    format!("{what}: Flux leaves symlinks out of its source artifact")
 }
 
 fn is_yaml_name(name: &str) -> bool {
@@ -113,6 +127,23 @@ impl<'f> Build<'f> {
             match e.kind {
                 EntryKind::File if is_yaml_name(&e.name) => self.add(p, Role::Manifest),
                 EntryKind::File => {}
+                // Not in Flux's artifact, so not built: no failure, but what the link points at
+                // is not applied, which its author hardly meant when it is YAML or a directory.
+                EntryKind::Symlink => {
+                    let Some(link) = self.fleet.symlink_on(&p)? else {
+                        continue;
+                    };
+                    let to_dir = match link.resolved() {
+                        Some(t) => self.fleet.is_dir(&t)?,
+                        None => false,
+                    };
+                    if is_yaml_name(&e.name) || KUSTOMIZATION_FILES.contains(&e.name.as_str()) || to_dir {
+                        self.not_checked.push(format!(
+                            "{}, so kustomize-controller builds `{dir}` without it",
+                            dropped_symlink(&format!("`{p}`"), &p, &link)
+                        ));
+                    }
+                }
                 EntryKind::Dir => {
                     if self.kustomization_file(&p)?.is_some() {
                         self.dir(&p)?;
@@ -133,6 +164,18 @@ impl<'f> Build<'f> {
             layer: self.layer.clone(),
             message,
         });
+    }
+
+    /// What to say of a reference `entry` to `p` that finds nothing: `plain`, unless a symlink
+    /// is why.
+    fn not_found(&self, entry: &str, p: &str, plain: String) -> Result<String, CheckError> {
+        Ok(match self.fleet.symlink_on(p)? {
+            Some(link) => format!(
+                "kustomize build fails: {}, so it is not there",
+                dropped_symlink(&format!("`{entry}`"), p, &link)
+            ),
+            None => plain,
+        })
     }
 
     /// Resolves an entry of `kfile` (in `dir`) to a repo path; refusing any escape.
@@ -163,20 +206,21 @@ impl<'f> Build<'f> {
                     if self.kustomization_file(&p)?.is_some() {
                         self.dir(&p)?;
                     } else {
-                        self.build_problem(
-                            kfile,
-                            item.line(),
-                            format!("kustomize build fails: directory `{p}` has no kustomization.yaml"),
-                        );
+                        let mut message = format!("kustomize build fails: directory `{p}` has no kustomization.yaml");
+                        for name in KUSTOMIZATION_FILES {
+                            let k = fleet::join(&p, name);
+                            if let Some(link) = self.fleet.symlink_on(&k)? {
+                                message = format!("{message} ({})", dropped_symlink(&format!("`{k}`"), &k, &link));
+                                break;
+                            }
+                        }
+                        self.build_problem(kfile, item.line(), message);
                     }
                 } else if self.fleet.read(&p)?.is_some() {
                     self.add(p, Role::Manifest);
                 } else {
-                    self.build_problem(
-                        kfile,
-                        item.line(),
-                        format!("kustomize build fails: `{entry}` not found"),
-                    );
+                    let message = self.not_found(entry, &p, format!("kustomize build fails: `{entry}` not found"))?;
+                    self.build_problem(kfile, item.line(), message);
                 }
             }
         }
@@ -247,11 +291,8 @@ impl<'f> Build<'f> {
         if self.fleet.read(&p)?.is_some() {
             self.add(p, Role::Manifest);
         } else {
-            self.build_problem(
-                kfile,
-                item.line(),
-                format!("kustomize build fails: patch `{entry}` not found"),
-            );
+            let message = self.not_found(entry, &p, format!("kustomize build fails: patch `{entry}` not found"))?;
+            self.build_problem(kfile, item.line(), message);
         }
         Ok(())
     }
@@ -268,11 +309,8 @@ impl<'f> Build<'f> {
         if self.fleet.read(&p)?.is_some() {
             self.add(p, role);
         } else {
-            self.build_problem(
-                kfile,
-                item.line(),
-                format!("kustomize build fails: `{entry}` not found"),
-            );
+            let message = self.not_found(entry, &p, format!("kustomize build fails: `{entry}` not found"))?;
+            self.build_problem(kfile, item.line(), message);
         }
         Ok(())
     }

@@ -132,7 +132,13 @@ pub fn check_cell(
                 line: l.path_line,
                 variable: String::new(),
                 layer: l.name.clone(),
-                message: format!("spec.path `{}` is not a directory of the fleet repo", l.path),
+                message: match fleet.symlink_on(&l.path)? {
+                    Some(link) => format!(
+                        "{}, so kustomize-controller fails with 'kustomization path not found'",
+                        build::dropped_symlink(&format!("spec.path `{}`", l.path), &l.path, &link)
+                    ),
+                    None => format!("spec.path `{}` is not a directory of the fleet repo", l.path),
+                },
             });
         }
         let lookup = |name: &str| vars.contains_key(name) || l.inline.contains(name);
@@ -599,16 +605,90 @@ mod tests {
     }
 
     #[test]
-    fn symlink_loop_surfaces_as_fleet_error() {
+    fn symlinks_are_findings_as_flux_leaves_them_out_in_every_view() {
+        let layers = layers_yaml(&[
+            ("apps", "./apps/prod", ""),
+            ("infra", "./infra", ""),
+            ("plain", "./plain", ""),
+        ]);
+        let mut f = fleet_with(
+            &layers,
+            &[
+                ("apps/base/kustomization.yaml", "resources:\n  - deploy.yaml\n"),
+                ("apps/base/deploy.yaml", "kind: A\n"),
+                (
+                    "infra/kustomization.yaml",
+                    "resources:\n  - ns.yaml\n  - shared.yaml\n  - ../linked\npatches:\n  - path: patch.yaml\n",
+                ),
+                ("infra/ns.yaml", "kind: Namespace\nmetadata:\n  name: ${cluster_name}\n"),
+                ("common/kustomization.yaml", "resources: []\n"),
+                ("common/shared.yaml", "kind: S\n"),
+                ("common/patch.yaml", "kind: P\n"),
+                ("plain/a.yaml", "kind: A\n"),
+            ],
+        );
+        f.insert_symlink("apps/prod", "base");
+        f.insert_symlink("infra/shared.yaml", "../common/shared.yaml");
+        f.insert_symlink("infra/patch.yaml", "../common/patch.yaml");
+        f.insert_symlink("linked/kustomization.yaml", "../common/kustomization.yaml");
+        f.insert_symlink("plain/b.yaml", "../common/shared.yaml");
+        f.insert_symlink("plain/loop", "..");
+        f.insert_symlink("plain/README.md", "../README.md");
+        let r = run(&f);
+        let found: Vec<(String, usize, String)> = r
+            .findings
+            .iter()
+            .map(|x| (x.file.clone(), x.line, x.message.clone()))
+            .collect();
+        let layers_file = format!("clusters/{CELL}/layers.yaml");
+        assert_eq!(
+            found,
+            vec![
+                (
+                    layers_file,
+                    9,
+                    "spec.path `apps/prod` is a symlink (→ base): Flux leaves symlinks out of its source artifact, so kustomize-controller fails with 'kustomization path not found'".to_owned()
+                ),
+                (
+                    "infra/kustomization.yaml".to_owned(),
+                    3,
+                    "kustomize build fails: `shared.yaml` is a symlink (→ ../common/shared.yaml): Flux leaves symlinks out of its source artifact, so it is not there".to_owned()
+                ),
+                (
+                    "infra/kustomization.yaml".to_owned(),
+                    4,
+                    "kustomize build fails: directory `linked` has no kustomization.yaml (`linked/kustomization.yaml` is a symlink (→ ../common/kustomization.yaml): Flux leaves symlinks out of its source artifact)".to_owned()
+                ),
+                (
+                    "infra/kustomization.yaml".to_owned(),
+                    6,
+                    "kustomize build fails: `patch.yaml` is a symlink (→ ../common/patch.yaml): Flux leaves symlinks out of its source artifact, so it is not there".to_owned()
+                ),
+            ]
+        );
+        // Left out of a generated kustomization: nothing fails, the report says what is missing.
+        let notes: Vec<&str> = r.not_checked.iter().map(String::as_str).collect();
+        assert_eq!(
+            notes,
+            [
+                "`plain/b.yaml` is a symlink (→ ../common/shared.yaml): Flux leaves symlinks out of its source artifact, so kustomize-controller builds `plain` without it",
+                "`plain/loop` is a symlink (→ ..): Flux leaves symlinks out of its source artifact, so kustomize-controller builds `plain` without it",
+            ]
+        );
+
+        // The same repository checked out: the same report (a link is never followed, so a loop
+        // is no error).
         let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        let cell = root.join("clusters").join(CELL);
-        std::fs::create_dir_all(&cell).unwrap();
-        std::fs::write(cell.join("layers.yaml"), layers_yaml(&[("apps", "./apps", "")])).unwrap();
-        std::fs::create_dir_all(root.join("apps")).unwrap();
-        std::os::unix::fs::symlink("..", root.join("apps/loop")).unwrap();
-        let f = crate::fleet::LocalFleet::open(root).unwrap();
-        let e = check_cell(&f, CELL, &vars()).unwrap_err();
-        assert!(matches!(e, CheckError::Fleet(FleetError::BadSymlink { .. })), "{e}");
+        for (p, (mode, bytes)) in f.files() {
+            let full = dir.path().join(p);
+            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+            if *mode == crate::fleet::FileMode::Symlink {
+                std::os::unix::fs::symlink(String::from_utf8_lossy(bytes).as_ref(), &full).unwrap();
+            } else {
+                std::fs::write(&full, bytes).unwrap();
+            }
+        }
+        let local = crate::fleet::LocalFleet::open(dir.path()).unwrap();
+        assert_eq!(check_cell(&local, CELL, &vars()).unwrap(), r);
     }
 }

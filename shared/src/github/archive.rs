@@ -11,7 +11,7 @@ use sha1::Digest as _;
 use super::operations as ops;
 use super::transport::enc;
 use super::{GithubError, GithubFleet, Result, Snapshot};
-use crate::fleet::MemFleet;
+use crate::fleet::{FileMode, MemFleet};
 
 impl GithubFleet {
     /// The base branch's files and head commit.
@@ -80,18 +80,22 @@ impl GithubFleet {
     }
 }
 
-pub(super) struct Archive {
-    pub(super) sha: String,
-    pub(super) tree: Option<String>,
-    pub(super) fleet: MemFleet,
+/// A GitHub archive read: the commit it names, the id git gives its root tree, and its files
+/// with their modes (symlinks as symlinks: see [`crate::fleet`] for how the fleet reads them).
+#[derive(Debug, Clone)]
+pub struct Archive {
+    pub sha: String,
+    pub tree: Option<String>,
+    pub fleet: MemFleet,
 }
 
 /// Reads a GitHub archive: a gzip'd pax tar whose global header's `comment` is the commit id
-/// and whose entries sit under one `owner-repo-<short sha>/` directory.
-pub(super) fn read_archive(bytes: &[u8]) -> std::result::Result<Archive, String> {
+/// and whose entries sit under one `owner-repo-<short sha>/` directory, as `git archive` of a
+/// commit writes it (regular files 0664 or 0775, symlinks as symlink entries whose link name
+/// is the target).
+pub fn read_archive(bytes: &[u8]) -> std::result::Result<Archive, String> {
     let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
     let mut sha = None;
-    let mut files: BTreeMap<String, (&'static str, Vec<u8>)> = BTreeMap::new();
     let mut fleet = MemFleet::new();
     for entry in tar.entries().map_err(|e| format!("not a tar.gz archive: {e}"))? {
         let mut entry = entry.map_err(|e| format!("corrupt archive: {e}"))?;
@@ -115,25 +119,29 @@ pub(super) fn read_archive(bytes: &[u8]) -> std::result::Result<Archive, String>
             continue;
         }
         if kind.is_file() {
-            let exec = entry.header().mode().map(|m| m & 0o111 != 0).unwrap_or(false);
+            // Git records the executable bit alone; `git archive` writes 0775 for it.
+            let exec = entry.header().mode().map(|m| m & 0o100 != 0).unwrap_or(false);
             let mut buf = Vec::with_capacity(entry.size() as usize);
             entry
                 .read_to_end(&mut buf)
                 .map_err(|e| format!("corrupt archive at {rel}: {e}"))?;
-            fleet.insert(rel.to_owned(), buf.clone());
-            files.insert(rel.to_owned(), (if exec { "100755" } else { "100644" }, buf));
+            let mode = if exec { FileMode::Executable } else { FileMode::Regular };
+            fleet.insert_mode(rel.to_owned(), mode, buf);
         } else if kind.is_symlink() {
-            // Git stores a link as a blob of its target; the fleet view does not follow links.
+            // Git stores a link as a blob of its target.
             let target = entry
-                .link_name()
-                .ok()
-                .flatten()
-                .map(|p| p.to_string_lossy().into_owned())
+                .link_name_bytes()
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
                 .unwrap_or_default();
-            files.insert(rel.to_owned(), ("120000", target.into_bytes()));
+            fleet.insert_symlink(rel.to_owned(), target);
         }
     }
     let sha = sha.ok_or("the archive has no pax header naming its commit")?;
+    let files: BTreeMap<String, (&'static str, Vec<u8>)> = fleet
+        .files()
+        .iter()
+        .map(|(p, (mode, bytes))| (p.clone(), (mode.git_mode(), bytes.clone())))
+        .collect();
     Ok(Archive {
         sha,
         tree: Some(git_tree_id(&files)),
@@ -210,6 +218,9 @@ pub(super) fn hex(b: &[u8]) -> String {
 mod tests {
     use super::*;
 
+    /// `git write-tree` of the files below, d/b.txt executable and l a link to a.txt.
+    const TREE_WITH_MODES: &str = "c461d5c1b92f1d2496c46f70c99100401cc023f7";
+
     #[test]
     fn tree_ids_are_gits() {
         // `git hash-object` / `git write-tree` of a.txt = "hello\n", d/b.txt = "x".
@@ -221,6 +232,11 @@ mod tests {
             "ce013625030ba8dba906f756967f9e9ca394464a"
         );
         assert_eq!(git_tree_id(&files), "6cea91b04bb0ee583812deb647f220c6dde4ff82");
+        // The same with d/b.txt executable and a link l → a.txt (`git update-index --chmod=+x`,
+        // `ln -s a.txt l`, `git write-tree`).
+        files.insert("d/b.txt".to_owned(), ("100755", b"x".to_vec()));
+        files.insert("l".to_owned(), ("120000", b"a.txt".to_vec()));
+        assert_eq!(git_tree_id(&files), TREE_WITH_MODES);
     }
 
     #[test]

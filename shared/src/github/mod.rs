@@ -37,6 +37,7 @@ mod port;
 pub mod pull_request;
 mod transport;
 
+pub use archive::{Archive, read_archive};
 pub use config::{DEFAULT_GITHUB_API_URL, GithubConfig};
 pub use port::{ChangedFile, Comparison, GithubRepo, Merge, PullRequest, PullState, Relation};
 pub use pull_request::{converge, plan_digest};
