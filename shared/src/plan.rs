@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use crate::check::{self, CheckReport};
 use crate::configmap::{self, ConfigMapError, Existing};
-use crate::fleet::{FleetError, FleetRead, Overlay};
+use crate::fleet::{FileMode, FileWrite, FleetError, FleetRead, Overlay};
 use crate::metadata::CellMetadata;
 use crate::template::{self, FluxGit, TemplateError};
 
@@ -92,7 +92,22 @@ pub struct FileChange {
     pub path: String,
     /// `None` when the file is new.
     pub old: Option<String>,
+    /// The content; a symlink's target for [`FileMode::Symlink`].
     pub new: String,
+    /// As the template has it for a new cell's files; absent (a regular file) otherwise.
+    #[serde(default, skip_serializing_if = "FileMode::is_regular")]
+    pub mode: FileMode,
+}
+
+impl FileChange {
+    /// The file as a commit writes it.
+    pub fn write(&self) -> FileWrite {
+        FileWrite {
+            path: self.path.clone(),
+            mode: self.mode,
+            content: self.new.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -174,10 +189,20 @@ impl Plan {
         truncate(&d, 140)
     }
 
-    /// Every file as a unified diff against the fleet repo, `a/` and `b/` prefixed like git.
+    /// Every file as a unified diff against the fleet repo, `a/` and `b/` prefixed like git; an
+    /// executable or a symlink says so in git's words first (`new file mode 100755`, `120000`
+    /// whose one line is the link's target).
     pub fn unified_diff(&self) -> String {
         let mut out = String::new();
         for f in &self.files {
+            if !f.mode.is_regular() {
+                let _ = writeln!(
+                    out,
+                    "{} {}",
+                    if f.old.is_some() { "new mode" } else { "new file mode" },
+                    f.mode.git_mode()
+                );
+            }
             let old = f.old.as_deref().unwrap_or("");
             let diff = similar::TextDiff::from_lines(old, &f.new);
             let from = if f.old.is_some() {
@@ -225,6 +250,14 @@ pub fn plan(
     };
     let cm_path = configmap::path_for(cell);
     let cell_dir = format!("clusters/{cell}");
+    // Flux has nothing at a symlinked cell directory, and writing a new cell below the link
+    // would replace it: a person decides.
+    if let Some(link) = fleet.symlink_on(&cell_dir).map_err(fleet_err)? {
+        return Err(fleet_err(FleetError::Symlink {
+            path: link.path,
+            target: link.target,
+        }));
+    }
     let new_cell = !fleet.is_dir(&cell_dir).map_err(fleet_err)?;
     let existing_text = fleet.read_text(&cm_path).map_err(fleet_err)?;
     let existing: Option<Existing> = existing_text
@@ -265,14 +298,15 @@ pub fn plan(
                     cell: cell.to_owned(),
                     source,
                 })?;
-            for (path, text) in template::new_cell_files(fleet, cell, &src).map_err(|source| PlanError::Template {
+            for f in template::new_cell_files(fleet, cell, &src).map_err(|source| PlanError::Template {
                 cell: cell.to_owned(),
                 source,
             })? {
                 files.push(FileChange {
-                    path,
+                    path: f.path,
                     old: None,
-                    new: text,
+                    new: f.content,
+                    mode: f.mode,
                 });
             }
         }
@@ -281,14 +315,18 @@ pub fn plan(
             path: cm_path.clone(),
             old: existing_text.clone(),
             new: configmap::render(meta),
+            mode: FileMode::Regular,
         });
         files.sort_by(|a, b| a.path.cmp(&b.path));
     }
 
-    // The check runs on what the branch would hold, so a new cell's layers are checked too.
-    let proposed = Overlay::new(
+    // The check runs on what the branch would hold, so a new cell's layers are checked too
+    // (its symlinks as symlinks: Flux leaves them out).
+    let proposed = Overlay::with_modes(
         fleet,
-        files.iter().map(|f| (f.path.clone(), f.new.clone().into_bytes())),
+        files
+            .iter()
+            .map(|f| (f.path.clone(), f.mode, f.new.clone().into_bytes())),
     );
     let (check, check_error) = run_check(&proposed, cell, &meta.data);
 
@@ -393,6 +431,22 @@ fn body(p: &Plan, meta: &CellMetadata) -> String {
             "**New cell.** This pull request adds `clusters/{}/` from `clusters/_template/` with the cell's `cell-metadata` ConfigMap and Flux sync objects. Merging it lets Flux manage the cell.\n",
             p.cell
         );
+        let special: Vec<String> = p
+            .files
+            .iter()
+            .filter_map(|f| match f.mode {
+                FileMode::Regular => None,
+                FileMode::Executable => Some(format!("{} (executable)", code(&f.path))),
+                FileMode::Symlink => Some(format!("{} (symlink → {})", code(&f.path), code(&f.new))),
+            })
+            .collect();
+        if !special.is_empty() {
+            let _ = writeln!(
+                b,
+                "Copied with their modes, as the template has them: {}. Flux's source artifact leaves symlinks out.\n",
+                special.join(", ")
+            );
+        }
     }
     let _ = writeln!(b, "| Terraform state | |\n|---|---|");
     let _ = writeln!(

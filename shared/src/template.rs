@@ -1,11 +1,12 @@
-//! What a new cell starts from: `clusters/_template/` copied to `clusters/<cell>/`, with
+//! What a new cell starts from: `clusters/_template/` copied to `clusters/<cell>/`, every file
+//! with its mode (an executable stays one, a symlink stays a symlink to the same target), with
 //! `flux-system/gotk-sync.yaml` the template's own, written for the cell ([`gotk_sync`]).
 
 mod gotk_sync;
 
 pub use gotk_sync::{FLUX_SYSTEM, FluxGit, GotkSync, check_branch};
 
-use crate::fleet::{FleetError, FleetRead};
+use crate::fleet::{FileMode, FileWrite, FleetError, FleetRead};
 
 pub const TEMPLATE_DIR: &str = "clusters/_template";
 pub const GOTK_SYNC: &str = "flux-system/gotk-sync.yaml";
@@ -69,26 +70,35 @@ pub fn sync_source(fleet: &dyn FleetRead, flux: &FluxGit) -> Result<GotkSync, Te
     }
 }
 
-/// Every file of a new cell's directory, in path order.
+/// Every file of a new cell's directory, in path order, with the template's modes. A symlink
+/// is copied as a symlink with the same target: `clusters/<cell>/` sits where the template
+/// does, so a relative target means the same there (and Flux leaves it out all the same).
 pub fn new_cell_files(
     fleet: &dyn FleetRead,
     cell: &str,
     sync: &GotkSync,
-) -> Result<Vec<(String, String)>, TemplateError> {
+) -> Result<Vec<FileWrite>, TemplateError> {
     if !fleet.is_dir(TEMPLATE_DIR)? {
         return Err(TemplateError::NoTemplate);
     }
     let mut files = Vec::new();
-    for path in fleet.walk_files(TEMPLATE_DIR)? {
+    for (path, mode) in fleet.walk(TEMPLATE_DIR)? {
         let rel = &path[TEMPLATE_DIR.len() + 1..];
         if rel == GOTK_SYNC {
             continue;
         }
-        let text = fleet.read_text(&path)?.unwrap_or_default();
-        files.push((format!("clusters/{cell}/{rel}"), text));
+        let content = match mode {
+            FileMode::Symlink => fleet.read_link(&path)?,
+            FileMode::Regular | FileMode::Executable => fleet.read_text(&path)?,
+        };
+        files.push(FileWrite {
+            path: format!("clusters/{cell}/{rel}"),
+            mode,
+            content: content.unwrap_or_default(),
+        });
     }
-    files.push((format!("clusters/{cell}/{GOTK_SYNC}"), sync.render(cell)?));
-    files.sort();
+    files.push(FileWrite::regular(format!("clusters/{cell}/{GOTK_SYNC}"), sync.render(cell)?));
+    files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(files)
 }
 
@@ -130,17 +140,27 @@ mod tests {
         );
         let src = sync_source(&m, &FluxGit::default()).unwrap();
         assert_eq!(src.branch(), Some("trunk"));
+        m.insert_mode(
+            "clusters/_template/scripts/bootstrap.sh",
+            FileMode::Executable,
+            "#!/bin/sh\n",
+        );
+        m.insert_symlink("clusters/_template/README.md", "../../docs/cell.md");
         let files = new_cell_files(&m, "c1", &src).unwrap();
-        let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+        let got: Vec<(&str, FileMode)> = files.iter().map(|f| (f.path.as_str(), f.mode)).collect();
         assert_eq!(
-            paths,
+            got,
             [
-                "clusters/c1/flux-system/gotk-components.yaml",
-                "clusters/c1/flux-system/gotk-sync.yaml",
-                "clusters/c1/kustomization.yaml"
+                ("clusters/c1/README.md", FileMode::Symlink),
+                ("clusters/c1/flux-system/gotk-components.yaml", FileMode::Regular),
+                ("clusters/c1/flux-system/gotk-sync.yaml", FileMode::Regular),
+                ("clusters/c1/kustomization.yaml", FileMode::Regular),
+                ("clusters/c1/scripts/bootstrap.sh", FileMode::Executable),
             ]
         );
-        assert!(files[1].1.contains("./clusters/c1"));
+        assert_eq!(files[0].content, "../../docs/cell.md");
+        assert_eq!(files[4].content, "#!/bin/sh\n");
+        assert!(files[2].content.contains("./clusters/c1"));
         assert!(matches!(
             new_cell_files(&MemFleet::new(), "c", &src),
             Err(TemplateError::NoTemplate)

@@ -4,6 +4,8 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use cellbridge::fleet::FileWrite;
+
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
     #[error("git {args}: {message}")]
@@ -49,19 +51,30 @@ pub fn is_repo(root: &Path) -> bool {
         .is_some_and(|(top, root)| top == root)
 }
 
-/// Commits `files` on top of HEAD to `branch` (created or moved there), returns the commit id.
-pub fn commit_files(root: &Path, branch: &str, files: &[(String, String)], message: &str) -> Result<String, GitError> {
+/// Commits `files` on top of HEAD to `branch` (created or moved there), each with its mode (a
+/// symlink is the blob of its target, mode 120000, as git stores one), returns the commit id.
+pub fn commit_files(root: &Path, branch: &str, files: &[FileWrite], message: &str) -> Result<String, GitError> {
     let head = git(root, None, &["rev-parse", "HEAD"], None)?;
     let dir = tempfile_dir(root)?;
     let index = dir.join("index");
     let result = (|| {
         git(root, Some(&index), &["read-tree", &head], None)?;
-        for (path, text) in files {
-            let blob = git(root, None, &["hash-object", "-w", "--stdin"], Some(text.as_bytes()))?;
+        for f in files {
+            let blob = git(
+                root,
+                None,
+                &["hash-object", "-w", "--stdin"],
+                Some(f.content.as_bytes()),
+            )?;
             git(
                 root,
                 Some(&index),
-                &["update-index", "--add", "--cacheinfo", &format!("100644,{blob},{path}")],
+                &[
+                    "update-index",
+                    "--add",
+                    "--cacheinfo",
+                    &format!("{},{blob},{}", f.mode.git_mode(), f.path),
+                ],
                 None,
             )?;
         }
@@ -92,4 +105,56 @@ fn tempfile_dir(root: &Path) -> Result<std::path::PathBuf, GitError> {
         message: e.to_string(),
     })?;
     Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cellbridge::fleet::FileMode;
+
+    #[test]
+    fn commits_keep_each_files_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let run = |args: &[&str]| git(root, None, args, None).unwrap();
+        run(&["init", "-q"]);
+        // commit_files' own `git commit-tree` reads the identity from the repository.
+        run(&["config", "user.name", "t"]);
+        run(&["config", "user.email", "t@example.com"]);
+        std::fs::write(root.join("a.txt"), "a\n").unwrap();
+        run(&["add", "a.txt"]);
+        run(&["commit", "-qm", "base"]);
+        let files = [
+            FileWrite::regular("c/cell-metadata.yaml", "x: 1\n"),
+            FileWrite {
+                path: "c/scripts/run.sh".into(),
+                mode: FileMode::Executable,
+                content: "#!/bin/sh\n".into(),
+            },
+            FileWrite {
+                path: "c/README.md".into(),
+                mode: FileMode::Symlink,
+                content: "../a.txt".into(),
+            },
+        ];
+        let commit = commit_files(root, "cellbridge/c", &files, "cell c").unwrap();
+        let tree = run(&["ls-tree", "-r", &commit]);
+        let modes: Vec<(&str, &str)> = tree
+            .lines()
+            .map(|l| {
+                let (meta, path) = l.split_once('\t').unwrap();
+                (path, meta.split(' ').next().unwrap())
+            })
+            .collect();
+        assert_eq!(
+            modes,
+            [
+                ("a.txt", "100644"),
+                ("c/README.md", "120000"),
+                ("c/cell-metadata.yaml", "100644"),
+                ("c/scripts/run.sh", "100755")
+            ]
+        );
+        assert_eq!(run(&["cat-file", "-p", &format!("{commit}:c/README.md")]), "../a.txt");
+    }
 }

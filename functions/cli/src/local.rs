@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use cellbridge::fleet::LocalFleet;
+use cellbridge::fleet::{FileMode, FileWrite, LocalFleet};
 use cellbridge::plan::{self, Outcome, Plan, PlanOptions, StateRef};
 use cellbridge::template::{self, FluxGit};
 use cellbridge::{check, metadata, tfstate};
@@ -151,7 +151,7 @@ pub enum Applied {
 }
 
 fn write(root: &std::path::Path, p: &Plan) -> Result<Applied, CliError> {
-    let files: Vec<(String, String)> = p.files.iter().map(|f| (f.path.clone(), f.new.clone())).collect();
+    let files: Vec<FileWrite> = p.files.iter().map(|f| f.write()).collect();
     if git::is_repo(root) {
         let commit = git::commit_files(
             root,
@@ -165,17 +165,33 @@ fn write(root: &std::path::Path, p: &Plan) -> Result<Applied, CliError> {
         });
     }
     // Write everything to temporary names first so a failure leaves no half-written cell.
+    // Each with the template's mode: an executable stays one, a symlink is made as one.
     let mut staged = Vec::new();
-    for (path, text) in &files {
-        let target = root.join(path);
+    for f in &files {
+        let target = root.join(&f.path);
         let tmp = target.with_extension("cellbridge-tmp");
         let io = |source| CliError::Write {
-            path: path.clone(),
+            path: f.path.clone(),
             source,
         };
         std::fs::create_dir_all(target.parent().expect("files live in directories")).map_err(io)?;
-        std::fs::write(&tmp, text).map_err(io)?;
-        staged.push((tmp, target, path));
+        match f.mode {
+            FileMode::Symlink => {
+                let _ = std::fs::remove_file(&tmp);
+                std::os::unix::fs::symlink(&f.content, &tmp).map_err(io)?;
+            }
+            FileMode::Regular | FileMode::Executable => {
+                std::fs::write(&tmp, &f.content).map_err(io)?;
+                if f.mode == FileMode::Executable {
+                    use std::os::unix::fs::PermissionsExt as _;
+                    let mut perm = std::fs::metadata(&tmp).map_err(io)?.permissions();
+                    // Execute wherever read is allowed, as `chmod +x` under the umask would.
+                    perm.set_mode(perm.mode() | (perm.mode() & 0o444) >> 2);
+                    std::fs::set_permissions(&tmp, perm).map_err(io)?;
+                }
+            }
+        }
+        staged.push((tmp, target, &f.path));
     }
     for (tmp, target, path) in &staged {
         std::fs::rename(tmp, target).map_err(|source| CliError::Write {

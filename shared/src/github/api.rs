@@ -12,6 +12,7 @@ use base64::Engine as _;
 use super::port::{ChangedFile, Comparison, GithubRepo, Merge, PullRequest, PullState, Relation};
 use super::transport::{enc, sha_of, url_query};
 use super::{GithubError, GithubFleet, Result, Snapshot};
+use crate::fleet::FileWrite;
 
 impl GithubFleet {
     pub(super) async fn base_branch(&self, deadline: Instant) -> Result<String> {
@@ -176,13 +177,16 @@ impl GithubRepo for GithubFleet {
         &self,
         on: &str,
         tree: Option<&str>,
-        files: &[(String, String)],
+        files: &[FileWrite],
         deadline: Instant,
     ) -> Result<String> {
         let what = format!("creating a tree of {} file(s) on {on}", files.len());
+        // "mode": 100644 a file, 100755 an executable, 120000 "a blob that specifies the path
+        // of a symlink" (https://docs.github.com/rest/git/trees#create-a-tree): a link's
+        // content is its target.
         let entries: Vec<Value> = files
             .iter()
-            .map(|(path, content)| json!({"path": path, "mode": "100644", "type": "blob", "content": content}))
+            .map(|f| json!({"path": f.path, "mode": f.mode.git_mode(), "type": "blob", "content": f.content}))
             .collect();
         let mut base_tree = tree.map(str::to_owned);
         loop {

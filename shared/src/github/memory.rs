@@ -13,6 +13,9 @@
 //!   (https://docs.github.com/rest/git/refs#create-a-reference);
 //! - a tree's `base_tree`, a commit's tree and parents must exist (422,
 //!   https://docs.github.com/rest/git/trees#create-a-tree, .../commits#create-a-commit);
+//! - a tree entry has a mode, `100644` a file, `100755` an executable, `120000` "a blob that
+//!   specifies the path of a symlink" (same page); the store keeps it, an edit keeps it, and a
+//!   change of mode alone is a change;
 //! - one open pull request per head branch, and none without commits between base and head
 //!   or from a head that does not exist (422 "A pull request already exists for ...", "No
 //!   commits between ...", `head` `invalid`; https://docs.github.com/rest/pulls/pulls#create-a-pull-request),
@@ -47,7 +50,7 @@ use super::archive::{git_object_id, hex};
 use super::operations::{self as ops, Operation};
 use super::port::{ChangedFile, Comparison, GithubRepo, Merge, PullRequest, PullState, Relation};
 use super::{GithubError, Result, Snapshot};
-use crate::fleet::MemFleet;
+use crate::fleet::{FileMode, FileWrite, MemFleet};
 
 /// A pull request as the store keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,11 +111,11 @@ fn not_mergeable(conflicts: Vec<String>) -> MergeRefused {
 /// side that left a path as in `base` takes the other side's version, identical changes are
 /// taken, different changes (deleting vs editing included) conflict. The merged files, or the
 /// conflicting paths.
-fn three_way(
-    base: &BTreeMap<String, String>,
-    ours: &BTreeMap<String, String>,
-    theirs: &BTreeMap<String, String>,
-) -> std::result::Result<BTreeMap<String, String>, Vec<String>> {
+fn three_way<V: PartialEq + Clone>(
+    base: &BTreeMap<String, V>,
+    ours: &BTreeMap<String, V>,
+    theirs: &BTreeMap<String, V>,
+) -> std::result::Result<BTreeMap<String, V>, Vec<String>> {
     let paths: BTreeSet<&String> = base.keys().chain(ours.keys()).chain(theirs.keys()).collect();
     let mut merged = BTreeMap::new();
     let mut conflicts = Vec::new();
@@ -174,10 +177,14 @@ struct Race {
     files: Vec<(String, String)>,
 }
 
+/// A file of a tree: its mode and text (a symlink's target).
+type Entry = (FileMode, String);
+
 #[derive(Default)]
 struct Store {
     default_branch: String,
-    trees: HashMap<String, BTreeMap<String, String>>,
+    /// Tree id → path → (mode, text; a symlink's text is its target).
+    trees: HashMap<String, BTreeMap<String, Entry>>,
     commits: HashMap<String, Commit>,
     refs: BTreeMap<String, String>,
     pulls: Vec<MemPull>,
@@ -212,10 +219,12 @@ fn api(op: &Operation, status: u16, message: impl Into<String>) -> GithubError {
 }
 
 impl Store {
-    fn put_tree(&mut self, files: BTreeMap<String, String>) -> String {
+    fn put_tree(&mut self, files: BTreeMap<String, Entry>) -> String {
         let mut h = sha1::Sha1::new();
-        for (p, c) in &files {
+        for (p, (m, c)) in &files {
             h.update(p.as_bytes());
+            h.update([0]);
+            h.update(m.git_mode().as_bytes());
             h.update([0]);
             h.update(c.as_bytes());
             h.update([0]);
@@ -296,7 +305,7 @@ impl Store {
         false
     }
 
-    fn files_at(&self, commit: &str) -> BTreeMap<String, String> {
+    fn files_at(&self, commit: &str) -> BTreeMap<String, Entry> {
         self.commits
             .get(commit)
             .and_then(|c| self.trees.get(&c.tree))
@@ -337,9 +346,16 @@ impl Store {
         let mut tree = parent.as_deref().map(|p| self.files_at(p)).unwrap_or_default();
         for (p, c) in files {
             match c {
-                Some(c) => tree.insert(p.clone(), c.clone()),
-                None => tree.remove(p),
-            };
+                // A person's edit keeps the file's mode, as git does.
+                Some(c) => {
+                    tree.entry(p.clone())
+                        .and_modify(|e| e.1.clone_from(c))
+                        .or_insert_with(|| (FileMode::Regular, c.clone()));
+                }
+                None => {
+                    tree.remove(p);
+                }
+            }
         }
         let tree = self.put_tree(tree);
         let parents: Vec<String> = parent.into_iter().collect();
@@ -393,6 +409,26 @@ impl MemGithub {
         };
         let files: Vec<(String, Option<String>)> = files.iter().map(|(p, c)| (p.clone(), Some(c.clone()))).collect();
         store.commit_on(branch, &files, "initial commit");
+        Self {
+            store: Mutex::new(store),
+        }
+    }
+
+    /// A repository whose default branch `branch` holds `fleet` (modes and symlinks included)
+    /// in one commit.
+    pub fn from_fleet(branch: &str, fleet: &MemFleet) -> Self {
+        let mut store = Store {
+            default_branch: branch.to_owned(),
+            ..Store::default()
+        };
+        let tree: BTreeMap<String, Entry> = fleet
+            .files()
+            .iter()
+            .map(|(p, (m, b))| (p.clone(), (*m, String::from_utf8_lossy(b).into_owned())))
+            .collect();
+        let tree = store.put_tree(tree);
+        let sha = store.put_commit(&tree, &[], "initial commit");
+        store.refs.insert(branch.to_owned(), sha);
         Self {
             store: Mutex::new(store),
         }
@@ -604,9 +640,9 @@ impl MemGithub {
         self.with(|s| s.is_ancestor(commit, of))
     }
 
-    /// The files of a commit (path → text).
+    /// The files of a commit (path → text; a symlink's text is its target).
     pub fn files_at(&self, commit: &str) -> BTreeMap<String, String> {
-        self.with(|s| s.files_at(commit))
+        self.with(|s| s.files_at(commit).into_iter().map(|(p, (_, t))| (p, t)).collect())
     }
 
     pub fn pulls(&self) -> Vec<MemPull> {
@@ -615,7 +651,17 @@ impl MemGithub {
 
     /// The files of `branch` (path → text), empty when there is no such branch.
     pub fn files(&self, branch: &str) -> BTreeMap<String, String> {
-        self.with(|s| s.refs.get(branch).map(|c| s.files_at(c)).unwrap_or_default())
+        self.head(branch).map(|c| self.files_at(&c)).unwrap_or_default()
+    }
+
+    /// The mode of every file of `branch` (path → mode), empty when there is no such branch.
+    pub fn modes(&self, branch: &str) -> BTreeMap<String, FileMode> {
+        self.with(|s| {
+            s.refs
+                .get(branch)
+                .map(|c| s.files_at(c).into_iter().map(|(p, (m, _))| (p, m)).collect())
+                .unwrap_or_default()
+        })
     }
 
     pub fn head(&self, branch: &str) -> Option<String> {
@@ -678,7 +724,7 @@ impl GithubRepo for MemGithub {
             let tree = s.commits[&base_sha].tree.clone();
             let fleet: MemFleet = s.trees[&tree]
                 .iter()
-                .map(|(p, c)| (p.clone(), c.clone().into_bytes()))
+                .map(|(p, (m, c))| (p.clone(), *m, c.clone().into_bytes()))
                 .collect();
             Ok(Snapshot {
                 base_branch: s.default_branch.clone(),
@@ -742,7 +788,7 @@ impl GithubRepo for MemGithub {
             let changed: Vec<(String, Option<(String, String)>)> = paths
                 .into_iter()
                 .filter(|p| old.get(*p) != new.get(*p))
-                .map(|p| (p.clone(), new.get(p).map(|c| (blob_id(c), c.clone()))))
+                .map(|p| (p.clone(), new.get(p).map(|(_, c)| (blob_id(c), c.clone()))))
                 .collect();
             let mut files = Vec::new();
             for (path, blob) in changed {
@@ -779,7 +825,7 @@ impl GithubRepo for MemGithub {
         &self,
         on: &str,
         tree: Option<&str>,
-        files: &[(String, String)],
+        files: &[FileWrite],
         _deadline: Instant,
     ) -> Result<String> {
         self.pause().await;
@@ -797,8 +843,8 @@ impl GithubRepo for MemGithub {
                     "Invalid tree info: base_tree does not exist",
                 ));
             };
-            for (p, c) in files {
-                tree.insert(p.clone(), c.clone());
+            for f in files {
+                tree.insert(f.path.clone(), (f.mode, f.content.clone()));
             }
             Ok(s.put_tree(tree))
         })
@@ -1094,6 +1140,45 @@ mod tests {
             })
         });
         gh
+    }
+
+    #[tokio::test]
+    async fn trees_keep_modes_and_symlinks() {
+        use crate::fleet::FleetRead as _;
+        let gh = repo_with_pull();
+        let d = Instant::now() + std::time::Duration::from_secs(5);
+        let main = gh.head("main").unwrap();
+        let files = [
+            FileWrite {
+                path: "run.sh".into(),
+                mode: FileMode::Executable,
+                content: "#!/bin/sh\n".into(),
+            },
+            FileWrite {
+                path: "docs".into(),
+                mode: FileMode::Symlink,
+                content: "a".into(),
+            },
+        ];
+        let tree = gh.create_tree(&main, None, &files, d).await.unwrap();
+        let commit = gh
+            .create_commit(&tree, std::slice::from_ref(&main), "modes", d)
+            .await
+            .unwrap();
+        assert!(gh.create_branch("modes", &commit, d).await.unwrap());
+        gh.commit(
+            "modes",
+            &[("run.sh", "#!/bin/sh\nexit 0\n")],
+            "a person edits the script",
+        );
+        let modes = gh.modes("modes");
+        assert_eq!(
+            (modes["run.sh"], modes["docs"], modes["a"]),
+            (FileMode::Executable, FileMode::Symlink, FileMode::Regular)
+        );
+        assert_eq!(gh.files("modes")["docs"], "a");
+        let snap = gh.read_base(d).await.unwrap();
+        assert_eq!(snap.fleet.mode("a").unwrap(), Some(FileMode::Regular));
     }
 
     #[test]

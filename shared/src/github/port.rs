@@ -13,6 +13,7 @@ use std::future::Future;
 use std::time::Instant;
 
 use super::{Result, Snapshot};
+use crate::fleet::FileWrite;
 
 /// Where a pull request stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,12 +94,12 @@ pub trait GithubRepo: Send + Sync {
     /// A blob's text.
     fn read_blob(&self, blob: &str, deadline: Instant) -> impl Future<Output = Result<String>> + Send;
     /// A tree: the tree of commit `on` (or `tree`, when the caller knows it) with `files`
-    /// (path, content) written over it.
+    /// written over it, each with its mode (a symlink's content is its target).
     fn create_tree(
         &self,
         on: &str,
         tree: Option<&str>,
-        files: &[(String, String)],
+        files: &[FileWrite],
         deadline: Instant,
     ) -> impl Future<Output = Result<String>> + Send;
     fn create_commit(

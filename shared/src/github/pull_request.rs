@@ -18,7 +18,7 @@ use super::archive::{git_object_id, hex};
 use super::port::{Comparison, GithubRepo, Merge, PullRequest, PullState};
 use super::{GithubError, Published, Result, Snapshot};
 use crate::configmap;
-use crate::fleet::{FleetRead, Overlay};
+use crate::fleet::{FileMode, FileWrite, FleetRead, Overlay};
 use crate::plan::{self, Outcome, Plan};
 
 /// Labels cellbridge manages; any other label a human put on the pull request stays.
@@ -181,14 +181,15 @@ fn labels_for(plan: &Plan, pr: &PullRequest) -> Vec<String> {
 
 /// The head's content as it would merge: the base with every file the branch changed since
 /// their merge base (`written` is cellbridge's file as it now stands on the branch). A file
-/// whose blob is one cellbridge wrote is not read again.
+/// whose blob is one cellbridge wrote is not read again, and keeps the mode cellbridge gave it
+/// (a comparison names no mode: another changed file is taken as a regular one).
 async fn head_content<G: GithubRepo>(
     gh: &G,
     plan: &Plan,
     cmp: &Comparison,
     written: (&str, &str),
     deadline: Instant,
-) -> Result<Vec<(String, Vec<u8>)>> {
+) -> Result<Vec<(String, FileMode, Vec<u8>)>> {
     let mut files = Vec::new();
     for f in &cmp.files {
         if f.path == written.0 {
@@ -199,15 +200,15 @@ async fn head_content<G: GithubRepo>(
                 .files
                 .iter()
                 .find(|p| p.path == f.path && blob_id(&p.new) == *blob)
-                .map(|p| p.new.clone());
-            let text = match known {
-                Some(t) => t,
-                None => gh.read_blob(blob, deadline).await?,
+                .map(|p| (p.mode, p.new.clone()));
+            let (mode, text) = match known {
+                Some(k) => k,
+                None => (FileMode::Regular, gh.read_blob(blob, deadline).await?),
             };
-            files.push((f.path.clone(), text.into_bytes()));
+            files.push((f.path.clone(), mode, text.into_bytes()));
         }
     }
-    files.push((written.0.to_owned(), written.1.as_bytes().to_vec()));
+    files.push((written.0.to_owned(), FileMode::Regular, written.1.as_bytes().to_vec()));
     Ok(files)
 }
 
@@ -231,7 +232,7 @@ async fn ensure_status<G: GithubRepo>(
 ) -> Result<()> {
     let cm = configmap::path_for(&plan.cell);
     let content = head_content(gh, plan, cmp, (&cm, ours), deadline).await?;
-    let checked = plan.rechecked(&Overlay::new(&snap.fleet as &dyn FleetRead, content));
+    let checked = plan.rechecked(&Overlay::with_modes(&snap.fleet as &dyn FleetRead, content));
     let posted = if fresh {
         None
     } else {
@@ -304,7 +305,7 @@ async fn update<G: GithubRepo>(
             .create_tree(
                 &head,
                 cmp.head_tree.as_deref(),
-                &[(cm.clone(), ours.to_owned())],
+                &[FileWrite::regular(cm.clone(), ours)],
                 deadline,
             )
             .await?;
@@ -390,7 +391,7 @@ async fn open<G: GithubRepo>(
         }
     }
     let message = message_for(plan, digest);
-    let files: Vec<(String, String)> = plan.files.iter().map(|f| (f.path.clone(), f.new.clone())).collect();
+    let files: Vec<FileWrite> = plan.files.iter().map(plan::FileChange::write).collect();
     let tree = gh
         .create_tree(&snap.base_sha, snap.base_tree.as_deref(), &files, deadline)
         .await?;
@@ -461,7 +462,7 @@ async fn open<G: GithubRepo>(
                         }
                         let cm = configmap::path_for(&plan.cell);
                         let ours = plan.files.iter().filter(|f| f.path == cm);
-                        let ours: Vec<(String, String)> = ours.map(|f| (f.path.clone(), f.new.clone())).collect();
+                        let ours: Vec<FileWrite> = ours.map(plan::FileChange::write).collect();
                         let tree = gh.create_tree(&head, None, &ours, deadline).await?;
                         let commit = gh
                             .create_commit(&tree, std::slice::from_ref(&head), &message_for(plan, digest), deadline)
@@ -510,6 +511,11 @@ pub fn plan_digest(plan: &Plan) -> String {
         h.update([0]);
         h.update(f.new.as_bytes());
         h.update([0]);
+        // Only a mode other than a plain file's counts, so digests of earlier releases hold.
+        if !f.mode.is_regular() {
+            h.update(f.mode.git_mode().as_bytes());
+            h.update([0]);
+        }
     }
     let mut labels = plan.labels.clone();
     labels.sort();
