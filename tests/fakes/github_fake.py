@@ -815,10 +815,17 @@ def tarball(full, sha):
                         ti = tarfile.TarInfo(d + "/")
                         ti.type, ti.mode = tarfile.DIRTYPE, 0o775
                         tar.addfile(ti)
-                data = get_obj(files[path][1], "blob")
+                mode, blob = files[path]
+                data = get_obj(blob, "blob")
                 ti = tarfile.TarInfo(f"{top}/{path}")
-                ti.size, ti.mode = len(data), 0o664
-                tar.addfile(ti, io.BytesIO(data))
+                # As `git archive` writes them under its default umask 002: a link as a symlink
+                # entry naming its target, an executable 0775, any other file 0664.
+                if mode == "120000":
+                    ti.type, ti.linkname, ti.mode = tarfile.SYMTYPE, data.decode("utf-8", "surrogateescape"), 0o777
+                    tar.addfile(ti)
+                else:
+                    ti.size, ti.mode = len(data), 0o775 if mode == "100755" else 0o664
+                    tar.addfile(ti, io.BytesIO(data))
     return buf.getvalue()
 
 

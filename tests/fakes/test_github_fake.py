@@ -340,6 +340,35 @@ def test_blob_round_trip_in_lines_of_60(gh):
     assert gh("GET", "/repos/{repo}/git/blobs/" + "0" * 40).status == 404
 
 
+# trees and archives -------------------------------------------------------------------------------
+
+def test_tree_modes_are_kept_and_archived_as_git_archive_writes_them(gh):
+    """`POST /git/trees` takes 100755 (executable) and 120000 ("a blob that specifies the path of
+    a symlink", https://docs.github.com/rest/git/trees#create-a-tree); the tarball holds the link
+    as a symlink entry and the executable as 0775, as `git archive` does."""
+    import io
+    import tarfile
+    main = sha_of(gh, "main")
+    tree = gf.get_obj(main, "commit")["tree"]
+    r = gh("POST", "/repos/{repo}/git/trees", {"base_tree": tree, "tree": [
+        {"path": "bin/run.sh", "mode": "100755", "type": "blob", "content": "#!/bin/sh\n"},
+        {"path": "docs", "mode": "120000", "type": "blob", "content": "a.txt"},
+    ]})
+    assert r.status == 201, r
+    modes = {e["path"]: e["mode"] for e in r.body["tree"]}
+    assert (modes["docs"], modes["a.txt"]) == ("120000", "100644")
+    r = gh("POST", "/repos/{repo}/git/commits", {"message": "modes", "tree": r.body["sha"], "parents": [main]})
+    assert r.status == 201, r
+    head = r.body["sha"]
+    assert {p: m for p, (m, _) in gf.commit_files(head).items()} == \
+        {"a.txt": "100644", "b.txt": "100644", "bin/run.sh": "100755", "docs": "120000"}
+    with tarfile.open(fileobj=io.BytesIO(gf.tarball(gh.full, head)), mode="r:gz") as tar:
+        entries = {m.name.split("/", 1)[1]: m for m in tar.getmembers() if "/" in m.name.rstrip("/")}
+        assert entries["docs"].issym() and entries["docs"].linkname == "a.txt"
+        assert entries["bin/run.sh"].isfile() and entries["bin/run.sh"].mode == 0o775
+        assert entries["a.txt"].mode == 0o664
+        assert tar.pax_headers["comment"] == head
+
 # merging a branch ---------------------------------------------------------------------------------
 
 def test_merge_creates_a_merge_commit_on_base(gh):
