@@ -180,6 +180,12 @@ impl Plan {
             }
         } else if self.schema_violation {
             "key set changed without a schema bump".to_owned()
+        } else if !self.check.unverified.is_empty() {
+            format!(
+                "{} layers pass strict substitution; {} reference(s) unverified (in-cluster sources)",
+                self.check.layers.len(),
+                self.check.unverified.len()
+            )
         } else {
             format!("{} layers pass strict substitution", self.check.layers.len())
         };
@@ -293,11 +299,10 @@ pub fn plan(
     let mut files = Vec::new();
     if outcome == Outcome::Change {
         if new_cell {
-            let src =
-                template::sync_source(fleet, &opts.sync_source).map_err(|source| PlanError::Template {
-                    cell: cell.to_owned(),
-                    source,
-                })?;
+            let src = template::sync_source(fleet, &opts.sync_source).map_err(|source| PlanError::Template {
+                cell: cell.to_owned(),
+                source,
+            })?;
             for f in template::new_cell_files(fleet, cell, &src).map_err(|source| PlanError::Template {
                 cell: cell.to_owned(),
                 source,
@@ -568,6 +573,31 @@ fn body(p: &Plan, meta: &CellMetadata) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+    }
+    if !p.check.unverified.is_empty() {
+        let _ = writeln!(
+            b,
+            "\n⚠️ {} reference{} only a source created in the cluster could supply (not verified, not a failure; declare the source's keys in `{}` to check them):\n",
+            p.check.unverified.len(),
+            if p.check.unverified.len() == 1 { "" } else { "s" },
+            crate::check::IN_CLUSTER_SOURCES
+        );
+        let _ = writeln!(b, "| where | variable | layer | could come from |\n|---|---|---|---|");
+        for u in &p.check.unverified {
+            let _ = writeln!(
+                b,
+                "| `{}:{}` | {} | `{}` | {} |",
+                u.file,
+                u.line,
+                code(&u.variable),
+                u.layer,
+                u.sources
+                    .iter()
+                    .map(|s| format!("`{s}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
     }
     if !p.check.unused_keys.is_empty() {
         let _ = writeln!(

@@ -73,11 +73,7 @@ pub fn sync_source(fleet: &dyn FleetRead, flux: &FluxGit) -> Result<GotkSync, Te
 /// Every file of a new cell's directory, in path order, with the template's modes. A symlink
 /// is copied as a symlink with the same target: `clusters/<cell>/` sits where the template
 /// does, so a relative target means the same there (and Flux leaves it out all the same).
-pub fn new_cell_files(
-    fleet: &dyn FleetRead,
-    cell: &str,
-    sync: &GotkSync,
-) -> Result<Vec<FileWrite>, TemplateError> {
+pub fn new_cell_files(fleet: &dyn FleetRead, cell: &str, sync: &GotkSync) -> Result<Vec<FileWrite>, TemplateError> {
     if !fleet.is_dir(TEMPLATE_DIR)? {
         return Err(TemplateError::NoTemplate);
     }
@@ -97,7 +93,10 @@ pub fn new_cell_files(
             content: content.unwrap_or_default(),
         });
     }
-    files.push(FileWrite::regular(format!("clusters/{cell}/{GOTK_SYNC}"), sync.render(cell)?));
+    files.push(FileWrite::regular(
+        format!("clusters/{cell}/{GOTK_SYNC}"),
+        sync.render(cell)?,
+    ));
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(files)
 }

@@ -226,6 +226,17 @@ pub fn check(fleet: &std::path::Path, cell: Option<&str>, json: bool) -> Result<
                     println!("      {}:{}: {} (layer {})", f.file, f.line, f.message, f.layer);
                 }
             }
+            for u in &r.unverified {
+                println!(
+                    "      unverified {}:{}: `{}` (layer {}) only {} could supply; declare its keys in {}",
+                    u.file,
+                    u.line,
+                    u.variable,
+                    u.layer,
+                    u.sources.join(" or "),
+                    check::IN_CLUSTER_SOURCES
+                );
+            }
             if !r.unused_keys.is_empty() {
                 println!("      keys no manifest uses: {}", r.unused_keys.join(", "));
             }

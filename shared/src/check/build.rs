@@ -39,10 +39,61 @@ impl Unit {
     }
 }
 
+/// What kustomize's transformers do to the names and namespaces of the objects a file holds:
+/// only what finding a `substituteFrom` source needs. An outer kustomization's `namespace`
+/// replaces an inner one's; prefixes and suffixes accumulate outside-in.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Naming {
+    pub(super) namespace: Option<String>,
+    pub(super) prefix: String,
+    pub(super) suffix: String,
+}
+
+impl Naming {
+    fn wrap(&mut self, outer: &Naming) {
+        if outer.namespace.is_some() {
+            self.namespace.clone_from(&outer.namespace);
+        }
+        self.prefix = format!("{}{}", outer.prefix, self.prefix);
+        self.suffix = format!("{}{}", self.suffix, outer.suffix);
+    }
+
+    pub(super) fn name(&self, name: &str) -> String {
+        format!("{}{name}{}", self.prefix, self.suffix)
+    }
+}
+
+/// A key of a generated ConfigMap or Secret, and where a person writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct GeneratedKey {
+    pub(super) key: String,
+    pub(super) file: String,
+    pub(super) line: usize,
+}
+
+/// A ConfigMap or Secret made by a `configMapGenerator` / `secretGenerator`.
+#[derive(Debug, Clone)]
+pub(super) struct Generated {
+    pub(super) kind: &'static str,
+    /// The generator's `name`, before the transformers.
+    pub(super) name: String,
+    pub(super) namespace: Option<String>,
+    /// kustomize appends `-<hash of the content>` unless `disableNameSuffixHash` is set.
+    pub(super) hashed: bool,
+    pub(super) naming: Naming,
+    pub(super) keys: Vec<GeneratedKey>,
+    /// The kustomization file and the line of the generator.
+    pub(super) file: String,
+    pub(super) line: usize,
+}
+
 pub(super) struct Build<'f> {
     fleet: &'f dyn FleetRead,
     layer: String,
     pub(super) units: Vec<Unit>,
+    /// The transformers applying to each manifest file, when any do.
+    pub(super) naming: std::collections::BTreeMap<String, Naming>,
+    pub(super) generated: Vec<Generated>,
     seen: BTreeSet<(String, bool)>,
     /// Directories being built, to refuse a cycle instead of recursing forever.
     stack: Vec<String>,
@@ -82,6 +133,8 @@ impl<'f> Build<'f> {
             fleet,
             layer: layer.to_owned(),
             units: Vec::new(),
+            naming: Default::default(),
+            generated: Vec::new(),
             seen: BTreeSet::new(),
             stack: Vec::new(),
             findings: Vec::new(),
@@ -190,6 +243,7 @@ impl<'f> Build<'f> {
         let Some(root) = docs.into_iter().next() else {
             return Ok(());
         };
+        let (first_unit, first_generated) = (self.units.len(), self.generated.len());
 
         for field in ["resources", "bases", "components"] {
             for item in root.get(field).map(yaml::Node::items).unwrap_or_default() {
@@ -281,6 +335,105 @@ impl<'f> Build<'f> {
                 }
             }
         }
+        for (field, kind) in [("configMapGenerator", "ConfigMap"), ("secretGenerator", "Secret")] {
+            for generator in root.get(field).map(yaml::Node::items).unwrap_or_default() {
+                self.generator(kfile, dir, &root, generator, kind)?;
+            }
+        }
+
+        let text_of = |key: &str| root.get(key).and_then(yaml::Node::str).map(str::to_owned);
+        let outer = Naming {
+            namespace: text_of("namespace").filter(|s| !s.is_empty()),
+            prefix: text_of("namePrefix").unwrap_or_default(),
+            suffix: text_of("nameSuffix").unwrap_or_default(),
+        };
+        if outer != Naming::default() {
+            for unit in &self.units[first_unit..] {
+                if let Unit::File {
+                    path,
+                    role: Role::Manifest,
+                } = unit
+                {
+                    self.naming.entry(path.clone()).or_default().wrap(&outer);
+                }
+            }
+            for g in &mut self.generated[first_generated..] {
+                g.naming.wrap(&outer);
+            }
+        }
+        Ok(())
+    }
+
+    /// A generated ConfigMap or Secret, with its keys as kustomize derives them: `literals`
+    /// `KEY=value`, `files` `key=path` or the file's base name, `envs` `KEY=value` lines.
+    fn generator(
+        &mut self,
+        kfile: &str,
+        dir: &str,
+        root: &yaml::Node,
+        generator: &yaml::Node,
+        kind: &'static str,
+    ) -> Result<(), CheckError> {
+        let flag = |n: Option<&yaml::Node>| {
+            n.and_then(|o| o.get("disableNameSuffixHash")).and_then(yaml::Node::str) == Some("true")
+        };
+        let unhashed = flag(generator.get("options")) || flag(root.get("generatorOptions"));
+        let mut keys = Vec::new();
+        let mut key = |key: &str, file: &str, line: usize| {
+            keys.push(GeneratedKey {
+                key: key.to_owned(),
+                file: file.to_owned(),
+                line,
+            })
+        };
+        for item in generator.get("literals").map(yaml::Node::items).unwrap_or_default() {
+            if let Some((k, _)) = item.str().and_then(|l| l.split_once('=')) {
+                key(k.trim(), kfile, item.line());
+            }
+        }
+        for item in generator.get("files").map(yaml::Node::items).unwrap_or_default() {
+            if let Some(entry) = item.str() {
+                let k = match entry.split_once('=') {
+                    Some((k, _)) => k,
+                    None => entry.rsplit('/').next().unwrap_or(entry),
+                };
+                key(k.trim(), kfile, item.line());
+            }
+        }
+        let envs = generator.get("envs").map(yaml::Node::items).unwrap_or_default();
+        for item in envs.into_iter().chain(generator.get("env")) {
+            let Some(entry) = item.str() else { continue };
+            let Ok(p) = fleet::normalize(dir, entry) else { continue };
+            let Some(text) = self.fleet.read_text(&p)? else {
+                continue;
+            };
+            for (i, l) in text.lines().enumerate() {
+                let l = l.trim();
+                if l.is_empty() || l.starts_with('#') {
+                    continue;
+                }
+                // `KEY` alone takes its value from the environment of `kustomize build`.
+                key(l.split_once('=').map_or(l, |(k, _)| k).trim(), &p, i + 1);
+            }
+        }
+        self.generated.push(Generated {
+            kind,
+            name: generator
+                .get("name")
+                .and_then(yaml::Node::str)
+                .unwrap_or_default()
+                .to_owned(),
+            namespace: generator
+                .get("namespace")
+                .and_then(yaml::Node::str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned),
+            hashed: !unhashed,
+            naming: Naming::default(),
+            keys,
+            file: kfile.to_owned(),
+            line: generator.line(),
+        });
         Ok(())
     }
 

@@ -1,12 +1,12 @@
 //! The strict substitution check: what kustomize-controller would do to every layer of a cell
-//! with `postBuild.substituteFrom: cell-metadata`, without a cluster.
+//! (every Flux Kustomization with a `postBuild`), without a cluster.
 //!
 //! What is checked, and why it matches Flux:
 //!
 //! - The layers are the Flux Kustomizations (`kustomize.toolkit.fluxcd.io/*`, kind
 //!   `Kustomization`) that `kustomize build clusters/<cell>` would produce (the cell's
 //!   `kustomization.yaml`, or every YAML file when it has none; `flux-system/gotk-components.yaml`
-//!   is never read) and whose `spec.postBuild.substituteFrom` names the ConfigMap `cell-metadata`.
+//!   is never read) and that have a `spec.postBuild`: Flux substitutes whatever the sources.
 //!   Their `spec.path` is followed in the fleet repo itself (a `sourceRef` to another repository
 //!   is not followed).
 //! - At each layer path the files kustomize would read are collected: a kustomization file's
@@ -24,21 +24,29 @@
 //!   skipped. Each scalar is scanned on its own: an expression cannot span two values here,
 //!   while in Flux an unclosed `${x:=` could swallow text up to a later `}`; both are mistakes,
 //!   and the check reports the unclosed one.
-//! - A variable is set when the ConfigMap has the key or the layer's `spec.postBuild.substitute`
-//!   has it. A default operator (`:=`, `=`, `:-`, ...) makes a reference fine when unset; every
-//!   other reference to an unset variable is a finding, as is every malformed expression
-//!   (Flux's parser refuses the whole resource). Keys of the ConfigMap no checked value
+//! - A variable is set when one of the layer's `substituteFrom` sources has the key or its
+//!   `spec.postBuild.substitute` has it; `sources.rs` resolves the sources as
+//!   kustomize-controller does (the layer's namespace, `optional`, generators' hashed names,
+//!   ConfigMaps and Secrets applied from Git, keys declared in [`IN_CLUSTER_SOURCES`]). A
+//!   default operator (`:=`, `=`, `:-`, ...) makes a reference fine when unset; every other
+//!   reference to an unset variable is a finding (with "did you mean" when a known key is
+//!   within two edits), as is every malformed expression (Flux's parser refuses the whole
+//!   resource), unless only an undeclared in-cluster source could supply it: then it is
+//!   *unverified*, reported but not failed. Keys of `cell-metadata` that no layer reading it
 //!   references (in any form) are reported as unused.
 //!
 //! Where each part lives: `layers.rs` says which Flux Kustomizations of the cell are layers,
-//! `build.rs` collects the files kustomize would read to build one, `scan.rs` walks them value
-//! by value and makes every finding with its file and line, `report.rs` holds the report and
-//! finding types, and `yaml.rs` the YAML tree with source positions they all read.
+//! `build.rs` collects the files kustomize would read to build one, `sources.rs` resolves what
+//! each layer substitutes from (`in_cluster.rs` reads the declarations), `scan.rs` walks the
+//! files value by value and makes every finding with its file and line, `report.rs` holds the
+//! report and finding types, and `yaml.rs` the YAML tree with source positions they all read.
 
 mod build;
+mod in_cluster;
 mod layers;
 mod report;
 mod scan;
+mod sources;
 mod yaml;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -47,8 +55,9 @@ use crate::configmap::{self, ConfigMapError};
 use crate::fleet::{EntryKind, FleetError, FleetRead};
 
 use build::{Build, Role, Unit};
+pub use in_cluster::IN_CLUSTER_SOURCES;
 use layers::flux_layer;
-pub use report::{CheckReport, Finding, Layer};
+pub use report::{CheckReport, Finding, Layer, Unverified};
 use scan::scan_unit;
 
 /// The ConfigMap the layers substitute from.
@@ -116,8 +125,12 @@ pub fn check_cell(
     report.findings.append(&mut cell_build.findings);
     report.not_checked.append(&mut cell_build.not_checked);
 
-    let mut used: BTreeSet<String> = BTreeSet::new();
-    for l in layers {
+    // Every layer is built before any is scanned: a layer may substitute from a ConfigMap
+    // that the cell directory or another layer applies.
+    let mut git_sources = Vec::new();
+    sources::collect(fleet, &cell_build, None, &mut git_sources)?;
+    let mut builds = Vec::with_capacity(layers.len());
+    for l in &layers {
         let mut build = Build::new(fleet, &l.name);
         let found = if l.path.is_empty() {
             true
@@ -141,11 +154,29 @@ pub fn check_cell(
                 },
             });
         }
-        let lookup = |name: &str| vars.contains_key(name) || l.inline.contains(name);
+        sources::collect(fleet, &build, l.target_namespace.as_deref(), &mut git_sources)?;
+        builds.push(build);
+    }
+    let declared = in_cluster::read(fleet)?;
+
+    let mut used: BTreeSet<String> = BTreeSet::new();
+    for (l, mut build) in layers.into_iter().zip(builds) {
+        let layer_vars = sources::resolve(&l, vars, &git_sources, &declared, &mut report.findings);
+        let mut layer_used = BTreeSet::new();
         let mut files = BTreeSet::new();
         for unit in &build.units {
             files.insert(unit.path().to_owned());
-            scan_unit(fleet, unit, &l, &lookup, &mut used, &mut report.findings)?;
+            scan_unit(
+                fleet,
+                unit,
+                &l,
+                &layer_vars,
+                &mut layer_used,
+                (&mut report.findings, &mut report.unverified),
+            )?;
+        }
+        if layer_vars.reads_cell_metadata {
+            used.append(&mut layer_used);
         }
         report.findings.append(&mut build.findings);
         report.not_checked.append(&mut build.not_checked);
@@ -161,6 +192,8 @@ pub fn check_cell(
     report.findings.dedup();
     report.not_checked.sort();
     report.not_checked.dedup();
+    report.unverified.sort();
+    report.unverified.dedup();
     report.unused_keys = vars.keys().filter(|k| !used.contains(*k)).cloned().collect();
     Ok(report)
 }
@@ -513,7 +546,7 @@ mod tests {
     }
 
     #[test]
-    fn only_layers_substituting_from_cell_metadata_are_checked() {
+    fn only_layers_with_a_post_build_are_checked() {
         let other = "---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: plain\nspec:\n  path: ./plain\n";
         let layers = format!("{}{other}", layers_yaml(&[("apps", "./apps", "")]));
         let f = fleet_with(

@@ -1,6 +1,6 @@
 //! What the check reports: the layers it checked and the findings, one per file and line.
 
-/// One Flux Kustomization of the cell that substitutes from `cell-metadata`.
+/// One Flux Kustomization of the cell with a `postBuild` (substitution).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Layer {
     /// `metadata.name` of the Flux Kustomization.
@@ -28,11 +28,27 @@ pub struct Finding {
     pub message: String,
 }
 
+/// A `${var}` that only a source the check cannot see could supply (a Secret created in the
+/// cluster): not a failure, but nobody has verified it; declaring the source's keys in
+/// `.cellbridge/in-cluster-sources.yaml` settles it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct Unverified {
+    pub file: String,
+    pub line: usize,
+    pub variable: String,
+    pub layer: String,
+    /// The sources that might supply it (`Secret/cluster-secrets`).
+    pub sources: Vec<String>,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CheckReport {
     pub cell: String,
     pub layers: Vec<Layer>,
     pub findings: Vec<Finding>,
+    /// References only an undeclared in-cluster source could satisfy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unverified: Vec<Unverified>,
     /// Keys of the ConfigMap that no manifest of any layer uses.
     pub unused_keys: Vec<String>,
     /// What the check could not look at (remote resources), one sentence each.

@@ -9,23 +9,25 @@ use crate::fleet::FleetRead;
 
 use super::build::{Role, Unit};
 use super::layers::FluxLayer;
+use super::sources::{LayerVars, Verdict};
 use super::yaml;
-use super::{CONFIGMAP_NAME, CheckError, Finding, SUBSTITUTE_KEY, invalid, read};
+use super::{CheckError, Finding, SUBSTITUTE_KEY, Unverified, invalid, read};
 
 pub(super) fn scan_unit(
     fleet: &dyn FleetRead,
     unit: &Unit,
     layer: &FluxLayer,
-    is_set: &dyn Fn(&str) -> bool,
+    vars: &LayerVars,
     used: &mut BTreeSet<String>,
-    findings: &mut Vec<Finding>,
+    out: (&mut Vec<Finding>, &mut Vec<Unverified>),
 ) -> Result<(), CheckError> {
     let mut sink = Sink {
         file: unit.path(),
         layer,
-        is_set,
+        vars,
         used,
-        findings,
+        findings: out.0,
+        unverified: out.1,
     };
     match unit {
         Unit::File {
@@ -86,9 +88,10 @@ fn substitution_disabled(doc: &yaml::Node) -> bool {
 struct Sink<'a> {
     file: &'a str,
     layer: &'a FluxLayer,
-    is_set: &'a dyn Fn(&str) -> bool,
+    vars: &'a LayerVars,
     used: &'a mut BTreeSet<String>,
     findings: &'a mut Vec<Finding>,
+    unverified: &'a mut Vec<Unverified>,
 }
 
 impl Sink<'_> {
@@ -115,18 +118,37 @@ impl Sink<'_> {
         match item {
             Item::Reference(r) => {
                 self.used.insert(r.name.to_owned());
-                if r.has_default() || (self.is_set)(r.name) {
+                if r.has_default() {
                     return;
                 }
-                let mut message = format!(
-                    "variable not set (strict mode): `{}` has no key in ConfigMap `{CONFIGMAP_NAME}`, no inline substitute and no default",
-                    r.name
-                );
-                if !self.layer.other_sources.is_empty() {
-                    message.push_str(&format!(
-                        " (the layer also substitutes from {}, not checked)",
-                        self.layer.other_sources.join(", ")
-                    ));
+                let did_you_mean = match self.vars.verdict(r.name) {
+                    Verdict::Set => return,
+                    Verdict::Unverified(sources) => {
+                        self.unverified.push(Unverified {
+                            file: self.file.to_owned(),
+                            line: line_of(r.offset),
+                            variable: r.name.to_owned(),
+                            layer: self.layer.name.clone(),
+                            sources: sources.to_vec(),
+                        });
+                        return;
+                    }
+                    Verdict::NotSet { did_you_mean } => did_you_mean,
+                };
+                let sources = LayerVars::describe(self.layer);
+                let mut message = if sources.is_empty() {
+                    format!(
+                        "variable not set (strict mode): `{}` has no inline substitute and no default, and the layer substitutes from no ConfigMap or Secret",
+                        r.name
+                    )
+                } else {
+                    format!(
+                        "variable not set (strict mode): `{}` is a key of none of the layer's sources ({sources}), has no inline substitute and no default",
+                        r.name
+                    )
+                };
+                if let Some(k) = did_you_mean {
+                    message.push_str(&format!("; did you mean `{k}`?"));
                 }
                 if !envsubst::valid_name(r.name) {
                     message.push_str(&format!(
