@@ -901,3 +901,97 @@ async fn rotated_token_is_read_again() {
     assert_eq!(only_cell(&resp)["action"], "updated", "{resp}");
     assert!(!resp.to_string().contains(rotated) && !resp.to_string().contains(TOKEN));
 }
+
+/// `examples/teams-fleet/` on GitHub: a new cell's pull request is the template as written
+/// (its gotk-sync.yaml but for the path, its script still executable), and the commit status
+/// computed from GitHub's archive says what `cellbridge check` says on a checkout of the branch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn teams_fleet_new_cell_is_the_template_and_its_status_matches_a_checkout() {
+    let bed = Bed::new("teams-fleet", false).await;
+    let teams = process::repo_root().join("examples/teams-fleet");
+    bed.gh.seed_dir(REPO, &teams);
+    let cell = "payments-us-east-2";
+    let data: Vec<(String, String)> = [
+        ("cell_name", cell),
+        ("schema", "1"),
+        ("aws_region", "us-east-2"),
+        ("aws_account_id", "345678901234"),
+        ("cluster_name", cell),
+        ("vpc_id", "vpc-0c2d4e6f8a1b3c5d7"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    bed.apply(cell, &data, false).await;
+    let c = only_cell(&bed.invoke(bed.receive().await).await);
+    assert_eq!(c["action"], "opened", "{c}");
+
+    let state = bed.gh.state(REPO);
+    let branch = format!("cellbridge/{cell}");
+    let files = state["files"][&branch].as_object().unwrap();
+    let modes = &state["modes"][&branch];
+    let template = std::fs::read_to_string(teams.join("clusters/_template/flux-system/gotk-sync.yaml")).unwrap();
+    assert_eq!(
+        files[&format!("clusters/{cell}/flux-system/gotk-sync.yaml")],
+        template.replace("path: ./clusters/_template", &format!("path: ./clusters/{cell}")),
+        "the template's gotk-sync.yaml but for the path"
+    );
+    assert_eq!(
+        modes[format!("clusters/{cell}/scripts/rotate-age-key.sh")],
+        "100755",
+        "{modes}"
+    );
+    assert_eq!(
+        modes["apps/overlays/canary"], "120000",
+        "the base's symlink is untouched"
+    );
+
+    // A checkout of the pull request's branch, symlinks and modes included.
+    let checkout = tempfile::tempdir().unwrap();
+    for (path, text) in files {
+        let full = checkout.path().join(path);
+        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        let text = text.as_str().unwrap();
+        match modes[path].as_str() {
+            Some("120000") => std::os::unix::fs::symlink(text, &full).unwrap(),
+            _ => std::fs::write(&full, text).unwrap(),
+        }
+    }
+    let fleet = cellbridge::fleet::LocalFleet::open(checkout.path()).unwrap();
+    let report = cellbridge::check::check_fleet(&fleet, Some(cell)).unwrap().remove(0);
+    let pulls = bed.pulls();
+    let pr = pulls.iter().find(|p| p["head"]["ref"] == branch.as_str()).unwrap();
+    let st = &pr["statuses"][0];
+    assert_eq!(st["context"], "cellbridge/strict-substitution");
+    assert_eq!(st["state"], if report.passed() { "success" } else { "failure" }, "{st}");
+    assert_eq!(
+        report.findings.len(),
+        2,
+        "the typo and the symlinked overlay: {:?}",
+        report.findings
+    );
+    let body = pr["body"].as_str().unwrap();
+    assert!(
+        body.contains(&format!("❌ {} findings", report.findings.len())),
+        "{body}"
+    );
+    for f in &report.findings {
+        assert!(
+            body.contains(&format!("| `{}:{}` |", f.file, f.line)),
+            "{}:{} missing from the pull request body:\n{body}",
+            f.file,
+            f.line
+        );
+        assert!(st["description"].as_str().unwrap().contains(if f.variable.is_empty() {
+            "symlink"
+        } else {
+            &f.variable
+        }));
+    }
+    assert_eq!(report.unverified.len(), 1);
+    let u = &report.unverified[0];
+    assert!(
+        body.contains(&format!("| `{}:{}` | `{}` |", u.file, u.line, u.variable)),
+        "{body}"
+    );
+}

@@ -15,7 +15,8 @@ Control API (never used by the product; tests and the bench drive it):
 - `POST /_fake/seed` `{"repo": "o/r", "branch": "main", "files": {path: text}, "message": "..",
   "replace": true}`: creates the repository if needed (its default branch is the first branch
   seeded) and commits the files on the branch (the whole tree when `replace`, else laid over the
-  branch's tree; a value of null deletes). Returns `{"sha": ...}`.
+  branch's tree; a value of null deletes; a value `{"text": ..., "mode": "100755"}` sets the
+  mode, `"120000"` making a symlink whose text is its target). Returns `{"sha": ...}`.
 - `POST /_fake/faults` `{"match": "POST /repos/*/git/refs*", "status": 502, "times": 2}`,
   `{"secondary_rate_limit": true, "retry_after": 1, "times": 1, "match": ...}`,
   `{"delay_ms": 3000, "match": ..., "times": 1}` (a slow answer, for timeouts) or
@@ -708,6 +709,8 @@ def seed(body):
     for path, text in body.get("files", {}).items():
         if text is None:
             files.pop(path, None)
+        elif isinstance(text, dict):
+            files[path] = (text.get("mode", "100644"), put_blob(text["text"].encode()))
         else:
             files[path] = ("100644", put_blob(text.encode()))
     tree = build_tree(files)
@@ -1561,8 +1564,11 @@ class Handler(BaseHTTPRequestHandler):
                 repo = repo_or_404(full)
                 branches = {r[len("heads/"):]: s for r, s in repo["refs"].items() if r.startswith("heads/")}
                 files = {}
+                # Modes other than 100644, per branch: {path: "100755" | "120000"}.
+                modes = {}
                 for b, sha in branches.items():
                     files[b] = {p: get_obj(s, "blob").decode("utf-8", "replace") for p, (_, s) in tree_files(get_obj(sha, "commit")["tree"]).items()}
+                    modes.setdefault(b, {}).update({p: m for p, (m, _) in tree_files(get_obj(sha, "commit")["tree"]).items() if m != "100644"})
                 pulls = []
                 for pr in sorted(repo["pulls"].values(), key=lambda p: p["number"]):
                     j = pull_json(full, repo, pr)
@@ -1572,7 +1578,7 @@ class Handler(BaseHTTPRequestHandler):
                     j["comments"] = [c["body"] for c in pr.get("comments") or ()]
                     j["closed_by"] = pr.get("closed_by") if pr["state"] == "closed" else None
                     pulls.append(j)
-                return 200, {"default_branch": repo["default_branch"], "branches": branches, "pulls": pulls, "files": files}
+                return 200, {"default_branch": repo["default_branch"], "branches": branches, "pulls": pulls, "files": files, "modes": modes}
         raise ApiError(404, "no such control endpoint")
 
     @staticmethod

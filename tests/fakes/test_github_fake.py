@@ -369,6 +369,18 @@ def test_tree_modes_are_kept_and_archived_as_git_archive_writes_them(gh):
         assert entries["a.txt"].mode == 0o664
         assert tar.pax_headers["comment"] == head
 
+def test_seed_takes_modes_and_state_reports_them(gh):
+    """The control API seeds executables and symlinks; `GET /_fake/state` lists every mode but
+    100644 per branch, so tests see what a commit did to modes."""
+    gf.seed({"repo": gh.full, "branch": "main", "replace": False, "files": {
+        "bin/run.sh": {"text": "#!/bin/sh\n", "mode": "100755"},
+        "link": {"text": "a.txt", "mode": "120000"},
+    }})
+    modes = {p: m for p, (m, _) in gf.commit_files(sha_of(gh, "main")).items()}
+    assert (modes["bin/run.sh"], modes["link"], modes["a.txt"]) == ("100755", "120000", "100644")
+    assert call(gh.url, "GET", f"/_fake/state?repo={gh.full}").body["modes"]["main"] == \
+        {"bin/run.sh": "100755", "link": "120000"}
+
 # merging a branch ---------------------------------------------------------------------------------
 
 def test_merge_creates_a_merge_commit_on_base(gh):

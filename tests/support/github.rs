@@ -95,6 +95,21 @@ impl FakeGithub {
         self.seed_files(repo, &example_fleet())
     }
 
+    /// Seeds `repo`'s `main` with every file of the directory `root` as Git would commit it:
+    /// executables as 100755, symlinks as 120000 (not followed); the head commit's id.
+    pub fn seed_dir(&self, repo: &str, root: &std::path::Path) -> String {
+        let files: serde_json::Map<String, Value> = fleet_entries(root)
+            .into_iter()
+            .map(|(p, mode, text)| (p, json!({"text": text, "mode": mode})))
+            .collect();
+        let v = self.control(
+            "POST",
+            "/_fake/seed",
+            Some(&json!({"repo": repo, "branch": "main", "files": files, "replace": true})),
+        );
+        v["sha"].as_str().unwrap().to_owned()
+    }
+
     /// Seeds `repo`'s `main` with `files` (path, text); the head commit's id.
     pub fn seed_files(&self, repo: &str, files: &[(String, String)]) -> String {
         let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
@@ -216,6 +231,39 @@ pub fn http(port: u16, method: &str, path: &str, body: Option<&Value>, token: Op
 /// so the end-to-end tests and the bench sync against the same fleet `make demo` shows.
 pub fn example_fleet() -> Vec<(String, String)> {
     fleet_files(&crate::process::repo_root().join("examples/fleet"))
+}
+
+/// Every file and symlink below `root` as (path relative to it, Git mode, text or link target),
+/// sorted; symlinks are not followed.
+pub fn fleet_entries(root: &std::path::Path) -> Vec<(String, &'static str, String)> {
+    use std::os::unix::fs::PermissionsExt;
+    fn walk(dir: &std::path::Path, root: &std::path::Path, out: &mut Vec<(String, &'static str, String)>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            if meta.file_type().is_symlink() {
+                out.push((
+                    rel,
+                    "120000",
+                    std::fs::read_link(&p).unwrap().to_string_lossy().into_owned(),
+                ));
+            } else if meta.is_dir() {
+                walk(&p, root, out);
+            } else {
+                let mode = if meta.permissions().mode() & 0o111 != 0 {
+                    "100755"
+                } else {
+                    "100644"
+                };
+                out.push((rel, mode, std::fs::read_to_string(&p).unwrap()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out);
+    out.sort();
+    out
 }
 
 /// Every file below `root` as (path relative to it, text), sorted.
