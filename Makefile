@@ -11,7 +11,7 @@ CLI := target/debug/cellbridge
 
 .PHONY: demo test testbed test-rust test-infra bench fuzz package fmt clean-testbed
 
-## demo: plan a new cell and a changed value on the example fleet (no cloud account needed)
+## demo: plan a new cell and a changed value, and check two example fleets (no cloud account needed)
 demo:
 	$(CARGO) build -q -p cellbridge-cli
 	@echo "== 1. A cell Terraform created that the fleet repo has never seen: staging-us-east-1"
@@ -22,6 +22,13 @@ demo:
 	@echo
 	@echo "== 3. The strict substitution check, as the fleet repo's CI runs it"
 	@$(CLI) check --fleet examples/fleet || test $$? -eq 1
+	@echo
+	@echo "== 4. A fleet laid out as teams lay it out (examples/teams-fleet): several substitution sources,"
+	@echo "==    SOPS, in-cluster Secrets, a symlinked overlay. Fails on the typo and on the symlink only."
+	@$(CLI) check --fleet examples/teams-fleet || test $$? -eq 1
+	@echo
+	@echo "== 5. A new cell there: the template as written (GitHub App, SOPS decryption, an executable script)"
+	@$(CLI) plan --state examples/states/payments-us-east-2.tfstate --fleet examples/teams-fleet || test $$? -eq 1
 
 ## testbed: the local virtual environment with moto_server, pytest and checkov, and GitHub's
 ## REST description for the GitHub fake (npm)

@@ -446,9 +446,14 @@ fn body(p: &Plan, meta: &CellMetadata) -> String {
             })
             .collect();
         if !special.is_empty() {
+            let links = if p.files.iter().any(|f| f.mode == FileMode::Symlink) {
+                " Flux's source artifact leaves symlinks out: nothing in the cell may depend on them."
+            } else {
+                ""
+            };
             let _ = writeln!(
                 b,
-                "Copied with their modes, as the template has them: {}. Flux's source artifact leaves symlinks out.\n",
+                "Copied with their modes, as the template has them: {}.{links}\n",
                 special.join(", ")
             );
         }
