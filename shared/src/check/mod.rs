@@ -93,6 +93,9 @@ pub fn check_cell(
     vars: &BTreeMap<String, String>,
 ) -> Result<CheckReport, CheckError> {
     let cell_dir = format!("clusters/{cell}");
+    if let Some(report) = symlinked_cell(fleet, cell)? {
+        return Ok(report);
+    }
     if !fleet.is_dir(&cell_dir)? {
         return Err(invalid(&cell_dir, "no such cell directory in the fleet repo"));
     }
@@ -207,7 +210,12 @@ pub fn check_fleet(fleet: &dyn FleetRead, cell: Option<&str>) -> Result<Vec<Chec
             .list("clusters")?
             .ok_or_else(|| invalid("clusters", "the fleet repo has no clusters/ directory"))?
             .into_iter()
-            .filter(|e| e.kind == EntryKind::Dir && e.name != "_template" && !e.name.starts_with('.'))
+            .filter(|e| {
+                // A symlinked cell is listed so that it is reported, not silently skipped.
+                matches!(e.kind, EntryKind::Dir | EntryKind::Symlink)
+                    && e.name != "_template"
+                    && !e.name.starts_with('.')
+            })
             .map(|e| e.name)
             .collect(),
     };
@@ -215,6 +223,10 @@ pub fn check_fleet(fleet: &dyn FleetRead, cell: Option<&str>) -> Result<Vec<Chec
     for c in cells {
         if c.is_empty() || c.contains('/') || c == "." || c == ".." {
             return Err(invalid(&c, "not a cell name"));
+        }
+        if let Some(report) = symlinked_cell(fleet, &c)? {
+            reports.push(report);
+            continue;
         }
         let path = configmap::path_for(&c);
         if !fleet.is_dir(&format!("clusters/{c}"))? {
@@ -230,6 +242,28 @@ pub fn check_fleet(fleet: &dyn FleetRead, cell: Option<&str>) -> Result<Vec<Chec
         reports.push(check_cell(fleet, &c, &existing.data)?);
     }
     Ok(reports)
+}
+
+/// A cell directory that is (or lies behind) a symlink: Flux's artifact has no such directory,
+/// so the cell's own `flux-system` Kustomization fails; one finding says so.
+fn symlinked_cell(fleet: &dyn FleetRead, cell: &str) -> Result<Option<CheckReport>, CheckError> {
+    let Some(link) = fleet.symlink_on(&format!("clusters/{cell}"))? else {
+        return Ok(None);
+    };
+    Ok(Some(CheckReport {
+        cell: cell.to_owned(),
+        findings: vec![Finding {
+            file: link.path.clone(),
+            line: 1,
+            variable: String::new(),
+            layer: CELL_LAYER.to_owned(),
+            message: format!(
+                "`{}` is a symlink (→ {}): Flux leaves symlinks out of its source artifact, so the `{CELL_LAYER}` Kustomization's path `./clusters/{cell}` is not found; make it a directory",
+                link.path, link.target
+            ),
+        }],
+        ..Default::default()
+    }))
 }
 
 fn read(fleet: &dyn FleetRead, path: &str) -> Result<String, CheckError> {
@@ -593,6 +627,30 @@ mod tests {
         assert_eq!(check_fleet(&f, Some(CELL)).unwrap(), reports);
         let e = check_fleet(&f, Some("nope")).unwrap_err();
         assert!(e.to_string().contains("clusters/nope"), "{e}");
+    }
+
+    #[test]
+    fn a_symlinked_cell_directory_is_one_finding_not_a_silent_skip() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("clusters/real")).unwrap();
+        std::fs::write(
+            root.join("clusters/real/cell-metadata.yaml"),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cell-metadata\ndata:\n  cell_name: real\n",
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("real", root.join("clusters/alias")).unwrap();
+        let f = crate::fleet::LocalFleet::open(root).unwrap();
+        let reports = check_fleet(&f, None).unwrap();
+        let cells: Vec<(&str, bool)> = reports.iter().map(|r| (r.cell.as_str(), r.passed())).collect();
+        assert_eq!(cells, [("alias", false), ("real", true)]);
+        assert_eq!(reports[0].findings[0].file, "clusters/alias");
+        assert!(
+            reports[0].findings[0].message.contains("symlink (→ real)"),
+            "{:?}",
+            reports[0].findings
+        );
+        assert_eq!(check_fleet(&f, Some("alias")).unwrap()[0], reports[0]);
     }
 
     #[test]
