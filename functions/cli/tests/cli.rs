@@ -313,41 +313,18 @@ fn sync_writes_a_plain_directory_and_is_then_in_sync() {
 fn sync_in_a_git_repo_commits_to_the_cell_branch_only() {
     let fleet = fleet_copy();
     let p = fleet.path();
-    let git = |args: &[&str]| {
-        let o = Command::new("git")
-            .args(args)
-            .current_dir(p)
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).trim().to_owned()
-    };
+    let git = |args: &[&str]| common::git(p, args);
     git(&["init", "-q", "-b", "main"]);
     git(&["add", "-A"]);
     git(&["commit", "-qm", "fleet"]);
     let head = git(&["rev-parse", "HEAD"]);
-    let o = Command::new(env!("CARGO_BIN_EXE_cellbridge"))
-        .args([
-            "sync",
-            "--state",
-            state("prod-eu-west-1").to_str().unwrap(),
-            "--fleet",
-            p.to_str().unwrap(),
-        ])
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
+    let o = common::cellbridge_committing(&[
+        "sync",
+        "--state",
+        state("prod-eu-west-1").to_str().unwrap(),
+        "--fleet",
+        p.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
     assert_eq!(git(&["rev-parse", "HEAD"]), head, "the checked-out branch did not move");
     assert_eq!(git(&["symbolic-ref", "--short", "HEAD"]), "main");

@@ -5,10 +5,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
-use common::{cellbridge, root, text};
+use common::{cellbridge, cellbridge_committing, git_out as git, root, text};
 
 fn teams_fleet() -> PathBuf {
     root().join("examples/teams-fleet")
@@ -29,24 +29,6 @@ fn teams_repo() -> tempfile::TempDir {
     git(dir.path(), &["add", "-A"]);
     git(dir.path(), &["commit", "-qm", "fleet"]);
     dir
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let o = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 fn new_cell_state() -> String {
@@ -124,15 +106,7 @@ fn check_fails_only_on_the_typo_and_on_what_flux_itself_would_fail() {
 fn a_new_cell_is_the_template_byte_for_byte_but_its_path() {
     let repo = teams_repo();
     let p = repo.path();
-    let o = Command::new(env!("CARGO_BIN_EXE_cellbridge"))
-        .args(["sync", "--state", &new_cell_state(), "--fleet", p.to_str().unwrap()])
-        .env_remove("CELLBRIDGE_FLUX_GIT_URL")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
+    let o = cellbridge_committing(&["sync", "--state", &new_cell_state(), "--fleet", p.to_str().unwrap()]);
     // The cell's layers fail the check (the typo, the symlinked overlay), so exit 1; the
     // commit is made all the same, as a pull request would be opened with a failing status.
     assert!(matches!(o.status.code(), Some(0 | 1)), "{:?}", text(&o));

@@ -65,3 +65,42 @@ pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out.sort();
     out
 }
+
+/// Git's author and committer, so commits work on a machine without a Git identity.
+const GIT_IDENTITY: [(&str, &str); 4] = [
+    ("GIT_AUTHOR_NAME", "t"),
+    ("GIT_AUTHOR_EMAIL", "t@t"),
+    ("GIT_COMMITTER_NAME", "t"),
+    ("GIT_COMMITTER_EMAIL", "t@t"),
+];
+
+/// `git args` in `dir`, which must succeed; its standard output as written.
+pub fn git_out(dir: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .envs(GIT_IDENTITY)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The same, trimmed.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    git_out(dir, args).trim().to_owned()
+}
+
+/// `cellbridge args` with a Git identity (for `sync` into a repository).
+pub fn cellbridge_committing(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cellbridge"))
+        .args(args)
+        .env_remove("CELLBRIDGE_FLUX_GIT_URL")
+        .envs(GIT_IDENTITY)
+        .output()
+        .unwrap()
+}
