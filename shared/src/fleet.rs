@@ -211,21 +211,12 @@ pub trait FleetRead: Send + Sync {
     /// Every file below `dir`, recursively, as full repo paths in sorted order; symlinks are
     /// left out, as Flux's artifact leaves them out.
     fn walk_files(&self, dir: &str) -> Result<Vec<String>> {
-        let mut out = Vec::new();
-        let mut stack = vec![dir.trim_end_matches('/').to_owned()];
-        while let Some(d) = stack.pop() {
-            let Some(entries) = self.list(&d)? else { continue };
-            for e in entries {
-                let p = join(&d, &e.name);
-                match e.kind {
-                    EntryKind::File => out.push(p),
-                    EntryKind::Dir => stack.push(p),
-                    EntryKind::Symlink => {}
-                }
-            }
-        }
-        out.sort();
-        Ok(out)
+        Ok(self
+            .walk(dir)?
+            .into_iter()
+            .filter(|(_, mode)| *mode != FileMode::Symlink)
+            .map(|(p, _)| p)
+            .collect())
     }
 }
 
