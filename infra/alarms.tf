@@ -75,3 +75,38 @@ resource "aws_cloudwatch_metric_alarm" "queue_stuck" {
   ok_actions          = var.alarm_actions
   tags                = local.tags
 }
+
+# The functions' own outcomes, counted in the embedded metric format in their logs (README,
+# "Metrics and alarms"): metric Count, dimensions Function (the function's name) and Outcome.
+# A refused state or event, or a failure no retry will fix, needs a person.
+# https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html
+locals {
+  outcome_alarms = merge([
+    for key, a in local.alarms : {
+      for outcome in ["refused", "failed_final"] : "${key}_${outcome}" => {
+        kind     = key
+        function = a.function
+        outcome  = outcome
+      }
+    }
+  ]...)
+}
+
+resource "aws_cloudwatch_metric_alarm" "outcome" {
+  for_each = local.outcome_alarms
+
+  alarm_name          = "${each.value.function}-${replace(each.value.outcome, "_", "-")}"
+  alarm_description   = "cellbridge ${each.value.kind}: ${each.value.outcome == "refused" ? "a state or event was refused (contract, input)" : "a failure no retry will fix"}. Find it in /aws/lambda/${each.value.function} with Outcome = \"${each.value.outcome}\"; the record's cell says which."
+  namespace           = var.metrics_namespace
+  metric_name         = "Count"
+  dimensions          = { Function = each.value.function, Outcome = each.value.outcome }
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 1
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = 0
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = var.alarm_actions
+  ok_actions          = var.alarm_actions
+  tags                = local.tags
+}

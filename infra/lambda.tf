@@ -6,6 +6,9 @@ locals {
     # state-sync renders gotk-sync.yaml into a new cell's directory; bootstrap applies it.
     CELLBRIDGE_FLUX_GIT_URL = var.flux_git_url
     RUST_LOG                = var.log_level
+    # README, "Metrics and alarms" and "Pausing cellbridge".
+    CELLBRIDGE_METRICS_NAMESPACE = var.metrics_namespace
+    CELLBRIDGE_PAUSED            = tostring(var.paused)
     }, var.base_branch == null ? {} : {
     CELLBRIDGE_BASE_BRANCH = var.base_branch
   })

@@ -306,6 +306,23 @@ variable "alarm_actions" {
   default     = []
 }
 
+variable "metrics_namespace" {
+  description = "CloudWatch namespace of the functions' outcome metrics (CELLBRIDGE_METRICS_NAMESPACE); the alarms on refused and failed_final read it."
+  type        = string
+  default     = "cellbridge"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9.\\-_/#: ]{1,255}$", var.metrics_namespace)) && !startswith(var.metrics_namespace, "AWS/")
+    error_message = "1-255 of A-Z a-z 0-9 . - _ / # : and spaces, not starting with AWS/."
+  }
+}
+
+variable "paused" {
+  description = "Pause switch (CELLBRIDGE_PAUSED): state-sync writes nothing to GitHub and cluster-bootstrap touches no cluster; every result says paused. After unpausing, run sync-all (and bootstrap the clusters created meanwhile)."
+  type        = bool
+  default     = false
+}
+
 variable "queue_age_alarm_seconds" {
   description = "Alarm when the oldest state-sync record has waited this long (cluster-bootstrap gets four times as long: it waits for clusters on purpose)."
   type        = number

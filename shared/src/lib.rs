@@ -35,6 +35,8 @@ pub mod fleet;
 pub mod github;
 pub mod lambda;
 pub mod metadata;
+pub mod metrics;
+pub mod pause;
 pub mod plan;
 pub mod redact;
 pub mod retry;

@@ -15,6 +15,8 @@ use crate::events::bootstrap::{self as ev, BootstrapEvent, BootstrapItem};
 use crate::events::sync::batch_response;
 use crate::fleet::{FleetRead, LocalFleet};
 use crate::github::{GithubConfig, GithubError, GithubFleet, GithubRepo};
+use crate::metrics::{self, Metrics};
+use crate::pause::{self, Pause};
 use crate::secrets::SecretStore;
 
 /// The fleet repo's base branch as a run reads it.
@@ -105,6 +107,9 @@ pub struct Config {
 
 impl Config {
     pub fn from_env() -> Result<Self, BootstrapError> {
+        // Read again by each invocation; checked here so a bad value fails the cold start.
+        pause::from_env()?;
+        metrics::namespace_from_env()?;
         Ok(Self {
             settings: Settings::from_env()?,
             github: GithubConfig::from_env()?,
@@ -135,7 +140,23 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
     /// Handles one event. A cluster still CREATING is not an error: directly invoked, the
     /// invocation fails so that EventBridge's retry policy brings it back; from SQS the record
     /// is listed for redelivery after the queue's visibility timeout.
+    /// Paused by `CELLBRIDGE_PAUSED`; no metrics (the command line).
     pub async fn handle(&self, event: &Value, deadline: Instant) -> Result<BootstrapInvocation, BootstrapError> {
+        let switch = pause::from_env()?;
+        let quiet = Metrics::new("cluster-bootstrap", &metrics::Discard);
+        self.handle_with(event, deadline, switch, &quiet).await
+    }
+
+    /// [`Self::handle`] with the environment's pause switch (`switch`: checked before anything
+    /// is read; then `.cellbridge/settings.yaml` on the base branch) and one metric record per
+    /// cluster. Paused, no cluster is touched: no access entry, no apply.
+    pub async fn handle_with(
+        &self,
+        event: &Value,
+        deadline: Instant,
+        mut switch: Option<Pause>,
+        metrics: &Metrics<'_>,
+    ) -> Result<BootstrapInvocation, BootstrapError> {
         let parsed = ev::parse(event)?;
         let requests: Vec<(Option<String>, Result<BootstrapItem, ev::BootstrapEventError>)> = match parsed {
             BootstrapEvent::Manual(r) => vec![(None, Ok(BootstrapItem::Cluster(r)))],
@@ -143,12 +164,19 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
             BootstrapEvent::Sqs(records) => records.into_iter().map(|r| (Some(r.message_id), r.item)).collect(),
         };
         let is_sqs = requests.first().is_some_and(|(id, _)| id.is_some());
-        let needs_fleet = requests.iter().any(|(_, i)| matches!(i, Ok(BootstrapItem::Cluster(_))));
+        let needs_fleet = switch.is_none() && requests.iter().any(|(_, i)| matches!(i, Ok(BootstrapItem::Cluster(_))));
         let fleet = if needs_fleet {
             match self.fleets.fleet(deadline).await {
                 Ok(f) => Some(f),
                 Err(e) => {
                     tracing::error!(error = %e, retryable = e.retryable(), "cannot read the fleet repo");
+                    for (_, item) in &requests {
+                        let cluster = match item {
+                            Ok(BootstrapItem::Cluster(r)) => Some(r.cluster.as_str()),
+                            _ => None,
+                        };
+                        metrics.count(metrics::failure_outcome(e.class()), &[("cluster", cluster)]);
+                    }
                     if is_sqs {
                         let ids = requests.into_iter().filter_map(|(id, _)| id);
                         return Ok(BootstrapInvocation {
@@ -162,10 +190,27 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
         } else {
             None
         };
+        // The fleet repo's pause switch, on the base branch as read; a file people got wrong
+        // fails every cluster of the run, naming the file.
+        let mut settings_error = None;
+        if let Some(base) = &fleet {
+            match pause::from_fleet(base.fleet.as_ref()) {
+                Ok(Some(p)) => switch = Some(p),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot read the fleet repo's settings");
+                    settings_error = Some(e.to_string());
+                }
+            }
+        }
         let mut results = Vec::new();
         let mut failed_ids = Vec::new();
         let mut failures = Vec::new();
         for (id, item) in requests {
+            let cluster = match &item {
+                Ok(BootstrapItem::Cluster(r)) => Some(r.cluster.clone()),
+                _ => None,
+            };
             let outcome: Result<Value, (String, Class)> = match item {
                 Err(e) => {
                     tracing::error!(message_id = id.as_deref().unwrap_or(""), error = %e, "event not understood");
@@ -174,6 +219,20 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
                 Ok(BootstrapItem::Ignored { what, reason }) => {
                     tracing::info!(%what, %reason, "event ignored");
                     Ok(json!({"ignored": what, "reason": reason}))
+                }
+                Ok(BootstrapItem::Cluster(req)) if switch.is_some() => {
+                    let p = switch.clone().unwrap_or(Pause {
+                        by: pause::ENV,
+                        reason: None,
+                    });
+                    tracing::warn!(cluster = %req.cluster, paused = %p.describe(), "cluster not bootstrapped: cellbridge is paused");
+                    Ok(json!({
+                        "cluster": req.cluster, "region": req.region, "cell": null,
+                        "outcome": "paused", "paused": p, "objects": [],
+                    }))
+                }
+                Ok(BootstrapItem::Cluster(_)) if settings_error.is_some() => {
+                    Err((settings_error.clone().unwrap_or_default(), Class::Final))
                 }
                 Ok(BootstrapItem::Cluster(req)) => {
                     let base = fleet.as_ref().expect("read above");
@@ -212,6 +271,14 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
                     }
                 }
             };
+            let (counted, cell) = match &outcome {
+                Ok(v) => (
+                    v["outcome"].as_str().map_or("ignored", metrics::bootstrap_outcome),
+                    v["cell"].as_str(),
+                ),
+                Err((_, class)) => (metrics::failure_outcome(*class), None),
+            };
+            metrics.count(counted, &[("cell", cell), ("cluster", cluster.as_deref())]);
             match outcome {
                 Ok(v) => results.push(v),
                 Err((e, class)) => {
@@ -243,8 +310,11 @@ pub async fn lambda_handler<A: Accounts, K: KubeConnect, S: SecretStore>(
 ) -> Result<Value, lambda_runtime::Diagnostic> {
     use crate::lambda::{answer, deadline_from_epoch_ms, failure};
     let deadline = deadline_from_epoch_ms(event.context.deadline);
+    // Both were checked at init (`Config::from_env`); the pause switch before anything else.
+    let switch = pause::from_env().map_err(|e| failure(Class::Final, e))?;
+    let metrics = Metrics::from_env("cluster-bootstrap", &metrics::Stdout).map_err(|e| failure(Class::Final, e))?;
     let inv = service
-        .handle(&event.payload, deadline)
+        .handle_with(&event.payload, deadline, switch, &metrics)
         .await
         .map_err(|e| failure(e.class(), e))?;
     answer("cluster-bootstrap", inv.response, inv.class)

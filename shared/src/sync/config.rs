@@ -45,6 +45,9 @@ impl SyncConfig {
                 reason,
             })?;
         }
+        // Read again by each invocation; checked here so a bad value fails the cold start.
+        crate::pause::from_env()?;
+        crate::metrics::namespace_from_env()?;
         Ok(Self {
             github,
             state_bucket,

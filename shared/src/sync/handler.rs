@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::{SyncConfig, SyncError, SyncInvocation, Syncer};
 use crate::config::{self, ConfigError};
-use crate::error::Classify;
+use crate::error::{Class, Classify};
 use crate::github::{GithubFleet, GithubRepo};
 use crate::s3::{S3States, StateSource};
 
@@ -45,9 +45,13 @@ pub async fn lambda_handler<S: StateSource, G: GithubRepo>(
     event: lambda_runtime::LambdaEvent<Value>,
 ) -> Result<Value, lambda_runtime::Diagnostic> {
     use crate::lambda::{answer, deadline_from_epoch_ms, failure};
+    use crate::metrics::{Metrics, Stdout};
     let deadline = deadline_from_epoch_ms(event.context.deadline);
+    // Both were checked at init (`SyncConfig::from_env`); the pause switch before anything else.
+    let switch = crate::pause::from_env().map_err(|e| failure(Class::Final, e))?;
+    let metrics = Metrics::from_env("state-sync", &Stdout).map_err(|e| failure(Class::Final, e))?;
     let inv = service
-        .handle(&event.payload, deadline)
+        .handle_with(&event.payload, deadline, switch, &metrics)
         .await
         .map_err(|e| failure(e.class(), e))?;
     answer("state-sync", inv.response, inv.class)

@@ -13,6 +13,8 @@ use crate::error::{Class, Classify};
 use crate::events::sync::{self as events, Manual, StateObject, SyncEvent, SyncItem, SyncSqsRecord};
 use crate::github::{GithubError, GithubRepo, Published, Snapshot, pull_request};
 use crate::metadata;
+use crate::metrics::{self, Metrics};
+use crate::pause::{self, Pause};
 use crate::plan::{self, Plan, PlanOptions};
 use crate::s3::{S3Error, StateSource};
 
@@ -30,7 +32,7 @@ pub struct CellResult {
     pub bucket: String,
     pub key: String,
     /// opened, updated, unchanged, closed, in-sync, stale, declined, conflicted, planned, refused,
-    /// ignored, failed.
+    /// ignored, failed, paused.
     pub action: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version_id: Option<String>,
@@ -45,6 +47,9 @@ pub struct CellResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan: Option<Value>,
     pub attempts: u32,
+    /// `paused`: what paused it (`CELLBRIDGE_PAUSED` or `.cellbridge/settings.yaml`) and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused: Option<Pause>,
 }
 
 impl CellResult {
@@ -61,6 +66,7 @@ impl CellResult {
             retryable: false,
             plan: None,
             attempts: 0,
+            paused: None,
         }
     }
 
@@ -120,10 +126,28 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
     }
 
     /// Runs one invocation: every state the event names, each to its own result, at most
-    /// a few at a time.
+    /// a few at a time. Paused by `CELLBRIDGE_PAUSED`; no metrics (the command line).
     pub async fn handle(&self, event: &Value, deadline: Instant) -> Result<SyncInvocation, SyncError> {
+        let switch = pause::from_env()?;
+        let quiet = Metrics::new("state-sync", &metrics::Discard);
+        self.handle_with(event, deadline, switch, &quiet).await
+    }
+
+    /// [`Self::handle`] with the environment's pause switch (`switch`, checked before anything
+    /// is read: no state, no fleet repo, no write) and one metric record per cell result.
+    pub async fn handle_with(
+        &self,
+        event: &Value,
+        deadline: Instant,
+        switch: Option<Pause>,
+        metrics: &Metrics<'_>,
+    ) -> Result<SyncInvocation, SyncError> {
         let (items, dry_run, records) = match events::parse(event)? {
             SyncEvent::Direct(items) => (items, false, None),
+            // Listing every state is reading: a paused sync-all lists nothing.
+            SyncEvent::Manual {
+                request: Manual::All, ..
+            } if switch.is_some() => (Vec::new(), false, None),
             SyncEvent::Manual { request, dry_run } => (self.manual_items(request, deadline).await?, dry_run, None),
             SyncEvent::Sqs(records) => {
                 let items = records
@@ -135,13 +159,40 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 (items, false, Some(records))
             }
         };
-        let syncs = unique_objects(&items)
-            .into_iter()
-            .map(|o| self.sync_object(o, dry_run, deadline));
-        let mut results: Vec<CellResult> = futures::stream::iter(syncs).buffer_unordered(PARALLEL).collect().await;
+        let mut results: Vec<CellResult> = match &switch {
+            Some(p) => unique_objects(&items)
+                .into_iter()
+                .map(|o| {
+                    let cell = self.config.key_pattern.cell_of(&o.key).map(|(c, _)| c);
+                    let mut r = CellResult::new(&o, cell, "paused");
+                    r.paused = Some(p.clone());
+                    r.log();
+                    r
+                })
+                .collect(),
+            None => {
+                let syncs = unique_objects(&items)
+                    .into_iter()
+                    .map(|o| self.sync_object(o, dry_run, deadline));
+                futures::stream::iter(syncs).buffer_unordered(PARALLEL).collect().await
+            }
+        };
         results.sort_by(|a, b| (&a.bucket, &a.key).cmp(&(&b.bucket, &b.key)));
+        for r in &results {
+            metrics.count(
+                metrics::sync_outcome(&r.action, r.retryable),
+                &[("cell", r.cell.as_deref())],
+            );
+        }
+        if results.is_empty() && switch.is_some() {
+            metrics.count("paused", &[]);
+        }
         let failed_ids = records.map(|records| sqs_failures(&records, &results));
-        Ok(finish(results, failed_ids))
+        let mut inv = finish(results, failed_ids);
+        if let Some(p) = switch {
+            inv.response["paused"] = serde_json::to_value(p).unwrap_or_default();
+        }
+        Ok(inv)
     }
 
     /// The state objects a manual payload names.
@@ -344,6 +395,22 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             });
         }
         let snapshot: Snapshot = self.fleet.read_base(deadline).await.map_err(github_fail)?;
+        // The fleet repo's pause switch, on the base branch as read: nothing is written.
+        match pause::from_fleet(&snapshot.fleet) {
+            Ok(None) => {}
+            Ok(Some(p)) => {
+                result.action = "paused".into();
+                result.paused = Some(p);
+                return Ok(None);
+            }
+            Err(e) => {
+                return Err(Attempt::Fail {
+                    error: e.to_string(),
+                    retryable: false,
+                    refused: false,
+                });
+            }
+        }
         let opts = PlanOptions {
             sync_source: self.config.flux_git(&snapshot.base_branch),
         };
@@ -444,7 +511,9 @@ impl CellResult {
 
     fn log(&self) {
         let cell = self.cell.as_deref().unwrap_or("");
-        if self.failed() {
+        if let Some(p) = &self.paused {
+            tracing::warn!(cell, key = %self.key, paused = %p.describe(), "state not synced: cellbridge is paused")
+        } else if self.failed() {
             tracing::error!(cell, key = %self.key, action = %self.action, retryable = self.retryable, error = self.error.as_deref().unwrap_or(""), "state not synced")
         } else {
             tracing::info!(cell, key = %self.key, action = %self.action, serial = self.serial, pull_request = ?self.pull_request, "state synced")

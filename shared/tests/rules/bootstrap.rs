@@ -853,3 +853,153 @@ async fn the_branch_flux_follows_is_the_files_else_the_base_branch_never_a_guess
     assert!(bed.kube().applied().is_empty());
     assert!(entries(&bed).is_empty());
 }
+
+// The pause switch (issue 15, item 6) and the outcome metrics (item 1).
+
+/// The fleet with `.cellbridge/settings.yaml`.
+fn fleet_with_settings(settings: &str) -> MemFleet {
+    let mut f = fleet(&[]);
+    f.insert(".cellbridge/settings.yaml", settings);
+    f
+}
+
+fn paused_by_env() -> Option<cellbridge::pause::Pause> {
+    Some(cellbridge::pause::Pause {
+        by: cellbridge::pause::ENV,
+        reason: Some("maintenance".into()),
+    })
+}
+
+#[tokio::test]
+async fn paused_by_the_environment_no_cluster_is_touched_and_the_fleet_is_not_read() {
+    use cellbridge::metrics::{Captured, Metrics};
+    let svc = service(
+        bed(),
+        Fleet(Err(|| panic!("the fleet repo is not read when paused")), None),
+    );
+    let captured = Captured::default();
+    let inv = svc
+        .handle_with(
+            &created(CLUSTER),
+            deadline(),
+            paused_by_env(),
+            &Metrics::new("cluster-bootstrap", &captured),
+        )
+        .await
+        .unwrap();
+    assert_eq!(inv.class, None, "paused is a success: {}", inv.response);
+    assert_eq!(inv.response["outcome"], "paused");
+    assert_eq!(
+        inv.response["paused"],
+        json!({"by": "CELLBRIDGE_PAUSED", "reason": "maintenance"})
+    );
+    assert!(
+        svc.bootstrapper.accounts().calls().is_empty(),
+        "{:?}",
+        svc.bootstrapper.accounts().calls()
+    );
+    assert!(svc.bootstrapper.kube().applied().is_empty());
+    assert_eq!(captured.outcomes(), [("paused".to_owned(), None)]);
+    assert_eq!(captured.records()[0]["cluster"], CLUSTER);
+
+    // From SQS: nothing to redeliver.
+    let svc = service(bed(), Fleet(Ok(fleet(&[])), Some("main")));
+    let inv = svc
+        .handle_with(
+            &sqs(&[created(CLUSTER)]),
+            deadline(),
+            paused_by_env(),
+            &Metrics::new("cluster-bootstrap", &captured),
+        )
+        .await
+        .unwrap();
+    assert_eq!(inv.response["batchItemFailures"], json!([]), "{}", inv.response);
+    assert!(svc.bootstrapper.kube().applied().is_empty());
+}
+
+#[tokio::test]
+async fn the_fleet_repos_settings_pause_bootstrap_and_a_wrong_file_is_named() {
+    use cellbridge::metrics::{Captured, Metrics};
+    let captured = Captured::default();
+    let metrics = Metrics::new("cluster-bootstrap", &captured);
+    let svc = service(
+        bed(),
+        Fleet(
+            Ok(fleet_with_settings("paused: true\nreason: fleet freeze\n")),
+            Some("main"),
+        ),
+    );
+    let inv = svc
+        .handle_with(&created(CLUSTER), deadline(), None, &metrics)
+        .await
+        .unwrap();
+    assert_eq!(inv.class, None, "{}", inv.response);
+    assert_eq!(
+        inv.response["paused"],
+        json!({"by": ".cellbridge/settings.yaml", "reason": "fleet freeze"})
+    );
+    assert!(svc.bootstrapper.accounts().calls().is_empty());
+    assert!(svc.bootstrapper.kube().applied().is_empty());
+
+    let svc = service(
+        bed(),
+        Fleet(Ok(fleet_with_settings("paused: true\nwhy: x\n")), Some("main")),
+    );
+    let inv = svc
+        .handle_with(&created(CLUSTER), deadline(), None, &metrics)
+        .await
+        .unwrap();
+    assert_eq!(inv.class, Some(Class::Final), "{}", inv.response);
+    let error = inv.response["error"].as_str().unwrap();
+    assert!(error.contains(".cellbridge/settings.yaml"), "{error}");
+    assert!(svc.bootstrapper.kube().applied().is_empty());
+    assert_eq!(
+        captured.outcomes().into_iter().map(|(o, _)| o).collect::<Vec<_>>(),
+        ["paused", "failed_final"]
+    );
+
+    // paused: false is the usual run.
+    let svc = service(bed(), Fleet(Ok(fleet_with_settings("paused: false\n")), Some("main")));
+    let inv = svc
+        .handle_with(&created(CLUSTER), deadline(), None, &metrics)
+        .await
+        .unwrap();
+    assert_eq!(inv.response["outcome"], "bootstrapped", "{}", inv.response);
+}
+
+#[tokio::test]
+async fn every_cluster_outcome_is_one_metric_record_with_the_cell_as_a_property() {
+    use cellbridge::metrics::{Captured, Metrics};
+    let captured = Captured::default();
+    let metrics = Metrics::new("cluster-bootstrap", &captured);
+    let svc = service(bed(), Fleet(Ok(fleet(&[])), Some("main")));
+    svc.handle_with(&created(CLUSTER), deadline(), None, &metrics)
+        .await
+        .unwrap();
+    svc.handle_with(&created(CLUSTER), deadline(), None, &metrics)
+        .await
+        .unwrap();
+    let b = bed();
+    b.accounts().add_cluster(MemCluster::active("other", REGION));
+    let svc = service(b, Fleet(Ok(fleet(&[])), Some("main")));
+    svc.bootstrapper.kube().fail("apply", "Deployment", 100, 503);
+    svc.handle_with(&created(CLUSTER), deadline(), None, &metrics)
+        .await
+        .unwrap();
+    assert_eq!(
+        captured.outcomes(),
+        [
+            ("synced".to_owned(), Some(CELL.to_owned())),
+            ("unchanged".to_owned(), Some(CELL.to_owned())),
+            ("retried".to_owned(), None),
+        ]
+    );
+    for r in captured.records() {
+        assert_eq!(r["Function"], "cluster-bootstrap");
+        assert_eq!(
+            r["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([["Function", "Outcome"]])
+        );
+        assert!(!r.to_string().contains(PASSWORD));
+    }
+}
