@@ -354,6 +354,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         let (sync_file, sync_text) = plan::sync_file(fleet, cell, &self.settings.flux_git(base_branch))?;
         let sync = plan::parse_objects(&sync_text, &sync_file)?;
         let repo = plan::sync_repository(&sync, &sync_file)?;
+        plan::check_sync_kinds(&components, &file, &sync, &sync_file)?;
         let secret_name = self
             .settings
             .flux_git_secret

@@ -35,6 +35,51 @@ pub enum BootstrapPlanError {
         "{file}: the GitRepository `{FLUX_SYSTEM}` reads its credentials from Secret `{name}`, but the bootstrap writes them to Secret `{FLUX_SYSTEM}`"
     )]
     SecretRef { file: String, name: String },
+    #[error(
+        "{sync_file}: {kind} `{name}` ({api_version}) needs a CustomResourceDefinition that {components_file} does not define; nothing was applied (is the components file trimmed or from another Flux version?)"
+    )]
+    NoCrd {
+        sync_file: String,
+        components_file: String,
+        kind: String,
+        name: String,
+        api_version: String,
+    },
+}
+
+/// Refuses, before anything is applied, sync objects whose kinds the components do not
+/// define: applied in order, the Namespace and the Git secret would reach the cluster before
+/// the first sync object failed for want of its CRD.
+pub fn check_sync_kinds(
+    components: &[(KubeRef, Value)],
+    components_file: &str,
+    sync: &[(KubeRef, Value)],
+    sync_file: &str,
+) -> Result<(), BootstrapPlanError> {
+    let defined: std::collections::BTreeSet<(&str, &str)> = components
+        .iter()
+        .filter(|(r, _)| is_crd(r))
+        .filter_map(|(_, o)| {
+            let spec = o.get("spec")?;
+            Some((spec.get("group")?.as_str()?, spec.get("names")?.get("kind")?.as_str()?))
+        })
+        .collect();
+    for (r, _) in sync {
+        // Core (`v1`) and built-in groups need no CRD; Flux's own kinds are `*.fluxcd.io`.
+        let Some((group, _)) = r.api_version.split_once('/') else {
+            continue;
+        };
+        if group.ends_with(".fluxcd.io") && !defined.contains(&(group, r.kind.as_str())) {
+            return Err(BootstrapPlanError::NoCrd {
+                sync_file: sync_file.to_owned(),
+                components_file: components_file.to_owned(),
+                kind: r.kind.clone(),
+                name: r.name.clone(),
+                api_version: r.api_version.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The stages of a bootstrap; a CRD's kinds exist only once it is Established, so every
@@ -297,6 +342,31 @@ apiVersion: v1\nkind: Namespace\nmetadata:\n  name: flux-system\n---\n";
             kinds,
             ["Namespace", "CustomResourceDefinition", "Deployment", "Kustomization"]
         );
+    }
+
+    #[test]
+    fn sync_kinds_without_their_crd_are_refused_before_anything_is_applied() {
+        let sync = parse_objects(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: flux-system\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n",
+            "gotk-sync.yaml",
+        )
+        .unwrap();
+        let trimmed = parse_objects(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: flux-system\n",
+            "c.yaml",
+        )
+        .unwrap();
+        let e = check_sync_kinds(&trimmed, "c.yaml", &sync, "gotk-sync.yaml").unwrap_err();
+        assert!(
+            e.to_string().starts_with("gotk-sync.yaml: GitRepository `flux-system` (source.toolkit.fluxcd.io/v1) needs a CustomResourceDefinition that c.yaml does not define"),
+            "{e}"
+        );
+        let full = parse_objects(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: gitrepositories.source.toolkit.fluxcd.io\nspec:\n  group: source.toolkit.fluxcd.io\n  names:\n    kind: GitRepository\n",
+            "c.yaml",
+        )
+        .unwrap();
+        check_sync_kinds(&full, "c.yaml", &sync, "gotk-sync.yaml").unwrap();
     }
 
     #[test]
