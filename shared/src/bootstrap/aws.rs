@@ -13,7 +13,7 @@ use base64::Engine as _;
 
 use super::access::{ADMIN_POLICY, AccessError, TEMPORARY_TAG, principal_arn};
 use super::apply::ClusterAuth;
-use super::eks::{ClusterInfo, ClusterStatus, EksError};
+use super::eks::{ClusterInfo, ClusterStatus, EksError, EndpointAccess};
 use super::ports::{AccessEntry, Accounts, ClusterApi};
 use super::token;
 
@@ -182,6 +182,18 @@ fn cluster_info(c: &aws_sdk_eks::types::Cluster, cluster: &str, region: &str) ->
             .access_config()
             .and_then(|a| a.authentication_mode())
             .map(|m| m.as_str().to_owned()),
+        // The SDK reads a missing flag as false; EKS never reports both endpoints off, so that
+        // is a service (or a double, moto without them) that did not say: nothing is decided.
+        endpoint_access: c
+            .resources_vpc_config()
+            .filter(|v| v.endpoint_public_access() || v.endpoint_private_access())
+            .map(|v| EndpointAccess {
+                public: v.endpoint_public_access(),
+                private: v.endpoint_private_access(),
+                public_cidrs: v.public_access_cidrs().to_vec(),
+                vpc_id: v.vpc_id().map(str::to_owned),
+                cluster_security_group: v.cluster_security_group_id().map(str::to_owned),
+            }),
     })
 }
 

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::apply::Tuning;
+use super::eks::{Network, is_cidr};
 use crate::config::{ConfigError, optional};
 use crate::template::{self, FluxGit};
 
@@ -93,6 +94,43 @@ impl Settings {
             base_branch: base_branch.map(str::to_owned),
         }
     }
+}
+
+/// Where cluster-bootstrap runs, as the module declares it, to decide before anything is
+/// created whether the cluster's endpoint can be reached ([`super::eks::EndpointAccess`]):
+/// `CELLBRIDGE_VPC_ID` (the function's VPC; `none` outside any VPC), `CELLBRIDGE_REACHABLE_VPCS`
+/// (comma-separated VPCs connected by peering or a transit gateway whose private endpoints it
+/// reaches), `CELLBRIDGE_EGRESS_CIDRS` (comma-separated public CIDRs its traffic leaves from).
+/// `None` when `CELLBRIDGE_VPC_ID` is unset (the command line on a laptop, whose network
+/// cellbridge cannot know): no decision then, only the bounded connect.
+pub fn network_from_env() -> Result<Option<Network>, ConfigError> {
+    let Some(vpc) = std::env::var("CELLBRIDGE_VPC_ID").ok().map(|v| v.trim().to_owned()) else {
+        return Ok(None);
+    };
+    let list = |name: &'static str| -> Vec<String> {
+        optional(name)
+            .map(|v| {
+                v.split(',')
+                    .map(|x| x.trim().to_owned())
+                    .filter(|x| !x.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let vpc_id = (!vpc.is_empty() && vpc != "none").then_some(vpc);
+    let egress_cidrs = list("CELLBRIDGE_EGRESS_CIDRS");
+    if let Some(bad) = egress_cidrs.iter().find(|c| !is_cidr(c)) {
+        return Err(ConfigError::Invalid {
+            name: "CELLBRIDGE_EGRESS_CIDRS",
+            value: bad.clone(),
+            reason: "expected comma-separated CIDRs, e.g. 203.0.113.7/32".into(),
+        });
+    }
+    Ok(Some(Network {
+        vpc_id,
+        reachable_vpcs: list("CELLBRIDGE_REACHABLE_VPCS"),
+        egress_cidrs,
+    }))
 }
 
 /// The base branch of a fleet checkout, the local stand-in for GitHub's answer:

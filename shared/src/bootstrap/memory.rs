@@ -36,7 +36,7 @@ use serde_json::Value;
 
 use super::access::{AccessError, principal_arn};
 use super::apply::{Applied, ApplyError, ClusterAuth, SourceStatus, Tuning};
-use super::eks::{ClusterInfo, ClusterStatus, EksError};
+use super::eks::{ClusterInfo, ClusterStatus, EksError, EndpointAccess};
 use super::plan::{KubeRef, Step};
 use super::ports::{AccessEntry, Accounts, ClusterApi, KubeApi, KubeConnect};
 
@@ -54,6 +54,8 @@ pub struct MemCluster {
     pub creating_polls: usize,
     pub tags: BTreeMap<String, String>,
     pub authentication_mode: String,
+    /// `resourcesVpcConfig`; `None`: DescribeCluster says nothing about it.
+    pub endpoint_access: Option<EndpointAccess>,
 }
 
 impl MemCluster {
@@ -66,7 +68,14 @@ impl MemCluster {
             creating_polls: 0,
             tags: BTreeMap::new(),
             authentication_mode: "API_AND_CONFIG_MAP".into(),
+            endpoint_access: None,
         }
+    }
+
+    /// The endpoint configuration DescribeCluster reports.
+    pub fn endpoint_access(mut self, access: EndpointAccess) -> Self {
+        self.endpoint_access = Some(access);
+        self
     }
 
     pub fn tag(mut self, key: &str, value: &str) -> Self {
@@ -316,6 +325,7 @@ impl ClusterApi for MemEks {
             ca_pem: ready.then(|| CA_PEM.to_vec()),
             tags: c.tags.clone().into_iter().collect(),
             authentication_mode: Some(c.authentication_mode.clone()),
+            endpoint_access: c.endpoint_access.clone(),
         }))
     }
 

@@ -190,6 +190,9 @@ pub struct Bootstrapper<A = AwsAccounts, K = Kubes, S = aws_sdk_secretsmanager::
     kube: K,
     secrets: S,
     settings: Settings,
+    /// Where the function runs ([`config::network_from_env`]); an invalid setting is reported
+    /// by every run, as a final configuration error.
+    network: Result<Option<eks::Network>, (&'static str, String, String)>,
 }
 
 fn check_request(req: &Request) -> Result<(), BootstrapError> {
@@ -256,7 +259,14 @@ impl Bootstrapper {
         let accounts = AwsAccounts::new(aws);
         // The Git secret is cellbridge's own (its account, its region), not the cell's.
         let secrets = aws_sdk_secretsmanager::Client::new(accounts.config());
-        Self::with_ports(accounts, Kubes, secrets, settings)
+        let network = config::network_from_env().map_err(|e| match e {
+            crate::config::ConfigError::Invalid { name, value, reason } => (name, value, reason),
+            crate::config::ConfigError::Missing { name, hint } => (name, String::new(), hint.to_owned()),
+        });
+        Self {
+            network,
+            ..Self::with_ports(accounts, Kubes, secrets, settings)
+        }
     }
 }
 
@@ -267,7 +277,15 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
             kube,
             secrets,
             settings,
+            network: Ok(None),
         }
+    }
+
+    /// Where the function runs: with it, a cluster whose endpoint configuration excludes it
+    /// fails before anything is created ([`eks::ClusterInfo::check_reachable`]).
+    pub fn with_network(mut self, network: Option<eks::Network>) -> Self {
+        self.network = Ok(network);
+        self
     }
 
     pub fn settings(&self) -> &Settings {
@@ -415,6 +433,13 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         };
         report.cell = Some(cell.name.clone());
         info.check_access_entries()?;
+        // Before the Git secret is read or an access entry created: a cluster this function
+        // cannot reach fails once, finally, saying why (issue 15).
+        let network = self
+            .network
+            .clone()
+            .map_err(|(name, value, reason)| crate::config::ConfigError::Invalid { name, value, reason })?;
+        info.check_reachable(network.as_ref())?;
         let (endpoint, ca_pem) = info.connection()?;
 
         let prepared = self.prepare(fleet, base_branch, &cell.name).await?;

@@ -52,6 +52,34 @@ pub(super) fn to_error(operation: &'static str, target: &str, e: kube::Error, qu
     }
 }
 
+fn judge_answer(e: &kube::Error, session: &Session) -> Again {
+    match classify(e) {
+        Verdict::Retry => Again::Yes,
+        Verdict::AuthPending if session.in_auth_grace() => Again::Uncounted,
+        Verdict::AuthPending | Verdict::Fail => Again::No,
+    }
+}
+
+/// A connection that did not complete (TCP, or TLS) within the connect timeout.
+pub(super) fn is_connect_timeout(e: &kube::Error) -> bool {
+    if !matches!(e, kube::Error::Service(_) | kube::Error::HyperError(_)) {
+        return false;
+    }
+    if !e.to_string().contains("(Connect)") && !crate::redact::chain(e).contains("(Connect)") {
+        return false;
+    }
+    let mut src: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = src {
+        if s.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        src = s.source();
+    }
+    false
+}
+
 /// Retries `f` on transient errors with exponential backoff ([`crate::retry`]), at most
 /// `tuning.attempts` tries; a 401/403 while the new access entry propagates is waited out
 /// without counting, for as long as the session's grace lasts.
@@ -75,10 +103,18 @@ where
         deadline: None,
     };
     let mut auth_waits = 0u32;
-    let judge = |e: &kube::Error| match classify(e) {
-        Verdict::Retry => Again::Yes,
-        Verdict::AuthPending if session.in_auth_grace() => Again::Uncounted,
-        Verdict::AuthPending | Verdict::Fail => Again::No,
+    let never_answered = || !session.answered.load(std::sync::atomic::Ordering::Relaxed);
+    let judge = |e: &kube::Error| {
+        if matches!(e, kube::Error::Api(_)) {
+            // Any answer, even an error status, is the API server answering.
+            session.answered.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        // An API server that never answered and now lets the connection time out will not
+        // answer the next attempt either: one bounded wait, then a final error.
+        if is_connect_timeout(e) && never_answered() {
+            return Again::No;
+        }
+        judge_answer(e, session)
     };
     let notify = |e: &kube::Error, attempt: u32, _wait: Duration| match classify(e) {
         Verdict::AuthPending => {
@@ -88,9 +124,24 @@ where
         // The server's message is left out: for a Secret it may quote the data.
         _ => tracing::warn!(%target, attempt = attempt + 1, error = %brief(e), "retrying"),
     };
-    crate::retry::retry(&policy, f, judge, notify)
-        .await
-        .map_err(|gave_up| to_error(operation, target, gave_up.into_error(), quiet))
+    let out = crate::retry::retry(&policy, f, judge, notify).await;
+    match out {
+        Ok(v) => {
+            session.answered.store(true, std::sync::atomic::Ordering::Relaxed);
+            Ok(v)
+        }
+        Err(gave_up) => {
+            let e = gave_up.into_error();
+            if is_connect_timeout(&e) && never_answered() {
+                return Err(ApplyError::Unreachable {
+                    endpoint: session.endpoint.clone(),
+                    waited_ms: super::session::connect_timeout(tuning).as_millis() as u64,
+                    reason: crate::redact::chain(&e),
+                });
+            }
+            Err(to_error(operation, target, e, quiet))
+        }
+    }
 }
 
 /// A Kubernetes error without the server's message.
@@ -98,5 +149,65 @@ pub(super) fn brief(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) => format!("HTTP {} {}", s.code, s.reason),
         other => crate::redact::chain(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::super::{Applier, ApplyError, ClusterAuth, Session, Tuning};
+    use crate::bootstrap::plan::KubeRef;
+    use crate::bootstrap::ports::KubeApi;
+    use crate::error::{Class, Classify};
+
+    /// The black hole: a port that takes the TCP connection (the kernel's backlog) and never
+    /// says a word, so TLS never completes, as a private endpoint seen from elsewhere or a
+    /// security group that drops. (A non-routable address such as 10.255.255.1 is no black
+    /// hole where outgoing connections are intercepted by a proxy, as in CI sandboxes; this
+    /// one is, everywhere: kube's connect timeout wraps the TLS connector.)
+    #[tokio::test]
+    async fn an_endpoint_that_never_answers_fails_once_finally_within_the_connect_timeout() {
+        let hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("https://{}", hole.local_addr().unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("config");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {url}\n    insecure-skip-tls-verify: true\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
+            ),
+        )
+        .unwrap();
+        let tuning = Tuning {
+            request_timeout: Duration::from_millis(300),
+            attempts: 6,
+            backoff: Duration::from_millis(200),
+            ..Tuning::default()
+        };
+        let session = Session::connect(ClusterAuth::Kubeconfig(kubeconfig), tuning, false)
+            .await
+            .unwrap();
+        let mut applier = Applier::new(session);
+        let target = KubeRef {
+            api_version: "v1".into(),
+            kind: "Namespace".into(),
+            namespace: None,
+            name: "flux-system".into(),
+        };
+        let start = Instant::now();
+        let err = applier.exists(&target, "namespaces").await.unwrap_err();
+        let took = start.elapsed();
+        // One attempt: six would take 6 x 300 ms plus backoff.
+        assert!(took < Duration::from_millis(1500), "took {took:?}");
+        assert!(matches!(err, ApplyError::Unreachable { .. }), "{err:?}");
+        assert_eq!(err.class(), Class::Final);
+        let text = err.to_string();
+        assert!(
+            text.contains(&url) && text.contains("from where cellbridge runs"),
+            "{text}"
+        );
+        assert!(text.contains("300 ms"), "{text}");
+        drop(hole);
     }
 }

@@ -33,6 +33,16 @@ pub const FIELD_MANAGER: &str = "cellbridge";
 pub enum ApplyError {
     #[error("cannot connect to the cluster: {reason}")]
     Connect { reason: String },
+    /// No connection to the API server within the connect timeout, and it never answered in
+    /// this run: the endpoint's network access excludes where the function runs.
+    #[error(
+        "cannot reach the cluster's API endpoint {endpoint} from where cellbridge runs: no connection within {waited_ms} ms ({reason}); check the cluster's endpoint access (private only, or publicAccessCidrs without this function's egress addresses), the route to its VPC and the cluster security group (TCP 443 from this function)"
+    )]
+    Unreachable {
+        endpoint: String,
+        waited_ms: u64,
+        reason: String,
+    },
     #[error("kubeconfig {path}: {reason}")]
     Kubeconfig { path: String, reason: String },
     #[error("{operation} {target}: HTTP {code} {reason}: {message}")]
@@ -72,7 +82,12 @@ impl Classify for ApplyError {
             ApplyError::Transport { .. } | ApplyError::CrdTimeout { .. } | ApplyError::Connect { .. } => {
                 Class::Retryable
             }
-            ApplyError::Api { .. } | ApplyError::UnknownKind { .. } | ApplyError::Kubeconfig { .. } => Class::Final,
+            // Final, as issue 15 asks: the same network answers the same silence; a retry only
+            // repeats the wait. Someone has to change the endpoint access or the network.
+            ApplyError::Api { .. }
+            | ApplyError::UnknownKind { .. }
+            | ApplyError::Kubeconfig { .. }
+            | ApplyError::Unreachable { .. } => Class::Final,
         }
     }
 }

@@ -45,6 +45,11 @@ impl Default for Tuning {
     }
 }
 
+/// How long a connection to the API server may take: the request timeout, at most 10 s.
+pub(super) fn connect_timeout(tuning: &Tuning) -> Duration {
+    tuning.request_timeout.min(Duration::from_secs(10))
+}
+
 /// How the client proves who it is.
 #[derive(Clone)]
 pub enum ClusterAuth {
@@ -105,12 +110,17 @@ pub struct Session {
     pub(super) issued: Instant,
     /// Until when 401/403 may still be the access entry propagating.
     pub(super) auth_grace_until: Option<Instant>,
+    /// The API server's URL, for errors.
+    pub(super) endpoint: String,
+    /// The API server has answered once in this session: a later connect timeout is a bad
+    /// moment of the network, not an endpoint this function cannot reach.
+    pub(super) answered: std::sync::atomic::AtomicBool,
 }
 
 impl Session {
     pub async fn connect(auth: ClusterAuth, tuning: Tuning, fresh_access_entry: bool) -> Result<Session, ApplyError> {
         crate::telemetry::install_crypto_provider();
-        let (client, default_namespace) = build_client(&auth, &tuning).await?;
+        let (client, default_namespace, endpoint) = build_client(&auth, &tuning).await?;
         let auth_grace_until = fresh_access_entry.then(|| Instant::now() + tuning.auth_grace);
         Ok(Session {
             auth,
@@ -119,6 +129,8 @@ impl Session {
             default_namespace,
             issued: Instant::now(),
             auth_grace_until,
+            endpoint,
+            answered: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -141,7 +153,8 @@ impl Session {
     }
 }
 
-pub(super) async fn build_client(auth: &ClusterAuth, tuning: &Tuning) -> Result<(Client, String), ApplyError> {
+/// The client, its default namespace and the API server's URL.
+pub(super) async fn build_client(auth: &ClusterAuth, tuning: &Tuning) -> Result<(Client, String, String), ApplyError> {
     let connect = |reason: String| ApplyError::Connect { reason };
     let mut config = match auth {
         ClusterAuth::Kubeconfig(path) => {
@@ -184,10 +197,14 @@ pub(super) async fn build_client(auth: &ClusterAuth, tuning: &Tuning) -> Result<
     config.default_retry = false;
     config.read_timeout = Some(tuning.request_timeout);
     config.write_timeout = Some(tuning.request_timeout);
-    config.connect_timeout = Some(tuning.request_timeout.min(Duration::from_secs(10)));
+    // The connection (TCP and TLS: kube's timeout wraps the TLS connector) is bounded on its
+    // own: an endpoint this function cannot reach (a private endpoint from elsewhere, a public
+    // one whose CIDRs exclude it, a security group that drops) answers nothing at all.
+    config.connect_timeout = Some(connect_timeout(tuning));
     let ns = config.default_namespace.clone();
+    let endpoint = config.cluster_url.to_string();
     let client = Client::try_from(config).map_err(|e| connect(e.to_string()))?;
-    Ok((client, ns))
+    Ok((client, ns, endpoint))
 }
 
 #[cfg(test)]
