@@ -260,7 +260,10 @@ resource "aws_iam_role_policy_attachment" "xray" {
 }
 
 resource "aws_iam_role_policy_attachment" "vpc" {
-  for_each = length(var.vpc_subnet_ids) > 0 ? { state_sync = aws_iam_role.state_sync.name, cluster_bootstrap = aws_iam_role.cluster_bootstrap.name } : {}
+  for_each = merge(
+    length(var.vpc_subnet_ids) > 0 ? { state_sync = aws_iam_role.state_sync.name } : {},
+    length(local.cluster_bootstrap_subnet_ids) > 0 ? { cluster_bootstrap = aws_iam_role.cluster_bootstrap.name } : {},
+  )
 
   role       = each.value
   policy_arn = "arn:${local.partition}:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole"

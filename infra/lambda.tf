@@ -23,7 +23,46 @@ locals {
     # Wait for a CREATING cluster at most this long, leaving five minutes of the timeout for
     # the bootstrap itself; then the record goes back to the queue.
     CELLBRIDGE_CLUSTER_WAIT_SECS = tostring(max(var.cluster_bootstrap_timeout_seconds - 300, 0))
+    # Where the function runs, so that a cluster whose endpoint excludes it fails at once,
+    # finally, saying why (private only, or publicAccessCidrs without its egress addresses).
+    CELLBRIDGE_VPC_ID = local.cluster_bootstrap_vpc_id
+    }, length(var.cluster_bootstrap_reachable_vpc_ids) == 0 ? {} : {
+    CELLBRIDGE_REACHABLE_VPCS = join(",", var.cluster_bootstrap_reachable_vpc_ids)
+    }, length(var.cluster_bootstrap_egress_cidrs) == 0 ? {} : {
+    CELLBRIDGE_EGRESS_CIDRS = join(",", var.cluster_bootstrap_egress_cidrs)
   })
+
+  # cluster-bootstrap runs in its own subnets when given (a hub VPC connected to the clusters'
+  # VPCs by peering or a transit gateway), else in the functions' common ones.
+  cluster_bootstrap_subnet_ids         = var.cluster_bootstrap_subnet_ids != null ? var.cluster_bootstrap_subnet_ids : var.vpc_subnet_ids
+  cluster_bootstrap_security_group_ids = var.cluster_bootstrap_security_group_ids != null ? var.cluster_bootstrap_security_group_ids : var.vpc_security_group_ids
+  cluster_bootstrap_vpc_ids            = distinct([for s in data.aws_subnet.cluster_bootstrap : s.vpc_id])
+  cluster_bootstrap_vpc_id             = length(local.cluster_bootstrap_vpc_ids) > 0 ? local.cluster_bootstrap_vpc_ids[0] : "none"
+  # What a cluster security group must admit on TCP 443 for a private endpoint to answer.
+  cluster_bootstrap_ingress_cidrs = sort([for s in data.aws_subnet.cluster_bootstrap : s.cidr_block])
+}
+
+# By count, not for_each: subnets created in the same apply have no IDs at plan time.
+data "aws_subnet" "cluster_bootstrap" {
+  count = length(local.cluster_bootstrap_subnet_ids)
+  id    = local.cluster_bootstrap_subnet_ids[count.index]
+}
+
+# A private endpoint's ENIs carry the cluster security group (clusterSecurityGroupId): it must
+# admit HTTPS from cluster-bootstrap's subnets. By CIDR, which works over peering and transit
+# gateways alike (https://repost.aws/knowledge-center/eks-private-cluster-endpoint-vpc).
+resource "aws_vpc_security_group_ingress_rule" "cluster_bootstrap" {
+  # Every cluster security group x every cluster-bootstrap subnet; by count, so that groups and
+  # subnets created in the same apply work.
+  count = length(var.cluster_security_group_ids) * length(local.cluster_bootstrap_subnet_ids)
+
+  security_group_id = var.cluster_security_group_ids[floor(count.index / length(local.cluster_bootstrap_subnet_ids))]
+  description       = "cellbridge cluster-bootstrap to the Kubernetes API"
+  ip_protocol       = "tcp"
+  from_port         = 443
+  to_port           = 443
+  cidr_ipv4         = data.aws_subnet.cluster_bootstrap[count.index % length(local.cluster_bootstrap_subnet_ids)].cidr_block
+  tags              = local.tags
 }
 
 resource "aws_cloudwatch_log_group" "state_sync" {
@@ -88,7 +127,7 @@ resource "aws_lambda_function" "state_sync" {
 }
 
 resource "aws_lambda_function" "cluster_bootstrap" {
-  #checkov:skip=CKV_AWS_117:GitHub, STS and public EKS endpoints are reached over the internet; set vpc_subnet_ids to run in a VPC.
+  #checkov:skip=CKV_AWS_117:GitHub, STS and public EKS endpoints are reached over the internet; set vpc_subnet_ids or cluster_bootstrap_subnet_ids to run in a VPC.
   #checkov:skip=CKV_AWS_272:Code signing needs a signing profile the caller owns; pass code_signing_config_arn to enable it.
   function_name                  = local.cluster_bootstrap_name
   description                    = "cellbridge: first Flux bootstrap of new EKS clusters"
@@ -122,10 +161,10 @@ resource "aws_lambda_function" "cluster_bootstrap" {
   }
 
   dynamic "vpc_config" {
-    for_each = length(var.vpc_subnet_ids) > 0 ? [1] : []
+    for_each = length(local.cluster_bootstrap_subnet_ids) > 0 ? [1] : []
     content {
-      subnet_ids         = var.vpc_subnet_ids
-      security_group_ids = var.vpc_security_group_ids
+      subnet_ids         = local.cluster_bootstrap_subnet_ids
+      security_group_ids = local.cluster_bootstrap_security_group_ids
     }
   }
 

@@ -113,3 +113,13 @@ output "console_test_events" {
     }
   }
 }
+
+output "cluster_bootstrap_vpc_id" {
+  description = "VPC cluster-bootstrap runs in (CELLBRIDGE_VPC_ID), or `none`."
+  value       = local.cluster_bootstrap_vpc_id
+}
+
+output "cluster_bootstrap_ingress_cidrs" {
+  description = "CIDRs of cluster-bootstrap's subnets: what a cluster security group must admit on TCP 443 for cluster-bootstrap to reach a private endpoint."
+  value       = local.cluster_bootstrap_ingress_cidrs
+}

@@ -250,6 +250,41 @@ variable "vpc_security_group_ids" {
   default     = []
 }
 
+variable "cluster_bootstrap_subnet_ids" {
+  description = "Subnets of cluster-bootstrap alone, e.g. in a hub VPC connected to the clusters' VPCs by peering or a transit gateway so that it reaches private endpoints. null: vpc_subnet_ids. They need a route to GitHub, STS, EKS and Secrets Manager too. Sets CELLBRIDGE_VPC_ID (their VPC; `none` without subnets)."
+  type        = list(string)
+  default     = null
+}
+
+variable "cluster_bootstrap_security_group_ids" {
+  description = "Security groups of cluster-bootstrap when it runs in subnets (egress TCP 443). null: vpc_security_group_ids."
+  type        = list(string)
+  default     = null
+}
+
+variable "cluster_bootstrap_reachable_vpc_ids" {
+  description = "VPCs connected to cluster-bootstrap's VPC (peering, transit gateway; routes both ways) whose clusters' private-only endpoints it reaches (CELLBRIDGE_REACHABLE_VPCS). Their cluster security groups must admit the cluster_bootstrap_ingress_cidrs output on TCP 443 (cluster_security_group_ids does it for groups of this account and region)."
+  type        = list(string)
+  default     = []
+}
+
+variable "cluster_bootstrap_egress_cidrs" {
+  description = "Public CIDRs cluster-bootstrap's traffic leaves from (its NAT gateways' Elastic IPs as /32), checked against a cluster's publicAccessCidrs (CELLBRIDGE_EGRESS_CIDRS). Empty: unknown, so a public endpoint limited to some CIDRs is refused unless reached privately."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for c in var.cluster_bootstrap_egress_cidrs : can(cidrhost(c, 0))])
+    error_message = "cluster_bootstrap_egress_cidrs must be CIDRs, e.g. 203.0.113.7/32."
+  }
+}
+
+variable "cluster_security_group_ids" {
+  description = "Cluster security groups (DescribeCluster's clusterSecurityGroupId) in this account and region to which the module adds ingress TCP 443 from cluster-bootstrap's subnets, for private endpoints. Others need the same rule from the cluster_bootstrap_ingress_cidrs output."
+  type        = list(string)
+  default     = []
+}
+
 variable "code_signing_config_arn" {
   description = "Lambda code signing configuration for both functions, or null."
   type        = string
