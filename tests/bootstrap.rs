@@ -1438,3 +1438,45 @@ async fn the_merged_teams_cell_gets_exactly_its_own_gotk_sync_yaml() {
     assert_eq!(ks["spec"]["decryption"]["secretRef"]["name"], "sops-age");
     assert!(access_entries(&bed.aws, &bed.cluster).await.is_empty());
 }
+
+/// Issue 15, item 3, against moto: moto keeps `resourcesVpcConfig` as given (CreateCluster,
+/// UpdateClusterConfig) and answers it in DescribeCluster, without the `vpcId` and
+/// `clusterSecurityGroupId` EKS adds. A private-only endpoint, the function outside any VPC:
+/// one final failure that says why, before any access entry or Kubernetes request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_only_endpoint_out_of_reach_fails_finally_before_any_access_entry() {
+    use cellbridge::bootstrap::eks::Network;
+    let bed = Bed::new("eks-private-only", &[("cellbridge.dev/cell", "private")], None).await;
+    let eks = aws_sdk_eks::Client::new(&bed.aws);
+    eks.update_cluster_config()
+        .name(&bed.cluster)
+        .resources_vpc_config(
+            aws_sdk_eks::types::VpcConfigRequest::builder()
+                .subnet_ids("subnet-1")
+                .endpoint_public_access(false)
+                .endpoint_private_access(true)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let outside = Network {
+        vpc_id: None,
+        reachable_vpcs: vec![],
+        egress_cidrs: vec![],
+    };
+    let err = Bootstrapper::new(bed.aws.clone(), settings(&bed.secret))
+        .with_network(Some(outside))
+        .run(&bed.fleet, &bed.request(), Target::Eks)
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), cellbridge::error::Class::Final, "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("eks-private-only") && msg.contains("private only") && msg.contains("outside any VPC"),
+        "{msg}"
+    );
+    assert!(access_log(&bed.cluster).is_empty(), "{:?}", access_log(&bed.cluster));
+    assert!(access_entries(&bed.aws, &bed.cluster).await.is_empty());
+    assert!(bed.writes().is_empty());
+}
