@@ -3,14 +3,18 @@ locals {
     CELLBRIDGE_FLEET_REPO    = var.fleet_repo
     CELLBRIDGE_GITHUB_SECRET = var.github_secret_arn
     GITHUB_API_URL           = var.github_api_url
-    # state-sync renders gotk-sync.yaml into a new cell's directory; bootstrap applies it.
-    CELLBRIDGE_FLUX_GIT_URL = var.flux_git_url
-    RUST_LOG                = var.log_level
+    RUST_LOG                 = var.log_level
     # README, "Metrics and alarms" and "Pausing cellbridge".
     CELLBRIDGE_METRICS_NAMESPACE = var.metrics_namespace
     CELLBRIDGE_PAUSED            = tostring(var.paused)
     }, var.base_branch == null ? {} : {
     CELLBRIDGE_BASE_BRANCH = var.base_branch
+    }, var.flux_git_url == null ? {} : {
+    # Overrides the template's GitRepository URL in a new cell's gotk-sync.yaml (and in the
+    # sync objects bootstrap writes for a cell whose pull request is still open).
+    CELLBRIDGE_FLUX_GIT_URL = var.flux_git_url
+    }, var.flux_git_branch == null ? {} : {
+    CELLBRIDGE_FLUX_GIT_BRANCH = var.flux_git_branch
   })
 
   state_sync_environment = merge(local.common_environment, {

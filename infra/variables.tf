@@ -109,8 +109,15 @@ variable "github_api_url" {
 }
 
 variable "flux_git_url" {
-  description = "URL Flux syncs the fleet repository from (CELLBRIDGE_FLUX_GIT_URL), e.g. ssh://git@github.com/acme/fleet.git."
+  description = "URL Flux syncs the fleet repository from (CELLBRIDGE_FLUX_GIT_URL), e.g. ssh://git@github.com/acme/fleet.git; null keeps the one in clusters/_template/flux-system/gotk-sync.yaml."
   type        = string
+  default     = null
+}
+
+variable "flux_git_branch" {
+  description = "Branch Flux follows (CELLBRIDGE_FLUX_GIT_BRANCH); null keeps the template's ref.branch, else the fleet repository's base branch."
+  type        = string
+  default     = null
 }
 
 variable "flux_git_secret_arn" {

@@ -20,6 +20,17 @@ pub fn optional(name: &'static str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
+/// The variable's value when set, checked as a Git branch name.
+pub fn optional_branch(name: &'static str) -> Result<Option<String>, ConfigError> {
+    let Some(b) = optional(name) else { return Ok(None) };
+    crate::template::check_branch(&b).map_err(|reason| ConfigError::Invalid {
+        name,
+        value: b.clone(),
+        reason,
+    })?;
+    Ok(Some(b))
+}
+
 /// The variable's value; `hint` tells the user what to set it to.
 pub fn required(name: &'static str, hint: &'static str) -> Result<String, ConfigError> {
     optional(name).ok_or(ConfigError::Missing { name, hint })

@@ -66,14 +66,7 @@ impl Settings {
                 reason: "expected an ssh:// or https:// URL (Flux does not take scp-style git@host:path)".into(),
             });
         }
-        let flux_git_branch = optional("CELLBRIDGE_FLUX_GIT_BRANCH");
-        if let Some(b) = &flux_git_branch {
-            template::check_branch(b).map_err(|reason| ConfigError::Invalid {
-                name: "CELLBRIDGE_FLUX_GIT_BRANCH",
-                value: b.clone(),
-                reason,
-            })?;
-        }
+        let flux_git_branch = crate::config::optional_branch("CELLBRIDGE_FLUX_GIT_BRANCH")?;
         Ok(Settings {
             flux_git_url,
             flux_git_branch,

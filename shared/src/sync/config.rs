@@ -3,7 +3,7 @@
 
 use crate::config::{self, ConfigError};
 use crate::github::GithubConfig;
-use crate::template::{self, FluxGit};
+use crate::template::FluxGit;
 
 pub const DEFAULT_KEY_PATTERN: &str = "cells/{cell}/terraform.tfstate";
 
@@ -37,14 +37,7 @@ impl SyncConfig {
             value: pattern.clone(),
             reason,
         })?;
-        let flux_git_branch = config::optional("CELLBRIDGE_FLUX_GIT_BRANCH");
-        if let Some(b) = &flux_git_branch {
-            template::check_branch(b).map_err(|reason| ConfigError::Invalid {
-                name: "CELLBRIDGE_FLUX_GIT_BRANCH",
-                value: b.clone(),
-                reason,
-            })?;
-        }
+        let flux_git_branch = config::optional_branch("CELLBRIDGE_FLUX_GIT_BRANCH")?;
         // Read again by each invocation; checked here so a bad value fails the cold start.
         crate::pause::from_env()?;
         crate::metrics::namespace_from_env()?;
