@@ -136,3 +136,19 @@ resource "aws_iam_role_policy" "scheduler" {
   role   = aws_iam_role.scheduler[0].id
   policy = data.aws_iam_policy_document.scheduler.json
 }
+
+# --- other accounts: their forwarded CreateCluster events --------------------------------------
+# A rule in another account can target this bus only if the bus's resource-based policy lets that
+# account call PutEvents (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-event-bus-perms.html,
+# https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-cross-account.html). PutPermission
+# adds one statement per account and leaves the policy's other statements alone, which matters on
+# the shared `default` bus; the events keep their own `account`, which selects the role.
+
+resource "aws_cloudwatch_event_permission" "account_roles" {
+  for_each = var.accept_account_role_events ? var.account_roles : {}
+
+  event_bus_name = var.event_bus_name
+  principal      = each.key
+  statement_id   = "${var.name_prefix}-from-${each.key}"
+  action         = "events:PutEvents"
+}

@@ -189,11 +189,11 @@ data "aws_iam_policy_document" "cluster_bootstrap" {
   }
 
   dynamic "statement" {
-    for_each = length(var.bootstrap_assume_role_arns) == 0 ? [] : [1]
+    for_each = length(local.assume_role_arns) == 0 ? [] : [1]
     content {
       sid       = "AssumeCellBootstrapRoles"
       actions   = ["sts:AssumeRole"]
-      resources = var.bootstrap_assume_role_arns
+      resources = local.assume_role_arns
     }
   }
 
@@ -267,4 +267,9 @@ resource "aws_iam_role_policy_attachment" "vpc" {
 
   role       = each.value
   policy_arn = "arn:${local.partition}:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole"
+}
+
+locals {
+  # The roles of account_roles, and any older bootstrap_assume_role_arns, and no others.
+  assume_role_arns = distinct(concat(var.bootstrap_assume_role_arns, values(var.account_roles)))
 }

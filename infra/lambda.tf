@@ -30,6 +30,8 @@ locals {
     # Where the function runs, so that a cluster whose endpoint excludes it fails at once,
     # finally, saying why (private only, or publicAccessCidrs without its egress addresses).
     CELLBRIDGE_VPC_ID = local.cluster_bootstrap_vpc_id
+    }, length(var.account_roles) == 0 ? {} : {
+    CELLBRIDGE_ACCOUNT_ROLES = jsonencode(var.account_roles)
     }, length(var.cluster_bootstrap_reachable_vpc_ids) == 0 ? {} : {
     CELLBRIDGE_REACHABLE_VPCS = join(",", var.cluster_bootstrap_reachable_vpc_ids)
     }, length(var.cluster_bootstrap_egress_cidrs) == 0 ? {} : {

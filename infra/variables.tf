@@ -136,6 +136,26 @@ variable "secrets_kms_key_arns" {
   default     = []
 }
 
+variable "account_roles" {
+  description = "Cells in other accounts: account id => the cluster-bootstrap role in that account (CELLBRIDGE_ACCOUNT_ROLES). A CreateCluster event from a listed account is handled through its role (sts:AssumeRole on exactly these roles); from an account neither listed nor this one it fails, naming the account. Each listed account may also put events on the bus (see accept_account_role_events)."
+  type        = map(string)
+  default     = {}
+
+  validation {
+    condition = alltrue([
+      for account, role in var.account_roles :
+      can(regex("^[0-9]{12}$", account)) && can(regex("^arn:aws[a-z-]*:iam::${account}:role/.+$", role))
+    ])
+    error_message = "account_roles: every key must be a 12-digit account id and its value an IAM role ARN in that same account."
+  }
+}
+
+variable "accept_account_role_events" {
+  description = "Allow each account of account_roles to put events on event_bus_name (one events:PutEvents statement per account, added with PutPermission beside the bus policy's other statements), so a region-forwarder deployed there can forward its CreateCluster events."
+  type        = bool
+  default     = true
+}
+
 variable "bootstrap_assume_role_arns" {
   description = "Roles cluster-bootstrap may assume for cells whose metadata holds `bootstrap_role_arn` (other accounts). Wildcards allowed, e.g. arn:aws:iam::*:role/cellbridge-bootstrap."
   type        = list(string)

@@ -124,6 +124,7 @@ fn settings(secret: &str) -> Settings {
         cluster_wait: Duration::from_secs(10),
         cluster_poll: Duration::from_millis(300),
         access_principal_arn: None,
+        account_roles: Default::default(),
         tuning: tuning(),
     }
 }
@@ -249,6 +250,7 @@ impl Bed {
             cluster: self.cluster.clone(),
             region: self.region.clone(),
             cell: None,
+            account: None,
             force: false,
             dry_run: false,
         }

@@ -205,6 +205,7 @@ impl Bed {
             cluster_wait: Duration::from_secs(10),
             cluster_poll: Duration::from_millis(300),
             access_principal_arn: None,
+            account_roles: Default::default(),
             tuning: Tuning {
                 request_timeout: ATTEMPT_TIMEOUT,
                 attempts: KUBE_ATTEMPTS,
@@ -224,6 +225,7 @@ impl Bed {
             cluster: self.cluster.clone(),
             region: REGION.into(),
             cell: None,
+            account: None,
             force,
             dry_run: false,
         };

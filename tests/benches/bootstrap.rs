@@ -103,6 +103,7 @@ fn main() {
         cluster_wait: Duration::from_secs(10),
         cluster_poll: Duration::from_secs(1),
         access_principal_arn: None,
+        account_roles: Default::default(),
         // No source-controller answers here: one look at the GitRepository, no waiting.
         tuning: Tuning {
             ready_timeout: Duration::ZERO,
@@ -113,6 +114,7 @@ fn main() {
         cluster: "bench".into(),
         region: "eu-west-1".into(),
         cell: Some("bench".into()),
+        account: None,
         force: false,
         dry_run: false,
     };

@@ -32,6 +32,7 @@ BUCKET = "acme-tfstate"
 EXPECTED_ROUTE = {
     "eventbridge-s3-object-created.json": "s3-state-object-created",
     "cloudtrail-create-cluster.json": "eks-create-cluster",
+    "cloudtrail-create-cluster-cross-account.json": "eks-create-cluster",
     "sqs-eventbridge-s3.json": "s3-state-object-created",
     "sqs-cloudtrail-create-cluster.json": "eks-create-cluster",
 }

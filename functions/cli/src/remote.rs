@@ -79,6 +79,10 @@ pub struct BootstrapArgs {
     /// The cell, when the cluster's `cellbridge.dev/cell` tag cannot be read (with --kubeconfig).
     #[arg(long)]
     cell: Option<String>,
+    /// The AWS account the cluster is in, when not the profile's: reached through its role in
+    /// CELLBRIDGE_ACCOUNT_ROLES (or the cell's merged bootstrap_role_arn).
+    #[arg(long)]
+    account: Option<String>,
     /// Talk to the cluster through this kubeconfig instead of EKS (no access entry, no token).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
@@ -99,6 +103,7 @@ pub fn bootstrap(args: &BootstrapArgs, json: bool) -> Result<ExitCode, RemoteErr
         cluster: args.cluster.clone(),
         region: args.region.clone(),
         cell: args.cell.clone(),
+        account: args.account.clone(),
         kubeconfig: args.kubeconfig.clone(),
         dry_run: args.dry_run,
         force: args.force,

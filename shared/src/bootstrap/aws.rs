@@ -22,6 +22,8 @@ use super::token;
 #[derive(Clone)]
 pub struct AwsAccounts {
     aws: SdkConfig,
+    /// cellbridge's own account, asked once per process.
+    home: std::sync::Arc<tokio::sync::OnceCell<String>>,
 }
 
 impl AwsAccounts {
@@ -42,7 +44,10 @@ impl AwsAccounts {
                 .build();
             aws.to_builder().timeout_config(t).build()
         };
-        Self { aws }
+        Self {
+            aws,
+            home: Default::default(),
+        }
     }
 
     pub fn config(&self) -> &SdkConfig {
@@ -87,6 +92,26 @@ impl Accounts for AwsAccounts {
             region: region.to_owned(),
             conf,
         })
+    }
+
+    async fn home_account(&self) -> Result<String, AccessError> {
+        self.home
+            .get_or_try_init(|| async {
+                let sts = aws_sdk_sts::Client::new(&self.aws);
+                let out = sts.get_caller_identity().send().await.map_err(|e| AccessError::Sts {
+                    reason: aws_sdk_sts::error::DisplayErrorContext(&e).to_string(),
+                    retryable: sts_retryable(&e),
+                })?;
+                out.account()
+                    .filter(|a| !a.is_empty())
+                    .map(str::to_owned)
+                    .ok_or_else(|| AccessError::Sts {
+                        reason: "GetCallerIdentity named no account".into(),
+                        retryable: false,
+                    })
+            })
+            .await
+            .cloned()
     }
 }
 

@@ -19,7 +19,12 @@
 //!   access entry the request is `401 Unauthorized`; with an entry but no access policy it is
 //!   `403 Forbidden` (<https://docs.aws.amazon.com/eks/latest/userguide/access-policies.html>).
 //! - AssumeRole is refused (`AccessDenied`) unless the role trusts cellbridge
-//!   (<https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRole.html>).
+//!   (<https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRole.html>); the session
+//!   it returns acts in the role's account. Clusters, access entries and DescribeCluster are per
+//!   account: a cluster of the same name and region in another account is another cluster, and
+//!   is not seen (<https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeCluster.html>).
+//!   GetCallerIdentity's `Account` is the caller's
+//!   (<https://docs.aws.amazon.com/STS/latest/APIReference/API_GetCallerIdentity.html>).
 //! - Kubernetes serves the built-in groups; a custom kind only once a CRD defines its group,
 //!   kind and version (<https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/>),
 //!   and a namespaced object only in a namespace that exists (`404 NotFound`). Server-side apply
@@ -56,6 +61,8 @@ pub struct MemCluster {
     pub authentication_mode: String,
     /// `resourcesVpcConfig`; `None`: DescribeCluster says nothing about it.
     pub endpoint_access: Option<EndpointAccess>,
+    /// The account it is in; `None`: cellbridge's own.
+    pub account: Option<String>,
 }
 
 impl MemCluster {
@@ -69,7 +76,14 @@ impl MemCluster {
             tags: BTreeMap::new(),
             authentication_mode: "API_AND_CONFIG_MAP".into(),
             endpoint_access: None,
+            account: None,
         }
+    }
+
+    /// The cluster is in `account` (a 12-digit id), not cellbridge's own.
+    pub fn in_account(mut self, account: &str) -> Self {
+        self.account = Some(account.to_owned());
+        self
     }
 
     /// The endpoint configuration DescribeCluster reports.
@@ -122,10 +136,17 @@ struct AwsFault {
 struct AwsWorld {
     identity: String,
     trusted_roles: BTreeSet<String>,
-    clusters: BTreeMap<(String, String), MemCluster>,
-    entries: BTreeMap<(String, String), BTreeMap<String, MemEntry>>,
+    /// (account, region, name).
+    clusters: BTreeMap<(String, String, String), MemCluster>,
+    entries: BTreeMap<(String, String, String), BTreeMap<String, MemEntry>>,
     faults: Vec<AwsFault>,
-    calls: Vec<String>,
+    /// (account, call).
+    calls: Vec<(String, String)>,
+}
+
+/// The account of an ARN (`arn:partition:service:region:account:resource`).
+fn arn_account(arn: &str) -> String {
+    arn.split(':').nth(4).unwrap_or_default().to_owned()
 }
 
 /// AWS accounts in memory: EKS clusters with their access entries, STS, trusted roles.
@@ -143,8 +164,15 @@ impl MemAws {
     }
 
     pub fn add_cluster(&self, cluster: MemCluster) {
-        let key = (cluster.region.clone(), cluster.name.clone());
-        self.lock().clusters.insert(key, cluster);
+        let mut w = self.lock();
+        let account = cluster.account.clone().unwrap_or_else(|| arn_account(&w.identity));
+        let key = (account, cluster.region.clone(), cluster.name.clone());
+        w.clusters.insert(key, cluster);
+    }
+
+    /// cellbridge's own account: its identity's.
+    pub fn home(&self) -> String {
+        arn_account(&self.lock().identity)
     }
 
     /// A role whose trust policy lets cellbridge assume it.
@@ -154,9 +182,10 @@ impl MemAws {
 
     /// An access entry made outside cellbridge (`temporary` false), or left by a run that died.
     pub fn add_entry(&self, region: &str, cluster: &str, principal: &str, temporary: bool) {
+        let home = self.home();
         self.lock()
             .entries
-            .entry((region.to_owned(), cluster.to_owned()))
+            .entry((home, region.to_owned(), cluster.to_owned()))
             .or_default()
             .insert(
                 principal.to_owned(),
@@ -168,10 +197,16 @@ impl MemAws {
             );
     }
 
+    /// The access entries of a cluster of cellbridge's own account.
     pub fn entries(&self, region: &str, cluster: &str) -> Vec<MemEntry> {
+        self.entries_in(&self.home(), region, cluster)
+    }
+
+    /// The access entries of a cluster of `account`.
+    pub fn entries_in(&self, account: &str, region: &str, cluster: &str) -> Vec<MemEntry> {
         self.lock()
             .entries
-            .get(&(region.to_owned(), cluster.to_owned()))
+            .get(&(account.to_owned(), region.to_owned(), cluster.to_owned()))
             .map(|m| m.values().cloned().collect())
             .unwrap_or_default()
     }
@@ -188,7 +223,17 @@ impl MemAws {
 
     /// Every call so far, as `Operation` or `Operation cluster`.
     pub fn calls(&self) -> Vec<String> {
-        self.lock().calls.clone()
+        self.lock().calls.iter().map(|(_, c)| c.clone()).collect()
+    }
+
+    /// The calls made in `account` (with a session of that account).
+    pub fn calls_in(&self, account: &str) -> Vec<String> {
+        self.lock()
+            .calls
+            .iter()
+            .filter(|(a, _)| a == account)
+            .map(|(_, c)| c.clone())
+            .collect()
     }
 
     fn lock(&self) -> MutexGuard<'_, AwsWorld> {
@@ -200,7 +245,7 @@ impl MemAws {
         let w = self.lock();
         match w
             .entries
-            .get(&(region.to_owned(), cluster.to_owned()))
+            .get(&(arn_account(principal), region.to_owned(), cluster.to_owned()))
             .and_then(|m| m.get(principal))
         {
             None => Err(401),
@@ -212,12 +257,13 @@ impl MemAws {
 
 impl AwsWorld {
     /// Records the call and spends a matching fault.
-    fn call(&mut self, operation: &str, cluster: &str) -> Option<bool> {
-        self.calls.push(if cluster.is_empty() {
+    fn call(&mut self, account: &str, operation: &str, cluster: &str) -> Option<bool> {
+        let call = if cluster.is_empty() {
             operation.to_owned()
         } else {
             format!("{operation} {cluster}")
-        });
+        };
+        self.calls.push((account.to_owned(), call));
         let f = self
             .faults
             .iter_mut()
@@ -258,7 +304,8 @@ impl Accounts for MemAws {
             match role {
                 None => w.identity.clone(),
                 Some(role) => {
-                    if let Some(retryable) = w.call("AssumeRole", "") {
+                    let home = arn_account(&w.identity);
+                    if let Some(retryable) = w.call(&home, "AssumeRole", "") {
                         return Err(AccessError::AssumeRole {
                             role: role.to_owned(),
                             reason: "injected".into(),
@@ -282,8 +329,21 @@ impl Accounts for MemAws {
         Ok(MemEks {
             aws: self.clone(),
             region: region.to_owned(),
+            account: arn_account(&principal),
             principal,
         })
+    }
+
+    async fn home_account(&self) -> Result<String, AccessError> {
+        let mut w = self.lock();
+        let home = arn_account(&w.identity);
+        if let Some(retryable) = w.call(&home, "GetCallerIdentity", "") {
+            return Err(AccessError::Sts {
+                reason: "injected".into(),
+                retryable,
+            });
+        }
+        Ok(home)
     }
 }
 
@@ -291,19 +351,21 @@ impl Accounts for MemAws {
 pub struct MemEks {
     aws: MemAws,
     region: String,
+    /// The session's account: the assumed role's, else cellbridge's own.
+    account: String,
     principal: String,
 }
 
 impl MemEks {
-    fn key(&self, cluster: &str) -> (String, String) {
-        (self.region.clone(), cluster.to_owned())
+    fn key(&self, cluster: &str) -> (String, String, String) {
+        (self.account.clone(), self.region.clone(), cluster.to_owned())
     }
 }
 
 impl ClusterApi for MemEks {
     async fn describe_cluster(&self, cluster: &str) -> Result<Option<ClusterInfo>, EksError> {
         let mut w = self.aws.lock();
-        if let Some(retryable) = w.call("DescribeCluster", cluster) {
+        if let Some(retryable) = w.call(&self.account, "DescribeCluster", cluster) {
             return Err(eks_fault("DescribeCluster", cluster, retryable));
         }
         let Some(c) = w.clusters.get_mut(&self.key(cluster)) else {
@@ -331,7 +393,7 @@ impl ClusterApi for MemEks {
 
     async fn access_entry(&self, cluster: &str, principal: &str) -> Result<Option<AccessEntry>, EksError> {
         let mut w = self.aws.lock();
-        if let Some(retryable) = w.call("DescribeAccessEntry", cluster) {
+        if let Some(retryable) = w.call(&self.account, "DescribeAccessEntry", cluster) {
             return Err(eks_fault("DescribeAccessEntry", cluster, retryable));
         }
         Ok(w.entries
@@ -342,7 +404,7 @@ impl ClusterApi for MemEks {
 
     async fn create_access_entry(&self, cluster: &str, principal: &str) -> Result<bool, EksError> {
         let mut w = self.aws.lock();
-        if let Some(retryable) = w.call("CreateAccessEntry", cluster) {
+        if let Some(retryable) = w.call(&self.account, "CreateAccessEntry", cluster) {
             return Err(eks_fault("CreateAccessEntry", cluster, retryable));
         }
         let key = self.key(cluster);
@@ -374,7 +436,7 @@ impl ClusterApi for MemEks {
 
     async fn associate_admin_policy(&self, cluster: &str, principal: &str) -> Result<(), EksError> {
         let mut w = self.aws.lock();
-        if let Some(retryable) = w.call("AssociateAccessPolicy", cluster) {
+        if let Some(retryable) = w.call(&self.account, "AssociateAccessPolicy", cluster) {
             return Err(eks_fault("AssociateAccessPolicy", cluster, retryable));
         }
         match w.entries.get_mut(&self.key(cluster)).and_then(|m| m.get_mut(principal)) {
@@ -388,7 +450,7 @@ impl ClusterApi for MemEks {
 
     async fn delete_access_entry(&self, cluster: &str, principal: &str) -> Result<bool, EksError> {
         let mut w = self.aws.lock();
-        if let Some(retryable) = w.call("DeleteAccessEntry", cluster) {
+        if let Some(retryable) = w.call(&self.account, "DeleteAccessEntry", cluster) {
             return Err(eks_fault("DeleteAccessEntry", cluster, retryable));
         }
         Ok(w.entries
@@ -398,7 +460,7 @@ impl ClusterApi for MemEks {
     }
 
     async fn caller_principal(&self) -> Result<String, AccessError> {
-        if let Some(retryable) = self.aws.lock().call("GetCallerIdentity", "") {
+        if let Some(retryable) = self.aws.lock().call(&self.account, "GetCallerIdentity", "") {
             return Err(AccessError::Sts {
                 reason: "injected".into(),
                 retryable,

@@ -152,6 +152,9 @@ pub enum BootstrapError {
     Input { path: String, reason: String },
     #[error("cannot read the fleet repo: {0}")]
     Fleet(#[from] crate::github::GithubError),
+    /// Which account and role reach the cluster cannot be decided safely.
+    #[error("cluster {cluster}: {reason}")]
+    Account { cluster: String, reason: String },
 }
 
 impl Classify for BootstrapError {
@@ -171,7 +174,8 @@ impl Classify for BootstrapError {
             | BootstrapError::Plan(_)
             | BootstrapError::Template(_)
             | BootstrapError::NoGitSecret
-            | BootstrapError::NoCell { .. } => Class::Final,
+            | BootstrapError::NoCell { .. }
+            | BootstrapError::Account { .. } => Class::Final,
         }
     }
 }
@@ -219,6 +223,15 @@ fn check_request(req: &Request) -> Result<(), BootstrapError> {
             what: "region",
             value: req.region.clone(),
             expected: "an AWS region",
+        });
+    }
+    if let Some(a) = &req.account
+        && !crate::events::bootstrap::is_account_id(a)
+    {
+        return Err(BootstrapError::InvalidRequest {
+            what: "account",
+            value: a.clone(),
+            expected: "a 12-digit AWS account id",
         });
     }
     Ok(())
@@ -357,6 +370,63 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         }
     }
 
+    /// The role that reaches the cluster (`None`: cellbridge's own identity), decided only by
+    /// the configuration and the fleet's base branch, never by a pull request:
+    /// - the cluster's account is the request's (the event's), else the account of the merged
+    ///   `bootstrap_role_arn`, else cellbridge's own;
+    /// - an account of `CELLBRIDGE_ACCOUNT_ROLES` is reached through its role there; a merged
+    ///   `bootstrap_role_arn` that names another role is refused (configuration decides, and a
+    ///   disagreement is a mistake to correct, not to guess at);
+    /// - otherwise a merged `bootstrap_role_arn` in that account is used (as before the map);
+    /// - otherwise the account must be cellbridge's own (STS GetCallerIdentity): an event from
+    ///   any other account is refused, naming the account and the variable, and nothing is
+    ///   looked up (never the home account's cluster of the same name).
+    async fn role_for(&self, req: &Request, merged: Option<&cell::Cell>) -> Result<Option<String>, BootstrapError> {
+        let refuse = |reason: String| BootstrapError::Account {
+            cluster: req.cluster.clone(),
+            reason,
+        };
+        let merged_role = merged.and_then(|c| c.bootstrap_role_arn().map(|r| (c.name.as_str(), r)));
+        let account = match (&req.account, merged_role) {
+            (Some(a), _) => Some(a.clone()),
+            (None, Some((_, role))) => config::role_account(role).map(str::to_owned),
+            (None, None) => None,
+        };
+        let Some(account) = account else {
+            return match merged_role {
+                Some((cell, role)) => Err(refuse(format!(
+                    "cell {cell}'s merged bootstrap_role_arn {role:?} is not an IAM role ARN"
+                ))),
+                None => Ok(None),
+            };
+        };
+        if let Some(configured) = self.settings.account_roles.get(&account) {
+            if let Some((cell, role)) = merged_role
+                && role != configured
+            {
+                return Err(refuse(format!(
+                    "cell {cell}'s merged bootstrap_role_arn {role} differs from {configured}, the role CELLBRIDGE_ACCOUNT_ROLES gives account {account}; the configuration decides which role is assumed: make them agree (or remove bootstrap_role_arn from the cell's metadata)"
+                )));
+            }
+            return Ok(Some(configured.clone()));
+        }
+        if let Some((cell, role)) = merged_role {
+            if config::role_account(role) == Some(account.as_str()) {
+                return Ok(Some(role.to_owned()));
+            }
+            return Err(refuse(format!(
+                "the cluster is in account {account}, but cell {cell}'s merged bootstrap_role_arn {role} is not a role of that account; set CELLBRIDGE_ACCOUNT_ROLES for {account} (the module's account_roles) and correct the cell's metadata"
+            )));
+        }
+        let home = self.accounts.home_account().await?;
+        if account == home {
+            return Ok(None);
+        }
+        Err(refuse(format!(
+            "the event is from account {account}, which is neither cellbridge's own ({home}) nor in CELLBRIDGE_ACCOUNT_ROLES: add {account}'s bootstrap role there (the module's account_roles, e.g. {{\"{account}\" = \"arn:aws:iam::{account}:role/cellbridge-bootstrap\"}}); nothing was looked up"
+        )))
+    }
+
     /// Everything that can be checked without the cluster: manifests, sync objects, and the
     /// Git credentials (fetched and validated here, before anything is applied). The sync
     /// objects are every document of the cell's `gotk-sync.yaml` ([`plan::sync_file`]), applied
@@ -399,10 +469,8 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
     ) -> Result<Report, BootstrapError> {
         let mut report = Report::new(req, BootstrapOutcome::NotACell);
         let fleet_cell = self.cell_from_fleet(fleet, req)?;
-        let role = fleet_cell
-            .as_ref()
-            .and_then(|c| c.bootstrap_role_arn())
-            .map(str::to_owned);
+        // The cluster is looked up in the account the event names, as the role decided there.
+        let role = self.role_for(req, fleet_cell.as_ref()).await?;
         let api = self.accounts.open(&req.region, role.as_deref()).await?;
 
         let info = match eks::wait_active(&api, &req.cluster, &req.region, wait, self.settings.cluster_poll).await? {
@@ -419,9 +487,20 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         let cell = match (&req.cell, info.tags.get(cell::CELL_TAG)) {
             (Some(_), _) => fleet_cell,
             (None, Some(tag)) => {
+                // A new cell's tag (its pull request still open) names a cell whose metadata
+                // is not merged yet: the role was decided without it, which is the point.
                 let c = cell::named(fleet, &req.cluster, tag, "the cluster's tag")?;
-                if c.bootstrap_role_arn().is_some() && c.bootstrap_role_arn() != role.as_deref() {
-                    tracing::warn!(cell = %c.name, "the tagged cell names a bootstrap role the cluster lookup did not use");
+                if let Some(merged) = c.bootstrap_role_arn()
+                    && Some(merged) != role.as_deref()
+                {
+                    return Err(BootstrapError::Account {
+                        cluster: req.cluster.clone(),
+                        reason: format!(
+                            "tagged cell {}'s merged bootstrap_role_arn {merged} is not the role this cluster was reached with ({}); make the cell's metadata and CELLBRIDGE_ACCOUNT_ROLES agree",
+                            c.name,
+                            role.as_deref().unwrap_or("cellbridge's own identity")
+                        ),
+                    });
                 }
                 Some(c)
             }
@@ -591,6 +670,8 @@ pub struct LocalOptions {
     pub cluster: String,
     pub region: String,
     pub cell: Option<String>,
+    /// The account the cluster is in (default: the profile's, or the merged role's).
+    pub account: Option<String>,
     /// Talk to this cluster directly; EKS is not used.
     pub kubeconfig: Option<PathBuf>,
     pub dry_run: bool,
@@ -612,6 +693,7 @@ pub async fn run_local(fleet: &LocalFleet, opts: &LocalOptions) -> Result<Report
         cluster: opts.cluster.clone(),
         region: opts.region.clone(),
         cell: opts.cell.clone(),
+        account: opts.account.clone(),
         force: opts.force,
         dry_run: opts.dry_run,
     };

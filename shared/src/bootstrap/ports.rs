@@ -68,6 +68,8 @@ pub trait Accounts: Send + Sync {
     type Api: ClusterApi;
     /// Assumes `role` when given (a refusal is [`AccessError::AssumeRole`]).
     fn open(&self, region: &str, role: Option<&str>) -> impl Future<Output = Result<Self::Api, AccessError>> + Send;
+    /// cellbridge's own account (STS GetCallerIdentity's `Account`, with its own identity).
+    fn home_account(&self) -> impl Future<Output = Result<String, AccessError>> + Send;
 }
 
 /// One connection to a cluster's Kubernetes API.

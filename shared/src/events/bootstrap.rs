@@ -14,6 +14,11 @@ pub struct Request {
     /// The cell, when the caller knows it better than the tag or the fleet repo.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cell: Option<String>,
+    /// The AWS account the cluster is in: an event's (CloudTrail's `recipientAccountId`, else
+    /// EventBridge's `account`), or the manual payload's. `None`: cellbridge's own account, or
+    /// the account of the cell's merged `bootstrap_role_arn`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
     /// Re-apply even though Flux is installed.
     #[serde(default)]
     pub force: bool,
@@ -64,6 +69,8 @@ struct ManualPayload {
     region: Option<String>,
     #[serde(default)]
     cell: Option<String>,
+    #[serde(default)]
+    account: Option<String>,
     #[serde(default)]
     force: bool,
     #[serde(default)]
@@ -162,13 +169,38 @@ pub fn parse_eventbridge(v: &Value) -> Result<BootstrapItem, BootstrapEventError
     let region = str_at(detail, &["awsRegion"])
         .or_else(|| str_at(v, &["region"]))
         .ok_or_else(|| invalid("CloudTrail CreateCluster", "no awsRegion"))?;
+    // The account the cluster was created in. CloudTrail's `recipientAccountId` is the account
+    // that received the call, whose resource it is; `userIdentity.accountId` is the caller's,
+    // which differs when a principal of another account made the call, so it is never used
+    // (https://docs.aws.amazon.com/awscloudtrail/latest/userguide/cloudtrail-event-reference-record-contents.html,
+    // https://docs.aws.amazon.com/awscloudtrail/latest/userguide/cloudtrail-event-reference-user-identity.html).
+    // EventBridge's `account` is the account the event came from, kept when a rule forwards it
+    // to another account's bus (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-events-structure.html,
+    // https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-cross-account.html).
+    let account = str_at(detail, &["recipientAccountId"])
+        .or_else(|| str_at(v, &["account"]))
+        .map(str::to_owned);
+    if let Some(a) = &account
+        && !is_account_id(a)
+    {
+        return Err(invalid(
+            "CloudTrail CreateCluster",
+            format!("account {a:?} is not a 12-digit AWS account id"),
+        ));
+    }
     Ok(BootstrapItem::Cluster(Request {
         cluster: cluster.into(),
         region: region.into(),
         cell: None,
+        account,
         force: false,
         dry_run: false,
     }))
+}
+
+/// A 12-digit AWS account id.
+pub fn is_account_id(s: &str) -> bool {
+    s.len() == 12 && s.bytes().all(|b| b.is_ascii_digit())
 }
 
 fn parse_manual(event: &Value) -> Result<Request, BootstrapEventError> {
@@ -188,10 +220,20 @@ fn parse_manual(event: &Value) -> Result<Request, BootstrapEventError> {
         .region
         .filter(|r| !r.is_empty())
         .ok_or_else(|| invalid(what, "\"bootstrap\" needs \"region\""))?;
+    let account = p.account.filter(|a| !a.is_empty());
+    if let Some(a) = &account
+        && !is_account_id(a)
+    {
+        return Err(invalid(
+            what,
+            format!("\"account\" {a:?} is not a 12-digit AWS account id"),
+        ));
+    }
     Ok(Request {
         cluster,
         region,
         cell: p.cell,
+        account,
         force: p.force,
         dry_run: p.dry_run,
     })
@@ -215,8 +257,16 @@ mod tests {
             cluster: "prod-eu-west-1".into(),
             region: "eu-west-1".into(),
             cell: None,
+            account: None,
             force: false,
             dry_run: false,
+        }
+    }
+
+    fn prod_in(account: &str) -> Request {
+        Request {
+            account: Some(account.into()),
+            ..prod()
         }
     }
 
@@ -224,7 +274,7 @@ mod tests {
     fn cloudtrail_create_cluster_sample() {
         assert_eq!(
             parse(&sample("cloudtrail-create-cluster.json")).unwrap(),
-            BootstrapEvent::Direct(BootstrapItem::Cluster(prod()))
+            BootstrapEvent::Direct(BootstrapItem::Cluster(prod_in("123456789012")))
         );
     }
 
@@ -235,7 +285,54 @@ mod tests {
         };
         assert_eq!(records.len(), 1);
         assert_eq!(records[0].message_id, "4b8d2f6a-0c1e-4a3b-9d5f-7e9a1c3b5d7f");
-        assert_eq!(records[0].item, Ok(BootstrapItem::Cluster(prod())));
+        assert_eq!(records[0].item, Ok(BootstrapItem::Cluster(prod_in("123456789012"))));
+    }
+
+    #[test]
+    fn a_cross_account_create_cluster_names_the_clusters_account() {
+        // Forwarded from account B's default bus to cellbridge's: `account` and
+        // `recipientAccountId` are B's.
+        let want = Request {
+            cluster: "payments-eu-west-1".into(),
+            ..prod_in("210987654321")
+        };
+        let e = sample("cloudtrail-create-cluster-cross-account.json");
+        assert_eq!(
+            parse(&e).unwrap(),
+            BootstrapEvent::Direct(BootstrapItem::Cluster(want.clone()))
+        );
+        // The account that received the call decides, not the caller's (another account's
+        // principal may create a cluster in B), nor the bus's.
+        let mut e2 = e.clone();
+        e2["detail"]["userIdentity"]["accountId"] = json!("123456789012");
+        e2["account"] = json!("123456789012");
+        assert_eq!(
+            parse(&e2).unwrap(),
+            BootstrapEvent::Direct(BootstrapItem::Cluster(want.clone()))
+        );
+        // Without recipientAccountId, EventBridge's account; with neither, none (home).
+        let mut e3 = e.clone();
+        e3["detail"].as_object_mut().unwrap().remove("recipientAccountId");
+        assert_eq!(
+            parse(&e3).unwrap(),
+            BootstrapEvent::Direct(BootstrapItem::Cluster(want.clone()))
+        );
+        e3.as_object_mut().unwrap().remove("account");
+        let BootstrapEvent::Direct(BootstrapItem::Cluster(r)) = parse(&e3).unwrap() else {
+            panic!()
+        };
+        assert_eq!(r.account, None);
+        let mut bad = e;
+        bad["detail"]["recipientAccountId"] = json!("2109876543");
+        assert!(matches!(parse(&bad), Err(BootstrapEventError::Invalid { .. })));
+        // A manual payload may name the account.
+        assert_eq!(
+            parse(&json!({"action": "bootstrap", "cluster": "prod-eu-west-1", "region": "eu-west-1", "account": "210987654321"}))
+                .unwrap(),
+            BootstrapEvent::Manual(prod_in("210987654321"))
+        );
+        let err = parse(&json!({"action": "bootstrap", "cluster": "c", "region": "r", "account": "x"})).unwrap_err();
+        assert!(err.to_string().contains("12-digit"), "{err}");
     }
 
     #[test]
