@@ -7,7 +7,7 @@ use serde::Serialize;
 
 /// What a failure means for whoever asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[serde(rename_all = "snake_case")]
 pub enum Class {
     /// The event, payload or input cannot be used as it is: the same input will fail again.
     InvalidInput,
@@ -28,8 +28,19 @@ impl Class {
         }
     }
 
+    /// Its name in an answer (`"class"`) and a log line.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Class::InvalidInput => "invalid_input",
+            Class::Retryable => "retryable",
+            Class::Final => "final",
+        }
+    }
+
     /// The `errorType` of a failed Lambda invocation (shown in the console, CloudWatch and the
-    /// asynchronous invocation's destination), instead of a Rust type name.
+    /// asynchronous invocation's destination), instead of a Rust type name. The handlers
+    /// return only retryable failures as Lambda errors (`crate::lambda::answer`); final and
+    /// invalid-input ones are answered as handled results.
     pub const fn error_type(self) -> &'static str {
         match self {
             Class::InvalidInput => "cellbridge.InvalidEvent",

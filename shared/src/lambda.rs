@@ -37,21 +37,93 @@ pub fn deadline_from_epoch_ms(deadline_ms: u64) -> Instant {
     Instant::now() + left
 }
 
-/// A handled invocation as Lambda gets it: the response, or, when a directly invoked run had
-/// failures (`class`), an error of their class. An SQS batch always answers with its response:
-/// the records to redeliver are in `batchItemFailures`.
+/// Whether a failure of this class is worth running again: only a retryable one. A final or
+/// invalid-input failure fails the same way every time, so redelivering it only delays the
+/// signal (the metric and the ERROR line) and, for SQS, fills the dead-letter queue hours later.
+/// The one rule both functions follow, for SQS records ([`sqs_redeliver`]) and for direct
+/// invocations ([`answer`]).
+pub const fn redeliver(class: Class) -> bool {
+    matches!(class, Class::Retryable)
+}
+
+/// One SQS record that failed: its message id, what the failure means, and why (an error
+/// message, never a secret).
+#[derive(Debug, Clone)]
+pub struct RecordFailure {
+    pub message_id: String,
+    pub class: Class,
+    pub reason: String,
+}
+
+/// The `batchItemFailures` of an SQS batch answer: the failed records a retry may fix. The
+/// others are left out, so Lambda deletes them from the queue (with `ReportBatchItemFailures`,
+/// the records not listed count as processed:
+/// <https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html>); each is
+/// logged at ERROR naming the record and the reason, next to its metric.
+pub fn sqs_redeliver(function: &str, failed: impl IntoIterator<Item = RecordFailure>) -> Vec<String> {
+    let mut ids = Vec::new();
+    for f in failed {
+        if redeliver(f.class) {
+            tracing::warn!(function, message_id = %f.message_id, error = %f.reason, "SQS record failed; redelivered after the queue's visibility timeout");
+            ids.push(f.message_id);
+        } else {
+            tracing::error!(function, message_id = %f.message_id, class = f.class.as_str(), error = %f.reason, "SQS record failed for good; not redelivered (deleted from the queue)");
+        }
+    }
+    ids
+}
+
+/// A handled invocation as Lambda gets it. An SQS batch always answers with its response: the
+/// records to redeliver are in `batchItemFailures` ([`sqs_redeliver`]). A direct invocation
+/// (console, `aws lambda invoke`, EventBridge Scheduler's asynchronous invocation) whose
+/// failures are all retryable is a Lambda error (`cellbridge.Retryable`), so the asynchronous
+/// invocation's retries run it again. A final or invalid-input failure is answered as a handled
+/// result, the response with `"class"` (and `"error"`): Lambda retries any returned error of an
+/// asynchronous invocation
+/// (<https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html>), and
+/// that run would fail the same way.
 pub fn answer(
     function: &str,
-    response: serde_json::Value,
+    mut response: serde_json::Value,
     class: Option<Class>,
 ) -> Result<serde_json::Value, Diagnostic> {
     match class {
         Some(class) if response.get("batchItemFailures").is_none() => {
-            let note = if class == Class::Retryable { " (retryable)" } else { "" };
-            Err(failure(class, format!("{function} failed{note}: {response}")))
+            if redeliver(class) {
+                return Err(failure(class, format!("{function} failed (retryable): {response}")));
+            }
+            tracing::error!(
+                function,
+                class = class.as_str(),
+                "{function} failed for good; answered as handled, not retried"
+            );
+            if let Some(o) = response.as_object_mut() {
+                o.entry("error")
+                    .or_insert_with(|| serde_json::Value::String(format!("{function} failed ({})", class.as_str())));
+                o.insert("class".into(), class.as_str().into());
+                Ok(response)
+            } else {
+                Ok(
+                    serde_json::json!({"error": format!("{function} failed ({})", class.as_str()), "class": class.as_str(), "result": response}),
+                )
+            }
         }
         _ => Ok(response),
     }
+}
+
+/// A run that failed before it had a response (an event it cannot read, a fleet repo it cannot
+/// list): [`answer`] with `{"error": message}`.
+pub fn answer_error(
+    function: &str,
+    class: Class,
+    message: impl std::fmt::Display,
+) -> Result<serde_json::Value, Diagnostic> {
+    answer(
+        function,
+        serde_json::json!({ "error": message.to_string() }),
+        Some(class),
+    )
 }
 
 /// A service built from a checked configuration `C` on first use.
@@ -92,19 +164,65 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_failed_direct_run_is_an_error_of_its_class_and_an_sqs_batch_never_is() {
+    fn a_failed_direct_run_is_an_error_only_when_retryable_and_an_sqs_batch_never_is() {
         let direct = serde_json::json!({"cells": [{"action": "failed"}]});
-        let e = answer("state-sync", direct, Some(Class::Retryable)).unwrap_err();
+        let e = answer("state-sync", direct.clone(), Some(Class::Retryable)).unwrap_err();
         assert_eq!(e.error_type, "cellbridge.Retryable");
         assert!(
             e.error_message.starts_with("state-sync failed (retryable): "),
             "{}",
             e.error_message
         );
+        // Final and invalid input: handled, saying so, so that no asynchronous retry runs it again.
+        let ok = answer("state-sync", direct, Some(Class::Final)).unwrap();
+        assert_eq!(ok["class"], "final");
+        assert_eq!(ok["error"], "state-sync failed (final)");
+        assert_eq!(ok["cells"][0]["action"], "failed");
+        let ok = answer(
+            "cluster-bootstrap",
+            serde_json::json!({"error": "no cell"}),
+            Some(Class::Final),
+        )
+        .unwrap();
+        assert_eq!(ok, serde_json::json!({"error": "no cell", "class": "final"}));
+        let ok = answer_error("cluster-bootstrap", Class::InvalidInput, "event: not JSON").unwrap();
+        assert_eq!(
+            ok,
+            serde_json::json!({"error": "event: not JSON", "class": "invalid_input"})
+        );
+        let e = answer_error("cluster-bootstrap", Class::Retryable, "GitHub: 502").unwrap_err();
+        assert_eq!(e.error_type, "cellbridge.Retryable");
+        assert!(e.error_message.contains("GitHub: 502"), "{}", e.error_message);
+
         let batch = serde_json::json!({"batchItemFailures": [{"itemIdentifier": "m1"}]});
         assert_eq!(answer("state-sync", batch.clone(), Some(Class::Final)).unwrap(), batch);
+        assert_eq!(
+            answer("state-sync", batch.clone(), Some(Class::Retryable)).unwrap(),
+            batch
+        );
         let ok = serde_json::json!({"outcome": "bootstrapped"});
         assert_eq!(answer("cluster-bootstrap", ok.clone(), None).unwrap(), ok);
+    }
+
+    #[test]
+    fn only_retryable_records_go_back_to_the_queue() {
+        let f = |id: &str, class| RecordFailure {
+            message_id: id.into(),
+            class,
+            reason: format!("{id} failed"),
+        };
+        let ids = sqs_redeliver(
+            "cluster-bootstrap",
+            [
+                f("m1", Class::Final),
+                f("m2", Class::Retryable),
+                f("m3", Class::InvalidInput),
+                f("m4", Class::Retryable),
+            ],
+        );
+        assert_eq!(ids, ["m2", "m4"]);
+        assert!(redeliver(Class::Retryable));
+        assert!(!redeliver(Class::Final) && !redeliver(Class::InvalidInput));
     }
 
     #[test]

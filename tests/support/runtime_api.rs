@@ -151,13 +151,15 @@ pub fn assert_clients_built_once(out: &str) -> Value {
     line
 }
 
-/// Asserts that an answer is a failed invocation that could not read its event.
+/// Asserts that an answer is a handled invocation that could not read its event: answered with
+/// `"class": "invalid_input"` and the error, not a Lambda error (which an asynchronous
+/// invocation would retry, to fail the same way).
 pub fn assert_invalid_event(answer: &Answer) {
-    let Answer::Error(err) = answer else {
-        panic!("expected a failed invocation: {answer:?}")
+    let Answer::Response(resp) = answer else {
+        panic!("expected a handled invocation: {answer:?}")
     };
-    assert_eq!(err["errorType"], "cellbridge.InvalidEvent", "{err}");
-    assert!(err["errorMessage"].as_str().unwrap().contains("event"), "{err}");
+    assert_eq!(resp["class"], "invalid_input", "{resp}");
+    assert!(resp["error"].as_str().unwrap().contains("event"), "{resp}");
 }
 
 impl Drop for Function {

@@ -15,6 +15,7 @@ use crate::events::bootstrap::{self as ev, BootstrapEvent, BootstrapItem};
 use crate::events::sync::batch_response;
 use crate::fleet::{FleetRead, LocalFleet};
 use crate::github::{GithubConfig, GithubError, GithubFleet, GithubRepo};
+use crate::lambda::{RecordFailure, sqs_redeliver};
 use crate::metrics::{self, Metrics};
 use crate::pause::{self, Pause};
 use crate::secrets::SecretStore;
@@ -157,7 +158,13 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
         mut switch: Option<Pause>,
         metrics: &Metrics<'_>,
     ) -> Result<BootstrapInvocation, BootstrapError> {
-        let parsed = ev::parse(event)?;
+        let parsed = match ev::parse(event) {
+            Ok(p) => p,
+            Err(e) => {
+                metrics.count(metrics::failure_outcome(Class::InvalidInput), &[]);
+                return Err(e.into());
+            }
+        };
         let requests: Vec<(Option<String>, Result<BootstrapItem, ev::BootstrapEventError>)> = match parsed {
             BootstrapEvent::Manual(r) => vec![(None, Ok(BootstrapItem::Cluster(r)))],
             BootstrapEvent::Direct(item) => vec![(None, Ok(item))],
@@ -178,7 +185,16 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
                         metrics.count(metrics::failure_outcome(e.class()), &[("cluster", cluster)]);
                     }
                     if is_sqs {
-                        let ids = requests.into_iter().filter_map(|(id, _)| id);
+                        let reason = format!("cannot read the fleet repo: {e}");
+                        let failed = requests
+                            .into_iter()
+                            .filter_map(|(id, _)| id)
+                            .map(|message_id| RecordFailure {
+                                message_id,
+                                class: e.class(),
+                                reason: reason.clone(),
+                            });
+                        let ids = sqs_redeliver("cluster-bootstrap", failed);
                         return Ok(BootstrapInvocation {
                             response: serde_json::to_value(batch_response(ids)).unwrap_or_default(),
                             class: Some(e.class()),
@@ -204,7 +220,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
             }
         }
         let mut results = Vec::new();
-        let mut failed_ids = Vec::new();
+        let mut failed_records = Vec::new();
         let mut failures = Vec::new();
         for (id, item) in requests {
             let cluster = match &item {
@@ -240,12 +256,15 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
                         .saturating_duration_since(Instant::now())
                         .saturating_sub(INSTALL_RESERVE);
                     // Boxed: the whole bootstrap is one deep future, kept off the caller's stack.
-                    let run = Box::pin(self.bootstrapper.run_until(
+                    // The install stops before the deadline, leaving time to delete the access
+                    // entry (`RELEASE_RESERVE`).
+                    let run = Box::pin(self.bootstrapper.run_before(
                         base.fleet.as_ref(),
                         base.branch.as_deref(),
                         &req,
                         Target::Eks,
                         Some(left),
+                        Some(deadline),
                     ));
                     match run.await {
                         Ok(rep) if rep.outcome == BootstrapOutcome::ClusterNotReady => {
@@ -283,15 +302,23 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
                 Ok(v) => results.push(v),
                 Err((e, class)) => {
                     failures.push(class);
-                    results.push(json!({"error": e}));
-                    if let Some(id) = id {
-                        failed_ids.push(id);
+                    if let Some(message_id) = id {
+                        failed_records.push(RecordFailure {
+                            message_id,
+                            class,
+                            reason: e.clone(),
+                        });
                     }
+                    results.push(json!({"error": e}));
                 }
             }
         }
         let response = if is_sqs {
-            serde_json::to_value(batch_response(failed_ids)).unwrap_or_default()
+            // Only what a retry may fix goes back to the queue; a final failure (a cluster that
+            // is no cell, a CONFIG_MAP-only cluster, a bad Git secret) is deleted after its
+            // metric and ERROR line instead of coming back for hours.
+            let ids = sqs_redeliver("cluster-bootstrap", failed_records);
+            serde_json::to_value(batch_response(ids)).unwrap_or_default()
         } else {
             results.into_iter().next().unwrap_or(Value::Null)
         };
@@ -302,22 +329,31 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
     }
 }
 
-/// The Lambda handler: the report, an SQS batch answer, or an error (so that a directly
-/// invoked bootstrap is retried by EventBridge).
+/// The Lambda handler: the report or an SQS batch answer ([`crate::lambda::answer`]). An SQS
+/// batch lists the records to redeliver (retryable failures only); a direct invocation fails as
+/// a Lambda error only when its failure is retryable (so EventBridge or the asynchronous
+/// invocation runs it again), and answers a final or invalid-input failure as a handled result
+/// with its `"class"`.
 pub async fn lambda_handler<A: Accounts, K: KubeConnect, S: SecretStore>(
     service: &BootstrapService<A, K, S>,
     event: lambda_runtime::LambdaEvent<Value>,
 ) -> Result<Value, lambda_runtime::Diagnostic> {
-    use crate::lambda::{answer, deadline_from_epoch_ms, failure};
+    use crate::lambda::{answer, answer_error, deadline_from_epoch_ms};
+    const NAME: &str = "cluster-bootstrap";
     let deadline = deadline_from_epoch_ms(event.context.deadline);
     // Both were checked at init (`Config::from_env`); the pause switch before anything else.
-    let switch = pause::from_env().map_err(|e| failure(Class::Final, e))?;
-    let metrics = Metrics::from_env("cluster-bootstrap", &metrics::Stdout).map_err(|e| failure(Class::Final, e))?;
-    let inv = service
-        .handle_with(&event.payload, deadline, switch, &metrics)
-        .await
-        .map_err(|e| failure(e.class(), e))?;
-    answer("cluster-bootstrap", inv.response, inv.class)
+    let switch = match pause::from_env() {
+        Ok(s) => s,
+        Err(e) => return answer_error(NAME, Class::Final, e),
+    };
+    let metrics = match Metrics::from_env(NAME, &metrics::Stdout) {
+        Ok(m) => m,
+        Err(e) => return answer_error(NAME, Class::Final, e),
+    };
+    match service.handle_with(&event.payload, deadline, switch, &metrics).await {
+        Ok(inv) => answer(NAME, inv.response, inv.class),
+        Err(e) => answer_error(NAME, e.class(), e),
+    }
 }
 
 /// `cellbridge invoke cluster-bootstrap --event FILE [--fleet DIR]`: the handler on an event

@@ -343,11 +343,29 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         target: Target<'_>,
         cluster_wait: Option<std::time::Duration>,
     ) -> Result<Report, BootstrapError> {
+        self.run_before(fleet, base_branch, req, target, cluster_wait, None)
+            .await
+    }
+
+    /// [`Self::run_until`] within a Lambda invocation ending at `deadline`: the install (apply
+    /// and waits) stops [`RELEASE_RESERVE`] before it, so that the temporary access entry is
+    /// still deleted in time; a run cut short fails retryably naming what is left
+    /// ([`apply::ApplyError::OutOfTime`]), and the next delivery completes it.
+    pub async fn run_before(
+        &self,
+        fleet: &dyn FleetRead,
+        base_branch: Option<&str>,
+        req: &Request,
+        target: Target<'_>,
+        cluster_wait: Option<std::time::Duration>,
+        deadline: Option<Instant>,
+    ) -> Result<Report, BootstrapError> {
         let start = Instant::now();
         check_request(req)?;
         let wait = cluster_wait.map_or(self.settings.cluster_wait, |w| w.min(self.settings.cluster_wait));
+        let install_by = deadline.map(|d| d.checked_sub(RELEASE_RESERVE).unwrap_or(start));
         let mut report = match target {
-            Target::Eks => Box::pin(self.run_eks(fleet, base_branch, req, wait)).await?,
+            Target::Eks => Box::pin(self.run_eks(fleet, base_branch, req, wait, install_by)).await?,
             Target::Kubeconfig(path) => Box::pin(self.run_kubeconfig(fleet, base_branch, req, path)).await?,
         };
         report.duration_ms = start.elapsed().as_millis() as u64;
@@ -466,6 +484,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         base_branch: Option<&str>,
         req: &Request,
         wait: std::time::Duration,
+        install_by: Option<Instant>,
     ) -> Result<Report, BootstrapError> {
         let mut report = Report::new(req, BootstrapOutcome::NotACell);
         let fleet_cell = self.cell_from_fleet(fleet, req)?;
@@ -534,8 +553,17 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         let grant = access::ensure(&api, &req.cluster, &principal).await?;
         let result = match api.kube_auth(&req.cluster, endpoint, ca_pem).await {
             Ok(auth) => {
-                self.install(auth, grant.temporary, &cell.name, req, prepared, &mut report)
-                    .await
+                let steps: Vec<String> = prepared.steps.iter().map(|s| s.target.to_string()).collect();
+                let install = self.install(auth, grant.temporary, &cell.name, req, prepared, &mut report);
+                match install_by {
+                    None => install.await,
+                    // Bounded, so that the access entry below is deleted before the invocation
+                    // ends (a Lambda timeout would leave it until the next run).
+                    Some(by) => match tokio::time::timeout_at(by.into(), install).await {
+                        Ok(r) => r,
+                        Err(_) => cut_short(req, &cell.name, &steps, &mut report),
+                    },
+                }
             }
             Err(e) => Err(e.into()),
         };
@@ -662,6 +690,39 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         }
         Ok(())
     }
+}
+
+/// Time kept at the end of an invocation to delete the temporary access entry (DeleteAccessEntry,
+/// with the SDK's retries) after an install the deadline cut short.
+pub const RELEASE_RESERVE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The answer of an install the deadline stopped: everything applied and only the
+/// GitRepository's first Ready not seen is a bootstrap (Ready is reported, not required);
+/// otherwise a retryable error naming what is left, for the next delivery to complete.
+fn cut_short(req: &Request, cell: &str, steps: &[String], report: &mut Report) -> Result<(), BootstrapError> {
+    if report.outcome == BootstrapOutcome::Bootstrapped {
+        tracing::warn!(cluster = %req.cluster, cell, "deadline reached while waiting for GitRepository flux-system to be Ready; everything is applied");
+        return Ok(());
+    }
+    let done = report.objects.len().min(steps.len());
+    let rest = &steps[done..];
+    const NAMED: usize = 5;
+    let mut left = rest.iter().take(NAMED).cloned().collect::<Vec<_>>().join(", ");
+    if rest.len() > NAMED {
+        left.push_str(&format!(" and {} more", rest.len() - NAMED));
+    }
+    if rest.is_empty() {
+        left = "none".into();
+    }
+    Err(BootstrapError::Apply {
+        cluster: req.cluster.clone(),
+        cell: cell.to_owned(),
+        source: Box::new(apply::ApplyError::OutOfTime {
+            applied: done,
+            total: steps.len(),
+            left,
+        }),
+    })
 }
 
 /// What the command line's `cellbridge bootstrap` passes.

@@ -37,24 +37,31 @@ pub async fn service_from_env() -> Result<SyncService, SyncError> {
     Ok(service_with(SyncConfig::from_env()?).await)
 }
 
-/// The Lambda handler: the invocation's answer, or an error when a directly invoked sync failed
-/// (so the asynchronous invocation is retried). SQS batches always answer with the records to
-/// redeliver.
+/// The Lambda handler: the invocation's answer ([`crate::lambda::answer`]): an SQS batch lists
+/// the records to redeliver (retryable failures only); a direct invocation fails as a Lambda
+/// error only when its failures are retryable (so the asynchronous invocation is retried), and
+/// answers a final or invalid-input failure as a handled result with its `"class"`.
 pub async fn lambda_handler<S: StateSource, G: GithubRepo>(
     service: &Syncer<S, G>,
     event: lambda_runtime::LambdaEvent<Value>,
 ) -> Result<Value, lambda_runtime::Diagnostic> {
-    use crate::lambda::{answer, deadline_from_epoch_ms, failure};
+    use crate::lambda::{answer, answer_error, deadline_from_epoch_ms};
     use crate::metrics::{Metrics, Stdout};
+    const NAME: &str = "state-sync";
     let deadline = deadline_from_epoch_ms(event.context.deadline);
     // Both were checked at init (`SyncConfig::from_env`); the pause switch before anything else.
-    let switch = crate::pause::from_env().map_err(|e| failure(Class::Final, e))?;
-    let metrics = Metrics::from_env("state-sync", &Stdout).map_err(|e| failure(Class::Final, e))?;
-    let inv = service
-        .handle_with(&event.payload, deadline, switch, &metrics)
-        .await
-        .map_err(|e| failure(e.class(), e))?;
-    answer("state-sync", inv.response, inv.class)
+    let switch = match crate::pause::from_env() {
+        Ok(s) => s,
+        Err(e) => return answer_error(NAME, Class::Final, e),
+    };
+    let metrics = match Metrics::from_env(NAME, &Stdout) {
+        Ok(m) => m,
+        Err(e) => return answer_error(NAME, Class::Final, e),
+    };
+    match service.handle_with(&event.payload, deadline, switch, &metrics).await {
+        Ok(inv) => answer(NAME, inv.response, inv.class),
+        Err(e) => answer_error(NAME, e.class(), e),
+    }
 }
 
 /// `cellbridge invoke state-sync --event FILE`: runs the handler locally on an event file

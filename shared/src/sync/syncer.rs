@@ -142,13 +142,29 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         switch: Option<Pause>,
         metrics: &Metrics<'_>,
     ) -> Result<SyncInvocation, SyncError> {
-        let (items, dry_run, records) = match events::parse(event)? {
+        let parsed = match events::parse(event) {
+            Ok(p) => p,
+            Err(e) => {
+                let e = SyncError::from(e);
+                // No cell to name: one record for the invocation, so that a final failure,
+                // which no retry brings back, is still counted.
+                metrics.count(metrics::failure_outcome(e.class()), &[]);
+                return Err(e);
+            }
+        };
+        let (items, dry_run, records) = match parsed {
             SyncEvent::Direct(items) => (items, false, None),
             // Listing every state is reading: a paused sync-all lists nothing.
             SyncEvent::Manual {
                 request: Manual::All, ..
             } if switch.is_some() => (Vec::new(), false, None),
-            SyncEvent::Manual { request, dry_run } => (self.manual_items(request, deadline).await?, dry_run, None),
+            SyncEvent::Manual { request, dry_run } => match self.manual_items(request, deadline).await {
+                Ok(items) => (items, dry_run, None),
+                Err(e) => {
+                    metrics.count(metrics::failure_outcome(e.class()), &[]);
+                    return Err(e);
+                }
+            },
             SyncEvent::Sqs(records) => {
                 let items = records
                     .iter()
@@ -187,7 +203,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         if results.is_empty() && switch.is_some() {
             metrics.count("paused", &[]);
         }
-        let failed_ids = records.map(|records| sqs_failures(&records, &results));
+        let failed_ids = records.map(|records| sqs_failures(&records, &results, metrics));
         let mut inv = finish(results, failed_ids);
         if let Some(p) = switch {
             inv.response["paused"] = serde_json::to_value(p).unwrap_or_default();
@@ -440,29 +456,54 @@ fn unique_objects(items: &[SyncItem]) -> Vec<StateObject> {
     objects.into_values().collect()
 }
 
-/// The SQS records to redeliver: those naming a state whose failure a retry may fix.
-fn sqs_failures(records: &[SyncSqsRecord], results: &[CellResult]) -> Vec<String> {
-    let mut failed_ids = Vec::new();
+/// The SQS records to redeliver: those naming a state whose failure a retry may fix
+/// ([`crate::lambda::sqs_redeliver`], the rule cluster-bootstrap follows too). A record whose
+/// states failed only for good, or whose body cannot be read, is deleted with an ERROR line
+/// (and, for the body, a `refused` metric: its states have no result of their own).
+fn sqs_failures(records: &[SyncSqsRecord], results: &[CellResult], metrics: &Metrics<'_>) -> Vec<String> {
+    use crate::lambda::{RecordFailure, sqs_redeliver};
+    let mut failed = Vec::new();
     for r in records {
         match &r.items {
-            // A body nobody can read will not read better later: log it, drop it.
+            // A body nobody can read will not read better later.
             Err(e) => {
-                tracing::error!(message_id = %r.message_id, error = %e, "SQS message is not a state-sync event; dropped")
+                metrics.count(metrics::failure_outcome(Class::InvalidInput), &[]);
+                failed.push(RecordFailure {
+                    message_id: r.message_id.clone(),
+                    class: Class::InvalidInput,
+                    reason: format!("not a state-sync event: {e}"),
+                });
             }
             Ok(items) => {
-                let retry = items.iter().any(|i| match i {
-                    SyncItem::Object(o) => results
-                        .iter()
-                        .any(|c| c.bucket == o.bucket && c.key == o.key && c.action == "failed" && c.retryable),
-                    SyncItem::Ignored { .. } => false,
-                });
-                if retry {
-                    failed_ids.push(r.message_id.clone());
+                let failures: Vec<&CellResult> = items
+                    .iter()
+                    .filter_map(|i| match i {
+                        SyncItem::Object(o) => results
+                            .iter()
+                            .find(|c| c.bucket == o.bucket && c.key == o.key && c.failed()),
+                        SyncItem::Ignored { .. } => None,
+                    })
+                    .collect();
+                if failures.is_empty() {
+                    continue;
                 }
+                // Redelivered when any of its states may sync later; the others fail again,
+                // counted again, which is cheaper than losing the one that would have worked.
+                let retry = failures.iter().any(|c| c.action == "failed" && c.retryable);
+                let reason = failures
+                    .iter()
+                    .map(|c| format!("{}: {}", c.key, c.error.as_deref().unwrap_or(&c.action)))
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                failed.push(RecordFailure {
+                    message_id: r.message_id.clone(),
+                    class: if retry { Class::Retryable } else { Class::Final },
+                    reason,
+                });
             }
         }
     }
-    failed_ids
+    sqs_redeliver("state-sync", failed)
 }
 
 impl CellResult {

@@ -1312,3 +1312,187 @@ async fn a_tagged_cells_merged_role_must_be_the_role_the_cluster_was_reached_wit
         bed.accounts().calls()
     );
 }
+
+// ---- retry only what may succeed (issue 15): SQS and direct invocations ----
+
+#[tokio::test]
+async fn on_sqs_a_final_failure_is_dropped_and_counted_and_only_a_retryable_one_comes_back() {
+    use cellbridge::metrics::{Captured, Metrics};
+    let captured = Captured::default();
+    let metrics = Metrics::new("cluster-bootstrap", &captured);
+    let svc = service(bed(), Fleet(Ok(fleet(&[])), Some("main")));
+    svc.bootstrapper.kube().fail("apply", "Deployment", 100, 503);
+    // m0: EKS knows no such cluster (final); m1: the cluster answers 503 (retryable); m2: a body
+    // that is no event at all (invalid input).
+    let mut event = sqs(&[created("never-made"), created(CLUSTER)]);
+    event["Records"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"messageId": "m2", "body": "not JSON", "eventSource": "aws:sqs"}));
+    let inv = svc.handle_with(&event, deadline(), None, &metrics).await.unwrap();
+    assert_eq!(
+        inv.response["batchItemFailures"],
+        json!([{"itemIdentifier": "m1"}]),
+        "{}",
+        inv.response
+    );
+    assert_eq!(inv.class, Some(Class::Final), "{}", inv.response);
+    assert_eq!(
+        captured.outcomes().into_iter().map(|(o, _)| o).collect::<Vec<_>>(),
+        ["failed_final", "retried", "refused"]
+    );
+    // The access entry of the retryable run is gone: nothing is left for the redelivery to find.
+    assert!(svc.bootstrapper.accounts().entries(REGION, CLUSTER).is_empty());
+
+    // A batch of final failures only: nothing comes back.
+    // m1: a CONFIG_MAP-only cluster, which no access entry can reach.
+    let b = bed();
+    b.accounts()
+        .add_cluster(MemCluster::active(CLUSTER, REGION).authentication_mode("CONFIG_MAP"));
+    let svc = service(b, Fleet(Ok(fleet(&[])), Some("main")));
+    let inv = svc
+        .handle(&sqs(&[created("never-made"), created(CLUSTER)]), deadline())
+        .await
+        .unwrap();
+    assert_eq!(inv.response["batchItemFailures"], json!([]), "{}", inv.response);
+    assert_eq!(inv.class, Some(Class::Final));
+
+    // The fleet repo cannot be read for good (GitHub refuses): no record comes back.
+    let refused = || GithubError::Api {
+        what: "GET /repos/acme/fleet/tarball/main".into(),
+        status: 404,
+        message: "Not Found".into(),
+    };
+    let svc = service(bed(), Fleet(Err(refused), None));
+    let inv = svc.handle(&sqs(&[created(CLUSTER)]), deadline()).await.unwrap();
+    assert_eq!(inv.response["batchItemFailures"], json!([]), "{}", inv.response);
+    assert_eq!(inv.class, Some(Class::Final));
+}
+
+async fn direct(
+    svc: &BootstrapService<MemAws, MemKube, MemSecrets>,
+    event: Value,
+) -> Result<Value, lambda_runtime::Diagnostic> {
+    let mut ctx = lambda_runtime::Context::default();
+    ctx.deadline = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 600_000;
+    cellbridge::bootstrap::handler::lambda_handler(svc, lambda_runtime::LambdaEvent::new(event, ctx)).await
+}
+
+#[tokio::test]
+async fn directly_invoked_a_final_failure_is_a_handled_answer_and_only_a_retryable_one_a_lambda_error() {
+    let svc = service(bed(), Fleet(Ok(fleet(&[])), Some("main")));
+    // Final: answered (Lambda retries a returned error of an asynchronous invocation).
+    let ok = direct(&svc, created("never-made")).await.unwrap();
+    assert_eq!(ok["class"], "final", "{ok}");
+    assert!(ok["error"].as_str().unwrap().contains("never-made"), "{ok}");
+    // Invalid input: the same.
+    let ok = direct(&svc, json!({"hello": "world"})).await.unwrap();
+    assert_eq!(ok["class"], "invalid_input", "{ok}");
+    // Retryable: a Lambda error, retried by EventBridge and asynchronous invocation.
+    svc.bootstrapper.kube().fail("apply", "Deployment", 100, 503);
+    let err = direct(&svc, created(CLUSTER)).await.unwrap_err();
+    assert_eq!(err.error_type, "cellbridge.Retryable", "{}", err.error_message);
+    assert!(err.error_message.contains("503"), "{}", err.error_message);
+    assert!(!err.error_message.contains(PASSWORD));
+    assert!(svc.bootstrapper.accounts().entries(REGION, CLUSTER).is_empty());
+}
+
+/// [`MemKube`] whose every apply takes `delay`: an API server slower than the invocation.
+struct SlowKube(MemKube, Duration);
+struct SlowKubeApi(<MemKube as cellbridge::bootstrap::KubeConnect>::Api, Duration);
+
+impl cellbridge::bootstrap::KubeConnect for SlowKube {
+    type Api = SlowKubeApi;
+    async fn connect(
+        &self,
+        auth: cellbridge::bootstrap::ClusterAuth,
+        tuning: &Tuning,
+        fresh_entry: bool,
+    ) -> Result<SlowKubeApi, cellbridge::bootstrap::apply::ApplyError> {
+        Ok(SlowKubeApi(self.0.connect(auth, tuning, fresh_entry).await?, self.1))
+    }
+}
+
+impl cellbridge::bootstrap::KubeApi for SlowKubeApi {
+    async fn exists(
+        &mut self,
+        target: &cellbridge::bootstrap::KubeRef,
+        plural: &str,
+    ) -> Result<bool, cellbridge::bootstrap::apply::ApplyError> {
+        self.0.exists(target, plural).await
+    }
+    async fn apply(
+        &mut self,
+        step: &cellbridge::bootstrap::plan::Step,
+    ) -> Result<cellbridge::bootstrap::Applied, cellbridge::bootstrap::apply::ApplyError> {
+        tokio::time::sleep(self.1).await;
+        self.0.apply(step).await
+    }
+    async fn wait_established(&mut self, crds: &[String]) -> Result<(), cellbridge::bootstrap::apply::ApplyError> {
+        self.0.wait_established(crds).await
+    }
+    async fn wait_source_ready(
+        &mut self,
+        target: &cellbridge::bootstrap::KubeRef,
+    ) -> Result<SourceStatus, cellbridge::bootstrap::apply::ApplyError> {
+        self.0.wait_source_ready(target).await
+    }
+}
+
+#[tokio::test]
+async fn an_install_slower_than_the_invocation_stops_before_the_deadline_and_gives_access_back() {
+    use cellbridge::bootstrap::RELEASE_RESERVE;
+    let secrets = || {
+        let s = MemSecrets::new();
+        s.put(GIT_SECRET, json!({"username": "git", "password": PASSWORD}).to_string());
+        s
+    };
+    let aws = MemAws::new(FUNCTION_ROLE);
+    aws.add_cluster(MemCluster::active(CLUSTER, REGION));
+    let kube = MemKube::new(&aws);
+    let slow = Bootstrapper::with_ports(
+        aws.clone(),
+        SlowKube(kube.clone(), Duration::from_millis(100)),
+        secrets(),
+        settings(),
+    );
+    let start = Instant::now();
+    // 350 ms for the install, then the reserve for the access entry.
+    let deadline = start + RELEASE_RESERVE + Duration::from_millis(350);
+    let err = slow
+        .run_before(&fleet(&[]), Some("main"), &request(), Target::Eks, None, Some(deadline))
+        .await
+        .unwrap_err();
+    assert!(
+        start.elapsed() < Duration::from_millis(1500),
+        "ran {:?}",
+        start.elapsed()
+    );
+    assert_eq!(err.class(), Class::Retryable, "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("deadline") && msg.contains("left: "), "{msg}");
+    assert!(msg.contains(CLUSTER), "{msg}");
+    let applied = slow.kube().0.applied();
+    assert!(!applied.is_empty() && applied.len() < 8, "{applied:?}");
+    assert!(
+        aws.entries(REGION, CLUSTER).is_empty(),
+        "the temporary access entry is deleted before the deadline"
+    );
+    assert!(
+        slow.accounts()
+            .calls()
+            .iter()
+            .any(|c| c.starts_with("DeleteAccessEntry"))
+    );
+
+    // The next delivery, with time enough, completes it.
+    let report = Bootstrapper::with_ports(aws.clone(), kube, secrets(), settings())
+        .run(&fleet(&[]), &request(), Target::Eks)
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
+}

@@ -986,3 +986,98 @@ async fn every_cell_result_is_one_metric_record_with_the_cell_as_a_property() {
         assert!(!r.to_string().contains("vpc-"), "no value in a record: {r}");
     }
 }
+
+/// An SQS record naming one state (EventBridge's `Object Created` in the body).
+fn sqs_record(id: &str, cell: &str) -> Value {
+    json!({"messageId": id, "eventSource": "aws:sqs", "body": json!({
+        "source": "aws.s3", "detail-type": "Object Created",
+        "detail": {"bucket": {"name": BUCKET}, "object": {"key": format!("cells/{cell}/terraform.tfstate")}},
+    }).to_string()})
+}
+
+/// A state whose outputs look like a secret: refused, for good.
+fn refused_state(bed: &Bed, cell: &str) {
+    let text = state(cell, 1, "vpc-1").replace(
+        "\"podinfo_replicas\":\"2\"",
+        "\"api_token\":\"ghp_0123456789abcdefghijklmnopqrstuvwxyzAB\"",
+    );
+    bed.states.put(BUCKET, &format!("cells/{cell}/terraform.tfstate"), text);
+}
+
+#[tokio::test]
+async fn on_sqs_only_a_retryable_failure_is_redelivered_and_a_final_or_unreadable_record_is_counted_and_dropped() {
+    use cellbridge::error::Class;
+    use cellbridge::metrics::{Captured, Metrics};
+    let bed = bed();
+    refused_state(&bed, "eu-c1");
+    apply(&bed, "eu-c2", 1, "vpc-1");
+    bed.fleet.fail(&ops::PULLS_CREATE, 1, Fault::Transient);
+    let captured = Captured::default();
+    let metrics = Metrics::new("state-sync", &captured);
+    let mut event = json!({"Records": [sqs_record("m1", "eu-c1"), sqs_record("m2", "eu-c2")]});
+    event["Records"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"messageId": "m3", "eventSource": "aws:sqs", "body": "not JSON"}));
+    let inv = bed.handle_with(&event, deadline(), None, &metrics).await.unwrap();
+    assert_eq!(
+        inv.response["batchItemFailures"],
+        json!([{"itemIdentifier": "m2"}]),
+        "{}",
+        inv.response
+    );
+    assert_eq!(inv.class, Some(Class::Final), "{}", inv.response);
+    assert_eq!(
+        captured.outcomes().into_iter().map(|(o, _)| o).collect::<Vec<_>>(),
+        ["refused", "retried", "refused"],
+        "{:?}",
+        captured.records()
+    );
+    // The redelivered record converges; the refused one was never to come back.
+    let inv = bed
+        .handle_with(
+            &json!({"Records": [sqs_record("m2", "eu-c2")]}),
+            deadline(),
+            None,
+            &metrics,
+        )
+        .await
+        .unwrap();
+    assert_eq!(inv.response["batchItemFailures"], json!([]), "{}", inv.response);
+    assert_eq!(inv.response["cells"][0]["action"], "opened", "{}", inv.response);
+}
+
+async fn direct(bed: &Bed, event: Value) -> Result<Value, lambda_runtime::Diagnostic> {
+    let mut ctx = lambda_runtime::Context::default();
+    ctx.deadline = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 60_000;
+    cellbridge::sync::lambda_handler(bed, lambda_runtime::LambdaEvent::new(event, ctx)).await
+}
+
+#[tokio::test]
+async fn directly_invoked_a_final_failure_is_a_handled_answer_and_only_a_retryable_one_a_lambda_error() {
+    let bed = bed();
+    refused_state(&bed, "eu-c1");
+    apply(&bed, "eu-c2", 1, "vpc-1");
+    // Final: answered, not an error, so the asynchronous invocation does not run it again.
+    let ok = direct(&bed, json!({"action": "sync", "cell": "eu-c1"})).await.unwrap();
+    assert_eq!(ok["class"], "final", "{ok}");
+    assert_eq!(ok["cells"][0]["action"], "refused", "{ok}");
+    assert!(ok["error"].is_string(), "{ok}");
+    assert!(!ok.to_string().contains("ghp_"), "the value leaked: {ok}");
+    // An event of no known shape: invalid input, answered the same way.
+    let ok = direct(&bed, json!({"hello": "world"})).await.unwrap();
+    assert_eq!(ok["class"], "invalid_input", "{ok}");
+    assert!(ok["error"].as_str().unwrap().contains("event"), "{ok}");
+    // Retryable: a Lambda error of its class, which asynchronous invocation retries.
+    bed.states.fail_reads(1);
+    let err = direct(&bed, json!({"action": "sync", "cell": "eu-c2"}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.error_type, "cellbridge.Retryable", "{}", err.error_message);
+    assert!(err.error_message.contains("(retryable)"), "{}", err.error_message);
+    assert!(bed.fleet.pulls().is_empty());
+}

@@ -68,6 +68,11 @@ pub enum ApplyError {
     },
     #[error("CRDs not Established after {waited_secs}s: {pending}")]
     CrdTimeout { pending: String, waited_secs: u64 },
+    /// The invocation's deadline came first; the temporary access entry is still deleted.
+    #[error(
+        "the invocation's deadline came before the install finished: applied {applied} of {total} objects, left: {left} (the next run completes it)"
+    )]
+    OutOfTime { applied: usize, total: usize, left: String },
 }
 
 impl Classify for ApplyError {
@@ -79,9 +84,10 @@ impl Classify for ApplyError {
                 code: 401 | 403 | 409 | 429 | 500 | 502 | 503 | 504,
                 ..
             } => Class::Retryable,
-            ApplyError::Transport { .. } | ApplyError::CrdTimeout { .. } | ApplyError::Connect { .. } => {
-                Class::Retryable
-            }
+            ApplyError::Transport { .. }
+            | ApplyError::CrdTimeout { .. }
+            | ApplyError::Connect { .. }
+            | ApplyError::OutOfTime { .. } => Class::Retryable,
             // Final, as issue 15 asks: the same network answers the same silence; a retry only
             // repeats the wait. Someone has to change the endpoint access or the network.
             ApplyError::Api { .. }
