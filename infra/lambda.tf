@@ -27,6 +27,8 @@ locals {
     # Wait for a CREATING cluster at most this long, leaving five minutes of the timeout for
     # the bootstrap itself; then the record goes back to the queue.
     CELLBRIDGE_CLUSTER_WAIT_SECS = tostring(max(var.cluster_bootstrap_timeout_seconds - 300, 0))
+    # Temporary access entries older than this are swept (README, "Temporary access").
+    CELLBRIDGE_ACCESS_ENTRY_TTL_SECS = tostring(var.access_entry_ttl_seconds)
     # Where the function runs, so that a cluster whose endpoint excludes it fails at once,
     # finally, saying why (private only, or publicAccessCidrs without its egress addresses).
     CELLBRIDGE_VPC_ID = local.cluster_bootstrap_vpc_id

@@ -346,6 +346,35 @@ variable "sync_all_schedule_timezone" {
   default     = "UTC"
 }
 
+variable "enable_access_sweep_schedule" {
+  description = "Create the daily EventBridge Scheduler schedule that invokes cluster-bootstrap with {\"action\":\"sweep\"} (delete expired temporary access entries on every cell's cluster), and its two alarms: the oldest entry's age, and no sweep for a day."
+  type        = bool
+  default     = true
+}
+
+variable "access_sweep_schedule_expression" {
+  description = "When the access-entry sweep runs (EventBridge Scheduler expression, UTC). Once a day: the heartbeat alarm expects one sweep per day."
+  type        = string
+  default     = "cron(37 4 * * ? *)"
+}
+
+variable "access_entry_ttl_seconds" {
+  description = "CELLBRIDGE_ACCESS_ENTRY_TTL_SECS: a temporary access entry cellbridge created that is older than this is a leftover of a dead run and is deleted (by the sweep, and by the next run on that cluster). At least 900 (a run's longest)."
+  type        = number
+  default     = 1800
+
+  validation {
+    condition     = var.access_entry_ttl_seconds >= 900 && floor(var.access_entry_ttl_seconds) == var.access_entry_ttl_seconds
+    error_message = "access_entry_ttl_seconds must be a whole number of at least 900."
+  }
+}
+
+variable "temporary_access_alarm_seconds" {
+  description = "Alarm when the oldest temporary access entry left after a sweep (OldestTemporaryAccessSeconds) is older than this."
+  type        = number
+  default     = 3600
+}
+
 # ---------------------------------------------------------------------------------------------
 # Encryption, alarms, tags
 # ---------------------------------------------------------------------------------------------

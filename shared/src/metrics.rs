@@ -175,6 +175,58 @@ pub fn record(
     r
 }
 
+/// The gauge of the temporary access entries: the oldest one cellbridge still has, in seconds.
+pub const OLDEST_TEMPORARY_ACCESS: &str = "OldestTemporaryAccessSeconds";
+/// One per finished sweep (whatever it found): the heartbeat the module's alarm misses.
+pub const ACCESS_SWEEPS: &str = "AccessSweeps";
+
+/// One EMF record of the sweep, dimension `Function` only: `AccessSweeps` = 1 and
+/// `OldestTemporaryAccessSeconds` = the oldest remaining temporary entry's age (0 when none),
+/// `properties` as plain members.
+pub fn sweep_record(
+    namespace: &str,
+    function: &str,
+    oldest_secs: u64,
+    properties: &[(&str, Option<&str>)],
+    timestamp_ms: u64,
+) -> Value {
+    let mut r = json!({
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": namespace,
+                "Dimensions": [["Function"]],
+                "Metrics": [
+                    {"Name": ACCESS_SWEEPS, "Unit": "Count"},
+                    {"Name": OLDEST_TEMPORARY_ACCESS, "Unit": "Seconds"},
+                ],
+            }],
+        },
+        "Function": function,
+        ACCESS_SWEEPS: 1,
+        OLDEST_TEMPORARY_ACCESS: oldest_secs,
+    });
+    for (name, value) in properties {
+        if let Some(v) = value {
+            r[*name] = Value::String((*v).to_owned());
+        }
+    }
+    r
+}
+
+impl Metrics<'_> {
+    /// A sweep's record (see [`sweep_record`]).
+    pub fn sweep(&self, oldest_secs: u64, properties: &[(&str, Option<&str>)]) {
+        self.sink.emit(&sweep_record(
+            &self.namespace,
+            &self.function,
+            oldest_secs,
+            properties,
+            now_ms(),
+        ));
+    }
+}
+
 /// The metric outcome of a state-sync cell result (`action`, and whether a failure is
 /// retryable): README, "Outcomes" and "Metrics and alarms".
 pub fn sync_outcome(action: &str, retryable: bool) -> &'static str {

@@ -4,12 +4,68 @@
 //! recognised by the next run, which then deletes it; an entry someone else made is used as it
 //! is and never touched.
 
+use std::time::{Duration, SystemTime};
+
+use aws_sdk_eks::primitives::{DateTime, DateTimeFormat};
+
 use super::eks::EksError;
-use super::ports::ClusterApi;
+use super::ports::{AccessEntry, ClusterApi};
+use crate::config::ConfigError;
 use crate::error::{Class, Classify};
 
 pub const ADMIN_POLICY: &str = "AmazonEKSClusterAdminPolicy";
 pub const TEMPORARY_TAG: &str = "cellbridge.dev/temporary";
+/// When cellbridge made the entry (RFC 3339, UTC). EKS's own `createdAt` is authoritative when
+/// DescribeAccessEntry answers it; the tag keeps the time with the entry whatever reads it.
+pub const CREATED_AT_TAG: &str = "cellbridge.dev/created-at";
+/// `CELLBRIDGE_ACCESS_ENTRY_TTL_SECS`: a temporary entry older than this is a leftover (the run
+/// that made it is over: longer than any invocation, whose limit is 900 s) and is deleted.
+pub const TTL_ENV: &str = "CELLBRIDGE_ACCESS_ENTRY_TTL_SECS";
+pub const DEFAULT_TTL: Duration = Duration::from_secs(1800);
+
+/// The TTL from the environment; unset or empty: [`DEFAULT_TTL`]; anything but a whole number
+/// of seconds of at least 900 (a run's longest) is refused.
+pub fn ttl_from_env() -> Result<Duration, ConfigError> {
+    match crate::config::optional(TTL_ENV) {
+        Some(v) => parse_ttl(&v).map_err(|reason| ConfigError::Invalid {
+            name: TTL_ENV,
+            value: v,
+            reason,
+        }),
+        None => Ok(DEFAULT_TTL),
+    }
+}
+
+pub fn parse_ttl(v: &str) -> Result<Duration, String> {
+    match v.trim().parse::<u64>() {
+        Ok(secs) if secs >= 900 => Ok(Duration::from_secs(secs)),
+        Ok(_) => Err("at least 900 s (a Lambda run's longest), or a live run's entry could be swept".into()),
+        Err(e) => Err(format!("a whole number of seconds: {e}")),
+    }
+}
+
+pub fn format_rfc3339(t: SystemTime) -> String {
+    DateTime::from(t)
+        .fmt(DateTimeFormat::DateTime)
+        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".into())
+}
+
+pub fn parse_rfc3339(v: &str) -> Option<SystemTime> {
+    DateTime::from_str(v, DateTimeFormat::DateTime)
+        .ok()
+        .and_then(|t| SystemTime::try_from(t).ok())
+}
+
+/// How old the entry is at `now`; an entry without a time counts as expired (`None`).
+pub fn age(entry: &AccessEntry, now: SystemTime) -> Option<Duration> {
+    entry.created_at.map(|t| now.duration_since(t).unwrap_or_default())
+}
+
+/// Whether cellbridge's temporary entry outlived `ttl` (no time known: it predates the tag,
+/// so it is old).
+pub fn expired(entry: &AccessEntry, now: SystemTime, ttl: Duration) -> bool {
+    entry.temporary && age(entry, now).is_none_or(|a| a > ttl)
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum AccessError {
@@ -70,6 +126,19 @@ async fn existing(api: &impl ClusterApi, cluster: &str, principal: &str) -> Resu
     let Some(entry) = api.access_entry(cluster, principal).await? else {
         return Ok(None);
     };
+    // An expired leftover of cellbridge's (a run that died long ago) is deleted rather than
+    // reused: its age would let a concurrent sweep delete it under this run, and a fresh
+    // entry starts a fresh clock. A bad TTL setting keeps the default here; the sweep reports it.
+    let ttl = ttl_from_env().unwrap_or(DEFAULT_TTL);
+    if expired(&entry, SystemTime::now(), ttl) {
+        tracing::info!(
+            cluster,
+            principal,
+            "deleting an expired temporary access entry a run left"
+        );
+        api.delete_access_entry(cluster, principal).await?;
+        return Ok(None);
+    }
     if entry.temporary {
         // A run that died left it: make sure its policy is there, and delete it after.
         api.associate_admin_policy(cluster, principal).await?;
@@ -146,5 +215,32 @@ mod tests {
         );
         assert!(principal_arn("arn:aws:sts::1:federated-user/x").is_err());
         assert!(principal_arn("nonsense").is_err());
+    }
+
+    #[test]
+    fn ttl_and_expiry() {
+        assert_eq!(parse_ttl(" 3600 ").unwrap(), Duration::from_secs(3600));
+        assert!(parse_ttl("60").is_err());
+        assert!(parse_ttl("1h").is_err());
+        let now = SystemTime::now();
+        let entry = |temporary, ago: Option<u64>| AccessEntry {
+            temporary,
+            created_at: ago.map(|s| now - Duration::from_secs(s)),
+        };
+        let ttl = DEFAULT_TTL;
+        assert!(expired(&entry(true, Some(1801)), now, ttl));
+        assert!(!expired(&entry(true, Some(1800)), now, ttl));
+        assert!(expired(&entry(true, None), now, ttl));
+        // Not cellbridge's: never expired, however old.
+        assert!(!expired(&entry(false, Some(86_400)), now, ttl));
+        assert!(!expired(&entry(false, None), now, ttl));
+    }
+
+    #[test]
+    fn created_at_round_trips_as_rfc3339() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_764_576_000);
+        assert_eq!(format_rfc3339(t), "2025-12-01T08:00:00Z");
+        assert_eq!(parse_rfc3339("2025-12-01T08:00:00Z"), Some(t));
+        assert_eq!(parse_rfc3339("yesterday"), None);
     }
 }

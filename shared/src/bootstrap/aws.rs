@@ -3,6 +3,7 @@
 //! (which error codes are worth a retry) is decided here, once.
 
 use std::collections::HashMap;
+use std::time::SystemTime;
 
 use aws_config::{Region, SdkConfig};
 use aws_credential_types::provider::error::CredentialsError;
@@ -11,7 +12,9 @@ use aws_sdk_eks::error::ProvideErrorMetadata;
 use aws_sdk_eks::types::{AccessScope, AccessScopeType};
 use base64::Engine as _;
 
-use super::access::{ADMIN_POLICY, AccessError, TEMPORARY_TAG, principal_arn};
+use super::access::{
+    ADMIN_POLICY, AccessError, CREATED_AT_TAG, TEMPORARY_TAG, format_rfc3339, parse_rfc3339, principal_arn,
+};
 use super::apply::ClusterAuth;
 use super::eks::{ClusterInfo, ClusterStatus, EksError, EndpointAccess};
 use super::ports::{AccessEntry, Accounts, ClusterApi};
@@ -245,12 +248,21 @@ impl ClusterApi for EksApi {
             .send()
             .await
         {
-            Ok(out) => Ok(Some(AccessEntry {
-                temporary: out
-                    .access_entry()
-                    .and_then(|e| e.tags())
-                    .is_some_and(|t| t.contains_key(TEMPORARY_TAG)),
-            })),
+            Ok(out) => {
+                // DescribeAccessEntry answers `createdAt` (epoch timestamp) and `tags`
+                // (https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeAccessEntry.html,
+                // API_AccessEntry.html): EKS's own time is authoritative, the tag is the fallback.
+                let entry = out.access_entry();
+                let tags = entry.and_then(|e| e.tags());
+                let created_at = entry
+                    .and_then(|e| e.created_at())
+                    .and_then(|t| SystemTime::try_from(*t).ok())
+                    .or_else(|| tags.and_then(|t| t.get(CREATED_AT_TAG)).and_then(|v| parse_rfc3339(v)));
+                Ok(Some(AccessEntry {
+                    temporary: tags.is_some_and(|t| t.contains_key(TEMPORARY_TAG)),
+                    created_at,
+                }))
+            }
             Err(e) if e.code() == Some(NOT_FOUND) => Ok(None),
             Err(e) => Err(api_error("DescribeAccessEntry", cluster, &e)),
         }
@@ -264,6 +276,9 @@ impl ClusterApi for EksApi {
             .principal_arn(principal)
             .r#type("STANDARD")
             .tags(TEMPORARY_TAG, "true")
+            // CreateAccessEntry takes `tags` (https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateAccessEntry.html):
+            // the creation time travels with the entry, for the sweep (`sweep.rs`).
+            .tags(CREATED_AT_TAG, format_rfc3339(SystemTime::now()))
             .send()
             .await
         {

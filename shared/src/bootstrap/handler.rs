@@ -111,6 +111,7 @@ impl Config {
         // Read again by each invocation; checked here so a bad value fails the cold start.
         pause::from_env()?;
         metrics::namespace_from_env()?;
+        super::access::ttl_from_env()?;
         Ok(Self {
             settings: Settings::from_env()?,
             github: GithubConfig::from_env()?,
@@ -169,6 +170,8 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
             BootstrapEvent::Manual(r) => vec![(None, Ok(BootstrapItem::Cluster(r)))],
             BootstrapEvent::Direct(item) => vec![(None, Ok(item))],
             BootstrapEvent::Sqs(records) => records.into_iter().map(|r| (Some(r.message_id), r.item)).collect(),
+            // Boxed: its future stays out of this one's layout.
+            BootstrapEvent::Sweep => return Box::pin(self.sweep(deadline, metrics)).await,
         };
         let is_sqs = requests.first().is_some_and(|(id, _)| id.is_some());
         let needs_fleet = switch.is_none() && requests.iter().any(|(_, i)| matches!(i, Ok(BootstrapItem::Cluster(_))));

@@ -122,6 +122,8 @@ pub struct MemEntry {
     pub principal: String,
     pub temporary: bool,
     pub admin_policy: bool,
+    /// EKS's `createdAt`; `None`: an entry that says nothing of its age.
+    pub created_at: Option<std::time::SystemTime>,
 }
 
 /// A fault: the next `times` calls of `operation` fail, retryably or not.
@@ -181,11 +183,32 @@ impl MemAws {
     }
 
     /// An access entry made outside cellbridge (`temporary` false), or left by a run that died.
+    /// Made just now.
     pub fn add_entry(&self, region: &str, cluster: &str, principal: &str, temporary: bool) {
         let home = self.home();
+        self.add_entry_in(
+            &home,
+            region,
+            cluster,
+            principal,
+            temporary,
+            Some(std::time::SystemTime::now()),
+        );
+    }
+
+    /// An access entry in a cluster of `account`, made at `created_at`.
+    pub fn add_entry_in(
+        &self,
+        account: &str,
+        region: &str,
+        cluster: &str,
+        principal: &str,
+        temporary: bool,
+        created_at: Option<std::time::SystemTime>,
+    ) {
         self.lock()
             .entries
-            .entry((home, region.to_owned(), cluster.to_owned()))
+            .entry((account.to_owned(), region.to_owned(), cluster.to_owned()))
             .or_default()
             .insert(
                 principal.to_owned(),
@@ -193,6 +216,7 @@ impl MemAws {
                     principal: principal.to_owned(),
                     temporary,
                     admin_policy: true,
+                    created_at,
                 },
             );
     }
@@ -399,7 +423,10 @@ impl ClusterApi for MemEks {
         Ok(w.entries
             .get(&self.key(cluster))
             .and_then(|m| m.get(principal))
-            .map(|e| AccessEntry { temporary: e.temporary }))
+            .map(|e| AccessEntry {
+                temporary: e.temporary,
+                created_at: e.created_at,
+            }))
     }
 
     async fn create_access_entry(&self, cluster: &str, principal: &str) -> Result<bool, EksError> {
@@ -429,6 +456,7 @@ impl ClusterApi for MemEks {
                 principal: principal.to_owned(),
                 temporary: true,
                 admin_policy: false,
+                created_at: Some(std::time::SystemTime::now()),
             },
         );
         Ok(true)

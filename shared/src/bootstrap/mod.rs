@@ -18,6 +18,7 @@ pub mod handler;
 pub mod memory;
 pub mod plan;
 pub mod ports;
+pub mod sweep;
 pub mod token;
 
 use std::path::{Path, PathBuf};

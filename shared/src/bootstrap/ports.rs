@@ -20,6 +20,10 @@ use super::plan::{KubeRef, Step};
 pub struct AccessEntry {
     /// Tagged [`super::access::TEMPORARY_TAG`]: cellbridge made it, and deletes it.
     pub temporary: bool,
+    /// When it was made: EKS's `createdAt` (authoritative), else cellbridge's
+    /// [`super::access::CREATED_AT_TAG`]; `None` when neither says (an entry made before the tag
+    /// existed counts as old).
+    pub created_at: Option<std::time::SystemTime>,
 }
 
 /// The EKS and STS calls of a bootstrap, in one region with one identity.
@@ -32,7 +36,8 @@ pub trait ClusterApi: Send + Sync {
         cluster: &str,
         principal: &str,
     ) -> impl Future<Output = Result<Option<AccessEntry>, EksError>> + Send;
-    /// CreateAccessEntry (type STANDARD, tagged temporary); `Ok(false)` when the principal
+    /// CreateAccessEntry (type STANDARD, tagged temporary and with its creation time);
+    /// `Ok(false)` when the principal
     /// already has one (ResourceInUseException).
     fn create_access_entry(
         &self,

@@ -59,6 +59,9 @@ pub enum BootstrapEvent {
     /// SQS messages, each answered on its own (partial batch response).
     Sqs(Vec<BootstrapSqsRecord>),
     Manual(Request),
+    /// `{"action":"sweep"}` (the module's daily schedule, or by hand): delete the expired
+    /// temporary access entries cellbridge left on the fleet's clusters (`bootstrap::sweep`).
+    Sweep,
 }
 
 #[derive(Deserialize)]
@@ -89,6 +92,15 @@ pub fn parse(event: &Value) -> Result<BootstrapEvent, BootstrapEventError> {
     let obj = event.as_object().ok_or_else(|| BootstrapEventError::Unrecognized {
         reason: "not a JSON object".into(),
     })?;
+    if obj.get("action").and_then(Value::as_str) == Some("sweep") {
+        if let Some(extra) = obj.keys().find(|k| *k != "action") {
+            return Err(invalid(
+                "sweep payload",
+                format!("unknown field {extra:?} (the sweep takes none)"),
+            ));
+        }
+        return Ok(BootstrapEvent::Sweep);
+    }
     if obj.contains_key("action") {
         return parse_manual(event).map(BootstrapEvent::Manual);
     }
@@ -209,7 +221,7 @@ fn parse_manual(event: &Value) -> Result<Request, BootstrapEventError> {
     if p.action != "bootstrap" {
         return Err(invalid(
             what,
-            format!("unknown action {:?} (expected \"bootstrap\")", p.action),
+            format!("unknown action {:?} (expected \"bootstrap\" or \"sweep\")", p.action),
         ));
     }
     let cluster = p
@@ -383,5 +395,15 @@ mod tests {
             panic!()
         };
         assert!(matches!(&r[0].item, Err(BootstrapEventError::Invalid { what, .. }) if what == "SQS message m1"));
+    }
+
+    #[test]
+    fn sweep_sample_and_its_refusals() {
+        assert_eq!(parse(&sample("sweep.json")).unwrap(), BootstrapEvent::Sweep);
+        assert_eq!(parse(&json!({"action": "sweep"})).unwrap(), BootstrapEvent::Sweep);
+        let err = parse(&json!({"action": "sweep", "cluster": "x"})).unwrap_err();
+        assert!(err.to_string().contains("\"cluster\""), "{err}");
+        let err = parse(&json!({"action": "swept"})).unwrap_err();
+        assert!(err.to_string().contains("\"sweep\""), "{err}");
     }
 }

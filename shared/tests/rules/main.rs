@@ -1,5 +1,7 @@
 //! The orchestration rules over the in-memory ports (feature `test-support`), in one test binary:
-//! state-sync's (`sync.rs`) and cluster-bootstrap's (`bootstrap.rs`).
+//! state-sync's (`sync.rs`), cluster-bootstrap's (`bootstrap.rs`) and its access-entry sweep
+//! (`sweep.rs`).
 
 mod bootstrap;
+mod sweep;
 mod sync;

@@ -1,0 +1,346 @@
+//! The sweep of cellbridge's temporary access entries (issue 15, "No standing admin").
+//!
+//! A bootstrap run creates an access entry with cluster-admin rights for its own principal and
+//! deletes it at the end (`access.rs`); a run killed in between leaves it. The sweep visits the
+//! cluster of every cell of the fleet (merged `cell-metadata.yaml`: `cluster_name`,
+//! `aws_region`, and the role that reaches it), describes cellbridge's entry there and deletes
+//! it when it is cellbridge's (its principal AND [`access::TEMPORARY_TAG`]) and older than the
+//! TTL. Anyone else's entry (another principal, or ours without the tag) is never touched: the
+//! sweep only ever names cellbridge's principal (DescribeAccessEntry/DeleteAccessEntry take the
+//! principal ARN, <https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeAccessEntry.html>),
+//! so it never lists other principals' entries at all.
+//!
+//! The age is EKS's `createdAt` ("The Unix epoch timestamp at object creation",
+//! <https://docs.aws.amazon.com/eks/latest/APIReference/API_AccessEntry.html>), else cellbridge's
+//! [`access::CREATED_AT_TAG`]; a tagged entry with neither predates the tag and counts as old.
+//! One cluster failing (a refused role, throttling, a deleted cluster) is reported and the
+//! sweep goes on.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use super::access::{self, AccessError};
+use super::cell::{self, Cell};
+use super::config;
+use super::ports::{Accounts, ClusterApi};
+use crate::configmap;
+use crate::error::{Class, Classify};
+use crate::fleet::{EntryKind, FleetRead};
+
+/// One cluster to visit, and how to reach it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Target {
+    pub cell: String,
+    pub cluster: String,
+    pub region: String,
+    /// The role assumed to reach it; `None`: cellbridge's own identity (its own account).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+}
+
+/// A cluster to visit, or (a cell whose role cannot be decided) why not.
+pub type Planned = Result<Target, (Target, String)>;
+
+/// What the sweep did on one cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "result")]
+pub enum Swept {
+    /// cellbridge's temporary entry is there and young: a run is using it.
+    Kept { age_secs: u64 },
+    /// cellbridge's temporary entry had expired and is gone.
+    Deleted { age_secs: Option<u64> },
+    /// No temporary entry of cellbridge's (none, or an entry it did not make).
+    None,
+    /// The cluster could not be looked at or cleaned; the next sweep tries again.
+    /// `remaining_secs`: the age of an expired entry whose delete failed.
+    Failed {
+        class: Class,
+        error: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        remaining_secs: Option<u64>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClusterSweep {
+    #[serde(flatten)]
+    pub target: Target,
+    #[serde(flatten)]
+    pub swept: Swept,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SweepReport {
+    pub ttl_secs: u64,
+    pub clusters: Vec<ClusterSweep>,
+    /// The age of the oldest temporary entry still there (kept, or failed to delete), seconds.
+    pub oldest_remaining_secs: u64,
+}
+
+impl SweepReport {
+    pub fn count(&self, f: impl Fn(&Swept) -> bool) -> usize {
+        self.clusters.iter().filter(|c| f(&c.swept)).count()
+    }
+    pub fn failed(&self) -> usize {
+        self.count(|s| matches!(s, Swept::Failed { .. }))
+    }
+}
+
+/// The role that reaches a cell's cluster, decided as a bootstrap run decides it
+/// (`Bootstrapper::role_for`, which needs an event's account; a sweep has only the metadata):
+/// the merged `bootstrap_role_arn` names the account; an account of `CELLBRIDGE_ACCOUNT_ROLES`
+/// is reached through its configured role, and a merged role that disagrees is refused; no
+/// merged role: cellbridge's own identity in its own account.
+pub fn role_of(cell: &Cell, account_roles: &BTreeMap<String, String>) -> Result<Option<String>, String> {
+    let Some(merged) = cell.bootstrap_role_arn() else {
+        return Ok(None);
+    };
+    let Some(account) = config::role_account(merged) else {
+        return Err(format!(
+            "cell {}'s merged bootstrap_role_arn {merged:?} is not an IAM role ARN",
+            cell.name
+        ));
+    };
+    match account_roles.get(account) {
+        Some(configured) if configured != merged => Err(format!(
+            "cell {}'s merged bootstrap_role_arn {merged} differs from {configured}, the role CELLBRIDGE_ACCOUNT_ROLES gives account {account}",
+            cell.name
+        )),
+        _ => Ok(Some(merged.to_owned())),
+    }
+}
+
+/// The cells of the fleet whose merged metadata names a cluster and region, each with the role
+/// that reaches it or why none can be decided. Cells without metadata yet (pull request open)
+/// have no cluster to sweep and are left out; a file that does not parse is skipped with a
+/// warning, as the bootstrap's lookup does.
+pub fn targets(
+    fleet: &dyn FleetRead,
+    account_roles: &BTreeMap<String, String>,
+) -> Result<Vec<Planned>, cell::CellError> {
+    let mut out = Vec::new();
+    for e in fleet.list("clusters")?.unwrap_or_default() {
+        if e.kind != EntryKind::Dir || e.name.starts_with('_') || !cell::is_dns_label(&e.name) {
+            continue;
+        }
+        let file = configmap::path_for(&e.name);
+        let Some(text) = fleet.read_text(&file)? else { continue };
+        let metadata = match configmap::parse(&text, &file) {
+            Ok(x) => x.data,
+            Err(err) => {
+                tracing::warn!(%file, error = %err, "sweep: skipping a cell-metadata file that does not parse");
+                continue;
+            }
+        };
+        let (Some(cluster), Some(region)) = (metadata.get("cluster_name"), metadata.get("aws_region")) else {
+            continue;
+        };
+        let (cluster, region) = (cluster.clone(), region.clone());
+        let c = Cell {
+            name: e.name.clone(),
+            metadata,
+        };
+        let target = |role| Target {
+            cell: c.name.clone(),
+            cluster: cluster.clone(),
+            region: region.clone(),
+            role,
+        };
+        out.push(match role_of(&c, account_roles) {
+            Ok(role) => Ok(target(role)),
+            Err(reason) => Err((target(None), reason)),
+        });
+    }
+    Ok(out)
+}
+
+/// Sweeps one cluster as `principal`.
+pub async fn sweep_cluster(
+    api: &impl ClusterApi,
+    cluster: &str,
+    principal: &str,
+    now: SystemTime,
+    ttl: Duration,
+) -> Swept {
+    let failed = |e: AccessError, remaining_secs| Swept::Failed {
+        class: e.class(),
+        error: e.to_string(),
+        remaining_secs,
+    };
+    let entry = match api.access_entry(cluster, principal).await {
+        Ok(Some(entry)) => entry,
+        Ok(None) => return Swept::None,
+        Err(e) => return failed(e.into(), None),
+    };
+    if !entry.temporary {
+        // Our principal, but an entry someone made for it on purpose: never ours to delete.
+        return Swept::None;
+    }
+    let age = access::age(&entry, now).map(|a| a.as_secs());
+    if !access::expired(&entry, now, ttl) {
+        return Swept::Kept {
+            age_secs: age.unwrap_or_default(),
+        };
+    }
+    match api.delete_access_entry(cluster, principal).await {
+        Ok(_) => {
+            tracing::warn!(cluster, principal, age_secs = ?age, "sweep: deleted an expired temporary access entry");
+            Swept::Deleted { age_secs: age }
+        }
+        // Still there: its age counts for the gauge (unknown age: as old as can be).
+        Err(e) => failed(e.into(), Some(age.unwrap_or(u64::MAX))),
+    }
+}
+
+/// Sweeps every target. `own_principal`: the IAM principal cellbridge's own identity has
+/// entries as (`CELLBRIDGE_ACCESS_PRINCIPAL_ARN`, else STS's answer); an assumed role's entry
+/// is the role's ARN, as in a bootstrap run.
+pub async fn sweep<A: Accounts>(
+    accounts: &A,
+    targets: Vec<Planned>,
+    own_principal: Option<&str>,
+    now: SystemTime,
+    ttl: Duration,
+) -> SweepReport {
+    let mut report = SweepReport {
+        ttl_secs: ttl.as_secs(),
+        ..SweepReport::default()
+    };
+    for t in targets {
+        let (target, swept) = match t {
+            Err((target, reason)) => (
+                target,
+                Swept::Failed {
+                    class: Class::Final,
+                    error: reason,
+                    remaining_secs: None,
+                },
+            ),
+            Ok(target) => {
+                let swept = visit(accounts, &target, own_principal, now, ttl).await;
+                (target, swept)
+            }
+        };
+        if let Swept::Failed { error, .. } = &swept {
+            tracing::error!(cell = %target.cell, cluster = %target.cluster, region = %target.region, %error, "sweep: cluster not swept");
+        }
+        match swept {
+            Swept::Kept { age_secs }
+            | Swept::Failed {
+                remaining_secs: Some(age_secs),
+                ..
+            } => report.oldest_remaining_secs = report.oldest_remaining_secs.max(age_secs),
+            _ => {}
+        }
+        report.clusters.push(ClusterSweep { target, swept });
+    }
+    report
+}
+
+async fn visit<A: Accounts>(
+    accounts: &A,
+    target: &Target,
+    own_principal: Option<&str>,
+    now: SystemTime,
+    ttl: Duration,
+) -> Swept {
+    let failed = |e: AccessError| Swept::Failed {
+        class: e.class(),
+        error: e.to_string(),
+        remaining_secs: None,
+    };
+    let api = match accounts.open(&target.region, target.role.as_deref()).await {
+        Ok(api) => api,
+        Err(e) => return failed(e),
+    };
+    let principal = match target.role.as_deref().or(own_principal) {
+        Some(p) => p.to_owned(),
+        None => match api.caller_principal().await {
+            Ok(p) => p,
+            Err(e) => return failed(e),
+        },
+    };
+    sweep_cluster(&api, &target.cluster, &principal, now, ttl).await
+}
+
+/// The handler's answer to `{"action":"sweep"}`: reads the fleet's base branch, sweeps every
+/// cell's cluster and records one `AccessSweeps` heartbeat with `OldestTemporaryAccessSeconds`
+/// (the module alarms when the age passes its limit, or when the heartbeat stops). The pause
+/// switch does not stop it: it only ever removes cellbridge's own expired access.
+impl<A: Accounts, K: super::KubeConnect, S: crate::secrets::SecretStore> super::handler::BootstrapService<A, K, S> {
+    pub async fn sweep(
+        &self,
+        deadline: std::time::Instant,
+        metrics: &crate::metrics::Metrics<'_>,
+    ) -> Result<super::handler::BootstrapInvocation, super::BootstrapError> {
+        let ttl = match access::ttl_from_env() {
+            Ok(ttl) => ttl,
+            Err(e) => {
+                metrics.count(
+                    crate::metrics::failure_outcome(Class::Final),
+                    &[("action", Some("sweep"))],
+                );
+                return Err(e.into());
+            }
+        };
+        let base = match self.fleets.fleet(deadline).await {
+            Ok(base) => base,
+            Err(e) => {
+                // No heartbeat: the module's alarm on the missing sweep metric tells.
+                tracing::error!(error = %e, "sweep: cannot read the fleet repo");
+                metrics.count(crate::metrics::failure_outcome(e.class()), &[("action", Some("sweep"))]);
+                return Err(super::BootstrapError::from(e));
+            }
+        };
+        let settings = self.bootstrapper.settings();
+        let targets = match targets(base.fleet.as_ref(), &settings.account_roles) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!(error = %e, "sweep: cannot list the fleet's cells");
+                let e = super::BootstrapError::from(e);
+                metrics.count(crate::metrics::failure_outcome(e.class()), &[("action", Some("sweep"))]);
+                return Err(e);
+            }
+        };
+        let report = sweep(
+            self.bootstrapper.accounts(),
+            targets,
+            settings.access_principal_arn.as_deref(),
+            SystemTime::now(),
+            ttl,
+        )
+        .await;
+        let deleted = report.count(|s| matches!(s, Swept::Deleted { .. })).to_string();
+        let failed = report.failed().to_string();
+        metrics.sweep(
+            report.oldest_remaining_secs,
+            &[("deleted", Some(&deleted)), ("failed", Some(&failed))],
+        );
+        tracing::info!(
+            deleted,
+            failed,
+            oldest_remaining_secs = report.oldest_remaining_secs,
+            "sweep done"
+        );
+        let classes: Vec<Class> = report
+            .clusters
+            .iter()
+            .filter_map(|c| match &c.swept {
+                Swept::Failed { class, .. } => Some(*class),
+                _ => None,
+            })
+            .collect();
+        // Retryable only when every failure is (Lambda then runs the whole sweep again).
+        let class = match classes.as_slice() {
+            [] => None,
+            all if all.iter().all(|c| *c == Class::Retryable) => Some(Class::Retryable),
+            _ => Some(Class::Final),
+        };
+        Ok(super::handler::BootstrapInvocation {
+            response: serde_json::json!({"action": "sweep", "report": report}),
+            class,
+        })
+    }
+}
