@@ -92,10 +92,17 @@ impl SweepReport {
 /// (`Bootstrapper::role_for`, which needs an event's account; a sweep has only the metadata):
 /// the merged `bootstrap_role_arn` names the account; an account of `CELLBRIDGE_ACCOUNT_ROLES`
 /// is reached through its configured role, and a merged role that disagrees is refused; no
-/// merged role: cellbridge's own identity in its own account.
+/// merged role: the role `CELLBRIDGE_ACCOUNT_ROLES` gives the cell's `aws_account_id`, else
+/// cellbridge's own identity in its own account.
 pub fn role_of(cell: &Cell, account_roles: &BTreeMap<String, String>) -> Result<Option<String>, String> {
     let Some(merged) = cell.bootstrap_role_arn() else {
-        return Ok(None);
+        // No merged role: the cell's `aws_account_id` (the contract's usual key) reaches a
+        // mapped account through its configured role, as a run with that event's account does.
+        return Ok(cell
+            .metadata
+            .get("aws_account_id")
+            .and_then(|a| account_roles.get(a))
+            .cloned());
     };
     let Some(account) = config::role_account(merged) else {
         return Err(format!(
@@ -342,5 +349,28 @@ impl<A: Accounts, K: super::KubeConnect, S: crate::secrets::SecretStore> super::
             response: serde_json::json!({"action": "sweep", "report": report}),
             class,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cell_without_a_merged_role_is_reached_through_its_accounts_configured_role() {
+        let roles: BTreeMap<String, String> = [(
+            "210987654321".to_owned(),
+            "arn:aws:iam::210987654321:role/cellbridge".to_owned(),
+        )]
+        .into();
+        let cell = |account: &str| Cell {
+            name: "c".into(),
+            metadata: [("aws_account_id".to_owned(), account.to_owned())].into(),
+        };
+        assert_eq!(
+            role_of(&cell("210987654321"), &roles).unwrap().as_deref(),
+            Some("arn:aws:iam::210987654321:role/cellbridge")
+        );
+        assert_eq!(role_of(&cell("123456789012"), &roles).unwrap(), None);
     }
 }
