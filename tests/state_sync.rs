@@ -952,13 +952,12 @@ async fn teams_fleet_new_cell_is_the_template_and_its_status_matches_a_checkout(
     // A checkout of the pull request's branch, symlinks and modes included.
     let checkout = tempfile::tempdir().unwrap();
     for (path, text) in files {
-        let full = checkout.path().join(path);
-        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-        let text = text.as_str().unwrap();
-        match modes[path].as_str() {
-            Some("120000") => std::os::unix::fs::symlink(text, &full).unwrap(),
-            _ => std::fs::write(&full, text).unwrap(),
-        }
+        let f = cellbridge::fleet::FileWrite {
+            path: path.clone(),
+            mode: cellbridge::fleet::FileMode::from_git_mode(modes[path].as_str().unwrap_or("100644")).unwrap(),
+            content: text.as_str().unwrap().to_owned(),
+        };
+        f.write_at(&checkout.path().join(path)).unwrap();
     }
     let fleet = cellbridge::fleet::LocalFleet::open(checkout.path()).unwrap();
     let report = cellbridge::check::check_fleet(&fleet, Some(cell)).unwrap().remove(0);

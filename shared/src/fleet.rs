@@ -112,6 +112,31 @@ pub struct FileWrite {
 }
 
 impl FileWrite {
+    /// Writes the file at `to` (its directory made if missing) as Git would check it out: an
+    /// executable with execute wherever read is allowed (`chmod +x` under the umask), a
+    /// symlink as a symlink to `content`.
+    pub fn write_at(&self, to: &Path) -> std::io::Result<()> {
+        if let Some(dir) = to.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        match self.mode {
+            FileMode::Symlink => {
+                let _ = std::fs::remove_file(to);
+                std::os::unix::fs::symlink(&self.content, to)
+            }
+            FileMode::Regular | FileMode::Executable => {
+                std::fs::write(to, &self.content)?;
+                if self.mode == FileMode::Executable {
+                    use std::os::unix::fs::PermissionsExt as _;
+                    let mut perm = std::fs::metadata(to)?.permissions();
+                    perm.set_mode(perm.mode() | (perm.mode() & 0o444) >> 2);
+                    std::fs::set_permissions(to, perm)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
     pub fn regular(path: impl Into<String>, content: impl Into<String>) -> Self {
         Self {
             path: path.into(),
@@ -750,16 +775,12 @@ mod tests {
     fn every_view_shows_symlinks_as_flux_artifacts_do() {
         let dir = tempfile::tempdir().unwrap();
         for (p, mode, content) in TREE {
-            let full = dir.path().join(p);
-            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-            match mode {
-                FileMode::Symlink => std::os::unix::fs::symlink(content, &full).unwrap(),
-                _ => std::fs::write(&full, content).unwrap(),
-            }
-            if *mode == FileMode::Executable {
-                use std::os::unix::fs::PermissionsExt as _;
-                std::fs::set_permissions(&full, std::fs::Permissions::from_mode(0o755)).unwrap();
-            }
+            let f = FileWrite {
+                path: (*p).to_owned(),
+                mode: *mode,
+                content: (*content).to_owned(),
+            };
+            f.write_at(&dir.path().join(p)).unwrap();
         }
         // A checkout's own .git is no part of the fleet.
         std::fs::create_dir_all(dir.path().join(".git")).unwrap();

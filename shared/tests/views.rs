@@ -242,16 +242,12 @@ fn make_fleet(dir: &Path) -> String {
     .map(|(p, m, c)| (p.to_owned(), m, c))
     .collect();
     for (p, mode, content) in &files {
-        let full = dir.join(p);
-        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-        match mode {
-            FileMode::Symlink => std::os::unix::fs::symlink(content, &full).unwrap(),
-            _ => std::fs::write(&full, content).unwrap(),
-        }
-        if *mode == FileMode::Executable {
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(&full, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
+        let f = cellbridge::fleet::FileWrite {
+            path: p.clone(),
+            mode: *mode,
+            content: content.to_string(),
+        };
+        f.write_at(&dir.join(p)).unwrap();
     }
     git(dir, &["init", "-q"]);
     git(dir, &["add", "-A"]);

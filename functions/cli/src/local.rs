@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use cellbridge::fleet::{FileMode, FileWrite, LocalFleet};
+use cellbridge::fleet::{FileWrite, LocalFleet};
 use cellbridge::plan::{self, Outcome, Plan, PlanOptions, StateRef};
 use cellbridge::template::{self, FluxGit};
 use cellbridge::{check, metadata, tfstate};
@@ -174,23 +174,7 @@ fn write(root: &std::path::Path, p: &Plan) -> Result<Applied, CliError> {
             path: f.path.clone(),
             source,
         };
-        std::fs::create_dir_all(target.parent().expect("files live in directories")).map_err(io)?;
-        match f.mode {
-            FileMode::Symlink => {
-                let _ = std::fs::remove_file(&tmp);
-                std::os::unix::fs::symlink(&f.content, &tmp).map_err(io)?;
-            }
-            FileMode::Regular | FileMode::Executable => {
-                std::fs::write(&tmp, &f.content).map_err(io)?;
-                if f.mode == FileMode::Executable {
-                    use std::os::unix::fs::PermissionsExt as _;
-                    let mut perm = std::fs::metadata(&tmp).map_err(io)?.permissions();
-                    // Execute wherever read is allowed, as `chmod +x` under the umask would.
-                    perm.set_mode(perm.mode() | (perm.mode() & 0o444) >> 2);
-                    std::fs::set_permissions(&tmp, perm).map_err(io)?;
-                }
-            }
-        }
+        f.write_at(&tmp).map_err(io)?;
         staged.push((tmp, target, &f.path));
     }
     for (tmp, target, path) in &staged {
