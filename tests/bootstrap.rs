@@ -1482,3 +1482,150 @@ async fn a_private_only_endpoint_out_of_reach_fails_finally_before_any_access_en
     assert!(access_entries(&bed.aws, &bed.cluster).await.is_empty());
     assert!(bed.writes().is_empty());
 }
+
+// ---- issue 15, item 5: a new cell in a second account ----------------------------------------
+
+const ACCOUNT_B: &str = "210987654321";
+const ROLE_B: &str = "arn:aws:iam::210987654321:role/cellbridge-bootstrap";
+
+/// Credentials of `role` as moto gives them: moto is multi-account, and AssumeRole of a role in
+/// another account mints a key moto attributes to that account, whose resources it then reads and
+/// makes (https://docs.getmoto.org/en/latest/docs/multi_account.html; moto/sts/models.py
+/// `assume_role`: "the role does not need to exist. The ARN can point to another account").
+async fn assumed(base: &aws_config::SdkConfig, role: &str) -> aws_config::SdkConfig {
+    let out = aws_sdk_sts::Client::new(base)
+        .assume_role()
+        .role_arn(role)
+        .role_session_name("test-account-b")
+        .send()
+        .await
+        .unwrap();
+    let c = out.credentials().unwrap();
+    let creds = Credentials::new(
+        c.access_key_id(),
+        c.secret_access_key(),
+        Some(c.session_token().to_owned()),
+        None,
+        "test",
+    );
+    base.to_builder()
+        .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::new(creds))
+        .build()
+}
+
+/// Access-entry operations on `cluster` in `account`'s cluster of that name.
+fn access_log_in(account: &str, cluster: &str) -> Vec<String> {
+    let (_, v) = http_json("GET", &format!("{}/_cellbridge/eks/log", moto::endpoint()), None);
+    v.as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cluster"] == cluster && e["account"] == account)
+        .map(|e| e["op"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Issue 15, item 5's "done when": a new cell's cluster in a second account, found by its tag
+/// before the cell's pull request merges (no `clusters/<cell>/` on main: the template), is
+/// reached through the role `CELLBRIDGE_ACCOUNT_ROLES` gives the event's account, never through
+/// the home account's cluster of the same name; an account not in the map is refused, finally,
+/// before anything is looked up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_cell_in_a_second_account_bootstraps_from_its_clusters_tag_before_its_pull_request_merges() {
+    use cellbridge::bootstrap::handler::{BootstrapService, LocalSource, lambda_handler};
+    const NAME: &str = "cross-acct-cell";
+    const CELL: &str = "cross-acct";
+    // The home account's cluster of the same name, untagged; its API server is the bed's.
+    let bed = Bed::new(NAME, &[], None).await;
+    // The cell is not merged: the fleet has no clusters/cross-acct/, only the template.
+    assert!(!fixture_fleet().join("clusters").join(CELL).exists());
+    // Account B's, tagged with the new cell (same endpoint: the override is by region and name).
+    let b = assumed(&moto::sdk_config().await, ROLE_B).await;
+    let caller = aws_sdk_sts::Client::new(&b).get_caller_identity().send().await.unwrap();
+    assert_eq!(caller.account(), Some(ACCOUNT_B));
+    aws_sdk_eks::Client::new(&b)
+        .create_cluster()
+        .name(NAME)
+        .role_arn("arn:aws:iam::210987654321:role/eks-cluster")
+        .resources_vpc_config(
+            aws_sdk_eks::types::VpcConfigRequest::builder()
+                .subnet_ids("subnet-1")
+                .build(),
+        )
+        .tags("cellbridge.dev/cell", CELL)
+        .send()
+        .await
+        .unwrap();
+    let home = aws_sdk_eks::Client::new(&bed.aws)
+        .describe_cluster()
+        .name(NAME)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        home.cluster().unwrap().tags().is_none_or(|t| t.is_empty()),
+        "two clusters"
+    );
+
+    let settings = Settings {
+        account_roles: [(ACCOUNT_B.to_owned(), ROLE_B.to_owned())].into(),
+        ..settings(&bed.secret)
+    };
+    let service = BootstrapService {
+        bootstrapper: Bootstrapper::new(bed.aws.clone(), settings),
+        fleets: Box::new(LocalSource(LocalFleet::open(fixture_fleet()).unwrap())),
+    };
+    let from = |account: &str| {
+        let mut e = create_cluster_event(NAME);
+        e["account"] = json!(account);
+        e["detail"]["recipientAccountId"] = json!(account);
+        e
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let inv = service.handle(&from(ACCOUNT_B), deadline).await.unwrap();
+    let r = &inv.response;
+    leak::capture("bootstrap in account B", &r.to_string());
+    assert!(!inv.failed(), "{r}");
+    assert_eq!(r["outcome"], "bootstrapped", "{r}");
+    assert_eq!(r["cell"], CELL);
+    assert_eq!(
+        r["components_file"],
+        "clusters/_template/flux-system/gotk-components.yaml"
+    );
+    assert_eq!(r["access_entry"]["principal_arn"], ROLE_B, "{r}");
+    assert_eq!(r["access_entry"]["removed"], true, "{r}");
+    // Access was given and taken back in account B's cluster; the home one was never touched.
+    assert_eq!(
+        access_log_in(ACCOUNT_B, NAME),
+        ["CreateAccessEntry", "AssociateAccessPolicy", "DeleteAccessEntry"]
+    );
+    assert!(access_log_in("123456789012", NAME).is_empty());
+    assert!(access_entries(&b, NAME).await.is_empty());
+    assert!(access_entries(&bed.aws, NAME).await.is_empty());
+    assert_eq!(bed.kube.objects(Some("GitRepository")).len(), 1);
+    assert_eq!(
+        flux_object(&bed.kube, "Kustomization")["spec"]["path"],
+        format!("./clusters/{CELL}")
+    );
+
+    // An account CELLBRIDGE_ACCOUNT_ROLES does not name: a handled final failure, nothing made.
+    let requests = bed.kube.requests().len();
+    let mut ctx = lambda_runtime::Context::default();
+    ctx.deadline = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 60_000;
+    let event = lambda_runtime::LambdaEvent::new(from("333333333333"), ctx);
+    let v = lambda_handler(&service, event).await.unwrap();
+    leak::capture("bootstrap from an unmapped account", &v.to_string());
+    assert_eq!(v["class"], "final", "{v}");
+    let msg = v["error"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("333333333333") && msg.contains("CELLBRIDGE_ACCOUNT_ROLES"),
+        "{v}"
+    );
+    assert_eq!(bed.kube.requests().len(), requests);
+    assert_eq!(access_log_in(ACCOUNT_B, NAME).len(), 3);
+    assert!(access_log_in("123456789012", NAME).is_empty());
+    assert!(access_log_in("333333333333", NAME).is_empty());
+}

@@ -12,8 +12,17 @@
 Control routes (plain HTTP, no signature), for tests:
 - POST /_cellbridge/eks/clusters/<name>  {"region", "endpoint", "ca_pem", "authentication_mode",
   "status", "active_after"}: override what DescribeCluster says about a cluster;
-- GET /_cellbridge/eks/log: every access-entry operation so far [{op, region, cluster, principal}];
+- GET /_cellbridge/eks/log: every access-entry operation so far [{op, account, region, cluster, principal}];
+- GET /_cellbridge/eks/entries/<name>?region=&account=: a cluster's access entries (every
+  account's cluster of that name when no account is given, as kube_fake.py asks: it matches the
+  caller's account itself);
 - DELETE /_cellbridge/eks/log: clear it.
+
+Access entries belong to the cluster of the caller's account, as moto's own EKS resources do:
+moto attributes a request to the account its access key belongs to, and STS AssumeRole of a role
+in another account mints a key of that account (https://docs.getmoto.org/en/latest/docs/multi_account.html;
+moto/sts/models.py `assume_role`: "The ARN can point to another account, providing an
+opportunity to switch accounts"). Two accounts' clusters of one name are two clusters.
 """
 import base64
 import datetime
@@ -25,7 +34,7 @@ import urllib.parse
 
 LOCK = threading.RLock()
 OVERRIDES = {}  # (region, cluster) -> dict
-ENTRIES = {}  # (region, cluster) -> {principal: entry}
+ENTRIES = {}  # (account, region, cluster) -> {principal: entry}
 LOG = []
 DEFAULT_CA_PEM = None
 
@@ -56,6 +65,16 @@ def region_of(environ):
     auth = environ.get("HTTP_AUTHORIZATION", "")
     m = re.search(r"Credential=[^/]+/\d{8}/([^/]+)/", auth)
     return m.group(1) if m else "us-east-1"
+
+
+def request_account(environ):
+    """The account moto attributes the request to (moto.core.responses `get_current_account`)."""
+    if environ.get("HTTP_X_MOTO_ACCOUNT_ID"):
+        return environ["HTTP_X_MOTO_ACCOUNT_ID"]
+    from moto.iam.models import get_account_id_from
+
+    m = re.search(r"Credential=([^/]+)/", environ.get("HTTP_AUTHORIZATION", ""))
+    return get_account_id_from(m.group(1) if m else "")
 
 
 def account_of(principal):
@@ -107,18 +126,13 @@ def presigned_sts(environ):
         environ["HTTP_X_AMZ_DATE"] = one("X-Amz-Date")
 
 
-def find_cluster(region, name):
+def find_cluster(account, region, name):
     from moto.eks.models import eks_backends
 
-    for _account, regions in list(eks_backends.items()):
-        try:
-            backend = regions[region]
-        except Exception:
-            continue
-        c = backend.clusters.get(name)
-        if c is not None:
-            return c
-    return None
+    try:
+        return eks_backends[account][region].clusters.get(name)
+    except Exception:
+        return None
 
 
 def auth_mode(region, name):
@@ -215,7 +229,8 @@ class EksExtension:
     # -- access entries -------------------------------------------------------------------
     def access(self, environ, start_response, method, cluster_name, principal, policies, policy):
         region = region_of(environ)
-        cluster = find_cluster(region, cluster_name)
+        account = request_account(environ)
+        cluster = find_cluster(account, region, cluster_name)
         if cluster is None:
             return error(start_response, 404, "ResourceNotFoundException", f"No cluster found for name: {cluster_name}.",
                          clusterName=cluster_name)
@@ -223,11 +238,11 @@ class EksExtension:
             return error(start_response, 400, "InvalidRequestException",
                          "The cluster's authentication mode must be set to one of [API, API_AND_CONFIG_MAP] to perform this operation.",
                          clusterName=cluster_name)
-        entries = ENTRIES.setdefault((region, cluster_name), {})
+        entries = ENTRIES.setdefault((account, region, cluster_name), {})
         now = time.time()
 
         def log(op, p):
-            LOG.append({"op": op, "region": region, "cluster": cluster_name, "principal": p, "t": now})
+            LOG.append({"op": op, "account": account, "region": region, "cluster": cluster_name, "principal": p, "t": now})
 
         def not_found(p):
             return error(start_response, 404, "ResourceNotFoundException",
@@ -331,9 +346,12 @@ class EksExtension:
                 return reply(start_response, 200, {"ok": True})
             m = re.match(r"^/_cellbridge/eks/entries/([^/]+)$", path)
             if m and method == "GET":
-                region = urllib.parse.parse_qs(environ.get("QUERY_STRING", "")).get("region", ["us-east-1"])[0]
-                es = ENTRIES.get((region, m.group(1)), {})
-                return reply(start_response, 200, [{k: v for k, v in e.items()} for e in es.values()])
+                q = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+                region = q.get("region", ["us-east-1"])[0]
+                account = q.get("account", [None])[0]
+                es = [e for (a, r, c), byp in ENTRIES.items() if r == region and c == m.group(1)
+                      and account in (None, a) for e in byp.values()]
+                return reply(start_response, 200, [dict(e) for e in es])
         return error(start_response, 404, "NotFound", "no such control route")
 
 
