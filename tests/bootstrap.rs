@@ -66,26 +66,7 @@ fn key() -> &'static (String, String) {
 
 /// Credentials of an assumed role, as a Lambda function has them.
 async fn role_config() -> aws_config::SdkConfig {
-    let base = moto::sdk_config().await;
-    let sts = aws_sdk_sts::Client::new(&base);
-    let out = sts
-        .assume_role()
-        .role_arn(ROLE)
-        .role_session_name("cluster-bootstrap")
-        .send()
-        .await
-        .unwrap();
-    let c = out.credentials().unwrap();
-    let creds = Credentials::new(
-        c.access_key_id(),
-        c.secret_access_key(),
-        Some(c.session_token().to_owned()),
-        None,
-        "test",
-    );
-    base.to_builder()
-        .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::new(creds))
-        .build()
+    assumed(&moto::sdk_config().await, ROLE, "cluster-bootstrap").await
 }
 
 struct Bed {
@@ -1492,11 +1473,11 @@ const ROLE_B: &str = "arn:aws:iam::210987654321:role/cellbridge-bootstrap";
 /// another account mints a key moto attributes to that account, whose resources it then reads and
 /// makes (https://docs.getmoto.org/en/latest/docs/multi_account.html; moto/sts/models.py
 /// `assume_role`: "the role does not need to exist. The ARN can point to another account").
-async fn assumed(base: &aws_config::SdkConfig, role: &str) -> aws_config::SdkConfig {
+async fn assumed(base: &aws_config::SdkConfig, role: &str, session: &str) -> aws_config::SdkConfig {
     let out = aws_sdk_sts::Client::new(base)
         .assume_role()
         .role_arn(role)
-        .role_session_name("test-account-b")
+        .role_session_name(session)
         .send()
         .await
         .unwrap();
@@ -1539,7 +1520,7 @@ async fn a_new_cell_in_a_second_account_bootstraps_from_its_clusters_tag_before_
     // The cell is not merged: the fleet has no clusters/cross-acct/, only the template.
     assert!(!fixture_fleet().join("clusters").join(CELL).exists());
     // Account B's, tagged with the new cell (same endpoint: the override is by region and name).
-    let b = assumed(&moto::sdk_config().await, ROLE_B).await;
+    let b = assumed(&moto::sdk_config().await, ROLE_B, "test-account-b").await;
     let caller = aws_sdk_sts::Client::new(&b).get_caller_identity().send().await.unwrap();
     assert_eq!(caller.account(), Some(ACCOUNT_B));
     aws_sdk_eks::Client::new(&b)
