@@ -90,12 +90,13 @@ LOCK = threading.RLock()
 
 
 class ApiError(Exception):
-    def __init__(self, status, message, headers=None, errors=None):
+    def __init__(self, status, message, headers=None, errors=None, documentation_url=None):
         super().__init__(message)
         self.status = status
         self.message = message
         self.headers = headers or {}
         self.errors = errors
+        self.documentation_url = documentation_url
 
 
 # --- git objects -------------------------------------------------------------------------------
@@ -663,6 +664,139 @@ REPOS = {}  # "o/r" -> repo dict
 NEXT_ID = [1000]
 TOKENS = {}  # token -> expiry (None: forever)
 APP = {"app_id": 4242, "installation_id": 777, "private_key": None, "public_key": None}
+
+
+# --- permissions of fine-grained actors ----------------------------------------------------------
+#
+# GitHub Apps' installation tokens and fine-grained personal access tokens carry permissions, and
+# GitHub checks them on every request: "If your app makes a REST API request with insufficient
+# permissions, the API will return a `403` response"
+# (https://docs.github.com/apps/creating-github-apps/registering-a-github-app/choosing-permissions-for-a-github-app),
+# with the message "Resource not accessible by integration" (by an installation token) or
+# "Resource not accessible by personal access token" (by a fine-grained PAT): "Insufficient
+# permission errors" in https://docs.github.com/rest/using-the-rest-api/troubleshooting-the-rest-api.
+# Every answer to such an actor carries `X-Accepted-GitHub-Permissions`, "the list of permissions
+# required to access the endpoint ... Multiple sets of permissions may also be valid ... All valid
+# sets are included in the header, each set separated by a semicolon (;)", e.g.
+# `repository_projects=write; organization_projects=admin`
+# (https://github.blog/changelog/2023-08-10-x-accepted-github-permissions-header-for-fine-grained-permission-actors).
+# Classic personal access tokens have scopes, not these permissions: they are not checked here.
+#
+# A repository the actor cannot see is 404, never 403: "GitHub uses a 404 Not Found response
+# instead of a 403 Forbidden response to avoid confirming the existence of private repositories"
+# (https://docs.github.com/rest/using-the-rest-api/troubleshooting-the-rest-api#404-not-found-for-an-existing-resource);
+# an installation sees the repositories it was given ("All repositories" or "Only select
+# repositories", `repository_selection` "all" / "selected" of the `installation` schema).
+#
+# The table: the permission sets each operation the fake serves accepts, as "Permissions required
+# for GitHub Apps" lists them (https://docs.github.com/rest/authentication/permissions-required-for-github-apps,
+# the page generated from github/docs' src/github-apps/data/fpt-2022-11-28/server-to-server-permissions.json).
+# An endpoint listed under two permissions accepts either: `GET /pulls/{n}` is under "Contents"
+# and "Pull requests"; the issue endpoints for comments, labels, getting and updating are under
+# "Issues" and "Pull requests" ("Every pull request is an issue"); `PUT /pulls/{n}/merge` is under
+# "Contents" (write) only. Write access implies read ("read" < "write" < "admin"), and any
+# repository permission implies "metadata": read ("If you set the metadata permission to No
+# access and select a permission that requires repository access, GitHub will override your
+# selection and set the metadata permission back to Read-only",
+# https://docs.github.com/enterprise-server@2.20/v3/apps/permissions).
+
+DEFAULT_APP_PERMISSIONS = {"metadata": "read", "contents": "write", "pull_requests": "write", "issues": "write",
+                           "statuses": "write"}
+APP["permissions"] = dict(DEFAULT_APP_PERMISSIONS)
+APP["repositories"] = None  # None: all repositories; else the "owner/repo" names selected
+ACTORS = {}  # token -> {"kind": "installation" | "fine_grained", "permissions", "repositories"}; absent: a classic PAT
+
+_R, _W = "read", "write"
+PERMISSIONS = {
+    "repos/get": [{"metadata": _R}],
+    "repos/download-tarball-archive": [{"contents": _R}],
+    "repos/compare-commits": [{"contents": _R}],
+    "repos/get-commit": [{"contents": _R}],
+    "repos/merge": [{"contents": _W}],
+    "git/get-ref": [{"contents": _R}],
+    "git/create-ref": [{"contents": _W}],
+    "git/update-ref": [{"contents": _W}],
+    "git/delete-ref": [{"contents": _W}],
+    "git/create-blob": [{"contents": _W}],
+    "git/get-blob": [{"contents": _R}],
+    "git/create-tree": [{"contents": _W}],
+    "git/get-tree": [{"contents": _R}],
+    "git/create-commit": [{"contents": _W}],
+    "git/get-commit": [{"contents": _R}],
+    "repos/get-combined-status-for-ref": [{"statuses": _R}],
+    "repos/list-commit-statuses-for-ref": [{"statuses": _R}],
+    "repos/create-commit-status": [{"statuses": _W}],
+    "pulls/list": [{"pull_requests": _R}],
+    "pulls/create": [{"pull_requests": _W}],
+    "pulls/get": [{"pull_requests": _R}, {"contents": _R}],
+    "pulls/update": [{"pull_requests": _W}],
+    "pulls/merge": [{"contents": _W}],
+    "pulls/update-branch": [{"pull_requests": _W}],
+    "issues/list-for-repo": [{"issues": _R}],
+    "issues/create": [{"issues": _W}],
+    "issues/get": [{"issues": _R}, {"pull_requests": _R}],
+    "issues/update": [{"issues": _W}, {"pull_requests": _W}],
+    "issues/list-comments": [{"issues": _R}, {"pull_requests": _R}],
+    "issues/create-comment": [{"issues": _W}, {"pull_requests": _W}],
+    "issues/list-labels-on-issue": [{"issues": _R}, {"pull_requests": _R}],
+    "issues/add-labels": [{"issues": _W}, {"pull_requests": _W}],
+    "issues/set-labels": [{"issues": _W}, {"pull_requests": _W}],
+}
+LEVELS = {"read": 1, "write": 2, "admin": 3}
+
+
+def permission_level(perms, name):
+    if name == "metadata" and any(k != "metadata" and LEVELS.get(v, 0) for k, v in perms.items()):
+        return max(LEVELS["read"], LEVELS.get(perms.get("metadata"), 0))
+    return LEVELS.get(perms.get(name), 0)
+
+
+def grants(perms, sets):
+    """Whether `perms` ({name: level}) satisfies one of the accepted `sets`."""
+    return any(all(permission_level(perms, k) >= LEVELS[v] for k, v in s.items()) for s in sets)
+
+
+def accepted_header(sets):
+    """`X-Accepted-GitHub-Permissions`: sets separated by "; ", the members of a set by ","."""
+    return "; ".join(",".join(f"{k}={v}" for k, v in s.items()) for s in sets)
+
+
+def actor_of(token):
+    """What a token may do: None for a classic PAT (not checked), else {"kind", "permissions",
+    "repositories"} with an installation token's permissions and repositories as the
+    installation has them now, narrowed to what the token was created with."""
+    a = ACTORS.get(token)
+    if a is None:
+        return None
+    if a["kind"] != "installation":
+        return a
+    perms = {k: v for k, v in APP["permissions"].items() if LEVELS.get(v, 0)}
+    if a.get("permissions") is not None:
+        perms = {k: min(v, a["permissions"][k], key=lambda x: LEVELS.get(x, 0))
+                 for k, v in perms.items() if k in a["permissions"]}
+    repos = APP["repositories"]
+    if a.get("repositories") is not None:
+        repos = [r for r in (repos if repos is not None else a["repositories"]) if r in a["repositories"]]
+    return {"kind": "installation", "permissions": perms, "repositories": repos}
+
+
+def installation_json():
+    """The `installation` schema's answer for the fake's one installation (the fields the fake
+    has; the schema's other required ones are completed by the description check). Its account
+    is the owner of the first selected repository, "acme" when all are selected: the fake does
+    not model accounts, an installation here reaches repositories of any owner."""
+    iid = APP["installation_id"]
+    selected = APP["repositories"]
+    owner = selected[0].split("/")[0] if selected else "acme"
+    return {"id": iid, "app_id": APP["app_id"], "app_slug": "cellbridge", "target_id": 1, "target_type": "Organization",
+            "account": {"login": owner, "id": 1, "type": "Organization"},
+            "repository_selection": "selected" if selected is not None else "all",
+            "permissions": {k: v for k, v in APP["permissions"].items() if LEVELS.get(v, 0)},
+            "events": [], "single_file_name": None, "suspended_by": None, "suspended_at": None,
+            "access_tokens_url": f"https://api.github.example/app/installations/{iid}/access_tokens",
+            "repositories_url": "https://api.github.example/installation/repositories",
+            "html_url": f"https://github.example/organizations/{owner}/settings/installations/{iid}",
+            "created_at": iso_now(0), "updated_at": iso_now(0)}
 FAULTS = []
 REQUESTS = []
 # The description every request is checked against, and what the checks saw.
@@ -700,9 +834,12 @@ def seed(body):
     branch = body.get("branch", "main")
     repo = REPOS.setdefault(
         full,
-        {"id": new_id(), "default_branch": branch, "refs": {}, "pulls": {}, "next_number": 1,
-         "labels": {}, "statuses": {}, "status_log": {}},
+        {"id": new_id(), "default_branch": branch, "refs": {}, "pulls": {}, "issues": {}, "next_number": 1,
+         "labels": {}, "statuses": {}, "status_log": {}, "has_issues": True},
     )
+    if "has_issues" in body:
+        # Issues disabled in the repository's settings (https://docs.github.com/articles/disabling-issues/).
+        repo["has_issues"] = bool(body["has_issues"])
     ref = "heads/" + branch
     parent = repo["refs"].get(ref)
     files = {} if body.get("replace", True) or parent is None else tree_files(get_obj(parent, "commit")["tree"])
@@ -768,6 +905,126 @@ def issue_json(full, repo, pr):
     j = pull_json(full, repo, pr)
     j["pull_request"] = {"url": j["url"]}
     return j
+
+
+# --- plain issues --------------------------------------------------------------------------------
+#
+# "GitHub's REST API considers every pull request an issue, but not every issue is a pull request.
+# For this reason, "Issues" endpoints may return both issues and pull requests in the response. You
+# can identify pull requests by the `pull_request` key" ("List repository issues",
+# https://docs.github.com/rest/issues/issues#list-repository-issues). Issues and pull requests
+# share one sequence of numbers per repository (`repo["next_number"]`); a plain issue lives in
+# `repo["issues"]`, a pull request in `repo["pulls"]`. Labels that do not exist yet are created
+# when an issue gets them, as GitHub does for "Add labels to an issue" ("not only assigns existing
+# labels but also creates a new label if it does not already exist",
+# https://github.com/github/docs/issues/35718) and for "Create an issue" ("If the label doesn't
+# exist in the repo, Github will create it for us", https://github.com/nerdishbynature/octokit.swift/pull/81).
+
+
+def label_names(labels):
+    """The names of the `labels` of a request body: strings, or objects with a `name`."""
+    return [label["name"] if isinstance(label, dict) else str(label) for label in labels or []
+            if not isinstance(label, dict) or label.get("name")]
+
+
+def labels_json(repo, names):
+    return [{"name": n, "id": repo["labels"].setdefault(n, new_id()), "node_id": f"LA_{n}", "color": "ededed",
+             "default": False, "description": None, "url": ""} for n in names]
+
+
+def plain_issue_json(full, repo, issue):
+    """The `issue` schema's answer for a plain issue (the schema's other required fields are
+    completed by the description check)."""
+    n = issue["number"]
+    api = f"https://api.github.example/repos/{full}/issues/{n}"
+    return {
+        "id": issue["id"], "node_id": f"I_{issue['id']}", "number": n, "title": issue["title"], "body": issue["body"],
+        "state": issue["state"], "state_reason": issue.get("state_reason"),
+        "labels": labels_json(repo, issue["labels"]), "locked": False, "assignee": None, "assignees": [],
+        "milestone": None, "comments": len(issue["comments"]), "author_association": "NONE",
+        "user": {"login": "cellbridge[bot]", "id": 2},
+        "url": api, "repository_url": f"https://api.github.example/repos/{full}",
+        "labels_url": api + "/labels{/name}", "comments_url": api + "/comments", "events_url": api + "/events",
+        "html_url": f"https://github.example/{full}/issues/{n}",
+        "created_at": issue["created_at"], "updated_at": issue["updated_at"],
+        "closed_at": issue.get("closed_at") if issue["state"] == "closed" else None,
+    }
+
+
+def create_issue(full, repo, body):
+    """`POST /issues` ("Create an issue", https://docs.github.com/rest/issues/issues#create-an-issue):
+    410 "If issues are disabled in the repository" (the message is GitHub's as clients quote it,
+    "410 Issues are disabled for this repo": https://github.com/ossf/allstar/issues/64); a
+    `title` that is empty is 422 (GitHub's "Validation Failed" with a `missing_field` error; a
+    missing `title` is refused by the description check before)."""
+    if not repo.get("has_issues", True):
+        raise ApiError(410, "Issues are disabled for this repo")
+    title = body.get("title")
+    if title is None or str(title).strip() == "":
+        raise ApiError(422, "Validation Failed", errors=[{"resource": "Issue", "field": "title", "code": "missing_field"}])
+    number = repo["next_number"]
+    repo["next_number"] += 1
+    issue = {"id": new_id(), "number": number, "title": str(title), "body": body.get("body"), "state": "open",
+             "state_reason": None, "labels": sorted(set(label_names(body.get("labels")))), "comments": [],
+             "created_at": iso_now()}
+    touch(issue)
+    repo.setdefault("issues", {})[number] = issue
+    return plain_issue_json(full, repo, issue)
+
+
+def update_issue(full, repo, issue, body, agent):
+    """`PATCH /issues/{n}` of a plain issue ("Update an issue",
+    https://docs.github.com/rest/issues/issues#update-an-issue): `title`, `body`, `labels`
+    ("Pass one or more labels to _replace_ the set of labels on this issue. Send an empty array
+    (`[]`) to clear all labels"), `state` and `state_reason` ("The reason for the state change.
+    Ignored unless `state` is changed"; closing without one is `completed`, as the web's "Close
+    issue" button, reopening `reopened`)."""
+    if "title" in body and body["title"] is not None:
+        if str(body["title"]).strip() == "":
+            raise ApiError(422, "Validation Failed", errors=[{"resource": "Issue", "field": "title", "code": "missing_field"}])
+        issue["title"] = str(body["title"])
+    if "body" in body:
+        issue["body"] = body["body"]
+    if "labels" in body and body["labels"] is not None:
+        issue["labels"] = sorted(set(label_names(body["labels"])))
+    state = body.get("state")
+    if state is not None and state != issue["state"]:
+        issue["state"] = state
+        if state == "closed":
+            issue["state_reason"] = body.get("state_reason") or "completed"
+            issue["closed_at"], issue["closed_by"] = iso_now(), agent
+        else:
+            issue["state_reason"] = "reopened"
+            issue["closed_at"] = issue["closed_by"] = None
+    touch(issue)
+    return plain_issue_json(full, repo, issue)
+
+
+def list_issues(full, repo, query):
+    """`GET /issues` ("List repository issues", https://docs.github.com/rest/issues/issues#list-repository-issues):
+    plain issues and pull requests (the latter with `pull_request`); `state` `open` (the
+    default), `closed` or `all`; `labels` "A list of comma separated label names", an item must
+    carry all of them; `sort` `created` (the default, in number order), `updated` or `comments`;
+    `direction` (default `desc`); `since` (updated at or after). Paged by the caller."""
+    state = query.get("state", ["open"])[0]
+    wanted = [n.strip() for n in query.get("labels", [""])[0].split(",") if n.strip()]
+    sort = query.get("sort", ["created"])[0]
+    direction = query.get("direction", ["desc"])[0]
+    since = query.get("since", [None])[0]
+    items = [("issue", i) for i in repo.get("issues", {}).values()] + [("pull", p) for p in repo["pulls"].values()]
+    keys = {"updated": lambda it: (it[1].get("updated", 0), it[1]["number"]),
+            "comments": lambda it: (len(it[1].get("comments") or ()), it[1]["number"])}
+    items.sort(key=keys.get(sort, lambda it: it[1]["number"]), reverse=direction != "asc")
+    out = []
+    for kind, it in items:
+        if state != "all" and it["state"] != state:
+            continue
+        if not set(wanted) <= set(it["labels"]):
+            continue
+        if since is not None and (it.get("updated_at") or "") < since:
+            continue
+        out.append(plain_issue_json(full, repo, it) if kind == "issue" else issue_json(full, repo, it))
+    return out
 
 
 def export_ignored(files):
@@ -1006,6 +1263,9 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             return self._send(400, {"message": "Problems parsing JSON", "documentation_url": DOCS})
         status, out, headers, raw, ctype = 500, None, {}, None, "application/json; charset=utf-8"
+        # The operation (for the permission check) and the headers every answer to this
+        # request carries (X-Accepted-GitHub-Permissions), set by `_auth`.
+        self._op, self._extra_headers = op, {}
         with LOCK:
             fault = fault_for(method, path)
         if fault and fault.get("delay_ms"):
@@ -1027,9 +1287,10 @@ class Handler(BaseHTTPRequestHandler):
                 raw, ctype = result[3], result[4]
         except ApiError as e:
             status, headers = e.status, e.headers
-            out = {"message": e.message, "documentation_url": DOCS}
+            out = {"message": e.message, "documentation_url": e.documentation_url or DOCS}
             if e.errors:
                 out["errors"] = e.errors
+        headers = dict(headers or {}, **self._extra_headers)
         drift = []
         if op is not None and not (fault and (fault.get("status") or fault.get("secondary_rate_limit"))):
             # The fake's own answer, completed and checked against GitHub's schema for it.
@@ -1094,6 +1355,25 @@ class Handler(BaseHTTPRequestHandler):
         exp = TOKENS[cred]
         if exp is not None and exp < time.time():
             raise ApiError(401, "Bad credentials")
+        return cred
+
+    def _authorize(self, token, full):
+        """The checks of a fine-grained actor (see "permissions of fine-grained actors"): a
+        repository outside its selection is 404, an operation none of whose accepted permission
+        sets it holds is 403 with X-Accepted-GitHub-Permissions (sent on every answer to it)."""
+        actor = actor_of(token)
+        if actor is None:
+            return
+        if actor.get("repositories") is not None and full not in actor["repositories"]:
+            raise ApiError(404, "Not Found")
+        op = getattr(self, "_op", None)
+        sets = PERMISSIONS.get(op.id) if op is not None else None
+        if not sets:
+            return
+        self._extra_headers["X-Accepted-GitHub-Permissions"] = accepted_header(sets)
+        if not grants(actor["permissions"], sets):
+            who = "integration" if actor["kind"] == "installation" else "personal access token"
+            raise ApiError(403, f"Resource not accessible by {who}", documentation_url=op.doc_url or DOCS)
 
     def _api(self, method, path, query, body):
         if path.startswith("/_codeload/"):
@@ -1103,23 +1383,68 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(404, "Not Found")
             data = tarball(m.group(1), m.group(2))
             return 200, None, {}, data, "application/x-gzip"
-        self._auth(path)
+        token = self._auth(path)
         m = re.fullmatch(r"/app/installations/(\d+)/access_tokens", path)
         if m and method == "POST":
             if int(m.group(1)) != APP["installation_id"]:
                 raise ApiError(404, "Not Found")
-            tok = "ghs_" + secrets.token_hex(18)
-            register_secret("github fake: installation token", tok)
-            TOKENS[tok] = time.time() + 3600
-            exp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
-            return 201, {"token": tok, "expires_at": exp, "permissions": {"contents": "write", "pull_requests": "write"}}
+            return 201, self._installation_token(body or {})
+        m = re.fullmatch(r"/app/installations/(\d+)", path)
+        if m and method == "GET":
+            # "Get an installation for the authenticated app"
+            # (https://docs.github.com/rest/apps/apps#get-an-installation-for-the-authenticated-app):
+            # 404 for an installation that is not this app's.
+            if int(m.group(1)) != APP["installation_id"]:
+                raise ApiError(404, "Not Found")
+            return 200, installation_json()
         m = re.fullmatch(r"/repos/([^/]+)/([^/]+)(/.*)?", path)
         if not m:
             raise ApiError(404, "Not Found")
         full = f"{m.group(1)}/{m.group(2)}"
         repo = repo_or_404(full)
+        self._authorize(token, full)
         rest = m.group(3) or ""
         return self._repo_api(method, full, repo, rest, query, body)
+
+    def _installation_token(self, body):
+        """`POST /app/installations/{id}/access_tokens` ("Create an installation access token for
+        an app", https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app):
+        a token for an hour with the installation's permissions, or fewer: `permissions` "The
+        permissions granted to the user access token" and `repositories` "List of repository
+        names that the token should have access to" narrow it. Asking for more than the
+        installation has is 422 "The permissions requested are not granted to this installation."
+        (GitHub's message as clients meet it:
+        https://github.com/peter-murray/workflow-application-token-action/issues/48); a repository
+        the installation cannot see is 422 too ("There is at least one repository that does not
+        exist or is not accessible to the parent installation.", GitHub's message quoted by
+        clients; the docs list 422 "Validation failed" only). The token's permissions follow the
+        installation's later changes (`POST /_fake/app`), never beyond what it was created with."""
+        have = APP["permissions"]
+        asked = body.get("permissions")
+        if asked is not None:
+            for k, v in asked.items():
+                if LEVELS.get(v, 0) > LEVELS.get(have.get(k), 0) and not (k == "metadata" and permission_level(have, k) >= LEVELS.get(v, 0)):
+                    raise ApiError(422, "The permissions requested are not granted to this installation.")
+        names = body.get("repositories")
+        repos = None
+        if names is not None:
+            owners = sorted({f.split("/")[0] for f in (APP["repositories"] if APP["repositories"] is not None else REPOS)})
+            repos = []
+            for n in names:
+                full = next((f"{o}/{n}" for o in owners if f"{o}/{n}" in REPOS
+                             and (APP["repositories"] is None or f"{o}/{n}" in APP["repositories"])), None)
+                if full is None:
+                    raise ApiError(422, "There is at least one repository that does not exist or is not accessible to the parent installation.")
+                repos.append(full)
+        tok = "ghs_" + secrets.token_hex(18)
+        register_secret("github fake: installation token", tok)
+        TOKENS[tok] = time.time() + 3600
+        ACTORS[tok] = {"kind": "installation", "permissions": dict(asked) if asked is not None else None,
+                       "repositories": repos}
+        actor = actor_of(tok)
+        exp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+        selection = "selected" if actor["repositories"] is not None else "all"
+        return {"token": tok, "expires_at": exp, "permissions": actor["permissions"], "repository_selection": selection}
 
     def _repo_api(self, method, full, repo, rest, query, body):
         owner = full.split("/")[0]
@@ -1317,13 +1642,28 @@ class Handler(BaseHTTPRequestHandler):
         if rest == "/pulls" and method == "POST":
             return 201, self._create_pull(full, repo, body)
 
+        if rest == "/issues" and method == "GET":
+            return self._page(list_issues(full, repo, query), query, f"/repos/{full}/issues")
+        if rest == "/issues" and method == "POST":
+            out = create_issue(full, repo, body or {})
+            return 201, out, {"Location": out["url"]}
+        m = re.fullmatch(r"/issues/(\d+)", rest)
+        if m and int(m.group(1)) in repo.get("issues", {}):
+            # A plain issue ("Get an issue", "Update an issue"); a pull request's number goes on
+            # below. `/pulls/{n}` of a plain issue's number is 404, as on GitHub.
+            issue = repo["issues"][int(m.group(1))]
+            if method == "GET":
+                return 200, plain_issue_json(full, repo, issue)
+            if method == "PATCH":
+                return 200, update_issue(full, repo, issue, body or {}, self.headers.get("User-Agent", ""))
+
         m = re.fullmatch(r"/(pulls|issues)/(\d+)", rest)
         if m:
             pr = repo["pulls"].get(int(m.group(2)))
             if pr is None:
                 raise ApiError(404, "Not Found")
             if method == "GET":
-                out = pull_json(full, repo, pr)
+                out = (pull_json if m.group(1) == "pulls" else issue_json)(full, repo, pr)
                 if m.group(1) == "pulls" and pr["state"] == "open":
                     out["mergeable"] = mergeable(repo, pr)
                 return 200, out
@@ -1344,7 +1684,7 @@ class Handler(BaseHTTPRequestHandler):
                 elif was == "closed" and pr["state"] == "open":
                     pr["closed_at"] = pr["closed_by"] = None
                 if "labels" in body and m.group(1) == "issues":
-                    pr["labels"] = sorted(set(body["labels"]))
+                    pr["labels"] = sorted(set(label_names(body["labels"])))
                 touch(pr)
                 return 200, (issue_json if m.group(1) == "issues" else pull_json)(full, repo, pr)
 
@@ -1373,9 +1713,11 @@ class Handler(BaseHTTPRequestHandler):
             # https://docs.github.com/rest/issues/comments#list-issue-comments): "Every pull
             # request is an issue", so a pull request's conversation is its issue's comments;
             # listed "by ascending ID", `since` keeping those updated at or after it.
-            pr = repo["pulls"].get(int(m.group(1)))
+            # A pull request's or a plain issue's.
+            pr = repo["pulls"].get(int(m.group(1))) or repo.get("issues", {}).get(int(m.group(1)))
             if pr is None:
                 raise ApiError(404, "Not Found")
+            web = "pull" if pr["number"] in repo["pulls"] else "issues"
             comments = pr.setdefault("comments", [])
             if method == "GET":
                 since = query.get("since", [None])[0]
@@ -1387,7 +1729,7 @@ class Handler(BaseHTTPRequestHandler):
             now = iso_now()
             comment = {"id": cid, "node_id": f"IC_{cid}", "body": body["body"],
                        "url": f"https://api.github.example/repos/{full}/issues/comments/{cid}",
-                       "html_url": f"https://github.example/{full}/pull/{pr['number']}#issuecomment-{cid}",
+                       "html_url": f"https://github.example/{full}/{web}/{pr['number']}#issuecomment-{cid}",
                        "issue_url": f"https://api.github.example/repos/{full}/issues/{pr['number']}",
                        "user": {"login": "cellbridge[bot]", "id": 2}, "created_at": now, "updated_at": now,
                        "author_association": "NONE", "user_agent": self.headers.get("User-Agent", "")}
@@ -1398,7 +1740,7 @@ class Handler(BaseHTTPRequestHandler):
 
         m = re.fullmatch(r"/issues/(\d+)/labels", rest)
         if m and method in ("POST", "PUT", "GET"):
-            pr = repo["pulls"].get(int(m.group(1)))
+            pr = repo["pulls"].get(int(m.group(1))) or repo.get("issues", {}).get(int(m.group(1)))
             if pr is None:
                 raise ApiError(404, "Not Found")
             if method != "GET":
@@ -1528,9 +1870,16 @@ class Handler(BaseHTTPRequestHandler):
                 return 200, {}
             if path == "/_fake/tokens" and method == "POST":
                 TOKENS[body["token"]] = None
+                if body.get("permissions") is not None:
+                    # A fine-grained personal access token: its permissions are checked.
+                    ACTORS[body["token"]] = {"kind": "fine_grained", "permissions": dict(body["permissions"]),
+                                             "repositories": body.get("repositories")}
+                else:
+                    ACTORS.pop(body["token"], None)
                 return 201, {}
             if path == "/_fake/tokens" and method == "DELETE":
                 TOKENS.pop(body["token"], None)
+                ACTORS.pop(body["token"], None)
                 return 200, {}
             if path == "/_fake/conformance" and method == "GET":
                 return 200, {"flavor": SPEC["description"].flavor, "operations": dict(CONFORMANCE["operations"]),
@@ -1561,8 +1910,23 @@ class Handler(BaseHTTPRequestHandler):
                 sha = update_pull_branch(body["repo"], repo, pr, {k: v for k, v in body.items() if k == "expected_head_sha"})
                 return 202, {"message": "Updating pull request branch.", "sha": sha,
                              "url": f"https://github.example/repos/{body['repo']}/pulls/{pr['number']}"}
-            if path == "/_fake/app" and method == "GET":
-                return 200, {"app_id": APP["app_id"], "installation_id": APP["installation_id"], "private_key": APP["private_key"]}
+            if path == "/_fake/app" and method == "POST":
+                # The installation's permissions and repository selection (what a person sets in
+                # the installation's settings); each given key replaces its value.
+                if "permissions" in body:
+                    perms = body["permissions"]
+                    bad = {k: v for k, v in (perms or {}).items() if v not in LEVELS and v is not None}
+                    if not isinstance(perms, dict) or bad:
+                        raise ApiError(400, f"permissions must map names to read/write/admin: {bad or perms}")
+                    APP["permissions"] = {k: v for k, v in perms.items() if v is not None}
+                if "repositories" in body:
+                    repos = body["repositories"]
+                    if repos is not None and (not isinstance(repos, list) or not all(isinstance(r, str) and r.count("/") == 1 for r in repos)):
+                        raise ApiError(400, "repositories must be null (all) or a list of \"owner/repo\"")
+                    APP["repositories"] = list(repos) if repos is not None else None
+            if path == "/_fake/app" and method in ("GET", "POST"):
+                return 200, {"app_id": APP["app_id"], "installation_id": APP["installation_id"], "private_key": APP["private_key"],
+                             "permissions": dict(APP["permissions"]), "repositories": APP["repositories"]}
             if path == "/_fake/state" and method == "GET":
                 full = query.get("repo", [None])[0]
                 repo = repo_or_404(full)
@@ -1582,7 +1946,13 @@ class Handler(BaseHTTPRequestHandler):
                     j["comments"] = [c["body"] for c in pr.get("comments") or ()]
                     j["closed_by"] = pr.get("closed_by") if pr["state"] == "closed" else None
                     pulls.append(j)
-                return 200, {"default_branch": repo["default_branch"], "branches": branches, "pulls": pulls, "files": files, "modes": modes}
+                # Plain issues (not pull requests), by number.
+                issues = [{"number": i["number"], "title": i["title"], "body": i["body"], "labels": list(i["labels"]),
+                           "state": i["state"], "state_reason": i.get("state_reason"),
+                           "comments": [c["body"] for c in i["comments"]]}
+                          for i in sorted(repo.get("issues", {}).values(), key=lambda i: i["number"])]
+                return 200, {"default_branch": repo["default_branch"], "branches": branches, "pulls": pulls, "files": files,
+                             "modes": modes, "issues": issues}
         raise ApiError(404, "no such control endpoint")
 
     @staticmethod

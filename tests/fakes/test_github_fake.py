@@ -611,3 +611,228 @@ def test_a_badly_formed_call_is_recorded(gh):
     assert any(v["op"] == "repos/merge" and v["check"] == "body" for v in seen["violations"])
     assert seen["operations"].get("repos/merge") == 1
     call(gh.url, "DELETE", "/_fake/conformance")
+
+
+# plain issues ---------------------------------------------------------------------------------------
+
+def header(answer, name):
+    return next((v for k, v in answer.headers.items() if k.lower() == name.lower()), None)
+
+
+def new_issue(gh, title="drift", **fields):
+    r = gh("POST", "/repos/{repo}/issues", dict({"title": title}, **fields))
+    assert r.status == 201, r
+    return r.body
+
+
+def test_issues_share_numbers_with_pull_requests_and_are_listed_with_them(gh):
+    pull = open_pull(gh, "cellbridge/i")
+    issue = new_issue(gh, "cell drifted", body="details", labels=["drift", {"name": "cell:eu-1"}])
+    assert (pull, issue["number"]) == (1, 2), "one sequence of numbers per repository"
+    assert (issue["state"], issue["title"], issue["body"]) == ("open", "cell drifted", "details")
+    assert sorted(label["name"] for label in issue["labels"]) == ["cell:eu-1", "drift"]
+    assert issue["html_url"].endswith(f"/{gh.full}/issues/2") and "pull_request" not in issue
+    r = gh("GET", "/repos/{repo}/issues")
+    assert r.status == 200
+    assert [i["number"] for i in r.body] == [2, 1], "created, newest first"
+    assert "pull_request" in r.body[1] and "pull_request" not in r.body[0]
+    assert gh("GET", "/repos/{repo}/issues/2").body["title"] == "cell drifted"
+    assert gh("GET", "/repos/{repo}/pulls/2").status == 404, "a plain issue is no pull request"
+    assert state(gh)["issues"] == [{"number": 2, "title": "cell drifted", "body": "details",
+                                    "labels": ["cell:eu-1", "drift"], "state": "open", "state_reason": None,
+                                    "comments": []}]
+    assert [p["number"] for p in state(gh)["pulls"]] == [1]
+
+
+def test_issue_list_filters_by_state_and_every_label_and_pages(gh):
+    for n in range(5):
+        new_issue(gh, f"issue {n}", labels=["drift"] + (["cell:a"] if n % 2 == 0 else []))
+    r = gh("GET", "/repos/{repo}/issues?labels=drift,cell:a")
+    assert [i["title"] for i in r.body] == ["issue 4", "issue 2", "issue 0"], "every label, newest first"
+    r = gh("GET", "/repos/{repo}/issues?per_page=2&direction=asc")
+    assert [i["title"] for i in r.body] == ["issue 0", "issue 1"]
+    link = header(r, "Link")
+    assert 'rel="next"' in link and "page=3" in link and 'rel="last"' in link
+    r = gh("GET", "/repos/{repo}/issues?per_page=2&page=3&direction=asc")
+    assert [i["title"] for i in r.body] == ["issue 4"] and 'rel="prev"' in header(r, "Link")
+    assert gh("PATCH", "/repos/{repo}/issues/1", {"state": "closed"}).status == 200
+    assert [i["number"] for i in gh("GET", "/repos/{repo}/issues?state=closed").body] == [1]
+    assert len(gh("GET", "/repos/{repo}/issues?state=all").body) == 5
+    assert len(gh("GET", "/repos/{repo}/issues").body) == 4, "open by default"
+
+
+def test_an_issue_is_updated_closed_reopened_and_commented(gh):
+    number = new_issue(gh, "old", labels=["a", "b"])["number"]
+    r = gh("PATCH", f"/repos/{{repo}}/issues/{number}", {"title": "new", "body": "text", "labels": ["c"]})
+    assert r.status == 200 and (r.body["title"], r.body["body"]) == ("new", "text")
+    assert [label["name"] for label in r.body["labels"]] == ["c"], "labels are replaced"
+    r = gh("PATCH", f"/repos/{{repo}}/issues/{number}", {"state": "closed"})
+    assert (r.body["state"], r.body["state_reason"]) == ("closed", "completed") and r.body["closed_at"]
+    r = gh("PATCH", f"/repos/{{repo}}/issues/{number}", {"state": "open"})
+    assert (r.body["state"], r.body["state_reason"], r.body["closed_at"]) == ("open", "reopened", None)
+    r = gh("PATCH", f"/repos/{{repo}}/issues/{number}", {"state": "closed", "state_reason": "not_planned"})
+    assert r.body["state_reason"] == "not_planned"
+    r = gh("PATCH", f"/repos/{{repo}}/issues/{number}", {"state_reason": "completed"})
+    assert r.body["state_reason"] == "not_planned", "ignored unless the state changes"
+    r = gh("POST", f"/repos/{{repo}}/issues/{number}/comments", {"body": "seen"})
+    assert r.status == 201 and f"/issues/{number}#issuecomment-" in r.body["html_url"]
+    assert gh("POST", f"/repos/{{repo}}/issues/{number}/labels", {"labels": ["d"]}).status == 200
+    assert state(gh)["issues"][0] == {"number": number, "title": "new", "body": "text", "labels": ["c", "d"],
+                                      "state": "closed", "state_reason": "not_planned", "comments": ["seen"]}
+    assert gh("PATCH", "/repos/{repo}/issues/99", {"state": "closed"}).status == 404
+
+
+def test_issue_refusals(gh):
+    r = gh("POST", "/repos/{repo}/issues", {"title": " "})
+    assert (r.status, r.body["message"]) == (422, "Validation Failed")
+    gf.seed({"repo": gh.full, "branch": "main", "files": {"a.txt": "a\n"}, "has_issues": False})
+    r = gh("POST", "/repos/{repo}/issues", {"title": "x"})
+    assert (r.status, r.body["message"]) == (410, "Issues are disabled for this repo")
+    gf.seed({"repo": gh.full, "branch": "main", "files": {"a.txt": "a\n"}, "has_issues": True})
+    assert new_issue(gh)["number"] == 1, "refused ones take no number"
+
+
+# permissions of fine-grained actors -----------------------------------------------------------------
+
+def app_jwt():
+    """A JWT of the fake's App (signed with its key when the fake has one)."""
+    enc = lambda d: base64.urlsafe_b64encode(json.dumps(d).encode()).rstrip(b"=").decode()  # noqa: E731
+    now = int(gf.time.time())
+    signed = enc({"alg": "RS256", "typ": "JWT"}) + "." + enc({"iat": now - 60, "exp": now + 540, "iss": gf.APP["app_id"]})
+    sig = b"not-verified"
+    if gf.APP["private_key"] is not None:
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import padding
+        key = serialization.load_pem_private_key(gf.APP["private_key"].encode(), None)
+        sig = key.sign(signed.encode(), padding.PKCS1v15(), hashes.SHA256())
+    return signed + "." + base64.urlsafe_b64encode(sig).rstrip(b"=").decode()
+
+
+@pytest.fixture
+def app(gh):
+    """The App's installation, restored after the test; `set(...)` drives POST /_fake/app."""
+    saved = dict(permissions=dict(gf.APP["permissions"]), repositories=gf.APP["repositories"])
+
+    def as_app(method, path, body=None):
+        return gh(method, path, body, headers={"Authorization": f"Bearer {app_jwt()}"})
+
+    def set_app(**body):
+        r = call(gh.url, "POST", "/_fake/app", body)
+        assert r.status == 200, r
+        return r.body
+
+    def token(**body):
+        r = as_app("POST", f"/app/installations/{gf.APP['installation_id']}/access_tokens", body or None)
+        return r
+
+    as_app.set, as_app.token = set_app, token
+    yield as_app
+    gf.APP.update(saved)
+
+
+def as_token(tok):
+    return {"Authorization": f"Bearer {tok}"}
+
+
+def test_the_installation_and_its_tokens_carry_its_permissions(gh, app):
+    r = app("GET", f"/app/installations/{gf.APP['installation_id']}")
+    assert r.status == 200, r
+    assert r.body["permissions"] == gf.DEFAULT_APP_PERMISSIONS
+    assert (r.body["id"], r.body["repository_selection"]) == (gf.APP["installation_id"], "all")
+    assert app("GET", f"/app/installations/{gf.APP['installation_id'] + 1}").status == 404
+    assert gh("GET", f"/app/installations/{gf.APP['installation_id']}").status == 401, "a token is no JWT"
+    body = app.set(permissions={"metadata": "read", "contents": "read"}, repositories=[gh.full])
+    assert (body["permissions"], body["repositories"]) == ({"metadata": "read", "contents": "read"}, [gh.full])
+    r = app("GET", f"/app/installations/{gf.APP['installation_id']}")
+    assert (r.body["permissions"], r.body["repository_selection"]) == ({"metadata": "read", "contents": "read"}, "selected")
+    r = app.token()
+    assert r.status == 201 and r.body["permissions"] == {"metadata": "read", "contents": "read"}
+    assert r.body["repository_selection"] == "selected"
+    assert call(gh.url, "GET", "/_fake/app").body["repositories"] == [gh.full]
+
+
+def test_an_installation_token_without_the_permission_is_403_with_the_accepted_ones(gh, app):
+    number = open_pull(gh, "cellbridge/p")
+    sha = sha_of(gh, "cellbridge/p")
+    app.set(permissions={"metadata": "read", "contents": "write", "pull_requests": "write"})
+    tok = app.token().body["token"]
+    r = gh("POST", f"/repos/{{repo}}/statuses/{sha}", {"state": "success", "context": "cellbridge"}, headers=as_token(tok))
+    assert (r.status, r.body["message"]) == (403, "Resource not accessible by integration")
+    assert r.body["documentation_url"].startswith("https://docs.github.com/")
+    assert header(r, "X-Accepted-GitHub-Permissions") == "statuses=write"
+    r = gh("GET", "/repos/{repo}", headers=as_token(tok))
+    assert r.status == 200 and header(r, "X-Accepted-GitHub-Permissions") == "metadata=read"
+    # Either permission of the issue endpoints will do for a pull request's conversation.
+    r = gh("POST", f"/repos/{{repo}}/issues/{number}/comments", {"body": "hi"}, headers=as_token(tok))
+    assert r.status == 201 and header(r, "X-Accepted-GitHub-Permissions") == "issues=write; pull_requests=write"
+    r = gh("POST", "/repos/{repo}/issues", {"title": "x"}, headers=as_token(tok))
+    assert (r.status, header(r, "X-Accepted-GitHub-Permissions")) == (403, "issues=write")
+    assert gh("GET", "/repos/{repo}/issues", headers=as_token(tok)).status == 403
+    # The installation's permissions at the time of each request.
+    app.set(permissions=dict(gf.DEFAULT_APP_PERMISSIONS))
+    r = gh("POST", f"/repos/{{repo}}/statuses/{sha}", {"state": "success", "context": "cellbridge"}, headers=as_token(tok))
+    assert r.status == 201, r
+    app.set(permissions={"metadata": "read", "contents": "read"})
+    r = gh("POST", "/repos/{repo}/git/refs", {"ref": "refs/heads/x", "sha": sha}, headers=as_token(tok))
+    assert (r.status, header(r, "X-Accepted-GitHub-Permissions")) == (403, "contents=write")
+    assert "heads/x" not in gf.REPOS[gh.full]["refs"]
+
+
+def test_a_token_asks_for_fewer_permissions_never_more(gh, app):
+    app.set(permissions={"metadata": "read", "contents": "write"})
+    r = app.token(permissions={"issues": "write"})
+    assert (r.status, r.body["message"]) == (422, "The permissions requested are not granted to this installation.")
+    r = app.token(permissions={"contents": "read"})
+    assert r.status == 201 and r.body["permissions"] == {"contents": "read"}
+    tok = r.body["token"]
+    assert gh("GET", "/repos/{repo}/git/ref/heads/main", headers=as_token(tok)).status == 200
+    r = gh("POST", "/repos/{repo}/git/refs", {"ref": "refs/heads/y", "sha": sha_of(gh, "main")}, headers=as_token(tok))
+    assert r.status == 403
+    r = app.token(repositories=["no-such-repo"])
+    assert r.status == 422
+
+
+def test_a_fine_grained_personal_access_token_is_checked_too(gh):
+    tok = "github_pat_fake_not_a_credential"
+    assert call(gh.url, "POST", "/_fake/tokens", {"token": tok, "permissions": {"contents": "read"}}).status == 201
+    try:
+        r = gh("GET", "/repos/{repo}/git/ref/heads/main", headers=as_token(tok))
+        assert r.status == 200 and header(r, "X-Accepted-GitHub-Permissions") == "contents=read"
+        r = gh("POST", "/repos/{repo}/git/refs", {"ref": "refs/heads/z", "sha": sha_of(gh, "main")}, headers=as_token(tok))
+        assert (r.status, r.body["message"]) == (403, "Resource not accessible by personal access token")
+        assert header(r, "X-Accepted-GitHub-Permissions") == "contents=write"
+        assert gh("GET", "/repos/{repo}", headers=as_token(tok)).status == 200, "any repository permission reads metadata"
+    finally:
+        call(gh.url, "DELETE", "/_fake/tokens", {"token": tok})
+    assert gh("GET", "/repos/{repo}", headers=as_token(tok)).status == 401
+
+
+def test_a_repository_outside_the_selection_is_404_for_an_installation_token(gh, app):
+    other = f"acme/other-{next(_REPOS)}"
+    gf.seed({"repo": other, "branch": "main", "files": {"x": "x\n"}})
+    app.set(repositories=[other])
+    tok = app.token().body["token"]
+    for method, path, body in (("GET", "/repos/{repo}", None), ("GET", "/repos/{repo}/pulls", None),
+                               ("POST", "/repos/{repo}/issues", {"title": "x"})):
+        r = gh(method, path, body, headers=as_token(tok))
+        assert (r.status, r.body["message"]) == (404, "Not Found"), (method, path)
+    assert gh("GET", f"/repos/{other}", headers=as_token(tok)).status == 200
+    assert state(gh)["issues"] == []
+    app.set(repositories=None)
+    assert gh("GET", "/repos/{repo}", headers=as_token(tok)).status == 200, "all repositories again"
+
+
+def test_a_classic_token_is_not_checked(gh, app):
+    app.set(permissions={"metadata": "read"}, repositories=[])
+    r = gh("POST", "/repos/{repo}/issues", {"title": "by a person"})
+    assert r.status == 201 and header(r, "X-Accepted-GitHub-Permissions") is None
+
+
+def test_every_operation_of_the_permission_table_is_in_the_description_and_counted(gh, app):
+    desc = gf.SPEC["description"]
+    assert [op for op in gf.PERMISSIONS if desc.operation(op) is None] == []
+    new_issue(gh)
+    gh("GET", "/repos/{repo}/issues")
+    app("GET", f"/app/installations/{gf.APP['installation_id']}")
+    ops = call(gh.url, "GET", "/_fake/conformance").body["operations"]
+    assert {"issues/create", "issues/list-for-repo", "apps/get-installation"} <= set(ops)
