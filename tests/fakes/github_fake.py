@@ -7,14 +7,20 @@ give them, refs move only by fast-forward unless forced, a second open pull requ
 same head is refused with GitHub's 422, a pull request merges three ways as GitHub merges it
 (refused with 405 only on a conflict: `merge_pull`), a branch merges into another as `POST
 /merges` does (`merge_branches`), two commits compare as `GET /compare/{basehead}` does
-(`compare_commits`), and so on. Errors follow GitHub's shapes
-(`{"message": ..., "documentation_url": ...}`) and status codes (401, 404, 409, 422).
+(`compare_commits`), and so on. Plain issues share the pull requests' numbers and are listed
+with them (`list_issues`). Installation tokens and fine-grained personal access tokens are held to
+their permissions as GitHub holds them (`PERMISSIONS`: 403 "Resource not accessible by
+integration" / "... by personal access token" with `X-Accepted-GitHub-Permissions`, 404 for a
+repository outside the installation's selection); classic personal access tokens are not checked.
+Errors follow GitHub's shapes (`{"message": ..., "documentation_url": ...}`) and status codes
+(401, 403, 404, 409, 410, 422).
 
 Control API (never used by the product; tests and the bench drive it):
 
 - `POST /_fake/seed` `{"repo": "o/r", "branch": "main", "files": {path: text}, "message": "..",
   "replace": true}`: creates the repository if needed (its default branch is the first branch
-  seeded) and commits the files on the branch (the whole tree when `replace`, else laid over the
+  seeded; `"has_issues": false` disables its issues: creating one is 410) and commits the files
+  on the branch (the whole tree when `replace`, else laid over the
   branch's tree; a value of null deletes; a value `{"text": ..., "mode": "100755"}` sets the
   mode, `"120000"` making a symlink whose text is its target). Returns `{"sha": ...}`.
 - `POST /_fake/faults` `{"match": "POST /repos/*/git/refs*", "status": 502, "times": 2}`,
@@ -28,8 +34,9 @@ Control API (never used by the product; tests and the bench drive it):
   "writes": n}`; `DELETE /_fake/requests` resets the log.
 - `GET /_fake/state?repo=o/r`: branches, pull requests (with labels, head sha, statuses,
   `comments`: the bodies of their comments, oldest first, and `closed_by`: the User-Agent of the
-  request that closed or merged it, null while open) and the files of every branch, for
-  assertions.
+  request that closed or merged it, null while open), `issues` (plain issues only, by number:
+  `[{"number", "title", "body", "labels": [names], "state", "state_reason", "comments":
+  [bodies]}]`) and the files of every branch, for assertions.
 - `POST /_fake/rulesets` `{"repo": "o/r", "branch": "main", "message": "Changes must be made
   through a pull request."}`: a ruleset refusing every ref update of matching branches (`branch`
   a GitHub fnmatch pattern, `~DEFAULT_BRANCH` or `~ALL`) with 422 "Repository rule violations
@@ -40,8 +47,16 @@ Control API (never used by the product; tests and the bench drive it):
   `PUT /pulls/{n}/update-branch` does (`update_pull_branch`); 202 `{"message", "url", "sha"}`
   (`sha` the new head), or that operation's 422.
 - `GET /_fake/app`: the GitHub App's id, installation id and private key (PEM, generated at
-  start when the `cryptography` package is there), for tests that authenticate as an app.
-- `POST /_fake/tokens` `{"token": "..."}`: accept a personal access token; `DELETE` revokes it.
+  start when the `cryptography` package is there), for tests that authenticate as an app, and its
+  installation's `permissions` and `repositories`.
+- `POST /_fake/app` `{"permissions": {"contents": "write", ...}, "repositories": ["o/r", ...] |
+  null}`: the installation's permissions (default `DEFAULT_APP_PERMISSIONS`: metadata read,
+  contents, pull_requests, issues and statuses write) and repository selection (null, the
+  default: all); each key given replaces its value, and tokens already made follow (they are
+  checked against the installation as it is at each request). Answers as `GET`.
+- `POST /_fake/tokens` `{"token": "..."}`: accept a classic personal access token (every
+  permission, nothing checked); `{"token": "...", "permissions": {"contents": "read", ...},
+  "repositories": ["o/r"] (optional)}`: a fine-grained one, checked; `DELETE` revokes either.
 - `GET /_fake/conformance`: what the description check saw: `{"flavor", "operations": {id: n},
   "violations": [...]}`; `DELETE` resets it, here and in the suite report (a test that plants a
   bad request on purpose).
