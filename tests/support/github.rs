@@ -169,9 +169,34 @@ impl FakeGithub {
         );
     }
 
-    /// The GitHub App the fake trusts: `{"app_id", "installation_id", "private_key"}`.
+    /// Accepts a fine-grained personal access token holding `permissions`
+    /// (`{"contents": "read", ...}`): the fake answers 403 "Resource not accessible by personal
+    /// access token" to a request none of whose accepted permission sets it holds.
+    pub fn fine_grained_token(&self, token: &str, permissions: Value) {
+        self.control(
+            "POST",
+            "/_fake/tokens",
+            Some(&json!({"token": token, "permissions": permissions})),
+        );
+    }
+
+    /// The GitHub App the fake trusts: `{"app_id", "installation_id", "private_key",
+    /// "permissions", "repositories"}`.
     pub fn app(&self) -> Value {
         self.control("GET", "/_fake/app", None)
+    }
+
+    /// Sets the App installation's `permissions` (`{"contents": "write", ...}`) and/or
+    /// `repositories` (`["owner/repo", ...]`, or null for all); each key given replaces its value.
+    /// `app()` shows the result.
+    pub fn set_app(&self, body: Value) {
+        self.control("POST", "/_fake/app", Some(&body));
+    }
+
+    /// The plain issues of `repo` (pull requests left out), by number:
+    /// `{"number", "title", "body", "labels": [names], "state", "state_reason", "comments": [bodies]}`.
+    pub fn issues(&self, repo: &str) -> Vec<Value> {
+        self.state(repo)["issues"].as_array().cloned().unwrap_or_default()
     }
 }
 
