@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::operations as ops;
 use base64::Engine as _;
 
-use super::port::{ChangedFile, Comparison, GithubRepo, Merge, PullRequest, PullState, Relation};
+use super::port::{ChangedFile, Comparison, GithubRepo, Issue, Merge, PullRequest, PullState, Relation};
 use super::transport::{enc, sha_of, url_query};
 use super::{GithubError, GithubFleet, Result, Snapshot};
 use crate::fleet::FileWrite;
@@ -86,18 +86,151 @@ impl GithubRepo for GithubFleet {
                 detail: "pull request without number".into(),
             })?,
             url: pr["html_url"].as_str().unwrap_or_default().to_owned(),
+            title: pr["title"].as_str().unwrap_or_default().to_owned(),
             state,
             head_sha: pr["head"]["sha"].as_str().unwrap_or_default().to_owned(),
-            labels: pr["labels"]
-                .as_array()
-                .map(|ls| {
-                    ls.iter()
-                        .filter_map(|l| l["name"].as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            labels: label_names(pr),
             body: pr["body"].as_str().unwrap_or_default().to_owned(),
         }))
+    }
+
+    async fn check_write_access(&self, deadline: Instant) -> Result<()> {
+        let Some(id) = self.installation(deadline).await? else {
+            // A token's permissions cannot be read: a 403 names the one missing.
+            return Ok(());
+        };
+        if *self.access_checked.lock().unwrap_or_else(|e| e.into_inner()) == Some(id) {
+            return Ok(());
+        }
+        // "Get an installation for the authenticated app"
+        // (https://docs.github.com/rest/apps/apps#get-an-installation-for-the-authenticated-app):
+        // the permissions the installation was granted, read with the App's JWT.
+        let what = format!("reading the permissions of GitHub App installation {id}");
+        let path = format!("/app/installations/{id}");
+        let r = self
+            .send(
+                &what,
+                ops::APPS_GET_INSTALLATION.method.clone(),
+                &path,
+                None,
+                None,
+                deadline,
+            )
+            .await?;
+        if !r.status.is_success() {
+            return Err(r.api_error(&what));
+        }
+        let granted = r.json(&what)?["permissions"].clone();
+        let missing = missing_permissions(&granted);
+        if !missing.is_empty() {
+            let mut listed: Vec<String> = granted
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("?")))
+                        .collect()
+                })
+                .unwrap_or_default();
+            listed.sort();
+            return Err(GithubError::MissingPermissions {
+                installation: id,
+                missing,
+                granted: if listed.is_empty() {
+                    "none".into()
+                } else {
+                    listed.join(", ")
+                },
+            });
+        }
+        *self.access_checked.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
+        Ok(())
+    }
+
+    async fn open_issues(&self, label: &str, deadline: Instant) -> Result<Vec<Issue>> {
+        let what = format!("listing the open issues labelled {label}");
+        let mut issues = Vec::new();
+        // A fleet may have many refused cells at once: every page, 100 at a time.
+        for page in 1.. {
+            let page = page.to_string();
+            let q = url_query(&[
+                ("state", "open"),
+                ("labels", label),
+                ("sort", "created"),
+                ("direction", "asc"),
+                ("per_page", "100"),
+                ("page", &page),
+            ]);
+            let r = self
+                .repo_call(
+                    &what,
+                    &ops::ISSUES_LIST_FOR_REPO,
+                    &format!("/issues?{q}"),
+                    None,
+                    deadline,
+                )
+                .await?;
+            let list = r.json(&what)?;
+            let items = list.as_array().cloned().unwrap_or_default();
+            let full = items.len() == 100;
+            // "GitHub's REST API considers every pull request an issue": those carry a
+            // `pull_request` key (https://docs.github.com/rest/issues/issues#list-repository-issues).
+            issues.extend(
+                items
+                    .iter()
+                    .filter(|i| i.get("pull_request").is_none())
+                    .filter_map(|i| {
+                        Some(Issue {
+                            number: i["number"].as_u64()?,
+                            url: i["html_url"].as_str().unwrap_or_default().to_owned(),
+                            title: i["title"].as_str().unwrap_or_default().to_owned(),
+                            body: i["body"].as_str().unwrap_or_default().to_owned(),
+                            labels: label_names(i),
+                        })
+                    }),
+            );
+            if !full {
+                break;
+            }
+        }
+        Ok(issues)
+    }
+
+    async fn create_issue(
+        &self,
+        title: &str,
+        body: &str,
+        labels: &[String],
+        deadline: Instant,
+    ) -> Result<(u64, String)> {
+        let what = format!("opening issue {title:?}");
+        let r = self
+            .repo_call(
+                &what,
+                &ops::ISSUES_CREATE,
+                "/issues",
+                Some(&json!({"title": title, "body": body, "labels": labels})),
+                deadline,
+            )
+            .await?;
+        let v = r.json(&what)?;
+        let number = v["number"].as_u64().ok_or_else(|| GithubError::Protocol {
+            what: what.clone(),
+            detail: "no number".into(),
+        })?;
+        Ok((number, v["html_url"].as_str().unwrap_or_default().to_owned()))
+    }
+
+    async fn close_issue(&self, number: u64, body: &str, deadline: Instant) -> Result<()> {
+        let what = format!("closing issue #{number}");
+        self.repo_call(
+            &what,
+            &ops::ISSUES_UPDATE,
+            &format!("/issues/{number}"),
+            Some(&json!({"state": "closed", "state_reason": "completed", "body": body})),
+            deadline,
+        )
+        .await?;
+        Ok(())
     }
 
     async fn compare(&self, base: &str, head: &str, deadline: Instant) -> Result<Comparison> {
@@ -502,5 +635,59 @@ impl GithubRepo for GithubFleet {
         )
         .await?;
         Ok(())
+    }
+}
+
+fn label_names(item: &Value) -> Vec<String> {
+    item["labels"]
+        .as_array()
+        .map(|ls| {
+            ls.iter()
+                .filter_map(|l| l["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The repository permissions cellbridge writes with (README, "What state-sync does with
+/// GitHub"), as an installation's `permissions` names them.
+pub(super) const REQUIRED_PERMISSIONS: [(&str, &str); 5] = [
+    ("metadata", "read"),
+    ("contents", "write"),
+    ("pull_requests", "write"),
+    ("issues", "write"),
+    ("statuses", "write"),
+];
+
+/// What `granted` (an installation's `permissions`) lacks of [`REQUIRED_PERMISSIONS`], as
+/// `name=level`; `write` grants `read`, `admin` both.
+pub(super) fn missing_permissions(granted: &Value) -> Vec<String> {
+    let rank = |level: &str| match level {
+        "read" => 1,
+        "write" => 2,
+        "admin" => 3,
+        _ => 0,
+    };
+    REQUIRED_PERMISSIONS
+        .iter()
+        .filter(|(name, level)| rank(granted[*name].as_str().unwrap_or("")) < rank(level))
+        .map(|(name, level)| format!("{name}={level}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_permissions_are_named_and_write_grants_read() {
+        let all = json!({"metadata": "read", "contents": "write", "pull_requests": "write", "issues": "write", "statuses": "write"});
+        assert!(missing_permissions(&all).is_empty());
+        let mut some = all.clone();
+        some["statuses"] = json!("read");
+        some.as_object_mut().unwrap().remove("issues");
+        some["metadata"] = json!("write");
+        assert_eq!(missing_permissions(&some), ["issues=write", "statuses=write"]);
+        assert_eq!(missing_permissions(&json!({})).len(), 5);
     }
 }

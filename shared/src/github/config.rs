@@ -92,19 +92,29 @@ enum Source {
     },
 }
 
-/// The octocrab client of one [`GithubFleet`]: built once, kept for the life of the process,
+/// The octocrab clients built from one set of credentials.
+#[derive(Clone)]
+pub(super) struct Crabs {
+    /// Every repository request: the installation's token, or the token given.
+    pub(super) repo: Arc<Octocrab>,
+    /// The App itself (requests signed with its JWT) and its installation's id; `None` for a
+    /// token.
+    pub(super) app: Option<(Arc<Octocrab>, u64)>,
+}
+
+/// The octocrab clients of one [`GithubFleet`]: built once, kept for the life of the process,
 /// rebuilt from the secret after a 401. Shared behind an `Arc` because a clone of an App
 /// client would not share its cached installation token.
 pub(super) struct Client {
     source: Source,
-    crab: tokio::sync::Mutex<Option<Arc<Octocrab>>>,
+    crab: tokio::sync::Mutex<Option<Crabs>>,
 }
 
 impl Client {
-    pub(super) fn given(crab: Octocrab) -> Self {
+    pub(super) fn given(crabs: Crabs) -> Self {
         Self {
             source: Source::Given,
-            crab: tokio::sync::Mutex::new(Some(Arc::new(crab))),
+            crab: tokio::sync::Mutex::new(Some(crabs)),
         }
     }
 
@@ -121,7 +131,7 @@ impl Client {
     }
 
     /// The client, built from the secret when there is none yet.
-    pub(super) async fn get(&self, api_url: &str, deadline: Instant) -> Result<Arc<Octocrab>, GithubError> {
+    pub(super) async fn get(&self, api_url: &str, deadline: Instant) -> Result<Crabs, GithubError> {
         let mut slot = self.crab.lock().await;
         if let Some(c) = slot.as_ref() {
             return Ok(c.clone());
@@ -149,9 +159,9 @@ impl Client {
                 }
             })?;
         let creds = secrets::github_credentials(&secret).map_err(|e| setup(api_url, e.to_string()))?;
-        let crab = Arc::new(octocrab_for(api_url, &creds)?);
-        *slot = Some(crab.clone());
-        Ok(crab)
+        let crabs = octocrab_for(api_url, &creds)?;
+        *slot = Some(crabs.clone());
+        Ok(crabs)
     }
 
     /// Drops a client built from the secret, so the next request reads the secret again.
@@ -171,7 +181,7 @@ fn setup(api_url: &str, reason: String) -> GithubError {
 
 /// The octocrab client for `creds`; no request is sent (a cold start stays cheap). Retries
 /// are ours (`transport`), so octocrab's are off.
-pub(super) fn octocrab_for(api_url: &str, creds: &Credentials) -> Result<Octocrab, GithubError> {
+pub(super) fn octocrab_for(api_url: &str, creds: &Credentials) -> Result<Crabs, GithubError> {
     let builder = Octocrab::builder()
         .base_uri(api_url.trim_end_matches('/'))
         .map_err(|e| setup(api_url, format!("invalid GITHUB_API_URL: {e}")))?
@@ -179,10 +189,15 @@ pub(super) fn octocrab_for(api_url: &str, creds: &Credentials) -> Result<Octocra
         .set_connect_timeout(Some(Duration::from_secs(5)))
         .set_read_timeout(Some(REQUEST_TIMEOUT));
     match creds {
-        Credentials::Token(t) => builder
-            .personal_token(t.expose().clone())
-            .build()
-            .map_err(|e| setup(api_url, e.to_string())),
+        Credentials::Token(t) => Ok(Crabs {
+            repo: Arc::new(
+                builder
+                    .personal_token(t.expose().clone())
+                    .build()
+                    .map_err(|e| setup(api_url, e.to_string()))?,
+            ),
+            app: None,
+        }),
         Credentials::App {
             app_id,
             installation_id,
@@ -199,8 +214,13 @@ pub(super) fn octocrab_for(api_url: &str, creds: &Credentials) -> Result<Octocra
                 .app((*app_id).into(), key)
                 .build()
                 .map_err(|e| setup(api_url, e.to_string()))?;
-            app.installation((*installation_id).into())
-                .map_err(|e| setup(api_url, e.to_string()))
+            let repo = app
+                .installation((*installation_id).into())
+                .map_err(|e| setup(api_url, e.to_string()))?;
+            Ok(Crabs {
+                repo: Arc::new(repo),
+                app: Some((Arc::new(app), *installation_id)),
+            })
         }
     }
 }

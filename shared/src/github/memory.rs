@@ -48,7 +48,7 @@ use sha1::Digest as _;
 
 use super::archive::{git_object_id, hex};
 use super::operations::{self as ops, Operation};
-use super::port::{ChangedFile, Comparison, GithubRepo, Merge, PullRequest, PullState, Relation};
+use super::port::{ChangedFile, Comparison, GithubRepo, Issue, Merge, PullRequest, PullState, Relation};
 use super::{GithubError, Result, Snapshot};
 use crate::fleet::{FileMode, FileWrite, MemFleet};
 
@@ -65,6 +65,17 @@ pub struct MemPull {
     pub merged: bool,
     /// Who closed it: `cellbridge`, or `a person`.
     pub closed_by: Option<String>,
+    pub comments: Vec<String>,
+}
+
+/// An issue (not a pull request) as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemIssue {
+    pub number: u64,
+    pub title: String,
+    pub body: String,
+    pub labels: Vec<String>,
+    pub open: bool,
     pub comments: Vec<String>,
 }
 
@@ -188,6 +199,11 @@ struct Store {
     commits: HashMap<String, Commit>,
     refs: BTreeMap<String, String>,
     pulls: Vec<MemPull>,
+    /// Issues and pull requests share one sequence of numbers, as on GitHub.
+    issues: Vec<MemIssue>,
+    /// The App installation's permissions (`None`: everything cellbridge needs): a call whose
+    /// documented permission is missing is refused with 403, as GitHub refuses it.
+    permissions: Option<BTreeMap<String, String>>,
     statuses: HashMap<String, Vec<MemStatus>>,
     rules: Vec<Rule>,
     races: Vec<Race>,
@@ -210,12 +226,9 @@ pub struct MemGithub {
     store: Mutex<Store>,
 }
 
+/// GitHub's final answer, classified as the transport classifies it.
 fn api(op: &Operation, status: u16, message: impl Into<String>) -> GithubError {
-    GithubError::Api {
-        what: op.id.to_owned(),
-        status,
-        message: message.into(),
-    }
+    GithubError::from_status(op.id, status, message.into(), None)
 }
 
 impl Store {
@@ -378,6 +391,10 @@ impl Store {
     }
 
     /// Records the call, runs a pending race, and answers an injected fault.
+    fn next_number(&self) -> u64 {
+        (self.pulls.len() + self.issues.len()) as u64 + 1
+    }
+
     fn enter(&mut self, op: &'static Operation) -> Result<()> {
         self.calls.push(op.id);
         self.journal.push(op.id.to_owned());
@@ -385,6 +402,25 @@ impl Store {
             let race = self.races.remove(i);
             let files: Vec<(String, Option<String>)> = race.files.into_iter().map(|(p, c)| (p, Some(c))).collect();
             self.commit_on(&race.branch, &files, "another writer");
+        }
+        if let Some(granted) = &self.permissions
+            && !op.permission.is_empty()
+            && !op.permission.split("; ").any(|set| {
+                set.split(',').all(|p| {
+                    let (name, level) = p.trim().split_once('=').unwrap_or((p, "read"));
+                    let rank = |l: &str| ["", "read", "write", "admin"].iter().position(|x| *x == l).unwrap_or(0);
+                    rank(granted.get(name).map(String::as_str).unwrap_or("")) >= rank(level)
+                })
+            })
+        {
+            // "Resource not accessible by integration", with the permission GitHub's
+            // `X-Accepted-GitHub-Permissions` header names.
+            return Err(GithubError::from_status(
+                op.id,
+                403,
+                "Resource not accessible by integration".into(),
+                Some(op.permission.to_owned()),
+            ));
         }
         if let Some(rule) = self.rules.iter_mut().find(|r| r.op == op.id && r.times > 0) {
             rule.times -= 1;
@@ -477,6 +513,33 @@ impl MemGithub {
     }
 
     /// A person closes pull request `number` without merging it.
+    /// The App installation's permissions from now on (`name` → `read`/`write`), as an
+    /// administrator edits them: what is not listed is not granted.
+    pub fn grant(&self, permissions: &[(&str, &str)]) {
+        self.with(|s| {
+            s.permissions = Some(
+                permissions
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            )
+        });
+    }
+
+    /// Every issue (not pull request), in number order.
+    pub fn issues(&self) -> Vec<MemIssue> {
+        self.with(|s| s.issues.clone())
+    }
+
+    /// A person closing an issue.
+    pub fn close_issue_by_hand(&self, number: u64) {
+        self.with(|s| {
+            if let Some(i) = s.issues.iter_mut().find(|i| i.number == number) {
+                i.open = false;
+            }
+        });
+    }
+
     pub fn close(&self, number: u64) {
         self.with(|s| {
             if let Some(p) = s.pulls.iter_mut().find(|p| p.number == number && p.open) {
@@ -706,6 +769,8 @@ impl MemGithub {
             ops::REPOS_COMPARE_COMMITS.id,
             ops::GIT_GET_BLOB.id,
             ops::REPOS_LIST_COMMIT_STATUSES_FOR_REF.id,
+            ops::ISSUES_LIST_FOR_REPO.id,
+            ops::APPS_GET_INSTALLATION.id,
         ];
         self.calls().iter().filter(|c| !reads.contains(c)).count()
     }
@@ -742,6 +807,7 @@ impl GithubRepo for MemGithub {
             Ok(s.pulls.iter().rev().find(|p| p.head == branch).map(|p| PullRequest {
                 number: p.number,
                 url: format!("https://github.example/acme/fleet/pull/{}", p.number),
+                title: p.title.clone(),
                 state: match (p.open, p.merged) {
                     (true, _) => PullState::Open,
                     (false, true) => PullState::Merged,
@@ -999,7 +1065,7 @@ impl GithubRepo for MemGithub {
                     detail: format!("No commits between {base} and {head}"),
                 });
             }
-            let number = s.pulls.len() as u64 + 1;
+            let number = s.next_number();
             s.pulls.push(MemPull {
                 number,
                 head: head.to_owned(),
@@ -1027,14 +1093,20 @@ impl GithubRepo for MemGithub {
         self.pause().await;
         self.with(|s| {
             s.enter(&ops::ISSUES_UPDATE)?;
+            let mut labels = labels.to_vec();
+            labels.sort();
+            labels.dedup();
+            if let Some(i) = s.issues.iter_mut().find(|i| i.number == number) {
+                i.title = title.to_owned();
+                i.body = body.to_owned();
+                i.labels = labels;
+                return Ok(());
+            }
             let Some(p) = s.pulls.iter_mut().find(|p| p.number == number) else {
                 return Err(api(&ops::ISSUES_UPDATE, 404, "Not Found"));
             };
             p.title = title.to_owned();
             p.body = body.to_owned();
-            let mut labels = labels.to_vec();
-            labels.sort();
-            labels.dedup();
             p.labels = labels;
             Ok(())
         })
@@ -1100,10 +1172,99 @@ impl GithubRepo for MemGithub {
         })
     }
 
+    async fn check_write_access(&self, _deadline: Instant) -> Result<()> {
+        self.pause().await;
+        self.with(|s| {
+            // Credentials of a token until `grant` makes them an App installation's.
+            if s.permissions.is_none() {
+                return Ok(());
+            }
+            s.enter(&ops::APPS_GET_INSTALLATION)?;
+            let Some(granted) = &s.permissions else { return Ok(()) };
+            let as_json = serde_json::Value::Object(
+                granted
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                    .collect(),
+            );
+            let missing = super::api::missing_permissions(&as_json);
+            if missing.is_empty() {
+                return Ok(());
+            }
+            Err(GithubError::MissingPermissions {
+                installation: 777,
+                missing,
+                granted: granted
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+        })
+    }
+
+    async fn open_issues(&self, label: &str, _deadline: Instant) -> Result<Vec<Issue>> {
+        self.pause().await;
+        self.with(|s| {
+            s.enter(&ops::ISSUES_LIST_FOR_REPO)?;
+            Ok(s.issues
+                .iter()
+                .filter(|i| i.open && i.labels.iter().any(|l| l == label))
+                .map(|i| Issue {
+                    number: i.number,
+                    url: format!("https://github.example/acme/fleet/issues/{}", i.number),
+                    title: i.title.clone(),
+                    body: i.body.clone(),
+                    labels: i.labels.clone(),
+                })
+                .collect())
+        })
+    }
+
+    async fn create_issue(
+        &self,
+        title: &str,
+        body: &str,
+        labels: &[String],
+        _deadline: Instant,
+    ) -> Result<(u64, String)> {
+        self.pause().await;
+        self.with(|s| {
+            s.enter(&ops::ISSUES_CREATE)?;
+            let number = s.next_number();
+            s.issues.push(MemIssue {
+                number,
+                title: title.to_owned(),
+                body: body.to_owned(),
+                labels: labels.to_vec(),
+                open: true,
+                comments: Vec::new(),
+            });
+            Ok((number, format!("https://github.example/acme/fleet/issues/{number}")))
+        })
+    }
+
+    async fn close_issue(&self, number: u64, body: &str, _deadline: Instant) -> Result<()> {
+        self.pause().await;
+        self.with(|s| {
+            s.enter(&ops::ISSUES_UPDATE)?;
+            let Some(i) = s.issues.iter_mut().find(|i| i.number == number) else {
+                return Err(api(&ops::ISSUES_UPDATE, 404, "Not Found"));
+            };
+            i.open = false;
+            i.body = body.to_owned();
+            Ok(())
+        })
+    }
+
     async fn comment(&self, number: u64, body: &str, _deadline: Instant) -> Result<()> {
         self.pause().await;
         self.with(|s| {
             s.enter(&ops::ISSUES_CREATE_COMMENT)?;
+            if let Some(i) = s.issues.iter_mut().find(|i| i.number == number) {
+                i.comments.push(body.to_owned());
+                return Ok(());
+            }
             let Some(p) = s.pulls.iter_mut().find(|p| p.number == number) else {
                 return Err(api(&ops::ISSUES_CREATE_COMMENT, 404, "Not Found"));
             };

@@ -29,10 +29,21 @@ pub enum PullState {
 pub struct PullRequest {
     pub number: u64,
     pub url: String,
+    pub title: String,
     pub state: PullState,
     pub head_sha: String,
     pub labels: Vec<String>,
     pub body: String,
+}
+
+/// An open issue (not a pull request), as far as cellbridge needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Issue {
+    pub number: u64,
+    pub url: String,
+    pub title: String,
+    pub body: String,
+    pub labels: Vec<String>,
 }
 
 /// How a commit relates to another ("Compare two commits": the head's status against the base).
@@ -85,6 +96,11 @@ pub enum Merge {
 
 /// The primitives of one GitHub repository.
 pub trait GithubRepo: Send + Sync {
+    /// Whether the credentials may write what cellbridge writes, where GitHub tells before any
+    /// write (a GitHub App installation's permissions):
+    /// [`MissingPermissions`](super::GithubError::MissingPermissions) names what is missing.
+    /// `Ok` when GitHub cannot tell (a token): a 403 then names the permission.
+    fn check_write_access(&self, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
     /// The base branch's files, head commit and root tree.
     fn read_base(&self, deadline: Instant) -> impl Future<Output = Result<Snapshot>> + Send;
     /// The newest pull request whose head is `branch`, open, closed or merged.
@@ -163,7 +179,19 @@ pub trait GithubRepo: Send + Sync {
         body: &str,
         deadline: Instant,
     ) -> impl Future<Output = Result<(u64, String)>> + Send;
-    /// Title, body and the whole label set, in one write.
+    /// The open issues (pull requests left out) carrying `label`, oldest first.
+    fn open_issues(&self, label: &str, deadline: Instant) -> impl Future<Output = Result<Vec<Issue>>> + Send;
+    /// Opens an issue with `labels`.
+    fn create_issue(
+        &self,
+        title: &str,
+        body: &str,
+        labels: &[String],
+        deadline: Instant,
+    ) -> impl Future<Output = Result<(u64, String)>> + Send;
+    /// Closes an issue, its body replaced by `body` in the same write.
+    fn close_issue(&self, number: u64, body: &str, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
+    /// Title, body and the whole label set of a pull request or an issue, in one write.
     fn update_pull_text(
         &self,
         number: u64,

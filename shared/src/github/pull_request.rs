@@ -16,6 +16,7 @@ use sha1::Digest as _;
 
 use super::archive::{git_object_id, hex};
 use super::port::{Comparison, GithubRepo, Merge, PullRequest, PullState};
+use super::report::CONTRACT_CONTEXT;
 use super::{GithubError, Published, Result, Snapshot};
 use crate::configmap;
 use crate::fleet::{FileMode, FileWrite, FleetRead, Overlay};
@@ -120,6 +121,10 @@ async fn close<G: GithubRepo>(
         // People's work stays open for review, its head checked like any other.
         let base_cm = snap.fleet.read_text(&cm).ok().flatten().unwrap_or_default();
         ensure_status(gh, snap, plan, &cmp, &pr.head_sha, &base_cm, false, deadline).await?;
+        if let Some(body) = clear_refusal(gh, pr, &pr.head_sha, deadline).await? {
+            gh.update_pull_text(pr.number, &pr.title, &body, &pr.labels, deadline)
+                .await?;
+        }
         return Ok(Published::Unchanged {
             number: pr.number,
             url: pr.url.clone(),
@@ -264,6 +269,10 @@ async fn update<G: GithubRepo>(
         if !missing.is_empty() {
             gh.add_labels(pr.number, &missing, deadline).await?;
         }
+        if let Some(body) = clear_refusal(gh, &pr, &pr.head_sha, deadline).await? {
+            gh.update_pull_text(pr.number, &pr.title, &body, &labels_for(plan, &pr), deadline)
+                .await?;
+        }
         return Ok(Published::Unchanged {
             number: pr.number,
             url: pr.url,
@@ -318,6 +327,8 @@ async fn update<G: GithubRepo>(
     // The status goes before the body: once the body records this head, later runs take the
     // pull request as complete, so everything else must already be there.
     ensure_status(gh, snap, plan, &cmp, &head, ours, wrote, deadline).await?;
+    // The body written below drops the refusal's marker.
+    clear_refusal(gh, &pr, &head, deadline).await?;
     let body = body_for(plan, digest, &snap.base_sha, &head, None);
     gh.update_pull_text(pr.number, &plan.title, &body, &labels_for(plan, &pr), deadline)
         .await?;
@@ -352,15 +363,18 @@ async fn conflicted<G: GithubRepo>(
         gh.set_status(&pr.head_sha, false, plan::STATUS_CONTEXT, &description, deadline)
             .await?;
     }
+    let mut body = clear_refusal(gh, &pr, &pr.head_sha, deadline)
+        .await?
+        .unwrap_or_else(|| pr.body.clone());
     if marker(&pr.body, "conflict").is_none() {
         let text = format!(
             "This branch conflicts with `{}`, so cellbridge cannot bring it up to date with new Terraform values ({}). Please resolve the conflict (**Update branch**, or merge `{}` into `{}`); the next state event then writes the values.",
             snap.base_branch, plan.title, snap.base_branch, plan.branch
         );
         gh.comment(pr.number, &text, deadline).await?;
-        let body = pr
-            .body
-            .replacen("<!-- cellbridge:digest=", "<!-- cellbridge:conflict=asked digest=", 1);
+        body = with_marker_field(&body, "conflict", Some("asked"));
+    }
+    if body != pr.body {
         gh.update_pull_text(pr.number, &plan.title, &body, &pr.labels, deadline)
             .await?;
     }
@@ -534,6 +548,57 @@ pub(super) fn marker(body: &str, field: &str) -> Option<String> {
         .find_map(|w| w.strip_prefix(&format!("{field}=")).map(str::to_owned))
         .filter(|s| !s.is_empty())
 }
+
+/// `body` with `field` of its last marker line set to `value` (or removed when `None`); a body
+/// without a marker line gets one.
+pub(super) fn with_marker_field(body: &str, field: &str, value: Option<&str>) -> String {
+    const OPEN: &str = "<!-- cellbridge:";
+    let located = body.rfind(OPEN).and_then(|start| {
+        let inner = start + OPEN.len();
+        body[inner..].find("-->").map(|len| (start, inner, inner + len))
+    });
+    let Some((start, inner, end)) = located else {
+        return match value {
+            Some(v) => format!("{}\n{OPEN}{field}={v} -->\n", body.trim_end()),
+            None => body.to_owned(),
+        };
+    };
+    let prefix = format!("{field}=");
+    let mut words: Vec<String> = body[inner..end]
+        .split_whitespace()
+        .filter(|w| !w.starts_with(&prefix))
+        .map(str::to_owned)
+        .collect();
+    if let Some(v) = value {
+        words.insert(0, format!("{field}={v}"));
+    }
+    format!(
+        "{}{OPEN}{} -->{}",
+        &body[..start],
+        words.join(" "),
+        &body[end + "-->".len()..]
+    )
+}
+
+/// A good state after a refused one: the head's `cellbridge/contract` status back to success.
+/// Returns the body without the refusal's marker, to be written with the rest; `None` when
+/// nothing was refused.
+async fn clear_refusal<G: GithubRepo>(
+    gh: &G,
+    pr: &PullRequest,
+    head: &str,
+    deadline: Instant,
+) -> Result<Option<String>> {
+    if marker(&pr.body, "refused").is_none() {
+        return Ok(None);
+    }
+    gh.set_status(head, true, CONTRACT_CONTEXT, CONTRACT_KEPT, deadline)
+        .await?;
+    Ok(Some(with_marker_field(&pr.body, "refused", None)))
+}
+
+/// The `cellbridge/contract` description once a state keeps the contract again.
+pub const CONTRACT_KEPT: &str = "the latest Terraform state keeps the contract";
 
 pub(super) fn recorded_digest(body: &str) -> Option<String> {
     marker(body, "digest")

@@ -44,6 +44,8 @@ pub(super) struct Response {
     pub(super) status: StatusCode,
     pub(super) headers: HeaderMap,
     pub(super) body: Bytes,
+    /// The permission the documented operation needs ([`Operation::permission`]), for a 403.
+    pub(super) permission: &'static str,
 }
 
 impl Response {
@@ -79,12 +81,27 @@ impl Response {
         }
     }
 
+    /// A final answer as an error ([`GithubError::from_status`]); a 403 names the permission
+    /// GitHub's `X-Accepted-GitHub-Permissions` header gives (App installations and
+    /// fine-grained tokens get it), else the operation's documented one when GitHub says the
+    /// resource is "not accessible" to the credentials.
     pub(super) fn api_error(&self, what: &str) -> GithubError {
-        GithubError::Api {
-            what: what.to_owned(),
-            status: self.status.as_u16(),
-            message: self.message(),
-        }
+        let message = self.message();
+        let permission = (self.status == StatusCode::FORBIDDEN)
+            .then(|| {
+                let accepted = self
+                    .headers
+                    .get("x-accepted-github-permissions")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::trim)
+                    .filter(|v| !v.is_empty());
+                accepted.map(str::to_owned).or_else(|| {
+                    (!self.permission.is_empty() && message.contains("not accessible"))
+                        .then(|| self.permission.to_owned())
+                })
+            })
+            .flatten();
+        GithubError::from_status(what, self.status.as_u16(), message, permission)
     }
 }
 
@@ -148,7 +165,13 @@ impl GithubFleet {
             repo: repo.to_owned(),
             base_branch: base,
             counts: RequestCounts::default(),
+            access_checked: std::sync::Mutex::new(None),
         }
+    }
+
+    /// The App installation these credentials act as; `None` for a token.
+    pub(super) async fn installation(&self, deadline: Instant) -> Result<Option<u64>> {
+        Ok(self.client.get(&self.api_url, deadline).await?.app.map(|(_, id)| id))
     }
 
     pub fn counts(&self) -> &RequestCounts {
@@ -191,7 +214,12 @@ impl GithubFleet {
                     detail: "the function's deadline is too close to send it".into(),
                 }));
             }
-            let crab = self.client.get(&self.api_url, deadline).await.map_err(Try::Stop)?;
+            let crabs = self.client.get(&self.api_url, deadline).await.map_err(Try::Stop)?;
+            // The App's own routes are signed with its JWT, every other with the token.
+            let crab = match (&crabs.app, uri.starts_with("/app/")) {
+                (Some((app, _)), true) => app.clone(),
+                _ => crabs.repo.clone(),
+            };
             // Credentials GitHub refuses were probably rotated in Secrets Manager while this
             // process kept the old ones: read the secret again and try once more.
             let refused = |status: StatusCode| {
@@ -227,10 +255,13 @@ impl GithubFleet {
                 Ok(Ok(resp)) if refused(resp.status) => reread_secret().await,
                 Ok(Err(e)) => match classify_octocrab(&e) {
                     // octocrab reports an installation token refused or failed as a GitHub error.
-                    Some(status) if !transient_status(status) => Err(Try::Stop(GithubError::Api {
+                    // 401: the App's key or id refused; 403: the installation suspended; 404:
+                    // the App is not installed (any more).
+                    Some(status) if !transient_status(status) => Err(Try::Stop(GithubError::Access {
                         what: what.to_owned(),
                         status: status.as_u16(),
                         message: octocrab_message(&e),
+                        permission: None,
                     })),
                     _ => Err(Try::Again {
                         detail: octocrab_message(&e),
@@ -295,8 +326,11 @@ impl GithubFleet {
             "{} is not a repository operation",
             op.id
         );
-        self.send(what, op.method.clone(), &self.repo_path(path), body, None, deadline)
-            .await
+        let mut r = self
+            .send(what, op.method.clone(), &self.repo_path(path), body, None, deadline)
+            .await?;
+        r.permission = op.permission;
+        Ok(r)
     }
 
     /// A repository request that must succeed: any other final answer is an API error naming `what`.
@@ -363,6 +397,7 @@ async fn send_once(
         status: parts.status,
         headers: parts.headers,
         body,
+        permission: "",
     })
 }
 
@@ -452,6 +487,7 @@ mod tests {
             status: StatusCode::FORBIDDEN,
             headers: h.clone(),
             body: Bytes::from_static(br#"{"message":"Resource not accessible by integration"}"#),
+            permission: "statuses=write",
         };
         assert!(!is_transient(&forbidden));
         h.insert(http::header::RETRY_AFTER, "3".parse().unwrap());
@@ -459,6 +495,7 @@ mod tests {
             status: StatusCode::FORBIDDEN,
             headers: h,
             body: Bytes::from_static(br#"{"message":"You have exceeded a secondary rate limit"}"#),
+            permission: "statuses=write",
         };
         assert!(is_transient(&limited));
         assert_eq!(retry_after(&limited.headers), Some(Duration::from_secs(3)));

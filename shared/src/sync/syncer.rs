@@ -11,6 +11,7 @@ use tracing::Instrument;
 use super::{SyncConfig, SyncError};
 use crate::error::{Class, Classify};
 use crate::events::sync::{self as events, Manual, StateObject, SyncEvent, SyncItem, SyncSqsRecord};
+use crate::github::report::{self, Refusal, Reported};
 use crate::github::{GithubError, GithubRepo, Published, Snapshot, pull_request};
 use crate::metadata;
 use crate::metrics::{self, Metrics};
@@ -50,6 +51,19 @@ pub struct CellResult {
     /// `paused`: what paused it (`CELLBRIDGE_PAUSED` or `.cellbridge/settings.yaml`) and why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paused: Option<Pause>,
+    /// A refused state or a final publishing failure, told on GitHub: the cell's pull request
+    /// or its `cellbridge-refused` issue ([`report`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reported: Option<Reported>,
+    /// Why the report could not be written (the failure itself stands).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report_error: Option<String>,
+    /// The `cellbridge-refused` issues this good state closed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub resolved_issues: Vec<u64>,
+    /// This good state found no open pull request: its cell's refused issue is to be closed.
+    #[serde(skip)]
+    resolve_issue: bool,
 }
 
 impl CellResult {
@@ -67,6 +81,18 @@ impl CellResult {
             plan: None,
             attempts: 0,
             paused: None,
+            reported: None,
+            report_error: None,
+            resolved_issues: Vec::new(),
+            resolve_issue: false,
+        }
+    }
+
+    /// The state object as reports name it.
+    fn source(&self) -> String {
+        match &self.version_id {
+            Some(v) => format!("s3://{}/{} (version {v})", self.bucket, self.key),
+            None => format!("s3://{}/{}", self.bucket, self.key),
         }
     }
 
@@ -106,6 +132,9 @@ enum Attempt {
         error: String,
         retryable: bool,
         refused: bool,
+        /// A final failure the cell's team can act on, told on GitHub ([`report`]); not the
+        /// failures of GitHub access itself, nor of reading S3.
+        report: bool,
     },
 }
 
@@ -115,8 +144,19 @@ fn github_fail(e: GithubError) -> Attempt {
         e => Attempt::Fail {
             retryable: e.retryable(),
             refused: false,
+            report: !e.retryable() && !e.is_access(),
             error: e.to_string(),
         },
+    }
+}
+
+/// The state was refused: the contract, the key, the plan.
+fn refused(error: String) -> Attempt {
+    Attempt::Fail {
+        error,
+        retryable: false,
+        refused: true,
+        report: true,
     }
 }
 
@@ -303,6 +343,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         let span = tracing::info_span!("sync", cell = %key_cell, key = %obj.key, workspace = workspace.as_deref().unwrap_or("default"));
         async {
             let mut result = CellResult::new(&obj, Some(key_cell.clone()), "failed");
+            let mut report = false;
             for attempt in 1..=RACE_ATTEMPTS {
                 result.attempts = attempt;
                 if deadline.saturating_duration_since(Instant::now()) < START_MARGIN {
@@ -318,10 +359,20 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                         drop(snapshot);
                         Ok(())
                     }
-                    Ok(Some((snapshot, plan))) => pull_request::converge(&self.fleet, &snapshot, &plan, deadline)
-                        .await
-                        .map(|published| result.published(&plan, &published))
-                        .map_err(github_fail),
+                    Ok(Some((snapshot, plan))) => match self.fleet.check_write_access(deadline).await {
+                        Err(e) => Err(github_fail(e)),
+                        Ok(()) => pull_request::converge(&self.fleet, &snapshot, &plan, deadline)
+                            .await
+                            .map(|published| {
+                                result.published(&plan, &published);
+                                // A claimed cell is refused, and its pull request says so.
+                                report = matches!(published, Published::Claimed { .. });
+                                if no_open_pull(&published) {
+                                    result.resolve_issue = true;
+                                }
+                            })
+                            .map_err(github_fail),
+                    },
                     Err(e) => Err(e),
                 };
                 match outcome {
@@ -338,13 +389,18 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                         error,
                         retryable,
                         refused,
+                        report: tell,
                     }) => {
                         result.action = if refused { "refused" } else { "failed" }.into();
                         result.error = Some(error);
                         result.retryable = retryable;
+                        report = tell;
                         break;
                     }
                 }
+            }
+            if !dry_run {
+                self.tell_github(&mut result, report, deadline).await;
             }
             result.log();
             result
@@ -374,6 +430,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 ),
                 retryable: true,
                 refused: false,
+                report: false,
             })?;
         let (state, source) = match read {
             Ok(s) => s,
@@ -386,6 +443,8 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 return Err(Attempt::Fail {
                     retryable: e.retryable(),
                     refused: !e.retryable(),
+                    // A state that is no state is the team's to fix; S3 refusing access is not.
+                    report: matches!(e, S3Error::State(_)) && !e.retryable(),
                     error: e.to_string(),
                 });
             }
@@ -394,21 +453,13 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         result.serial = Some(state.serial);
         let origin = source.to_string();
         // Contract errors name the key, never the value.
-        let meta = metadata::from_state(&state).map_err(|e| Attempt::Fail {
-            error: format!("{origin}: {e}"),
-            retryable: false,
-            refused: true,
-        })?;
+        let meta = metadata::from_state(&state).map_err(|e| refused(format!("{origin}: {e}")))?;
         drop(state);
         if meta.cell != key_cell {
-            return Err(Attempt::Fail {
-                error: format!(
-                    "{origin}: the key says cell `{key_cell}` (CELLBRIDGE_STATE_KEY_PATTERN) but cell_metadata.cell_name is `{}`",
-                    meta.cell
-                ),
-                retryable: false,
-                refused: true,
-            });
+            return Err(refused(format!(
+                "{origin}: the key says cell `{key_cell}` (CELLBRIDGE_STATE_KEY_PATTERN) but cell_metadata.cell_name is `{}`",
+                meta.cell
+            )));
         }
         let snapshot: Snapshot = self.fleet.read_base(deadline).await.map_err(github_fail)?;
         // The fleet repo's pause switch, on the base branch as read: nothing is written.
@@ -419,24 +470,80 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 result.paused = Some(p);
                 return Ok(None);
             }
+            // A broken settings file is the fleet's, not the cell's: the alarm tells.
             Err(e) => {
                 return Err(Attempt::Fail {
                     error: e.to_string(),
                     retryable: false,
                     refused: false,
+                    report: false,
                 });
             }
         }
         let opts = PlanOptions {
             sync_source: self.config.flux_git(&snapshot.base_branch),
         };
-        let plan: Plan = plan::plan(&meta, source, &snapshot.fleet, &opts).map_err(|e| Attempt::Fail {
-            error: e.to_string(),
-            retryable: false,
-            refused: true,
-        })?;
+        let plan: Plan = plan::plan(&meta, source, &snapshot.fleet, &opts).map_err(|e| refused(e.to_string()))?;
         Ok(Some((snapshot, plan)))
     }
+
+    /// What the cell's team sees on GitHub: a final failure they can act on (`report`) on the
+    /// cell's pull request or in its issue; after a good state with no pull request open, its
+    /// `cellbridge-refused` issue closed. Best effort: the outcome stands whatever GitHub says,
+    /// and a failure to tell is logged and answered (`report_error`).
+    async fn tell_github(&self, result: &mut CellResult, report: bool, deadline: Instant) {
+        let Some(cell) = result.cell.clone() else { return };
+        if result.failed() && report && !result.retryable {
+            let source = result.source();
+            let reason = result.error.clone().unwrap_or_default();
+            let refusal = Refusal {
+                cell: &cell,
+                source: &source,
+                reason: &reason,
+            };
+            let told = async {
+                // The fleet repo's pause switch holds for reports too; a refused state was
+                // refused before the base was read.
+                let base = self.fleet.read_base(deadline).await?;
+                if let Ok(Some(p)) = pause::from_fleet(&base.fleet) {
+                    return Ok(Err(p));
+                }
+                drop(base);
+                self.fleet.check_write_access(deadline).await?;
+                report::report(&self.fleet, &refusal, deadline).await.map(Ok)
+            };
+            match told.await {
+                Ok(Ok(r)) => result.reported = Some(r),
+                Ok(Err(p)) => {
+                    tracing::warn!(cell = %cell, paused = %p.describe(), "the failure is not reported on GitHub: cellbridge is paused")
+                }
+                Err(e) => {
+                    tracing::warn!(cell = %cell, error = %e, "the failure could not be reported on GitHub");
+                    result.report_error = Some(e.to_string());
+                }
+            }
+        } else if std::mem::take(&mut result.resolve_issue) {
+            match report::resolve_issue(&self.fleet, &cell, &result.source(), deadline).await {
+                Ok(closed) => result.resolved_issues = closed,
+                Err(e) => {
+                    tracing::warn!(cell = %cell, error = %e, "the cell's cellbridge-refused issue could not be closed");
+                    result.report_error = Some(e.to_string());
+                }
+            }
+        }
+    }
+}
+
+/// Whether converging found no open pull request for the cell: then a refusal was reported in
+/// an issue, which this good state resolves.
+fn no_open_pull(published: &Published) -> bool {
+    matches!(
+        published,
+        Published::Opened { .. }
+            | Published::InSync
+            | Published::Declined { .. }
+            | Published::Stale { number: None, .. }
+    )
 }
 
 /// One per object: S3 notifies twice for some multipart uploads, and a batch can name one
