@@ -58,6 +58,16 @@ struct Status {
     description: String,
 }
 
+/// An issue (not a pull request) as a user sees it on GitHub.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct IssueSeen {
+    number: u64,
+    title: String,
+    body: String,
+    labels: Vec<String>,
+    open: bool,
+}
+
 /// The GitHub side of a scenario: the repository handle the product is given, and what people
 /// and a user's eyes do on GitHub around it. Methods that need the handle take it (the
 /// orchestrator owns it).
@@ -83,6 +93,8 @@ trait Bed: Sized {
     fn update_branch(&self, repo: &Self::Repo, number: u64);
     /// Every pull request, open or not, by number.
     fn pulls(&self, repo: &Self::Repo) -> Vec<Pull>;
+    /// Every issue that is not a pull request, open or not, by number.
+    fn issues(&self, repo: &Self::Repo) -> Vec<IssueSeen>;
     /// The files of `branch` (path → text); empty when there is no such branch.
     fn files(&self, repo: &Self::Repo, branch: &str) -> BTreeMap<String, String>;
     fn head(&self, repo: &Self::Repo, branch: &str) -> Option<String>;
@@ -143,6 +155,19 @@ impl Bed for MemBed {
                 merged: p.merged,
                 body: p.body,
                 comments: p.comments,
+            })
+            .collect()
+    }
+
+    fn issues(&self, repo: &MemGithub) -> Vec<IssueSeen> {
+        repo.issues()
+            .into_iter()
+            .map(|i| IssueSeen {
+                number: i.number,
+                title: i.title,
+                body: i.body,
+                labels: i.labels,
+                open: i.open,
             })
             .collect()
     }
@@ -315,6 +340,25 @@ impl Bed for HttpBed {
             .collect();
         pulls.sort_by_key(|p| p.number);
         pulls
+    }
+
+    fn issues(&self, _: &GithubFleet) -> Vec<IssueSeen> {
+        self.gh
+            .issues(REPO)
+            .iter()
+            .map(|i| IssueSeen {
+                number: i["number"].as_u64().unwrap(),
+                title: i["title"].as_str().unwrap_or_default().to_owned(),
+                body: i["body"].as_str().unwrap_or_default().to_owned(),
+                labels: i["labels"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|l| l.as_str().unwrap().to_owned())
+                    .collect(),
+                open: i["state"] == "open",
+            })
+            .collect()
     }
 
     fn files(&self, _: &GithubFleet, branch: &str) -> BTreeMap<String, String> {
@@ -948,8 +992,10 @@ async fn a_transient_5xx_on_one_call_ends_as_without_it<B: Bed>() {
 }
 
 /// g. A refused state (a value that looks like a secret; no `cell_name`) opens no pull request
-/// and sends GitHub nothing at all: the state is refused before the fleet repo is read.
-async fn a_refused_state_opens_nothing_and_sends_no_request<B: Bed>() {
+/// and writes nothing of the cell; with no pull request open, it is reported in one issue per
+/// cell, labelled `cellbridge-refused`, naming the key and never the value. Replayed, nothing is
+/// written; the cell's next good state opens its pull request and closes the issue.
+async fn a_refused_state_opens_no_pull_request_and_is_reported_in_one_issue<B: Bed>() {
     let w = World::<B>::start();
     let mut meta = metadata(CELL, "vpc-1");
     meta["api_token"] = json!(PLANTED_SECRET);
@@ -957,21 +1003,99 @@ async fn a_refused_state_opens_nothing_and_sends_no_request<B: Bed>() {
     let mut nameless = metadata("eu-c2", "vpc-1");
     nameless.as_object_mut().unwrap().remove("cell_name");
     w.put_state("eu-c2", state_with(1, nameless));
-    let requests = w.requests();
 
     let r = w.deliver(CELL).await;
     assert_eq!((action(&r), r["retryable"].as_bool()), ("refused", Some(false)), "{r}");
     let error = r["error"].as_str().unwrap();
     assert!(error.contains("api_token"), "names the key: {r}");
     assert!(!r.to_string().contains(PLANTED_SECRET), "never the value: {r}");
+    assert_eq!(
+        (r["reported"]["on"].as_str(), r["reported"]["created"].as_bool()),
+        (Some("issue"), Some(true)),
+        "{r}"
+    );
 
     let r = w.deliver("eu-c2").await;
     assert_eq!((action(&r), r["retryable"].as_bool()), ("refused", Some(false)), "{r}");
     assert!(r["error"].as_str().unwrap().contains("cell_name"), "{r}");
 
-    assert_eq!(w.requests(), requests, "no request to GitHub");
     assert!(w.pulls().is_empty());
     assert_eq!(w.head(&branch(CELL)), None);
+    let issues = w.bed.issues(w.repo());
+    assert_eq!(issues.len(), 2, "{issues:?}");
+    for (issue, (cell, key)) in issues.iter().zip([(CELL, "api_token"), ("eu-c2", "cell_name")]) {
+        assert!(issue.open && issue.labels == ["cellbridge-refused"], "{issue:?}");
+        assert!(issue.title.contains(cell) && issue.body.contains(key), "{issue:?}");
+        assert!(!issue.body.contains(PLANTED_SECRET));
+    }
+
+    let writes = w.writes();
+    assert_eq!(w.deliver(CELL).await["reported"]["created"], false);
+    assert_eq!(w.writes(), writes, "replayed: nothing written");
+
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "opened", "{r}");
+    assert_eq!(r["resolved_issues"], json!([issues[0].number]), "{r}");
+    let issues = w.bed.issues(w.repo());
+    assert_eq!(
+        issues.iter().map(|i| i.open).collect::<Vec<_>>(),
+        [false, true],
+        "{issues:?}"
+    );
+    w.assert_checked(CELL);
+}
+
+/// h. A refused state of a cell whose pull request is open: its head gets a failing
+/// `cellbridge/contract` status and one comment naming the key (never the value); the values
+/// stay; the next good state sets the status back to success on the head it writes.
+async fn a_refused_state_fails_the_pull_requests_contract_status_until_a_good_state<B: Bed>() {
+    use cellbridge::github::report::CONTRACT_CONTEXT;
+    let w = World::<B>::start();
+    w.apply(CELL, 1, "vpc-1");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    let head = w.head(&branch(CELL)).unwrap();
+    let mut meta = metadata(CELL, "vpc-9");
+    meta["api_token"] = json!(PLANTED_SECRET);
+    w.put_state(CELL, state_with(2, meta));
+    for _ in 0..2 {
+        let r = w.deliver(CELL).await;
+        assert_eq!(
+            (action(&r), r["reported"]["on"].as_str()),
+            ("refused", Some("pull-request")),
+            "{r}"
+        );
+    }
+    let contract: Vec<Status> = w
+        .statuses(&head)
+        .into_iter()
+        .filter(|s| s.context == CONTRACT_CONTEXT)
+        .collect();
+    assert_eq!(contract.len(), 1, "posted once: {contract:?}");
+    assert!(
+        !contract[0].success && contract[0].description.contains("api_token"),
+        "{contract:?}"
+    );
+    let pr = &w.open_pulls()[0];
+    assert_eq!(pr.comments.len(), 1, "{pr:?}");
+    assert!(pr.comments[0].contains("api_token") && !pr.comments[0].contains(PLANTED_SECRET));
+    assert!(!pr.body.contains(PLANTED_SECRET));
+    assert!(w.metadata_on(&branch(CELL), CELL).contains("vpc-1"), "the values stay");
+
+    w.apply(CELL, 3, "vpc-3");
+    assert_eq!(action(&w.deliver(CELL).await), "updated");
+    let new_head = w.head(&branch(CELL)).unwrap();
+    let contract: Vec<Status> = w
+        .statuses(&new_head)
+        .into_iter()
+        .filter(|s| s.context == CONTRACT_CONTEXT)
+        .collect();
+    assert_eq!(
+        contract.iter().map(|s| s.success).collect::<Vec<_>>(),
+        [true],
+        "{contract:?}"
+    );
+    assert_eq!(w.open_pulls()[0].comments.len(), 1);
 }
 
 /// Instantiates every scenario once per bed: `mod <bed module> { #[tokio::test] <scenario> }`;
@@ -1115,8 +1239,198 @@ scenarios!(
         a_lost_race_for_the_branch_is_redone_on_a_fresh_read,
         main_moving_is_merged_in_at_the_next_change,
         a_transient_5xx_on_one_call_ends_as_without_it,
-        a_refused_state_opens_nothing_and_sends_no_request,
+        a_refused_state_opens_no_pull_request_and_is_reported_in_one_issue,
+        a_refused_state_fails_the_pull_requests_contract_status_until_a_good_state,
         a_conflict_between_a_reviewer_and_main_is_reported_once_and_the_branch_left_alone,
         people_and_racing_deliveries_lose_nothing,
     ]
 );
+
+// --- the HTTP fake only: what GitHub's permissions and the request budget look like ----------
+
+/// A world on the HTTP fake whose client authenticates with `creds(fake)`.
+fn http_world(creds: impl FnOnce(&FakeGithub) -> Credentials) -> World<HttpBed> {
+    let mut w = World::<HttpBed>::start();
+    let creds = creds(&w.bed.gh);
+    w.sync.fleet = GithubFleet::new(&w.bed.gh.url(), OWNER, REPO_NAME, None, &creds).unwrap();
+    w
+}
+
+fn app_credentials(gh: &FakeGithub) -> Credentials {
+    let a = gh.app();
+    let key = a["private_key"]
+        .as_str()
+        .expect("the fake GitHub needs the `cryptography` package to act as a GitHub App");
+    leak::secret("github_scenarios: GitHub App private key", key);
+    Credentials::App {
+        app_id: a["app_id"].as_u64().unwrap(),
+        installation_id: a["installation_id"].as_u64().unwrap(),
+        private_key: Secret::new(key.to_owned()),
+    }
+}
+
+/// The requests the fake logged since `from`: (operation path, write), archive downloads left out.
+fn api_requests_since(w: &World<HttpBed>, from: usize) -> Vec<(String, bool)> {
+    let log = w.bed.gh.requests();
+    log["requests"].as_array().unwrap()[from..]
+        .iter()
+        .filter(|r| !r["path"].as_str().unwrap().starts_with("/_codeload/"))
+        .map(|r| {
+            (
+                format!("{} {}", r["method"].as_str().unwrap(), r["path"].as_str().unwrap()),
+                r["write"] == true,
+            )
+        })
+        .collect()
+}
+
+/// Writes to the repository (an installation token's creation is the App's, not the fleet's).
+fn repo_writes(w: &World<HttpBed>) -> usize {
+    api_requests_since(w, 0)
+        .iter()
+        .filter(|(path, write)| *write && path.contains(" /repos/"))
+        .count()
+}
+
+#[tokio::test]
+async fn http_an_app_installation_missing_a_permission_is_refused_before_any_write_naming_it() {
+    let w = http_world(app_credentials);
+    w.bed.gh.set_app(json!({"permissions": {
+        "metadata": "read", "contents": "write", "pull_requests": "write", "issues": "write", "statuses": "read",
+    }}));
+    w.apply(CELL, 1, "vpc-1");
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), r["retryable"].as_bool()), ("failed", Some(false)), "{r}");
+    let e = r["error"].as_str().unwrap();
+    assert!(
+        e.contains("lacks the repository permission statuses=write") && e.contains("statuses=read"),
+        "{e}"
+    );
+    assert_eq!(repo_writes(&w), 0, "nothing written: {}", w.bed.gh.requests());
+    assert!(
+        r.get("reported").is_none(),
+        "access failures are not reported on GitHub: {r}"
+    );
+
+    // The administrator grants it: the next event opens the pull request.
+    w.bed.gh.set_app(json!({"permissions": {
+        "metadata": "read", "contents": "write", "pull_requests": "write", "issues": "write", "statuses": "write",
+    }}));
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    w.assert_checked(CELL);
+}
+
+#[tokio::test]
+async fn http_a_fine_grained_token_missing_a_permission_fails_naming_the_one_github_gives() {
+    const FINE: &str = "github_pat_11AAAAAAA0123456789_scenarioFineGrainedTokenWithoutStatuses";
+    let w = http_world(|gh| {
+        leak::secret("github_scenarios: fine-grained token", FINE);
+        gh.fine_grained_token(
+            FINE,
+            json!({"metadata": "read", "contents": "write", "pull_requests": "write", "issues": "write"}),
+        );
+        Credentials::Token(Secret::new(FINE.to_owned()))
+    });
+    w.apply(CELL, 1, "vpc-1");
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), r["retryable"].as_bool()), ("failed", Some(false)), "{r}");
+    let e = r["error"].as_str().unwrap();
+    assert!(
+        e.contains("HTTP 403") && e.contains("lack the repository permission statuses=write"),
+        "{e}"
+    );
+    assert!(r.get("reported").is_none(), "{r}");
+    assert!(w.bed.issues(w.repo()).is_empty() && w.pulls().is_empty());
+}
+
+#[tokio::test]
+async fn http_an_app_not_installed_on_the_repository_is_an_access_failure_not_a_report() {
+    let w = http_world(app_credentials);
+    w.bed.gh.set_app(json!({"repositories": ["acme/another-repo"]}));
+    w.apply(CELL, 1, "vpc-1");
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), r["retryable"].as_bool()), ("failed", Some(false)), "{r}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("is the GitHub App installed on the repository"),
+        "{r}"
+    );
+    assert_eq!(repo_writes(&w), 0);
+}
+
+/// The README's table "GitHub requests per outcome", row by row, measured on the HTTP fake with
+/// the product's own client (the default branch, read once per process, left out as the table says).
+#[tokio::test]
+async fn http_the_request_budget_per_outcome_is_the_readmes() {
+    let readme = include_str!("../README.md");
+    let start = readme
+        .find("| outcome | API requests | of which writes |")
+        .expect("README: the table of GitHub requests per outcome");
+    let table: BTreeMap<String, (usize, usize)> = readme[start..]
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            Some((cells[1].to_owned(), (cells[2].parse().ok()?, cells[3].parse().ok()?)))
+        })
+        .collect();
+
+    let w = World::<HttpBed>::start();
+    // The default branch, once per process: read now, so that every row counts one sync.
+    w.sync.fleet.read_base(deadline()).await.unwrap();
+    let mut measured: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let mut step = async |row: &str, expect: &str| {
+        let from = w.bed.gh.requests()["requests"].as_array().unwrap().len();
+        let cell = if row.starts_with("new cell") { "eu-c9" } else { CELL };
+        let r = w.deliver(cell).await;
+        assert_eq!(action(&r), expect, "{row}: {r}");
+        let reqs = api_requests_since(&w, from);
+        let writes = reqs.iter().filter(|(_, write)| *write).count();
+        measured.insert(row.to_owned(), (reqs.len(), writes));
+    };
+    let mut secret = metadata(CELL, "vpc-1");
+    secret["api_token"] = json!(PLANTED_SECRET);
+
+    w.apply("eu-c9", 1, "vpc-1");
+    step("new cell (`opened`)", "opened").await;
+    w.put_state(CELL, state_with(1, secret.clone()));
+    step("refused, no pull request (first time)", "refused").await;
+    step("refused, no pull request (replayed)", "refused").await;
+    // Opened after a refusal: the issue closed is the one write more.
+    w.apply(CELL, 2, "vpc-1");
+    w.deliver(CELL).await;
+    step("replayed, nothing changed (`unchanged`)", "unchanged").await;
+    w.apply(CELL, 3, "vpc-3");
+    step("value changed, pull request open (`updated`)", "updated").await;
+    w.put_state(CELL, state_with(4, secret));
+    step("refused, pull request open (first time for a reason)", "refused").await;
+    step("refused, pull request open (replayed)", "refused").await;
+    let number = w.open_pulls().iter().find(|p| p.head == branch(CELL)).unwrap().number;
+    w.bed.merge(w.repo(), number).unwrap_or_else(|e| panic!("{e}"));
+    w.apply(CELL, 5, "vpc-3");
+    step("merged, nothing open (`in-sync`)", "in-sync").await;
+    // A new value opens a pull request, and the next state back at main's values closes it.
+    w.apply(CELL, 6, "vpc-6");
+    w.deliver(CELL).await;
+    w.apply(CELL, 7, "vpc-3");
+    step("back in sync, pull request closed (`closed`)", "closed").await;
+
+    let wrong: Vec<String> = measured
+        .iter()
+        .filter(|(row, got)| table.get(*row) != Some(got))
+        .map(|(row, got)| format!("{row:?}: README {:?}, measured {got:?}", table.get(row)))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "(API requests, writes) per outcome:
+{}",
+        wrong.join(
+            "
+"
+        )
+    );
+    assert!(measured.len() >= 9, "{measured:?}");
+}
