@@ -106,6 +106,16 @@ data "aws_iam_policy_document" "state_sync" {
     actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
     resources = ["${aws_cloudwatch_log_group.state_sync.arn}:*"]
   }
+
+  # The state bucket in another account, read through this one role and no other.
+  dynamic "statement" {
+    for_each = var.state_role_arn == null ? [] : [var.state_role_arn]
+    content {
+      sid       = "AssumeTheStateReadingRole"
+      actions   = ["sts:AssumeRole"]
+      resources = [statement.value]
+    }
+  }
 }
 
 resource "aws_iam_role_policy" "state_sync" {

@@ -20,6 +20,9 @@ locals {
   state_sync_environment = merge(local.common_environment, {
     CELLBRIDGE_STATE_BUCKET      = var.state_bucket_name
     CELLBRIDGE_STATE_KEY_PATTERN = var.state_key_pattern
+    }, var.state_role_arn == null ? {} : {
+    # The bucket is in another account: states are read through this role.
+    CELLBRIDGE_STATE_ROLE_ARN = var.state_role_arn
   })
 
   cluster_bootstrap_environment = merge(local.common_environment, {

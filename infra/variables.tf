@@ -60,6 +60,17 @@ variable "read_workspace_states" {
   default     = true
 }
 
+variable "state_role_arn" {
+  description = "IAM role state-sync assumes to read the state bucket when the bucket lives in another account (CELLBRIDGE_STATE_ROLE_ARN), or null to read it with the function's own role. Its trust policy must allow the state_sync_role_arn output to assume it."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.state_role_arn == null || can(regex("^arn:aws[a-z-]*:iam::[0-9]{12}:role/.+$", var.state_role_arn))
+    error_message = "state_role_arn must be an IAM role ARN, arn:aws:iam::<account>:role/<name>."
+  }
+}
+
 variable "state_bucket_kms_key_arn" {
   description = "ARN of the KMS key the state bucket encrypts objects with (SSE-KMS), or null for SSE-S3. state-sync gets kms:Decrypt on it through S3 only."
   type        = string

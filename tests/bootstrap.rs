@@ -66,7 +66,7 @@ fn key() -> &'static (String, String) {
 
 /// Credentials of an assumed role, as a Lambda function has them.
 async fn role_config() -> aws_config::SdkConfig {
-    assumed(&moto::sdk_config().await, ROLE, "cluster-bootstrap").await
+    moto::assumed(&moto::sdk_config().await, ROLE, "cluster-bootstrap").await
 }
 
 struct Bed {
@@ -1469,31 +1469,6 @@ async fn a_private_only_endpoint_out_of_reach_fails_finally_before_any_access_en
 const ACCOUNT_B: &str = "210987654321";
 const ROLE_B: &str = "arn:aws:iam::210987654321:role/cellbridge-bootstrap";
 
-/// Credentials of `role` as moto gives them: moto is multi-account, and AssumeRole of a role in
-/// another account mints a key moto attributes to that account, whose resources it then reads and
-/// makes (https://docs.getmoto.org/en/latest/docs/multi_account.html; moto/sts/models.py
-/// `assume_role`: "the role does not need to exist. The ARN can point to another account").
-async fn assumed(base: &aws_config::SdkConfig, role: &str, session: &str) -> aws_config::SdkConfig {
-    let out = aws_sdk_sts::Client::new(base)
-        .assume_role()
-        .role_arn(role)
-        .role_session_name(session)
-        .send()
-        .await
-        .unwrap();
-    let c = out.credentials().unwrap();
-    let creds = Credentials::new(
-        c.access_key_id(),
-        c.secret_access_key(),
-        Some(c.session_token().to_owned()),
-        None,
-        "test",
-    );
-    base.to_builder()
-        .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::new(creds))
-        .build()
-}
-
 /// Access-entry operations on `cluster` in `account`'s cluster of that name.
 fn access_log_in(account: &str, cluster: &str) -> Vec<String> {
     let (_, v) = http_json("GET", &format!("{}/_cellbridge/eks/log", moto::endpoint()), None);
@@ -1520,7 +1495,7 @@ async fn a_new_cell_in_a_second_account_bootstraps_from_its_clusters_tag_before_
     // The cell is not merged: the fleet has no clusters/cross-acct/, only the template.
     assert!(!fixture_fleet().join("clusters").join(CELL).exists());
     // Account B's, tagged with the new cell (same endpoint: the override is by region and name).
-    let b = assumed(&moto::sdk_config().await, ROLE_B, "test-account-b").await;
+    let b = moto::assumed(&moto::sdk_config().await, ROLE_B, "test-account-b").await;
     let caller = aws_sdk_sts::Client::new(&b).get_caller_identity().send().await.unwrap();
     assert_eq!(caller.account(), Some(ACCOUNT_B));
     aws_sdk_eks::Client::new(&b)

@@ -413,9 +413,10 @@ async fn lifecycle(bed: Bed) {
     assert_eq!(c["action"], "opened", "{resp}");
     let (api, total, _) = bed.counts();
     println!("new cell: {api} API requests, {total} with the archive download");
-    // One extra request once per process: the default branch's name.
+    // 9 API requests (the README's table: with the listing of refused issues), plus one once
+    // per process: the default branch's name.
     assert!(
-        api <= 9 && total <= 10,
+        api <= 10 && total <= 11,
         "new cell took {api} API requests ({total} in all)"
     );
     let state = bed.gh.state(REPO);
@@ -665,7 +666,12 @@ async fn secret_looking_or_sensitive_output_opens_nothing() {
     // Redelivering cannot help: the record is not handed back to SQS.
     assert_eq!(resp["batchItemFailures"], json!([]));
     assert!(bed.pulls().is_empty());
-    assert_eq!(bed.counts().2, 0, "no write");
+    // Nothing of the cell is written; the refusal is reported in one issue, naming the key.
+    assert_eq!(bed.counts().2, 1, "the report's issue, and no other write");
+    let issues = bed.gh.issues(REPO);
+    assert_eq!(issues.len(), 1, "{issues:?}");
+    let body = issues[0]["body"].as_str().unwrap();
+    assert!(body.contains("db_password") && !body.contains("hunter2"), "{body}");
 
     // A sensitive output, through a direct invocation: a final failure naming the output,
     // answered as handled (not a Lambda error, which an asynchronous invocation would retry).
@@ -786,12 +792,23 @@ async fn github_faults_are_retried_or_fail_cleanly() {
             .any(|r| r["path"].as_str().unwrap().starts_with("/app/installations/")),
         "an installation token was minted"
     );
-    assert_eq!(
+    let app_calls = |suffix: &str| {
         reqs.iter()
-            .filter(|r| r["path"].as_str().unwrap().starts_with("/app/installations/"))
-            .count(),
+            .filter(|r| {
+                let p = r["path"].as_str().unwrap();
+                p.starts_with("/app/installations/") && p.ends_with(suffix)
+            })
+            .count()
+    };
+    assert_eq!(
+        app_calls("/access_tokens"),
         1,
         "one installation token, reused by every request"
+    );
+    assert_eq!(
+        app_calls("/777"),
+        1,
+        "the installation's permissions, read once before the first write"
     );
     assert_eq!(
         reqs.iter()
@@ -996,4 +1013,92 @@ async fn teams_fleet_new_cell_is_the_template_and_its_status_matches_a_checkout(
         body.contains(&format!("| `{}:{}` | `{}` |", u.file, u.line, u.variable)),
         "{body}"
     );
+}
+
+/// Issue 15, item 5: the state bucket in another account, read through
+/// `CELLBRIDGE_STATE_ROLE_ARN`. moto is multi-account: the bucket is made with account B's
+/// credentials, and moto's own record of assumed roles (`/moto-api/data.json`) shows the role
+/// state-sync assumed, with its session name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_bucket_in_another_account_is_read_through_the_configured_role() {
+    const ROLE: &str = "arn:aws:iam::222222222222:role/cellbridge-state-reader";
+    leak::init();
+    let conf = moto::sdk_config().await;
+    let b = moto::assumed(&conf, "arn:aws:iam::222222222222:role/terraform", "test-account-b").await;
+    let s3b = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&b).force_path_style(true).build());
+    let bucket = "tfstate-account-b";
+    moto::create_bucket(&s3b, bucket).await;
+    let cell = "eu-x1";
+    let data: serde_json::Map<String, Value> = base_data(cell, "vpc-b")
+        .into_iter()
+        .map(|(k, v)| (k, json!(v)))
+        .collect();
+    let state = json!({
+        "version": 4, "terraform_version": "1.11.4", "serial": 1, "lineage": "0000-b",
+        "outputs": {"cell_metadata": {"type": ["map", "string"], "value": data}}, "resources": [],
+    });
+    s3b.put_object()
+        .bucket(bucket)
+        .key(Bed::key(cell))
+        .body(state.to_string().into_bytes().into())
+        .send()
+        .await
+        .unwrap();
+
+    let gh = FakeGithub::start();
+    gh.seed_example_fleet(REPO);
+    leak::secret("state-sync cross-account: GitHub token", TOKEN);
+    let fleet = GithubFleet::new(
+        &gh.url(),
+        "acme",
+        "fleet",
+        None,
+        &cellbridge::github::Credentials::Token(cellbridge::redact::Secret::new(TOKEN.to_owned())),
+    )
+    .unwrap();
+    let config = SyncConfig {
+        github: GithubConfig::checked("acme".into(), "fleet".into(), None, "unused".into(), gh.url()).unwrap(),
+        state_bucket: bucket.into(),
+        key_pattern: KeyPattern::parse(cellbridge::sync::DEFAULT_KEY_PATTERN).unwrap(),
+        flux_git_url: None,
+        flux_git_branch: None,
+    };
+    let service = Syncer::new(config, cellbridge::sync::state_source(&conf, Some(ROLE)).await, fleet);
+    let inv = service
+        .handle(
+            &json!({"action": "sync", "cell": cell}),
+            Instant::now() + Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    leak::capture("state-sync cross-account: answer", &inv.response.to_string());
+    assert_eq!(only_cell(&inv.response)["action"], "opened", "{}", inv.response);
+    assert!(
+        gh.state(REPO)["files"][format!("cellbridge/{cell}")][format!("clusters/{cell}/cell-metadata.yaml")]
+            .as_str()
+            .unwrap()
+            .contains("vpc-b")
+    );
+    let (_, moto_data) =
+        cellbridge_tests::kube::http_json("GET", &format!("{}/moto-api/data.json", moto::endpoint()), None);
+    let assumed: Vec<(&str, &str)> = moto_data["sts"]["AssumedRole"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["role_arn"].as_str().unwrap(), r["session_name"].as_str().unwrap()))
+        .collect();
+    assert!(assumed.contains(&(ROLE, "cellbridge-state-sync")), "{assumed:?}");
+
+    // A value that is no role ARN fails the cold start, naming the variable.
+    // SAFETY: only this test reads this variable.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::env::set_var("CELLBRIDGE_STATE_ROLE_ARN", "arn:aws:iam::222222222222:user/someone");
+    }
+    let err = cellbridge::sync::state_role_from_env().unwrap_err().to_string();
+    assert!(err.starts_with("CELLBRIDGE_STATE_ROLE_ARN="), "{err}");
+    #[allow(unsafe_code)]
+    unsafe {
+        std::env::remove_var("CELLBRIDGE_STATE_ROLE_ARN");
+    }
 }

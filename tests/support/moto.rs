@@ -54,3 +54,28 @@ pub async fn create_bucket(s3: &aws_sdk_s3::Client, bucket: &str) {
         .await
         .unwrap_or_else(|e| panic!("creating bucket {bucket}: {e:?}"));
 }
+
+/// Credentials of `role` as moto gives them: moto is multi-account, and AssumeRole of a role in
+/// another account mints a key moto attributes to that account, whose resources it then reads and
+/// makes (https://docs.getmoto.org/en/latest/docs/multi_account.html; moto/sts/models.py
+/// `assume_role`: "the role does not need to exist. The ARN can point to another account").
+pub async fn assumed(base: &aws_config::SdkConfig, role: &str, session: &str) -> aws_config::SdkConfig {
+    let out = aws_sdk_sts::Client::new(base)
+        .assume_role()
+        .role_arn(role)
+        .role_session_name(session)
+        .send()
+        .await
+        .unwrap();
+    let c = out.credentials().unwrap();
+    let creds = aws_credential_types::Credentials::new(
+        c.access_key_id(),
+        c.secret_access_key(),
+        Some(c.session_token().to_owned()),
+        None,
+        "test",
+    );
+    base.to_builder()
+        .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::new(creds))
+        .build()
+}

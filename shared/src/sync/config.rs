@@ -40,6 +40,7 @@ impl SyncConfig {
         let flux_git_branch = config::optional_branch("CELLBRIDGE_FLUX_GIT_BRANCH")?;
         // Read again by each invocation; checked here so a bad value fails the cold start.
         crate::pause::from_env()?;
+        super::state_role_from_env()?;
         crate::metrics::namespace_from_env()?;
         Ok(Self {
             github,

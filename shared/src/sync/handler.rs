@@ -19,7 +19,52 @@ pub type SyncService = Syncer<S3States, GithubFleet>;
 /// call; the cost is the HTTPS client's trust store (see `crate::lambda`).
 pub async fn service_with(config: SyncConfig) -> SyncService {
     let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
-    service_for(config, &aws)
+    // Checked at init (`SyncConfig::from_env`).
+    let role = state_role_from_env().ok().flatten();
+    let secrets = aws_sdk_secretsmanager::Client::new(&aws);
+    Syncer::new(
+        config.clone(),
+        state_source(&aws, role.as_deref()).await,
+        GithubFleet::from_config(&config.github, secrets),
+    )
+}
+
+/// `CELLBRIDGE_STATE_ROLE_ARN`: the role state-sync assumes to read the state bucket when the
+/// bucket lives in another account; unset, the function's own role reads it.
+pub fn state_role_from_env() -> Result<Option<String>, ConfigError> {
+    let Some(role) = config::optional("CELLBRIDGE_STATE_ROLE_ARN") else {
+        return Ok(None);
+    };
+    if crate::bootstrap::config::role_account(&role).is_none() {
+        return Err(ConfigError::Invalid {
+            name: "CELLBRIDGE_STATE_ROLE_ARN",
+            value: role,
+            reason: "expected an IAM role ARN, arn:aws:iam::<account>:role/<name>".into(),
+        });
+    }
+    Ok(Some(role))
+}
+
+/// The state bucket's reader: with the function's credentials, or through `role` (assumed
+/// lazily by the SDK on the first read, session `cellbridge-state-sync`, and refreshed before
+/// it expires). The role's trust policy must name the function's role, and the bucket's policy
+/// (and its KMS key's) must let the role read: `infra/README.md`, "State bucket in another account".
+pub async fn state_source(aws: &aws_config::SdkConfig, role: Option<&str>) -> S3States {
+    match role {
+        None => S3States::from_conf(aws),
+        Some(role) => {
+            let provider = aws_config::sts::AssumeRoleProvider::builder(role)
+                .session_name("cellbridge-state-sync")
+                .configure(aws)
+                .build()
+                .await;
+            let conf = aws
+                .to_builder()
+                .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::new(provider))
+                .build();
+            S3States::from_conf(&conf)
+        }
+    }
 }
 
 /// The service for a checked configuration and a given AWS configuration.

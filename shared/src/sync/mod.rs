@@ -19,7 +19,10 @@ mod handler;
 mod syncer;
 
 pub use config::{DEFAULT_KEY_PATTERN, KeyPattern, SyncConfig};
-pub use handler::{SyncService, invoke_from_file, lambda_handler, service_for, service_from_env, service_with};
+pub use handler::{
+    SyncService, invoke_from_file, lambda_handler, service_for, service_from_env, service_with, state_role_from_env,
+    state_source,
+};
 pub use syncer::{CellResult, SyncInvocation, Syncer};
 
 #[derive(Debug, thiserror::Error)]
