@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use aws_credential_types::Credentials;
 use cellbridge::bootstrap::{
     self, BootstrapError, BootstrapOutcome, Bootstrapper, Phase, Report, Request, Settings, Target, Tuning,
 };
