@@ -83,8 +83,9 @@ data "aws_iam_policy_document" "state_sync" {
   }
 
   statement {
-    sid       = "ConsumeOwnQueue"
-    actions   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility"]
+    sid = "ConsumeOwnQueue"
+    # ChangeMessageVisibility and GetQueueUrl: a record handed back returns after its backoff.
+    actions   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl"]
     resources = [aws_sqs_queue.state_sync.arn]
   }
 
@@ -231,7 +232,7 @@ data "aws_iam_policy_document" "cluster_bootstrap" {
   # SendMessage: a cluster still CREATING is handed back to the queue with a delay.
   statement {
     sid       = "ConsumeAndRequeueOwnQueue"
-    actions   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility", "sqs:SendMessage"]
+    actions   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl", "sqs:SendMessage"]
     resources = [aws_sqs_queue.cluster_bootstrap.arn]
   }
 

@@ -7,6 +7,9 @@ locals {
     # README, "Metrics and alarms" and "Pausing cellbridge".
     CELLBRIDGE_METRICS_NAMESPACE = var.metrics_namespace
     CELLBRIDGE_PAUSED            = tostring(var.paused)
+    # README, "Outcomes": a record handed back returns after base, 2 x base, ... at most max.
+    CELLBRIDGE_RETRY_BASE_SECS = tostring(var.retry_base_seconds)
+    CELLBRIDGE_RETRY_MAX_SECS  = tostring(var.retry_max_seconds)
     }, var.base_branch == null ? {} : {
     CELLBRIDGE_BASE_BRANCH = var.base_branch
     }, var.flux_git_url == null ? {} : {

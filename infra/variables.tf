@@ -419,6 +419,28 @@ variable "metrics_namespace" {
   }
 }
 
+variable "retry_base_seconds" {
+  description = "An SQS record that failed retryably returns to the function after this many seconds, doubling with each delivery up to retry_max_seconds (CELLBRIDGE_RETRY_BASE_SECS), instead of after the queue's visibility timeout; the queue's max_receive_count still moves it to the dead-letter queue."
+  type        = number
+  default     = 60
+
+  validation {
+    condition     = var.retry_base_seconds >= 0 && var.retry_base_seconds <= 43200
+    error_message = "retry_base_seconds must be between 0 and 43200 (SQS's longest visibility timeout)."
+  }
+}
+
+variable "retry_max_seconds" {
+  description = "The longest backoff of a retried SQS record, in seconds (CELLBRIDGE_RETRY_MAX_SECS); at least retry_base_seconds."
+  type        = number
+  default     = 3600
+
+  validation {
+    condition     = var.retry_max_seconds >= 0 && var.retry_max_seconds <= 43200
+    error_message = "retry_max_seconds must be between 0 and 43200 (SQS's longest visibility timeout)."
+  }
+}
+
 variable "paused" {
   description = "Pause switch (CELLBRIDGE_PAUSED): state-sync writes nothing to GitHub and cluster-bootstrap touches no cluster; every result says paused. After unpausing, run sync-all (and bootstrap the clusters created meanwhile)."
   type        = bool

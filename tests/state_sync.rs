@@ -312,6 +312,55 @@ impl Bed {
         json!({ "Records": records })
     }
 
+    /// One message as Lambda's event source mapping receives it: left in flight (not deleted),
+    /// with its real receipt handle and `ApproximateReceiveCount`; `None` when none is visible
+    /// within `wait`.
+    async fn poll_once(&self, wait: Duration) -> Option<Value> {
+        let until = Instant::now() + wait;
+        loop {
+            let out = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.queue_url)
+                .max_number_of_messages(1)
+                .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount)
+                .send()
+                .await
+                .unwrap();
+            if let Some(m) = out.messages.unwrap_or_default().into_iter().next() {
+                // S3's test notification, sent when the notification was configured, and the
+                // notifications of Terraform's lock file: not this test's record.
+                if m.body()
+                    .is_some_and(|b| b.contains("s3:TestEvent") || b.contains(".tflock"))
+                {
+                    let handle = m.receipt_handle().unwrap();
+                    self.sqs
+                        .delete_message()
+                        .queue_url(&self.queue_url)
+                        .receipt_handle(handle)
+                        .send()
+                        .await
+                        .unwrap();
+                    continue;
+                }
+                let count = m
+                    .attributes()
+                    .and_then(|a| a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount))
+                    .cloned()
+                    .unwrap_or_else(|| "1".into());
+                return Some(json!({"Records": [{
+                    "messageId": m.message_id(), "receiptHandle": m.receipt_handle(), "body": m.body(),
+                    "attributes": {"ApproximateReceiveCount": count}, "messageAttributes": {}, "md5OfBody": m.md5_of_body(),
+                    "eventSource": "aws:sqs", "eventSourceARN": self.queue_arn, "awsRegion": "eu-west-1",
+                }]}));
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// The Lambda handler, as the runtime calls it, with `secs` before the deadline.
     async fn invoke_with(&self, event: Value, secs: u64) -> Result<Value, String> {
         let mut ctx = lambda_runtime::Context::default();
@@ -1100,5 +1149,50 @@ async fn a_state_bucket_in_another_account_is_read_through_the_configured_role()
     #[allow(unsafe_code)]
     unsafe {
         std::env::remove_var("CELLBRIDGE_STATE_ROLE_ARN");
+    }
+}
+
+/// Issue 15, item 2: a record that failed retryably comes back after a backoff that doubles
+/// with each delivery (`ChangeMessageVisibility` on the in-flight message, before the answer),
+/// not after the queue's visibility timeout (moto's default, 30 s, here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retryable_failure_comes_back_after_a_backoff_that_doubles() {
+    // SAFETY: read by the handler only when a record is handed back; set before this test's
+    // first invocation, and the other tests' handed-back records are already deleted.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::env::set_var("CELLBRIDGE_RETRY_BASE_SECS", "2");
+        std::env::set_var("CELLBRIDGE_RETRY_MAX_SECS", "4");
+    }
+    let bed = Bed::new("backoff", false).await;
+    let cell = "eu-b1";
+    bed.apply(cell, &base_data(cell, "vpc-1"), false).await;
+    let mut event = bed.poll_once(Duration::from_secs(10)).await.expect("the notification");
+    for (count, delay) in [("1", 2u64), ("2", 4)] {
+        assert_eq!(event["Records"][0]["attributes"]["ApproximateReceiveCount"], count);
+        // Too little time left to start: a retryable failure, handed back.
+        let resp = bed.invoke_with(event.clone(), 3).await.unwrap();
+        assert_eq!(
+            resp["batchItemFailures"].as_array().unwrap().len(),
+            1,
+            "{resp} for {event}"
+        );
+        let answered = Instant::now();
+        assert!(bed.poll_once(Duration::ZERO).await.is_none(), "not visible at once");
+        event = bed.poll_once(Duration::from_secs(12)).await.expect("redelivered");
+        let after = answered.elapsed();
+        assert!(
+            after >= Duration::from_secs(delay) - Duration::from_millis(300) && after < Duration::from_secs(delay + 5),
+            "delivery {count}: back after {after:?}, expected {delay} s"
+        );
+    }
+    // The third delivery syncs; the event source mapping then deletes the message.
+    let resp = bed.invoke(event.clone()).await;
+    assert_eq!(resp["batchItemFailures"], json!([]), "{resp}");
+    assert_eq!(only_cell(&resp)["action"], "opened", "{resp}");
+    #[allow(unsafe_code)]
+    unsafe {
+        std::env::remove_var("CELLBRIDGE_RETRY_BASE_SECS");
+        std::env::remove_var("CELLBRIDGE_RETRY_MAX_SECS");
     }
 }

@@ -73,6 +73,26 @@ pub fn sqs_redeliver(function: &str, failed: impl IntoIterator<Item = RecordFail
     ids
 }
 
+/// An SQS batch's answer, after the records it hands back were postponed by their backoff
+/// ([`crate::backoff`]): the postponements must be made before the answer, while the receipt
+/// handles are valid. `deadline` is the handler's; they may use the second kept before Lambda's.
+pub async fn answer_sqs(
+    function: &str,
+    event: &serde_json::Value,
+    answered: Result<serde_json::Value, Diagnostic>,
+    deadline: Instant,
+) -> Result<serde_json::Value, Diagnostic> {
+    if let Ok(response) = &answered
+        && response["batchItemFailures"].as_array().is_some_and(|f| !f.is_empty())
+    {
+        // Checked at init; a bad value there failed the cold start.
+        let backoff = crate::backoff::Backoff::from_env().unwrap_or_default();
+        let until = deadline + std::time::Duration::from_millis(800);
+        crate::backoff::postpone_failures(crate::backoff::sqs().await, function, event, response, backoff, until).await;
+    }
+    answered
+}
+
 /// A handled invocation as Lambda gets it. An SQS batch always answers with its response: the
 /// records to redeliver are in `batchItemFailures` ([`sqs_redeliver`]). A direct invocation
 /// (console, `aws lambda invoke`, EventBridge Scheduler's asynchronous invocation) whose

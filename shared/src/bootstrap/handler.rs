@@ -112,6 +112,7 @@ impl Config {
         pause::from_env()?;
         metrics::namespace_from_env()?;
         super::access::ttl_from_env()?;
+        crate::backoff::Backoff::from_env()?;
         Ok(Self {
             settings: Settings::from_env()?,
             github: GithubConfig::from_env()?,
@@ -353,10 +354,11 @@ pub async fn lambda_handler<A: Accounts, K: KubeConnect, S: SecretStore>(
         Ok(m) => m,
         Err(e) => return answer_error(NAME, Class::Final, e),
     };
-    match service.handle_with(&event.payload, deadline, switch, &metrics).await {
+    let answered = match service.handle_with(&event.payload, deadline, switch, &metrics).await {
         Ok(inv) => answer(NAME, inv.response, inv.class),
         Err(e) => answer_error(NAME, e.class(), e),
-    }
+    };
+    crate::lambda::answer_sqs(NAME, &event.payload, answered, deadline).await
 }
 
 /// `cellbridge invoke cluster-bootstrap --event FILE [--fleet DIR]`: the handler on an event

@@ -103,10 +103,11 @@ pub async fn lambda_handler<S: StateSource, G: GithubRepo>(
         Ok(m) => m,
         Err(e) => return answer_error(NAME, Class::Final, e),
     };
-    match service.handle_with(&event.payload, deadline, switch, &metrics).await {
+    let answered = match service.handle_with(&event.payload, deadline, switch, &metrics).await {
         Ok(inv) => answer(NAME, inv.response, inv.class),
         Err(e) => answer_error(NAME, e.class(), e),
-    }
+    };
+    crate::lambda::answer_sqs(NAME, &event.payload, answered, deadline).await
 }
 
 /// `cellbridge invoke state-sync --event FILE`: runs the handler locally on an event file
