@@ -150,6 +150,14 @@ data "aws_iam_policy_document" "cluster_bootstrap" {
     resources = [local.eks_cluster_arn]
   }
 
+  # The sweep finds the tagged clusters of cells not merged yet; ListClusters has no resource
+  # type ("Actions defined by Amazon EKS": no resource-level permissions), so "*".
+  statement {
+    sid       = "ListClustersForTheSweep"
+    actions   = ["eks:ListClusters"]
+    resources = ["*"]
+  }
+
   # Access is granted only on clusters tagged as a cell, and only to this role itself.
   statement {
     sid       = "GrantSelfAccessOnCellClusters"

@@ -1584,3 +1584,91 @@ async fn a_new_cell_in_a_second_account_bootstraps_from_its_clusters_tag_before_
     assert!(access_log_in("123456789012", NAME).is_empty());
     assert!(access_log_in("333333333333", NAME).is_empty());
 }
+
+/// Issue 15, item 4, through moto's EKS and STS: the daily sweep finds the clusters tagged with a
+/// cell that is not merged yet (ListClusters and DescribeCluster, in cellbridge's own account and,
+/// through `CELLBRIDGE_ACCOUNT_ROLES`, in account B) and deletes the temporary access entries a
+/// killed run left there once they are older than the TTL; a fresh one is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_finds_tagged_clusters_of_unmerged_cells_in_every_account() {
+    use cellbridge::bootstrap::access::{CREATED_AT_TAG, TEMPORARY_TAG};
+    use cellbridge::bootstrap::handler::{BootstrapService, LocalSource};
+    let home = role_config().await;
+    let b = moto::assumed(&moto::sdk_config().await, ROLE_B, "test-account-b").await;
+    let make = |conf: &aws_config::SdkConfig, name: &'static str, cell: &'static str| {
+        let eks = aws_sdk_eks::Client::new(conf);
+        async move {
+            eks.create_cluster()
+                .name(name)
+                .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
+                .resources_vpc_config(
+                    aws_sdk_eks::types::VpcConfigRequest::builder()
+                        .subnet_ids("subnet-1")
+                        .build(),
+                )
+                .tags("cellbridge.dev/cell", cell)
+                .send()
+                .await
+                .unwrap();
+        }
+    };
+    let entry = |conf: &aws_config::SdkConfig, cluster: &'static str, principal: &'static str| {
+        let eks = aws_sdk_eks::Client::new(conf);
+        async move {
+            eks.create_access_entry()
+                .cluster_name(cluster)
+                .principal_arn(principal)
+                .tags(TEMPORARY_TAG, "true")
+                .tags(CREATED_AT_TAG, "2026-01-01T00:00:00Z")
+                .send()
+                .await
+                .unwrap();
+        }
+    };
+    let age = |account: &str, cluster: &str, principal: &str, secs: u64| {
+        let (status, v) = http_json(
+            "POST",
+            &format!("{}/_cellbridge/eks/entries/{cluster}", moto::endpoint()),
+            Some(json!({"region": REGION, "account": account, "principal": principal, "age_secs": secs})),
+        );
+        assert_eq!(status, 200, "{v}");
+    };
+    make(&home, "sweep-home", "sweep-new-home").await;
+    make(&b, "sweep-b", "sweep-new-b").await;
+    make(&home, "sweep-fresh", "sweep-new-fresh").await;
+    entry(&home, "sweep-home", ROLE).await;
+    entry(&b, "sweep-b", ROLE_B).await;
+    entry(&home, "sweep-fresh", ROLE).await;
+    age("123456789012", "sweep-home", ROLE, 7200);
+    age(ACCOUNT_B, "sweep-b", ROLE_B, 7200);
+
+    let settings = Settings {
+        account_roles: [(ACCOUNT_B.to_owned(), ROLE_B.to_owned())].into(),
+        ..settings("unused")
+    };
+    let service = BootstrapService {
+        bootstrapper: Bootstrapper::new(home.clone(), settings),
+        fleets: Box::new(LocalSource(LocalFleet::open(fixture_fleet()).unwrap())),
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let inv = service.handle(&json!({"action": "sweep"}), deadline).await.unwrap();
+    let r = &inv.response;
+    leak::capture("the sweep's report", &r.to_string());
+    let result_of = |cluster: &str| {
+        r["report"]["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["cluster"] == cluster)
+            .unwrap_or_else(|| panic!("{cluster} not swept: {r}"))
+            .clone()
+    };
+    assert_eq!(result_of("sweep-home")["result"], "deleted", "{r}");
+    assert_eq!(result_of("sweep-home")["cell"], "sweep-new-home");
+    assert_eq!(result_of("sweep-b")["result"], "deleted", "{r}");
+    assert_eq!(result_of("sweep-b")["role"], ROLE_B);
+    assert_eq!(result_of("sweep-fresh")["result"], "kept", "{r}");
+    assert!(access_entries(&home, "sweep-home").await.is_empty());
+    assert!(access_entries(&b, "sweep-b").await.is_empty());
+    assert_eq!(access_entries(&home, "sweep-fresh").await, [ROLE]);
+}

@@ -17,6 +17,8 @@ Control routes (plain HTTP, no signature), for tests:
   account's cluster of that name when no account is given, as kube_fake.py asks: it matches the
   caller's account itself);
 - DELETE /_cellbridge/eks/log: clear it.
+- POST /_cellbridge/eks/entries/<name> {"region", "account", "principal", "age_secs"}: the entry
+  was created `age_secs` ago (`createdAt`, as a run killed that long ago would have left it).
 
 Access entries belong to the cluster of the caller's account, as moto's own EKS resources do:
 moto attributes a request to the account its access key belongs to, and STS AssumeRole of a role
@@ -352,6 +354,13 @@ class EksExtension:
                 es = [e for (a, r, c), byp in ENTRIES.items() if r == region and c == m.group(1)
                       and account in (None, a) for e in byp.values()]
                 return reply(start_response, 200, [dict(e) for e in es])
+            if m and method == "POST":
+                req = read_json(environ)
+                entry = ENTRIES.get((req["account"], req["region"], m.group(1)), {}).get(req["principal"])
+                if entry is None:
+                    return error(start_response, 404, "NotFound", "no such access entry")
+                entry["createdAt"] = time.time() - float(req["age_secs"])
+                return reply(start_response, 200, {"ok": True})
         return error(start_response, 404, "NotFound", "no such control route")
 
 

@@ -228,6 +228,19 @@ fn cluster_info(c: &aws_sdk_eks::types::Cluster, cluster: &str, region: &str) ->
 const NOT_FOUND: &str = "ResourceNotFoundException";
 
 impl ClusterApi for EksApi {
+    async fn list_clusters(&self) -> Result<Vec<String>, EksError> {
+        // "ListClusters": at most 100 a page, `nextToken` for the rest
+        // (https://docs.aws.amazon.com/eks/latest/APIReference/API_ListClusters.html).
+        let mut names = Vec::new();
+        let mut pages = self.eks.list_clusters().into_paginator().send();
+        while let Some(page) = pages.next().await {
+            let page =
+                page.map_err(|e| api_error("ListClusters", &format!("* (every cluster of {})", self.region), &e))?;
+            names.extend(page.clusters().iter().cloned());
+        }
+        Ok(names)
+    }
+
     async fn describe_cluster(&self, cluster: &str) -> Result<Option<ClusterInfo>, EksError> {
         let out = match self.eks.describe_cluster().name(cluster).send().await {
             Ok(o) => o,

@@ -387,6 +387,18 @@ impl MemEks {
 }
 
 impl ClusterApi for MemEks {
+    async fn list_clusters(&self) -> Result<Vec<String>, EksError> {
+        let mut w = self.aws.lock();
+        if let Some(retryable) = w.call(&self.account, "ListClusters", &self.region) {
+            return Err(eks_fault("ListClusters", &self.region, retryable));
+        }
+        Ok(w.clusters
+            .keys()
+            .filter(|(a, r, _)| *a == self.account && *r == self.region)
+            .map(|(_, _, c)| c.clone())
+            .collect())
+    }
+
     async fn describe_cluster(&self, cluster: &str) -> Result<Option<ClusterInfo>, EksError> {
         let mut w = self.aws.lock();
         if let Some(retryable) = w.call(&self.account, "DescribeCluster", cluster) {

@@ -28,6 +28,8 @@ pub struct AccessEntry {
 
 /// The EKS and STS calls of a bootstrap, in one region with one identity.
 pub trait ClusterApi: Send + Sync {
+    /// ListClusters, every page: the clusters of this region and identity's account.
+    fn list_clusters(&self) -> impl Future<Output = Result<Vec<String>, EksError>> + Send;
     /// DescribeCluster; `None` when there is no such cluster.
     fn describe_cluster(&self, cluster: &str) -> impl Future<Output = Result<Option<ClusterInfo>, EksError>> + Send;
     /// DescribeAccessEntry; `None` when the principal has none.

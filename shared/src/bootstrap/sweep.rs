@@ -77,6 +77,9 @@ pub struct SweepReport {
     pub clusters: Vec<ClusterSweep>,
     /// The age of the oldest temporary entry still there (kept, or failed to delete), seconds.
     pub oldest_remaining_secs: u64,
+    /// Regions and accounts whose tagged clusters could not be listed ([`discover`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub discovery_errors: Vec<String>,
 }
 
 impl SweepReport {
@@ -161,6 +164,78 @@ pub fn targets(
         });
     }
     Ok(out)
+}
+
+/// The clusters tagged `cellbridge.dev/cell` that no merged cell names yet: a new cell is
+/// bootstrapped from its cluster's tag before its pull request merges, so a run killed then
+/// leaves its entry on a cluster the fleet's metadata does not know. Looked for in every region
+/// of the fleet's cells and `home_region`, with cellbridge's own identity and with each role of
+/// `account_roles` (ListClusters, then DescribeCluster for the tag). A region or account that
+/// cannot be listed is reported in the second list and the sweep goes on.
+pub async fn discover<A: Accounts>(
+    accounts: &A,
+    known: &[Planned],
+    account_roles: &BTreeMap<String, String>,
+    home_region: Option<&str>,
+) -> (Vec<Planned>, Vec<String>) {
+    let target_of = |p: &Planned| match p {
+        Ok(t) | Err((t, _)) => t.clone(),
+    };
+    let known: Vec<Target> = known.iter().map(target_of).collect();
+    let mut regions: Vec<String> = known
+        .iter()
+        .map(|t| t.region.clone())
+        .chain(home_region.map(str::to_owned))
+        .collect();
+    regions.sort();
+    regions.dedup();
+    let roles: Vec<Option<String>> = std::iter::once(None)
+        .chain(account_roles.values().cloned().map(Some))
+        .collect();
+    let (mut found, mut errors) = (Vec::new(), Vec::new());
+    for region in &regions {
+        for role in &roles {
+            let whose = role.as_deref().unwrap_or("cellbridge's own account");
+            let api = match accounts.open(region, role.as_deref()).await {
+                Ok(api) => api,
+                Err(e) => {
+                    errors.push(format!("{region}, {whose}: {e}"));
+                    continue;
+                }
+            };
+            let names = match api.list_clusters().await {
+                Ok(n) => n,
+                Err(e) => {
+                    errors.push(format!("{region}, {whose}: {e}"));
+                    continue;
+                }
+            };
+            for cluster in names {
+                // A merged cell's cluster is already a target (through the role its account gives).
+                if known
+                    .iter()
+                    .any(|t| t.cluster == cluster && t.region == *region && t.role == *role)
+                {
+                    continue;
+                }
+                match api.describe_cluster(&cluster).await {
+                    Ok(Some(info)) => {
+                        if let Some(cell) = info.tags.get(cell::CELL_TAG) {
+                            found.push(Ok(Target {
+                                cell: cell.clone(),
+                                cluster,
+                                region: region.clone(),
+                                role: role.clone(),
+                            }));
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => errors.push(format!("{region}, {whose}: {e}")),
+                }
+            }
+        }
+    }
+    (found, errors)
 }
 
 /// Sweeps one cluster as `principal`.
@@ -311,7 +386,20 @@ impl<A: Accounts, K: super::KubeConnect, S: crate::secrets::SecretStore> super::
                 return Err(e);
             }
         };
-        let report = sweep(
+        // AWS_REGION: the function's own region, where its own account's new clusters may be.
+        let home = std::env::var("AWS_REGION").ok();
+        let (found, discovery_errors) = discover(
+            self.bootstrapper.accounts(),
+            &targets,
+            &settings.account_roles,
+            home.as_deref(),
+        )
+        .await;
+        for e in &discovery_errors {
+            tracing::error!(error = %e, "sweep: cannot list the clusters there");
+        }
+        let targets: Vec<Planned> = targets.into_iter().chain(found).collect();
+        let mut report = sweep(
             self.bootstrapper.accounts(),
             targets,
             settings.access_principal_arn.as_deref(),
@@ -319,8 +407,9 @@ impl<A: Accounts, K: super::KubeConnect, S: crate::secrets::SecretStore> super::
             ttl,
         )
         .await;
+        report.discovery_errors = discovery_errors;
         let deleted = report.count(|s| matches!(s, Swept::Deleted { .. })).to_string();
-        let failed = report.failed().to_string();
+        let failed = (report.failed() + report.discovery_errors.len()).to_string();
         metrics.sweep(
             report.oldest_remaining_secs,
             &[("deleted", Some(&deleted)), ("failed", Some(&failed))],

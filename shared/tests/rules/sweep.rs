@@ -318,3 +318,90 @@ async fn a_run_deletes_an_expired_leftover_before_creating_a_fresh_entry() {
             .any(|c| c.ends_with("AccessEntry cluster-b") && !c.starts_with("Describe"))
     );
 }
+
+/// A new cell's cluster is bootstrapped from its `cellbridge.dev/cell` tag before the cell's
+/// pull request merges: its entry is found by the tag (in cellbridge's own account and, through
+/// its role, in account B), a cluster with no tag is not visited, and a merged cell's cluster is
+/// visited once.
+#[tokio::test]
+async fn tagged_clusters_of_cells_not_merged_yet_are_swept_too() {
+    let aws = aws();
+    aws.add_cluster(MemCluster::active("cluster-new", REGION).tag("cellbridge.dev/cell", "new"));
+    aws.add_cluster(
+        MemCluster::active("cluster-new-b", REGION)
+            .in_account(ACCOUNT_B)
+            .tag("cellbridge.dev/cell", "new-b"),
+    );
+    aws.add_cluster(MemCluster::active("someone-elses", REGION));
+    aws.add_entry_in(HOME, REGION, "cluster-new", FUNCTION_ROLE, true, ago(7200));
+    aws.add_entry_in(ACCOUNT_B, REGION, "cluster-new-b", CELL_ROLE, true, ago(7200));
+    aws.add_entry_in(HOME, REGION, "someone-elses", FUNCTION_ROLE, true, ago(7200));
+    let roles: BTreeMap<String, String> = [(ACCOUNT_B.to_owned(), CELL_ROLE.to_owned())].into();
+
+    let known = sweep::targets(&fleet(), &roles).unwrap();
+    let (found, errors) = sweep::discover(&aws, &known, &roles, Some(REGION)).await;
+    assert!(errors.is_empty(), "{errors:?}");
+    let mut names: Vec<(String, Option<String>)> = found
+        .iter()
+        .map(|t| {
+            let t = t.as_ref().unwrap();
+            (t.cluster.clone(), t.role.clone())
+        })
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            ("cluster-new".to_owned(), None),
+            ("cluster-new-b".to_owned(), Some(CELL_ROLE.to_owned()))
+        ]
+    );
+    let report = sweep::sweep(
+        &aws,
+        known.into_iter().chain(found).collect(),
+        None,
+        SystemTime::now(),
+        TTL,
+    )
+    .await;
+    assert_eq!(
+        result_of(&report, "cluster-new"),
+        &Swept::Deleted { age_secs: Some(7200) }
+    );
+    assert_eq!(
+        result_of(&report, "cluster-new-b"),
+        &Swept::Deleted { age_secs: Some(7200) }
+    );
+    assert!(report.clusters.iter().all(|c| c.target.cluster != "someone-elses"));
+    assert_eq!(
+        principals(&aws, HOME, "someone-elses"),
+        vec![FUNCTION_ROLE],
+        "not a cell's: untouched"
+    );
+    assert_eq!(
+        report
+            .clusters
+            .iter()
+            .filter(|c| c.target.cluster == "cluster-x")
+            .count(),
+        1
+    );
+
+    // A listing that fails is reported, and the rest is still found.
+    // (The own account is listed first.)
+    aws.fail("ListClusters", 1, false);
+    let known = sweep::targets(&fleet(), &roles).unwrap();
+    let (found, errors) = sweep::discover(&aws, &known, &roles, Some(REGION)).await;
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains("own account") && errors[0].contains("ListClusters"),
+        "{errors:?}"
+    );
+    assert_eq!(
+        found
+            .iter()
+            .map(|t| t.as_ref().unwrap().cluster.as_str())
+            .collect::<Vec<_>>(),
+        ["cluster-new-b"]
+    );
+}
