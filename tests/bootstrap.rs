@@ -1468,6 +1468,23 @@ async fn a_private_only_endpoint_out_of_reach_fails_finally_before_any_access_en
 const ACCOUNT_B: &str = "210987654321";
 const ROLE_B: &str = "arn:aws:iam::210987654321:role/cellbridge-bootstrap";
 
+/// A cluster named `name`, tagged as `cell`'s, in the account of `conf`'s credentials.
+async fn create_tagged_cluster(conf: &aws_config::SdkConfig, name: &str, cell: &str) {
+    aws_sdk_eks::Client::new(conf)
+        .create_cluster()
+        .name(name)
+        .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
+        .resources_vpc_config(
+            aws_sdk_eks::types::VpcConfigRequest::builder()
+                .subnet_ids("subnet-1")
+                .build(),
+        )
+        .tags("cellbridge.dev/cell", cell)
+        .send()
+        .await
+        .unwrap();
+}
+
 /// Access-entry operations on `cluster` in `account`'s cluster of that name.
 fn access_log_in(account: &str, cluster: &str) -> Vec<String> {
     let (_, v) = http_json("GET", &format!("{}/_cellbridge/eks/log", moto::endpoint()), None);
@@ -1497,19 +1514,7 @@ async fn a_new_cell_in_a_second_account_bootstraps_from_its_clusters_tag_before_
     let b = moto::assumed(&moto::sdk_config().await, ROLE_B, "test-account-b").await;
     let caller = aws_sdk_sts::Client::new(&b).get_caller_identity().send().await.unwrap();
     assert_eq!(caller.account(), Some(ACCOUNT_B));
-    aws_sdk_eks::Client::new(&b)
-        .create_cluster()
-        .name(NAME)
-        .role_arn("arn:aws:iam::210987654321:role/eks-cluster")
-        .resources_vpc_config(
-            aws_sdk_eks::types::VpcConfigRequest::builder()
-                .subnet_ids("subnet-1")
-                .build(),
-        )
-        .tags("cellbridge.dev/cell", CELL)
-        .send()
-        .await
-        .unwrap();
+    create_tagged_cluster(&b, NAME, CELL).await;
     let home = aws_sdk_eks::Client::new(&bed.aws)
         .describe_cluster()
         .name(NAME)
@@ -1595,23 +1600,6 @@ async fn the_sweep_finds_tagged_clusters_of_unmerged_cells_in_every_account() {
     use cellbridge::bootstrap::handler::{BootstrapService, LocalSource};
     let home = role_config().await;
     let b = moto::assumed(&moto::sdk_config().await, ROLE_B, "test-account-b").await;
-    let make = |conf: &aws_config::SdkConfig, name: &'static str, cell: &'static str| {
-        let eks = aws_sdk_eks::Client::new(conf);
-        async move {
-            eks.create_cluster()
-                .name(name)
-                .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
-                .resources_vpc_config(
-                    aws_sdk_eks::types::VpcConfigRequest::builder()
-                        .subnet_ids("subnet-1")
-                        .build(),
-                )
-                .tags("cellbridge.dev/cell", cell)
-                .send()
-                .await
-                .unwrap();
-        }
-    };
     let entry = |conf: &aws_config::SdkConfig, cluster: &'static str, principal: &'static str| {
         let eks = aws_sdk_eks::Client::new(conf);
         async move {
@@ -1633,9 +1621,9 @@ async fn the_sweep_finds_tagged_clusters_of_unmerged_cells_in_every_account() {
         );
         assert_eq!(status, 200, "{v}");
     };
-    make(&home, "sweep-home", "sweep-new-home").await;
-    make(&b, "sweep-b", "sweep-new-b").await;
-    make(&home, "sweep-fresh", "sweep-new-fresh").await;
+    create_tagged_cluster(&home, "sweep-home", "sweep-new-home").await;
+    create_tagged_cluster(&b, "sweep-b", "sweep-new-b").await;
+    create_tagged_cluster(&home, "sweep-fresh", "sweep-new-fresh").await;
     entry(&home, "sweep-home", ROLE).await;
     entry(&b, "sweep-b", ROLE_B).await;
     entry(&home, "sweep-fresh", ROLE).await;

@@ -55,7 +55,9 @@ async fn main() {
     let service = cellbridge::sync::service_for(config, &conf);
 
     println!("== GitHub requests per sync and event-to-pull-request latency ==");
-    println!("goal: at most 8 API requests; `download` is the fleet archive the API redirects to codeload");
+    println!(
+        "goal: at most 9 API requests for a new cell, 8 for an update (README, \"GitHub requests per outcome\"); `download` is the fleet archive the API redirects to codeload"
+    );
     let rounds = 5;
     // Per step: the requests of the last round (every round makes the same) and each latency.
     let mut rows: Vec<(String, usize, usize, usize, Vec<f64>)> = Vec::new();
@@ -142,7 +144,10 @@ async fn main() {
     );
     for (label, api, download, writes, mut ms) in rows {
         ms.sort_by(f64::total_cmp);
-        let goal = if api <= 8 { "" } else { "  over the goal" };
+        // Issue 14's budget: 9 for a new pull request (it also looks for the cell's refused
+        // issue), 8 for anything else.
+        let limit = if label.starts_with("new cell") { 9 } else { 8 };
+        let goal = if api <= limit { "" } else { "  over the goal" };
         println!(
             "{label:<40} {api:>5} {download:>9} {writes:>7} {:>18.1}{goal}",
             ms[ms.len() / 2]
