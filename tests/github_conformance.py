@@ -27,7 +27,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TABLE = os.path.join(ROOT, "shared", "src", "github", "operations.rs")
 # `NAME = METHOD "path" "operation id";` lines of the `operations!` table.
-ENTRY = re.compile(r'^\s*([A-Z_]+)\s*=\s*(GET|POST|PATCH|PUT|DELETE)\s+"([^"]+)"\s+"([^"]+)";', re.M)
+# NAME = METHOD "path" "operationId" "permission";
+ENTRY = re.compile(r'^\s*([A-Z_]+)\s*=\s*(GET|POST|PATCH|PUT|DELETE)\s+"([^"]+)"\s+"([^"]+)"\s+"[^"]*";', re.M)
 
 
 def declared():
