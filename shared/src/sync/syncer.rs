@@ -2,6 +2,7 @@
 //! plan against the fleet repo's base branch → the cell's pull request.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -125,6 +126,37 @@ pub struct Syncer<S, G> {
     pub fleet: G,
 }
 
+/// The base branch as one invocation read it, shared by all its states (an SQS batch, a
+/// sync-all): read once, by the first state that needs it, and again only after a lost race
+/// showed it old.
+#[derive(Default)]
+pub struct SharedBase {
+    slot: tokio::sync::Mutex<Option<Arc<Snapshot>>>,
+}
+
+impl SharedBase {
+    /// The snapshot, read now if no state of this invocation has read it (the others wait for
+    /// that one read rather than make their own).
+    async fn get<G: GithubRepo>(&self, fleet: &G, deadline: Instant) -> Result<Arc<Snapshot>, GithubError> {
+        let mut slot = self.slot.lock().await;
+        if let Some(s) = slot.as_ref() {
+            return Ok(s.clone());
+        }
+        let s = Arc::new(fleet.read_base(deadline).await?);
+        *slot = Some(s.clone());
+        Ok(s)
+    }
+
+    /// A state lost a race on the snapshot at `base_sha`: the next read takes a fresh one
+    /// (unless another state already did).
+    async fn lost_race(&self, base_sha: &str) {
+        let mut slot = self.slot.lock().await;
+        if slot.as_ref().is_some_and(|s| s.base_sha == base_sha) {
+            *slot = None;
+        }
+    }
+}
+
 /// One try at a cell's state failed: redo it on a fresh base (a lost race), or stop.
 enum Attempt {
     Redo(String),
@@ -227,9 +259,11 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 })
                 .collect(),
             None => {
+                let base = SharedBase::default();
+                let base = &base;
                 let syncs = unique_objects(&items)
                     .into_iter()
-                    .map(|o| self.sync_object(o, dry_run, deadline));
+                    .map(|o| self.sync_with_base(o, dry_run, deadline, base));
                 futures::stream::iter(syncs).buffer_unordered(PARALLEL).collect().await
             }
         };
@@ -324,6 +358,18 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
     /// Converges one state object's cell: read the state, plan it against the base, converge
     /// the pull request; the whole of it again on a lost race, within the deadline.
     pub async fn sync_object(&self, obj: StateObject, dry_run: bool, deadline: Instant) -> CellResult {
+        self.sync_with_base(obj, dry_run, deadline, &SharedBase::default())
+            .await
+    }
+
+    /// [`Self::sync_object`] on the invocation's shared snapshot of the base branch.
+    pub async fn sync_with_base(
+        &self,
+        obj: StateObject,
+        dry_run: bool,
+        deadline: Instant,
+        base: &SharedBase,
+    ) -> CellResult {
         let Some((key_cell, workspace)) = self.config.key_pattern.cell_of(&obj.key) else {
             tracing::info!(bucket = %obj.bucket, key = %obj.key, "ignored: the key does not match CELLBRIDGE_STATE_KEY_PATTERN");
             let mut r = CellResult::new(&obj, None, "ignored");
@@ -344,6 +390,8 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         async {
             let mut result = CellResult::new(&obj, Some(key_cell.clone()), "failed");
             let mut report = false;
+            // The base the last attempt planned on, to read a fresh one after a lost race.
+            let mut planned_on: Option<String> = None;
             for attempt in 1..=RACE_ATTEMPTS {
                 result.attempts = attempt;
                 if deadline.saturating_duration_since(Instant::now()) < START_MARGIN {
@@ -352,32 +400,25 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                     result.retryable = true;
                     break;
                 }
-                let outcome = match self.read_and_plan(&obj, &key_cell, deadline, &mut result).await {
+                let outcome = match self.read_and_plan(&obj, &key_cell, deadline, base, &mut result).await {
                     Ok(None) => Ok(()),
                     Ok(Some((snapshot, plan))) if dry_run => {
                         result.planned(&plan);
                         drop(snapshot);
                         Ok(())
                     }
-                    Ok(Some((snapshot, plan))) => match self.fleet.check_write_access(deadline).await {
-                        Err(e) => Err(github_fail(e)),
-                        Ok(()) => pull_request::converge(&self.fleet, &snapshot, &plan, deadline)
-                            .await
-                            .map(|published| {
-                                result.published(&plan, &published);
-                                // A claimed cell is refused, and its pull request says so.
-                                report = matches!(published, Published::Claimed { .. });
-                                if no_open_pull(&published) {
-                                    result.resolve_issue = true;
-                                }
-                            })
-                            .map_err(github_fail),
-                    },
+                    Ok(Some((snapshot, plan))) => {
+                        planned_on = Some(snapshot.base_sha.clone());
+                        self.publish(&snapshot, &plan, deadline, &mut result).await.map(|tell| report = tell)
+                    }
                     Err(e) => Err(e),
                 };
                 match outcome {
                     Ok(()) => break,
                     Err(Attempt::Redo(why)) if attempt < RACE_ATTEMPTS => {
+                        if let Some(sha) = planned_on.take() {
+                            base.lost_race(&sha).await;
+                        }
                         tracing::info!(cell = %key_cell, attempt, reason = %why, "lost a race; redoing on the fresh base");
                     }
                     Err(Attempt::Redo(why)) => {
@@ -400,13 +441,31 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 }
             }
             if !dry_run {
-                self.tell_github(&mut result, report, deadline).await;
+                self.tell_github(&mut result, report, deadline, base).await;
             }
             result.log();
             result
         }
         .instrument(span)
         .await
+    }
+
+    /// Converges the cell's pull request to `plan`; whether the outcome is to be told on GitHub
+    /// (a claimed cell is refused, and its pull request says so).
+    async fn publish(
+        &self,
+        snapshot: &Snapshot,
+        plan: &Plan,
+        deadline: Instant,
+        result: &mut CellResult,
+    ) -> Result<bool, Attempt> {
+        self.fleet.check_write_access(deadline).await.map_err(github_fail)?;
+        let published = pull_request::converge(&self.fleet, snapshot, plan, deadline)
+            .await
+            .map_err(github_fail)?;
+        result.published(plan, &published);
+        result.resolve_issue = no_open_pull(&published);
+        Ok(matches!(published, Published::Claimed { .. }))
     }
 
     /// The state's latest version, checked against the contract, and its plan against the base
@@ -416,8 +475,9 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         obj: &StateObject,
         key_cell: &str,
         deadline: Instant,
+        base: &SharedBase,
         result: &mut CellResult,
-    ) -> Result<Option<(Snapshot, Plan)>, Attempt> {
+    ) -> Result<Option<(Arc<Snapshot>, Plan)>, Attempt> {
         // S3 has its own retries; the deadline bounds them so the record goes back to SQS
         // instead of the function being killed with the whole batch.
         let left = deadline.saturating_duration_since(Instant::now());
@@ -461,7 +521,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 meta.cell
             )));
         }
-        let snapshot: Snapshot = self.fleet.read_base(deadline).await.map_err(github_fail)?;
+        let snapshot = base.get(&self.fleet, deadline).await.map_err(github_fail)?;
         // The fleet repo's pause switch, on the base branch as read: nothing is written.
         match pause::from_fleet(&snapshot.fleet) {
             Ok(None) => {}
@@ -491,7 +551,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
     /// cell's pull request or in its issue; after a good state with no pull request open, its
     /// `cellbridge-refused` issue closed. Best effort: the outcome stands whatever GitHub says,
     /// and a failure to tell is logged and answered (`report_error`).
-    async fn tell_github(&self, result: &mut CellResult, report: bool, deadline: Instant) {
+    async fn tell_github(&self, result: &mut CellResult, report: bool, deadline: Instant, shared: &SharedBase) {
         let Some(cell) = result.cell.clone() else { return };
         if result.failed() && report && !result.retryable {
             let source = result.source();
@@ -504,7 +564,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             let told = async {
                 // The fleet repo's pause switch holds for reports too; a refused state was
                 // refused before the base was read.
-                let base = self.fleet.read_base(deadline).await?;
+                let base = shared.get(&self.fleet, deadline).await?;
                 if let Ok(Some(p)) = pause::from_fleet(&base.fleet) {
                     return Ok(Err(p));
                 }

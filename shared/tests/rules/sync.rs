@@ -1386,3 +1386,82 @@ async fn paused_from_the_fleet_repo_a_refusal_is_not_reported() {
     assert_eq!(r["action"], "refused", "{r}");
     assert_eq!(bed.fleet.writes(), 0, "{:?}", bed.fleet.calls());
 }
+
+// One snapshot of the base per invocation (issue 14, item 1).
+
+fn archive_reads(bed: &Bed) -> usize {
+    bed.fleet
+        .calls()
+        .iter()
+        .filter(|c| **c == ops::REPOS_DOWNLOAD_TARBALL_ARCHIVE.id)
+        .count()
+}
+
+/// An SQS batch naming several cells' states.
+fn sqs_batch(cells: &[&str]) -> Value {
+    let records: Vec<Value> = cells
+        .iter()
+        .enumerate()
+        .map(|(i, cell)| {
+            json!({"messageId": format!("m{i}"), "eventSource": "aws:sqs", "body": json!({
+                "source": "aws.s3", "detail-type": "Object Created",
+                "detail": {"bucket": {"name": BUCKET}, "object": {"key": format!("cells/{cell}/terraform.tfstate")}},
+            }).to_string()})
+        })
+        .collect();
+    json!({ "Records": records })
+}
+
+#[tokio::test]
+async fn a_batch_of_states_reads_the_base_once_and_again_only_after_a_lost_race() {
+    let bed = bed();
+    let cells = ["eu-c1", "eu-c2", "eu-c3", "eu-c4", "eu-c5", "eu-c6"];
+    for c in cells {
+        apply(&bed, c, 1, "vpc-1");
+    }
+    let inv = bed.handle(&sqs_batch(&cells), deadline()).await.unwrap();
+    let actions: Vec<&str> = inv.response["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["opened"; 6], "{}", inv.response);
+    assert_eq!(
+        archive_reads(&bed),
+        1,
+        "one snapshot for the batch: {:?}",
+        bed.fleet.calls()
+    );
+
+    // A lost race shows the snapshot old: the state that lost reads a fresh one, once.
+    bed.fleet.clear_calls();
+    for c in cells {
+        apply(&bed, c, 2, "vpc-2");
+    }
+    // (One cell: which state's branch update the race hits is then certain.)
+    bed.fleet.race(
+        &ops::GIT_UPDATE_REF,
+        &branch("eu-c3"),
+        &[("NOTES.md", "someone else\n")],
+    );
+    let inv = bed.handle(&sqs_batch(&["eu-c3"]), deadline()).await.unwrap();
+    let r = &inv.response["cells"][0];
+    assert_eq!(
+        (r["action"].as_str(), r["attempts"].as_u64()),
+        (Some("updated"), Some(2)),
+        "{r}"
+    );
+    assert_eq!(archive_reads(&bed), 2, "{:?}", bed.fleet.calls());
+    // The rest of the batch, on one snapshot again.
+    bed.fleet.clear_calls();
+    let inv = bed.handle(&sqs_batch(&cells), deadline()).await.unwrap();
+    let results = inv.response["cells"].as_array().unwrap();
+    assert_eq!(
+        results.iter().filter(|c| c["action"] == "updated").count(),
+        5,
+        "{}",
+        inv.response
+    );
+    assert_eq!(archive_reads(&bed), 1, "{:?}", bed.fleet.calls());
+}
