@@ -85,7 +85,8 @@ data "aws_iam_policy_document" "state_sync" {
   statement {
     sid = "ConsumeOwnQueue"
     # ChangeMessageVisibility and GetQueueUrl: a record handed back returns after its backoff.
-    actions   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl"]
+    # SendMessage: sync-all fans out one message per state to this same queue.
+    actions   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl", "sqs:SendMessage"]
     resources = [aws_sqs_queue.state_sync.arn]
   }
 

@@ -23,6 +23,8 @@ locals {
   state_sync_environment = merge(local.common_environment, {
     CELLBRIDGE_STATE_BUCKET      = var.state_bucket_name
     CELLBRIDGE_STATE_KEY_PATTERN = var.state_key_pattern
+    # sync-all sends one message per state here, so each cell is synced and retried on its own.
+    CELLBRIDGE_SYNC_QUEUE_URL = aws_sqs_queue.state_sync.url
     }, var.state_role_arn == null ? {} : {
     # The bucket is in another account: states are read through this role.
     CELLBRIDGE_STATE_ROLE_ARN = var.state_role_arn

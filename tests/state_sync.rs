@@ -1196,3 +1196,54 @@ async fn a_retryable_failure_comes_back_after_a_backoff_that_doubles() {
         std::env::remove_var("CELLBRIDGE_RETRY_MAX_SECS");
     }
 }
+
+/// Issue 14, item 3, through moto's SQS: sync-all sends one message per state to state-sync's
+/// own queue (SendMessageBatch); delivered back, each message syncs its cell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_all_fans_out_through_the_queue_and_each_message_syncs_its_cell() {
+    let bed = Bed::new("fanout", false).await;
+    for cell in ["eu-f1", "eu-f2"] {
+        bed.apply(cell, &base_data(cell, "vpc-1"), false).await;
+    }
+    // The S3 notifications are not this test's subject.
+    let _ = bed.receive().await;
+    let conf = moto::sdk_config().await;
+    let fanning = cellbridge::sync::service_for(bed.service.config.clone(), &conf).with_queue(std::sync::Arc::new(
+        cellbridge::sync::fanout::SqsQueue::new(&conf, bed.queue_url.clone()),
+    ));
+    let mut ctx = lambda_runtime::Context::default();
+    ctx.deadline = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 60_000;
+    let resp = cellbridge::sync::lambda_handler(
+        &fanning,
+        lambda_runtime::LambdaEvent::new(json!({"action": "sync-all"}), ctx),
+    )
+    .await
+    .unwrap();
+    leak::capture("state-sync fan-out", &resp.to_string());
+    assert_eq!(resp["enqueued"], 2, "{resp}");
+    assert!(bed.pulls().is_empty(), "nothing synced by the sync-all itself");
+
+    let event = bed.receive().await;
+    let bodies: Vec<Value> = event["Records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| serde_json::from_str(r["body"].as_str().unwrap()).unwrap())
+        .collect();
+    assert!(
+        bodies.contains(&json!({"action": "sync", "bucket": bed.bucket, "key": "cells/eu-f1/terraform.tfstate"})),
+        "{bodies:?}"
+    );
+    let resp = bed.invoke(event).await;
+    let mut actions: Vec<String> = cells(&resp)
+        .iter()
+        .map(|c| c["action"].as_str().unwrap().to_owned())
+        .collect();
+    actions.sort();
+    assert_eq!(actions, ["opened", "opened"], "{resp}");
+    assert_eq!(bed.pulls().len(), 2);
+}

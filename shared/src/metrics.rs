@@ -242,6 +242,7 @@ pub fn sync_outcome(action: &str, retryable: bool) -> &'static str {
         "conflicted" => "conflicted",
         "planned" => "planned",
         "ignored" => "ignored",
+        "enqueued" => "enqueued",
         _ => "other",
     }
 }

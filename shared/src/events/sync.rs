@@ -36,6 +36,9 @@ pub enum SyncItem {
         what: String,
         reason: String,
     },
+    /// A manual payload as an SQS message's body: what sync-all's fan-out sends, and what a
+    /// dead-letter queue redrive brings back (a failed scheduled sync-all, a manual payload).
+    Manual(Manual),
 }
 
 /// What a manual payload asks for.
@@ -113,6 +116,14 @@ pub fn parse(event: &Value) -> Result<SyncEvent, SyncEventError> {
                             what: format!("SQS message {message_id}"),
                             reason: format!("body is not JSON: {e}"),
                         }),
+                        Some(Ok(body)) if body.get("action").is_some() => match parse_manual(&body) {
+                            Ok((_, true)) => Err(SyncEventError::Invalid {
+                                what: format!("SQS message {message_id}"),
+                                reason: "\"dry_run\" is for direct invocations: a queued message syncs".into(),
+                            }),
+                            Ok((request, false)) => Ok(vec![SyncItem::Manual(request)]),
+                            Err(e) => Err(e),
+                        },
                         Some(Ok(body)) => parse_notification(&body),
                     };
                     SyncSqsRecord { message_id, items }

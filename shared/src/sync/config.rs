@@ -42,6 +42,7 @@ impl SyncConfig {
         crate::pause::from_env()?;
         super::state_role_from_env()?;
         crate::backoff::Backoff::from_env()?;
+        super::fanout::queue_url_from_env()?;
         crate::metrics::namespace_from_env()?;
         Ok(Self {
             github,

@@ -22,11 +22,16 @@ pub async fn service_with(config: SyncConfig) -> SyncService {
     // Checked at init (`SyncConfig::from_env`).
     let role = state_role_from_env().ok().flatten();
     let secrets = aws_sdk_secretsmanager::Client::new(&aws);
-    Syncer::new(
+    let service = Syncer::new(
         config.clone(),
         state_source(&aws, role.as_deref()).await,
         GithubFleet::from_config(&config.github, secrets),
-    )
+    );
+    // Checked at init too.
+    match super::fanout::queue_url_from_env().ok().flatten() {
+        Some(url) => service.with_queue(std::sync::Arc::new(super::fanout::SqsQueue::new(&aws, url))),
+        None => service,
+    }
 }
 
 /// `CELLBRIDGE_STATE_ROLE_ARN`: the role state-sync assumes to read the state bucket when the

@@ -15,6 +15,7 @@ use crate::events::sync as events;
 use crate::s3::S3Error;
 
 mod config;
+pub mod fanout;
 mod handler;
 mod syncer;
 
@@ -41,6 +42,10 @@ pub enum SyncError {
         #[source]
         source: Box<S3Error>,
     },
+    /// sync-all could not send its messages to the queue: the next run sends them (a state
+    /// synced twice is synced once).
+    #[error("sync-all: sending one message per state to state-sync's queue: {reason} (retryable)")]
+    Enqueue { reason: String },
     /// The sync-all listing did not end in time: the same invocation later may well succeed.
     #[error("listing states under s3://{bucket}/{prefix} did not finish before the function's deadline (retryable)")]
     ListingTimedOut { bucket: String, prefix: String },
@@ -54,7 +59,7 @@ impl Classify for SyncError {
                 Class::Retryable => Class::Retryable,
                 _ => Class::Final,
             },
-            SyncError::ListingTimedOut { .. } => Class::Retryable,
+            SyncError::ListingTimedOut { .. } | SyncError::Enqueue { .. } => Class::Retryable,
             SyncError::Config(_) => Class::Final,
         }
     }

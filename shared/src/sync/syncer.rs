@@ -9,6 +9,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
+use super::fanout::{self, Enqueue};
 use super::{SyncConfig, SyncError};
 use crate::error::{Class, Classify};
 use crate::events::sync::{self as events, Manual, StateObject, SyncEvent, SyncItem, SyncSqsRecord};
@@ -124,6 +125,9 @@ pub struct Syncer<S, G> {
     pub config: SyncConfig,
     pub states: S,
     pub fleet: G,
+    /// state-sync's own queue: sync-all sends one message per cell there ([`super::fanout`]);
+    /// `None`: sync-all syncs every cell in the invocation.
+    pub queue: Option<Arc<dyn Enqueue>>,
 }
 
 /// The base branch as one invocation read it, shared by all its states (an SQS batch, a
@@ -194,7 +198,18 @@ fn refused(error: String) -> Attempt {
 
 impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
     pub fn new(config: SyncConfig, states: S, fleet: G) -> Self {
-        Self { config, states, fleet }
+        Self {
+            config,
+            states,
+            fleet,
+            queue: None,
+        }
+    }
+
+    /// sync-all fans out to `queue`, one message per cell.
+    pub fn with_queue(mut self, queue: Arc<dyn Enqueue>) -> Self {
+        self.queue = Some(queue);
+        self
     }
 
     /// Runs one invocation: every state the event names, each to its own result, at most
@@ -224,12 +239,33 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 return Err(e);
             }
         };
+        let mut retry_records = Vec::new();
         let (items, dry_run, records) = match parsed {
             SyncEvent::Direct(items) => (items, false, None),
             // Listing every state is reading: a paused sync-all lists nothing.
             SyncEvent::Manual {
                 request: Manual::All, ..
             } if switch.is_some() => (Vec::new(), false, None),
+            SyncEvent::Manual {
+                request: Manual::All,
+                dry_run: false,
+            } if self.queue.is_some() => {
+                return match self.fan_out(deadline).await {
+                    Ok(results) => {
+                        for r in &results {
+                            metrics.count(metrics::sync_outcome(&r.action, false), &[("cell", r.cell.as_deref())]);
+                        }
+                        let n = results.len();
+                        let mut inv = finish(results, None);
+                        inv.response["enqueued"] = n.into();
+                        Ok(inv)
+                    }
+                    Err(e) => {
+                        metrics.count(metrics::failure_outcome(e.class()), &[]);
+                        Err(e)
+                    }
+                };
+            }
             SyncEvent::Manual { request, dry_run } => match self.manual_items(request, deadline).await {
                 Ok(items) => (items, dry_run, None),
                 Err(e) => {
@@ -237,7 +273,21 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                     return Err(e);
                 }
             },
-            SyncEvent::Sqs(records) => {
+            SyncEvent::Sqs(mut records) => {
+                // Manual payloads as bodies (the fan-out's messages, a redriven sync-all) become
+                // the state objects they name, as an S3 event's would.
+                {
+                    for r in records.iter_mut() {
+                        match self.resolve_record(r, deadline, switch.is_some()).await {
+                            Ok(()) => {}
+                            Err(e) => retry_records.push(crate::lambda::RecordFailure {
+                                message_id: r.message_id.clone(),
+                                class: e.class(),
+                                reason: e.to_string(),
+                            }),
+                        }
+                    }
+                }
                 let items = records
                     .iter()
                     .filter_map(|r| r.items.as_ref().ok())
@@ -277,7 +327,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         if results.is_empty() && switch.is_some() {
             metrics.count("paused", &[]);
         }
-        let failed_ids = records.map(|records| sqs_failures(&records, &results, metrics));
+        let failed_ids = records.map(|records| sqs_failures(&records, &results, retry_records, metrics));
         let mut inv = finish(results, failed_ids);
         if let Some(p) = switch {
             inv.response["paused"] = serde_json::to_value(p).unwrap_or_default();
@@ -317,6 +367,75 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             Manual::All => self.all_states(deadline).await?,
         };
         Ok(objects.into_iter().map(SyncItem::Object).collect())
+    }
+
+    /// sync-all on the queue: every state's message sent; one `enqueued` result per state.
+    async fn fan_out(&self, deadline: Instant) -> Result<Vec<CellResult>, SyncError> {
+        let Some(queue) = &self.queue else {
+            return Ok(Vec::new());
+        };
+        let objects = self.all_states(deadline).await?;
+        let bodies: Vec<String> = objects.iter().map(fanout::message_for).collect();
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, queue.enqueue(&bodies)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(reason)) => return Err(SyncError::Enqueue { reason }),
+            Err(_) => {
+                return Err(SyncError::Enqueue {
+                    reason: "sending did not finish before the function's deadline".into(),
+                });
+            }
+        }
+        tracing::info!(
+            states = objects.len(),
+            "sync-all: one message per state sent to the queue"
+        );
+        Ok(objects
+            .iter()
+            .map(|o| {
+                let cell = self.config.key_pattern.cell_of(&o.key).map(|(c, _)| c);
+                CellResult::new(o, cell, "enqueued")
+            })
+            .collect())
+    }
+
+    /// The state objects a record's manual payloads name, in place of the payloads; a sync-all
+    /// (a redriven scheduled one) fans out again, or is synced here without a queue.
+    /// Paused, a sync-all lists nothing (the others are answered `paused` as any state is).
+    async fn resolve_record(
+        &self,
+        record: &mut SyncSqsRecord,
+        deadline: Instant,
+        paused: bool,
+    ) -> Result<(), SyncError> {
+        let Ok(items) = &mut record.items else { return Ok(()) };
+        let mut resolved = Vec::new();
+        for item in std::mem::take(items) {
+            match item {
+                SyncItem::Manual(Manual::All) if paused => {}
+                SyncItem::Manual(Manual::All) if self.queue.is_some() => {
+                    let sent = self.fan_out(deadline).await?;
+                    tracing::info!(message_id = %record.message_id, states = sent.len(), "a queued sync-all fanned out");
+                }
+                SyncItem::Manual(request) => match self.manual_items(request, deadline).await {
+                    Ok(objects) => resolved.extend(objects),
+                    Err(e) if e.class() == Class::InvalidInput => {
+                        record.items = Err(match e {
+                            SyncError::Event(e) => e,
+                            e => events::SyncEventError::Invalid {
+                                what: format!("SQS message {}", record.message_id),
+                                reason: e.to_string(),
+                            },
+                        });
+                        return Ok(());
+                    }
+                    Err(e) => return Err(e),
+                },
+                other => resolved.push(other),
+            }
+        }
+        *items = resolved;
+        Ok(())
     }
 
     async fn all_states(&self, deadline: Instant) -> Result<Vec<StateObject>, SyncError> {
@@ -613,6 +732,8 @@ fn unique_objects(items: &[SyncItem]) -> Vec<StateObject> {
     for item in items {
         match item {
             SyncItem::Ignored { what, reason } => tracing::info!(object = %what, reason = %reason, "ignored"),
+            // Resolved before (`resolve_record`).
+            SyncItem::Manual(_) => {}
             SyncItem::Object(o) => {
                 objects
                     .entry((o.bucket.clone(), o.key.clone()))
@@ -627,9 +748,17 @@ fn unique_objects(items: &[SyncItem]) -> Vec<StateObject> {
 /// ([`crate::lambda::sqs_redeliver`], the rule cluster-bootstrap follows too). A record whose
 /// states failed only for good, or whose body cannot be read, is deleted with an ERROR line
 /// (and, for the body, a `refused` metric: its states have no result of their own).
-fn sqs_failures(records: &[SyncSqsRecord], results: &[CellResult], metrics: &Metrics<'_>) -> Vec<String> {
+fn sqs_failures(
+    records: &[SyncSqsRecord],
+    results: &[CellResult],
+    fanned: Vec<crate::lambda::RecordFailure>,
+    metrics: &Metrics<'_>,
+) -> Vec<String> {
     use crate::lambda::{RecordFailure, sqs_redeliver};
-    let mut failed = Vec::new();
+    for f in &fanned {
+        metrics.count(metrics::failure_outcome(f.class), &[]);
+    }
+    let mut failed = fanned;
     for r in records {
         match &r.items {
             // A body nobody can read will not read better later.
@@ -648,7 +777,7 @@ fn sqs_failures(records: &[SyncSqsRecord], results: &[CellResult], metrics: &Met
                         SyncItem::Object(o) => results
                             .iter()
                             .find(|c| c.bucket == o.bucket && c.key == o.key && c.failed()),
-                        SyncItem::Ignored { .. } => None,
+                        SyncItem::Ignored { .. } | SyncItem::Manual(_) => None,
                     })
                     .collect();
                 if failures.is_empty() {

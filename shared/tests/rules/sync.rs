@@ -1465,3 +1465,160 @@ async fn a_batch_of_states_reads_the_base_once_and_again_only_after_a_lost_race(
     );
     assert_eq!(archive_reads(&bed), 1, "{:?}", bed.fleet.calls());
 }
+
+// sync-all fans out (issue 14, item 3).
+
+/// The queue as the fan-out sees it: what was sent, or a failure to send.
+#[derive(Default)]
+struct MemQueue {
+    sent: std::sync::Mutex<Vec<String>>,
+    fail: std::sync::atomic::AtomicBool,
+}
+
+impl cellbridge::sync::fanout::Enqueue for MemQueue {
+    fn enqueue<'a>(&'a self, bodies: &'a [String]) -> cellbridge::sync::fanout::Sent<'a> {
+        Box::pin(async move {
+            if self.fail.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err("ThrottlingException".into());
+            }
+            self.sent.lock().unwrap().extend(bodies.iter().cloned());
+            Ok(())
+        })
+    }
+}
+
+fn queued_bed() -> (Bed, std::sync::Arc<MemQueue>) {
+    let q = std::sync::Arc::new(MemQueue::default());
+    (bed().with_queue(q.clone()), q)
+}
+
+/// SQS records whose bodies are `bodies`.
+fn sqs_bodies(bodies: &[String]) -> Value {
+    let records: Vec<Value> = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, b)| json!({"messageId": format!("q{i}"), "eventSource": "aws:sqs", "body": b}))
+        .collect();
+    json!({ "Records": records })
+}
+
+#[tokio::test]
+async fn sync_all_sends_one_message_per_cell_and_each_is_synced_and_retried_on_its_own() {
+    let (bed, queue) = queued_bed();
+    for c in ["eu-c1", "eu-c2", "eu-c3"] {
+        apply(&bed, c, 1, "vpc-1");
+    }
+    bed.states
+        .put(BUCKET, "cells/eu-c2/terraform.tfstate", secret_state("eu-c2", 2).0);
+    let inv = bed.handle(&json!({"action": "sync-all"}), deadline()).await.unwrap();
+    assert_eq!(inv.class, None, "{}", inv.response);
+    assert_eq!(inv.response["enqueued"], 3, "{}", inv.response);
+    let cells: Vec<(&str, &str)> = inv.response["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["cell"].as_str().unwrap(), c["action"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        cells,
+        [("eu-c1", "enqueued"), ("eu-c2", "enqueued"), ("eu-c3", "enqueued")]
+    );
+    assert!(
+        bed.fleet.calls().is_empty(),
+        "nothing synced in the sync-all itself: {:?}",
+        bed.fleet.calls()
+    );
+    let sent = queue.sent.lock().unwrap().clone();
+    assert_eq!(
+        serde_json::from_str::<Value>(&sent[0]).unwrap(),
+        json!({"action": "sync", "bucket": BUCKET, "key": "cells/eu-c1/terraform.tfstate"})
+    );
+
+    // The messages come back one per record; the refused cell's record alone is dropped, and
+    // a retryable failure hands back only its own record.
+    bed.fleet.fail(&ops::GIT_CREATE_TREE, 1, Fault::Transient);
+    let inv = bed.handle(&sqs_bodies(&sent), deadline()).await.unwrap();
+    let by_cell: std::collections::BTreeMap<&str, &str> = inv.response["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["cell"].as_str().unwrap(), c["action"].as_str().unwrap()))
+        .collect();
+    assert_eq!(by_cell["eu-c2"], "refused", "{}", inv.response);
+    let failed: Vec<&str> = inv.response["batchItemFailures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["itemIdentifier"].as_str().unwrap())
+        .collect();
+    let opened = by_cell.values().filter(|a| **a == "opened").count();
+    assert_eq!(
+        (opened, failed.len()),
+        (1, 1),
+        "one opened, one handed back: {}",
+        inv.response
+    );
+    assert_ne!(failed[0], "q1", "the refused cell's record is not redelivered");
+}
+
+#[tokio::test]
+async fn every_payload_survives_a_dead_letter_redrive() {
+    let (bed, queue) = queued_bed();
+    apply(&bed, "eu-c1", 1, "vpc-1");
+    apply(&bed, "eu-c2", 1, "vpc-1");
+    let bodies = [
+        json!({"action": "sync", "cell": "eu-c1"}).to_string(),
+        json!({"action": "sync-all"}).to_string(),
+        json!({"action": "sync", "cell": "eu-c2", "dry_run": true}).to_string(),
+        json!({"action": "sync", "cell": "Not A Label"}).to_string(),
+    ];
+    let inv = bed.handle(&sqs_bodies(&bodies), deadline()).await.unwrap();
+    let cells = inv.response["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 1, "{}", inv.response);
+    assert_eq!(
+        (cells[0]["cell"].as_str(), cells[0]["action"].as_str()),
+        (Some("eu-c1"), Some("opened"))
+    );
+    assert_eq!(
+        queue.sent.lock().unwrap().len(),
+        2,
+        "the redriven sync-all fanned out again"
+    );
+    // A dry run or a bad cell cannot succeed later: not redelivered.
+    assert_eq!(inv.response["batchItemFailures"], json!([]), "{}", inv.response);
+
+    // A queue that refuses: the direct sync-all fails retryably, a queued one is handed back.
+    queue.fail.store(true, std::sync::atomic::Ordering::Relaxed);
+    let err = bed
+        .handle(&json!({"action": "sync-all"}), deadline())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("ThrottlingException"), "{err}");
+    assert_eq!(
+        cellbridge::error::Classify::class(&err),
+        cellbridge::error::Class::Retryable
+    );
+    let inv = bed
+        .handle(&sqs_bodies(&[json!({"action": "sync-all"}).to_string()]), deadline())
+        .await
+        .unwrap();
+    assert_eq!(
+        inv.response["batchItemFailures"],
+        json!([{"itemIdentifier": "q0"}]),
+        "{}",
+        inv.response
+    );
+}
+
+#[tokio::test]
+async fn a_dry_run_sync_all_plans_every_cell_in_place_and_sends_nothing() {
+    let (bed, queue) = queued_bed();
+    apply(&bed, "eu-c1", 1, "vpc-1");
+    let inv = bed
+        .handle(&json!({"action": "sync-all", "dry_run": true}), deadline())
+        .await
+        .unwrap();
+    assert_eq!(inv.response["cells"][0]["action"], "planned", "{}", inv.response);
+    assert!(queue.sent.lock().unwrap().is_empty());
+    assert_eq!(bed.fleet.writes(), 0);
+}
