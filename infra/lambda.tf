@@ -25,6 +25,9 @@ locals {
     CELLBRIDGE_STATE_KEY_PATTERN = var.state_key_pattern
     # sync-all sends one message per state here, so each cell is synced and retried on its own.
     CELLBRIDGE_SYNC_QUEUE_URL = aws_sqs_queue.state_sync.url
+    # This instance's share of GitHub's content-creation limits.
+    CELLBRIDGE_GITHUB_WRITES_PER_MINUTE = tostring(local.github_writes_per_minute_share)
+    CELLBRIDGE_GITHUB_WRITES_PER_HOUR   = tostring(local.github_writes_per_hour_share)
     }, var.state_role_arn == null ? {} : {
     # The bucket is in another account: states are read through this role.
     CELLBRIDGE_STATE_ROLE_ARN = var.state_role_arn

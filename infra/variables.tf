@@ -211,6 +211,18 @@ variable "cluster_bootstrap_timeout_seconds" {
   }
 }
 
+variable "github_writes_per_minute" {
+  description = "GitHub's limit on content-creating requests per minute for the token (80 on github.com: docs.github.com, \"Rate limits for the REST API\"); shared among state-sync's instances (state_sync_reserved_concurrency)."
+  type        = number
+  default     = 80
+}
+
+variable "github_writes_per_hour" {
+  description = "GitHub's limit on content-creating requests per hour for the token (500 on github.com); shared among state-sync's instances."
+  type        = number
+  default     = 500
+}
+
 variable "state_sync_reserved_concurrency" {
   description = "Reserved concurrency of state-sync: bounds parallel writers to the fleet repository and GitHub API use. The SQS event source gets one less, so a console run or the schedule always finds a slot. -1: unreserved."
   type        = number

@@ -1434,3 +1434,59 @@ async fn http_the_request_budget_per_outcome_is_the_readmes() {
     );
     assert!(measured.len() >= 9, "{measured:?}");
 }
+
+/// Issue 14, item 4: content-creating requests keep the process's share of GitHub's limits
+/// (here 3 in any 2 s); a write that would wait past the deadline is not sent, and the state
+/// fails retryably.
+#[tokio::test]
+async fn http_writes_are_paced_to_the_processs_share_of_githubs_limits() {
+    use cellbridge::github::pacing::{Limit, Pacing};
+    let pacing = Pacing {
+        limits: vec![Limit {
+            count: 3,
+            window: Duration::from_secs(2),
+        }],
+    };
+    let mut w = World::<HttpBed>::start();
+    let creds = Credentials::Token(Secret::new(TOKEN.to_owned()));
+    w.sync.fleet = GithubFleet::new(&w.bed.gh.url(), OWNER, REPO_NAME, None, &creds)
+        .unwrap()
+        .with_pacing(pacing);
+    w.apply(CELL, 1, "vpc-1");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    let log = w.bed.gh.requests();
+    let writes: Vec<f64> = log["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["write"] == true)
+        .map(|r| r["t"].as_f64().unwrap())
+        .collect();
+    assert_eq!(writes.len(), 6, "{log}");
+    for (i, t) in writes.iter().enumerate() {
+        let inside = writes[i..].iter().filter(|u| **u - t < 1.95).count();
+        assert!(inside <= 3, "more than 3 writes within 2 s from write {i}: {writes:?}");
+    }
+    assert!(
+        writes[5] - writes[0] >= 1.9,
+        "the fourth waits for the window: {writes:?}"
+    );
+
+    // With too little time left for the next window, the write is not sent: retryable.
+    w.apply(CELL, 2, "vpc-2");
+    let inv = w
+        .sync
+        .handle(
+            &json!({"action": "sync", "cell": CELL}),
+            Instant::now() + Duration::from_secs(4),
+        )
+        .await
+        .unwrap();
+    let r = &inv.response["cells"][0];
+    assert_eq!(
+        (r["action"].as_str(), r["retryable"].as_bool()),
+        (Some("failed"), Some(true)),
+        "{r}"
+    );
+    assert!(r["error"].as_str().unwrap().contains("paced"), "{r}");
+}

@@ -33,6 +33,7 @@ pub mod config;
 #[cfg(feature = "test-support")]
 pub mod memory;
 pub mod operations;
+pub mod pacing;
 mod port;
 pub mod pull_request;
 pub mod report;
@@ -240,4 +241,6 @@ pub struct GithubFleet {
     counts: RequestCounts,
     /// The App installation whose permissions were found sufficient (checked once).
     access_checked: std::sync::Mutex<Option<u64>>,
+    /// This process's share of GitHub's limits on content-creating requests.
+    pacer: pacing::Pacer,
 }

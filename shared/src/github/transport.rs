@@ -151,6 +151,8 @@ impl GithubFleet {
             config.base_branch.clone(),
             Client::from_secret(config.secret.clone(), secrets),
         )
+        // Checked at init (`GithubConfig::from_env`).
+        .with_pacing(super::pacing::Pacing::from_env().unwrap_or_default())
     }
 
     fn with_client(api_url: &str, owner: &str, repo: &str, base_branch: Option<String>, client: Client) -> Self {
@@ -166,12 +168,19 @@ impl GithubFleet {
             base_branch: base,
             counts: RequestCounts::default(),
             access_checked: std::sync::Mutex::new(None),
+            pacer: super::pacing::Pacer::new(super::pacing::Pacing::default()),
         }
     }
 
     /// The App installation these credentials act as; `None` for a token.
     pub(super) async fn installation(&self, deadline: Instant) -> Result<Option<u64>> {
         Ok(self.client.get(&self.api_url, deadline).await?.app.map(|(_, id)| id))
+    }
+
+    /// Writes paced to `pacing` instead of GitHub's whole limits.
+    pub fn with_pacing(mut self, pacing: super::pacing::Pacing) -> Self {
+        self.pacer = super::pacing::Pacer::new(pacing);
+        self
     }
 
     pub fn counts(&self) -> &RequestCounts {
@@ -212,6 +221,22 @@ impl GithubFleet {
                 return Err(Try::Stop(GithubError::Transient {
                     what: what.to_owned(),
                     detail: "the function's deadline is too close to send it".into(),
+                }));
+            }
+            // Content-creating requests keep this process's share of GitHub's limits.
+            let writes = !download && !matches!(method, Method::GET | Method::HEAD);
+            if writes
+                && let Err(too_soon) = self
+                    .pacer
+                    .acquire(deadline.checked_sub(DEADLINE_MARGIN).unwrap_or(deadline))
+                    .await
+            {
+                return Err(Try::Stop(GithubError::Transient {
+                    what: what.to_owned(),
+                    detail: format!(
+                        "paced: the next write keeps GitHub's limits on content-creating requests only in {} s, after the deadline",
+                        too_soon.wait.as_secs()
+                    ),
                 }));
             }
             let crabs = self.client.get(&self.api_url, deadline).await.map_err(Try::Stop)?;
