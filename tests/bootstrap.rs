@@ -1569,12 +1569,7 @@ async fn a_new_cell_in_a_second_account_bootstraps_from_its_clusters_tag_before_
 
     // An account CELLBRIDGE_ACCOUNT_ROLES does not name: a handled final failure, nothing made.
     let requests = bed.kube.requests().len();
-    let mut ctx = lambda_runtime::Context::default();
-    ctx.deadline = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-        + 60_000;
+    let ctx = cellbridge_tests::lambda_context(60);
     let event = lambda_runtime::LambdaEvent::new(from("333333333333"), ctx);
     let v = lambda_handler(&service, event).await.unwrap();
     leak::capture("bootstrap from an unmapped account", &v.to_string());

@@ -1211,12 +1211,7 @@ async fn sync_all_fans_out_through_the_queue_and_each_message_syncs_its_cell() {
     let fanning = cellbridge::sync::service_for(bed.service.config.clone(), &conf).with_queue(std::sync::Arc::new(
         cellbridge::sync::fanout::SqsQueue::new(&conf, bed.queue_url.clone()),
     ));
-    let mut ctx = lambda_runtime::Context::default();
-    ctx.deadline = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-        + 60_000;
+    let ctx = cellbridge_tests::lambda_context(60);
     let resp = cellbridge::sync::lambda_handler(
         &fanning,
         lambda_runtime::LambdaEvent::new(json!({"action": "sync-all"}), ctx),

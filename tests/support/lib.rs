@@ -8,3 +8,14 @@ pub mod leak;
 pub mod moto;
 pub mod process;
 pub mod runtime_api;
+
+/// A Lambda invocation context whose deadline is `secs` from now, as the runtime hands it over.
+pub fn lambda_context(secs: u64) -> lambda_runtime::Context {
+    let mut ctx = lambda_runtime::Context::default();
+    ctx.deadline = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + secs * 1000;
+    ctx
+}

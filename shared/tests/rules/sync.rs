@@ -560,6 +560,25 @@ async fn two_workspaces_claiming_one_cell_are_refused_naming_both_keys() {
         bed.fleet.files(&branch("eu-c1"))[CM].contains("vpc-1"),
         "the pull request is not flipped"
     );
+    // Told on the pull request: its head's contract status fails, one comment names the key.
+    let head = bed.fleet.head(&branch("eu-c1")).unwrap();
+    assert_eq!(r["reported"]["on"], "pull-request", "{r}");
+    assert_eq!(contract_statuses(&bed, &head).last().map(|c| c.0), Some(false));
+    assert!(
+        bed.fleet.pulls()[0].comments[0].contains(key),
+        "{:?}",
+        bed.fleet.pulls()[0].comments
+    );
+    // The owner's state, synced again, holds what the pull request has: nothing is committed,
+    // the contract status is back to success and the marker gone; said once.
+    let r = sync(&bed, "eu-c1").await;
+    assert_eq!(r["action"], "unchanged", "{r}");
+    assert_eq!(bed.fleet.head(&branch("eu-c1")).unwrap(), head);
+    assert_eq!(contract_statuses(&bed, &head).last().map(|c| c.0), Some(true));
+    assert!(!bed.fleet.pulls()[0].body.contains("refused="));
+    let writes = bed.fleet.writes();
+    sync(&bed, "eu-c1").await;
+    assert_eq!(bed.fleet.writes(), writes);
 }
 
 /// A tiny deterministic generator for the schedules below (xorshift64).
@@ -1178,43 +1197,6 @@ async fn a_refused_state_fails_the_open_pull_requests_contract_status_and_commen
     let writes = bed.fleet.writes();
     assert_eq!(sync(&bed, "eu-c1").await["action"], "unchanged");
     assert_eq!(bed.fleet.writes(), writes);
-}
-
-#[tokio::test]
-async fn a_claim_by_another_workspace_is_told_on_the_pull_request_and_cleared_by_the_owners_next_sync() {
-    let bed = bed();
-    apply(&bed, "eu-c1", 1, "vpc-1");
-    sync(&bed, "eu-c1").await;
-    let head = bed.fleet.head(&branch("eu-c1")).unwrap();
-    let other = state("eu-c1", 9, "vpc-9").replace(LINEAGE, "0e0e0e0e-0000-4000-8000-00000000beef");
-    let key = "env:/staging/cells/eu-c1/terraform.tfstate";
-    bed.states.put(BUCKET, key, other);
-    let inv = bed
-        .handle(&json!({"action": "sync", "bucket": BUCKET, "key": key}), deadline())
-        .await
-        .unwrap();
-    let r = &inv.response["cells"][0];
-    assert_eq!(
-        (r["action"].as_str(), r["reported"]["on"].as_str()),
-        (Some("refused"), Some("pull-request")),
-        "{r}"
-    );
-    assert_eq!(contract_statuses(&bed, &head).last().map(|c| c.0), Some(false));
-    assert!(
-        bed.fleet.pulls()[0].comments[0].contains(key),
-        "{:?}",
-        bed.fleet.pulls()[0].comments
-    );
-    // The owner's state, synced again, holds what the pull request has: nothing is committed,
-    // the contract status is back to success and the marker gone.
-    let r = sync(&bed, "eu-c1").await;
-    assert_eq!(r["action"], "unchanged", "{r}");
-    assert_eq!(bed.fleet.head(&branch("eu-c1")).unwrap(), head);
-    assert_eq!(contract_statuses(&bed, &head).last().map(|c| c.0), Some(true));
-    assert!(!bed.fleet.pulls()[0].body.contains("refused="));
-    let writes = bed.fleet.writes();
-    sync(&bed, "eu-c1").await;
-    assert_eq!(bed.fleet.writes(), writes, "said once");
 }
 
 #[tokio::test]
