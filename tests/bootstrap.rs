@@ -763,12 +763,7 @@ async fn a_retryable_failure_is_reported_to_lambda_as_retryable() {
     use cellbridge::bootstrap::handler::{BootstrapService, LocalSource, lambda_handler};
     let bed = Bed::new("eks-lambda-class", &[("cellbridge.dev/cell", "prod-eu")], None).await;
     let invoke = |service: BootstrapService, secs: u64| async move {
-        let mut ctx = lambda_runtime::Context::default();
-        ctx.deadline = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as u64
-            + secs * 1000;
+        let ctx = cellbridge_tests::lambda_context(secs);
         let event = lambda_runtime::LambdaEvent::new(create_cluster_event("eks-lambda-class"), ctx);
         let err = lambda_handler(&service, event).await.unwrap_err();
         leak::capture("bootstrap lambda error", &err.error_message);

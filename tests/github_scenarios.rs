@@ -1490,3 +1490,21 @@ async fn http_writes_are_paced_to_the_processs_share_of_githubs_limits() {
     );
     assert!(r["error"].as_str().unwrap().contains("paced"), "{r}");
 }
+
+/// A repository whose issues are turned off answers 410 to the refused issue
+/// (https://docs.github.com/rest/issues/issues#create-an-issue): the refusal stands, is not
+/// redelivered, and the report's failure is in the answer; nothing else is written.
+#[tokio::test]
+async fn http_a_refusal_in_a_repository_without_issues_is_answered_with_why_it_was_not_reported() {
+    let w = World::<HttpBed>::start();
+    w.bed.gh.disable_issues(REPO);
+    let mut meta = metadata(CELL, "vpc-1");
+    meta["api_token"] = json!(PLANTED_SECRET);
+    w.put_state(CELL, state_with(1, meta));
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), r["retryable"].as_bool()), ("refused", Some(false)), "{r}");
+    assert!(r.get("reported").is_none(), "{r}");
+    assert!(r["report_error"].as_str().unwrap().contains("410"), "{r}");
+    assert!(w.bed.issues(w.repo()).is_empty() && w.pulls().is_empty());
+    assert_eq!(repo_writes(&w), 1, "the one refused attempt: {}", w.bed.gh.requests());
+}

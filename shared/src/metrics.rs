@@ -59,14 +59,10 @@ impl Captured {
 
     /// `(Outcome, cell)` of each record, in order.
     pub fn outcomes(&self) -> Vec<(String, Option<String>)> {
+        // The sweep's heartbeat (`AccessSweeps`) is a metric of its own, with no outcome.
         self.records()
             .iter()
-            .map(|r| {
-                (
-                    r["Outcome"].as_str().unwrap_or_default().to_owned(),
-                    r["cell"].as_str().map(str::to_owned),
-                )
-            })
+            .filter_map(|r| Some((r["Outcome"].as_str()?.to_owned(), r["cell"].as_str().map(str::to_owned))))
             .collect()
     }
 }

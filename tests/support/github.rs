@@ -116,6 +116,15 @@ impl FakeGithub {
         self.seed(repo, "main", &refs)
     }
 
+    /// Turns `repo`'s issues off, as its settings can (creating one is then 410).
+    pub fn disable_issues(&self, repo: &str) {
+        self.control(
+            "POST",
+            "/_fake/seed",
+            Some(&json!({"repo": repo, "files": {}, "replace": false, "has_issues": false})),
+        );
+    }
+
     pub fn seed(&self, repo: &str, branch: &str, files: &[(&str, &str)]) -> String {
         let files: serde_json::Map<String, Value> = files.iter().map(|(p, t)| (p.to_string(), json!(t))).collect();
         let v = self.control(

@@ -138,6 +138,10 @@ pub async fn service_from_env() -> Result<BootstrapService, BootstrapError> {
 
 /// Leaves time for the bootstrap itself after waiting for a CREATING cluster.
 const INSTALL_RESERVE: Duration = Duration::from_secs(240);
+/// The sweep after a run starts only with at least this much time left, and stops this long
+/// before the deadline.
+const SWEEP_AFTER_RUN: Duration = Duration::from_secs(30);
+const SWEEP_MARGIN: Duration = Duration::from_secs(5);
 
 impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
     /// Handles one event. A cluster still CREATING is not an error: directly invoked, the
@@ -317,7 +321,33 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
                 }
             }
         }
-        let response = if is_sqs {
+        // Every run that touched clusters also sweeps the fleet's expired temporary access, with
+        // the time it has left: what a run killed elsewhere left goes without waiting for the
+        // daily schedule. Best effort: its failures are the sweep's, not this run's.
+        let swept = match &fleet {
+            Some(base) if switch.is_none() && deadline.saturating_duration_since(Instant::now()) > SWEEP_AFTER_RUN => {
+                let ttl = super::access::ttl_from_env().unwrap_or(super::access::DEFAULT_TTL);
+                let left = deadline.saturating_duration_since(Instant::now()) - SWEEP_MARGIN;
+                match tokio::time::timeout(left, Box::pin(self.sweep_fleet(base.fleet.as_ref(), ttl))).await {
+                    Ok(Ok(report)) => {
+                        self.record_sweep(&report, metrics);
+                        serde_json::to_value(&report).ok()
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "sweep after the run: cannot list the fleet's cells");
+                        None
+                    }
+                    Err(_) => {
+                        tracing::warn!(
+                            "sweep after the run: not finished before the deadline; the schedule's sweep does it"
+                        );
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        let mut response = if is_sqs {
             // Only what a retry may fix goes back to the queue; a final failure (a cluster that
             // is no cell, a CONFIG_MAP-only cluster, a bad Git secret) is deleted after its
             // metric and ERROR line instead of coming back for hours.
@@ -326,6 +356,11 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
         } else {
             results.into_iter().next().unwrap_or(Value::Null)
         };
+        // A direct run answers with it; an SQS batch's answer stays the batch's (the log and
+        // the heartbeat tell).
+        if let (Some(report), Some(obj), false) = (swept, response.as_object_mut(), is_sqs) {
+            obj.insert("sweep".into(), report);
+        }
         Ok(BootstrapInvocation {
             response,
             class: Class::of_all(failures),

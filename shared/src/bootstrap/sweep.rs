@@ -352,6 +352,51 @@ async fn visit<A: Accounts>(
 /// (the module alarms when the age passes its limit, or when the heartbeat stops). The pause
 /// switch does not stop it: it only ever removes cellbridge's own expired access.
 impl<A: Accounts, K: super::KubeConnect, S: crate::secrets::SecretStore> super::handler::BootstrapService<A, K, S> {
+    /// Sweeps the clusters of `fleet`'s cells and the tagged clusters no merged cell names yet.
+    pub async fn sweep_fleet(&self, fleet: &dyn FleetRead, ttl: Duration) -> Result<SweepReport, cell::CellError> {
+        let settings = self.bootstrapper.settings();
+        let targets = targets(fleet, &settings.account_roles)?;
+        // AWS_REGION: the function's own region, where its own account's new clusters may be.
+        let home = std::env::var("AWS_REGION").ok();
+        let (found, discovery_errors) = discover(
+            self.bootstrapper.accounts(),
+            &targets,
+            &settings.account_roles,
+            home.as_deref(),
+        )
+        .await;
+        for e in &discovery_errors {
+            tracing::error!(error = %e, "sweep: cannot list the clusters there");
+        }
+        let targets: Vec<Planned> = targets.into_iter().chain(found).collect();
+        let mut report = sweep(
+            self.bootstrapper.accounts(),
+            targets,
+            settings.access_principal_arn.as_deref(),
+            SystemTime::now(),
+            ttl,
+        )
+        .await;
+        report.discovery_errors = discovery_errors;
+        Ok(report)
+    }
+
+    /// The sweep's heartbeat metric and log line.
+    pub fn record_sweep(&self, report: &SweepReport, metrics: &crate::metrics::Metrics<'_>) {
+        let deleted = report.count(|s| matches!(s, Swept::Deleted { .. })).to_string();
+        let failed = (report.failed() + report.discovery_errors.len()).to_string();
+        metrics.sweep(
+            report.oldest_remaining_secs,
+            &[("deleted", Some(&deleted)), ("failed", Some(&failed))],
+        );
+        tracing::info!(
+            deleted,
+            failed,
+            oldest_remaining_secs = report.oldest_remaining_secs,
+            "sweep done"
+        );
+    }
+
     pub async fn sweep(
         &self,
         deadline: std::time::Instant,
@@ -376,9 +421,8 @@ impl<A: Accounts, K: super::KubeConnect, S: crate::secrets::SecretStore> super::
                 return Err(super::BootstrapError::from(e));
             }
         };
-        let settings = self.bootstrapper.settings();
-        let targets = match targets(base.fleet.as_ref(), &settings.account_roles) {
-            Ok(t) => t,
+        let report = match self.sweep_fleet(base.fleet.as_ref(), ttl).await {
+            Ok(r) => r,
             Err(e) => {
                 tracing::error!(error = %e, "sweep: cannot list the fleet's cells");
                 let e = super::BootstrapError::from(e);
@@ -386,40 +430,7 @@ impl<A: Accounts, K: super::KubeConnect, S: crate::secrets::SecretStore> super::
                 return Err(e);
             }
         };
-        // AWS_REGION: the function's own region, where its own account's new clusters may be.
-        let home = std::env::var("AWS_REGION").ok();
-        let (found, discovery_errors) = discover(
-            self.bootstrapper.accounts(),
-            &targets,
-            &settings.account_roles,
-            home.as_deref(),
-        )
-        .await;
-        for e in &discovery_errors {
-            tracing::error!(error = %e, "sweep: cannot list the clusters there");
-        }
-        let targets: Vec<Planned> = targets.into_iter().chain(found).collect();
-        let mut report = sweep(
-            self.bootstrapper.accounts(),
-            targets,
-            settings.access_principal_arn.as_deref(),
-            SystemTime::now(),
-            ttl,
-        )
-        .await;
-        report.discovery_errors = discovery_errors;
-        let deleted = report.count(|s| matches!(s, Swept::Deleted { .. })).to_string();
-        let failed = (report.failed() + report.discovery_errors.len()).to_string();
-        metrics.sweep(
-            report.oldest_remaining_secs,
-            &[("deleted", Some(&deleted)), ("failed", Some(&failed))],
-        );
-        tracing::info!(
-            deleted,
-            failed,
-            oldest_remaining_secs = report.oldest_remaining_secs,
-            "sweep done"
-        );
+        self.record_sweep(&report, metrics);
         let classes: Vec<Class> = report
             .clusters
             .iter()

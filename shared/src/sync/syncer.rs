@@ -276,16 +276,13 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             SyncEvent::Sqs(mut records) => {
                 // Manual payloads as bodies (the fan-out's messages, a redriven sync-all) become
                 // the state objects they name, as an S3 event's would.
-                {
-                    for r in records.iter_mut() {
-                        match self.resolve_record(r, deadline, switch.is_some()).await {
-                            Ok(()) => {}
-                            Err(e) => retry_records.push(crate::lambda::RecordFailure {
-                                message_id: r.message_id.clone(),
-                                class: e.class(),
-                                reason: e.to_string(),
-                            }),
-                        }
+                for r in records.iter_mut() {
+                    if let Err(e) = self.resolve_record(r, deadline, switch.is_some()).await {
+                        retry_records.push(crate::lambda::RecordFailure {
+                            message_id: r.message_id.clone(),
+                            class: e.class(),
+                            reason: e.to_string(),
+                        });
                     }
                 }
                 let items = records
