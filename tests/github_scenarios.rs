@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use cellbridge::fleet::Keep;
 use cellbridge::github::memory::{Fault, MemGithub};
 use cellbridge::github::operations::{self as ops, Operation};
 use cellbridge::github::{Credentials, GithubConfig, GithubFleet, GithubRepo};
@@ -1380,7 +1381,7 @@ async fn http_the_request_budget_per_outcome_is_the_readmes() {
 
     let w = World::<HttpBed>::start();
     // The default branch, once per process: read now, so that every row counts one sync.
-    w.sync.fleet.read_base(deadline()).await.unwrap();
+    w.sync.fleet.read_base(&Keep::all(), deadline()).await.unwrap();
     let mut measured: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let mut step = async |row: &str, expect: &str| {
         let from = w.bed.gh.requests()["requests"].as_array().unwrap().len();

@@ -27,8 +27,9 @@
 //! the check can say why something is missing, and [`FleetRead::mode`] / [`FleetRead::read_link`]
 //! give what a commit needs to copy a file faithfully (its executable bit, a link's target).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
@@ -48,6 +49,12 @@ pub enum FleetError {
     NotText { path: String },
     #[error("fleet repo {root}: {reason}")]
     Repo { root: String, reason: String },
+    /// The path lies in a cell directory this read of the fleet repo did not keep ([`Keep`]):
+    /// unknown here, not absent. The caller reads the base again keeping it.
+    #[error(
+        "fleet path {path}: {dir}/ is another cell's directory, read past when the fleet repo was read (only the cells being planned are kept)"
+    )]
+    NotKept { path: String, dir: String },
 }
 
 pub type Result<T, E = FleetError> = std::result::Result<T, E>;
@@ -176,6 +183,12 @@ pub trait FleetRead: Send + Sync {
     fn mode(&self, path: &str) -> Result<Option<FileMode>>;
     /// The target of the symlink at `path` (not through one), as written in the link.
     fn read_link(&self, path: &str) -> Result<Option<String>>;
+
+    /// The cell directories a read was refused in so far ([`FleetError::NotKept`]): what to
+    /// keep when the base is read again. Empty for a view that holds everything.
+    fn not_kept(&self) -> Vec<String> {
+        Vec::new()
+    }
 
     /// The file as UTF-8 text.
     fn read_text(&self, path: &str) -> Result<Option<String>> {
@@ -442,6 +455,71 @@ impl FleetRead for LocalFleet {
 #[derive(Debug, Clone, Default)]
 pub struct MemFleet {
     files: BTreeMap<String, (FileMode, Vec<u8>)>,
+    /// Cell directories read past ([`Keep`]): what lies in them is unknown, not absent, but for
+    /// the files kept there (the index's `cell-metadata.yaml`).
+    read_past: BTreeSet<String>,
+    /// The read-past directories something asked for.
+    misses: Arc<Mutex<BTreeSet<String>>>,
+    /// What the read kept (`None`: everything).
+    keep: Option<Keep>,
+}
+
+/// What a read of the fleet repo keeps in memory. Whatever grows with the fleet is a cell's
+/// directory, `clusters/<cell>/`; everything else (shared manifests, `.cellbridge/`,
+/// `clusters/_template/` and any `clusters/_*`) is kept, with the directories of [`Keep::cells`]
+/// and, with [`Keep::index`], every cell's `cell-metadata.yaml` (what finds a cluster's cell).
+/// Other cells' directories are read past: a view of them answers [`FleetError::NotKept`],
+/// never "nothing there".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Keep {
+    pub cells: BTreeSet<String>,
+    pub index: bool,
+    pub all: bool,
+}
+
+impl Keep {
+    /// Everything (the command line on a local archive, the tests).
+    pub fn all() -> Self {
+        Self {
+            all: true,
+            ..Self::default()
+        }
+    }
+
+    /// The shared part and these cells' directories.
+    pub fn cells<I: IntoIterator<Item = S>, S: Into<String>>(cells: I) -> Self {
+        Self {
+            cells: cells.into_iter().map(Into::into).collect(),
+            ..Self::default()
+        }
+    }
+
+    /// Also every cell's `cell-metadata.yaml`.
+    pub fn with_index(mut self) -> Self {
+        self.index = true;
+        self
+    }
+
+    /// Whether a read with `self` holds everything a read with `other` holds.
+    pub fn covers(&self, other: &Keep) -> bool {
+        self.all || (!other.all && (self.index || !other.index) && other.cells.is_subset(&self.cells))
+    }
+
+    /// The cell directory `path` lies in when this keep reads it past; `None`: kept.
+    pub fn read_past<'p>(&self, path: &'p str) -> Option<&'p str> {
+        if self.all {
+            return None;
+        }
+        let rest = path.strip_prefix("clusters/")?;
+        let (cell, inside) = rest.split_once('/')?;
+        if cell.starts_with('_') || inside.is_empty() || self.cells.contains(cell) {
+            return None;
+        }
+        if self.index && inside == crate::configmap::FILE_NAME {
+            return None;
+        }
+        Some(&path[..("clusters/".len() + cell.len())])
+    }
 }
 
 impl MemFleet {
@@ -469,6 +547,36 @@ impl MemFleet {
         &self.files
     }
 
+    /// An empty fleet to be filled by a read that keeps only what `keep` keeps.
+    pub fn kept(keep: &Keep) -> Self {
+        Self {
+            keep: Some(keep.clone()),
+            ..Self::default()
+        }
+    }
+
+    /// Marks `dir` (a cell's directory, which [`MemFleet::kept`]'s `keep` reads past) as present
+    /// in the repo: what lies in it, but for what `keep` keeps, is unknown here.
+    pub fn insert_read_past(&mut self, dir: impl Into<String>) {
+        self.read_past.insert(dir.into());
+    }
+
+    /// The read-past directory holding `path`, when the read did not keep `path`.
+    fn unknown<'p>(&self, path: &'p str) -> Option<&'p str> {
+        let dir = self.keep.as_ref()?.read_past(path)?;
+        self.read_past.contains(dir).then_some(dir)
+    }
+
+    fn not_kept_error(&self, path: &str, dir: &str) -> FleetError {
+        if let Ok(mut m) = self.misses.lock() {
+            m.insert(dir.rsplit('/').next().unwrap_or(dir).to_owned());
+        }
+        FleetError::NotKept {
+            path: path.to_owned(),
+            dir: dir.to_owned(),
+        }
+    }
+
     /// The entry at exactly `path`, unless something on the way to it is a file or a link.
     fn entry(&self, path: &str) -> Option<&(FileMode, Vec<u8>)> {
         if parents(path).any(|d| self.files.contains_key(d)) {
@@ -482,6 +590,7 @@ impl FromIterator<(String, Vec<u8>)> for MemFleet {
     fn from_iter<I: IntoIterator<Item = (String, Vec<u8>)>>(iter: I) -> Self {
         Self {
             files: iter.into_iter().map(|(p, b)| (p, (FileMode::Regular, b))).collect(),
+            ..Self::default()
         }
     }
 }
@@ -490,6 +599,7 @@ impl FromIterator<(String, FileMode, Vec<u8>)> for MemFleet {
     fn from_iter<I: IntoIterator<Item = (String, FileMode, Vec<u8>)>>(iter: I) -> Self {
         Self {
             files: iter.into_iter().map(|(p, m, b)| (p, (m, b))).collect(),
+            ..Self::default()
         }
     }
 }
@@ -534,6 +644,9 @@ impl MemFleet {
 
 impl FleetRead for MemFleet {
     fn read(&self, path: &str) -> Result<Option<Vec<u8>>> {
+        if let Some(dir) = self.unknown(path) {
+            return Err(self.not_kept_error(path, dir));
+        }
         Ok(self
             .entry(path)
             .filter(|(m, _)| *m != FileMode::Symlink)
@@ -541,21 +654,67 @@ impl FleetRead for MemFleet {
     }
 
     fn list(&self, path: &str) -> Result<Option<Vec<DirEntry>>> {
+        if let Some(dir) = self
+            .read_past
+            .get(path)
+            .map(String::as_str)
+            .or_else(|| self.unknown(path))
+        {
+            return Err(self.not_kept_error(path, dir));
+        }
         if self.blocked(path) {
             return Ok(None);
         }
-        Ok(list_paths(self.files.iter().map(|(p, (m, _))| (p.as_str(), *m)), path))
+        let listed = list_paths(self.files.iter().map(|(p, (m, _))| (p.as_str(), *m)), path);
+        // A read-past directory is a directory, whether or not a file of it was kept.
+        let prefix = if path.is_empty() {
+            String::new()
+        } else {
+            format!("{path}/")
+        };
+        let past: Vec<&str> = self
+            .read_past
+            .iter()
+            .filter_map(|d| d.strip_prefix(prefix.as_str()))
+            .filter(|name| !name.contains('/'))
+            .collect();
+        if past.is_empty() {
+            return Ok(listed);
+        }
+        let mut entries: BTreeMap<String, EntryKind> = listed.into_iter().flatten().map(|e| (e.name, e.kind)).collect();
+        for name in past {
+            entries.insert(name.to_owned(), EntryKind::Dir);
+        }
+        Ok(Some(
+            entries
+                .into_iter()
+                .map(|(name, kind)| DirEntry { name, kind })
+                .collect(),
+        ))
     }
 
     fn mode(&self, path: &str) -> Result<Option<FileMode>> {
+        if let Some(dir) = self.unknown(path) {
+            return Err(self.not_kept_error(path, dir));
+        }
         Ok(self.entry(path).map(|(m, _)| *m))
     }
 
     fn read_link(&self, path: &str) -> Result<Option<String>> {
+        if let Some(dir) = self.unknown(path) {
+            return Err(self.not_kept_error(path, dir));
+        }
         Ok(self
             .entry(path)
             .filter(|(m, _)| *m == FileMode::Symlink)
             .map(|(_, b)| String::from_utf8_lossy(b).into_owned()))
+    }
+
+    fn not_kept(&self) -> Vec<String> {
+        self.misses
+            .lock()
+            .map(|m| m.iter().cloned().collect())
+            .unwrap_or_default()
     }
 }
 
@@ -640,11 +799,74 @@ impl FleetRead for Overlay<'_> {
         }
         self.base.read_link(path)
     }
+
+    fn not_kept(&self) -> Vec<String> {
+        self.base.not_kept()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_keep_reads_past_only_other_cells_directories() {
+        let keep = Keep::cells(["a"]);
+        for kept in [
+            "README.md",
+            "infrastructure/base/kustomization.yaml",
+            ".cellbridge/settings.yaml",
+            "clusters/_template/layers.yaml",
+            "clusters/_shared/x.yaml",
+            "clusters/README.md",
+            "clusters/b",
+            "clusters/a/flux-system/gotk-components.yaml",
+        ] {
+            assert_eq!(keep.read_past(kept), None, "{kept}");
+        }
+        assert_eq!(keep.read_past("clusters/b/cell-metadata.yaml"), Some("clusters/b"));
+        assert_eq!(keep.read_past("clusters/b/apps/x.yaml"), Some("clusters/b"));
+        let index = keep.clone().with_index();
+        assert_eq!(index.read_past("clusters/b/cell-metadata.yaml"), None);
+        assert_eq!(index.read_past("clusters/b/apps/x.yaml"), Some("clusters/b"));
+        assert!(index.covers(&keep) && !keep.covers(&index));
+        assert!(Keep::all().covers(&index) && !index.covers(&Keep::all()));
+        assert!(!keep.covers(&Keep::cells(["a", "b"])));
+    }
+
+    #[test]
+    fn a_read_past_directory_is_listed_and_unknown_never_empty() {
+        let keep = Keep::cells(["a"]).with_index();
+        let mut f = MemFleet::kept(&keep);
+        f.insert("clusters/a/kustomization.yaml", "a");
+        f.insert("clusters/b/cell-metadata.yaml", "b");
+        f.insert_read_past("clusters/b");
+        f.insert_read_past("clusters/c");
+        let names: Vec<String> = f
+            .list("clusters")
+            .unwrap()
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        assert_eq!(
+            f.read_text("clusters/b/cell-metadata.yaml").unwrap().as_deref(),
+            Some("b")
+        );
+        // Kept by the index, so absent for real.
+        assert_eq!(f.read("clusters/c/cell-metadata.yaml").unwrap(), None);
+        // A cell that is not in the repo at all is simply absent.
+        assert_eq!(f.read("clusters/d/kustomization.yaml").unwrap(), None);
+        assert!(f.not_kept().is_empty());
+        assert!(matches!(
+            f.read("clusters/b/apps/x.yaml"),
+            Err(FleetError::NotKept { .. })
+        ));
+        assert!(matches!(f.list("clusters/c"), Err(FleetError::NotKept { .. })));
+        assert!(matches!(f.mode("clusters/c/x"), Err(FleetError::NotKept { .. })));
+        assert_eq!(f.not_kept(), ["b", "c"]);
+    }
 
     #[test]
     fn normalize_resolves_and_refuses_escapes() {

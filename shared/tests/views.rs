@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use cellbridge::check;
 use cellbridge::configmap;
-use cellbridge::fleet::{FileMode, FleetRead, LocalFleet, MemFleet};
+use cellbridge::fleet::{FileMode, FleetError, FleetRead, Keep, LocalFleet, MemFleet};
 use cellbridge::github::memory::MemGithub;
-use cellbridge::github::{GithubRepo, Published, pull_request, read_archive};
+use cellbridge::github::{ArchiveError, GithubRepo, Published, pull_request, read_archive, read_archive_from};
 use cellbridge::metadata::CellMetadata;
 use cellbridge::plan::{self, FileChange, PlanOptions, StateRef};
 use cellbridge::template::{SyncSource, render_gotk_sync};
@@ -278,11 +278,32 @@ async fn the_checkout_and_the_github_archive_agree_and_new_cells_keep_modes() {
     );
     let archive = read_archive(&tarball).unwrap();
     assert_eq!(archive.sha, head);
+    // Read keeping no cell: the cell's directory is read past, known to be there but never
+    // mistaken for empty; the shared part is kept whole.
+    let shared = read_archive_from(&tarball[..], &Keep::default(), u64::MAX).unwrap();
+    assert!(shared.kept_bytes < archive.kept_bytes);
+    let cells = shared.fleet.list("clusters").unwrap().unwrap();
+    assert!(cells.iter().any(|e| e.name == CELL), "{cells:?}");
+    let inside = format!("clusters/{CELL}/kustomization.yaml");
+    match shared.fleet.read(&inside) {
+        Err(FleetError::NotKept { path, dir }) => {
+            assert_eq!(
+                (path.as_str(), dir.as_str()),
+                (inside.as_str(), format!("clusters/{CELL}").as_str())
+            )
+        }
+        other => panic!("a read-past file must not read as absent: {other:?}"),
+    }
+    assert_eq!(shared.fleet.not_kept(), vec![CELL.to_owned()]);
     assert_eq!(
-        archive.tree.as_deref(),
-        Some(git_text(dir.path(), &["rev-parse", "HEAD^{tree}"]).as_str()),
-        "the tree id computed from the archive is git's, modes and links included"
+        shared.fleet.read("clusters/_template/kustomization.yaml").unwrap(),
+        archive.fleet.read("clusters/_template/kustomization.yaml").unwrap()
     );
+    // Over the memory limit: refused, naming the limit, before holding more.
+    let err = read_archive_from(&tarball[..], &Keep::all(), archive.kept_bytes - 1).unwrap_err();
+    assert!(matches!(err, ArchiveError::TooLarge { .. }), "{err}");
+    let limit_mb = format!("{:.1} MB", (archive.kept_bytes - 1) as f64 / 1048576.0);
+    assert!(err.to_string().contains(&limit_mb), "{err}");
     let local = LocalFleet::open(dir.path()).unwrap();
     let views: [(&str, &dyn FleetRead); 2] = [("checkout", &local), ("archive", &archive.fleet)];
 
@@ -370,7 +391,7 @@ async fn the_checkout_and_the_github_archive_agree_and_new_cells_keep_modes() {
 
     // Published through GitHub's primitives: the tree keeps 100755 and 120000.
     let gh = MemGithub::from_fleet("main", &archive.fleet);
-    let snap = gh.read_base(deadline()).await.unwrap();
+    let snap = gh.read_base(&Keep::all(), deadline()).await.unwrap();
     let p = plan::plan(
         &meta("c2", 1, "vpc-9"),
         StateRef::default(),

@@ -13,7 +13,7 @@ use crate::config::ConfigError;
 use crate::error::{Class, Classify};
 use crate::events::bootstrap::{self as ev, BootstrapEvent, BootstrapItem};
 use crate::events::sync::batch_response;
-use crate::fleet::{FleetRead, LocalFleet};
+use crate::fleet::{FleetRead, Keep, LocalFleet};
 use crate::github::{GithubConfig, GithubError, GithubFleet, GithubRepo};
 use crate::lambda::{RecordFailure, sqs_redeliver};
 use crate::metrics::{self, Metrics};
@@ -28,9 +28,10 @@ pub struct BaseFleet {
     pub branch: Option<String>,
 }
 
-/// Where a run reads the fleet repo from: the base branch as it is now.
+/// Where a run reads the fleet repo from: the base branch as it is now, keeping at least what
+/// `keep` keeps.
 pub trait FleetSource: Send + Sync {
-    fn fleet(&self, deadline: Instant) -> BoxFuture<'_, Result<BaseFleet, GithubError>>;
+    fn fleet<'a>(&'a self, keep: &'a Keep, deadline: Instant) -> BoxFuture<'a, Result<BaseFleet, GithubError>>;
 }
 
 /// A checked-out fleet repo (the command line); its base branch is
@@ -38,7 +39,7 @@ pub trait FleetSource: Send + Sync {
 pub struct LocalSource(pub LocalFleet);
 
 impl FleetSource for LocalSource {
-    fn fleet(&self, _deadline: Instant) -> BoxFuture<'_, Result<BaseFleet, GithubError>> {
+    fn fleet<'a>(&'a self, _keep: &'a Keep, _deadline: Instant) -> BoxFuture<'a, Result<BaseFleet, GithubError>> {
         let base = BaseFleet {
             fleet: Arc::new(self.0.clone()),
             branch: super::config::checkout_base_branch(self.0.root()),
@@ -65,9 +66,9 @@ impl GithubSource {
 }
 
 impl FleetSource for GithubSource {
-    fn fleet(&self, deadline: Instant) -> BoxFuture<'_, Result<BaseFleet, GithubError>> {
+    fn fleet<'a>(&'a self, keep: &'a Keep, deadline: Instant) -> BoxFuture<'a, Result<BaseFleet, GithubError>> {
         Box::pin(async move {
-            let snap = self.0.read_base(deadline).await?;
+            let snap = self.0.read_base(keep, deadline).await?;
             Ok(BaseFleet {
                 fleet: Arc::new(snap.fleet),
                 branch: Some(snap.base_branch),
@@ -180,8 +181,15 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
         };
         let is_sqs = requests.first().is_some_and(|(id, _)| id.is_some());
         let needs_fleet = switch.is_none() && requests.iter().any(|(_, i)| matches!(i, Ok(BootstrapItem::Cluster(_))));
+        // What finds a cluster's cell (every cell's `cell-metadata.yaml`) and the cells the
+        // requests name; a cell found otherwise (by its tag) is read when its run asks for it.
+        let keep = Keep::cells(requests.iter().filter_map(|(_, i)| match i {
+            Ok(BootstrapItem::Cluster(r)) => r.cell.clone(),
+            _ => None,
+        }))
+        .with_index();
         let fleet = if needs_fleet {
-            match self.fleets.fleet(deadline).await {
+            match self.fleets.fleet(&keep, deadline).await {
                 Ok(f) => Some(f),
                 Err(e) => {
                     tracing::error!(error = %e, retryable = e.retryable(), "cannot read the fleet repo");
@@ -259,22 +267,40 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
                     Err((settings_error.clone().unwrap_or_default(), Class::Final))
                 }
                 Ok(BootstrapItem::Cluster(req)) => {
-                    let base = fleet.as_ref().expect("read above");
-                    let left = deadline
-                        .saturating_duration_since(Instant::now())
-                        .saturating_sub(INSTALL_RESERVE);
-                    // Boxed: the whole bootstrap is one deep future, kept off the caller's stack.
-                    // The install stops before the deadline, leaving time to delete the access
-                    // entry (`RELEASE_RESERVE`).
-                    let run = Box::pin(self.bootstrapper.run_before(
-                        base.fleet.as_ref(),
-                        base.branch.as_deref(),
-                        &req,
-                        Target::Eks,
-                        Some(left),
-                        Some(deadline),
-                    ));
-                    match run.await {
+                    let first = fleet.as_ref().expect("read above");
+                    let mut wider: Option<BaseFleet> = None;
+                    let ran = loop {
+                        let base = wider.as_ref().unwrap_or(first);
+                        let left = deadline
+                            .saturating_duration_since(Instant::now())
+                            .saturating_sub(INSTALL_RESERVE);
+                        // Boxed: the whole bootstrap is one deep future, kept off the caller's
+                        // stack. The install stops before the deadline, leaving time to delete the
+                        // access entry (`RELEASE_RESERVE`).
+                        let run = Box::pin(self.bootstrapper.run_before(
+                            base.fleet.as_ref(),
+                            base.branch.as_deref(),
+                            &req,
+                            Target::Eks,
+                            Some(left),
+                            Some(deadline),
+                        ))
+                        .await;
+                        // The cluster's cell (its tag) was read past: read the base again keeping
+                        // it, once, and run again (a run is create-if-missing).
+                        let missed = base.fleet.not_kept();
+                        if missed.is_empty() || wider.is_some() {
+                            break run;
+                        }
+                        tracing::info!(cluster = %req.cluster, cells = ?missed, "the run needs cells the fleet read kept out; reading it again with them");
+                        let mut keep = keep.clone();
+                        keep.cells.extend(missed);
+                        match self.fleets.fleet(&keep, deadline).await {
+                            Ok(f) => wider = Some(f),
+                            Err(e) => break Err(BootstrapError::Fleet(e)),
+                        }
+                    };
+                    match ran {
                         Ok(rep) if rep.outcome == BootstrapOutcome::ClusterNotReady => {
                             if is_sqs {
                                 tracing::info!(cluster = %req.cluster, "cluster still CREATING: returning the record to SQS, redelivered after the queue's visibility timeout");

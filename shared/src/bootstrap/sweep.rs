@@ -27,7 +27,7 @@ use super::config;
 use super::ports::{Accounts, ClusterApi};
 use crate::configmap;
 use crate::error::{Class, Classify};
-use crate::fleet::{EntryKind, FleetRead};
+use crate::fleet::{EntryKind, FleetRead, Keep};
 
 /// One cluster to visit, and how to reach it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -412,7 +412,8 @@ impl<A: Accounts, K: super::KubeConnect, S: crate::secrets::SecretStore> super::
                 return Err(e.into());
             }
         };
-        let base = match self.fleets.fleet(deadline).await {
+        // Which cells are merged is all a sweep reads: every cell's `cell-metadata.yaml`.
+        let base = match self.fleets.fleet(&Keep::default().with_index(), deadline).await {
             Ok(base) => base,
             Err(e) => {
                 // No heartbeat: the module's alarm on the missing sweep metric tells.

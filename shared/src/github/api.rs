@@ -12,7 +12,7 @@ use base64::Engine as _;
 use super::port::{ChangedFile, Comparison, GithubRepo, Issue, Merge, PullRequest, PullState, Relation};
 use super::transport::{enc, sha_of, url_query};
 use super::{GithubError, GithubFleet, Result, Snapshot};
-use crate::fleet::FileWrite;
+use crate::fleet::{FileWrite, Keep};
 
 impl GithubFleet {
     pub(super) async fn base_branch(&self, deadline: Instant) -> Result<String> {
@@ -55,8 +55,8 @@ impl GithubFleet {
 }
 
 impl GithubRepo for GithubFleet {
-    async fn read_base(&self, deadline: Instant) -> Result<Snapshot> {
-        self.download_snapshot(deadline).await
+    async fn read_base(&self, keep: &Keep, deadline: Instant) -> Result<Snapshot> {
+        self.download_snapshot(keep, deadline).await
     }
 
     async fn latest_pull(&self, branch: &str, deadline: Instant) -> Result<Option<PullRequest>> {
@@ -339,10 +339,10 @@ impl GithubRepo for GithubFleet {
             if r.status.is_success() {
                 return sha_of(&r, &what);
             }
-            // A tree id computed from the archive can miss what archives leave out (submodules,
-            // export-ignore): ask GitHub for the real one once.
+            // A tree id the caller held that GitHub does not know (gone since): ask GitHub for
+            // the commit's own once.
             if r.status == StatusCode::UNPROCESSABLE_ENTITY && tree.is_some() && base_tree.is_some() {
-                tracing::info!(base = %on, "locally computed base tree unknown to GitHub; reading it");
+                tracing::info!(base = %on, "the base tree given is unknown to GitHub; reading the commit's");
                 base_tree = None;
                 continue;
             }

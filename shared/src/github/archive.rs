@@ -1,21 +1,26 @@
-//! The base branch as one archive: GitHub's tarball, read as it is (no per-file request), and
-//! the tree id git would give it.
+//! The base branch as one archive: GitHub's tarball, read as it streams in (no per-file
+//! request), keeping the shared part of the fleet and the cells being planned, within a memory
+//! limit.
 
-use std::collections::BTreeMap;
 use std::io::Read;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use http::Method;
+use http_body_util::BodyExt;
 use sha1::Digest as _;
 
 use super::operations as ops;
-use super::transport::enc;
+use super::transport::{
+    DEADLINE_MARGIN, FIRST_BACKOFF, MAX_ATTEMPTS, MAX_BACKOFF, Response, download_client, enc, execute,
+    octocrab_message, transient_status,
+};
 use super::{GithubError, GithubFleet, Result, Snapshot};
-use crate::fleet::{FileMode, MemFleet};
+use crate::fleet::{FileMode, Keep, MemFleet};
 
 impl GithubFleet {
-    /// The base branch's files and head commit.
-    pub(super) async fn download_snapshot(&self, deadline: Instant) -> Result<Snapshot> {
+    /// The base branch's head commit and the files `keep` keeps.
+    pub(super) async fn download_snapshot(&self, keep: &Keep, deadline: Instant) -> Result<Snapshot> {
         let base_branch = self.base_branch(deadline).await?;
         let what = format!("downloading {} at {base_branch}", self.repo_name());
         let r = self
@@ -49,74 +54,298 @@ impl GithubFleet {
                 ),
                 None => loc.to_owned(),
             };
-            let d = self
-                .send(&what, Method::GET, &loc, None, Some("application/x-gzip"), deadline)
-                .await?;
-            if !d.status.is_success() {
-                return Err(d.api_error(&what));
-            }
-            d.body
+            self.stream_archive(&what, &loc, keep, deadline).await?
         } else if r.status.is_success() {
-            r.body
+            // Served whole by the API itself: already in memory.
+            let (keep, limit, body) = (keep.clone(), self.fleet_memory, r.body);
+            blocking(&what, move || read_archive_from(&body[..], &keep, limit)).await?
         } else {
             return Err(r.api_error(&what));
         };
-        let parsed = tokio::task::spawn_blocking(move || read_archive(&archive))
-            .await
-            .map_err(|e| GithubError::Protocol {
-                what: what.clone(),
-                detail: e.to_string(),
-            })?
-            .map_err(|detail| GithubError::Protocol {
-                what: what.clone(),
-                detail,
-            })?;
+        tracing::info!(
+            commit = %archive.sha,
+            kept_kb = archive.kept_bytes / 1024,
+            cells = keep.cells.len(),
+            "read the fleet repo's base branch"
+        );
         Ok(Snapshot {
             base_branch,
-            base_sha: parsed.sha,
-            base_tree: parsed.tree,
-            fleet: parsed.fleet,
+            base_sha: archive.sha,
+            base_tree: None,
+            fleet: archive.fleet,
+            keep: keep.clone(),
         })
+    }
+
+    /// Downloads the archive at `url` (the redirect's target, whose URL carries a token: never
+    /// logged) and reads it while it streams in, on a blocking thread fed chunk by chunk, so that
+    /// neither the compressed archive nor what is read past is ever held whole. A transport
+    /// failure or a 5xx starts the download again, within the deadline.
+    async fn stream_archive(&self, what: &str, url: &str, keep: &Keep, deadline: Instant) -> Result<Archive> {
+        let mut wait = FIRST_BACKOFF;
+        for attempt in 1..=MAX_ATTEMPTS {
+            self.counts.downloads.fetch_add(1, Ordering::Relaxed);
+            let err = match self.stream_once(what, url, keep, deadline).await {
+                Ok(archive) => return Ok(archive),
+                Err(Streamed::Final(e)) => return Err(e),
+                Err(Streamed::Again(detail)) => detail,
+            };
+            if attempt == MAX_ATTEMPTS || Instant::now() + wait + DEADLINE_MARGIN >= deadline {
+                return Err(GithubError::Transient {
+                    what: what.to_owned(),
+                    detail: format!("{err}, after {attempt} attempt(s)"),
+                });
+            }
+            tracing::warn!(request = what, attempt, wait_ms = wait.as_millis() as u64, error = %err, "archive download failed, retrying");
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(MAX_BACKOFF);
+        }
+        unreachable!("the last attempt returns")
+    }
+
+    async fn stream_once(
+        &self,
+        what: &str,
+        url: &str,
+        keep: &Keep,
+        deadline: Instant,
+    ) -> std::result::Result<Archive, Streamed> {
+        let again = |detail: String| Streamed::Again(detail);
+        let (client, path) = match download_client(url) {
+            Ok(Some(c)) => c,
+            Ok(None) => {
+                return Err(Streamed::Final(GithubError::Protocol {
+                    what: what.to_owned(),
+                    detail: "the archive redirect is not an absolute URL".into(),
+                }));
+            }
+            Err(e) => return Err(again(octocrab_message(&e))),
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        let resp = match tokio::time::timeout(
+            left.saturating_sub(DEADLINE_MARGIN),
+            execute(&client, Method::GET, &path, None, Some("application/x-gzip")),
+        )
+        .await
+        {
+            Err(_) => return Err(again("no answer before the function's deadline".into())),
+            Ok(Err(e)) => return Err(again(octocrab_message(&e))),
+            Ok(Ok(resp)) => resp,
+        };
+        let (parts, mut body) = resp.into_parts();
+        if !parts.status.is_success() {
+            let bytes = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            let r = Response {
+                status: parts.status,
+                headers: parts.headers,
+                body: bytes,
+                permission: "",
+            };
+            return Err(if transient_status(r.status) {
+                again(format!("HTTP {}", r.status.as_u16()))
+            } else {
+                Streamed::Final(r.api_error(what))
+            });
+        }
+        // A few chunks in flight: the reader keeps pace with the network, memory stays flat.
+        let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<bytes::Bytes>>(8);
+        let (keep, limit) = (keep.clone(), self.fleet_memory);
+        let reader = tokio::task::spawn_blocking(move || read_archive_from(ChunkReader::new(rx), &keep, limit));
+        let feed = async {
+            while let Some(frame) = body.frame().await {
+                let chunk = match frame {
+                    Ok(f) => match f.into_data() {
+                        Ok(d) => Ok(d),
+                        Err(_) => continue,
+                    },
+                    Err(e) => Err(std::io::Error::other(octocrab_message(&e))),
+                };
+                let failed = chunk.is_err();
+                // The reader stopped (an error of its own, or the archive ended): stop sending.
+                if tx.send(chunk).await.is_err() || failed {
+                    break;
+                }
+            }
+            drop(tx);
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if tokio::time::timeout(left.saturating_sub(DEADLINE_MARGIN), feed)
+            .await
+            .is_err()
+        {
+            reader.abort();
+            return Err(again(
+                "the download did not finish before the function's deadline".into(),
+            ));
+        }
+        match reader.await {
+            Err(e) => Err(Streamed::Final(GithubError::Protocol {
+                what: what.to_owned(),
+                detail: e.to_string(),
+            })),
+            Ok(Ok(archive)) => Ok(archive),
+            Ok(Err(e @ ArchiveError::TooLarge { .. })) => Err(Streamed::Final(GithubError::TooLarge {
+                what: what.to_owned(),
+                source: e,
+            })),
+            // Cut short in transit reads as a corrupt archive: download it again.
+            Ok(Err(ArchiveError::Corrupt(detail))) => Err(again(detail)),
+        }
     }
 }
 
-/// A GitHub archive read: the commit it names, the id git gives its root tree, and its files
-/// with their modes (symlinks as symlinks: see [`crate::fleet`] for how the fleet reads them).
+/// One try at a streamed download failed: try again, or stop with this error.
+enum Streamed {
+    Again(String),
+    Final(GithubError),
+}
+
+/// Runs a whole-archive read on a blocking thread.
+async fn blocking(
+    what: &str,
+    read: impl FnOnce() -> std::result::Result<Archive, ArchiveError> + Send + 'static,
+) -> Result<Archive> {
+    match tokio::task::spawn_blocking(read).await {
+        Err(e) => Err(GithubError::Protocol {
+            what: what.to_owned(),
+            detail: e.to_string(),
+        }),
+        Ok(Ok(a)) => Ok(a),
+        Ok(Err(e @ ArchiveError::TooLarge { .. })) => Err(GithubError::TooLarge {
+            what: what.to_owned(),
+            source: e,
+        }),
+        Ok(Err(ArchiveError::Corrupt(detail))) => Err(GithubError::Protocol {
+            what: what.to_owned(),
+            detail,
+        }),
+    }
+}
+
+/// The chunks of a download as a [`Read`], for the tar reader on its blocking thread.
+struct ChunkReader {
+    rx: tokio::sync::mpsc::Receiver<std::io::Result<bytes::Bytes>>,
+    chunk: bytes::Bytes,
+}
+
+impl ChunkReader {
+    fn new(rx: tokio::sync::mpsc::Receiver<std::io::Result<bytes::Bytes>>) -> Self {
+        Self {
+            rx,
+            chunk: bytes::Bytes::new(),
+        }
+    }
+}
+
+impl Read for ChunkReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.chunk.is_empty() {
+            match self.rx.blocking_recv() {
+                None => return Ok(0),
+                Some(Err(e)) => return Err(e),
+                Some(Ok(c)) => self.chunk = c,
+            }
+        }
+        let n = out.len().min(self.chunk.len());
+        out[..n].copy_from_slice(&self.chunk.split_to(n));
+        Ok(n)
+    }
+}
+
+/// A GitHub archive read: the commit it names and the files kept ([`Keep`]) with their modes
+/// (symlinks as symlinks: see [`crate::fleet`] for how the fleet reads them).
 #[derive(Debug, Clone)]
 pub struct Archive {
     pub sha: String,
-    pub tree: Option<String>,
     pub fleet: MemFleet,
+    /// Bytes kept in memory (contents and paths).
+    pub kept_bytes: u64,
 }
 
-/// Reads a GitHub archive: a gzip'd pax tar whose global header's `comment` is the commit id
-/// and whose entries sit under one `owner-repo-<short sha>/` directory, as `git archive` of a
-/// commit writes it (regular files 0664 or 0775, symlinks as symlink entries whose link name
-/// is the target).
+/// Why an archive could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    #[error("{0}")]
+    Corrupt(String),
+    /// What must be kept is more than the memory allows: a final answer, which no retry fixes.
+    #[error(
+        "what this run must keep of it (everything outside clusters/<cell>/, the template and the cells being planned) is over {:.1} MB, the limit for this function's memory ({LIMIT_VAR}, default a quarter of the Lambda function's memory): give the function more memory, or keep less outside clusters/<cell>/",
+        *limit as f64 / MB as f64
+    )]
+    TooLarge { limit: u64 },
+}
+
+const MB: u64 = 1024 * 1024;
+/// Outside Lambda (the command line).
+pub const DEFAULT_LIMIT: u64 = 512 * MB;
+pub const LIMIT_VAR: &str = "CELLBRIDGE_FLEET_MEMORY_MB";
+
+/// How much of the fleet repo one read may keep in memory: `CELLBRIDGE_FLEET_MEMORY_MB`, else a
+/// quarter of the Lambda function's memory (`AWS_LAMBDA_FUNCTION_MEMORY_SIZE`, set by Lambda:
+/// the rest holds the plan, the rendered check and the runtime), else 512 MB (the command line).
+pub fn memory_limit_from_env() -> std::result::Result<u64, crate::config::ConfigError> {
+    if let Some(v) = crate::config::optional(LIMIT_VAR) {
+        return match v.parse::<u64>() {
+            Ok(mb) if mb > 0 => Ok(mb * MB),
+            _ => Err(crate::config::ConfigError::Invalid {
+                name: LIMIT_VAR,
+                value: v,
+                reason: "expected a whole number of megabytes, above 0".into(),
+            }),
+        };
+    }
+    Ok(std::env::var("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(|mb| mb * MB / 4)
+        .unwrap_or(DEFAULT_LIMIT))
+}
+
+/// Reads a whole GitHub archive held in memory, keeping everything.
 pub fn read_archive(bytes: &[u8]) -> std::result::Result<Archive, String> {
-    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
+    read_archive_from(bytes, &Keep::all(), u64::MAX).map_err(|e| e.to_string())
+}
+
+/// Reads a GitHub archive as it streams in: a gzip'd pax tar whose global header's `comment` is
+/// the commit id and whose entries sit under one `owner-repo-<short sha>/` directory, as `git
+/// archive` of a commit writes it (regular files 0664 or 0775, symlinks as symlink entries whose
+/// link name is the target). Only what `keep` keeps is held, at most `limit` bytes; the rest
+/// (other cells' directories, what grows with the fleet) is read past.
+pub fn read_archive_from(reader: impl Read, keep: &Keep, limit: u64) -> std::result::Result<Archive, ArchiveError> {
+    let corrupt = |e: std::io::Error| ArchiveError::Corrupt(format!("corrupt archive: {e}"));
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(reader));
     let mut sha = None;
-    let mut fleet = MemFleet::new();
-    for entry in tar.entries().map_err(|e| format!("not a tar.gz archive: {e}"))? {
-        let mut entry = entry.map_err(|e| format!("corrupt archive: {e}"))?;
+    let mut fleet = MemFleet::kept(keep);
+    let mut kept: u64 = 0;
+    let entries = tar
+        .entries()
+        .map_err(|e| ArchiveError::Corrupt(format!("not a tar.gz archive: {e}")))?;
+    for entry in entries {
+        let mut entry = entry.map_err(corrupt)?;
         let kind = entry.header().entry_type();
         if kind == tar::EntryType::XGlobalHeader {
             let mut buf = Vec::new();
-            entry
-                .read_to_end(&mut buf)
-                .map_err(|e| format!("corrupt archive: {e}"))?;
+            entry.read_to_end(&mut buf).map_err(corrupt)?;
             sha = pax_comment(&buf);
             continue;
         }
-        let path = entry
-            .path()
-            .map_err(|e| format!("corrupt archive: {e}"))?
-            .to_string_lossy()
-            .into_owned();
+        let path = entry.path().map_err(corrupt)?.to_string_lossy().into_owned();
         let Some((_, rel)) = path.split_once('/') else { continue };
         let rel = rel.trim_end_matches('/');
         if rel.is_empty() || rel.split('/').any(|s| s == ".." || s == "." || s.is_empty()) {
             continue;
+        }
+        if !(kind.is_file() || kind.is_symlink()) {
+            continue;
+        }
+        // Read past: the tar reader skips the entry's bytes without holding them.
+        if let Some(dir) = keep.read_past(rel) {
+            fleet.insert_read_past(dir);
+            continue;
+        }
+        kept = kept.saturating_add(entry.size()).saturating_add(rel.len() as u64);
+        if kept > limit {
+            return Err(ArchiveError::TooLarge { limit });
         }
         if kind.is_file() {
             // Git records the executable bit alone; `git archive` writes 0775 for it.
@@ -124,10 +353,10 @@ pub fn read_archive(bytes: &[u8]) -> std::result::Result<Archive, String> {
             let mut buf = Vec::with_capacity(entry.size() as usize);
             entry
                 .read_to_end(&mut buf)
-                .map_err(|e| format!("corrupt archive at {rel}: {e}"))?;
+                .map_err(|e| ArchiveError::Corrupt(format!("corrupt archive at {rel}: {e}")))?;
             let mode = if exec { FileMode::Executable } else { FileMode::Regular };
             fleet.insert_mode(rel.to_owned(), mode, buf);
-        } else if kind.is_symlink() {
+        } else {
             // Git stores a link as a blob of its target.
             let target = entry
                 .link_name_bytes()
@@ -136,16 +365,11 @@ pub fn read_archive(bytes: &[u8]) -> std::result::Result<Archive, String> {
             fleet.insert_symlink(rel.to_owned(), target);
         }
     }
-    let sha = sha.ok_or("the archive has no pax header naming its commit")?;
-    let files: BTreeMap<String, (&'static str, Vec<u8>)> = fleet
-        .files()
-        .iter()
-        .map(|(p, (mode, bytes))| (p.clone(), (mode.git_mode(), bytes.clone())))
-        .collect();
+    let sha = sha.ok_or_else(|| ArchiveError::Corrupt("the archive has no pax header naming its commit".into()))?;
     Ok(Archive {
         sha,
-        tree: Some(git_tree_id(&files)),
         fleet,
+        kept_bytes: kept,
     })
 }
 
@@ -167,49 +391,6 @@ pub(super) fn git_object_id(kind: &str, content: &[u8]) -> [u8; 20] {
     h.finalize().into()
 }
 
-/// The id git gives the root tree holding `files` ({path: (mode, content)}).
-pub(super) fn git_tree_id(files: &BTreeMap<String, (&'static str, Vec<u8>)>) -> String {
-    enum Node<'a> {
-        Blob(&'static str, &'a [u8]),
-        Dir(BTreeMap<&'a str, Node<'a>>),
-    }
-    let mut root: BTreeMap<&str, Node> = BTreeMap::new();
-    for (path, (mode, content)) in files {
-        let mut parts: Vec<&str> = path.split('/').collect();
-        let leaf = parts.pop().unwrap_or_default();
-        let mut node = &mut root;
-        for p in parts {
-            let n = node.entry(p).or_insert_with(|| Node::Dir(BTreeMap::new()));
-            node = match n {
-                Node::Dir(m) => m,
-                Node::Blob(..) => return String::new(),
-            };
-        }
-        node.insert(leaf, Node::Blob(mode, content));
-    }
-    pub(super) fn write(dir: &BTreeMap<&str, Node>) -> [u8; 20] {
-        // Git orders entries by name, a directory's name compared as if it ended in `/`.
-        let mut entries: Vec<(String, &str, [u8; 20])> = dir
-            .iter()
-            .map(|(name, n)| match n {
-                Node::Blob(mode, content) => (name.to_string(), *mode, git_object_id("blob", content)),
-                Node::Dir(m) => (format!("{name}/"), "40000", write(m)),
-            })
-            .collect();
-        entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-        let mut raw = Vec::new();
-        for (key, mode, id) in entries {
-            raw.extend_from_slice(mode.as_bytes());
-            raw.push(b' ');
-            raw.extend_from_slice(key.trim_end_matches('/').as_bytes());
-            raw.push(0);
-            raw.extend_from_slice(&id);
-        }
-        git_object_id("tree", &raw)
-    }
-    hex(&write(&root))
-}
-
 pub(super) fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
@@ -218,25 +399,13 @@ pub(super) fn hex(b: &[u8]) -> String {
 mod tests {
     use super::*;
 
-    /// `git write-tree` of the files below, d/b.txt executable and l a link to a.txt.
-    const TREE_WITH_MODES: &str = "c461d5c1b92f1d2496c46f70c99100401cc023f7";
-
     #[test]
-    fn tree_ids_are_gits() {
-        // `git hash-object` / `git write-tree` of a.txt = "hello\n", d/b.txt = "x".
-        let mut files = BTreeMap::new();
-        files.insert("a.txt".to_owned(), ("100644", b"hello\n".to_vec()));
-        files.insert("d/b.txt".to_owned(), ("100644", b"x".to_vec()));
+    fn blob_ids_are_gits() {
+        // `git hash-object` of "hello\n".
         assert_eq!(
             hex(&git_object_id("blob", b"hello\n")),
             "ce013625030ba8dba906f756967f9e9ca394464a"
         );
-        assert_eq!(git_tree_id(&files), "6cea91b04bb0ee583812deb647f220c6dde4ff82");
-        // The same with d/b.txt executable and a link l → a.txt (`git update-index --chmod=+x`,
-        // `ln -s a.txt l`, `git write-tree`).
-        files.insert("d/b.txt".to_owned(), ("100755", b"x".to_vec()));
-        files.insert("l".to_owned(), ("120000", b"a.txt".to_vec()));
-        assert_eq!(git_tree_id(&files), TREE_WITH_MODES);
     }
 
     #[test]

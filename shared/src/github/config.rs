@@ -44,6 +44,7 @@ impl GithubConfig {
         let api_url = config::optional("GITHUB_API_URL").unwrap_or_else(|| DEFAULT_GITHUB_API_URL.to_owned());
         // Read when the client is made; checked here so a bad value fails the cold start.
         super::pacing::Pacing::from_env()?;
+        super::archive::memory_limit_from_env()?;
         Self::checked(owner, repo, config::optional("CELLBRIDGE_BASE_BRANCH"), secret, api_url)
     }
 

@@ -50,7 +50,7 @@ use super::archive::{git_object_id, hex};
 use super::operations::{self as ops, Operation};
 use super::port::{ChangedFile, Comparison, GithubRepo, Issue, Merge, PullRequest, PullState, Relation};
 use super::{GithubError, Result, Snapshot};
-use crate::fleet::{FileMode, FileWrite, MemFleet};
+use crate::fleet::{FileMode, FileWrite, Keep, MemFleet};
 
 /// A pull request as the store keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -781,21 +781,26 @@ impl MemGithub {
 }
 
 impl GithubRepo for MemGithub {
-    async fn read_base(&self, _deadline: Instant) -> Result<Snapshot> {
+    async fn read_base(&self, keep: &Keep, _deadline: Instant) -> Result<Snapshot> {
         self.pause().await;
         self.with(|s| {
             s.enter(&ops::REPOS_DOWNLOAD_TARBALL_ARCHIVE)?;
             let base_sha = s.refs[&s.default_branch].clone();
             let tree = s.commits[&base_sha].tree.clone();
-            let fleet: MemFleet = s.trees[&tree]
-                .iter()
-                .map(|(p, (m, c))| (p.clone(), *m, c.clone().into_bytes()))
-                .collect();
+            // As GitHub's archive is read: other cells' directories read past, and no tree id.
+            let mut fleet = MemFleet::kept(keep);
+            for (p, (m, c)) in &s.trees[&tree] {
+                match keep.read_past(p) {
+                    Some(dir) => fleet.insert_read_past(dir),
+                    None => fleet.insert_mode(p.clone(), *m, c.clone().into_bytes()),
+                }
+            }
             Ok(Snapshot {
                 base_branch: s.default_branch.clone(),
                 base_sha,
-                base_tree: Some(tree),
+                base_tree: None,
                 fleet,
+                keep: keep.clone(),
             })
         })
     }
@@ -896,11 +901,15 @@ impl GithubRepo for MemGithub {
     ) -> Result<String> {
         self.pause().await;
         self.with(|s| {
-            s.enter(&ops::GIT_CREATE_TREE)?;
+            // Without the tree's id, GitHub is asked for the commit first.
             let base = match tree {
                 Some(t) => t.to_owned(),
-                None => s.commits.get(on).map(|c| c.tree.clone()).unwrap_or_default(),
+                None => {
+                    s.enter(&ops::GIT_GET_COMMIT)?;
+                    s.commits.get(on).map(|c| c.tree.clone()).unwrap_or_default()
+                }
             };
+            s.enter(&ops::GIT_CREATE_TREE)?;
             let base = base.as_str();
             let Some(mut tree) = s.trees.get(base).cloned() else {
                 return Err(api(
@@ -1338,7 +1347,7 @@ mod tests {
             (FileMode::Executable, FileMode::Symlink, FileMode::Regular)
         );
         assert_eq!(gh.files("modes")["docs"], "a");
-        let snap = gh.read_base(d).await.unwrap();
+        let snap = gh.read_base(&Keep::all(), d).await.unwrap();
         assert_eq!(snap.fleet.mode("a").unwrap(), Some(FileMode::Regular));
     }
 

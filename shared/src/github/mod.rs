@@ -4,8 +4,9 @@
 //! Request budget (what `sync` costs, counted by [`RequestCounts`]): the base branch archive
 //! (one API request answered with a redirect, plus the download), the cell's open pull request
 //! (one), and for a change the tree, the commit, the ref, the pull request (plus its labels
-//! when new) and the commit status. The base tree's id is computed locally from the archive,
-//! so whatever the number of files there is no per-file request.
+//! when new) and the commit status; a tree built on the base branch (a new cell) first reads the
+//! base commit's tree id from GitHub. Whatever the number of files there is no per-file request,
+//! and the archive is read as it streams in, keeping only the cells being planned.
 //!
 //! Retries are ours, not octocrab's: octocrab would sleep for whatever `Retry-After` says,
 //! however long, while a Lambda has a deadline. Every request here retries 5xx, transport
@@ -24,7 +25,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::OnceCell;
 
 use crate::error::{Class, Classify};
-use crate::fleet::MemFleet;
+use crate::fleet::{Keep, MemFleet};
 use crate::redact::Secret;
 
 mod api;
@@ -39,7 +40,7 @@ pub mod pull_request;
 pub mod report;
 mod transport;
 
-pub use archive::{Archive, read_archive};
+pub use archive::{Archive, ArchiveError, read_archive, read_archive_from};
 pub use config::{DEFAULT_GITHUB_API_URL, GithubConfig};
 pub use port::{ChangedFile, Comparison, GithubRepo, Issue, Merge, PullRequest, PullState, Relation};
 pub use pull_request::{converge, plan_digest};
@@ -74,6 +75,13 @@ pub enum GithubError {
     Refused { what: String, rule: String },
     #[error("GitHub {what}: unexpected answer: {detail}")]
     Protocol { what: String, detail: String },
+    /// The fleet repo is too large for what this function may keep in memory.
+    #[error("GitHub {what}: {source}")]
+    TooLarge {
+        what: String,
+        #[source]
+        source: ArchiveError,
+    },
     #[error("GitHub client for {api_url}: {reason}")]
     Setup { api_url: String, reason: String },
     /// The App installation's permissions, read before the first write, lack what cellbridge
@@ -99,6 +107,7 @@ impl Classify for GithubError {
             | GithubError::Refused { .. }
             | GithubError::Protocol { .. }
             | GithubError::Setup { .. }
+            | GithubError::TooLarge { .. }
             | GithubError::MissingPermissions { .. } => Class::Final,
         }
     }
@@ -191,10 +200,15 @@ impl RequestCounts {
 #[derive(Debug, Clone)]
 pub struct Snapshot {
     pub base_branch: String,
+    /// The commit, as GitHub's archive names it.
     pub base_sha: String,
-    /// The root tree id, computed from the archive (GitHub checks it when the tree is built).
+    /// The root tree id when one of GitHub's answers gave it; `None`: GitHub is asked for the
+    /// commit's tree when a tree is built on the base. Never computed from the archive, which
+    /// can lack what the tree has (`export-ignore`, submodules).
     pub base_tree: Option<String>,
+    /// What was kept: the shared part and [`Keep::cells`]; other cells were read past.
     pub fleet: MemFleet,
+    pub keep: Keep,
 }
 
 /// What publishing did.
@@ -243,4 +257,6 @@ pub struct GithubFleet {
     access_checked: std::sync::Mutex<Option<u64>>,
     /// This process's share of GitHub's limits on content-creating requests.
     pacer: pacing::Pacer,
+    /// How many bytes of the fleet repo one read may keep.
+    fleet_memory: u64,
 }

@@ -13,7 +13,7 @@ use std::future::Future;
 use std::time::Instant;
 
 use super::{Result, Snapshot};
-use crate::fleet::FileWrite;
+use crate::fleet::{FileWrite, Keep};
 
 /// Where a pull request stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,8 +101,9 @@ pub trait GithubRepo: Send + Sync {
     /// [`MissingPermissions`](super::GithubError::MissingPermissions) names what is missing.
     /// `Ok` when GitHub cannot tell (a token): a 403 then names the permission.
     fn check_write_access(&self, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
-    /// The base branch's files, head commit and root tree.
-    fn read_base(&self, deadline: Instant) -> impl Future<Output = Result<Snapshot>> + Send;
+    /// The base branch's head commit and the files `keep` keeps (the rest read past), within
+    /// the memory limit ([`TooLarge`](super::GithubError::TooLarge) beyond it).
+    fn read_base(&self, keep: &Keep, deadline: Instant) -> impl Future<Output = Result<Snapshot>> + Send;
     /// The newest pull request whose head is `branch`, open, closed or merged.
     fn latest_pull(&self, branch: &str, deadline: Instant) -> impl Future<Output = Result<Option<PullRequest>>> + Send;
     /// How `head` relates to `base`, and the files `head` changed since their merge base.

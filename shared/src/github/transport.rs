@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 use http_body_util::BodyExt;
+use http_body_util::combinators::BoxBody;
 use octocrab::Octocrab;
 use octocrab::service::middleware::retry::RetryConfig;
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
@@ -169,7 +170,15 @@ impl GithubFleet {
             counts: RequestCounts::default(),
             access_checked: std::sync::Mutex::new(None),
             pacer: super::pacing::Pacer::new(super::pacing::Pacing::default()),
+            // Checked at init (`GithubConfig::from_env`).
+            fleet_memory: super::archive::memory_limit_from_env().unwrap_or(super::archive::DEFAULT_LIMIT),
         }
+    }
+
+    /// At most `bytes` of the fleet repo kept in memory per read (see [`super::archive`]).
+    pub fn with_fleet_memory(mut self, bytes: u64) -> Self {
+        self.fleet_memory = bytes;
+        self
     }
 
     /// The App installation these credentials act as; `None` for a token.
@@ -389,33 +398,14 @@ async fn send_once(
     // and without the API's base path, which octocrab would otherwise prepend.
     // (A clone of the API client would not share its cached installation token.)
     let download;
-    let (crab, uri) = match http::Uri::try_from(uri).ok().filter(|u| u.authority().is_some()) {
-        Some(abs) => {
-            let origin = format!(
-                "{}://{}",
-                abs.scheme_str().unwrap_or("https"),
-                abs.authority().map(|a| a.as_str()).unwrap_or_default()
-            );
-            let path = abs
-                .path_and_query()
-                .map(|p| p.as_str().to_owned())
-                .unwrap_or_else(|| "/".into());
-            download = Octocrab::builder()
-                .base_uri(origin)?
-                .add_retry_config(RetryConfig::None)
-                .set_read_timeout(Some(REQUEST_TIMEOUT))
-                .build()?;
+    let (crab, uri) = match download_client(uri)? {
+        Some((client, path)) => {
+            download = client;
             (&download, path)
         }
         None => (crab, uri.to_owned()),
     };
-    let mut req = http::Request::builder().method(method).uri(uri);
-    req = req.header(http::header::ACCEPT, accept.unwrap_or("application/vnd.github+json"));
-    // `X-GitHub-Api-Version` is octocrab's to set (`build_request` adds it to every request);
-    // a second copy here would reach GitHub as two lines, which it joins with a comma into a
-    // value it does not support.
-    let req = crab.build_request(req, body)?;
-    let resp = crab.execute(req).await?;
+    let resp = execute(crab, method, &uri, body, accept).await?;
     let (parts, body) = resp.into_parts();
     let body = body.collect().await?.to_bytes();
     Ok(Response {
@@ -424,6 +414,46 @@ async fn send_once(
         body,
         permission: "",
     })
+}
+
+/// For an absolute URL (an archive download): a client of its own for the URL's origin, and the
+/// path to ask it for; `None` for a path of the API.
+pub(super) fn download_client(uri: &str) -> std::result::Result<Option<(Octocrab, String)>, octocrab::Error> {
+    let Some(abs) = http::Uri::try_from(uri).ok().filter(|u| u.authority().is_some()) else {
+        return Ok(None);
+    };
+    let origin = format!(
+        "{}://{}",
+        abs.scheme_str().unwrap_or("https"),
+        abs.authority().map(|a| a.as_str()).unwrap_or_default()
+    );
+    let path = abs
+        .path_and_query()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "/".into());
+    let client = Octocrab::builder()
+        .base_uri(origin)?
+        .add_retry_config(RetryConfig::None)
+        .set_read_timeout(Some(REQUEST_TIMEOUT))
+        .build()?;
+    Ok(Some((client, path)))
+}
+
+/// One request through `crab`, its body not read yet.
+pub(super) async fn execute(
+    crab: &Octocrab,
+    method: Method,
+    uri: &str,
+    body: Option<&Value>,
+    accept: Option<&str>,
+) -> std::result::Result<http::Response<BoxBody<Bytes, octocrab::Error>>, octocrab::Error> {
+    let mut req = http::Request::builder().method(method).uri(uri);
+    req = req.header(http::header::ACCEPT, accept.unwrap_or("application/vnd.github+json"));
+    // `X-GitHub-Api-Version` is octocrab's to set (`build_request` adds it to every request);
+    // a second copy here would reach GitHub as two lines, which it joins with a comma into a
+    // value it does not support.
+    let req = crab.build_request(req, body)?;
+    crab.execute(req).await
 }
 
 pub(super) fn url_query(pairs: &[(&str, &str)]) -> String {

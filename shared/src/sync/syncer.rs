@@ -13,6 +13,7 @@ use super::fanout::{self, Enqueue};
 use super::{SyncConfig, SyncError};
 use crate::error::{Class, Classify};
 use crate::events::sync::{self as events, Manual, StateObject, SyncEvent, SyncItem, SyncSqsRecord};
+use crate::fleet::{FleetRead, Keep};
 use crate::github::report::{self, Refusal, Reported};
 use crate::github::{GithubError, GithubRepo, Published, Snapshot, pull_request};
 use crate::metadata;
@@ -131,23 +132,33 @@ pub struct Syncer<S, G> {
 }
 
 /// The base branch as one invocation read it, shared by all its states (an SQS batch, a
-/// sync-all): read once, by the first state that needs it, and again only after a lost race
-/// showed it old.
+/// sync-all): read once, by the first state that needs it, keeping the shared part of the fleet
+/// and the batch's cells ([`Keep`]); read again only after a lost race showed it old, or when a
+/// plan needed a cell directory it had read past.
 #[derive(Default)]
 pub struct SharedBase {
-    slot: tokio::sync::Mutex<Option<Arc<Snapshot>>>,
+    slot: tokio::sync::Mutex<(Keep, Option<Arc<Snapshot>>)>,
 }
 
 impl SharedBase {
+    /// A base that keeps `cells`' directories.
+    pub fn for_cells<I: IntoIterator<Item = String>>(cells: I) -> Self {
+        Self {
+            slot: tokio::sync::Mutex::new((Keep::cells(cells), None)),
+        }
+    }
+
     /// The snapshot, read now if no state of this invocation has read it (the others wait for
     /// that one read rather than make their own).
     async fn get<G: GithubRepo>(&self, fleet: &G, deadline: Instant) -> Result<Arc<Snapshot>, GithubError> {
         let mut slot = self.slot.lock().await;
-        if let Some(s) = slot.as_ref() {
+        if let Some(s) = slot.1.as_ref()
+            && s.keep.covers(&slot.0)
+        {
             return Ok(s.clone());
         }
-        let s = Arc::new(fleet.read_base(deadline).await?);
-        *slot = Some(s.clone());
+        let s = Arc::new(fleet.read_base(&slot.0, deadline).await?);
+        slot.1 = Some(s.clone());
         Ok(s)
     }
 
@@ -155,9 +166,15 @@ impl SharedBase {
     /// (unless another state already did).
     async fn lost_race(&self, base_sha: &str) {
         let mut slot = self.slot.lock().await;
-        if slot.as_ref().is_some_and(|s| s.base_sha == base_sha) {
-            *slot = None;
+        if slot.1.as_ref().is_some_and(|s| s.base_sha == base_sha) {
+            slot.1 = None;
         }
+    }
+
+    /// A plan read cell directories the snapshot had read past (a layer of one cell that points
+    /// into another's): the next read keeps them too.
+    async fn widen(&self, cells: Vec<String>) {
+        self.slot.lock().await.0.cells.extend(cells);
     }
 }
 
@@ -306,7 +323,11 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 })
                 .collect(),
             None => {
-                let base = SharedBase::default();
+                let cells = unique_objects(&items)
+                    .iter()
+                    .filter_map(|o| self.config.key_pattern.cell_of(&o.key).map(|(c, _)| c))
+                    .collect::<Vec<_>>();
+                let base = SharedBase::for_cells(cells);
                 let base = &base;
                 let syncs = unique_objects(&items)
                     .into_iter()
@@ -474,7 +495,8 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
     /// Converges one state object's cell: read the state, plan it against the base, converge
     /// the pull request; the whole of it again on a lost race, within the deadline.
     pub async fn sync_object(&self, obj: StateObject, dry_run: bool, deadline: Instant) -> CellResult {
-        self.sync_with_base(obj, dry_run, deadline, &SharedBase::default())
+        let cells = self.config.key_pattern.cell_of(&obj.key).map(|(c, _)| c);
+        self.sync_with_base(obj, dry_run, deadline, &SharedBase::for_cells(cells))
             .await
     }
 
@@ -659,7 +681,18 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         let opts = PlanOptions {
             sync_source: self.config.flux_git(&snapshot.base_branch),
         };
-        let plan: Plan = plan::plan(&meta, source, &snapshot.fleet, &opts).map_err(|e| refused(e.to_string()))?;
+        let planned = plan::plan(&meta, source, &snapshot.fleet, &opts);
+        // Whatever the plan's verdict, it stands only if nothing it read was read past.
+        let missed = snapshot.fleet.not_kept();
+        if !missed.is_empty() {
+            let why = format!(
+                "the plan reads the directories of cells {} too; reading the base again keeping them",
+                missed.join(", ")
+            );
+            base.widen(missed).await;
+            return Err(Attempt::Redo(why));
+        }
+        let plan: Plan = planned.map_err(|e| refused(e.to_string()))?;
         Ok(Some((snapshot, plan)))
     }
 

@@ -12,7 +12,7 @@ use cellbridge::bootstrap::{
     BootstrapError, BootstrapOutcome, Bootstrapper, Phase, Report, Request, Settings, SourceStatus, Target, Tuning,
 };
 use cellbridge::error::{Class, Classify};
-use cellbridge::fleet::{FleetRead, MemFleet};
+use cellbridge::fleet::{FleetRead, Keep, MemFleet};
 use cellbridge::github::GithubError;
 use cellbridge::secrets::memory::MemSecrets;
 use futures::future::BoxFuture;
@@ -601,7 +601,7 @@ async fn a_kubeconfig_target_skips_eks_entirely() {
 struct Fleet(Result<MemFleet, fn() -> GithubError>, Option<&'static str>);
 
 impl FleetSource for Fleet {
-    fn fleet(&self, _deadline: Instant) -> BoxFuture<'_, Result<BaseFleet, GithubError>> {
+    fn fleet<'a>(&'a self, _keep: &'a Keep, _deadline: Instant) -> BoxFuture<'a, Result<BaseFleet, GithubError>> {
         let r = match &self.0 {
             Ok(f) => Ok(BaseFleet {
                 fleet: Arc::new(f.clone()) as Arc<dyn FleetRead>,

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use cellbridge::bootstrap::memory::{MemAws, MemCluster};
 use cellbridge::bootstrap::sweep::{self, Swept};
-use cellbridge::fleet::MemFleet;
+use cellbridge::fleet::{Keep, MemFleet};
 
 const REGION: &str = "eu-west-1";
 const HOME: &str = "111111111111";
@@ -230,7 +230,7 @@ mod handler {
     struct Base(MemFleet);
 
     impl FleetSource for Base {
-        fn fleet(&self, _deadline: Instant) -> BoxFuture<'_, Result<BaseFleet, GithubError>> {
+        fn fleet<'a>(&'a self, _keep: &'a Keep, _deadline: Instant) -> BoxFuture<'a, Result<BaseFleet, GithubError>> {
             let base = BaseFleet {
                 fleet: Arc::new(self.0.clone()) as Arc<dyn FleetRead>,
                 branch: None,

@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use cellbridge::fleet::Keep;
 use cellbridge::github::GithubConfig;
 use cellbridge::github::memory::{Fault, MemGithub};
 use cellbridge::github::operations as ops;
@@ -505,7 +506,7 @@ async fn a_run_that_read_an_older_base_than_the_pull_request_writes_nothing() {
     use cellbridge::github::{GithubRepo, pull_request};
     let bed = bed();
     apply(&bed, "eu-c1", 1, "vpc-1");
-    let old = bed.fleet.read_base(deadline()).await.unwrap();
+    let old = bed.fleet.read_base(&Keep::all(), deadline()).await.unwrap();
     let meta_state = cellbridge::tfstate::read_state(state("eu-c1", 1, "vpc-1").as_bytes(), "s").unwrap();
     let meta = cellbridge::metadata::from_state(&meta_state).unwrap();
     // main moves, and a newer run writes the pull request from it.
@@ -1446,6 +1447,95 @@ async fn a_batch_of_states_reads_the_base_once_and_again_only_after_a_lost_race(
         inv.response
     );
     assert_eq!(archive_reads(&bed), 1, "{:?}", bed.fleet.calls());
+}
+
+// Never the whole repository (issue 14, item 2).
+
+/// The layer a `layers.yaml` adds when it builds `path` (a Flux Kustomization).
+fn layer(name: &str, path: &str) -> String {
+    format!(
+        "---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: {name}\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: {path}\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n  postBuild:\n    substituteFrom:\n      - kind: ConfigMap\n        name: cell-metadata\n"
+    )
+}
+
+#[tokio::test]
+async fn a_state_keeps_only_its_cell_and_a_layer_in_another_cells_directory_is_read_again_not_missed() {
+    let bed = bed();
+    // Merged cells whose directories the sync of eu-c1 must not need, and one (eu-shared) whose
+    // directory holds a layer eu-c1 will build.
+    for c in ["eu-c8", "eu-c9"] {
+        apply(&bed, c, 1, "vpc-1");
+        assert_eq!(sync(&bed, c).await["action"], "opened");
+    }
+    let open: Vec<u64> = bed.fleet.pulls().iter().filter(|p| p.open).map(|p| p.number).collect();
+    for number in open {
+        bed.fleet.merge(number);
+    }
+    bed.fleet.commit(
+        "main",
+        &[(
+            "clusters/eu-shared/extra/configmap.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n  namespace: default\ndata:\n  vpc: ${vpc_id}\n  typo: ${vcp_id}\n",
+        )],
+        "a layer kept in another cell's directory",
+    );
+    bed.fleet.clear_calls();
+    apply(&bed, "eu-c1", 1, "vpc-1");
+    let r = sync(&bed, "eu-c1").await;
+    assert_eq!(r["action"], "opened", "{r}");
+    assert_eq!(archive_reads(&bed), 1, "nothing else needed: {:?}", bed.fleet.calls());
+
+    // The template gains a layer in eu-shared/: eu-c2's plan needs that directory, which the
+    // first read kept out. It is read again keeping it, and the check sees the typo there.
+    let template = bed.fleet.files("main")["clusters/_template/layers.yaml"].clone();
+    bed.fleet.commit(
+        "main",
+        &[(
+            "clusters/_template/layers.yaml",
+            &format!("{template}{}", layer("extra", "./clusters/eu-shared/extra")),
+        )],
+        "every new cell builds the shared extra layer",
+    );
+    bed.fleet.clear_calls();
+    apply(&bed, "eu-c2", 1, "vpc-1");
+    let r = sync(&bed, "eu-c2").await;
+    assert_eq!(r["action"], "opened", "{r}");
+    assert_eq!(
+        archive_reads(&bed),
+        2,
+        "read again keeping eu-shared: {:?}",
+        bed.fleet.calls()
+    );
+    let pull = bed
+        .fleet
+        .pulls()
+        .into_iter()
+        .find(|p| p.open && p.head == branch("eu-c2"))
+        .unwrap();
+    assert!(
+        pull.body.contains("vcp_id") && pull.body.contains("clusters/eu-shared/extra/configmap.yaml"),
+        "the check ran on the layer in the other cell's directory: {}",
+        pull.body
+    );
+}
+
+#[tokio::test]
+async fn a_new_cell_builds_its_tree_on_the_tree_github_gives_not_one_computed_from_the_archive() {
+    let bed = bed();
+    apply(&bed, "eu-c1", 1, "vpc-1");
+    let r = sync(&bed, "eu-c1").await;
+    assert_eq!(r["action"], "opened", "{r}");
+    let calls = bed.fleet.calls();
+    let read_commit = calls.iter().position(|c| *c == ops::GIT_GET_COMMIT.id);
+    let create_tree = calls.iter().position(|c| *c == ops::GIT_CREATE_TREE.id);
+    assert!(
+        matches!((read_commit, create_tree), (Some(a), Some(b)) if a < b),
+        "the base commit's tree is read from GitHub before the tree is built on it: {calls:?}"
+    );
+    // Every file of the base is still on the pull request's branch.
+    let base = bed.fleet.files("main");
+    let head = bed.fleet.files(&branch("eu-c1"));
+    assert!(base.keys().all(|p| head.contains_key(p)), "nothing of the base deleted");
 }
 
 // sync-all fans out (issue 14, item 3).
