@@ -704,7 +704,19 @@ async fn github_fleet_service(
     use cellbridge::github::GithubConfig;
     use cellbridge_tests::github::{FakeGithub, TOKEN, fleet_files};
     let gh = FakeGithub::start();
-    gh.seed_files("acme/fleet", &fleet_files(&fixture_fleet()));
+    // As a merged cell's metadata does: it names the cell's cluster.
+    let files: Vec<(String, String)> = fleet_files(&fixture_fleet())
+        .into_iter()
+        .map(|(p, t)| {
+            let t = if p == "clusters/prod-eu/cell-metadata.yaml" {
+                t.replace("\"eks-prod-eu\"", &format!("\"{}\"", bed.cluster))
+            } else {
+                t
+            };
+            (p, t)
+        })
+        .collect();
+    gh.seed_files("acme/fleet", &files);
     leak::secret("bootstrap: GitHub token", TOKEN);
     let secret = format!("{}-github", bed.cluster);
     aws_sdk_secretsmanager::Client::new(&bed.aws)
@@ -742,7 +754,8 @@ async fn the_fleet_is_read_from_github_as_the_lambda_reads_it() {
         inv.response
     );
     assert_eq!(bed.kube.objects(Some("Kustomization")).len(), 1);
-    // Bootstrap only reads the fleet: the repository, its tarball and the download.
+    // Bootstrap only reads the fleet: the repository, its tarball and the download, once (the
+    // cell whose metadata names the cluster kept in the same pass as the index).
     let log = gh.requests();
     assert_eq!(log["writes"], 0, "{log}");
     let paths: Vec<&str> = log["requests"]

@@ -23,6 +23,13 @@ pub fn path_for(cell: &str) -> String {
     format!("clusters/{cell}/{FILE_NAME}")
 }
 
+/// Whether a cell's metadata names `cluster` in `region` (a map without `aws_region` names the
+/// cluster in any region): how a cluster's cell is found.
+pub fn names_cluster(data: &BTreeMap<String, String>, cluster: &str, region: &str) -> bool {
+    data.get("cluster_name").map(String::as_str) == Some(cluster)
+        && data.get("aws_region").map(String::as_str).is_none_or(|r| r == region)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigMapError {
     #[error("{file}: not valid YAML: {reason}")]

@@ -475,6 +475,9 @@ pub struct Keep {
     pub cells: BTreeSet<String>,
     pub index: bool,
     pub all: bool,
+    /// Clusters (name, region) whose cell is kept too: the cell whose `cell-metadata.yaml` names
+    /// one, found in the same pass (a cell's files are held only until its metadata tells).
+    pub clusters: BTreeSet<(String, String)>,
 }
 
 impl Keep {
@@ -500,13 +503,32 @@ impl Keep {
         self
     }
 
+    /// Also the cell of each of these clusters (name, region).
+    pub fn with_clusters<I: IntoIterator<Item = (String, String)>>(mut self, clusters: I) -> Self {
+        self.clusters.extend(clusters);
+        self
+    }
+
     /// Whether a read with `self` holds everything a read with `other` holds.
     pub fn covers(&self, other: &Keep) -> bool {
-        self.all || (!other.all && (self.index || !other.index) && other.cells.is_subset(&self.cells))
+        self.all
+            || (!other.all
+                && (self.index || !other.index)
+                && other.cells.is_subset(&self.cells)
+                && other.clusters.is_subset(&self.clusters))
     }
 
     /// The cell directory `path` lies in when this keep reads it past; `None`: kept.
     pub fn read_past<'p>(&self, path: &'p str) -> Option<&'p str> {
+        let dir = self.other_cell(path)?;
+        if self.is_index(path) {
+            return None;
+        }
+        Some(dir)
+    }
+
+    /// The directory of a cell not in [`Keep::cells`] that `path` lies in, whatever the index.
+    pub fn other_cell<'p>(&self, path: &'p str) -> Option<&'p str> {
         if self.all {
             return None;
         }
@@ -515,10 +537,16 @@ impl Keep {
         if cell.starts_with('_') || inside.is_empty() || self.cells.contains(cell) {
             return None;
         }
-        if self.index && inside == crate::configmap::FILE_NAME {
-            return None;
-        }
         Some(&path[..("clusters/".len() + cell.len())])
+    }
+
+    /// Whether `path` is a cell's `cell-metadata.yaml` this keep keeps as the index.
+    pub fn is_index(&self, path: &str) -> bool {
+        self.index
+            && path
+                .strip_prefix("clusters/")
+                .and_then(|r| r.split_once('/'))
+                .is_some_and(|(_, inside)| inside == crate::configmap::FILE_NAME)
     }
 }
 

@@ -92,9 +92,7 @@ pub fn find_by_cluster(fleet: &dyn FleetRead, cluster: &str, region: &str) -> Re
                 continue;
             }
         };
-        let same_cluster = data.get("cluster_name").map(String::as_str) == Some(cluster);
-        let same_region = data.get("aws_region").map(String::as_str).is_none_or(|r| r == region);
-        if same_cluster && same_region {
+        if configmap::names_cluster(&data, cluster, region) {
             found.push(Cell {
                 name: e.name.clone(),
                 metadata: data,

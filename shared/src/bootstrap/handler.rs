@@ -181,13 +181,18 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
         };
         let is_sqs = requests.first().is_some_and(|(id, _)| id.is_some());
         let needs_fleet = switch.is_none() && requests.iter().any(|(_, i)| matches!(i, Ok(BootstrapItem::Cluster(_))));
-        // What finds a cluster's cell (every cell's `cell-metadata.yaml`) and the cells the
-        // requests name; a cell found otherwise (by its tag) is read when its run asks for it.
-        let keep = Keep::cells(requests.iter().filter_map(|(_, i)| match i {
-            Ok(BootstrapItem::Cluster(r)) => r.cell.clone(),
-            _ => None,
-        }))
-        .with_index();
+        // What finds a cluster's cell (every cell's `cell-metadata.yaml`), the cells the
+        // requests name and those whose metadata names a request's cluster (found in the same
+        // pass); a cell found otherwise (by its tag) is read when its run asks for it.
+        let clusters = || {
+            requests.iter().filter_map(|(_, i)| match i {
+                Ok(BootstrapItem::Cluster(r)) => Some(r),
+                _ => None,
+            })
+        };
+        let keep = Keep::cells(clusters().filter_map(|r| r.cell.clone()))
+            .with_index()
+            .with_clusters(clusters().map(|r| (r.cluster.clone(), r.region.clone())));
         let fleet = if needs_fleet {
             match self.fleets.fleet(&keep, deadline).await {
                 Ok(f) => Some(f),

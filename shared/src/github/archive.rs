@@ -315,8 +315,7 @@ pub fn read_archive_from(reader: impl Read, keep: &Keep, limit: u64) -> std::res
     let corrupt = |e: std::io::Error| ArchiveError::Corrupt(format!("corrupt archive: {e}"));
     let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(reader));
     let mut sha = None;
-    let mut fleet = MemFleet::kept(keep);
-    let mut kept: u64 = 0;
+    let mut keeper = Keeper::new(keep, limit);
     let entries = tar
         .entries()
         .map_err(|e| ArchiveError::Corrupt(format!("not a tar.gz archive: {e}")))?;
@@ -335,42 +334,189 @@ pub fn read_archive_from(reader: impl Read, keep: &Keep, limit: u64) -> std::res
         if rel.is_empty() || rel.split('/').any(|s| s == ".." || s == "." || s.is_empty()) {
             continue;
         }
-        if !(kind.is_file() || kind.is_symlink()) {
-            continue;
-        }
-        // Read past: the tar reader skips the entry's bytes without holding them.
-        if let Some(dir) = keep.read_past(rel) {
-            fleet.insert_read_past(dir);
-            continue;
-        }
-        kept = kept.saturating_add(entry.size()).saturating_add(rel.len() as u64);
-        if kept > limit {
-            return Err(ArchiveError::TooLarge { limit });
-        }
-        if kind.is_file() {
+        let mode = if kind.is_symlink() {
+            FileMode::Symlink
+        } else if kind.is_file() {
             // Git records the executable bit alone; `git archive` writes 0775 for it.
-            let exec = entry.header().mode().map(|m| m & 0o100 != 0).unwrap_or(false);
-            let mut buf = Vec::with_capacity(entry.size() as usize);
-            entry
-                .read_to_end(&mut buf)
-                .map_err(|e| ArchiveError::Corrupt(format!("corrupt archive at {rel}: {e}")))?;
-            let mode = if exec { FileMode::Executable } else { FileMode::Regular };
-            fleet.insert_mode(rel.to_owned(), mode, buf);
+            match entry.header().mode() {
+                Ok(m) if m & 0o100 != 0 => FileMode::Executable,
+                _ => FileMode::Regular,
+            }
         } else {
-            // Git stores a link as a blob of its target.
-            let target = entry
-                .link_name_bytes()
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .unwrap_or_default();
-            fleet.insert_symlink(rel.to_owned(), target);
-        }
+            continue;
+        };
+        let size = entry.size();
+        // Read past unless kept: the tar reader skips the entry's bytes without holding them.
+        keeper.offer(rel, mode, size, || {
+            if mode == FileMode::Symlink {
+                // Git stores a link as a blob of its target.
+                Ok(entry.link_name_bytes().map(|b| b.into_owned()).unwrap_or_default())
+            } else {
+                let mut buf = Vec::with_capacity(size as usize);
+                entry
+                    .read_to_end(&mut buf)
+                    .map_err(|e| ArchiveError::Corrupt(format!("corrupt archive at {rel}: {e}")))?;
+                Ok(buf)
+            }
+        })?;
     }
+    let (fleet, kept) = keeper.finish();
     let sha = sha.ok_or_else(|| ArchiveError::Corrupt("the archive has no pax header naming its commit".into()))?;
     Ok(Archive {
         sha,
         fleet,
         kept_bytes: kept,
     })
+}
+
+/// What a read of the fleet repo keeps, offered its files in the order git writes a tree (a
+/// directory's entries together, by name): the [`Keep`] rules, the memory limit, and the cells
+/// found by the clusters they name, whose files are held only until their `cell-metadata.yaml`
+/// says (or the directory ends). The archive reader and the in-memory GitHub both read through it.
+pub(crate) struct Keeper<'k> {
+    keep: &'k Keep,
+    limit: u64,
+    kept: u64,
+    fleet: MemFleet,
+    /// The read-past cell directory being offered now, while it may still be a cluster's cell:
+    /// its files so far, and whether its metadata named one (`Some(true)`: kept from now on).
+    pending: Option<(String, Vec<Held>, Option<bool>)>,
+}
+
+/// A file held while its cell's metadata is not read yet: path, mode, bytes.
+type Held = (String, FileMode, Vec<u8>);
+
+impl<'k> Keeper<'k> {
+    pub(crate) fn new(keep: &'k Keep, limit: u64) -> Self {
+        Self {
+            keep,
+            limit,
+            kept: 0,
+            fleet: MemFleet::kept(keep),
+            pending: None,
+        }
+    }
+
+    /// A file at `rel` of `mode` and `size` bytes; `read` gives its bytes (a link's target) and
+    /// is called only when they are kept or may be.
+    pub(crate) fn offer(
+        &mut self,
+        rel: &str,
+        mode: FileMode,
+        size: u64,
+        read: impl FnOnce() -> std::result::Result<Vec<u8>, ArchiveError>,
+    ) -> std::result::Result<(), ArchiveError> {
+        let Some(dir) = self.keep.other_cell(rel) else {
+            self.settle(None);
+            return self.hold(rel, mode, size, read);
+        };
+        let index = self.keep.is_index(rel);
+        if self.keep.clusters.is_empty() {
+            if index {
+                return self.hold(rel, mode, size, read);
+            }
+            self.fleet.insert_read_past(dir);
+            return Ok(());
+        }
+        if self.pending.as_ref().is_none_or(|(d, _, _)| d != dir) {
+            self.settle(Some(dir));
+        }
+        match self.pending.as_ref().and_then(|(_, _, found)| *found) {
+            Some(true) => return self.hold(rel, mode, size, read),
+            Some(false) if index => return self.hold(rel, mode, size, read),
+            Some(false) => return Ok(()),
+            None => {}
+        }
+        self.count(rel, size)?;
+        let bytes = read()?;
+        let is_metadata = rel
+            .strip_prefix(dir)
+            .is_some_and(|r| r == format!("/{}", crate::configmap::FILE_NAME));
+        let found = is_metadata.then(|| self.names_a_cluster(rel, &bytes));
+        let Some((_, held, verdict)) = self.pending.as_mut() else {
+            return Ok(());
+        };
+        held.push((rel.to_owned(), mode, bytes));
+        match found {
+            Some(true) => {
+                *verdict = Some(true);
+                for (p, m, b) in std::mem::take(held) {
+                    self.fleet.insert_mode(p, m, b);
+                }
+            }
+            Some(false) => {
+                *verdict = Some(false);
+                // The index keeps the metadata file itself.
+                let metadata = if index { held.pop() } else { None };
+                let dropped: u64 = held.drain(..).map(|(p, _, b)| (p.len() + b.len()) as u64).sum();
+                self.kept -= dropped;
+                if let Some((p, m, b)) = metadata {
+                    self.fleet.insert_mode(p, m, b);
+                }
+                self.fleet.insert_read_past(dir);
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// What was kept, and its size.
+    pub(crate) fn finish(mut self) -> (MemFleet, u64) {
+        self.settle(None);
+        (self.fleet, self.kept)
+    }
+
+    fn names_a_cluster(&self, file: &str, bytes: &[u8]) -> bool {
+        let Ok(text) = std::str::from_utf8(bytes) else {
+            return false;
+        };
+        // A file that does not parse names no cluster here; the run that reads it says why.
+        let Ok(existing) = crate::configmap::parse(text, file) else {
+            return false;
+        };
+        self.keep
+            .clusters
+            .iter()
+            .any(|(cluster, region)| crate::configmap::names_cluster(&existing.data, cluster, region))
+    }
+
+    /// The pending directory ends (another starts, or the archive): undecided, it was read past.
+    fn settle(&mut self, next: Option<&str>) {
+        if let Some((dir, held, verdict)) = self.pending.take()
+            && verdict.is_none()
+        {
+            for (p, m, b) in held {
+                if self.keep.is_index(&p) {
+                    self.fleet.insert_mode(p, m, b);
+                } else {
+                    self.kept -= (p.len() + b.len()) as u64;
+                }
+            }
+            self.fleet.insert_read_past(dir);
+        }
+        self.pending = next.map(|d| (d.to_owned(), Vec::new(), None));
+    }
+
+    fn count(&mut self, rel: &str, size: u64) -> std::result::Result<(), ArchiveError> {
+        self.kept = self.kept.saturating_add(size).saturating_add(rel.len() as u64);
+        if self.kept > self.limit {
+            return Err(ArchiveError::TooLarge { limit: self.limit });
+        }
+        Ok(())
+    }
+
+    fn hold(
+        &mut self,
+        rel: &str,
+        mode: FileMode,
+        size: u64,
+        read: impl FnOnce() -> std::result::Result<Vec<u8>, ArchiveError>,
+    ) -> std::result::Result<(), ArchiveError> {
+        self.count(rel, size)?;
+        let bytes = read()?;
+        self.fleet.insert_mode(rel.to_owned(), mode, bytes);
+        Ok(())
+    }
 }
 
 pub(super) fn pax_comment(records: &[u8]) -> Option<String> {
@@ -406,6 +552,64 @@ mod tests {
             hex(&git_object_id("blob", b"hello\n")),
             "ce013625030ba8dba906f756967f9e9ca394464a"
         );
+    }
+
+    fn metadata(cluster: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cell-metadata\n  namespace: flux-system\ndata:\n  cluster_name: \"{cluster}\"\n  aws_region: \"eu-west-1\"\n"
+        )
+    }
+
+    #[test]
+    fn a_keeper_finds_a_clusters_cell_in_the_same_pass_and_reads_the_others_past() {
+        let keep = Keep::default()
+            .with_index()
+            .with_clusters([("eks-b".to_owned(), "eu-west-1".to_owned())]);
+        let mut k = Keeper::new(&keep, u64::MAX);
+        // In git's order: each directory's entries together, by name.
+        let files = [
+            ("apps/x.yaml", "shared".to_owned()),
+            ("clusters/_template/layers.yaml", "template".to_owned()),
+            ("clusters/a/addons/big.yaml", "a".repeat(1000)),
+            ("clusters/a/cell-metadata.yaml", metadata("eks-a")),
+            ("clusters/a/flux-system/gotk-components.yaml", "a".repeat(1000)),
+            ("clusters/b/addons/big.yaml", "b".repeat(1000)),
+            ("clusters/b/cell-metadata.yaml", metadata("eks-b")),
+            ("clusters/b/flux-system/gotk-components.yaml", "b".repeat(1000)),
+            ("clusters/c/flux-system/gotk-components.yaml", "c".repeat(1000)),
+        ];
+        for (p, c) in &files {
+            k.offer(p, FileMode::Regular, c.len() as u64, || Ok(c.clone().into_bytes()))
+                .unwrap();
+        }
+        let (fleet, kept) = k.finish();
+        use crate::fleet::FleetRead as _;
+        assert_eq!(
+            fleet.read_text("clusters/b/addons/big.yaml").unwrap().map(|t| t.len()),
+            Some(1000)
+        );
+        assert!(
+            fleet
+                .read("clusters/b/flux-system/gotk-components.yaml")
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            fleet.read_text("clusters/a/cell-metadata.yaml").unwrap().is_some(),
+            "the index"
+        );
+        assert!(
+            fleet.read("clusters/a/addons/big.yaml").is_err(),
+            "read past, not absent"
+        );
+        assert!(fleet.read("clusters/c/flux-system/gotk-components.yaml").is_err());
+        let expected: u64 = files
+            .iter()
+            .filter(|(p, _)| !p.starts_with("clusters/a/") && !p.starts_with("clusters/c/"))
+            .chain(files.iter().filter(|(p, _)| *p == "clusters/a/cell-metadata.yaml"))
+            .map(|(p, c)| (p.len() + c.len()) as u64)
+            .sum();
+        assert_eq!(kept, expected, "what was held for a while is not counted once dropped");
     }
 
     #[test]

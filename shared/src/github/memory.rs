@@ -46,7 +46,7 @@ use std::time::Instant;
 
 use sha1::Digest as _;
 
-use super::archive::{git_object_id, hex};
+use super::archive::{Keeper, git_object_id, hex};
 use super::operations::{self as ops, Operation};
 use super::port::{ChangedFile, Comparison, GithubRepo, Issue, Merge, PullRequest, PullState, Relation};
 use super::{GithubError, Result, Snapshot};
@@ -788,13 +788,11 @@ impl GithubRepo for MemGithub {
             let base_sha = s.refs[&s.default_branch].clone();
             let tree = s.commits[&base_sha].tree.clone();
             // As GitHub's archive is read: other cells' directories read past, and no tree id.
-            let mut fleet = MemFleet::kept(keep);
+            let mut keeper = Keeper::new(keep, u64::MAX);
             for (p, (m, c)) in &s.trees[&tree] {
-                match keep.read_past(p) {
-                    Some(dir) => fleet.insert_read_past(dir),
-                    None => fleet.insert_mode(p.clone(), *m, c.clone().into_bytes()),
-                }
+                let _ = keeper.offer(p, *m, c.len() as u64, || Ok(c.clone().into_bytes()));
             }
+            let (fleet, _) = keeper.finish();
             Ok(Snapshot {
                 base_branch: s.default_branch.clone(),
                 base_sha,

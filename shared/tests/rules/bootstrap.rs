@@ -828,6 +828,67 @@ async fn a_merged_cells_own_gotk_sync_is_applied_as_it_is() {
     assert_eq!(applied_object(&bed, "ConfigMap", "extra"), want[2]);
 }
 
+/// The fleet as GitHub's archive is read: what `keep` keeps, the rest of each cell read past
+/// (no cell found by its metadata in the same pass: the cluster here is found by its tag). Each
+/// read's keep is recorded.
+struct Keeping(MemFleet, Arc<std::sync::Mutex<Vec<Keep>>>);
+
+impl FleetSource for Keeping {
+    fn fleet<'a>(&'a self, keep: &'a Keep, _deadline: Instant) -> BoxFuture<'a, Result<BaseFleet, GithubError>> {
+        self.1.lock().unwrap().push(keep.clone());
+        let mut f = MemFleet::kept(keep);
+        for (p, (m, b)) in self.0.files() {
+            match keep.read_past(p) {
+                Some(dir) => f.insert_read_past(dir),
+                None => f.insert_mode(p.clone(), *m, b.clone()),
+            }
+        }
+        let base = BaseFleet {
+            fleet: Arc::new(f) as Arc<dyn FleetRead>,
+            branch: Some("main".into()),
+        };
+        Box::pin(async move { Ok(base) })
+    }
+}
+
+#[tokio::test]
+async fn a_cell_found_by_its_tag_that_the_fleet_read_kept_out_is_read_again_and_its_own_files_applied() {
+    // The renamed cluster's tag names CELL, whose metadata names another cluster: the first read
+    // (index, and the cell naming the cluster) keeps CELL's directory out.
+    let own = SYNC.replace("./clusters/_template", "./clusters/prod-eu-west-1/overlay");
+    let mut f = fleet(&[]);
+    f.insert(format!("clusters/{CELL}/flux-system/gotk-sync.yaml"), own.as_str());
+    f.insert("clusters/other/flux-system/gotk-components.yaml", COMPONENTS);
+    let bed = bed();
+    bed.accounts()
+        .add_cluster(MemCluster::active("renamed", REGION).tag("cellbridge.dev/cell", CELL));
+    let reads = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let svc = BootstrapService {
+        bootstrapper: bed,
+        fleets: Box::new(Keeping(f, reads.clone())),
+    };
+    let inv = svc.handle(&created("renamed"), deadline()).await.unwrap();
+    assert!(!inv.failed(), "{}", inv.response);
+    assert_eq!(inv.response["outcome"], "bootstrapped", "{}", inv.response);
+    assert_eq!(inv.response["cell"], CELL, "{}", inv.response);
+    let applied = svc
+        .bootstrapper
+        .kube()
+        .get(REGION, "renamed", "Kustomization", Some("flux-system"), "flux-system");
+    assert_eq!(
+        applied,
+        Some(documents(&own)[1].clone()),
+        "the cell's own gotk-sync.yaml, not the template's"
+    );
+    let keeps = reads.lock().unwrap().clone();
+    assert_eq!(keeps.len(), 2, "read again once: {keeps:?}");
+    assert!(keeps[0].index && !keeps[0].cells.contains(CELL), "{keeps:?}");
+    assert!(
+        keeps[1].cells.contains(CELL) && !keeps[1].cells.contains("other"),
+        "{keeps:?}"
+    );
+}
+
 #[tokio::test]
 async fn the_branch_flux_follows_is_the_files_else_the_base_branch_never_a_guess() {
     let branch_of = |bed: &Bed| applied_object(bed, "GitRepository", "flux-system")["spec"]["ref"]["branch"].clone();
