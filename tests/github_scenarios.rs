@@ -1293,6 +1293,33 @@ fn repo_writes(w: &World<HttpBed>) -> usize {
         .count()
 }
 
+/// A fleet too large for the memory the function may give it: a final failure naming the size
+/// limit and the variable, nothing written, nothing reported to the cell's team (the operators
+/// must act), instead of an out-of-memory kill.
+#[tokio::test]
+async fn http_a_fleet_over_the_memory_limit_fails_naming_the_limit_and_writes_nothing() {
+    let mut w = World::<HttpBed>::start();
+    w.sync.fleet = GithubFleet::new(
+        &w.bed.gh.url(),
+        OWNER,
+        REPO_NAME,
+        None,
+        &Credentials::Token(Secret::new(TOKEN.to_owned())),
+    )
+    .unwrap()
+    .with_fleet_memory(4096);
+    w.apply("eu-c9", 1, "vpc-1");
+    let r = w.deliver("eu-c9").await;
+    assert_eq!((action(&r), r["retryable"].as_bool()), ("failed", Some(false)), "{r}");
+    let error = r["error"].as_str().unwrap();
+    assert!(
+        error.contains("over 4 KB") && error.contains("CELLBRIDGE_FLEET_MEMORY_MB"),
+        "{error}"
+    );
+    assert_eq!(repo_writes(&w), 0);
+    assert!(w.bed.issues(w.repo()).is_empty(), "not the cell team's to fix");
+}
+
 #[tokio::test]
 async fn http_an_app_installation_missing_a_permission_is_refused_before_any_write_naming_it() {
     let w = http_world(app_credentials);

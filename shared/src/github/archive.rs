@@ -269,13 +269,21 @@ pub enum ArchiveError {
     Corrupt(String),
     /// What must be kept is more than the memory allows: a final answer, which no retry fixes.
     #[error(
-        "what this run must keep of it (everything outside clusters/<cell>/, the template and the cells being planned) is over {:.1} MB, the limit for this function's memory ({LIMIT_VAR}, default a quarter of the Lambda function's memory): give the function more memory, or keep less outside clusters/<cell>/",
-        *limit as f64 / MB as f64
+        "what this run must keep of it (everything outside clusters/<cell>/, the template and the cells being planned) is over {}, the limit for this function's memory ({LIMIT_VAR}, default a quarter of the Lambda function's memory): give the function more memory, or keep less outside clusters/<cell>/",
+        size(*limit)
     )]
     TooLarge { limit: u64 },
 }
 
 const MB: u64 = 1024 * 1024;
+
+fn size(bytes: u64) -> String {
+    if bytes >= MB {
+        format!("{:.1} MB", bytes as f64 / MB as f64)
+    } else {
+        format!("{} KB", bytes.div_ceil(1024))
+    }
+}
 /// Outside Lambda (the command line).
 pub const DEFAULT_LIMIT: u64 = 512 * MB;
 pub const LIMIT_VAR: &str = "CELLBRIDGE_FLEET_MEMORY_MB";

@@ -197,7 +197,8 @@ fn github_fail(e: GithubError) -> Attempt {
         e => Attempt::Fail {
             retryable: e.retryable(),
             refused: false,
-            report: !e.retryable() && !e.is_access(),
+            // A fleet too large for the function's memory is the operators' to fix, as access is.
+            report: !e.retryable() && !e.is_access() && !matches!(e, GithubError::TooLarge { .. }),
             error: e.to_string(),
         },
     }
