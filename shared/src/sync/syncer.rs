@@ -27,6 +27,8 @@ const RACE_ATTEMPTS: u32 = 4;
 /// Don't start a state with less time than this left: it would be cut off half-way.
 const START_MARGIN: Duration = Duration::from_secs(3);
 /// States synced at once in one invocation (sync-all, SQS batches).
+/// States sharing one read of the base branch (an SQS batch's size at most).
+const BASE_GROUP: usize = 10;
 const PARALLEL: usize = 4;
 
 /// The answer for one state object.
@@ -324,16 +326,29 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 })
                 .collect(),
             None => {
-                let cells = unique_objects(&items)
-                    .iter()
-                    .filter_map(|o| self.config.key_pattern.cell_of(&o.key).map(|(c, _)| c))
-                    .collect::<Vec<_>>();
-                let base = SharedBase::for_cells(cells);
-                let base = &base;
-                let syncs = unique_objects(&items)
-                    .into_iter()
-                    .map(|o| self.sync_with_base(o, dry_run, deadline, base));
-                futures::stream::iter(syncs).buffer_unordered(PARALLEL).collect().await
+                // One read of the base per group of states, keeping the group's cells: memory
+                // stays flat however many states one invocation syncs (a sync-all without a
+                // queue), and an SQS batch (at most 10) is one group.
+                let mut results = Vec::new();
+                for group in unique_objects(&items).chunks(BASE_GROUP) {
+                    let base = SharedBase::for_cells(
+                        group
+                            .iter()
+                            .filter_map(|o| self.config.key_pattern.cell_of(&o.key).map(|(c, _)| c)),
+                    );
+                    let base = &base;
+                    let syncs = group
+                        .iter()
+                        .cloned()
+                        .map(|o| self.sync_with_base(o, dry_run, deadline, base));
+                    results.extend(
+                        futures::stream::iter(syncs)
+                            .buffer_unordered(PARALLEL)
+                            .collect::<Vec<_>>()
+                            .await,
+                    );
+                }
+                results
             }
         };
         results.sort_by(|a, b| (&a.bucket, &a.key).cmp(&(&b.bucket, &b.key)));

@@ -1520,6 +1520,24 @@ async fn a_state_keeps_only_its_cell_and_a_layer_in_another_cells_directory_is_r
 }
 
 #[tokio::test]
+async fn a_sync_all_without_a_queue_reads_the_base_once_per_ten_cells_keeping_only_those() {
+    let bed = bed();
+    let cells: Vec<String> = (1..=12).map(|i| format!("eu-c{i:02}")).collect();
+    for c in &cells {
+        apply(&bed, c, 1, "vpc-1");
+    }
+    let inv = bed.handle(&json!({"action": "sync-all"}), deadline()).await.unwrap();
+    let results = inv.response["cells"].as_array().unwrap();
+    assert_eq!(
+        results.iter().filter(|c| c["action"] == "opened").count(),
+        12,
+        "{}",
+        inv.response
+    );
+    assert_eq!(archive_reads(&bed), 2, "{:?}", bed.fleet.calls());
+}
+
+#[tokio::test]
 async fn a_new_cell_builds_its_tree_on_the_tree_github_gives_not_one_computed_from_the_archive() {
     let bed = bed();
     apply(&bed, "eu-c1", 1, "vpc-1");
