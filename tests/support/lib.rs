@@ -2,6 +2,7 @@
 //! GitHub and the Kubernetes API under `tests/fakes/`. Each service is a real process on
 //! 127.0.0.1; tests reach AWS only through `AWS_ENDPOINT_URL`, as the product does.
 
+pub mod fleetgen;
 pub mod github;
 pub mod kube;
 pub mod leak;
