@@ -6,10 +6,15 @@ cd "$(dirname "$0")/../.."
 out=target/bench-report.txt
 mkdir -p target
 cargo build -q --profile bench -p state-sync -p cluster-bootstrap -p cellbridge-tests --bins
+# A bench that fails (the README's request budget exceeded, say) fails `make bench`, but only
+# after every bench has run and the whole report is printed and saved: --no-fail-fast, the
+# status kept, and the pipeline's status (pipefail) taken past `tee`.
+status=0
 {
   echo "cellbridge benchmark report — $(date -u +%Y-%m-%d) on $(nproc) cores, $(uname -m)"
   echo
-  cargo bench -q -p cellbridge-tests --benches 2>/dev/null
+  bench_status=0
+  cargo bench -q --no-fail-fast -p cellbridge-tests --benches 2>/dev/null || bench_status=$?
   echo
   echo "== Zip sizes (make package) =="
   if ls dist/*.zip >/dev/null 2>&1; then
@@ -17,5 +22,10 @@ cargo build -q --profile bench -p state-sync -p cluster-bootstrap -p cellbridge-
   else
     echo "no zips in dist/: run \`make package\` first to include them"
   fi
-} | tee "$out"
+  exit "$bench_status"
+} | tee "$out" || status=$?
 echo "(report saved to $out)"
+if [ "$status" -ne 0 ]; then
+  echo "make bench: a benchmark failed (exit status $status): see the report above (a budget check prints BUDGET CHECK FAILED)" >&2
+fi
+exit "$status"
