@@ -178,13 +178,13 @@ variable "bootstrap_assume_role_arns" {
 # ---------------------------------------------------------------------------------------------
 
 variable "state_sync_memory_mb" {
-  description = "Memory of state-sync. The state reader streams, so memory does not grow with state size."
+  description = "Memory of state-sync. The state and the fleet archive are read as they stream in and only the cells being synced are kept, so memory does not grow with the fleet (21 MB peak for one sync on a 1,000-cell fleet, make bench); 256 buys the CPU share (a sixth of a core) and a quarter of it bounds what a read keeps."
   type        = number
   default     = 256
 }
 
 variable "state_sync_timeout_seconds" {
-  description = "Timeout of state-sync. sync-all walks every cell in one invocation; raise it for large fleets."
+  description = "Timeout of state-sync. A sync-all only lists the states and sends one message per cell to the module's queue (1,000 cells in about 9 s); each record is then synced in its own invocation."
   type        = number
   default     = 300
 
