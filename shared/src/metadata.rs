@@ -17,6 +17,11 @@ pub const CONFIGMAP_DATA_LIMIT: usize = 1024 * 1024;
 pub enum ContractError {
     #[error("the state has no `cell_metadata` output (outputs present: {present})")]
     MissingOutput { present: String },
+    /// No outputs and no resources: what `terraform destroy` leaves of a stack.
+    #[error(
+        "the state has no outputs and no resources: the cell's stack was destroyed (`terraform destroy`); its directory stays in the fleet repo until a person removes it"
+    )]
+    Destroyed,
     #[error("output `cell_metadata` is marked sensitive; cellbridge carries identifiers only and will not write it")]
     SensitiveOutput,
     #[error("output `cell_metadata` must be a map of strings, found {found}")]
@@ -57,6 +62,9 @@ pub struct CellMetadata {
 
 /// Applies the contract to a state's outputs.
 pub fn from_state(state: &StateOutputs) -> Result<CellMetadata, ContractError> {
+    if state.outputs.is_empty() && !state.has_resources {
+        return Err(ContractError::Destroyed);
+    }
     let output = state
         .outputs
         .get(OUTPUT_NAME)
@@ -332,6 +340,7 @@ mod tests {
             lineage: "l".into(),
             terraform_version: "1.11.4".into(),
             outputs,
+            has_resources: true,
         }
     }
 
@@ -464,15 +473,19 @@ mod tests {
 
     #[test]
     fn missing_output_lists_what_is_there() {
-        let s = StateOutputs {
+        let mut s = StateOutputs {
             serial: 1,
             lineage: "l".into(),
             terraform_version: String::new(),
             outputs: BTreeMap::new(),
+            has_resources: true,
         };
         assert_eq!(
             from_state(&s).unwrap_err().to_string(),
             "the state has no `cell_metadata` output (outputs present: none)"
         );
+        // Nothing at all: a destroyed stack, told apart from a broken contract.
+        s.has_resources = false;
+        assert!(matches!(from_state(&s).unwrap_err(), ContractError::Destroyed));
     }
 }

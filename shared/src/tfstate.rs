@@ -55,6 +55,9 @@ pub struct StateOutputs {
     pub lineage: String,
     pub terraform_version: String,
     pub outputs: BTreeMap<String, Output>,
+    /// Whether `resources` lists any: a state with neither outputs nor resources is what
+    /// `terraform destroy` leaves.
+    pub has_resources: bool,
 }
 
 /// Reads a state from `reader` (a file, or the body of an S3 object as it downloads).
@@ -79,6 +82,7 @@ pub fn read_state(reader: impl Read, origin: &str) -> Result<StateOutputs> {
         lineage: top.lineage.ok_or_else(|| sc.not_a_state("no \"lineage\" field"))?,
         terraform_version: top.terraform_version.unwrap_or_default(),
         outputs: top.outputs.unwrap_or_default(),
+        has_resources: top.resources.unwrap_or(false),
     })
 }
 
@@ -99,6 +103,7 @@ struct TopLevel {
     lineage: Option<String>,
     terraform_version: Option<String>,
     outputs: Option<BTreeMap<String, Output>>,
+    resources: Option<bool>,
 }
 
 const BUF: usize = 64 * 1024;
@@ -314,6 +319,22 @@ impl<'o, R: Read> Scanner<'o, R> {
     }
 
     /// Consumes one whole JSON value, checking its structure.
+    /// The elements of an array whose `[` was consumed and which is not empty, up to and
+    /// including its `]`.
+    fn rest_of_array(&mut self) -> Result<()> {
+        loop {
+            self.value()?;
+            match self.skip_ws()?.ok_or_else(|| self.truncated())? {
+                b',' => self.pos += 1,
+                b']' => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                _ => return Err(self.syntax("expected `,` or `]`")),
+            }
+        }
+    }
+
     fn value(&mut self) -> Result<()> {
         let mut stack: Vec<Frame> = Vec::new();
         loop {
@@ -456,6 +477,22 @@ impl<'o, R: Read> Scanner<'o, R> {
                                 top.terraform_version = Some(self.decode(start, &bytes, "terraform_version")?)
                             }
                             _ => top.outputs = Some(self.decode(start, &bytes, "outputs")?),
+                        }
+                    }
+                    "resources" => {
+                        // Only whether there is any: an empty list is what `terraform destroy`
+                        // leaves. The list itself is checked and dropped as it streams past.
+                        if self.skip_ws()? == Some(b'[') {
+                            self.pos += 1;
+                            let empty = self.skip_ws()? == Some(b']');
+                            top.resources = Some(!empty);
+                            if empty {
+                                self.pos += 1;
+                            } else {
+                                self.rest_of_array()?;
+                            }
+                        } else {
+                            self.value()?;
                         }
                     }
                     _ => self.value()?,
@@ -655,6 +692,7 @@ mod tests {
             let full: serde_json::Value = serde_json::from_str(&text).unwrap();
             proptest::prop_assert_eq!(&s.outputs["cell_metadata"].value, &full["outputs"]["cell_metadata"]["value"]);
             proptest::prop_assert_eq!(s.serial, 9);
+            proptest::prop_assert_eq!(s.has_resources, full["resources"].as_array().is_some_and(|a| !a.is_empty()));
         }
     }
 
