@@ -29,6 +29,7 @@ pub mod bootstrap;
 pub mod check;
 pub mod config;
 pub mod configmap;
+pub mod decommission;
 pub mod envsubst;
 pub mod error;
 pub mod events;

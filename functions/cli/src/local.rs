@@ -25,6 +25,10 @@ pub struct StateArgs {
     /// `ref.branch`, else the checkout's base branch: CELLBRIDGE_BASE_BRANCH, else origin's HEAD).
     #[arg(long, env = "CELLBRIDGE_FLUX_GIT_BRANCH", value_parser = branch_name)]
     flux_branch: Option<String>,
+    /// The cell, for a state that names none (what `terraform destroy` leaves); a state that
+    /// names its cell must name this one.
+    #[arg(long)]
+    cell: Option<String>,
 }
 
 fn branch_name(s: &str) -> Result<String, String> {
@@ -50,6 +54,14 @@ pub enum CliError {
     Check(#[from] check::CheckError),
     #[error(transparent)]
     Git(#[from] git::GitError),
+    #[error(
+        "{file}: the state has no outputs and no resources (its stack was destroyed), so it names no cell: give --cell NAME to see the cell's decommission plan"
+    )]
+    DestroyedWithoutCell { file: String },
+    #[error("{file}: cell_metadata.cell_name is `{state}` but --cell says `{given}`")]
+    OtherCell { file: String, state: String, given: String },
+    #[error(transparent)]
+    Decommission(#[from] cellbridge::decommission::DecommissionError),
     #[error("{path}: {source}")]
     Write {
         path: String,
@@ -60,10 +72,19 @@ pub enum CliError {
 
 pub fn plan(args: &StateArgs, json: bool, apply: bool) -> Result<ExitCode, CliError> {
     let state = tfstate::read_state_file(&args.state)?;
-    let meta = metadata::from_state(&state).map_err(|source| CliError::Contract {
-        file: args.state.display().to_string(),
-        source,
-    })?;
+    let file = args.state.display().to_string();
+    let meta = match metadata::from_state(&state) {
+        Ok(m) => m,
+        Err(metadata::ContractError::Destroyed) => return decommission(args, &state, json),
+        Err(source) => return Err(CliError::Contract { file, source }),
+    };
+    if let Some(given) = args.cell.as_ref().filter(|c| **c != meta.cell) {
+        return Err(CliError::OtherCell {
+            file,
+            state: meta.cell.clone(),
+            given: given.clone(),
+        });
+    }
     let fleet = LocalFleet::open(&args.fleet)?;
     let opts = PlanOptions {
         sync_source: FluxGit {
@@ -100,6 +121,47 @@ pub fn plan(args: &StateArgs, json: bool, apply: bool) -> Result<ExitCode, CliEr
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A destroyed state: the decommission state-sync would propose once EKS confirms the cluster is
+/// gone. Nothing is written, even by `sync`: removing a cell's directory is a person's merge.
+fn decommission(args: &StateArgs, state: &tfstate::StateOutputs, json: bool) -> Result<ExitCode, CliError> {
+    let file = args.state.display().to_string();
+    let cell = args
+        .cell
+        .clone()
+        .ok_or_else(|| CliError::DestroyedWithoutCell { file: file.clone() })?;
+    let fleet = LocalFleet::open(&args.fleet)?;
+    let source = StateRef {
+        bucket: None,
+        key: file,
+        version_id: None,
+    };
+    let d = cellbridge::decommission::plan(
+        &cell,
+        state.serial,
+        &state.lineage,
+        source,
+        &fleet,
+        &cellbridge::decommission::ClusterCheck::NotAsked,
+    )?;
+    if json {
+        let v = serde_json::json!({"cell": cell, "outcome": "decommission", "decommission": d});
+        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        return Ok(ExitCode::SUCCESS);
+    }
+    match d {
+        None => println!(
+            "cell {cell}: its stack was destroyed (the state has no outputs and no resources) and the fleet repo has no clusters/{cell}/: nothing to remove."
+        ),
+        Some(d) => {
+            println!("cell {cell}: its stack was destroyed. Decommission plan (nothing written):");
+            println!("Pull request on branch {} — {}", d.branch, d.title);
+            println!("Labels: {}", d.labels.join(", "));
+            println!("\n{}", d.body);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn print_plan(p: &Plan, applied: Option<&Applied>) {

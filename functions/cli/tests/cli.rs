@@ -289,6 +289,65 @@ fn json_output_is_machine_readable() {
     assert!(v["error"].as_str().unwrap().contains("subnets"));
 }
 
+/// What `terraform destroy` leaves (written by terraform: apply, then destroy): a decommission
+/// plan for the cell named with --cell, exit 0, and nothing written even by `sync`.
+#[test]
+fn a_destroyed_state_shows_the_decommission_plan_and_writes_nothing() {
+    let fleet = fleet_copy();
+    let f = fleet.path().to_str().unwrap();
+    let s = state("destroyed");
+    let s = s.to_str().unwrap();
+    let o = cellbridge(&["plan", "--state", s, "--fleet", f]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("stack was destroyed") && err.contains("--cell NAME"),
+        "{err}"
+    );
+
+    let o = cellbridge(&["plan", "--state", s, "--fleet", f, "--cell", "prod-eu-west-1"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        out.contains("Pull request on branch cellbridge/prod-eu-west-1"),
+        "{out}"
+    );
+    assert!(out.contains("Labels: cellbridge, decommission"), "{out}");
+    assert!(out.contains("must be confirmed gone from `eu-west-1`"), "{out}");
+    for file in ["cell-metadata.yaml", "layers.yaml", "flux-system/gotk-components.yaml"] {
+        assert!(
+            out.contains(&format!("- `clusters/prod-eu-west-1/{file}`")),
+            "{file}: {out}"
+        );
+    }
+    assert!(!out.contains("clusters/_template"), "only the cell's directory: {out}");
+    assert!(out.contains("| `infrastructure` |"), "the layers it ran: {out}");
+
+    let o = cellbridge(&[
+        "--output",
+        "json",
+        "plan",
+        "--state",
+        s,
+        "--fleet",
+        f,
+        "--cell",
+        "prod-eu-west-1",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["outcome"], "decommission");
+    assert_eq!(v["decommission"]["confirmed"], false);
+
+    let before = snapshot(fleet.path());
+    let o = cellbridge(&["sync", "--state", s, "--fleet", f, "--cell", "prod-eu-west-1"]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    assert_eq!(snapshot(fleet.path()), before, "a decommission is a person's merge");
+    // A cell the fleet does not have: nothing to remove.
+    let o = cellbridge(&["plan", "--state", s, "--fleet", f, "--cell", "eu-gone-1"]);
+    let (out, _) = text(&o);
+    assert!(out.contains("nothing to remove"), "{out}");
+}
+
 #[test]
 fn sync_writes_a_plain_directory_and_is_then_in_sync() {
     let fleet = fleet_copy();
