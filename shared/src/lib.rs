@@ -44,6 +44,7 @@ pub mod redact;
 pub mod retry;
 pub mod s3;
 pub mod secrets;
+pub mod status;
 pub mod sync;
 pub mod telemetry;
 pub mod template;

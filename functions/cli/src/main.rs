@@ -1,12 +1,14 @@
 //! `cellbridge`: the Lambda handlers' logic on a laptop and in the fleet repo's CI.
 //!
-//! Exit codes: 0 ok; 1 the strict substitution check (or the schema rule) failed; 2 input was
-//! refused or invalid (bad state, bad fleet repo, bad event, bad arguments); 3 a call to AWS,
-//! GitHub or Kubernetes failed in a way a later run may not (throttling, 5xx, cluster not ready).
+//! Exit codes: 0 ok; 1 the strict substitution check (or the schema rule) failed, or (`status`)
+//! a cell needs attention; 2 input was refused or invalid (bad state, bad fleet repo, bad event,
+//! bad arguments); 3 a call to AWS, GitHub or Kubernetes failed in a way a later run may not
+//! (throttling, 5xx, cluster not ready).
 
 mod git;
 mod local;
 mod remote;
+mod status;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -65,6 +67,9 @@ enum Command {
     },
     /// The first Flux bootstrap of a cluster, from a laptop.
     Bootstrap(remote::BootstrapArgs),
+    /// Every cell of a fleet against a directory of states: the dashboard's table (exit 1 when
+    /// a cell needs attention).
+    Status(status::StatusArgs),
 }
 
 fn main() -> ExitCode {
@@ -77,7 +82,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     cellbridge::telemetry::init_cli(cli.output == Output::Json, cli.verbose);
     cellbridge::telemetry::install_crypto_provider();
-    let json = cli.output == Output::Json;
+    let json = cli.output == Output::Json || matches!(&cli.command, Command::Status(a) if a.json());
     let result = match cli.command {
         Command::Plan(args) => local::plan(&args, json, false).map_err(|e| (e.to_string(), 2)),
         Command::Sync(args) => local::plan(&args, json, true).map_err(|e| (e.to_string(), 2)),
@@ -86,6 +91,7 @@ fn main() -> ExitCode {
             remote::invoke(function, &event, fleet.as_deref()).map_err(|e| (e.to_string(), e.exit_code()))
         }
         Command::Bootstrap(args) => remote::bootstrap(&args, json).map_err(|e| (e.to_string(), e.exit_code())),
+        Command::Status(args) => status::status(&args, json).map_err(|e| (e.to_string(), 2)),
     };
     match result {
         Ok(code) => code,
