@@ -13,9 +13,12 @@ pub fn root() -> PathBuf {
 }
 
 pub fn cellbridge(args: &[&str]) -> Output {
+    // The variables that stand for flags: a caller's environment must not change what a test sees.
     Command::new(env!("CARGO_BIN_EXE_cellbridge"))
         .args(args)
         .env_remove("CELLBRIDGE_FLUX_GIT_URL")
+        .env_remove("CELLBRIDGE_FLUX_GIT_BRANCH")
+        .env_remove("CELLBRIDGE_STATE_KEY_PATTERN")
         .output()
         .unwrap()
 }
