@@ -440,7 +440,9 @@ async fn sync_all(conf: &aws_config::SdkConfig, s3: &aws_sdk_s3::Client, gh: &Fa
         ("CELLBRIDGE_GITHUB_WRITES_PER_MINUTE", per_minute.to_string()),
         ("CELLBRIDGE_GITHUB_WRITES_PER_HOUR", per_hour.to_string()),
     ];
-    let spec = json!({"mode": "consume", "gh": gh.url(), "repo": repo, "bucket": bucket,
+    // The consumers reach the fake through a recorder that notes when each request arrives.
+    let recorder = Recorder::start(&gh.url()).await;
+    let spec = json!({"mode": "consume", "gh": recorder.url(), "repo": repo, "bucket": bucket,
         "queue_url": url, "arn": arn, "end_ms": end_ms});
     let mut children: Vec<_> = (0..CONSUMERS).map(|_| spawn_child(&spec, &env)).collect();
     // Each invocation has state-sync's whole timeout, as in Lambda; the drain stops the
@@ -458,22 +460,23 @@ async fn sync_all(conf: &aws_config::SdkConfig, s3: &aws_sdk_s3::Client, gh: &Fa
     }
     let log = gh.requests();
     let (api, download, writes) = tally(&log);
-    let mut times: Vec<f64> = log["requests"]
+    let answered: Vec<f64> = log["requests"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|r| r["write"].as_bool().unwrap_or(false))
         .filter_map(|r| r["t"].as_f64())
         .collect();
-    times.sort_by(f64::total_cmp);
-    let (mut most, mut lo) = (0, 0);
-    for hi in 0..times.len() {
-        while times[hi] - times[lo] >= 60.0 {
-            lo += 1;
-        }
-        most = most.max(hi + 1 - lo);
+    let (arrived, unparsed) = recorder.writes();
+    let most_answered = most_in_a_minute(answered);
+    let times = arrived.clone();
+    let most = most_in_a_minute(arrived);
+    let span = times.iter().copied().fold(started, f64::max) - started;
+    let mut per_10s = vec![0; (DRAIN.as_secs() as usize).div_ceil(10) + 1];
+    for t in &times {
+        let slot = (((t - started) / 10.0).max(0.0) as usize).min(per_10s.len() - 1);
+        per_10s[slot] += 1;
     }
-    let span = times.last().map(|l| l - started).unwrap_or(0.0);
     let opened = log["requests"]
         .as_array()
         .unwrap()
@@ -507,15 +510,157 @@ async fn sync_all(conf: &aws_config::SdkConfig, s3: &aws_sdk_s3::Client, gh: &Fa
             .join(" / ")
     );
     println!(
-        "  GitHub: {api} API requests, {download} archive downloads, {writes} content-creating (POST/PATCH/PUT/DELETE), the last {span:.0} s after the drain began"
+        "  GitHub: {api} API requests, {download} archive downloads, {writes} content-creating (POST/PATCH/PUT/DELETE; the recorder saw {} arrive), the last {span:.0} s after the drain began",
+        times.len()
     );
     println!(
-        "  content-creating requests in any 60 s window: at most {most} (goal: under {WRITES_PER_MINUTE} a minute: {})",
-        yes(most < WRITES_PER_MINUTE as usize)
+        "  content-creating requests per 10 s since the drain began (by arrival): {}",
+        per_10s.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(" ")
     );
     println!(
-        "  (the fake enforces no content-creation limit of its own, only scripted secondary_rate_limit faults; the window is counted from its request log, by when it answered: a write queued behind the fake's lock counts late)"
+        "  content-creating requests in any 60 s window, by when they reached GitHub: at most {most} (goal: under {WRITES_PER_MINUTE} a minute: {}){}",
+        yes(most < WRITES_PER_MINUTE as usize),
+        if unparsed > 0 {
+            format!(" ({unparsed} connections the recorder could not follow)")
+        } else {
+            String::new()
+        }
     );
+    println!(
+        "  by when the fake answered them (its request log): at most {most_answered} in any 60 s; a write queued behind the fake's lock is answered seconds after it arrived"
+    );
+    println!(
+        "  (the fake enforces no content-creation limit of its own, only scripted secondary_rate_limit faults: the limit is measured, not enforced)"
+    );
+}
+
+/// The most of `times` (seconds) inside any 60 s.
+fn most_in_a_minute(mut times: Vec<f64>) -> usize {
+    times.sort_by(f64::total_cmp);
+    let (mut most, mut lo) = (0, 0);
+    for hi in 0..times.len() {
+        while times[hi] - times[lo] >= 60.0 {
+            lo += 1;
+        }
+        most = most.max(hi + 1 - lo);
+    }
+    most
+}
+
+/// A TCP relay in front of the fake GitHub that notes when each content-creating request
+/// arrives (when its head is complete), as GitHub would count it. The fake logs a request when
+/// it has answered it, which for a write queued behind its lock is seconds later. Requests are
+/// followed through HTTP/1.1 keep-alive by their Content-Length; a connection whose requests
+/// cannot be followed (chunked bodies) is relayed and counted as unparsed.
+struct Recorder {
+    port: u16,
+    writes: std::sync::Arc<std::sync::Mutex<Vec<f64>>>,
+    unparsed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Recorder {
+    async fn start(upstream: &str) -> Recorder {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let upstream = upstream.trim_start_matches("http://").to_owned();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let writes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let unparsed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (w, u) = (writes.clone(), unparsed.clone());
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let (writes, unparsed, upstream) = (w.clone(), u.clone(), upstream.clone());
+                tokio::spawn(async move {
+                    let Ok(server) = tokio::net::TcpStream::connect(upstream.as_str()).await else {
+                        return;
+                    };
+                    let (mut cr, mut cw) = client.into_split();
+                    let (mut sr, mut sw) = server.into_split();
+                    tokio::spawn(async move {
+                        let _ = tokio::io::copy(&mut sr, &mut cw).await;
+                        let _ = cw.shutdown().await;
+                    });
+                    let mut follow = Follow::default();
+                    let mut buf = vec![0u8; 64 * 1024];
+                    loop {
+                        let n = match cr.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        if sw.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                        follow.feed(&buf[..n], &mut |method| {
+                            if !matches!(method, "get" | "head") {
+                                let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
+                                writes.lock().unwrap().push(now);
+                            }
+                        });
+                        if follow.lost {
+                            unparsed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let _ = tokio::io::copy(&mut cr, &mut sw).await;
+                            break;
+                        }
+                    }
+                    let _ = sw.shutdown().await;
+                });
+            }
+        });
+        Recorder { port, writes, unparsed }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// When each content-creating request arrived (seconds since the epoch), and how many
+    /// connections could not be followed.
+    fn writes(&self) -> (Vec<f64>, usize) {
+        (
+            self.writes.lock().unwrap().clone(),
+            self.unparsed.load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+}
+
+/// Follows the requests of one HTTP/1.1 connection through their heads and Content-Length.
+#[derive(Default)]
+struct Follow {
+    head: Vec<u8>,
+    /// Body bytes still to pass.
+    skip: usize,
+    /// A chunked body: the requests cannot be followed any further.
+    lost: bool,
+}
+
+impl Follow {
+    /// Takes the next bytes the client sent; `on_head` gets the method (lowercase) of each
+    /// request whose head they complete.
+    fn feed(&mut self, data: &[u8], on_head: &mut dyn FnMut(&str)) {
+        let mut pending = data.to_vec();
+        while !self.lost && !pending.is_empty() {
+            if self.skip > 0 {
+                let k = self.skip.min(pending.len());
+                self.skip -= k;
+                pending.drain(..k);
+                continue;
+            }
+            self.head.append(&mut pending);
+            let Some(end) = self.head.windows(4).position(|w| w == b"\r\n\r\n") else {
+                break;
+            };
+            let text = String::from_utf8_lossy(&self.head[..end]).to_lowercase();
+            on_head(text.split(' ').next().unwrap_or(""));
+            self.lost = text.contains("transfer-encoding: chunked");
+            self.skip = text
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            pending = self.head.split_off(end + 4);
+            self.head.clear();
+        }
+    }
 }
 
 /// What one consumer saw.
