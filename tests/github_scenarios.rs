@@ -1517,6 +1517,37 @@ async fn http_writes_are_paced_to_the_processs_share_of_githubs_limits() {
         "{r}"
     );
     assert!(r["error"].as_str().unwrap().contains("paced"), "{r}");
+
+    // No room at all before the deadline: the state comes back without the base being read.
+    let full = Pacing {
+        limits: vec![Limit {
+            count: 1,
+            window: Duration::from_secs(60),
+        }],
+    };
+    w.sync.fleet = GithubFleet::new(&w.bed.gh.url(), OWNER, REPO_NAME, None, &creds)
+        .unwrap()
+        .with_pacing(full);
+    w.apply("eu-c9", 1, "vpc-1");
+    let first = w.deliver("eu-c9").await;
+    assert_eq!(
+        (first["action"].as_str(), first["retryable"].as_bool()),
+        (Some("failed"), Some(true)),
+        "one write, then the window is full: {first}"
+    );
+    let before = w.bed.gh.requests()["requests"].as_array().unwrap().len();
+    let r = w.deliver("eu-c9").await;
+    assert_eq!(
+        (r["action"].as_str(), r["retryable"].as_bool()),
+        (Some("failed"), Some(true)),
+        "{r}"
+    );
+    assert!(r["error"].as_str().unwrap().contains("nothing was read"), "{r}");
+    assert_eq!(
+        w.bed.gh.requests()["requests"].as_array().unwrap().len(),
+        before,
+        "no request, not even the archive"
+    );
 }
 
 /// A repository whose issues are turned off answers 410 to the refused issue

@@ -55,6 +55,16 @@ impl GithubFleet {
 }
 
 impl GithubRepo for GithubFleet {
+    fn write_room(&self, deadline: Instant) -> Result<()> {
+        self.pacer.room_before(deadline).map_err(|too_soon| GithubError::Transient {
+            what: "pacing writes".into(),
+            detail: format!(
+                "paced: the next write keeps GitHub's limits on content-creating requests only in {} s, after the deadline; nothing was read",
+                too_soon.wait.as_secs()
+            ),
+        })
+    }
+
     async fn read_base(&self, keep: &Keep, deadline: Instant) -> Result<Snapshot> {
         self.download_snapshot(keep, deadline).await
     }

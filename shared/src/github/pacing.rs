@@ -111,6 +111,18 @@ impl Pacer {
             .unwrap_or_default()
     }
 
+    /// Whether one write would find room before `deadline`, taking nothing: a state that will
+    /// write is not worth reading the base for when it cannot. (Busy: assume room.)
+    pub fn room_before(&self, deadline: Instant) -> Result<(), TooSoon> {
+        let Ok(sent) = self.sent.try_lock() else { return Ok(()) };
+        let now = Clock::now();
+        let wait = self.wait_at(&sent, now);
+        if !wait.is_zero() && now + wait > Clock::from_std(deadline) {
+            return Err(TooSoon { wait });
+        }
+        Ok(())
+    }
+
     /// Waits for room for one write and takes it; [`TooSoon`] when the room comes after
     /// `deadline` (nothing is taken).
     pub async fn acquire(&self, deadline: Instant) -> Result<(), TooSoon> {

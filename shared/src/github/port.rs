@@ -101,6 +101,12 @@ pub trait GithubRepo: Send + Sync {
     /// [`MissingPermissions`](super::GithubError::MissingPermissions) names what is missing.
     /// `Ok` when GitHub cannot tell (a token): a 403 then names the permission.
     fn check_write_access(&self, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
+    /// Whether a write could still be sent before `deadline` within this process's share of
+    /// GitHub's limits: [`Transient`](super::GithubError::Transient) when the pacing leaves no
+    /// room, so that a state comes back later instead of reading the base for nothing.
+    fn write_room(&self, _deadline: Instant) -> Result<()> {
+        Ok(())
+    }
     /// The base branch's head commit and the files `keep` keeps (the rest read past), within
     /// the memory limit ([`TooLarge`](super::GithubError::TooLarge) beyond it).
     fn read_base(&self, keep: &Keep, deadline: Instant) -> impl Future<Output = Result<Snapshot>> + Send;

@@ -554,6 +554,13 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                     result.retryable = true;
                     break;
                 }
+                // Nothing is read for a state whose writes could not be sent before the deadline.
+                if !dry_run && let Err(e) = self.fleet.write_room(deadline.checked_sub(START_MARGIN).unwrap_or(deadline)) {
+                    result.action = "failed".into();
+                    result.error = Some(e.to_string());
+                    result.retryable = true;
+                    break;
+                }
                 let outcome = match self.read_and_plan(&obj, &key_cell, deadline, base, &mut result).await {
                     Ok(None) => Ok(()),
                     Ok(Some((snapshot, plan))) if dry_run => {
