@@ -97,22 +97,7 @@ impl Bed {
             .send()
             .await
             .unwrap();
-        let queue_url = sqs
-            .create_queue()
-            .queue_name(format!("state-sync-{name}"))
-            .send()
-            .await
-            .unwrap()
-            .queue_url
-            .unwrap();
-        let attrs = sqs
-            .get_queue_attributes()
-            .queue_url(&queue_url)
-            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-            .send()
-            .await
-            .unwrap();
-        let queue_arn = attrs.attributes().unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn].clone();
+        let (queue_url, queue_arn) = moto::queue(&sqs, &format!("state-sync-{name}"), &[]).await;
         s3.put_bucket_notification_configuration()
             .bucket(&bucket)
             .notification_configuration(

@@ -407,26 +407,15 @@ async fn sync_all(conf: &aws_config::SdkConfig, s3: &aws_sdk_s3::Client, gh: &Fa
         .await;
     let put = t.elapsed();
     let sqs = aws_sdk_sqs::Client::new(conf);
-    let url = sqs
-        .create_queue()
-        .queue_name("bench-fleet-state-sync")
-        .attributes(
+    let (url, arn) = moto::queue(
+        &sqs,
+        "bench-fleet-state-sync",
+        &[(
             aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout,
             TIMEOUT.as_secs().to_string(),
-        )
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
-    let attrs = sqs
-        .get_queue_attributes()
-        .queue_url(&url)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .unwrap();
-    let arn = attrs.attributes().unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn].clone();
+        )],
+    )
+    .await;
     println!(
         "states: {n} objects put in moto S3 in {:.1} s, each with a changed value (every cell needs a pull request)",
         put.as_secs_f64()

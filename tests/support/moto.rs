@@ -79,3 +79,26 @@ pub async fn assumed(base: &aws_config::SdkConfig, role: &str, session: &str) ->
         .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::new(creds))
         .build()
 }
+
+/// A queue in moto's SQS, created with `attributes`: its URL and ARN.
+pub async fn queue(
+    sqs: &aws_sdk_sqs::Client,
+    name: &str,
+    attributes: &[(aws_sdk_sqs::types::QueueAttributeName, String)],
+) -> (String, String) {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let mut create = sqs.create_queue().queue_name(name);
+    for (k, v) in attributes {
+        create = create.attributes(k.clone(), v.clone());
+    }
+    let url = create.send().await.unwrap().queue_url.unwrap();
+    let attrs = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .unwrap();
+    let arn = attrs.attributes().unwrap()[&QueueAttributeName::QueueArn].clone();
+    (url, arn)
+}
