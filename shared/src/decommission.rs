@@ -68,25 +68,31 @@ pub struct Decommission {
 /// The cluster `clusters/<cell>/cell-metadata.yaml` names on the base branch; `None` when the
 /// cell has no (readable) metadata there.
 pub fn cell_cluster(fleet: &dyn FleetRead, cell: &str) -> Result<Option<CellCluster>, DecommissionError> {
+    Ok(cluster_of(&merged_metadata(fleet, cell)?))
+}
+
+/// The cell's merged `cell-metadata.yaml` data (empty when it has none, or none that parses).
+fn merged_metadata(fleet: &dyn FleetRead, cell: &str) -> Result<BTreeMap<String, String>, DecommissionError> {
     let file = configmap::path_for(cell);
-    let Some(text) = fleet.read_text(&file).map_err(|source| DecommissionError::Fleet {
+    let text = fleet.read_text(&file).map_err(|source| DecommissionError::Fleet {
         cell: cell.to_owned(),
         source,
-    })?
-    else {
-        return Ok(None);
-    };
-    let Ok(existing) = configmap::parse(&text, &file) else {
-        return Ok(None);
-    };
-    let get = |k: &str| existing.data.get(k).filter(|v| !v.is_empty()).cloned();
-    Ok(get("cluster_name")
+    })?;
+    Ok(text
+        .and_then(|t| configmap::parse(&t, &file).ok())
+        .map(|e| e.data)
+        .unwrap_or_default())
+}
+
+fn cluster_of(data: &BTreeMap<String, String>) -> Option<CellCluster> {
+    let get = |k: &str| data.get(k).filter(|v| !v.is_empty()).cloned();
+    get("cluster_name")
         .zip(get("aws_region"))
         .map(|(cluster, region)| CellCluster {
             cluster,
             region,
             role_arn: get("bootstrap_role_arn"),
-        }))
+        })
 }
 
 /// The decommission of `cell`, whose state (`serial`, `lineage`, from `source`) is a destroyed
@@ -109,16 +115,10 @@ pub fn plan(
     }
     let modes: BTreeMap<String, FileMode> = fleet.walk(&dir).map_err(fleet_err)?.into_iter().collect();
     let removed: Vec<String> = modes.keys().cloned().collect();
-    let cluster = cell_cluster(fleet, cell)?;
+    let vars = merged_metadata(fleet, cell)?;
+    let cluster = cluster_of(&vars);
     // The layers as the check sees them, against the cell's own merged metadata; a directory the
     // check cannot build still lists its files.
-    let vars = fleet
-        .read_text(&configmap::path_for(cell))
-        .ok()
-        .flatten()
-        .and_then(|t| configmap::parse(&t, &configmap::path_for(cell)).ok())
-        .map(|e| e.data)
-        .unwrap_or_default();
     let layers = check::check_cell(fleet, cell, &vars)
         .map(|r| r.layers)
         .unwrap_or_default();
