@@ -1293,6 +1293,29 @@ fn repo_writes(w: &World<HttpBed>) -> usize {
         .count()
 }
 
+/// An archive download cut in transit (the connection closed before the body announced was
+/// all there) is downloaded again, streamed, and the sync carries on as if nothing happened.
+#[tokio::test]
+async fn http_an_archive_download_cut_in_transit_is_downloaded_again() {
+    let w = World::<HttpBed>::start();
+    w.bed
+        .gh
+        .fault(json!({"cut_after": 2048, "match": "GET /_codeload/*", "times": 1}));
+    w.apply("eu-c9", 1, "vpc-1");
+    let r = w.deliver("eu-c9").await;
+    assert_eq!(action(&r), "opened", "{r}");
+    let downloads = w.bed.gh.requests()["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|q| q["path"].as_str().unwrap().starts_with("/_codeload/"))
+        .count();
+    assert_eq!(downloads, 2, "one cut, one whole");
+    let (head, main) = (w.bed.files(w.repo(), &branch("eu-c9")), w.bed.files(w.repo(), "main"));
+    assert!(main.keys().all(|p| head.contains_key(p)), "nothing of main lost");
+    assert!(head.contains_key(&metadata_path("eu-c9")));
+}
+
 /// A fleet too large for the memory the function may give it: a final failure naming the size
 /// limit and the variable, nothing written, nothing reported to the cell's team (the operators
 /// must act), instead of an out-of-memory kill.

@@ -28,7 +28,11 @@ Control API (never used by the product; tests and the bench drive it):
   followed): a large fleet seeded without sending its text through the control API.
 - `POST /_fake/faults` `{"match": "POST /repos/*/git/refs*", "status": 502, "times": 2}`,
   `{"secondary_rate_limit": true, "retry_after": 1, "times": 1, "match": ...}`,
-  `{"delay_ms": 3000, "match": ..., "times": 1}` (a slow answer, for timeouts) or
+  `{"delay_ms": 3000, "match": ..., "times": 1}` (a slow answer, for timeouts),
+  `{"cut_after": 4096, "match": "GET /_codeload/*", "times": 1}` (the answer's headers announce
+  the whole body, then the connection closes after that many bytes of it: a download cut in
+  transit, which HTTP/1.1 clients see as a body shorter than its Content-Length, RFC 9112
+  section 6.3 "incomplete message") or
   `{"lose_race": {"ref": "heads/main", "files": {...}}, "match": "PATCH ...", "times": 1}`
   (another writer commits on `ref` just before the matched request is handled). `match` is
   `METHOD glob` on the path without query (`*` matches anything, `...` too); omitted, any API
@@ -92,6 +96,7 @@ import json
 import os
 import re
 import secrets
+import socket
 import sys
 import tarfile
 import threading
@@ -1259,6 +1264,14 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(k, str(v))
         self.end_headers()
         if self.command != "HEAD":
+            cut = getattr(self, "_cut_after", None)
+            if cut is not None:
+                self._cut_after = None
+                self.wfile.write(data[:cut])
+                self.wfile.flush()
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
             self.wfile.write(data)
 
     def do_GET(self):
@@ -1324,6 +1337,8 @@ class Handler(BaseHTTPRequestHandler):
             fault = fault_for(method, path)
         if fault and fault.get("delay_ms"):
             time.sleep(fault["delay_ms"] / 1000)
+        if fault and fault.get("cut_after") is not None:
+            self._cut_after = int(fault["cut_after"])
         try:
             if fault and fault.get("status"):
                 raise ApiError(fault["status"], fault.get("message", "Server Error"), fault.get("headers"))

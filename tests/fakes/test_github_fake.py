@@ -836,3 +836,37 @@ def test_every_operation_of_the_permission_table_is_in_the_description_and_count
     app("GET", f"/app/installations/{gf.APP['installation_id']}")
     ops = call(gh.url, "GET", "/_fake/conformance").body["operations"]
     assert {"issues/create", "issues/list-for-repo", "apps/get-installation"} <= set(ops)
+
+
+def test_a_cut_download_announces_the_whole_body_and_sends_part_of_it(gh):
+    """`cut_after`: the archive's headers say how long it is, the connection closes sooner."""
+    import http.client
+    from urllib.parse import urlsplit
+    sha = sha_of(gh, "main")
+    call(gh.url, "POST", "/_fake/faults", {"cut_after": 100, "match": "GET /_codeload/*", "times": 1})
+    host = urlsplit(gh.url).netloc
+    # The download URL is the API's redirect (it carries a token).
+    conn = http.client.HTTPConnection(host)
+    prefix = gf.SPEC["description"].prefix
+    conn.request("GET", f"{prefix}/repos/{gh.full}/tarball/{sha}", headers={
+        "User-Agent": "cellbridge-tests", "Accept": "application/vnd.github+json",
+        "X-GitHub-Api-Version": "2022-11-28", "Authorization": f"Bearer {TOKEN}"})
+    r = conn.getresponse()
+    r.read()
+    assert r.status == 302, r.status
+    path = urlsplit(r.headers["Location"]).path + "?" + urlsplit(r.headers["Location"]).query
+    conn.close()
+    conn = http.client.HTTPConnection(host)
+    conn.request("GET", path, headers={"User-Agent": "cellbridge-tests"})
+    r = conn.getresponse()
+    announced = int(r.headers["Content-Length"])
+    with pytest.raises(http.client.IncompleteRead) as cut:
+        r.read()
+    assert len(cut.value.partial) == 100 < announced
+    conn.close()
+    # Once only: the next download is whole.
+    conn = http.client.HTTPConnection(host)
+    conn.request("GET", path, headers={"User-Agent": "cellbridge-tests"})
+    r = conn.getresponse()
+    assert len(r.read()) == int(r.headers["Content-Length"])
+    call(gh.url, "DELETE", "/_fake/faults")
