@@ -24,6 +24,7 @@
 //! `s3::memory`, `secrets::memory` and `bootstrap::memory` hold in-memory doubles of GitHub, the
 //! state bucket, Secrets Manager, EKS/STS and Kubernetes with the real services' rules.
 
+pub mod automerge;
 pub mod backoff;
 pub mod bootstrap;
 pub mod check;
