@@ -1654,7 +1654,11 @@ async fn the_sweep_finds_tagged_clusters_of_unmerged_cells_in_every_account() {
             .unwrap_or_else(|| panic!("{cluster} not swept: {r}"))
             .clone()
     };
-    assert_eq!(result_of("sweep-home")["result"], "deleted", "{r}");
+    // Every bootstrap run ends with a sweep, and the other tests' runs share this moto account:
+    // one of them may have deleted the expired home entry first. Gone is what matters; only
+    // account B (reached through the role only this test maps) is this sweep's alone.
+    let home_result = result_of("sweep-home")["result"].clone();
+    assert!(home_result == "deleted" || home_result == "none", "{r}");
     assert_eq!(result_of("sweep-home")["cell"], "sweep-new-home");
     assert_eq!(result_of("sweep-b")["result"], "deleted", "{r}");
     assert_eq!(result_of("sweep-b")["role"], ROLE_B);
