@@ -366,14 +366,11 @@ fn code(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
     use crate::check::Finding;
     use crate::fleet::{FileMode, MemFleet};
-    use crate::metadata::CellMetadata;
+    use crate::plan::fixtures::{fleet_with, meta};
     use crate::plan::{FileChange, PlanOptions, StateRef, plan};
-    use crate::template::{SyncSource, render_gotk_sync};
 
     fn opt_in(yaml: &str) -> OptIn {
         let mut f = MemFleet::new();
@@ -500,43 +497,6 @@ mod tests {
     }
 
     // Plans, from the real planner over an in-memory fleet (as plan.rs's own tests build them).
-
-    fn meta(cell: &str, serial: u64, data: &[(&str, &str)]) -> CellMetadata {
-        let mut d: BTreeMap<String, String> = data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        d.insert("cell_name".into(), cell.into());
-        d.entry("schema".into()).or_insert_with(|| "1".into());
-        CellMetadata {
-            cell: cell.into(),
-            schema: d["schema"].parse().unwrap(),
-            data: d,
-            serial,
-            lineage: "L".into(),
-            terraform_version: "1.11.4".into(),
-        }
-    }
-
-    fn fleet_with(existing: Option<&CellMetadata>) -> MemFleet {
-        let mut m = MemFleet::new();
-        m.insert(
-            "clusters/_template/kustomization.yaml",
-            "resources:\n  - cell-metadata.yaml\n  - flux-system\n",
-        );
-        m.insert(
-            "clusters/_template/flux-system/gotk-sync.yaml",
-            render_gotk_sync(
-                "_template",
-                &SyncSource {
-                    url: "https://g/fleet".into(),
-                    branch: "main".into(),
-                },
-            ),
-        );
-        if let Some(e) = existing {
-            m.insert(format!("clusters/{}/kustomization.yaml", e.cell), "resources: []\n");
-            m.insert(configmap::path_for(&e.cell), configmap::render(e));
-        }
-        m
-    }
 
     /// `prod-c1` moving from `vpc-old` to the values of `data`.
     fn plan_of(data: &[(&str, &str)]) -> Plan {

@@ -643,18 +643,20 @@ pub fn recorded_serial(body: &str) -> Option<(u64, String)> {
     Some((serial.parse().ok()?, lineage.to_owned()))
 }
 
+/// What the planner's tests (and the rules built on plans) plan against: a cell's metadata and a
+/// fleet with the template and, optionally, that cell merged.
 #[cfg(test)]
-mod tests {
+pub(crate) mod fixtures {
     use super::*;
     use crate::fleet::MemFleet;
     use crate::template::{SyncSource, render_gotk_sync};
 
-    fn meta(serial: u64, data: &[(&str, &str)]) -> CellMetadata {
+    pub(crate) fn meta(cell: &str, serial: u64, data: &[(&str, &str)]) -> CellMetadata {
         let mut d: BTreeMap<String, String> = data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        d.insert("cell_name".into(), "c1".into());
+        d.insert("cell_name".into(), cell.into());
         d.entry("schema".into()).or_insert_with(|| "1".into());
         CellMetadata {
-            cell: "c1".into(),
+            cell: cell.into(),
             schema: d["schema"].parse().unwrap(),
             data: d,
             serial,
@@ -663,7 +665,7 @@ mod tests {
         }
     }
 
-    fn fleet_with(existing: Option<&CellMetadata>) -> MemFleet {
+    pub(crate) fn fleet_with(existing: Option<&CellMetadata>) -> MemFleet {
         let mut m = MemFleet::new();
         m.insert(
             "clusters/_template/kustomization.yaml",
@@ -680,10 +682,20 @@ mod tests {
             ),
         );
         if let Some(e) = existing {
-            m.insert("clusters/c1/kustomization.yaml", "resources: []\n");
-            m.insert(configmap::path_for("c1"), configmap::render(e));
+            m.insert(format!("clusters/{}/kustomization.yaml", e.cell), "resources: []\n");
+            m.insert(configmap::path_for(&e.cell), configmap::render(e));
         }
         m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::fleet_with;
+    use super::*;
+
+    fn meta(serial: u64, data: &[(&str, &str)]) -> CellMetadata {
+        fixtures::meta("c1", serial, data)
     }
 
     #[test]
