@@ -277,18 +277,7 @@ pub fn eligibility(plan: &Plan, opt_in: &OptIn) -> Eligibility {
     }
 
     if plan.key_set_changed {
-        let added: Vec<&str> = plan
-            .key_changes
-            .iter()
-            .filter(|k| k.old.is_none())
-            .map(|k| k.key.as_str())
-            .collect();
-        let removed: Vec<&str> = plan
-            .key_changes
-            .iter()
-            .filter(|k| k.new.is_none())
-            .map(|k| k.key.as_str())
-            .collect();
+        let (added, removed) = plan.added_and_removed_keys();
         reasons.push(format!(
             "The key set changes (added: {}; removed: {}): a schema change needs a person.",
             keys_or_none(&added),

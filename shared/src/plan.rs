@@ -140,6 +140,18 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The keys the state adds to the fleet's map, and those it removes.
+    pub fn added_and_removed_keys(&self) -> (Vec<&str>, Vec<&str>) {
+        let keys = |pick: fn(&KeyChange) -> bool| -> Vec<&str> {
+            self.key_changes
+                .iter()
+                .filter(|k| pick(k))
+                .map(|k| k.key.as_str())
+                .collect()
+        };
+        (keys(|k| k.old.is_none()), keys(|k| k.new.is_none()))
+    }
+
     /// The same plan, its check run on `fleet` instead: the branch as people left it (their
     /// changes to the layers included), merged with the base.
     pub fn rechecked(&self, fleet: &dyn FleetRead) -> Plan {
@@ -496,18 +508,7 @@ fn body(p: &Plan, meta: &CellMetadata) -> String {
     }
 
     if p.key_set_changed {
-        let added: Vec<&str> = p
-            .key_changes
-            .iter()
-            .filter(|k| k.old.is_none())
-            .map(|k| k.key.as_str())
-            .collect();
-        let removed: Vec<&str> = p
-            .key_changes
-            .iter()
-            .filter(|k| k.new.is_none())
-            .map(|k| k.key.as_str())
-            .collect();
+        let (added, removed) = p.added_and_removed_keys();
         let _ = writeln!(b, "\n### Schema change\n");
         let _ = writeln!(
             b,
