@@ -435,8 +435,9 @@ impl<'k> Keeper<'k> {
             Some(false) => return Ok(()),
             None => {}
         }
-        self.count(rel, size)?;
+        self.check(rel, size)?;
         let bytes = read()?;
+        self.charge(rel, &bytes)?;
         let is_metadata = rel
             .strip_prefix(dir)
             .is_some_and(|r| r == format!("/{}", crate::configmap::FILE_NAME));
@@ -505,8 +506,18 @@ impl<'k> Keeper<'k> {
         self.pending = next.map(|d| (d.to_owned(), Vec::new(), None));
     }
 
-    fn count(&mut self, rel: &str, size: u64) -> std::result::Result<(), ArchiveError> {
-        self.kept = self.kept.saturating_add(size).saturating_add(rel.len() as u64);
+    /// Refuses, before reading it, an entry of `size` bytes that would pass the limit.
+    fn check(&self, rel: &str, size: u64) -> std::result::Result<(), ArchiveError> {
+        if self.kept.saturating_add(size).saturating_add(rel.len() as u64) > self.limit {
+            return Err(ArchiveError::TooLarge { limit: self.limit });
+        }
+        Ok(())
+    }
+
+    /// Counts what is held by what it is (a symlink's entry has size 0 but holds its target), so
+    /// that dropping it later gives back exactly as much.
+    fn charge(&mut self, rel: &str, bytes: &[u8]) -> std::result::Result<(), ArchiveError> {
+        self.kept += (rel.len() + bytes.len()) as u64;
         if self.kept > self.limit {
             return Err(ArchiveError::TooLarge { limit: self.limit });
         }
@@ -520,8 +531,9 @@ impl<'k> Keeper<'k> {
         size: u64,
         read: impl FnOnce() -> std::result::Result<Vec<u8>, ArchiveError>,
     ) -> std::result::Result<(), ArchiveError> {
-        self.count(rel, size)?;
+        self.check(rel, size)?;
         let bytes = read()?;
+        self.charge(rel, &bytes)?;
         self.fleet.insert_mode(rel.to_owned(), mode, bytes);
         Ok(())
     }
@@ -589,6 +601,13 @@ mod tests {
         for (p, c) in &files {
             k.offer(p, FileMode::Regular, c.len() as u64, || Ok(c.clone().into_bytes()))
                 .unwrap();
+            if *p == "clusters/a/addons/big.yaml" {
+                // A symlink's tar entry has size 0 but holds its target: held, then given back.
+                k.offer("clusters/a/addons/link", FileMode::Symlink, 0, || {
+                    Ok(b"big.yaml".to_vec())
+                })
+                .unwrap();
+            }
         }
         let (fleet, kept) = k.finish();
         use crate::fleet::FleetRead as _;
