@@ -304,15 +304,7 @@ fn check_reason(plan: &Plan) -> String {
         return format!("The strict substitution check could not run (`{status}` failed).");
     }
     if !plan.check.passed() {
-        let mut vars: Vec<&str> = plan
-            .check
-            .findings
-            .iter()
-            .map(|f| f.variable.as_str())
-            .filter(|v| !v.is_empty())
-            .collect();
-        vars.sort_unstable();
-        vars.dedup();
+        let vars = plan.check.unset_variables();
         let n = plan.check.findings.len();
         let unset = if vars.is_empty() {
             String::new()

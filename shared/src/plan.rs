@@ -173,15 +173,7 @@ impl Plan {
         let mut d = if let Some(e) = &self.check_error {
             format!("check failed: {e}")
         } else if !self.check.passed() {
-            let mut vars: Vec<&str> = self
-                .check
-                .findings
-                .iter()
-                .map(|f| f.variable.as_str())
-                .filter(|v| !v.is_empty())
-                .collect();
-            vars.sort_unstable();
-            vars.dedup();
+            let vars = self.check.unset_variables();
             // Malformed expressions and build failures name no variable: point at the first one.
             let other = self.check.findings.iter().find(|f| f.variable.is_empty());
             match (vars.is_empty(), other) {

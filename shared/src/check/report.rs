@@ -60,4 +60,18 @@ impl CheckReport {
     pub fn passed(&self) -> bool {
         self.findings.is_empty()
     }
+
+    /// The variables the findings say are unset, sorted, each once (a malformed expression or a
+    /// build failure names none).
+    pub fn unset_variables(&self) -> Vec<&str> {
+        let mut vars: Vec<&str> = self
+            .findings
+            .iter()
+            .map(|f| f.variable.as_str())
+            .filter(|v| !v.is_empty())
+            .collect();
+        vars.sort_unstable();
+        vars.dedup();
+        vars
+    }
 }
