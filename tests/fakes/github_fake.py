@@ -1120,8 +1120,9 @@ def _tarball(full, sha):
         del files[path]
     buf = io.BytesIO()
     # GitHub's archives are pax tars whose global header carries the commit id.
-    # gzip's default level 6, as `git archive`'s `gzip -cn` (level 9 is five times slower on a
-    # fleet of hundreds of cells, for a few percent).
+    # gzip's default level 6, as `git archive`'s `gzip -cn` (git-archive(1): "tar.gz and tgz
+    # formats are defined automatically and use the magic command `gzip -cn` by default";
+    # level 9 is five times slower on a fleet of hundreds of cells, for a few percent).
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, compresslevel=6) as gz:
         with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT, pax_headers={"comment": sha}) as tar:
             dirs = set()
