@@ -1,7 +1,8 @@
 //! The orchestration rules over the in-memory ports (feature `test-support`), in one test binary:
-//! state-sync's (`sync.rs`), cluster-bootstrap's (`bootstrap.rs`) and its access-entry sweep
+//! state-sync's (`sync.rs`) and its fleet dashboard's (`dashboard.rs`), cluster-bootstrap's (`bootstrap.rs`) and its access-entry sweep
 //! (`sweep.rs`).
 
 mod bootstrap;
+mod dashboard;
 mod sweep;
 mod sync;
