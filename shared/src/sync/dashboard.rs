@@ -33,8 +33,8 @@ use crate::pause::{self, Pause};
 use crate::s3::{S3Error, StateSource};
 use crate::status::{self, CellState, CellStatus, OnGithub, Summary};
 
-/// States read from S3 at once.
-const READS: usize = 8;
+/// States read from S3 at once (each streamed, keeping only its outputs).
+const READS: usize = 16;
 /// GitHub reads (a head's status, a cell's newest pull request) at once.
 const GITHUB_READS: usize = 4;
 /// At most this many such reads a run (by cell name), so that a fleet with many pending cells
