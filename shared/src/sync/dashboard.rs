@@ -340,7 +340,9 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
     ) -> DashboardRun {
         let run = match switch {
             Some(p) => DashboardRun::paused(p.clone()),
-            None => match self.build_dashboard(dry_run, deadline).await {
+            // Boxed: the run's future is large, and the handler's would grow past the
+            // compiler's depth for layouts with it inline.
+            None => match self.build_boxed(dry_run, deadline).await {
                 Ok(run) => run,
                 Err(e) => {
                     let class = e.class();
@@ -359,6 +361,14 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         }
         metrics.count(run.outcome(), &[("dashboard", Some(dashboard::LABEL_DASHBOARD))]);
         run
+    }
+
+    fn build_boxed(
+        &self,
+        dry_run: bool,
+        deadline: Instant,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<DashboardRun, DashboardError>> + Send + '_>> {
+        Box::pin(self.build_dashboard(dry_run, deadline))
     }
 
     async fn build_dashboard(&self, dry_run: bool, deadline: Instant) -> Result<DashboardRun, DashboardError> {
