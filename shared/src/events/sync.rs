@@ -423,7 +423,6 @@ mod tests {
     /// Every state-sync sample under `events/` parses to what its README line says.
     #[test]
     fn sample_events() {
-
         let object = |key: &str, v: &str| {
             SyncItem::Object(StateObject {
                 bucket: "acme-tfstate".into(),

@@ -412,11 +412,18 @@ async fn an_eks_delete_cluster_syncs_the_cell_again_until_the_cluster_is_gone() 
     aws.remove_cluster(None, REGION, CELL);
     let inv = bed.handle(&event, super::sync::deadline()).await.unwrap();
     assert_eq!(inv.response["batchItemFailures"], json!([]), "{}", inv.response);
-    assert_eq!(inv.response["cells"][0]["action"], "decommission-opened", "{}", inv.response);
+    assert_eq!(
+        inv.response["cells"][0]["action"], "decommission-opened",
+        "{}",
+        inv.response
+    );
 
     // A cluster no cell names: nothing read of the states, nothing written.
     bed.fleet.clear_calls();
-    let inv = bed.handle(&delete_cluster_record("someone-elses"), super::sync::deadline()).await.unwrap();
+    let inv = bed
+        .handle(&delete_cluster_record("someone-elses"), super::sync::deadline())
+        .await
+        .unwrap();
     assert_eq!(inv.response["cells"], json!([]), "{}", inv.response);
     assert_eq!(inv.response["batchItemFailures"], json!([]));
     assert_eq!(bed.fleet.writes(), 0);
