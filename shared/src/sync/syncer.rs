@@ -1188,11 +1188,9 @@ impl CellResult {
         self.action = action.into();
         self.pull_request = pull;
         self.decommission = Some(detail);
-        // The refusal a cellbridge-refused issue reported is moot once the stack is gone.
-        self.resolve_issue = matches!(
-            published,
-            Decommissioned::Opened { .. } | Decommissioned::Updated { .. } | Decommissioned::Unchanged { .. }
-        );
+        // A refusal reported in a cellbridge-refused issue (no pull request was open) is moot
+        // once the stack is gone; with a pull request open it was reported there.
+        self.resolve_issue = matches!(published, Decommissioned::Opened { .. });
     }
 
     /// What converging the pull request did.
