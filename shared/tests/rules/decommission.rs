@@ -428,3 +428,33 @@ async fn an_eks_delete_cluster_syncs_the_cell_again_until_the_cluster_is_gone() 
     assert_eq!(inv.response["batchItemFailures"], json!([]));
     assert_eq!(bed.fleet.writes(), 0);
 }
+
+#[tokio::test]
+async fn each_decommission_outcome_is_one_metric_record_the_alarms_do_not_take_for_a_failure() {
+    use cellbridge::metrics::{Captured, Metrics};
+    let aws = MemAws::new(IDENTITY);
+    aws.add_cluster(MemCluster::active(CELL, REGION));
+    let bed = with_eks(&aws);
+    merged_cell(&bed).await;
+    destroy(&bed, 2);
+    let captured = Captured::default();
+    let metrics = Metrics::new("state-sync", &captured);
+    let event = json!({"action": "sync", "cell": CELL});
+    let run = || bed.handle_with(&event, super::sync::deadline(), None, &metrics);
+    run().await.unwrap();
+    aws.add_cluster(MemCluster::active(CELL, REGION).status("DELETING"));
+    run().await.unwrap();
+    aws.remove_cluster(None, REGION, CELL);
+    run().await.unwrap();
+    run().await.unwrap();
+    let cell = Some(CELL.to_owned());
+    assert_eq!(
+        captured.outcomes(),
+        [
+            ("destroyed".to_owned(), cell.clone()),
+            ("retried".to_owned(), cell.clone()),
+            ("synced".to_owned(), cell.clone()),
+            ("unchanged".to_owned(), cell),
+        ]
+    );
+}
