@@ -1484,13 +1484,8 @@ async fn http_the_request_budget_per_outcome_is_the_readmes() {
     w.sync.fleet.read_base(&Keep::all(), deadline()).await.unwrap();
     let mut measured: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let mut step = async |row: &str, expect: &str| {
-        let from = w.bed.gh.requests()["requests"].as_array().unwrap().len();
         let cell = if row.starts_with("new cell") { "eu-c9" } else { CELL };
-        let r = w.deliver(cell).await;
-        assert_eq!(action(&r), expect, "{row}: {r}");
-        let reqs = api_requests_since(&w, from);
-        let writes = reqs.iter().filter(|(_, write)| *write).count();
-        measured.insert(row.to_owned(), (reqs.len(), writes));
+        measured.insert(row.to_owned(), measure(&w, row, cell, expect).await);
     };
     let mut secret = metadata(CELL, "vpc-1");
     secret["api_token"] = json!(PLANTED_SECRET);
@@ -1519,20 +1514,7 @@ async fn http_the_request_budget_per_outcome_is_the_readmes() {
     w.apply(CELL, 7, "vpc-3");
     step("back in sync, pull request closed (`closed`)", "closed").await;
 
-    let wrong: Vec<String> = measured
-        .iter()
-        .filter(|(row, got)| table.get(*row) != Some(got))
-        .map(|(row, got)| format!("{row:?}: README {:?}, measured {got:?}", table.get(row)))
-        .collect();
-    assert!(
-        wrong.is_empty(),
-        "(API requests, writes) per outcome:
-{}",
-        wrong.join(
-            "
-"
-        )
-    );
+    assert_budget(&table, &measured);
     assert!(measured.len() >= 9, "{measured:?}");
 }
 
@@ -1567,12 +1549,7 @@ async fn http_the_decommission_request_budget_is_the_readmes() {
         .unwrap();
     let mut measured: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let mut step = async |row: &str, expect: &str| {
-        let from = w.bed.gh.requests()["requests"].as_array().unwrap().len();
-        let r = w.deliver(CELL).await;
-        assert_eq!(action(&r), expect, "{row}: {r}");
-        let reqs = api_requests_since(&w, from);
-        let writes = reqs.iter().filter(|(_, write)| *write).count();
-        measured.insert(row.to_owned(), (reqs.len(), writes));
+        measured.insert(row.to_owned(), measure(&w, row, CELL, expect).await);
     };
     aws.add_cluster(cellbridge::bootstrap::memory::MemCluster::active(CELL, "eu-west-1"));
     w.put_state(CELL, destroyed_state(2));
@@ -1586,6 +1563,22 @@ async fn http_the_decommission_request_budget_is_the_readmes() {
     .await;
     w.apply(CELL, 3, "vpc-1");
     step("re-applied, decommission closed (`closed`)", "closed").await;
+    assert_budget(&table, &measured);
+}
+
+/// One delivery of `cell`, whose result must be `expect` (`row` names it): the API requests it
+/// sent and how many of them wrote.
+async fn measure(w: &World<HttpBed>, row: &str, cell: &str, expect: &str) -> (usize, usize) {
+    let from = w.bed.gh.requests()["requests"].as_array().unwrap().len();
+    let r = w.deliver(cell).await;
+    assert_eq!(action(&r), expect, "{row}: {r}");
+    let reqs = api_requests_since(w, from);
+    let writes = reqs.iter().filter(|(_, write)| *write).count();
+    (reqs.len(), writes)
+}
+
+/// Every measured row is the README's.
+fn assert_budget(table: &BTreeMap<String, (usize, usize)>, measured: &BTreeMap<String, (usize, usize)>) {
     let wrong: Vec<String> = measured
         .iter()
         .filter(|(row, got)| table.get(*row) != Some(got))

@@ -186,21 +186,9 @@ impl Bed {
             Some(ws) => format!("env:/{ws}/{}", Self::key(cell)),
             None => Self::key(cell),
         };
-        let step = self.step.fetch_add(1, Ordering::SeqCst);
-        let fixture = fixture_dir().join(format!("{}-{step}.tfstate", self.name));
-        if !self.terraform {
-            let body = std::fs::read(&fixture)
-                .unwrap_or_else(|e| panic!("no terraform and no fixture {}: {e}", fixture.display()));
-            self.s3
-                .put_object()
-                .bucket(&self.bucket)
-                .key(&stored_key)
-                .body(body.into())
-                .send()
-                .await
-                .unwrap();
+        let Some(fixture) = self.next_step(&stored_key).await else {
             return;
-        }
+        };
         let dir = self
             .work
             .path()
@@ -245,53 +233,50 @@ impl Bed {
             terraform(&dir, &["workspace", "select", "-or-create", "-no-color", ws]);
         }
         terraform(&dir, &["apply", "-input=false", "-no-color", "-auto-approve"]);
-        if std::env::var_os("CELLBRIDGE_RECORD_FIXTURES").is_some() {
-            let obj = self
-                .s3
-                .get_object()
-                .bucket(&self.bucket)
-                .key(&stored_key)
-                .send()
-                .await
-                .unwrap();
-            let bytes = obj.body.collect().await.unwrap().into_bytes();
-            std::fs::create_dir_all(fixture_dir()).unwrap();
-            std::fs::write(&fixture, &bytes).unwrap();
+        self.record(&stored_key, &fixture).await;
+    }
+
+    /// The next Terraform step's fixture; without Terraform, the recorded state is uploaded to
+    /// `key` in its place and `None` says the step is done.
+    async fn next_step(&self, key: &str) -> Option<PathBuf> {
+        let step = self.step.fetch_add(1, Ordering::SeqCst);
+        let fixture = fixture_dir().join(format!("{}-{step}.tfstate", self.name));
+        if self.terraform {
+            return Some(fixture);
         }
+        let body = std::fs::read(&fixture)
+            .unwrap_or_else(|e| panic!("no terraform and no fixture {}: {e}", fixture.display()));
+        self.s3
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .body(body.into())
+            .send()
+            .await
+            .unwrap();
+        None
+    }
+
+    /// With `CELLBRIDGE_RECORD_FIXTURES` set, what Terraform wrote at `key` becomes `fixture`.
+    async fn record(&self, key: &str, fixture: &Path) {
+        if std::env::var_os("CELLBRIDGE_RECORD_FIXTURES").is_none() {
+            return;
+        }
+        let obj = self.s3.get_object().bucket(&self.bucket).key(key).send().await.unwrap();
+        let bytes = obj.body.collect().await.unwrap().into_bytes();
+        std::fs::create_dir_all(fixture_dir()).unwrap();
+        std::fs::write(fixture, &bytes).unwrap();
     }
 
     /// `terraform destroy` of the cell's stack (applied before): what it leaves in the bucket is
     /// a state with no outputs and no resources.
     async fn destroy(&self, cell: &str) {
-        let step = self.step.fetch_add(1, Ordering::SeqCst);
-        let fixture = fixture_dir().join(format!("{}-{step}.tfstate", self.name));
-        if !self.terraform {
-            let body = std::fs::read(&fixture)
-                .unwrap_or_else(|e| panic!("no terraform and no fixture {}: {e}", fixture.display()));
-            self.s3
-                .put_object()
-                .bucket(&self.bucket)
-                .key(Self::key(cell))
-                .body(body.into())
-                .send()
-                .await
-                .unwrap();
+        let Some(fixture) = self.next_step(&Self::key(cell)).await else {
             return;
-        }
+        };
         let dir = self.work.path().join(format!("{cell}-default"));
         terraform(&dir, &["destroy", "-input=false", "-no-color", "-auto-approve"]);
-        if std::env::var_os("CELLBRIDGE_RECORD_FIXTURES").is_some() {
-            let obj = self
-                .s3
-                .get_object()
-                .bucket(&self.bucket)
-                .key(Self::key(cell))
-                .send()
-                .await
-                .unwrap();
-            let bytes = obj.body.collect().await.unwrap().into_bytes();
-            std::fs::write(&fixture, &bytes).unwrap();
-        }
+        self.record(&Self::key(cell), &fixture).await;
     }
 
     /// What the Lambda SQS poller would hand the function: every message on the queue now.
