@@ -186,11 +186,9 @@ impl Bed {
             Some(ws) => format!("env:/{ws}/{}", Self::key(cell)),
             None => Self::key(cell),
         };
-        let fixture = self.next_fixture();
-        if !self.terraform {
-            self.upload_fixture(&fixture, &stored_key).await;
+        let Some(fixture) = self.next_step(&stored_key).await else {
             return;
-        }
+        };
         let dir = self
             .work
             .path()
@@ -235,32 +233,19 @@ impl Bed {
             terraform(&dir, &["workspace", "select", "-or-create", "-no-color", ws]);
         }
         terraform(&dir, &["apply", "-input=false", "-no-color", "-auto-approve"]);
-        self.record_fixture(&fixture, &stored_key).await;
+        self.record(&stored_key, &fixture).await;
     }
 
-    /// `terraform destroy` of the cell's stack (applied before, in the default workspace): the
-    /// state it leaves has no outputs and no resources.
-    async fn destroy_stack(&self, cell: &str) {
-        let fixture = self.next_fixture();
-        if !self.terraform {
-            self.upload_fixture(&fixture, &Self::key(cell)).await;
-            return;
-        }
-        let dir = self.work.path().join(format!("{cell}-default"));
-        terraform(&dir, &["destroy", "-input=false", "-no-color", "-auto-approve"]);
-        self.record_fixture(&fixture, &Self::key(cell)).await;
-    }
-
-    /// The fixture of the next Terraform run of this test.
-    fn next_fixture(&self) -> PathBuf {
+    /// The next Terraform step's fixture; without Terraform, the recorded state is uploaded to
+    /// `key` in its place and `None` says the step is done.
+    async fn next_step(&self, key: &str) -> Option<PathBuf> {
         let step = self.step.fetch_add(1, Ordering::SeqCst);
-        fixture_dir().join(format!("{}-{step}.tfstate", self.name))
-    }
-
-    /// Without Terraform: the state a real run wrote, uploaded where the backend writes it.
-    async fn upload_fixture(&self, fixture: &Path, key: &str) {
-        let body =
-            std::fs::read(fixture).unwrap_or_else(|e| panic!("no terraform and no fixture {}: {e}", fixture.display()));
+        let fixture = fixture_dir().join(format!("{}-{step}.tfstate", self.name));
+        if self.terraform {
+            return Some(fixture);
+        }
+        let body = std::fs::read(&fixture)
+            .unwrap_or_else(|e| panic!("no terraform and no fixture {}: {e}", fixture.display()));
         self.s3
             .put_object()
             .bucket(&self.bucket)
@@ -269,10 +254,11 @@ impl Bed {
             .send()
             .await
             .unwrap();
+        None
     }
 
-    /// With `CELLBRIDGE_RECORD_FIXTURES` set: the state Terraform just wrote, kept as the fixture.
-    async fn record_fixture(&self, fixture: &Path, key: &str) {
+    /// With `CELLBRIDGE_RECORD_FIXTURES` set, what Terraform wrote at `key` becomes `fixture`.
+    async fn record(&self, key: &str, fixture: &Path) {
         if std::env::var_os("CELLBRIDGE_RECORD_FIXTURES").is_none() {
             return;
         }
@@ -280,6 +266,17 @@ impl Bed {
         let bytes = obj.body.collect().await.unwrap().into_bytes();
         std::fs::create_dir_all(fixture_dir()).unwrap();
         std::fs::write(fixture, &bytes).unwrap();
+    }
+
+    /// `terraform destroy` of the cell's stack (applied before): what it leaves in the bucket is
+    /// a state with no outputs and no resources.
+    async fn destroy(&self, cell: &str) {
+        let Some(fixture) = self.next_step(&Self::key(cell)).await else {
+            return;
+        };
+        let dir = self.work.path().join(format!("{cell}-default"));
+        terraform(&dir, &["destroy", "-input=false", "-no-color", "-auto-approve"]);
+        self.record(&Self::key(cell), &fixture).await;
     }
 
     /// What the Lambda SQS poller would hand the function: every message on the queue now.
@@ -1255,8 +1252,9 @@ async fn sync_all_fans_out_through_the_queue_and_each_message_syncs_its_cell() {
 }
 
 /// Issue 16, item 3, end to end: after a sync-all over a fleet with a cell in sync, one with its
-/// pull request open, a refused one (a planted secret), a destroyed one (a real `terraform
-/// destroy`) and a fleet cell no state names, the fleet dashboard lists exactly the cells that
+/// pull request open, a refused one (a planted secret), two destroyed by a real `terraform
+/// destroy` (one's cluster gone from moto's EKS, so decommissioned; one's still there) and a
+/// fleet cell no state names, the fleet dashboard lists exactly the cells that
 /// need attention, the cell in sync in its compact list, and never the secret; a second sync-all
 /// with nothing changed writes nothing; a racing run's duplicate is closed; thousands of cells
 /// needing attention stay within GitHub's 65,536 characters and are counted.
@@ -1271,13 +1269,27 @@ async fn the_fleet_dashboard_after_a_sync_all_lists_every_cell_needing_attention
             .call("PUT", &format!("/repos/{REPO}/pulls/{number}/merge"), Some(&json!({})));
         assert_eq!(status, 200, "{out}");
     };
+    // One destroyed stack's cluster still runs in moto's EKS; the other's was never there.
+    let eks = aws_sdk_eks::Client::new(&moto::sdk_config().await);
+    eks.create_cluster()
+        .name("eu-dash-kept")
+        .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
+        .resources_vpc_config(
+            aws_sdk_eks::types::VpcConfigRequest::builder()
+                .subnet_ids("subnet-1")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
     // In sync: proposed and merged. Destroyed: merged, then `terraform destroy`.
-    for cell in ["eu-in-sync", "eu-destroyed"] {
+    for cell in ["eu-in-sync", "eu-dash-gone", "eu-dash-kept"] {
         bed.apply(cell, &base_data(cell, "vpc-1"), false).await;
         let c = only_cell(&bed.invoke(json!({"action": "sync", "cell": cell})).await);
         merge(c["pull_request"]["number"].as_u64().unwrap());
     }
-    bed.destroy_stack("eu-destroyed").await;
+    bed.destroy("eu-dash-gone").await;
+    bed.destroy("eu-dash-kept").await;
     // Pending: a new cell whose pull request is open.
     bed.apply("eu-pending", &base_data("eu-pending", "vpc-1"), false).await;
     // Refused: a value that looks like a credential.
@@ -1322,7 +1334,8 @@ async fn the_fleet_dashboard_after_a_sync_all_lists_every_cell_needing_attention
             .map(|(c, (what, _))| (c.as_str(), what.as_str()))
             .collect::<Vec<_>>(),
         [
-            ("eu-destroyed", "destroyed"),
+            ("eu-dash-gone", "destroyed"),
+            ("eu-dash-kept", "destroyed"),
             ("eu-pending", "pending"),
             ("eu-refused", "refused"),
             ("prod-eu-west-1", "state missing"),
@@ -1342,22 +1355,24 @@ async fn the_fleet_dashboard_after_a_sync_all_lists_every_cell_needing_attention
         "{body}"
     );
     assert!(rows["eu-refused"].1.contains("`db_password`"), "{body}");
-    // The destroyed cell: decommission pending when a decommission pull request is open for it,
-    // else nothing proposed.
-    let decommission = bed.pulls().into_iter().find(|p| {
-        p["head"]["ref"] == "cellbridge/eu-destroyed"
-            && p["state"] == "open"
-            && p["labels"].as_array().unwrap().iter().any(|l| l == "decommission")
-    });
-    match decommission {
-        Some(p) => assert!(
-            rows["eu-destroyed"]
-                .1
-                .starts_with(&format!("decommission pending (#{}", p["number"])),
-            "{body}"
-        ),
-        None => assert!(rows["eu-destroyed"].1.contains("nothing is proposed"), "{body}"),
-    }
+    // Its cluster gone, the sync-all proposed the cell's decommission; the other's runs.
+    let decommission = bed
+        .pulls()
+        .into_iter()
+        .find(|p| {
+            p["head"]["ref"] == "cellbridge/eu-dash-gone"
+                && p["state"] == "open"
+                && p["labels"].as_array().unwrap().iter().any(|l| l == "decommission")
+        })
+        .expect("the sync-all opened the decommission");
+    assert!(
+        rows["eu-dash-gone"].1.starts_with(&format!(
+            "decommission pending (#{}, opened today)",
+            decommission["number"]
+        )),
+        "{body}"
+    );
+    assert!(rows["eu-dash-kept"].1.contains("nothing is proposed"), "{body}");
     assert!(body.contains("\n**In sync** (1): `eu-in-sync`\n"), "{body}");
 
     // A second sync-all, nothing changed: nothing written, the dashboard included.
@@ -1446,10 +1461,127 @@ async fn the_fleet_dashboard_after_a_sync_all_lists_every_cell_needing_attention
     assert!(
         body.contains(&format!(
             "… and {} more cells needing attention not shown",
-            many + 4 - shown
+            many + 5 - shown
         )),
         "{}",
         &body[body.len() - 300..]
     );
     assert!(!body.contains(SECRET));
+}
+
+/// Issue 16's "done when", first part: a real `terraform destroy` of a cell's stack leads through
+/// moto (S3, its notification to SQS, EKS) and the fake GitHub to one decommission pull request
+/// removing exactly `clusters/<cell>/`, but only once EKS no longer knows the cluster (its
+/// DeleteCluster, as CloudTrail reports it through EventBridge, brings the cell back); a re-apply
+/// closes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destroyed_stack_is_decommissioned_once_its_cluster_is_gone_and_a_reapply_closes_it() {
+    let bed = Bed::new("decommission", false).await;
+    let cell = "eu-dc1";
+    let eks = aws_sdk_eks::Client::new(&moto::sdk_config().await);
+    eks.create_cluster()
+        .name(cell)
+        .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
+        .resources_vpc_config(
+            aws_sdk_eks::types::VpcConfigRequest::builder()
+                .subnet_ids("subnet-1")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+
+    // The cell, merged.
+    bed.apply(cell, &base_data(cell, "vpc-111"), false).await;
+    let c = only_cell(&bed.invoke(bed.receive().await).await);
+    assert_eq!(c["action"], "opened", "{c}");
+    let number = c["pull_request"]["number"].as_u64().unwrap();
+    let (status, merged) = bed
+        .gh
+        .call("PUT", &format!("/repos/{REPO}/pulls/{number}/merge"), Some(&json!({})));
+    assert_eq!(status, 200, "{merged}");
+    let main_before: BTreeMap<String, Value> =
+        serde_json::from_value(bed.gh.state(REPO)["files"]["main"].clone()).unwrap();
+    let cell_dir: Vec<&String> = main_before
+        .keys()
+        .filter(|p| p.starts_with(&format!("clusters/{cell}/")))
+        .collect();
+    assert!(cell_dir.len() >= 6, "{cell_dir:?}");
+
+    // `terraform destroy` while the cluster still runs (a state that looks destroyed is no proof).
+    bed.destroy(cell).await;
+    let destroyed_event = bed.receive().await;
+    bed.gh.clear_requests();
+    let c = only_cell(&bed.invoke(destroyed_event.clone()).await);
+    assert_eq!(c["action"], "destroyed", "{c}");
+    assert_eq!(c["decommission"]["eks"]["presence"], "exists", "{c}");
+    assert_eq!(bed.counts().2, 0, "nothing written while the cluster exists");
+    assert!(bed.pulls().iter().all(|p| p["state"] != "open"));
+
+    // The cluster is deleted: CloudTrail's DeleteCluster, through EventBridge and SQS.
+    eks.delete_cluster().name(cell).send().await.unwrap();
+    let sample =
+        std::fs::read_to_string(process::repo_root().join("events/sqs-cloudtrail-delete-cluster.json")).unwrap();
+    let event: Value = serde_json::from_str(&sample.replace("prod-eu-west-1", cell)).unwrap();
+    let resp = bed.invoke(event).await;
+    assert_eq!(resp["batchItemFailures"], json!([]), "{resp}");
+    let c = only_cell(&resp);
+    assert_eq!(c["action"], "decommission-opened", "{c}");
+    assert_eq!(c["decommission"]["eks"]["presence"], "gone", "{c}");
+    let state = bed.gh.state(REPO);
+    let pr = state["pulls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["number"] == c["pull_request"]["number"])
+        .unwrap()
+        .clone();
+    assert_eq!(pr["state"], "open");
+    assert_eq!(pr["head"]["ref"], format!("cellbridge/{cell}"));
+    let labels: Vec<&str> = pr["labels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(
+        labels.contains(&"decommission") && labels.contains(&"cellbridge"),
+        "{labels:?}"
+    );
+    assert_eq!(pr["commits"].as_array().unwrap().len(), 1, "{pr}");
+    let branch: BTreeMap<String, Value> =
+        serde_json::from_value(state["files"][format!("cellbridge/{cell}")].clone()).unwrap();
+    let mut expected = main_before.clone();
+    expected.retain(|p, _| !p.starts_with(&format!("clusters/{cell}/")));
+    assert_eq!(branch, expected, "exactly clusters/{cell}/ is removed");
+    let body = pr["body"].as_str().unwrap();
+    assert!(
+        body.contains("does not exist in `eu-west-1`") && body.contains("never merges it"),
+        "{body}"
+    );
+
+    // The state event replayed: the same single pull request, nothing written.
+    bed.gh.clear_requests();
+    let c = only_cell(&bed.invoke(destroyed_event).await);
+    assert_eq!(c["action"], "decommission-unchanged", "{c}");
+    assert_eq!(bed.counts().2, 0);
+
+    // A re-apply brings the cell back with the values main holds: the decommission is closed.
+    bed.apply(cell, &base_data(cell, "vpc-111"), false).await;
+    let c = only_cell(&bed.invoke(bed.receive().await).await);
+    assert_eq!(c["action"], "closed", "{c}");
+    let state = bed.gh.state(REPO);
+    let pr = state["pulls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["number"] == c["pull_request"]["number"])
+        .unwrap();
+    assert_eq!(
+        (pr["state"].as_str(), pr["merged"].as_bool()),
+        (Some("closed"), Some(false)),
+        "{pr}"
+    );
+    assert!(state["pulls"].as_array().unwrap().iter().all(|p| p["state"] != "open"));
+    assert!(state["files"]["main"][format!("clusters/{cell}/cell-metadata.yaml")].is_string());
 }

@@ -32,6 +32,7 @@ mod api;
 mod archive;
 pub mod config;
 pub mod dashboard;
+pub mod decommission;
 #[cfg(feature = "test-support")]
 pub mod memory;
 pub mod operations;

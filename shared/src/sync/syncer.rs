@@ -12,15 +12,18 @@ use tracing::Instrument;
 use super::dashboard::DashboardRun;
 use super::fanout::{self, Enqueue};
 use super::{SyncConfig, SyncError};
+use crate::cells::{self, ClusterProbe, Presence};
+use crate::decommission::{self, ClusterCheck};
 use crate::error::{Class, Classify};
-use crate::events::sync::{self as events, Manual, StateObject, SyncEvent, SyncItem, SyncSqsRecord};
+use crate::events::sync::{self as events, DeletedCluster, Manual, StateObject, SyncEvent, SyncItem, SyncSqsRecord};
 use crate::fleet::{FleetRead, Keep};
+use crate::github::decommission::{self as gh_decommission, Decommissioned};
 use crate::github::report::{self, Refusal, Reported};
 use crate::github::{GithubError, GithubRepo, Published, Snapshot, pull_request};
-use crate::metadata;
+use crate::metadata::{self, ContractError};
 use crate::metrics::{self, Metrics};
 use crate::pause::{self, Pause};
-use crate::plan::{self, Plan, PlanOptions};
+use crate::plan::{self, Plan, PlanOptions, StateRef};
 use crate::s3::{S3Error, StateSource};
 
 /// Attempts for one state when another writer keeps winning the race for the cell's branch.
@@ -67,6 +70,10 @@ pub struct CellResult {
     /// The `cellbridge-refused` issues this good state closed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub resolved_issues: Vec<u64>,
+    /// A destroyed stack's state: the cell's cluster as EKS answered, and what was proposed or
+    /// why nothing was ([`Syncer::decommission`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decommission: Option<Value>,
     /// This good state found no open pull request: its cell's refused issue is to be closed.
     #[serde(skip)]
     resolve_issue: bool,
@@ -90,6 +97,7 @@ impl CellResult {
             reported: None,
             report_error: None,
             resolved_issues: Vec::new(),
+            decommission: None,
             resolve_issue: false,
         }
     }
@@ -132,6 +140,17 @@ pub struct Syncer<S, G> {
     /// state-sync's own queue: sync-all sends one message per cell there ([`super::fanout`]);
     /// `None`: sync-all syncs every cell in the invocation.
     pub queue: Option<Arc<dyn Enqueue>>,
+    /// EKS, asked whether a destroyed cell's cluster is gone before its directory's removal is
+    /// proposed; `None`: nobody can confirm it, so no decommission is ever opened.
+    pub clusters: Option<ClusterAccess>,
+}
+
+/// How state-sync reaches the cells' clusters: EKS, and the roles of other accounts
+/// (`CELLBRIDGE_ACCOUNT_ROLES`, as cluster-bootstrap has them).
+#[derive(Clone)]
+pub struct ClusterAccess {
+    pub probe: Arc<dyn ClusterProbe>,
+    pub account_roles: BTreeMap<String, String>,
 }
 
 /// The base branch as one invocation read it, shared by all its states (an SQS batch, a
@@ -165,6 +184,14 @@ impl SharedBase {
         Ok(s)
     }
 
+    /// A base that keeps only the shared part and every cell's `cell-metadata.yaml`: what
+    /// finds a cluster's cell.
+    fn index() -> Self {
+        Self {
+            slot: tokio::sync::Mutex::new((Keep::default().with_index(), None)),
+        }
+    }
+
     /// A state lost a race on the snapshot at `base_sha`: the next read takes a fresh one
     /// (unless another state already did).
     async fn lost_race(&self, base_sha: &str) {
@@ -179,6 +206,23 @@ impl SharedBase {
     async fn widen(&self, cells: Vec<String>) {
         self.slot.lock().await.0.cells.extend(cells);
     }
+}
+
+/// What a state asks of the fleet repo, planned against the base.
+enum Work {
+    /// The state's `cell_metadata` as the cell's ConfigMap.
+    Metadata(Plan),
+    /// No outputs and no resources: the stack was destroyed.
+    Destroyed(Destroyed),
+}
+
+/// A destroyed stack's state, and the decommission it would propose before EKS was asked
+/// (`None`: the base has no `clusters/<cell>/`).
+struct Destroyed {
+    decommission: Result<Option<decommission::Decommission>, decommission::DecommissionError>,
+    serial: u64,
+    lineage: String,
+    source: StateRef,
 }
 
 /// One try at a cell's state failed: redo it on a fresh base (a lost race), or stop.
@@ -224,7 +268,14 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             states,
             fleet,
             queue: None,
+            clusters: None,
         }
+    }
+
+    /// Destroyed stacks' clusters are looked up through `access` ([`Self::decommission`]).
+    pub fn with_clusters(mut self, access: ClusterAccess) -> Self {
+        self.clusters = Some(access);
+        self
     }
 
     /// sync-all fans out to `queue`, one message per cell.
@@ -273,6 +324,9 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         ) && switch.is_none();
         // SQS messages that asked for the dashboard alone: they fail with it.
         let mut dashboard_messages = Vec::new();
+        // The clusters an EKS DeleteCluster names are found in one read of the base's index,
+        // shared by the invocation's records.
+        let index = SharedBase::index();
         let (items, dry_run, records) = match parsed {
             SyncEvent::Manual {
                 request: Manual::Dashboard,
@@ -286,7 +340,24 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 }
                 return Ok(SyncInvocation { response, class });
             }
-            SyncEvent::Direct(items) => (items, false, None),
+            SyncEvent::Direct(items) => {
+                let mut resolved = Vec::new();
+                for item in items {
+                    match item {
+                        SyncItem::ClusterDeleted(c) if switch.is_none() => {
+                            match self.cell_of_deleted(&c, &index, deadline).await {
+                                Ok(item) => resolved.push(item),
+                                Err(e) => {
+                                    metrics.count(metrics::failure_outcome(e.class()), &[]);
+                                    return Err(e);
+                                }
+                            }
+                        }
+                        other => resolved.push(other),
+                    }
+                }
+                (resolved, false, None)
+            }
             // Listing every state is reading: a paused sync-all lists nothing.
             SyncEvent::Manual {
                 request: Manual::All, ..
@@ -335,7 +406,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 // Manual payloads as bodies (the fan-out's messages, a redriven sync-all) become
                 // the state objects they name, as an S3 event's would.
                 for r in records.iter_mut() {
-                    if let Err(e) = self.resolve_record(r, deadline, switch.is_some()).await {
+                    if let Err(e) = self.resolve_record(r, &index, deadline, switch.is_some()).await {
                         retry_records.push(crate::lambda::RecordFailure {
                             message_id: r.message_id.clone(),
                             class: e.class(),
@@ -506,6 +577,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
     async fn resolve_record(
         &self,
         record: &mut SyncSqsRecord,
+        index: &SharedBase,
         deadline: Instant,
         paused: bool,
     ) -> Result<(), SyncError> {
@@ -513,9 +585,10 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         let mut resolved = Vec::new();
         for item in std::mem::take(items) {
             match item {
-                SyncItem::Manual(Manual::All) if paused => {}
+                SyncItem::Manual(Manual::All) | SyncItem::ClusterDeleted(_) if paused => {}
                 // Rebuilt once the batch's states are synced (`handle_with`).
                 SyncItem::Manual(Manual::Dashboard) => {}
+                SyncItem::ClusterDeleted(c) => resolved.push(self.cell_of_deleted(&c, index, deadline).await?),
                 SyncItem::Manual(Manual::All) if self.queue.is_some() => {
                     let sent = self.fan_out(deadline).await?;
                     tracing::info!(message_id = %record.message_id, states = sent.len(), "a queued sync-all fanned out");
@@ -539,6 +612,51 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         }
         *items = resolved;
         Ok(())
+    }
+
+    /// The state object of the cell whose merged `cell-metadata.yaml` names the deleted
+    /// cluster and its region (the lookup cluster-bootstrap makes too, [`cells::find_by_cluster`]):
+    /// synced again, it proposes the cell's decommission once the stack is destroyed and the
+    /// cluster gone. A cluster of no cell is ignored.
+    async fn cell_of_deleted(
+        &self,
+        deleted: &DeletedCluster,
+        index: &SharedBase,
+        deadline: Instant,
+    ) -> Result<SyncItem, SyncError> {
+        let lookup = |reason: String, retryable: bool| SyncError::ClusterLookup {
+            cluster: deleted.cluster.clone(),
+            region: deleted.region.clone(),
+            reason,
+            retryable,
+        };
+        let base = index
+            .get(&self.fleet, deadline)
+            .await
+            .map_err(|e| lookup(e.to_string(), e.retryable()))?;
+        let found = cells::find_by_cluster(&base.fleet, &deleted.cluster, &deleted.region)
+            .map_err(|e| lookup(e.to_string(), false))?;
+        let Some(cell) = found else {
+            return Ok(SyncItem::Ignored {
+                what: format!("EKS cluster {} in {}", deleted.cluster, deleted.region),
+                reason: "no cell's cell-metadata.yaml on the base branch names it".into(),
+            });
+        };
+        let Some(key) = self.config.key_pattern.key_for(&cell.name) else {
+            return Err(lookup(
+                format!(
+                    "cell {}: CELLBRIDGE_STATE_KEY_PATTERN names both {{cell}} and {{workspace}}, so the cell's state cannot be told; sync it with \"bucket\" and \"key\"",
+                    cell.name
+                ),
+                false,
+            ));
+        };
+        tracing::info!(cluster = %deleted.cluster, region = %deleted.region, cell = %cell.name, "EKS DeleteCluster: the cell is synced again");
+        Ok(SyncItem::Object(StateObject {
+            bucket: self.config.state_bucket.clone(),
+            key,
+            version_id: None,
+        }))
     }
 
     pub(super) async fn all_states(&self, deadline: Instant) -> Result<Vec<StateObject>, SyncError> {
@@ -632,14 +750,19 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 }
                 let outcome = match self.read_and_plan(&obj, &key_cell, deadline, base, &mut result).await {
                     Ok(None) => Ok(()),
-                    Ok(Some((snapshot, plan))) if dry_run => {
+                    Ok(Some((snapshot, Work::Metadata(plan)))) if dry_run => {
                         result.planned(&plan);
                         drop(snapshot);
                         Ok(())
                     }
-                    Ok(Some((snapshot, plan))) => {
+                    Ok(Some((snapshot, Work::Metadata(plan)))) => {
                         planned_on = Some(snapshot.base_sha.clone());
                         self.publish(&snapshot, &plan, deadline, &mut result).await.map(|tell| report = tell)
+                    }
+                    Ok(Some((snapshot, Work::Destroyed(destroyed)))) => {
+                        planned_on = Some(snapshot.base_sha.clone());
+                        self.decommission(&snapshot, &key_cell, destroyed, dry_run, deadline, &mut result)
+                            .await
                     }
                     Err(e) => Err(e),
                 };
@@ -698,6 +821,156 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         Ok(matches!(published, Published::Claimed { .. }))
     }
 
+    /// A destroyed stack's state: the removal of `clusters/<cell>/` is proposed only once EKS
+    /// confirms that the cluster the cell's merged `cell-metadata.yaml` names is gone, in the
+    /// cell's account and region. A cluster still there proposes nothing (and withdraws an open
+    /// decommission); one still `DELETING` is asked again later (retryable); a cell whose
+    /// metadata names no cluster, or a function with no EKS access, proposes nothing.
+    async fn decommission(
+        &self,
+        snap: &Snapshot,
+        cell: &str,
+        destroyed: Destroyed,
+        dry_run: bool,
+        deadline: Instant,
+        result: &mut CellResult,
+    ) -> Result<(), Attempt> {
+        let nothing = |result: &mut CellResult, detail: Value| {
+            result.action = "destroyed".into();
+            result.decommission = Some(detail);
+            tracing::warn!(cell, decommission = %result.decommission.as_ref().map(|v| v.to_string()).unwrap_or_default(), "the stack was destroyed; no decommission is proposed");
+            Ok(())
+        };
+        let fleet_failure = |e: decommission::DecommissionError| Attempt::Fail {
+            error: e.to_string(),
+            retryable: false,
+            refused: false,
+            report: true,
+        };
+        let Some(dry) = destroyed.decommission.map_err(fleet_failure)? else {
+            return nothing(
+                result,
+                json!({"proposed": false, "reason": format!("the fleet repo's base branch has no clusters/{cell}/: nothing to remove")}),
+            );
+        };
+        let Some(target) = dry.cluster.clone() else {
+            return nothing(
+                result,
+                json!({"proposed": false, "reason": format!("clusters/{cell}/cell-metadata.yaml on the base branch names no cluster_name and aws_region: nothing can confirm that the cluster is gone")}),
+            );
+        };
+        let about = |presence: Value, reason: String| json!({"cluster": target.cluster, "region": target.region, "eks": presence, "proposed": false, "reason": reason});
+        let Some(access) = &self.clusters else {
+            return nothing(
+                result,
+                about(
+                    Value::Null,
+                    "EKS is not reachable from here: nothing can confirm that the cluster is gone".into(),
+                ),
+            );
+        };
+        let merged =
+            cells::named(&snap.fleet, &target.cluster, cell, "the state's key").map_err(|e| Attempt::Fail {
+                error: format!("cell {cell}: {e}"),
+                retryable: false,
+                refused: false,
+                report: true,
+            })?;
+        // An account whose role the configuration and the metadata disagree on is the
+        // operators' to settle, as a bootstrap run would refuse it.
+        let role = cells::role_of(&merged, &access.account_roles).map_err(|error| Attempt::Fail {
+            error,
+            retryable: false,
+            refused: false,
+            report: false,
+        })?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        let presence = tokio::time::timeout(
+            left,
+            access.probe.presence(&target.cluster, &target.region, role.as_deref()),
+        )
+        .await
+        .map_err(|_| Attempt::Fail {
+            error: format!(
+                "EKS DescribeCluster {} in {}: no answer before the function's deadline",
+                target.cluster, target.region
+            ),
+            retryable: true,
+            refused: false,
+            report: false,
+        })?
+        .map_err(|e| Attempt::Fail {
+            retryable: e.class() == Class::Retryable,
+            error: format!("cell {cell}: {e}"),
+            refused: false,
+            report: false,
+        })?;
+        match presence {
+            Presence::Exists { status } if status == "DELETING" => Err(Attempt::Fail {
+                error: format!(
+                    "cell {cell}: the stack was destroyed and EKS cluster {} in {} is still DELETING: the decommission is proposed once EKS no longer knows it",
+                    target.cluster, target.region
+                ),
+                retryable: true,
+                refused: false,
+                report: false,
+            }),
+            Presence::Exists { status } => {
+                let mut detail = about(
+                    json!({"presence": "exists", "status": status}),
+                    format!(
+                        "EKS cluster {} still exists in {} ({status}): a state that looks destroyed (moved to another key, `terraform state rm`, another backend) is no proof, so nothing is proposed",
+                        target.cluster, target.region
+                    ),
+                );
+                if !dry_run {
+                    let why = format!(
+                        "Closed by cellbridge: EKS cluster `{}` still exists in `{}` ({status}), so `clusters/{cell}/` stays.",
+                        target.cluster, target.region
+                    );
+                    if let Some((number, url)) = gh_decommission::withdraw(&self.fleet, cell, &why, deadline)
+                        .await
+                        .map_err(github_fail)?
+                    {
+                        detail["withdrawn"] = json!({"number": number, "url": url});
+                    }
+                }
+                nothing(result, detail)
+            }
+            Presence::Gone => {
+                let gone = ClusterCheck::Gone {
+                    cluster: target.cluster.clone(),
+                    region: target.region.clone(),
+                };
+                let d = decommission::plan(
+                    cell,
+                    destroyed.serial,
+                    &destroyed.lineage,
+                    destroyed.source,
+                    &snap.fleet,
+                    &gone,
+                )
+                .map_err(fleet_failure)?
+                .unwrap_or(dry);
+                let detail = json!({"cluster": target.cluster, "region": target.region, "eks": {"presence": "gone"}, "proposed": true, "removed": d.removed.len()});
+                if dry_run {
+                    result.action = "planned".into();
+                    result.plan = Some(
+                        json!({"outcome": "decommission", "title": d.title, "body": d.body, "labels": d.labels, "removed": d.removed}),
+                    );
+                    result.decommission = Some(detail);
+                    return Ok(());
+                }
+                self.fleet.check_write_access(deadline).await.map_err(github_fail)?;
+                let published = gh_decommission::converge(&self.fleet, snap, &d, deadline)
+                    .await
+                    .map_err(github_fail)?;
+                result.decommissioned(&published, detail);
+                Ok(())
+            }
+        }
+    }
+
     /// The state's latest version, checked against the contract, and its plan against the base
     /// branch as it is now; `None` when there is nothing to plan (the object is gone).
     async fn read_and_plan(
@@ -707,7 +980,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         deadline: Instant,
         base: &SharedBase,
         result: &mut CellResult,
-    ) -> Result<Option<(Arc<Snapshot>, Plan)>, Attempt> {
+    ) -> Result<Option<(Arc<Snapshot>, Work)>, Attempt> {
         // S3 has its own retries; the deadline bounds them so the record goes back to SQS
         // instead of the function being killed with the whole batch.
         let left = deadline.saturating_duration_since(Instant::now());
@@ -722,7 +995,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 refused: false,
                 report: false,
             })?;
-        let (state, source) = match read {
+        let (mut state, source) = match read {
             Ok(s) => s,
             Err(S3Error::NotFound { .. }) => {
                 result.action = "ignored".into();
@@ -742,10 +1015,18 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         result.version_id = source.version_id.clone();
         result.serial = Some(state.serial);
         let origin = source.to_string();
-        // Contract errors name the key, never the value.
-        let meta = metadata::from_state(&state).map_err(|e| refused(format!("{origin}: {e}")))?;
+        // Contract errors name the key, never the value. A destroyed stack is no contract
+        // error: its cell may be decommissioned.
+        let meta = match metadata::from_state(&state) {
+            Ok(meta) => Some(meta),
+            Err(ContractError::Destroyed) => None,
+            Err(e) => return Err(refused(format!("{origin}: {e}"))),
+        };
+        let (serial, lineage) = (state.serial, std::mem::take(&mut state.lineage));
         drop(state);
-        if meta.cell != key_cell {
+        if let Some(meta) = &meta
+            && meta.cell != key_cell
+        {
             return Err(refused(format!(
                 "{origin}: the key says cell `{key_cell}` (CELLBRIDGE_STATE_KEY_PATTERN) but cell_metadata.cell_name is `{}`",
                 meta.cell
@@ -770,10 +1051,27 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 });
             }
         }
-        let opts = PlanOptions {
-            sync_source: self.config.flux_git(&snapshot.base_branch),
+        let planned = match meta {
+            Some(meta) => {
+                let opts = PlanOptions {
+                    sync_source: self.config.flux_git(&snapshot.base_branch),
+                };
+                plan::plan(&meta, source, &snapshot.fleet, &opts).map(Work::Metadata)
+            }
+            None => Ok(Work::Destroyed(Destroyed {
+                decommission: decommission::plan(
+                    key_cell,
+                    serial,
+                    &lineage,
+                    source.clone(),
+                    &snapshot.fleet,
+                    &ClusterCheck::NotAsked,
+                ),
+                serial,
+                lineage,
+                source,
+            })),
         };
-        let planned = plan::plan(&meta, source, &snapshot.fleet, &opts);
         // Whatever the plan's verdict, it stands only if nothing it read was read past.
         let missed = snapshot.fleet.not_kept();
         if !missed.is_empty() {
@@ -784,8 +1082,8 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             base.widen(missed).await;
             return Err(Attempt::Redo(why));
         }
-        let plan: Plan = planned.map_err(|e| refused(e.to_string()))?;
-        Ok(Some((snapshot, plan)))
+        let work = planned.map_err(|e| refused(e.to_string()))?;
+        Ok(Some((snapshot, work)))
     }
 
     /// What the cell's team sees on GitHub: a final failure they can act on (`report`) on the
@@ -854,8 +1152,8 @@ fn unique_objects(items: &[SyncItem]) -> Vec<StateObject> {
     for item in items {
         match item {
             SyncItem::Ignored { what, reason } => tracing::info!(object = %what, reason = %reason, "ignored"),
-            // Resolved before (`resolve_record`).
-            SyncItem::Manual(_) => {}
+            // Resolved before (`resolve_record`), or paused.
+            SyncItem::Manual(_) | SyncItem::ClusterDeleted(_) => {}
             SyncItem::Object(o) => {
                 objects
                     .entry((o.bucket.clone(), o.key.clone()))
@@ -899,7 +1197,7 @@ fn sqs_failures(
                         SyncItem::Object(o) => results
                             .iter()
                             .find(|c| c.bucket == o.bucket && c.key == o.key && c.failed()),
-                        SyncItem::Ignored { .. } | SyncItem::Manual(_) => None,
+                        SyncItem::Ignored { .. } | SyncItem::Manual(_) | SyncItem::ClusterDeleted(_) => None,
                     })
                     .collect();
                 if failures.is_empty() {
@@ -933,6 +1231,35 @@ impl CellResult {
             "files": plan.files.iter().map(|f| &f.path).collect::<Vec<_>>(), "diff": plan.unified_diff(),
             "status": if plan.status_ok() { "success" } else { "failure" }, "status_description": plan.status_description(),
         }));
+    }
+
+    /// What converging the decommission did.
+    fn decommissioned(&mut self, published: &Decommissioned, mut detail: Value) {
+        let pr = |number: u64, url: &str| Some(json!({"number": number, "url": url}));
+        let (action, pull) = match published {
+            Decommissioned::Opened {
+                number,
+                url,
+                superseded,
+                ..
+            } => {
+                if let Some(n) = superseded {
+                    detail["superseded"] = json!(n);
+                }
+                ("decommission-opened", pr(*number, url))
+            }
+            Decommissioned::Updated { number, url, .. } => ("decommission-updated", pr(*number, url)),
+            Decommissioned::Unchanged { number, url } => ("decommission-unchanged", pr(*number, url)),
+            Decommissioned::Declined { number, url } => ("declined", pr(*number, url)),
+            Decommissioned::Conflicted { number, url } => ("conflicted", pr(*number, url)),
+            Decommissioned::Stale { number, url, .. } => ("stale", pr(*number, url)),
+        };
+        self.action = action.into();
+        self.pull_request = pull;
+        self.decommission = Some(detail);
+        // A refusal reported in a cellbridge-refused issue (no pull request was open) is moot
+        // once the stack is gone; with a pull request open it was reported there.
+        self.resolve_issue = matches!(published, Decommissioned::Opened { .. });
     }
 
     /// What converging the pull request did.
