@@ -30,6 +30,7 @@ use crate::github::{GithubError, GithubRepo, OpenPull};
 use crate::metadata::{self, ContractError};
 use crate::metrics::{self, Metrics};
 use crate::pause::{self, Pause};
+use crate::plan::{self, Outcome};
 use crate::s3::{S3Error, StateSource};
 use crate::status::{self, CellState, CellStatus, OnGithub, Summary};
 
@@ -62,6 +63,9 @@ pub enum DashboardError {
     /// `.cellbridge/settings.yaml` cannot be read: the fleet's to fix.
     #[error("fleet dashboard: {0}")]
     Settings(String),
+    /// The base branch's `clusters/` cannot be listed.
+    #[error("fleet dashboard: {0}")]
+    Fleet(#[from] crate::fleet::FleetError),
 }
 
 impl Classify for DashboardError {
@@ -70,7 +74,7 @@ impl Classify for DashboardError {
             DashboardError::States(e) => e.class(),
             DashboardError::Read(_) | DashboardError::Deadline { .. } => Class::Retryable,
             DashboardError::Github(e) => e.class(),
-            DashboardError::Settings(_) => Class::Final,
+            DashboardError::Settings(_) | DashboardError::Fleet(_) => Class::Final,
         }
     }
 }
@@ -156,10 +160,7 @@ struct StateRow {
 /// The cells of the base branch: every directory of `clusters/` but `_template` and any `_`
 /// one (as the command line's `cellbridge status` counts them), and what each is.
 fn fleet_cells(fleet: &dyn FleetRead) -> Result<BTreeMap<String, EntryKind>, DashboardError> {
-    let entries = fleet
-        .list("clusters")
-        .map_err(|e| DashboardError::Settings(e.to_string()))?
-        .unwrap_or_default();
+    let entries = fleet.list("clusters")?.unwrap_or_default();
     Ok(entries
         .into_iter()
         .filter(|e| !e.name.starts_with('_') && e.kind != EntryKind::File)
@@ -225,40 +226,27 @@ fn classify(
     }
     row.lineage = Some(meta.lineage.clone());
     let cm_path = configmap::path_for(&cell);
-    row.status.state = match cells.get(&cell) {
-        None => CellState::Pending {
-            new_cell: true,
-            check_ok: None,
-            keys_changed: meta.data.len(),
-        },
-        Some(EntryKind::Symlink | EntryKind::File) => CellState::Failed {
-            reason: format!(
-                "clusters/{cell} is a symlink: Flux leaves symlinks out of its source artifact, so the cell's directory is not there for it"
-            ),
-        },
-        Some(EntryKind::Dir) => match fleet.read_text(&cm_path) {
-            Err(e) => CellState::Failed { reason: e.to_string() },
-            Ok(text) => match text.as_deref().map(|t| configmap::parse(t, &cm_path)).transpose() {
-                Err(e) => CellState::Failed { reason: e.to_string() },
-                Ok(existing) => {
-                    let old = existing.as_ref().map(|e| &e.data);
-                    if old == Some(&meta.data) {
-                        CellState::InSync
-                    } else if existing.as_ref().is_some_and(|e| {
-                        e.lineage.as_deref() == Some(meta.lineage.as_str()) && e.serial.is_some_and(|s| s > meta.serial)
-                    }) {
-                        CellState::Stale
-                    } else {
-                        let empty = BTreeMap::new();
-                        let old = old.unwrap_or(&empty);
-                        let keys: BTreeSet<&String> = old.keys().chain(meta.data.keys()).collect();
-                        CellState::Pending {
-                            new_cell: false,
-                            check_ok: None,
-                            keys_changed: keys.into_iter().filter(|k| old.get(*k) != meta.data.get(*k)).count(),
-                        }
-                    }
-                }
+    let existing = match cells.get(&cell) {
+        None => Ok(None),
+        Some(EntryKind::Dir) => fleet.read_text(&cm_path).map_err(|e| e.to_string()).and_then(|text| {
+            text.as_deref()
+                .map(|t| configmap::parse(t, &cm_path))
+                .transpose()
+                .map_err(|e| e.to_string())
+        }),
+        Some(_) => Err(format!(
+            "clusters/{cell} is a symlink: Flux leaves symlinks out of its source artifact, so the cell's directory is not there for it"
+        )),
+    };
+    row.status.state = match existing {
+        Err(reason) => CellState::Failed { reason },
+        Ok(existing) => match plan::outcome_for(existing.as_ref(), &meta, !cells.contains_key(&cell)) {
+            Outcome::InSync => CellState::InSync,
+            Outcome::Stale => CellState::Stale,
+            Outcome::Change => CellState::Pending {
+                new_cell: !cells.contains_key(&cell),
+                check_ok: None,
+                keys_changed: plan::diff_keys(&existing.map(|e| e.data).unwrap_or_default(), &meta.data).len(),
             },
         },
     };
