@@ -184,7 +184,7 @@ variable "state_sync_memory_mb" {
 }
 
 variable "state_sync_timeout_seconds" {
-  description = "Timeout of state-sync. A sync-all only lists the states and sends one message per cell to the module's queue (1,000 cells in about 9 s); each record is then synced in its own invocation."
+  description = "Timeout of state-sync. A sync-all lists the states and sends one message per cell to the module's queue (1,000 cells in about 9 s), then rebuilds the fleet dashboard, which reads every state once more, 16 at a time; each record is then synced in its own invocation."
   type        = number
   default     = 300
 

@@ -67,6 +67,8 @@ struct IssueSeen {
     body: String,
     labels: Vec<String>,
     open: bool,
+    /// Why it was closed (`completed`, `duplicate`); `None` while open.
+    state_reason: Option<String>,
 }
 
 /// The GitHub side of a scenario: the repository handle the product is given, and what people
@@ -115,6 +117,10 @@ trait Bed: Sized {
     }
     /// Just before the next call of `op` is handled, another writer commits `files` on `branch`.
     fn race(&self, repo: &Self::Repo, op: &Operation, branch: &str, files: &[(&str, &str)]);
+    /// Someone else (another run, a person) opens an issue; its number.
+    fn open_issue(&self, repo: &Self::Repo, title: &str, body: &str, labels: &[&str]) -> u64;
+    /// The repository's issues are turned off in its settings.
+    fn disable_issues(&self, repo: &Self::Repo);
 }
 
 /// The in-memory double: the Syncer's repository is the store itself.
@@ -165,6 +171,7 @@ impl Bed for MemBed {
             .into_iter()
             .map(|i| IssueSeen {
                 number: i.number,
+                state_reason: repo.issue_state_reason(i.number).map(str::to_owned),
                 title: i.title,
                 body: i.body,
                 labels: i.labels,
@@ -210,6 +217,14 @@ impl Bed for MemBed {
 
     fn race(&self, repo: &MemGithub, op: &Operation, branch: &str, files: &[(&str, &str)]) {
         repo.race(op, branch, files);
+    }
+
+    fn open_issue(&self, repo: &MemGithub, title: &str, body: &str, labels: &[&str]) -> u64 {
+        repo.open_issue(title, body, labels)
+    }
+
+    fn disable_issues(&self, repo: &MemGithub) {
+        repo.disable_issues();
     }
 }
 
@@ -358,6 +373,7 @@ impl Bed for HttpBed {
                     .map(|l| l.as_str().unwrap().to_owned())
                     .collect(),
                 open: i["state"] == "open",
+                state_reason: i["state_reason"].as_str().map(str::to_owned),
             })
             .collect()
     }
@@ -434,6 +450,21 @@ impl Bed for HttpBed {
             "times": 1,
             "lose_race": {"ref": format!("heads/{branch}"), "files": files, "message": "another writer"},
         }));
+    }
+
+    fn open_issue(&self, _: &GithubFleet, title: &str, body: &str, labels: &[&str]) -> u64 {
+        // "Create an issue": https://docs.github.com/rest/issues/issues#create-an-issue
+        self.person(
+            "POST",
+            &format!("/repos/{REPO}/issues"),
+            &json!({"title": title, "body": body, "labels": labels}),
+        )["number"]
+            .as_u64()
+            .unwrap()
+    }
+
+    fn disable_issues(&self, _: &GithubFleet) {
+        self.gh.disable_issues(REPO);
     }
 }
 
@@ -553,6 +584,29 @@ impl<B: Bed> World<B> {
         let cells = inv.response["cells"].as_array().unwrap();
         assert_eq!(cells.len(), 1, "{}", inv.response);
         cells[0].clone()
+    }
+
+    /// Invokes with `event` (a manual payload); the answer.
+    async fn handle(&self, event: Value) -> cellbridge::sync::SyncInvocation {
+        let inv = self.sync.handle(&event, deadline()).await.unwrap();
+        leak::capture("github_scenarios: state-sync's answer", &inv.response.to_string());
+        inv
+    }
+
+    /// `{"action": "dashboard"}`; the answer's `dashboard`.
+    async fn dashboard(&self) -> Value {
+        let inv = self.handle(json!({"action": "dashboard"})).await;
+        assert_eq!(inv.class, None, "{}", inv.response);
+        inv.response["dashboard"].clone()
+    }
+
+    /// The open fleet dashboards.
+    fn dashboards(&self) -> Vec<IssueSeen> {
+        self.bed
+            .issues(self.repo())
+            .into_iter()
+            .filter(|i| i.open && i.labels.iter().any(|l| l == "cellbridge-dashboard"))
+            .collect()
     }
 
     /// Delivers, and once more when the first delivery failed retryably (SQS redelivers it).
@@ -1209,6 +1263,129 @@ async fn people_and_racing_deliveries_lose_nothing<B: Bed>() {
     }
 }
 
+/// i. The fleet dashboard (issue 16): one issue labelled `cellbridge-dashboard`, listing every
+/// cell that needs attention (a pull request open with its status, a refusal naming the key and
+/// never the value, a fleet cell no state names) and the cells in sync; rewritten only when what
+/// it shows changed; a racing run's duplicate closed as a duplicate of the oldest.
+async fn the_fleet_dashboard_is_one_issue_rewritten_only_when_what_it_shows_changed<B: Bed>() {
+    let w = World::<B>::start();
+    w.apply(CELL, 1, "vpc-1");
+    let number = w.deliver(CELL).await["pull_request"]["number"].as_u64().unwrap();
+    let mut meta = metadata("eu-c2", "vpc-1");
+    meta["api_token"] = json!(PLANTED_SECRET);
+    w.put_state("eu-c2", state_with(1, meta));
+
+    let d = w.dashboard().await;
+    assert_eq!(d["action"], "created", "{d}");
+    let open = w.dashboards();
+    assert_eq!(open.len(), 1, "{open:?}");
+    let issue = &open[0];
+    assert_eq!(d["issue"]["number"], issue.number);
+    assert_eq!(issue.title, "cellbridge: fleet dashboard (main)");
+    assert_eq!(issue.labels, ["cellbridge-dashboard"]);
+    let body = issue.body.clone();
+    assert!(
+        body.contains(&format!(
+            "| `{CELL}` | pending | new cell (11 keys); pull request #{number} opened today; strict check passes"
+        )),
+        "{body}"
+    );
+    assert!(
+        body.contains("| `eu-c2` | refused | cell_metadata key `api_token`"),
+        "{body}"
+    );
+    assert!(body.contains("| `prod-eu-west-1` | state missing |"), "{body}");
+    assert!(!body.contains(PLANTED_SECRET) && !d.to_string().contains(PLANTED_SECRET));
+    assert!(body.ends_with("<!-- cellbridge:dashboard=main -->\n"), "{body}");
+
+    let writes = w.writes();
+    assert_eq!(w.dashboard().await["action"], "unchanged");
+    assert_eq!(w.writes(), writes, "nothing changed: nothing written");
+
+    // Another run, which found no dashboard either, opened one at the same time.
+    let dup = w.bed.open_issue(
+        w.repo(),
+        "cellbridge: fleet dashboard (main)",
+        &body,
+        &["cellbridge-dashboard"],
+    );
+    let d = w.dashboard().await;
+    assert_eq!(
+        (&d["action"], &d["closed_duplicates"]),
+        (&json!("unchanged"), &json!([dup])),
+        "{d}"
+    );
+    let closed = w.bed.issues(w.repo()).into_iter().find(|i| i.number == dup).unwrap();
+    assert_eq!(
+        (closed.open, closed.state_reason.as_deref()),
+        (false, Some("duplicate")),
+        "{closed:?}"
+    );
+    assert!(
+        closed.body.starts_with(&format!("Duplicate of #{}", issue.number)),
+        "{closed:?}"
+    );
+
+    // The reviewer merges: the cell is in sync, the dashboard rewritten in place.
+    w.bed.merge(w.repo(), number).unwrap();
+    let d = w.dashboard().await;
+    assert_eq!(d["action"], "updated", "{d}");
+    let open = w.dashboards();
+    assert_eq!((open.len(), open[0].number), (1, issue.number));
+    assert!(
+        open[0].body.contains(&format!("**In sync** (1): `{CELL}`")),
+        "{}",
+        open[0].body
+    );
+    assert!(!open[0].body.contains(&format!("| `{CELL}` |")), "{}", open[0].body);
+}
+
+/// j. A repository whose issues are turned off answers 410 to the dashboard: a final failure of
+/// the dashboard, in the answer, that leaves the sync-all's cells as they are.
+async fn a_repository_without_issues_fails_the_dashboard_not_the_sync_all<B: Bed>() {
+    let w = World::<B>::start();
+    w.bed.disable_issues(w.repo());
+    w.apply(CELL, 1, "vpc-1");
+    let inv = w.handle(json!({"action": "sync-all"})).await;
+    assert_eq!(inv.class, None, "{}", inv.response);
+    assert_eq!(inv.response["cells"][0]["action"], "opened", "{}", inv.response);
+    let d = &inv.response["dashboard"];
+    assert_eq!((&d["action"], &d["class"]), (&json!("failed"), &json!("final")), "{d}");
+    assert!(d["error"].as_str().unwrap().contains("HTTP 410"), "{d}");
+    let inv = w.handle(json!({"action": "dashboard"})).await;
+    assert_eq!(inv.class, Some(cellbridge::error::Class::Final), "{}", inv.response);
+    assert!(w.bed.issues(w.repo()).is_empty());
+}
+
+/// k. A fleet with thousands of cells needing attention: the dashboard stays within GitHub's
+/// 65,536-character body limit (both GitHubs refuse more) and says how many rows it left out.
+async fn thousands_of_cells_needing_attention_fit_githubs_body_limit<B: Bed>() {
+    let w = World::<B>::start();
+    for i in 0..2500 {
+        let cell = format!("eu-cell-{i:04}");
+        let mut meta = metadata(&cell, "vpc-1");
+        meta["api_token"] = json!(PLANTED_SECRET);
+        w.put_state(&cell, state_with(1, meta));
+    }
+    let d = w.dashboard().await;
+    assert_eq!(d["action"], "created", "{d}");
+    assert_eq!(d["summary"]["refused"], 2500, "{d}");
+    let body = w.dashboards().remove(0).body;
+    assert!(body.chars().count() <= 65_536, "{}", body.chars().count());
+    let shown = body.lines().filter(|l| l.starts_with("| `eu-cell-")).count();
+    assert!(shown > 100 && shown < 2500, "{shown}");
+    // The refused cells and the fleet's cell no state names.
+    assert!(
+        body.contains(&format!(
+            "… and {} more cells needing attention not shown",
+            2501 - shown
+        )),
+        "{}",
+        &body[body.len() - 300..]
+    );
+    assert!(!body.contains(PLANTED_SECRET));
+}
+
 macro_rules! scenarios {
     ($($module:ident: $bed:ty),+ ; $scenarios:tt) => {
         $(scenarios!(@bed $module, $bed, $scenarios);)+
@@ -1245,6 +1422,9 @@ scenarios!(
         a_conflict_between_a_reviewer_and_main_is_reported_once_and_the_branch_left_alone,
         people_and_racing_deliveries_lose_nothing,
         a_destroyed_cell_whose_cluster_is_gone_gets_one_decommission_and_a_reapply_closes_it,
+        the_fleet_dashboard_is_one_issue_rewritten_only_when_what_it_shows_changed,
+        a_repository_without_issues_fails_the_dashboard_not_the_sync_all,
+        thousands_of_cells_needing_attention_fit_githubs_body_limit,
     ]
 );
 
@@ -1501,7 +1681,7 @@ async fn http_the_request_budget_per_outcome_is_the_readmes() {
     step("replayed, nothing changed (`unchanged`)", "unchanged").await;
     w.apply(CELL, 3, "vpc-3");
     step("value changed, pull request open (`updated`)", "updated").await;
-    w.put_state(CELL, state_with(4, secret));
+    w.put_state(CELL, state_with(4, secret.clone()));
     step("refused, pull request open (first time for a reason)", "refused").await;
     step("refused, pull request open (replayed)", "refused").await;
     let number = w.open_pulls().iter().find(|p| p.head == branch(CELL)).unwrap().number;
@@ -1514,8 +1694,34 @@ async fn http_the_request_budget_per_outcome_is_the_readmes() {
     w.apply(CELL, 7, "vpc-3");
     step("back in sync, pull request closed (`closed`)", "closed").await;
 
+    // The fleet dashboard, over a fleet with no pull request open (the new cell's merged): the
+    // rows that cost no further request (in sync, refused, a fleet cell no state names).
+    let number = w
+        .open_pulls()
+        .iter()
+        .find(|p| p.head == branch("eu-c9"))
+        .unwrap()
+        .number;
+    w.bed.merge(w.repo(), number).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(action(&w.deliver("eu-c9").await), "in-sync");
+    for (row, expect) in [
+        ("fleet dashboard, first run (`created`)", "created"),
+        ("fleet dashboard, nothing changed (`unchanged`)", "unchanged"),
+        ("fleet dashboard, a row changed (`updated`)", "updated"),
+    ] {
+        if expect == "updated" {
+            w.put_state(CELL, state_with(8, secret.clone()));
+        }
+        let from = w.bed.gh.requests()["requests"].as_array().unwrap().len();
+        let d = w.dashboard().await;
+        assert_eq!(d["action"], expect, "{row}: {d}");
+        let reqs = api_requests_since(&w, from);
+        let writes = reqs.iter().filter(|(_, write)| *write).count();
+        measured.insert(row.to_owned(), (reqs.len(), writes));
+    }
+
     assert_budget(&table, &measured);
-    assert!(measured.len() >= 9, "{measured:?}");
+    assert!(measured.len() >= 12, "{measured:?}");
 }
 
 /// The README's table "GitHub requests per outcome": row → (API requests, writes).

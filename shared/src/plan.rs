@@ -290,15 +290,7 @@ pub fn plan(
     };
     let schema_violation = key_set_changed && !schema_bumped;
 
-    let outcome = if !new_cell && existing.as_ref().is_some_and(|e| e.data == meta.data) {
-        Outcome::InSync
-    } else if existing.as_ref().is_some_and(|e| {
-        e.lineage.as_deref() == Some(meta.lineage.as_str()) && e.serial.is_some_and(|s| s > meta.serial)
-    }) {
-        Outcome::Stale
-    } else {
-        Outcome::Change
-    };
+    let outcome = outcome_for(existing.as_ref(), meta, new_cell);
 
     let mut files = Vec::new();
     if outcome == Outcome::Change {
@@ -388,7 +380,24 @@ fn run_check(fleet: &dyn FleetRead, cell: &str, data: &BTreeMap<String, String>)
     }
 }
 
-fn diff_keys(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> Vec<KeyChange> {
+/// Where a state stands against what the fleet holds for its cell: `existing`, the cell's
+/// `cell-metadata.yaml`; `new_cell`, no `clusters/<cell>/` yet. The rule the plan and the fleet
+/// dashboard share: the map decides, whatever the serial, unless the fleet holds a newer serial
+/// of the same lineage.
+pub fn outcome_for(existing: Option<&Existing>, meta: &CellMetadata, new_cell: bool) -> Outcome {
+    if !new_cell && existing.is_some_and(|e| e.data == meta.data) {
+        Outcome::InSync
+    } else if existing.is_some_and(|e| {
+        e.lineage.as_deref() == Some(meta.lineage.as_str()) && e.serial.is_some_and(|s| s > meta.serial)
+    }) {
+        Outcome::Stale
+    } else {
+        Outcome::Change
+    }
+}
+
+/// The keys whose value differs between `old` and `new` (added, removed or changed), by key.
+pub fn diff_keys(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> Vec<KeyChange> {
     let keys: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
     keys.into_iter()
         .filter_map(|k| {

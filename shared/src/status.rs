@@ -26,8 +26,11 @@ pub enum CellState {
     Pending {
         /// The fleet has no directory for the cell yet.
         new_cell: bool,
-        /// The strict substitution check (and the schema rule) pass on the planned change.
-        check_ok: bool,
+        /// The strict substitution check (and the schema rule) pass on the planned change, as
+        /// the command line computes it; `None` where the plan is not computed (the dashboard,
+        /// which shows the status on the pull request's head instead: [`OnGithub::Open`]).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        check_ok: Option<bool>,
         /// How many keys of `cell_metadata` the change adds, removes or changes.
         keys_changed: usize,
     },
@@ -108,12 +111,11 @@ impl CellState {
                 } else {
                     format!("{} changed", plural(*keys_changed, "key"))
                 };
-                let check = if *check_ok {
-                    "strict check passes"
-                } else {
-                    "strict check fails"
-                };
-                format!("{what}; {check}")
+                match check_ok {
+                    Some(true) => format!("{what}; strict check passes"),
+                    Some(false) => format!("{what}; strict check fails"),
+                    None => what,
+                }
             }
             CellState::Stale => "the fleet holds a newer serial".into(),
             CellState::Refused { reason } | CellState::Failed { reason } => reason.clone(),
@@ -133,6 +135,51 @@ fn plural(n: usize, what: &str) -> String {
     }
 }
 
+/// What GitHub holds for a cell's branch (`cellbridge/<cell>`), as the dashboard reads it: the
+/// command line reads no GitHub and leaves it out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "pull_request", rename_all = "kebab-case")]
+pub enum OnGithub {
+    /// The cell's pull request is open.
+    Open {
+        number: u64,
+        url: String,
+        /// Whole days since it was opened.
+        age_days: u64,
+        /// A decommission pull request (label `decommission`): it removes `clusters/<cell>/`.
+        decommission: bool,
+        /// The `cellbridge/strict-substitution` status of its head; read for pending cells only
+        /// (and not for all of them when there are very many: `None`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        check: Option<HeadCheck>,
+    },
+    /// Nothing is open, and the cell's newest pull request, which proposed these very values,
+    /// was closed by a person without merging: cellbridge leaves it closed.
+    Declined { number: u64, url: String },
+    /// No pull request is open for the cell.
+    None,
+}
+
+/// The strict-substitution status on a pull request's head.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum HeadCheck {
+    Passes,
+    /// Its description names the variables (never a value).
+    Fails {
+        description: String,
+    },
+    /// No status on this head yet (a person's push the next event will check).
+    NotPosted,
+}
+
+fn days(n: u64) -> String {
+    match n {
+        0 => "opened today".into(),
+        n => format!("open {}", plural(n as usize, "day")),
+    }
+}
+
 /// One row: a cell, and the state it was computed from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CellStatus {
@@ -143,6 +190,9 @@ pub struct CellStatus {
     pub source: Option<String>,
     /// The state's serial, when it could be read.
     pub serial: Option<u64>,
+    /// The cell's pull request, where GitHub was read (the dashboard).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub github: Option<OnGithub>,
 }
 
 impl CellStatus {
@@ -151,9 +201,65 @@ impl CellStatus {
         !matches!(self.state, CellState::InSync | CellState::Stale)
     }
 
+    /// What the row says: the state's detail, with what GitHub holds for the cell when it was
+    /// read.
+    pub fn detail(&self) -> String {
+        let d = self.state.detail();
+        let Some(gh) = &self.github else { return d };
+        match (&self.state, gh) {
+            (
+                CellState::Destroyed,
+                OnGithub::Open {
+                    number,
+                    age_days,
+                    decommission: true,
+                    ..
+                },
+            ) => format!(
+                "decommission pending (#{number}, {}): the stack was destroyed and its cluster found gone; merging the pull request removes clusters/{}/",
+                days(*age_days),
+                self.cell
+            ),
+            (CellState::Destroyed, other) => {
+                let mut d = "the stack was destroyed (no outputs, no resources) and nothing is proposed: the cluster still exists or is not confirmed gone".to_owned();
+                if let OnGithub::Open { number, .. } = other {
+                    let _ = write!(d, "; pull request #{number} is still open");
+                }
+                d
+            }
+            (
+                CellState::Pending { .. },
+                OnGithub::Open {
+                    number,
+                    age_days,
+                    decommission,
+                    check,
+                    ..
+                },
+            ) => {
+                if *decommission {
+                    return format!("{d}; decommission pull request #{number} still open");
+                }
+                let check = match check {
+                    Some(HeadCheck::Passes) => "strict check passes".to_owned(),
+                    Some(HeadCheck::Fails { description }) => format!("strict check fails: {description}"),
+                    Some(HeadCheck::NotPosted) => "strict check not posted on its head yet".to_owned(),
+                    None => "its head's status not read (too many pending cells for one run)".to_owned(),
+                };
+                format!("{d}; pull request #{number} {}; {check}", days(*age_days))
+            }
+            (CellState::Pending { .. }, OnGithub::Declined { number, .. }) => {
+                format!("{d}; declined: #{number} was closed without merging these values")
+            }
+            (CellState::Pending { .. }, OnGithub::None) => format!("{d}; no pull request open yet"),
+            (_, OnGithub::Open { number, .. }) => format!("{d}; pull request #{number} is open"),
+            _ => d,
+        }
+    }
+
     /// The detail with the state's source and serial.
     fn detail_with_source(&self) -> String {
-        let mut d = self.state.detail();
+        let mut d = self.detail();
         match (&self.source, self.serial) {
             (Some(s), Some(n)) => {
                 let _ = write!(d, " (state {s}, serial {n})");
@@ -253,6 +359,22 @@ const OVERFLOW_RESERVE: usize = 3 * 100;
 pub fn render_markdown(rows: &[CellStatus], limit: usize) -> String {
     let s = summary(rows);
     let mut out = format!("**{}**\n", escape(&s.line()));
+    // Pull requests open, by cell (a cell whose workspaces have several rows has one).
+    let open: std::collections::BTreeMap<&str, bool> = rows
+        .iter()
+        .filter_map(|r| match &r.github {
+            Some(OnGithub::Open { decommission, .. }) => Some((r.cell.as_str(), *decommission)),
+            _ => None,
+        })
+        .collect();
+    if !open.is_empty() {
+        let decommissions = open.values().filter(|d| **d).count();
+        let _ = write!(out, "\n{} open", plural(open.len(), "pull request"));
+        if decommissions > 0 {
+            let _ = write!(out, " ({decommissions} to decommission a cell)");
+        }
+        out.push('\n');
+    }
     let budget = limit.saturating_sub(OVERFLOW_RESERVE);
 
     let mut attention: Vec<&CellStatus> = rows.iter().filter(|r| r.needs_attention()).collect();
@@ -356,7 +478,7 @@ pub fn render_text(rows: &[CellStatus]) -> String {
                 r.state.kind().label().to_owned(),
                 r.serial.map_or_else(|| "-".to_owned(), |n| n.to_string()),
                 r.source.clone().unwrap_or_else(|| "-".to_owned()),
-                r.state.detail().replace(['\n', '\r'], " "),
+                r.detail().replace(['\n', '\r'], " "),
             ]
         })
         .collect();
@@ -393,6 +515,7 @@ mod tests {
             state,
             source: Some(format!("cells/{cell}/terraform.tfstate")),
             serial: Some(3),
+            github: None,
         }
     }
 
@@ -432,7 +555,7 @@ mod tests {
                 "b-new",
                 CellState::Pending {
                     new_cell: true,
-                    check_ok: true,
+                    check_ok: Some(true),
                     keys_changed: 9,
                 },
             ),
@@ -440,7 +563,7 @@ mod tests {
                 "c-changed",
                 CellState::Pending {
                     new_cell: false,
-                    check_ok: false,
+                    check_ok: Some(false),
                     keys_changed: 1,
                 },
             ),
@@ -463,6 +586,7 @@ mod tests {
                 state: CellState::StateMissing,
                 source: None,
                 serial: None,
+                github: None,
             },
         ]
     }
@@ -540,7 +664,7 @@ mod tests {
                 0 => CellState::Refused { reason: reason.clone() },
                 1 => CellState::Pending {
                     new_cell: false,
-                    check_ok: i % 2 == 0,
+                    check_ok: Some(i % 2 == 0),
                     keys_changed: 2,
                 },
                 _ => CellState::InSync,

@@ -993,17 +993,34 @@ def plain_issue_json(full, repo, issue):
     }
 
 
+# GitHub's limit on an issue's body, in characters: a longer one is 422 Validation Failed with
+# `{"resource": "Issue", "code": "custom", "field": "body", "message": "body is too long (maximum
+# is 65536 characters)"}` (GitHub's answer to "Create an issue" as clients quote it in full:
+# https://github.com/PyGithub/PyGithub/issues/1906, https://github.com/trstringer/manual-approval/issues/89;
+# the description only says the body is a string). Python counts characters, as the message does.
+ISSUE_BODY_MAX = 65536
+
+
+def check_issue_body(body):
+    text = body.get("body")
+    if isinstance(text, str) and len(text) > ISSUE_BODY_MAX:
+        raise ApiError(422, "Validation Failed", errors=[{"resource": "Issue", "code": "custom", "field": "body",
+                                                          "message": f"body is too long (maximum is {ISSUE_BODY_MAX} characters)"}])
+
+
 def create_issue(full, repo, body):
     """`POST /issues` ("Create an issue", https://docs.github.com/rest/issues/issues#create-an-issue):
     410 "If issues are disabled in the repository" (the message is GitHub's as clients quote it,
     "410 Issues are disabled for this repo": https://github.com/ossf/allstar/issues/64); a
     `title` that is empty is 422 (GitHub's "Validation Failed" with a `missing_field` error; a
-    missing `title` is refused by the description check before)."""
+    missing `title` is refused by the description check before); a body over `ISSUE_BODY_MAX`
+    characters is 422 (`check_issue_body`)."""
     if not repo.get("has_issues", True):
         raise ApiError(410, "Issues are disabled for this repo")
     title = body.get("title")
     if title is None or str(title).strip() == "":
         raise ApiError(422, "Validation Failed", errors=[{"resource": "Issue", "field": "title", "code": "missing_field"}])
+    check_issue_body(body)
     number = repo["next_number"]
     repo["next_number"] += 1
     issue = {"id": new_id(), "number": number, "title": str(title), "body": body.get("body"), "state": "open",
@@ -1020,7 +1037,13 @@ def update_issue(full, repo, issue, body, agent):
     ("Pass one or more labels to _replace_ the set of labels on this issue. Send an empty array
     (`[]`) to clear all labels"), `state` and `state_reason` ("The reason for the state change.
     Ignored unless `state` is changed"; closing without one is `completed`, as the web's "Close
-    issue" button, reopening `reopened`)."""
+    issue" button, reopening `reopened`; `duplicate` and `not_planned` as given). 410 when the
+    repository's issues are turned off (the operation's documented 410 "Gone"; listing them still
+    answers, https://github.com/ingydotnet/git-hub/issues/72), 422 for a body over
+    `ISSUE_BODY_MAX` characters (`check_issue_body`)."""
+    if not repo.get("has_issues", True):
+        raise ApiError(410, "Issues are disabled for this repo")
+    check_issue_body(body)
     if "title" in body and body["title"] is not None:
         if str(body["title"]).strip() == "":
             raise ApiError(422, "Validation Failed", errors=[{"resource": "Issue", "field": "title", "code": "missing_field"}])

@@ -692,6 +692,31 @@ def test_issue_refusals(gh):
     assert new_issue(gh)["number"] == 1, "refused ones take no number"
 
 
+def test_an_issue_body_is_at_most_65536_characters_and_issues_turned_off_refuse_updates(gh):
+    # Characters, not bytes: 65,536 two-byte characters are taken, one more is not.
+    number = new_issue(gh, "dashboard", body="é" * 65536)["number"]
+    r = gh("POST", "/repos/{repo}/issues", {"title": "x", "body": "a" * 65537})
+    assert r.status == 422 and r.body["errors"][0]["message"] == "body is too long (maximum is 65536 characters)", r
+    r = gh("PATCH", f"/repos/{{repo}}/issues/{number}", {"body": "a" * 65537})
+    assert r.status == 422 and r.body["errors"][0]["field"] == "body", r
+    assert gf.REPOS[gh.full]["issues"][number]["body"] == "é" * 65536, "nothing written"
+    r = gh("PATCH", f"/repos/{{repo}}/issues/{number}", {"state": "closed", "state_reason": "duplicate"})
+    assert (r.body["state"], r.body["state_reason"]) == ("closed", "duplicate")
+    gf.seed({"repo": gh.full, "branch": "main", "files": {"a.txt": "a\n"}, "has_issues": False})
+    assert gh("PATCH", f"/repos/{{repo}}/issues/{number}", {"body": "x"}).status == 410
+    assert [i["number"] for i in gh("GET", "/repos/{repo}/issues?state=all").body] == [number], "still listed"
+
+
+def test_open_pull_requests_are_listed_oldest_first_with_their_head_and_time(gh):
+    first, second = open_pull(gh, "cellbridge/a"), open_pull(gh, "people/b")
+    r = gh("GET", "/repos/{repo}/pulls?state=open&sort=created&direction=asc&per_page=1&page=2")
+    assert [p["number"] for p in r.body] == [second], r
+    r = gh("GET", "/repos/{repo}/pulls?state=open&sort=created&direction=asc&per_page=100")
+    assert [p["number"] for p in r.body] == [first, second]
+    owner = gh.full.split("/")[0]
+    assert r.body[0]["head"]["label"] == f"{owner}:cellbridge/a" and r.body[0]["created_at"].endswith("Z")
+
+
 # permissions of fine-grained actors -----------------------------------------------------------------
 
 def app_jwt():

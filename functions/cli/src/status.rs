@@ -83,6 +83,7 @@ pub fn status(args: &StatusArgs, json: bool) -> Result<ExitCode, StatusError> {
             state: CellState::StateMissing,
             source: None,
             serial: None,
+            github: None,
         })
         .collect();
     rows.extend(missing);
@@ -147,6 +148,7 @@ fn row(path: &Path, key: String, cell: String, fleet: &LocalFleet, opts: &PlanOp
         state: CellState::InSync,
         source: Some(key.clone()),
         serial: None,
+        github: None,
     };
     let state = match tfstate::read_state_file(path) {
         Ok(s) => s,
@@ -189,7 +191,7 @@ fn row(path: &Path, key: String, cell: String, fleet: &LocalFleet, opts: &PlanOp
             Outcome::Stale => CellState::Stale,
             Outcome::Change => CellState::Pending {
                 new_cell: p.new_cell,
-                check_ok: p.status_ok(),
+                check_ok: Some(p.status_ok()),
                 keys_changed: p.key_changes.len(),
             },
         },

@@ -58,8 +58,13 @@ pub struct DeletedCluster {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Manual {
     Cell(String),
-    Object { bucket: Option<String>, key: String },
+    Object {
+        bucket: Option<String>,
+        key: String,
+    },
     All,
+    /// Rebuild the fleet dashboard, and sync nothing.
+    Dashboard,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -199,7 +204,7 @@ pub fn parse_notification(v: &Value) -> Result<Vec<SyncItem>, SyncEventError> {
         })]);
     }
     Err(SyncEventError::Unrecognized {
-        reason: "expected an S3 notification (Records), an EventBridge S3 event (detail-type), CloudTrail's eks:DeleteCluster, SQS messages, or {\"action\": \"sync\", ...}".into(),
+        reason: "expected an S3 notification (Records), an EventBridge S3 event (detail-type), CloudTrail's eks:DeleteCluster, SQS messages, or {\"action\": \"sync\" | \"sync-all\" | \"dashboard\", ...}".into(),
     })
 }
 
@@ -324,9 +329,11 @@ fn parse_manual(event: &Value) -> Result<(Manual, bool), SyncEventError> {
         ("sync", _, _) => return Err(invalid("\"sync\" needs \"cell\", or \"bucket\" and \"key\"")),
         ("sync-all", None, None) => Manual::All,
         ("sync-all", _, _) => return Err(invalid("\"sync-all\" takes no cell or key")),
+        ("dashboard", None, None) if p.bucket.is_none() => Manual::Dashboard,
+        ("dashboard", _, _) => return Err(invalid("\"dashboard\" takes no cell, bucket or key")),
         (other, _, _) => {
             return Err(invalid(&format!(
-                "unknown action {other:?} (expected \"sync\" or \"sync-all\")"
+                "unknown action {other:?} (expected \"sync\", \"sync-all\" or \"dashboard\")"
             )));
         }
     };
@@ -510,6 +517,13 @@ mod tests {
                 "{all}"
             );
         }
+        assert_eq!(
+            parse(&load("manual-dashboard.json")).unwrap(),
+            SyncEvent::Manual {
+                request: Manual::Dashboard,
+                dry_run: false
+            }
+        );
         // The bootstrap function's CloudTrail call is not state-sync's: ignored, not an error.
         assert!(matches!(
             parse(&load("cloudtrail-create-cluster.json")).unwrap(),
@@ -573,6 +587,19 @@ mod tests {
                 },
                 dry_run: false
             }
+        );
+        assert_eq!(
+            parse(&json!({"action": "dashboard", "dry_run": true})).unwrap(),
+            SyncEvent::Manual {
+                request: Manual::Dashboard,
+                dry_run: true
+            }
+        );
+        assert!(
+            parse(&json!({"action": "dashboard", "cell": "c1"}))
+                .unwrap_err()
+                .to_string()
+                .contains("takes no cell")
         );
         assert!(parse(&json!({"action": "sync"})).is_err());
         assert!(parse(&json!({"action": "bootstrap", "cluster": "x"})).is_err());

@@ -35,6 +35,17 @@
 //!   The double merges whole files three ways against the merge base ([`MemGithub::try_merge`]):
 //!   git merges lines, so two edits of different lines of one file conflict here, not on GitHub.
 //!
+//! - an issue's body is at most 65,536 characters: a longer one is 422 Validation Failed, "body
+//!   is too long (maximum is 65536 characters)" (GitHub's answer as clients quote it,
+//!   https://github.com/PyGithub/PyGithub/issues/1906); a repository whose issues are turned off
+//!   answers 410 to creating or updating one ("Create an issue", "Update an issue": 410 Gone,
+//!   https://docs.github.com/rest/issues/issues#create-an-issue), while listing them still
+//!   answers (https://github.com/ingydotnet/git-hub/issues/72); an issue closes as `completed`
+//!   unless a `state_reason` (`duplicate`, `not_planned`) says otherwise
+//!   (https://docs.github.com/rest/issues/issues#update-an-issue);
+//! - "List pull requests" lists the open ones, oldest first with `direction=asc`, each with the
+//!   time it was opened (`created_at`, https://docs.github.com/rest/pulls/pulls#list-pull-requests).
+//!
 //! Faults: [`MemGithub::fail`] makes the next calls of an operation fail as the transport would
 //! report them after its retries; [`MemGithub::race`] lets another writer commit just before
 //! an operation runs. People: [`MemGithub::merge`] (and [`MemGithub::try_merge`]),
@@ -48,7 +59,7 @@ use sha1::Digest as _;
 
 use super::archive::{Keeper, git_object_id, hex};
 use super::operations::{self as ops, Operation};
-use super::port::{ChangedFile, Comparison, GithubRepo, Issue, Merge, PullRequest, PullState, Relation};
+use super::port::{ChangedFile, Comparison, GithubRepo, Issue, Merge, OpenPull, PullRequest, PullState, Relation};
 use super::{GithubError, Result, Snapshot};
 use crate::fleet::{FileMode, FileWrite, Keep, MemFleet};
 
@@ -219,6 +230,13 @@ struct Store {
     blobs: HashMap<String, String>,
     /// Seeded interleaving: each call yields to the scheduler a pseudo-random number of times.
     jitter: Option<u64>,
+    // dashboard (issue 16)
+    /// When each pull request was opened (seconds since the epoch), by number.
+    pull_created: HashMap<u64, u64>,
+    /// Why each closed issue was closed (`completed`, `duplicate`), by number.
+    state_reasons: HashMap<u64, &'static str>,
+    /// Issues turned off in the repository's settings.
+    issues_disabled: bool,
 }
 
 /// One repository on GitHub, in memory.
@@ -229,6 +247,34 @@ pub struct MemGithub {
 /// GitHub's final answer, classified as the transport classifies it.
 fn api(op: &Operation, status: u16, message: impl Into<String>) -> GithubError {
     GithubError::from_status(op.id, status, message.into(), None)
+}
+
+/// GitHub's limit on an issue's (and a pull request's) body, in characters.
+const BODY_MAX: usize = 65_536;
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+impl Store {
+    /// GitHub's refusals of an issue write: issues turned off (410), a body too long (422).
+    fn check_issue_write(&self, op: &Operation, number: Option<u64>, body: &str) -> Result<()> {
+        let plain = number.is_none_or(|n| self.issues.iter().any(|i| i.number == n));
+        if plain && self.issues_disabled {
+            return Err(api(op, 410, "Issues are disabled for this repo"));
+        }
+        if body.chars().count() > BODY_MAX {
+            return Err(api(
+                op,
+                422,
+                "Validation Failed: body is too long (maximum is 65536 characters)",
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Store {
@@ -529,6 +575,43 @@ impl MemGithub {
     /// Every issue (not pull request), in number order.
     pub fn issues(&self) -> Vec<MemIssue> {
         self.with(|s| s.issues.clone())
+    }
+
+    // dashboard (issue 16)
+    /// Why issue `number` was closed (`completed`, `duplicate`), `None` while it is open.
+    pub fn issue_state_reason(&self, number: u64) -> Option<&'static str> {
+        self.with(|s| {
+            s.issues
+                .iter()
+                .find(|i| i.number == number && !i.open)
+                .map(|i| s.state_reasons.get(&i.number).copied().unwrap_or("completed"))
+        })
+    }
+
+    /// Pull request `number` was opened `days` days ago (as if).
+    pub fn opened_days_ago(&self, number: u64, days: u64) {
+        self.with(|s| s.pull_created.insert(number, now_secs().saturating_sub(days * 86_400)));
+    }
+
+    /// The repository's issues are turned off in its settings.
+    pub fn disable_issues(&self) {
+        self.with(|s| s.issues_disabled = true);
+    }
+
+    /// Another run (or a person) opens an issue: its number.
+    pub fn open_issue(&self, title: &str, body: &str, labels: &[&str]) -> u64 {
+        self.with(|s| {
+            let number = s.next_number();
+            s.issues.push(MemIssue {
+                number,
+                title: title.to_owned(),
+                body: body.to_owned(),
+                labels: labels.iter().map(|l| (*l).to_owned()).collect(),
+                open: true,
+                comments: Vec::new(),
+            });
+            number
+        })
     }
 
     /// A person closing an issue.
@@ -1094,6 +1177,7 @@ impl GithubRepo for MemGithub {
                 closed_by: None,
                 comments: Vec::new(),
             });
+            s.pull_created.insert(number, now_secs());
             Ok((number, format!("https://github.example/acme/fleet/pull/{number}")))
         })
     }
@@ -1109,6 +1193,7 @@ impl GithubRepo for MemGithub {
         self.pause().await;
         self.with(|s| {
             s.enter(&ops::ISSUES_UPDATE)?;
+            s.check_issue_write(&ops::ISSUES_UPDATE, Some(number), body)?;
             let mut labels = labels.to_vec();
             labels.sort();
             labels.dedup();
@@ -1247,6 +1332,7 @@ impl GithubRepo for MemGithub {
         self.pause().await;
         self.with(|s| {
             s.enter(&ops::ISSUES_CREATE)?;
+            s.check_issue_write(&ops::ISSUES_CREATE, None, body)?;
             let number = s.next_number();
             s.issues.push(MemIssue {
                 number,
@@ -1264,11 +1350,13 @@ impl GithubRepo for MemGithub {
         self.pause().await;
         self.with(|s| {
             s.enter(&ops::ISSUES_UPDATE)?;
+            s.check_issue_write(&ops::ISSUES_UPDATE, Some(number), body)?;
             let Some(i) = s.issues.iter_mut().find(|i| i.number == number) else {
                 return Err(api(&ops::ISSUES_UPDATE, 404, "Not Found"));
             };
             i.open = false;
             i.body = body.to_owned();
+            s.state_reasons.insert(number, "completed");
             Ok(())
         })
     }
@@ -1285,6 +1373,41 @@ impl GithubRepo for MemGithub {
                 return Err(api(&ops::ISSUES_CREATE_COMMENT, 404, "Not Found"));
             };
             p.comments.push(body.to_owned());
+            Ok(())
+        })
+    }
+
+    // dashboard (issue 16)
+    async fn open_pulls(&self, head_prefix: &str, _deadline: Instant) -> Result<Vec<OpenPull>> {
+        self.pause().await;
+        self.with(|s| {
+            s.enter(&ops::PULLS_LIST)?;
+            Ok(s.pulls
+                .iter()
+                .filter(|p| p.open && p.head.starts_with(head_prefix))
+                .map(|p| OpenPull {
+                    number: p.number,
+                    url: format!("https://github.example/acme/fleet/pull/{}", p.number),
+                    head: p.head.clone(),
+                    head_sha: s.refs.get(&p.head).cloned().unwrap_or_default(),
+                    created_at: s.pull_created.get(&p.number).copied().unwrap_or_else(now_secs),
+                    labels: p.labels.clone(),
+                })
+                .collect())
+        })
+    }
+
+    async fn close_duplicate_issue(&self, number: u64, body: &str, _deadline: Instant) -> Result<()> {
+        self.pause().await;
+        self.with(|s| {
+            s.enter(&ops::ISSUES_UPDATE)?;
+            s.check_issue_write(&ops::ISSUES_UPDATE, Some(number), body)?;
+            let Some(i) = s.issues.iter_mut().find(|i| i.number == number) else {
+                return Err(api(&ops::ISSUES_UPDATE, 404, "Not Found"));
+            };
+            i.open = false;
+            i.body = body.to_owned();
+            s.state_reasons.insert(number, "duplicate");
             Ok(())
         })
     }

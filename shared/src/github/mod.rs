@@ -31,6 +31,7 @@ use crate::redact::Secret;
 mod api;
 mod archive;
 pub mod config;
+pub mod dashboard;
 pub mod decommission;
 #[cfg(feature = "test-support")]
 pub mod memory;
@@ -43,7 +44,7 @@ mod transport;
 
 pub use archive::{Archive, ArchiveError, read_archive, read_archive_from};
 pub use config::{DEFAULT_GITHUB_API_URL, GithubConfig};
-pub use port::{ChangedFile, Comparison, GithubRepo, Issue, Merge, PullRequest, PullState, Relation};
+pub use port::{ChangedFile, Comparison, GithubRepo, Issue, Merge, OpenPull, PullRequest, PullState, Relation};
 pub use pull_request::{converge, plan_digest};
 
 #[derive(Debug, thiserror::Error)]

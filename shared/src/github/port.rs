@@ -216,4 +216,32 @@ pub trait GithubRepo: Send + Sync {
     fn comment(&self, number: u64, body: &str, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
     /// Closes the pull request, its body replaced by `body` in the same write.
     fn close_pull(&self, number: u64, body: &str, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
+
+    // dashboard (issue 16)
+    /// Every open pull request whose head is a branch of this repository starting with
+    /// `head_prefix` (not a fork's), oldest first, all pages of the listing.
+    fn open_pulls(&self, head_prefix: &str, deadline: Instant) -> impl Future<Output = Result<Vec<OpenPull>>> + Send;
+    /// Closes an issue as a duplicate (GitHub's `state_reason` `duplicate`), its body replaced by
+    /// `body` in the same write.
+    fn close_duplicate_issue(
+        &self,
+        number: u64,
+        body: &str,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<()>> + Send;
+}
+
+// dashboard (issue 16)
+
+/// An open pull request, as the fleet dashboard lists them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenPull {
+    pub number: u64,
+    pub url: String,
+    /// The head branch, in this repository.
+    pub head: String,
+    pub head_sha: String,
+    /// When it was opened, in seconds since the Unix epoch.
+    pub created_at: u64,
+    pub labels: Vec<String>,
 }

@@ -112,11 +112,7 @@ pub async fn converge<G: GithubRepo>(gh: &G, snap: &Snapshot, plan: &Plan, deadl
             let digest = plan_digest(plan);
             match latest {
                 Some(pr) if pr.state == PullState::Open => update(gh, snap, plan, pr, &digest, deadline).await,
-                Some(pr)
-                    if pr.state == PullState::Closed
-                        && !pr.body.contains(CLOSED_MARKER)
-                        && marker(&pr.body, "values").as_deref() == Some(values_digest(plan).as_str()) =>
-                {
+                Some(pr) if declined(&pr, &values_digest(plan)) => {
                     // A person closed it: these values were declined.
                     Ok(Published::Declined {
                         number: pr.number,
@@ -536,10 +532,23 @@ async fn open<G: GithubRepo>(
     Ok(Published::Opened { number, url, commit })
 }
 
+/// Whether a person closed `pr` without merging it while it proposed the values of
+/// `values_digest` ([`values_digest_of`]): then those values were declined.
+pub(super) fn declined(pr: &PullRequest, values_digest: &str) -> bool {
+    pr.state == PullState::Closed
+        && !pr.body.contains(CLOSED_MARKER)
+        && marker(&pr.body, "values").as_deref() == Some(values_digest)
+}
+
 /// The values the plan proposes, whatever the serial: what a person's close declined.
 pub fn values_digest(plan: &Plan) -> String {
+    values_digest_of(&plan.data)
+}
+
+/// [`values_digest`] of a cell's metadata map.
+pub fn values_digest_of(data: &BTreeMap<String, String>) -> String {
     let mut h = sha1::Sha1::new();
-    for (k, v) in &plan.data {
+    for (k, v) in data {
         h.update(k.as_bytes());
         h.update([0]);
         h.update(v.as_bytes());

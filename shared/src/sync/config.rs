@@ -78,6 +78,20 @@ pub struct KeyPattern {
     has_workspace: bool,
 }
 
+/// The pattern as it was written.
+impl std::fmt::Display for KeyPattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for p in &self.parts {
+            match p {
+                Part::Text(t) => f.write_str(t)?,
+                Part::Cell => f.write_str("{cell}")?,
+                Part::Workspace => f.write_str("{workspace}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Part {
     Text(String),
@@ -227,6 +241,7 @@ mod tests {
         assert_eq!(p.cell_of("cells/a/terraform.tfstate.tflock"), None);
         assert_eq!(p.cell_of("other/a/terraform.tfstate"), None);
         assert_eq!(p.key_for("x").as_deref(), Some("cells/x/terraform.tfstate"));
+        assert_eq!(p.to_string(), DEFAULT_KEY_PATTERN);
         assert!(KeyPattern::parse("cells/terraform.tfstate").is_err());
         assert!(KeyPattern::parse("cells/{cel}/x").is_err());
         assert!(KeyPattern::parse("{cell}{workspace}").is_err());

@@ -6,8 +6,9 @@
 //! reordered and replayed events end in the same place. A lost race is redone from the start.
 //!
 //! Files: `config` (the function's variables, where a cell's state lives), `syncer` (the
-//! orchestrator: one invocation, one state, one attempt), `handler` (the Lambda handler, the
-//! service as the Lambda and the command line build it).
+//! orchestrator: one invocation, one state, one attempt), `dashboard` (the fleet dashboard's
+//! rows and its run), `handler` (the Lambda handler, the service as the Lambda and the command
+//! line build it).
 
 use crate::config::ConfigError;
 use crate::error::{Class, Classify};
@@ -15,11 +16,13 @@ use crate::events::sync as events;
 use crate::s3::S3Error;
 
 mod config;
+mod dashboard;
 pub mod fanout;
 mod handler;
 mod syncer;
 
 pub use config::{DEFAULT_KEY_PATTERN, KeyPattern, SyncConfig};
+pub use dashboard::{DashboardError, DashboardRun, IssueRef};
 pub use handler::{
     SyncService, cluster_access, invoke_from_file, lambda_handler, service_for, service_from_env, service_with,
     state_role_from_env, state_source,

@@ -9,6 +9,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
+use super::dashboard::DashboardRun;
 use super::fanout::{self, Enqueue};
 use super::{SyncConfig, SyncError};
 use crate::cells::{self, ClusterProbe, Presence};
@@ -311,10 +312,34 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             }
         };
         let mut retry_records = Vec::new();
+        // Every sync-all rebuilds the fleet dashboard once its cells are synced or sent (a
+        // sync-all paused by CELLBRIDGE_PAUSED reads nothing, the dashboard included); a single
+        // cell's sync or an S3 event never does.
+        let mut rebuild = matches!(
+            parsed,
+            SyncEvent::Manual {
+                request: Manual::All,
+                ..
+            }
+        ) && switch.is_none();
+        // SQS messages that asked for the dashboard alone: they fail with it.
+        let mut dashboard_messages = Vec::new();
         // The clusters an EKS DeleteCluster names are found in one read of the base's index,
         // shared by the invocation's records.
         let index = SharedBase::index();
         let (items, dry_run, records) = match parsed {
+            SyncEvent::Manual {
+                request: Manual::Dashboard,
+                dry_run,
+            } => {
+                let run = self.dashboard(dry_run, deadline, switch.as_ref(), metrics).await;
+                let class = run.failure;
+                let mut response = json!({ "dashboard": run });
+                if let Some(p) = switch {
+                    response["paused"] = serde_json::to_value(p).unwrap_or_default();
+                }
+                return Ok(SyncInvocation { response, class });
+            }
             SyncEvent::Direct(items) => {
                 let mut resolved = Vec::new();
                 for item in items {
@@ -349,6 +374,11 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                         let n = results.len();
                         let mut inv = finish(results, None);
                         inv.response["enqueued"] = n.into();
+                        // The cells are on the queue: the dashboard shows the fleet as this
+                        // sync-all found it. Its failure is its own (in the answer, its metric
+                        // and log line): failing the sync-all would send every message again.
+                        let run = self.dashboard(false, deadline, None, metrics).await;
+                        inv.response["dashboard"] = serde_json::to_value(&run).unwrap_or_default();
                         Ok(inv)
                     }
                     Err(e) => {
@@ -365,6 +395,14 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 }
             },
             SyncEvent::Sqs(mut records) => {
+                for r in &records {
+                    let Ok(items) = &r.items else { continue };
+                    if items.contains(&SyncItem::Manual(Manual::Dashboard)) {
+                        dashboard_messages.push(r.message_id.clone());
+                    }
+                    rebuild |= switch.is_none() && items.contains(&SyncItem::Manual(Manual::All));
+                }
+                rebuild |= !dashboard_messages.is_empty();
                 // Manual payloads as bodies (the fan-out's messages, a redriven sync-all) become
                 // the state objects they name, as an S3 event's would.
                 for r in records.iter_mut() {
@@ -432,8 +470,36 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         if results.is_empty() && switch.is_some() {
             metrics.count("paused", &[]);
         }
-        let failed_ids = records.map(|records| sqs_failures(&records, &results, retry_records, metrics));
+        let dashboard = if rebuild {
+            Some(self.dashboard(dry_run, deadline, switch.as_ref(), metrics).await)
+        } else {
+            None
+        };
+        let failed_ids = records.map(|records| {
+            let mut ids = sqs_failures(&records, &results, retry_records, metrics);
+            // A message that asked for the dashboard alone is answered by it (a sync-all's
+            // message is the sync-all's, whatever the dashboard did).
+            if let Some(DashboardRun {
+                failure: Some(class),
+                error,
+                ..
+            }) = &dashboard
+            {
+                ids.extend(crate::lambda::sqs_redeliver(
+                    "state-sync",
+                    dashboard_messages.iter().map(|id| crate::lambda::RecordFailure {
+                        message_id: id.clone(),
+                        class: *class,
+                        reason: error.clone().unwrap_or_default(),
+                    }),
+                ));
+            }
+            ids
+        });
         let mut inv = finish(results, failed_ids);
+        if let Some(run) = dashboard {
+            inv.response["dashboard"] = serde_json::to_value(&run).unwrap_or_default();
+        }
         if let Some(p) = switch {
             inv.response["paused"] = serde_json::to_value(p).unwrap_or_default();
         }
@@ -470,6 +536,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 version_id: None,
             }],
             Manual::All => self.all_states(deadline).await?,
+            Manual::Dashboard => Vec::new(),
         };
         Ok(objects.into_iter().map(SyncItem::Object).collect())
     }
@@ -519,6 +586,8 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         for item in std::mem::take(items) {
             match item {
                 SyncItem::Manual(Manual::All) | SyncItem::ClusterDeleted(_) if paused => {}
+                // Rebuilt once the batch's states are synced (`handle_with`).
+                SyncItem::Manual(Manual::Dashboard) => {}
                 SyncItem::ClusterDeleted(c) => resolved.push(self.cell_of_deleted(&c, index, deadline).await?),
                 SyncItem::Manual(Manual::All) if self.queue.is_some() => {
                     let sent = self.fan_out(deadline).await?;
@@ -590,7 +659,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         }))
     }
 
-    async fn all_states(&self, deadline: Instant) -> Result<Vec<StateObject>, SyncError> {
+    pub(super) async fn all_states(&self, deadline: Instant) -> Result<Vec<StateObject>, SyncError> {
         let bucket = &self.config.state_bucket;
         let mut keys = Vec::new();
         for prefix in [self.config.key_pattern.prefix(), "env:/"] {

@@ -1,8 +1,10 @@
 //! The orchestration rules over the in-memory ports (feature `test-support`), in one test binary:
-//! state-sync's (`sync.rs`), cluster-bootstrap's (`bootstrap.rs`) and its access-entry sweep
-//! (`sweep.rs`), and a destroyed cell's decommission (`decommission.rs`).
+//! state-sync's (`sync.rs`) and its fleet dashboard's (`dashboard.rs`), cluster-bootstrap's
+//! (`bootstrap.rs`) and its access-entry sweep (`sweep.rs`), and a destroyed cell's decommission
+//! (`decommission.rs`).
 
 mod bootstrap;
+mod dashboard;
 mod decommission;
 mod sweep;
 mod sync;

@@ -1,0 +1,546 @@
+//! The fleet dashboard (issue 16): where every cell stands, computed at fleet scale and shown in
+//! one GitHub issue ([`crate::github::dashboard`]). Rebuilt by every sync-all (after its messages
+//! are sent, or after it synced every cell without a queue) and by `{"action": "dashboard"}`;
+//! never by a single cell's sync.
+//!
+//! What it reads, within the memory the syncs keep to: the base branch once, keeping the shared
+//! part and the index only (every `clusters/<cell>/cell-metadata.yaml`: [`Keep::with_index`]);
+//! every state the key pattern names (the sync-all listing), read from S3 with the streaming
+//! reader a few at a time and checked against the contract, each turned into its row at once;
+//! the open `cellbridge/*` pull requests in one paged listing; and, for a pending cell only, its
+//! head's strict-substitution status or, with nothing open, its newest pull request (declined?).
+//! A row says what a person needs to know and never a value: a refusal's reason is the
+//! contract's, which names keys only.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use serde::Serialize;
+
+use super::{SyncError, Syncer};
+use crate::configmap;
+use crate::decommission::LABEL_DECOMMISSION;
+use crate::error::{Class, Classify};
+use crate::events::sync::StateObject;
+use crate::fleet::{EntryKind, FleetRead, Keep};
+use crate::github::dashboard::{self, Written};
+use crate::github::pull_request::values_digest_of;
+use crate::github::{GithubError, GithubRepo, OpenPull};
+use crate::metadata::{self, ContractError};
+use crate::metrics::{self, Metrics};
+use crate::pause::{self, Pause};
+use crate::plan::{self, Outcome};
+use crate::s3::{S3Error, StateSource};
+use crate::status::{self, CellState, CellStatus, OnGithub, Summary};
+
+/// States read from S3 at once (each streamed, keeping only its outputs).
+const READS: usize = 16;
+/// GitHub reads (a head's status, a cell's newest pull request) at once.
+const GITHUB_READS: usize = 4;
+/// At most this many such reads a run (by cell name), so that a fleet with many pending cells
+/// (a first adoption, a template change) does not spend GitHub's hourly requests on its
+/// dashboard: the others say they were not read.
+pub const GITHUB_LOOKUPS: usize = 300;
+/// What reading may leave of the deadline: the GitHub part and the write come after it.
+const PUBLISH_MARGIN: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum DashboardError {
+    /// Listing the states (as sync-all lists them).
+    #[error("fleet dashboard: {0}")]
+    States(#[from] SyncError),
+    /// A state that could not be read for a reason a later run may not have (throttling, a
+    /// download cut short): nothing is written rather than a row that says "failed" for nothing.
+    #[error("fleet dashboard: {0} (retryable)")]
+    Read(Box<S3Error>),
+    #[error(
+        "fleet dashboard: reading the states did not finish before the function's deadline ({read} of {total} read); nothing written (retryable)"
+    )]
+    Deadline { read: usize, total: usize },
+    #[error("fleet dashboard: {0}")]
+    Github(#[from] GithubError),
+    /// `.cellbridge/settings.yaml` cannot be read: the fleet's to fix.
+    #[error("fleet dashboard: {0}")]
+    Settings(String),
+    /// The base branch's `clusters/` cannot be listed.
+    #[error("fleet dashboard: {0}")]
+    Fleet(#[from] crate::fleet::FleetError),
+}
+
+impl Classify for DashboardError {
+    fn class(&self) -> Class {
+        match self {
+            DashboardError::States(e) => e.class(),
+            DashboardError::Read(_) | DashboardError::Deadline { .. } => Class::Retryable,
+            DashboardError::Github(e) => e.class(),
+            DashboardError::Settings(_) | DashboardError::Fleet(_) => Class::Final,
+        }
+    }
+}
+
+/// The dashboard issue, as the answer names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IssueRef {
+    pub number: u64,
+    pub url: String,
+}
+
+/// One run of the dashboard: the answer's `"dashboard"` object.
+#[derive(Debug, Clone, Serialize)]
+pub struct DashboardRun {
+    /// `created`, `updated`, `unchanged` (what was written to the issue), `planned` (a dry
+    /// run), `paused`, `failed`.
+    pub action: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub issue: Option<IssueRef>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub closed_duplicates: Vec<u64>,
+    /// The counts the dashboard's first line shows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<Summary>,
+    /// A dry run's body, as it would be written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub markdown: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused: Option<Pause>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// A failure's class (`retryable`, `final`, `invalid_input`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class: Option<&'static str>,
+    #[serde(skip)]
+    pub failure: Option<Class>,
+}
+
+impl DashboardRun {
+    fn new(action: &'static str) -> Self {
+        Self {
+            action,
+            issue: None,
+            closed_duplicates: Vec::new(),
+            summary: None,
+            markdown: None,
+            paused: None,
+            error: None,
+            class: None,
+            failure: None,
+        }
+    }
+
+    fn paused(p: Pause) -> Self {
+        Self {
+            paused: Some(p),
+            ..Self::new("paused")
+        }
+    }
+
+    /// The metric outcome of this run (README, "Metrics and alarms").
+    fn outcome(&self) -> &'static str {
+        match (self.action, self.failure) {
+            (_, Some(class)) => metrics::failure_outcome(class),
+            ("created" | "updated", _) => "synced",
+            ("unchanged", _) => "unchanged",
+            ("planned", _) => "planned",
+            ("paused", _) => "paused",
+            _ => "other",
+        }
+    }
+}
+
+/// One state's row, with what the rest of the run needs of the state beyond it.
+struct StateRow {
+    status: CellStatus,
+    /// The state's lineage once it kept the contract (two lineages claiming one cell: refused).
+    lineage: Option<String>,
+    /// [`values_digest_of`] of the state's map, for a pending cell (were these values declined?).
+    digest: Option<String>,
+}
+
+/// The cells of the base branch: every directory of `clusters/` but `_template` and any `_`
+/// one (as the command line's `cellbridge status` counts them), and what each is.
+fn fleet_cells(fleet: &dyn FleetRead) -> Result<BTreeMap<String, EntryKind>, DashboardError> {
+    let entries = fleet.list("clusters")?.unwrap_or_default();
+    Ok(entries
+        .into_iter()
+        .filter(|e| !e.name.starts_with('_') && e.kind != EntryKind::File)
+        .map(|e| (e.name, e.kind))
+        .collect())
+}
+
+/// A state's row: `read` is what S3 gave for `obj`, `cells` and `fleet` the base branch (the
+/// index kept). `Ok(None)`: the object is gone since it was listed.
+fn classify(
+    obj: &StateObject,
+    cell: String,
+    read: Result<crate::tfstate::StateOutputs, S3Error>,
+    cells: &BTreeMap<String, EntryKind>,
+    fleet: &dyn FleetRead,
+) -> Result<Option<StateRow>, DashboardError> {
+    let mut row = StateRow {
+        status: CellStatus {
+            cell: cell.clone(),
+            state: CellState::InSync,
+            source: Some(obj.key.clone()),
+            serial: None,
+            github: None,
+        },
+        lineage: None,
+        digest: None,
+    };
+    let state = match read {
+        Ok(s) => s,
+        Err(S3Error::NotFound { .. }) => return Ok(None),
+        Err(e) if e.class() == Class::Retryable => return Err(DashboardError::Read(Box::new(e))),
+        // Not a state, not JSON, access refused for this object: the row says which and why.
+        Err(e) => {
+            row.status.state = CellState::Failed { reason: e.to_string() };
+            return Ok(Some(row));
+        }
+    };
+    row.status.serial = Some(state.serial);
+    let refused = |reason: String| CellState::Refused { reason };
+    if !metadata::is_dns1123_label(&cell) {
+        row.status.state = refused(format!("the cell part {cell:?} of the key is not a DNS-1123 label"));
+        return Ok(Some(row));
+    }
+    let meta = match metadata::from_state(&state) {
+        Ok(m) => m,
+        Err(ContractError::Destroyed) => {
+            row.status.state = CellState::Destroyed;
+            return Ok(Some(row));
+        }
+        // The contract's message names the key, never the value.
+        Err(e) => {
+            row.status.state = refused(e.to_string());
+            return Ok(Some(row));
+        }
+    };
+    drop(state);
+    if meta.cell != cell {
+        row.status.state = refused(format!(
+            "the key says cell `{cell}` (CELLBRIDGE_STATE_KEY_PATTERN) but cell_metadata.cell_name is `{}`",
+            meta.cell
+        ));
+        return Ok(Some(row));
+    }
+    row.lineage = Some(meta.lineage.clone());
+    let cm_path = configmap::path_for(&cell);
+    let existing = match cells.get(&cell) {
+        None => Ok(None),
+        Some(EntryKind::Dir) => fleet.read_text(&cm_path).map_err(|e| e.to_string()).and_then(|text| {
+            text.as_deref()
+                .map(|t| configmap::parse(t, &cm_path))
+                .transpose()
+                .map_err(|e| e.to_string())
+        }),
+        Some(_) => Err(format!(
+            "clusters/{cell} is a symlink: Flux leaves symlinks out of its source artifact, so the cell's directory is not there for it"
+        )),
+    };
+    row.status.state = match existing {
+        Err(reason) => CellState::Failed { reason },
+        Ok(existing) => match plan::outcome_for(existing.as_ref(), &meta, !cells.contains_key(&cell)) {
+            Outcome::InSync => CellState::InSync,
+            Outcome::Stale => CellState::Stale,
+            Outcome::Change => CellState::Pending {
+                new_cell: !cells.contains_key(&cell),
+                check_ok: None,
+                keys_changed: plan::diff_keys(&existing.map(|e| e.data).unwrap_or_default(), &meta.data).len(),
+            },
+        },
+    };
+    if matches!(row.status.state, CellState::Pending { .. }) {
+        row.digest = Some(values_digest_of(&meta.data));
+    }
+    Ok(Some(row))
+}
+
+/// Two states of different lineages naming one cell (workspaces mapped to the same cell): each
+/// is refused, naming the others, as the sync refuses them.
+fn refuse_claims(rows: &mut [StateRow]) {
+    let mut by_cell: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        if r.lineage.is_some() {
+            by_cell.entry(r.status.cell.clone()).or_default().push(i);
+        }
+    }
+    for (cell, idx) in by_cell {
+        let lineages: BTreeSet<&str> = idx.iter().filter_map(|i| rows[*i].lineage.as_deref()).collect();
+        if lineages.len() < 2 {
+            continue;
+        }
+        let keys: Vec<String> = idx.iter().filter_map(|i| rows[*i].status.source.clone()).collect();
+        for i in idx {
+            rows[i].status.state = CellState::Refused {
+                reason: format!(
+                    "two states of different lineages claim cell `{cell}`: {}; map each workspace to its own cell with {{workspace}} in CELLBRIDGE_STATE_KEY_PATTERN",
+                    keys.join(", ")
+                ),
+            };
+            rows[i].digest = None;
+        }
+    }
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn on_github(pull: &OpenPull, now: u64) -> OnGithub {
+    OnGithub::Open {
+        number: pull.number,
+        url: pull.url.clone(),
+        age_days: now.saturating_sub(pull.created_at) / 86_400,
+        decommission: pull.labels.iter().any(|l| l == LABEL_DECOMMISSION),
+        check: None,
+    }
+}
+
+/// A GitHub read a pending row needs: its head's status, or its newest pull request.
+enum Ask {
+    Check(String),
+    /// The cell, and the digest of the state's values.
+    Declined(String, String),
+}
+
+/// What a GitHub read of the second pass found for a row.
+enum Found {
+    Check(status::HeadCheck),
+    Declined(Option<(u64, String)>),
+}
+
+impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
+    /// Rebuilds the dashboard: computes every row, then writes the issue when what it shows
+    /// changed (`dry_run`: returns the body, writes nothing). Paused by `switch`
+    /// (`CELLBRIDGE_PAUSED`, checked before anything is read) or `.cellbridge/settings.yaml`:
+    /// nothing is written. One metric record for the run. Never fails the invocation itself:
+    /// the caller decides what a failure means (`DashboardRun::failure`).
+    pub async fn dashboard(
+        &self,
+        dry_run: bool,
+        deadline: Instant,
+        switch: Option<&Pause>,
+        metrics: &Metrics<'_>,
+    ) -> DashboardRun {
+        let run = match switch {
+            Some(p) => DashboardRun::paused(p.clone()),
+            // Boxed: the run's future is large, and the handler's would grow past the
+            // compiler's depth for layouts with it inline.
+            None => match self.build_boxed(dry_run, deadline).await {
+                Ok(run) => run,
+                Err(e) => {
+                    let class = e.class();
+                    tracing::error!(class = class.as_str(), error = %e, "the fleet dashboard was not rebuilt");
+                    DashboardRun {
+                        error: Some(e.to_string()),
+                        class: Some(class.as_str()),
+                        failure: Some(class),
+                        ..DashboardRun::new("failed")
+                    }
+                }
+            },
+        };
+        if let Some(p) = &run.paused {
+            tracing::warn!(paused = %p.describe(), "the fleet dashboard is not rebuilt: cellbridge is paused");
+        }
+        metrics.count(run.outcome(), &[("dashboard", Some(dashboard::LABEL_DASHBOARD))]);
+        run
+    }
+
+    fn build_boxed(
+        &self,
+        dry_run: bool,
+        deadline: Instant,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<DashboardRun, DashboardError>> + Send + '_>> {
+        Box::pin(self.build_dashboard(dry_run, deadline))
+    }
+
+    async fn build_dashboard(&self, dry_run: bool, deadline: Instant) -> Result<DashboardRun, DashboardError> {
+        // The shared part and every cell's cell-metadata.yaml: 1-2 KB a cell.
+        let snapshot = self
+            .fleet
+            .read_base(&Keep::cells(Vec::<String>::new()).with_index(), deadline)
+            .await?;
+        match pause::from_fleet(&snapshot.fleet) {
+            Ok(None) => {}
+            Ok(Some(p)) => return Ok(DashboardRun::paused(p)),
+            Err(e) => return Err(DashboardError::Settings(e.to_string())),
+        }
+        let cells = fleet_cells(&snapshot.fleet)?;
+        let objects = self.all_states(deadline).await?;
+        let total = objects.len();
+        let reading_until = deadline.checked_sub(PUBLISH_MARGIN).unwrap_or(deadline);
+        let (fleet, cells_ref) = (&snapshot.fleet, &cells);
+        let reads = objects.into_iter().filter_map(|obj| {
+            let (cell, _) = self.config.key_pattern.cell_of(&obj.key)?;
+            Some(async move {
+                let left = reading_until.saturating_duration_since(Instant::now());
+                let read = tokio::time::timeout(left, self.states.read_latest(&obj.bucket, &obj.key))
+                    .await
+                    .map_err(|_| ())?
+                    .map(|(state, _)| state);
+                Ok::<_, ()>(classify(&obj, cell, read, cells_ref, fleet))
+            })
+        });
+        let mut read = 0;
+        let mut rows: Vec<StateRow> = Vec::new();
+        let mut stream = futures::stream::iter(reads).buffer_unordered(READS);
+        while let Some(next) = stream.next().await {
+            match next {
+                Err(()) => return Err(DashboardError::Deadline { read, total }),
+                Ok(row) => {
+                    read += 1;
+                    rows.extend(row?);
+                }
+            }
+        }
+        drop(stream);
+        refuse_claims(&mut rows);
+        let named: BTreeSet<String> = rows.iter().map(|r| r.status.cell.clone()).collect();
+        for (cell, _) in cells.iter().filter(|(c, _)| !named.contains(*c)) {
+            rows.push(StateRow {
+                status: CellStatus {
+                    cell: cell.clone(),
+                    state: CellState::StateMissing,
+                    source: None,
+                    serial: None,
+                    github: None,
+                },
+                lineage: None,
+                digest: None,
+            });
+        }
+        self.read_github(&mut rows, deadline).await?;
+        let rows: Vec<CellStatus> = rows.into_iter().map(|r| r.status).collect();
+        let body = render(
+            &snapshot.base_branch,
+            &self.config.state_bucket,
+            &self.config.key_pattern.to_string(),
+            &rows,
+        );
+        let summary = status::summary(&rows);
+        if dry_run {
+            return Ok(DashboardRun {
+                summary: Some(summary),
+                markdown: Some(body),
+                ..DashboardRun::new("planned")
+            });
+        }
+        self.fleet.check_write_access(deadline).await?;
+        let published = dashboard::publish(&self.fleet, &snapshot.base_branch, &body, deadline).await?;
+        let action = match published.written {
+            Written::Created => "created",
+            Written::Updated => "updated",
+            Written::Unchanged => "unchanged",
+        };
+        tracing::info!(
+            action,
+            issue = published.number,
+            cells = summary.cells,
+            needs_attention = summary.needs_attention,
+            "fleet dashboard"
+        );
+        Ok(DashboardRun {
+            issue: Some(IssueRef {
+                number: published.number,
+                url: published.url,
+            }),
+            closed_duplicates: published.closed_duplicates,
+            summary: Some(summary),
+            ..DashboardRun::new(action)
+        })
+    }
+
+    /// What GitHub holds for each row: its open pull request (one listing for the fleet), and for
+    /// a pending cell the head's status or, with nothing open, whether its values were declined.
+    async fn read_github(&self, rows: &mut [StateRow], deadline: Instant) -> Result<(), DashboardError> {
+        let pulls = dashboard::open_cell_pulls(&self.fleet, deadline).await?;
+        let now = now_secs();
+        let mut asks: Vec<(usize, Ask)> = Vec::new();
+        for (i, r) in rows.iter_mut().enumerate() {
+            let pull = pulls.get(&r.status.cell);
+            let gh = pull.map_or(OnGithub::None, |p| on_github(p, now));
+            if matches!(r.status.state, CellState::Pending { .. }) {
+                match (pull, &r.digest) {
+                    (Some(p), _) if !matches!(gh, OnGithub::Open { decommission: true, .. }) => {
+                        asks.push((i, Ask::Check(p.head_sha.clone())));
+                    }
+                    (None, Some(d)) => asks.push((i, Ask::Declined(r.status.cell.clone(), d.clone()))),
+                    _ => {}
+                }
+            }
+            r.status.github = Some(gh);
+        }
+        // By cell, so that the same cells are read from one run to the next.
+        asks.sort_by(|a, b| rows[a.0].status.cell.cmp(&rows[b.0].status.cell));
+        if asks.len() > GITHUB_LOOKUPS {
+            tracing::info!(
+                pending = asks.len(),
+                read = GITHUB_LOOKUPS,
+                "fleet dashboard: more pending cells than GitHub reads a run; the others are not read"
+            );
+            asks.truncate(GITHUB_LOOKUPS);
+        }
+        let fleet = &self.fleet;
+        let found: Vec<(usize, Found)> = futures::stream::iter(asks.into_iter().map(|(i, ask)| async move {
+            let f = match ask {
+                Ask::Check(head) => Found::Check(dashboard::head_check(fleet, &head, deadline).await?),
+                Ask::Declined(cell, digest) => {
+                    Found::Declined(dashboard::declined_pull(fleet, &cell, &digest, deadline).await?)
+                }
+            };
+            Ok::<_, GithubError>((i, f))
+        }))
+        .buffer_unordered(GITHUB_READS)
+        .try_collect()
+        .await?;
+        for (i, f) in found {
+            match (f, &mut rows[i].status.github) {
+                (Found::Check(c), Some(OnGithub::Open { check, .. })) => *check = Some(c),
+                (Found::Declined(Some((number, url))), gh) => *gh = Some(OnGithub::Declined { number, url }),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The issue's body: a heading and what it is made of, the dashboard's markdown
+/// ([`status::render_markdown`]) within GitHub's limit, and the marker last.
+fn render(base_branch: &str, bucket: &str, key_pattern: &str, rows: &[CellStatus]) -> String {
+    let header = format!(
+        "## Fleet dashboard\n\nEvery Terraform state of `s3://{bucket}` that `{key_pattern}` names, checked against the contract and compared with `clusters/*/cell-metadata.yaml` on `{base_branch}`, with the open `cellbridge/*` pull requests. Rebuilt by every sync-all and by `{{\"action\": \"dashboard\"}}` (a single cell's sync leaves it alone); written by cellbridge, so edits here are overwritten.\n\n"
+    );
+    let footer = format!("\n{}\n", dashboard::marker(base_branch));
+    let limit = status::BODY_LIMIT.saturating_sub(header.len() + footer.len());
+    format!("{header}{}{footer}", status::render_markdown(rows, limit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_body_fits_githubs_limit_with_its_heading_and_marker() {
+        let rows: Vec<CellStatus> = (0..6000)
+            .map(|i| CellStatus {
+                cell: format!("cell-{i:05}-eu-west-1"),
+                state: CellState::Failed {
+                    reason: "s3://b/k: not JSON at byte 1".repeat(5),
+                },
+                source: Some(format!("cells/cell-{i:05}-eu-west-1/terraform.tfstate")),
+                serial: Some(4),
+                github: Some(OnGithub::None),
+            })
+            .collect();
+        let body = render("main", "acme-tfstate", "cells/{cell}/terraform.tfstate", &rows);
+        assert!(body.chars().count() <= status::BODY_LIMIT, "{}", body.len());
+        assert!(body.ends_with("\n<!-- cellbridge:dashboard=main -->\n"));
+        assert!(body.contains("more cells needing attention not shown"));
+        assert!(body.starts_with("## Fleet dashboard\n"));
+    }
+}
