@@ -38,8 +38,12 @@ pub enum CellState {
     Stale,
     /// The contract is broken: the contract's message, naming keys, never values.
     Refused { reason: String },
-    /// No outputs and no resources: the stack was destroyed (`terraform destroy`).
+    /// No outputs and no resources: the stack was destroyed (`terraform destroy`), and the fleet
+    /// still has `clusters/<cell>/` (its decommission is proposed once EKS confirms the cluster is
+    /// gone).
     Destroyed,
+    /// A destroyed stack whose directory the fleet no longer has: the decommission was merged.
+    Decommissioned,
     /// The state or the fleet could not be read.
     Failed { reason: String },
     /// The fleet has `clusters/<cell>/` but no state names the cell.
@@ -56,17 +60,19 @@ pub enum Kind {
     StateMissing,
     Pending,
     Stale,
+    Decommissioned,
     InSync,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Failed,
         Kind::Refused,
         Kind::Destroyed,
         Kind::StateMissing,
         Kind::Pending,
         Kind::Stale,
+        Kind::Decommissioned,
         Kind::InSync,
     ];
 
@@ -79,6 +85,7 @@ impl Kind {
             Kind::StateMissing => "state missing",
             Kind::Pending => "pending",
             Kind::Stale => "stale",
+            Kind::Decommissioned => "decommissioned",
             Kind::InSync => "in sync",
         }
     }
@@ -92,6 +99,7 @@ impl CellState {
             CellState::Stale => Kind::Stale,
             CellState::Refused { .. } => Kind::Refused,
             CellState::Destroyed => Kind::Destroyed,
+            CellState::Decommissioned => Kind::Decommissioned,
             CellState::Failed { .. } => Kind::Failed,
             CellState::StateMissing => Kind::StateMissing,
         }
@@ -120,7 +128,10 @@ impl CellState {
             CellState::Stale => "the fleet holds a newer serial".into(),
             CellState::Refused { reason } | CellState::Failed { reason } => reason.clone(),
             CellState::Destroyed => {
-                "no outputs and no resources: the stack was destroyed (`terraform destroy`); decommissioning the cell is the operators' call".into()
+                "no outputs and no resources: the stack was destroyed (`terraform destroy`); state-sync proposes removing clusters/<cell>/ once EKS confirms the cluster is gone".into()
+            }
+            CellState::Decommissioned => {
+                "the stack was destroyed and the fleet no longer has clusters/<cell>/: decommissioned".into()
             }
             CellState::StateMissing => "clusters/<cell>/ is in the fleet but no state names the cell".into(),
         }
@@ -196,9 +207,12 @@ pub struct CellStatus {
 }
 
 impl CellStatus {
-    /// Whether a person should look: everything but in sync and stale.
+    /// Whether a person should look: everything but in sync, stale and decommissioned.
     pub fn needs_attention(&self) -> bool {
-        !matches!(self.state, CellState::InSync | CellState::Stale)
+        !matches!(
+            self.state,
+            CellState::InSync | CellState::Stale | CellState::Decommissioned
+        )
     }
 
     /// What the row says: the state's detail, with what GitHub holds for the cell when it was
@@ -283,6 +297,7 @@ pub struct Summary {
     pub in_sync: usize,
     pub pending: usize,
     pub stale: usize,
+    pub decommissioned: usize,
     pub refused: usize,
     pub destroyed: usize,
     pub failed: usize,
@@ -298,6 +313,7 @@ impl Summary {
             Kind::StateMissing => self.state_missing,
             Kind::Pending => self.pending,
             Kind::Stale => self.stale,
+            Kind::Decommissioned => self.decommissioned,
             Kind::InSync => self.in_sync,
         }
     }
@@ -342,6 +358,7 @@ pub fn summary(rows: &[CellStatus]) -> Summary {
             Kind::StateMissing => &mut s.state_missing,
             Kind::Pending => &mut s.pending,
             Kind::Stale => &mut s.stale,
+            Kind::Decommissioned => &mut s.decommissioned,
             Kind::InSync => &mut s.in_sync,
         };
         *n += 1;
@@ -354,7 +371,7 @@ const OVERFLOW_RESERVE: usize = 3 * 100;
 
 /// The dashboard's markdown: the summary line, a table with one row per state needing attention
 /// (failed first, then refused, destroyed, state missing, pending; by cell within each), then
-/// the cells in sync (and stale) as compact lists. Never longer than `limit` bytes (so never more
+/// the cells in sync (and stale, and decommissioned) as compact lists. Never longer than `limit` bytes (so never more
 /// characters either): rows and names that do not fit are counted in a line that says so.
 pub fn render_markdown(rows: &[CellStatus], limit: usize) -> String {
     let s = summary(rows);
@@ -407,6 +424,10 @@ pub fn render_markdown(rows: &[CellStatus], limit: usize) -> String {
     for (kind, title) in [
         (Kind::InSync, "In sync"),
         (Kind::Stale, "Stale (the fleet holds a newer serial)"),
+        (
+            Kind::Decommissioned,
+            "Decommissioned (destroyed, the directory removed)",
+        ),
     ] {
         let mut cells: Vec<&str> = rows
             .iter()

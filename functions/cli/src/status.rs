@@ -161,7 +161,10 @@ fn row(path: &Path, key: String, cell: String, fleet: &LocalFleet, opts: &PlanOp
     let meta = match metadata::from_state(&state) {
         Ok(m) => m,
         Err(ContractError::Destroyed) => {
-            out.state = CellState::Destroyed;
+            out.state = match fleet.is_dir(&format!("clusters/{}", out.cell)) {
+                Ok(false) => CellState::Decommissioned,
+                _ => CellState::Destroyed,
+            };
             return out;
         }
         // The contract's message names the key, never the value.

@@ -206,8 +206,14 @@ fn classify(
     }
     let meta = match metadata::from_state(&state) {
         Ok(m) => m,
+        // Destroyed: pending its decommission while the base still has the cell's directory,
+        // done once the decommission merged.
         Err(ContractError::Destroyed) => {
-            row.status.state = CellState::Destroyed;
+            row.status.state = if cells.contains_key(&cell) {
+                CellState::Destroyed
+            } else {
+                CellState::Decommissioned
+            };
             return Ok(Some(row));
         }
         // The contract's message names the key, never the value.

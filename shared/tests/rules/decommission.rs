@@ -458,3 +458,45 @@ async fn each_decommission_outcome_is_one_metric_record_the_alarms_do_not_take_f
         ]
     );
 }
+
+#[tokio::test]
+async fn the_dashboard_shows_a_pending_decommission_and_once_merged_the_cell_as_decommissioned() {
+    let aws = MemAws::new(IDENTITY);
+    let bed = with_eks(&aws);
+    merged_cell(&bed).await;
+    destroy(&bed, 2);
+    let opened = sync(&bed, CELL).await;
+    assert_eq!(opened["action"], "decommission-opened");
+    let body = |bed: &Bed| {
+        let open: Vec<_> = bed
+            .fleet
+            .issues()
+            .into_iter()
+            .filter(|i| i.open && i.labels.iter().any(|l| l == "cellbridge-dashboard"))
+            .collect();
+        assert_eq!(open.len(), 1, "{open:?}");
+        open[0].body.clone()
+    };
+    let dashboard = json!({"action": "dashboard"});
+    bed.handle(&dashboard, super::sync::deadline()).await.unwrap();
+    let pending = body(&bed);
+    let row = pending
+        .lines()
+        .find(|l| l.starts_with(&format!("| `{CELL}` |")))
+        .unwrap_or_else(|| panic!("no row of {CELL}:\n{pending}"));
+    assert!(
+        row.contains("destroyed") && row.contains(&format!("#{}", number(&opened))),
+        "{row}"
+    );
+
+    // A person merges the decommission: the cell is done, listed but needing no attention.
+    bed.fleet.merge(number(&opened));
+    assert_eq!(sync(&bed, CELL).await["action"], "destroyed");
+    bed.handle(&dashboard, super::sync::deadline()).await.unwrap();
+    let done = body(&bed);
+    assert!(!done.lines().any(|l| l.starts_with(&format!("| `{CELL}` |"))), "{done}");
+    assert!(done.contains(&format!("(1): `{CELL}`")), "{done}");
+    assert!(done.contains("Decommissioned"), "{done}");
+    // The example fleet's other cell has no state: the one row needing attention.
+    assert!(done.contains("1 decommissioned; 1 needs attention"), "{done}");
+}
