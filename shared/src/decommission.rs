@@ -65,6 +65,21 @@ pub struct Decommission {
     pub source: StateRef,
 }
 
+impl Decommission {
+    /// What the pull request removes, as one id: a person's close declines this very removal,
+    /// and an open pull request is rewritten only when it changes.
+    pub fn digest(&self) -> String {
+        use sha1::Digest as _;
+        let mut h = sha1::Sha1::new();
+        h.update(b"decommission\0");
+        for p in &self.removed {
+            h.update(p.as_bytes());
+            h.update([0]);
+        }
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
 /// The cluster `clusters/<cell>/cell-metadata.yaml` names on the base branch; `None` when the
 /// cell has no (readable) metadata there.
 pub fn cell_cluster(fleet: &dyn FleetRead, cell: &str) -> Result<Option<CellCluster>, DecommissionError> {

@@ -27,6 +27,7 @@
 pub mod automerge;
 pub mod backoff;
 pub mod bootstrap;
+pub mod cells;
 pub mod check;
 pub mod config;
 pub mod configmap;

@@ -227,8 +227,9 @@ impl Metrics<'_> {
 /// retryable): README, "Outcomes" and "Metrics and alarms".
 pub fn sync_outcome(action: &str, retryable: bool) -> &'static str {
     match action {
-        "opened" | "updated" | "closed" => "synced",
-        "unchanged" | "in-sync" => "unchanged",
+        "opened" | "updated" | "closed" | "decommission-opened" | "decommission-updated" => "synced",
+        "unchanged" | "in-sync" | "decommission-unchanged" => "unchanged",
+        "destroyed" => "destroyed",
         "refused" => "refused",
         "failed" if retryable => "retried",
         "failed" => "failed_final",

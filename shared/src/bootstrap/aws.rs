@@ -5,9 +5,7 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use aws_config::{Region, SdkConfig};
-use aws_credential_types::provider::error::CredentialsError;
-use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use aws_config::SdkConfig;
 use aws_sdk_eks::error::ProvideErrorMetadata;
 use aws_sdk_eks::types::{AccessScope, AccessScopeType};
 use base64::Engine as _;
@@ -19,6 +17,7 @@ use super::apply::ClusterAuth;
 use super::eks::{ClusterInfo, ClusterStatus, EksError, EndpointAccess};
 use super::ports::{AccessEntry, Accounts, ClusterApi};
 use super::token;
+use crate::cells::probe::{self, NOT_FOUND, sts_retryable};
 
 /// cellbridge's AWS configuration; [`Accounts::open`] gives it a region and, for a cell in
 /// another account, the cell's role.
@@ -62,34 +61,13 @@ impl Accounts for AwsAccounts {
     type Api = EksApi;
 
     async fn open(&self, region: &str, role: Option<&str>) -> Result<EksApi, AccessError> {
-        let regional = self.aws.to_builder().region(Region::new(region.to_owned())).build();
-        let conf = match role {
-            None => regional,
-            Some(role) => {
-                tracing::info!(role, "assuming the cell's bootstrap role");
-                let provider = aws_config::sts::AssumeRoleProvider::builder(role)
-                    .session_name("cellbridge-bootstrap")
-                    .configure(&regional)
-                    .build()
-                    .await;
-                // Assumed once, here, so that a failure names the call and the role (rather
-                // than surfacing as "an error occurred while loading credentials" in whatever
-                // call came first), and the AWS clients and the EKS token share one session: a
-                // run is far shorter than the session's hour.
-                let creds = provider
-                    .provide_credentials()
-                    .await
-                    .map_err(|e| AccessError::AssumeRole {
-                        role: role.to_owned(),
-                        reason: aws_sdk_sts::error::DisplayErrorContext(&e).to_string(),
-                        retryable: assume_role_retryable(&e),
-                    })?;
-                regional
-                    .to_builder()
-                    .credentials_provider(SharedCredentialsProvider::new(creds))
-                    .build()
-            }
-        };
+        let conf = probe::regional(&self.aws, region, role, "cellbridge-bootstrap")
+            .await
+            .map_err(|f| AccessError::AssumeRole {
+                role: role.unwrap_or_default().to_owned(),
+                reason: f.reason,
+                retryable: f.retryable,
+            })?;
         Ok(EksApi {
             eks: aws_sdk_eks::Client::new(&conf),
             region: region.to_owned(),
@@ -130,53 +108,13 @@ pub(crate) fn api_error<E: ProvideErrorMetadata + std::error::Error + 'static>(
     cluster: &str,
     e: &aws_sdk_eks::error::SdkError<E>,
 ) -> EksError {
-    use aws_sdk_eks::error::SdkError;
-    let code = e.code().unwrap_or("");
-    let retryable = match e {
-        SdkError::ServiceError(_) => matches!(
-            code,
-            "ServerException" | "ServiceUnavailableException" | "ThrottlingException" | "TooManyRequestsException"
-        ),
-        _ => true,
-    };
-    let reason = if code.is_empty() {
-        aws_sdk_eks::error::DisplayErrorContext(e).to_string()
-    } else {
-        format!("{code}: {}", e.message().unwrap_or(""))
-    };
+    let retryable = probe::eks_retryable(e);
+    let reason = probe::eks_reason(e);
     EksError::Api {
         operation,
         cluster: cluster.into(),
         reason,
         retryable,
-    }
-}
-
-/// Whether an STS call that failed may succeed later: throttling and server errors, and any
-/// failure to get an answer at all (timeouts, connections); not a refusal such as AccessDenied.
-pub fn sts_retryable<E: ProvideErrorMetadata>(e: &aws_sdk_sts::error::SdkError<E>) -> bool {
-    match e {
-        aws_sdk_sts::error::SdkError::ServiceError(se) => {
-            se.raw().status().is_server_error()
-                || matches!(
-                    e.code(),
-                    Some("Throttling" | "ThrottlingException" | "RequestLimitExceeded" | "ServiceUnavailable")
-                )
-        }
-        _ => true,
-    }
-}
-
-/// Whether assuming the cell's role may work later: STS throttling, server errors and no answer
-/// at all, not a refusal (the role's trust policy) or a broken configuration.
-fn assume_role_retryable(e: &CredentialsError) -> bool {
-    use aws_sdk_sts::operation::assume_role::AssumeRoleError;
-    match e {
-        CredentialsError::ProviderTimedOut(_) => true,
-        CredentialsError::ProviderError(_) => std::error::Error::source(e)
-            .and_then(|s| s.downcast_ref::<aws_sdk_sts::error::SdkError<AssumeRoleError>>())
-            .is_none_or(sts_retryable),
-        _ => false,
     }
 }
 
@@ -224,8 +162,6 @@ fn cluster_info(c: &aws_sdk_eks::types::Cluster, cluster: &str, region: &str) ->
             }),
     })
 }
-
-const NOT_FOUND: &str = "ResourceNotFoundException";
 
 impl ClusterApi for EksApi {
     async fn list_clusters(&self) -> Result<Vec<String>, EksError> {
@@ -353,49 +289,5 @@ impl ClusterApi for EksApi {
             url: endpoint,
             ca_pem,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sts_throttling_and_server_errors_are_retryable_refusals_are_not() {
-        use aws_sdk_sts::config::http::HttpResponse;
-        use aws_sdk_sts::error::{ErrorMetadata, SdkError};
-        use aws_sdk_sts::operation::get_caller_identity::GetCallerIdentityError;
-        let service = |status: u16, code: &str| {
-            let err = GetCallerIdentityError::generic(ErrorMetadata::builder().code(code).build());
-            SdkError::service_error(err, HttpResponse::new(status.try_into().unwrap(), "".into()))
-        };
-        assert!(sts_retryable(&service(503, "ServiceUnavailable")));
-        assert!(sts_retryable(&service(500, "InternalFailure")));
-        assert!(sts_retryable(&service(400, "Throttling")));
-        assert!(!sts_retryable(&service(403, "AccessDenied")));
-        assert!(!sts_retryable(&service(400, "ExpiredToken")));
-        assert!(sts_retryable(
-            &SdkError::<GetCallerIdentityError, HttpResponse>::timeout_error("attempt timeout")
-        ));
-    }
-
-    #[test]
-    fn a_refused_assume_role_is_final_a_throttled_or_failed_one_is_retried() {
-        use aws_sdk_sts::config::http::HttpResponse;
-        use aws_sdk_sts::error::{ErrorMetadata, SdkError};
-        use aws_sdk_sts::operation::assume_role::AssumeRoleError;
-        let sts = |status: u16, code: &str| {
-            let err = AssumeRoleError::generic(ErrorMetadata::builder().code(code).build());
-            CredentialsError::provider_error(SdkError::service_error(
-                err,
-                HttpResponse::new(status.try_into().unwrap(), "".into()),
-            ))
-        };
-        assert!(assume_role_retryable(&sts(400, "Throttling")));
-        assert!(assume_role_retryable(&sts(503, "ServiceUnavailable")));
-        assert!(!assume_role_retryable(&sts(403, "AccessDenied")));
-        let timeout = SdkError::<AssumeRoleError, HttpResponse>::timeout_error("attempt timeout");
-        assert!(assume_role_retryable(&CredentialsError::provider_error(timeout)));
-        assert!(!assume_role_retryable(&CredentialsError::invalid_configuration("no")));
     }
 }

@@ -8,7 +8,6 @@ use std::time::Duration;
 use super::apply::Tuning;
 use super::eks::{Network, is_cidr};
 use crate::config::{ConfigError, optional};
-use crate::events::bootstrap::is_account_id;
 use crate::template::{self, FluxGit};
 
 /// Settings of one deployment; read once at cold start.
@@ -35,55 +34,6 @@ pub struct Settings {
     /// cellbridge's own nor listed here is refused.
     pub account_roles: BTreeMap<String, String>,
     pub tuning: Tuning,
-}
-
-/// `CELLBRIDGE_ACCOUNT_ROLES`: a JSON object `{"222222222222": "arn:aws:iam::222222222222:role/x"}`
-/// (what the module writes) or `222222222222=arn:...,333333333333=arn:...`. Every key is a
-/// 12-digit account id and every value an IAM role ARN in that same account: a role of another
-/// account would reach clusters of an account the event did not name.
-pub fn parse_account_roles(text: &str) -> Result<BTreeMap<String, String>, String> {
-    let text = text.trim();
-    let pairs: Vec<(String, String)> = if text.starts_with('{') {
-        let map: BTreeMap<String, String> =
-            serde_json::from_str(text).map_err(|e| format!("not a JSON object of strings: {e}"))?;
-        map.into_iter().collect()
-    } else {
-        text.split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-            .map(|p| {
-                p.split_once('=')
-                    .map(|(a, r)| (a.trim().to_owned(), r.trim().to_owned()))
-                    .ok_or_else(|| format!("{p:?} is not account=role_arn"))
-            })
-            .collect::<Result<_, _>>()?
-    };
-    let mut out = BTreeMap::new();
-    for (account, role) in pairs {
-        if !is_account_id(&account) {
-            return Err(format!("{account:?} is not a 12-digit AWS account id"));
-        }
-        match role_account(&role) {
-            Some(a) if a == account => {}
-            Some(a) => return Err(format!("role {role} is in account {a}, not {account}")),
-            None => return Err(format!("{role:?} (for {account}) is not an IAM role ARN")),
-        }
-        if out.insert(account.clone(), role).is_some() {
-            return Err(format!("account {account} is listed twice"));
-        }
-    }
-    Ok(out)
-}
-
-/// The account of an IAM role ARN (`arn:<partition>:iam::<account>:role/<path/name>`).
-pub fn role_account(arn: &str) -> Option<&str> {
-    let mut parts = arn.splitn(6, ':');
-    let ok = parts.next() == Some("arn") && parts.next().is_some_and(|p| !p.is_empty()) && parts.next() == Some("iam");
-    let region = parts.next()?;
-    let account = parts.next()?;
-    let resource = parts.next()?;
-    (ok && region.is_empty() && is_account_id(account) && resource.strip_prefix("role/").is_some_and(|n| !n.is_empty()))
-        .then_some(account)
 }
 
 fn secs(name: &'static str, default: Duration) -> Result<Duration, ConfigError> {
@@ -122,14 +72,7 @@ impl Settings {
             });
         }
         let flux_git_branch = crate::config::optional_branch("CELLBRIDGE_FLUX_GIT_BRANCH")?;
-        let account_roles = match optional("CELLBRIDGE_ACCOUNT_ROLES") {
-            None => BTreeMap::new(),
-            Some(v) => parse_account_roles(&v).map_err(|reason| ConfigError::Invalid {
-                name: "CELLBRIDGE_ACCOUNT_ROLES",
-                value: v.clone(),
-                reason,
-            })?,
-        };
+        let account_roles = crate::cells::account_roles_from_env()?;
         Ok(Settings {
             flux_git_url,
             flux_git_branch,
@@ -237,43 +180,6 @@ mod tests {
             .status
             .success();
         assert!(ok, "git {args:?}");
-    }
-
-    #[test]
-    fn account_roles_are_account_ids_mapped_to_roles_in_the_same_account() {
-        let b = "arn:aws:iam::222222222222:role/cells/bootstrap";
-        let c = "arn:aws:iam::333333333333:role/bootstrap";
-        let want: BTreeMap<String, String> =
-            [("222222222222".into(), b.into()), ("333333333333".into(), c.into())].into();
-        assert_eq!(
-            parse_account_roles(&format!(r#"{{"222222222222":"{b}","333333333333":"{c}"}}"#)).unwrap(),
-            want
-        );
-        assert_eq!(
-            parse_account_roles(&format!(" 222222222222={b}, 333333333333={c} ,")).unwrap(),
-            want
-        );
-        assert!(parse_account_roles("").unwrap().is_empty());
-        assert!(parse_account_roles("{}").unwrap().is_empty());
-        for (bad, says) in [
-            (format!("22222222222={b}"), "12-digit"),
-            (format!("333333333333={b}"), "in account 222222222222"),
-            (
-                "222222222222=arn:aws:iam::222222222222:user/x".to_owned(),
-                "not an IAM role ARN",
-            ),
-            ("222222222222".to_owned(), "account=role_arn"),
-            (format!("222222222222={b},222222222222={b}"), "twice"),
-            (r#"{"222222222222": 1}"#.to_owned(), "JSON"),
-        ] {
-            let err = parse_account_roles(&bad).unwrap_err();
-            assert!(err.contains(says), "{bad}: {err}");
-        }
-        assert_eq!(
-            role_account("arn:aws-cn:iam::222222222222:role/x"),
-            Some("222222222222")
-        );
-        assert_eq!(role_account("arn:aws:sts::222222222222:assumed-role/x/s"), None);
     }
 
     #[test]

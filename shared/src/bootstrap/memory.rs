@@ -172,6 +172,14 @@ impl MemAws {
         w.clusters.insert(key, cluster);
     }
 
+    /// DeleteCluster done: DescribeCluster answers `ResourceNotFoundException` from now on.
+    /// `account`: `None` for cellbridge's own.
+    pub fn remove_cluster(&self, account: Option<&str>, region: &str, name: &str) {
+        let mut w = self.lock();
+        let account = account.map_or_else(|| arn_account(&w.identity), str::to_owned);
+        w.clusters.remove(&(account, region.to_owned(), name.to_owned()));
+    }
+
     /// cellbridge's own account: its identity's.
     pub fn home(&self) -> String {
         arn_account(&self.lock().identity)
@@ -368,6 +376,18 @@ impl Accounts for MemAws {
             });
         }
         Ok(home)
+    }
+}
+
+/// What state-sync asks of EKS, answered by the same accounts and clusters the bootstrap sees.
+impl crate::cells::ClusterProbe for MemAws {
+    fn presence<'a>(
+        &'a self,
+        cluster: &'a str,
+        region: &'a str,
+        role: Option<&'a str>,
+    ) -> crate::cells::probe::Probed<'a> {
+        Box::pin(super::presence_via(self, cluster, region, role))
     }
 }
 

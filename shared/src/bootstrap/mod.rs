@@ -9,7 +9,6 @@
 pub mod access;
 pub mod apply;
 pub mod aws;
-pub mod cell;
 pub mod config;
 pub mod eks;
 pub mod gitsecret;
@@ -36,10 +35,40 @@ pub use ports::{AccessEntry, Accounts, ClusterApi, KubeApi, KubeConnect};
 
 pub use crate::events::bootstrap::Request;
 
+use crate::cells as cell;
 use crate::error::{Class, Classify};
 use crate::fleet::{FleetRead, LocalFleet};
 use crate::secrets::{SecretStore, SecretsError};
 use crate::template;
+
+/// [`crate::cells::ClusterProbe`] through the bootstrap's own ports: DescribeCluster in `region`
+/// as `role`, for any [`Accounts`].
+pub async fn presence_via<A: Accounts>(
+    accounts: &A,
+    cluster: &str,
+    region: &str,
+    role: Option<&str>,
+) -> Result<crate::cells::Presence, crate::cells::ProbeError> {
+    use crate::cells::{Presence, ProbeError};
+    let retryable = |c: Class| c == Class::Retryable;
+    let api = accounts.open(region, role).await.map_err(|e| ProbeError::AssumeRole {
+        role: role.unwrap_or_default().to_owned(),
+        retryable: retryable(e.class()),
+        reason: e.to_string(),
+    })?;
+    match api.describe_cluster(cluster).await {
+        Ok(None) => Ok(Presence::Gone),
+        Ok(Some(info)) => Ok(Presence::Exists {
+            status: info.status.as_str().to_owned(),
+        }),
+        Err(e) => Err(ProbeError::Describe {
+            cluster: cluster.to_owned(),
+            region: region.to_owned(),
+            retryable: retryable(e.class()),
+            reason: e.to_string(),
+        }),
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -408,7 +437,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         let merged_role = merged.and_then(|c| c.bootstrap_role_arn().map(|r| (c.name.as_str(), r)));
         let account = match (&req.account, merged_role) {
             (Some(a), _) => Some(a.clone()),
-            (None, Some((_, role))) => config::role_account(role).map(str::to_owned),
+            (None, Some((_, role))) => crate::cells::role_account(role).map(str::to_owned),
             (None, None) => None,
         };
         let Some(account) = account else {
@@ -430,7 +459,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
             return Ok(Some(configured.clone()));
         }
         if let Some((cell, role)) = merged_role {
-            if config::role_account(role) == Some(account.as_str()) {
+            if crate::cells::role_account(role) == Some(account.as_str()) {
                 return Ok(Some(role.to_owned()));
             }
             return Err(refuse(format!(

@@ -22,9 +22,8 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use super::access::{self, AccessError};
-use super::cell::{self, Cell};
-use super::config;
 use super::ports::{Accounts, ClusterApi};
+use crate::cells::{self as cell, Cell, role_of};
 use crate::configmap;
 use crate::error::{Class, Classify};
 use crate::fleet::{EntryKind, FleetRead, Keep};
@@ -88,37 +87,6 @@ impl SweepReport {
     }
     pub fn failed(&self) -> usize {
         self.count(|s| matches!(s, Swept::Failed { .. }))
-    }
-}
-
-/// The role that reaches a cell's cluster, decided as a bootstrap run decides it
-/// (`Bootstrapper::role_for`, which needs an event's account; a sweep has only the metadata):
-/// the merged `bootstrap_role_arn` names the account; an account of `CELLBRIDGE_ACCOUNT_ROLES`
-/// is reached through its configured role, and a merged role that disagrees is refused; no
-/// merged role: the role `CELLBRIDGE_ACCOUNT_ROLES` gives the cell's `aws_account_id`, else
-/// cellbridge's own identity in its own account.
-pub fn role_of(cell: &Cell, account_roles: &BTreeMap<String, String>) -> Result<Option<String>, String> {
-    let Some(merged) = cell.bootstrap_role_arn() else {
-        // No merged role: the cell's `aws_account_id` (the contract's usual key) reaches a
-        // mapped account through its configured role, as a run with that event's account does.
-        return Ok(cell
-            .metadata
-            .get("aws_account_id")
-            .and_then(|a| account_roles.get(a))
-            .cloned());
-    };
-    let Some(account) = config::role_account(merged) else {
-        return Err(format!(
-            "cell {}'s merged bootstrap_role_arn {merged:?} is not an IAM role ARN",
-            cell.name
-        ));
-    };
-    match account_roles.get(account) {
-        Some(configured) if configured != merged => Err(format!(
-            "cell {}'s merged bootstrap_role_arn {merged} differs from {configured}, the role CELLBRIDGE_ACCOUNT_ROLES gives account {account}",
-            cell.name
-        )),
-        _ => Ok(Some(merged.to_owned())),
     }
 }
 

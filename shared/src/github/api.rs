@@ -321,15 +321,31 @@ impl GithubRepo for GithubFleet {
         on: &str,
         tree: Option<&str>,
         files: &[FileWrite],
+        removed: &[String],
         deadline: Instant,
     ) -> Result<String> {
-        let what = format!("creating a tree of {} file(s) on {on}", files.len());
+        let what = if removed.is_empty() {
+            format!("creating a tree of {} file(s) on {on}", files.len())
+        } else {
+            format!(
+                "creating a tree of {} file(s), {} removed, on {on}",
+                files.len(),
+                removed.len()
+            )
+        };
         // "mode": 100644 a file, 100755 an executable, 120000 "a blob that specifies the path
         // of a symlink" (https://docs.github.com/rest/git/trees#create-a-tree): a link's
         // content is its target.
+        // A removed file is an entry whose `sha` is null: "If the value is null then the file
+        // will be deleted" (the same page); the mode and type are those of a blob.
         let entries: Vec<Value> = files
             .iter()
             .map(|f| json!({"path": f.path, "mode": f.mode.git_mode(), "type": "blob", "content": f.content}))
+            .chain(
+                removed
+                    .iter()
+                    .map(|p| json!({"path": p, "mode": "100644", "type": "blob", "sha": Value::Null})),
+            )
             .collect();
         let mut base_tree = tree.map(str::to_owned);
         loop {

@@ -895,6 +895,7 @@ impl GithubRepo for MemGithub {
         on: &str,
         tree: Option<&str>,
         files: &[FileWrite],
+        removed: &[String],
         _deadline: Instant,
     ) -> Result<String> {
         self.pause().await;
@@ -918,6 +919,14 @@ impl GithubRepo for MemGithub {
             };
             for f in files {
                 tree.insert(f.path.clone(), (f.mode, f.content.clone()));
+            }
+            // An entry with `"sha": null` deletes the path; GitHub "returns an error if you
+            // try to delete a file that does not exist"
+            // (https://docs.github.com/rest/git/trees#create-a-tree): a 422.
+            for path in removed {
+                if tree.remove(path).is_none() {
+                    return Err(api(&ops::GIT_CREATE_TREE, 422, "GitRPC::BadObjectState"));
+                }
             }
             Ok(s.put_tree(tree))
         })
@@ -1328,7 +1337,7 @@ mod tests {
                 content: "a".into(),
             },
         ];
-        let tree = gh.create_tree(&main, None, &files, d).await.unwrap();
+        let tree = gh.create_tree(&main, None, &files, &[], d).await.unwrap();
         let commit = gh
             .create_commit(&tree, std::slice::from_ref(&main), "modes", d)
             .await

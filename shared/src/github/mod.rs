@@ -31,6 +31,7 @@ use crate::redact::Secret;
 mod api;
 mod archive;
 pub mod config;
+pub mod decommission;
 #[cfg(feature = "test-support")]
 pub mod memory;
 pub mod operations;

@@ -117,12 +117,15 @@ pub trait GithubRepo: Send + Sync {
     /// A blob's text.
     fn read_blob(&self, blob: &str, deadline: Instant) -> impl Future<Output = Result<String>> + Send;
     /// A tree: the tree of commit `on` (or `tree`, when the caller knows it) with `files`
-    /// written over it, each with its mode (a symlink's content is its target).
+    /// written over it, each with its mode (a symlink's content is its target), and the files
+    /// `removed` taken out (each must be there: GitHub refuses to delete a file that does not
+    /// exist).
     fn create_tree(
         &self,
         on: &str,
         tree: Option<&str>,
         files: &[FileWrite],
+        removed: &[String],
         deadline: Instant,
     ) -> impl Future<Output = Result<String>> + Send;
     fn create_commit(

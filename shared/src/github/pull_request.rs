@@ -27,7 +27,7 @@ pub(super) const MANAGED_LABELS: [&str; 3] = [plan::LABEL_CELLBRIDGE, plan::LABE
 
 /// What cellbridge adds to a body when it closes a pull request itself, so that its own closes
 /// are never taken for a person's.
-const CLOSED_MARKER: &str = "<!-- cellbridge:closed=in-sync -->";
+pub(super) const CLOSED_MARKER: &str = "<!-- cellbridge:closed=in-sync -->";
 
 /// Converges the cell's pull request to `plan`, computed against `snap`: opens it, updates it in
 /// place, leaves it alone when it already holds the plan, or closes it when the base branch
@@ -75,15 +75,38 @@ pub async fn converge<G: GithubRepo>(gh: &G, snap: &Snapshot, plan: &Plan, deadl
             });
         }
     }
+    // The cell is back (a later apply wrote `cell_metadata` again): its decommission is
+    // withdrawn, as cellbridge's own close, and the values take the branch.
+    let (latest, withdrawn) = match latest {
+        Some(pr) if pr.state == PullState::Open && super::decommission::is_decommission(&pr) => {
+            let note = format!(
+                "Closed by cellbridge: the cell is back. The Terraform state `{}` (serial {}) has `cell_metadata` again, so `clusters/{}/` stays.",
+                plan.source, plan.serial, plan.cell
+            );
+            close_as_own(gh, &pr, &plan.branch, Some(&note), deadline).await?;
+            let closed = PullRequest {
+                state: PullState::Closed,
+                body: format!("{}\n{CLOSED_MARKER}\n", pr.body.trim_end()),
+                ..pr
+            };
+            (Some(closed), true)
+        }
+        other => (other, false),
+    };
+    let open_pr = latest.as_ref().filter(|p| p.state == PullState::Open);
     match plan.outcome {
         Outcome::Stale => Ok(Published::Stale {
             proposed_serial: plan.base_serial.unwrap_or_default(),
             number: open_pr.map(|p| p.number),
             url: open_pr.map(|p| p.url.clone()),
         }),
-        Outcome::InSync => match open_pr {
-            Some(pr) => close(gh, snap, plan, pr, deadline).await,
-            None => Ok(Published::InSync),
+        Outcome::InSync => match (open_pr, &latest) {
+            (Some(pr), _) => close(gh, snap, plan, pr, deadline).await,
+            (None, Some(pr)) if withdrawn => Ok(Published::Closed {
+                number: pr.number,
+                url: pr.url.clone(),
+            }),
+            (None, _) => Ok(Published::InSync),
         },
         Outcome::Change => {
             let digest = plan_digest(plan);
@@ -130,18 +153,32 @@ async fn close<G: GithubRepo>(
             url: pr.url.clone(),
         });
     }
-    let body = format!("{}\n{CLOSED_MARKER}\n", pr.body.trim_end());
-    gh.close_pull(pr.number, &body, deadline).await?;
-    // GitHub deletes a ref unconditionally: a push that landed since the comparison keeps the
-    // branch (and the pull request can be reopened with it).
-    let head = gh.branch_head(&plan.branch, deadline).await?.map(|(sha, _)| sha);
-    if head.as_deref() == Some(pr.head_sha.as_str()) {
-        gh.delete_branch(&plan.branch, deadline).await?;
-    }
+    close_as_own(gh, pr, &plan.branch, None, deadline).await?;
     Ok(Published::Closed {
         number: pr.number,
         url: pr.url.clone(),
     })
+}
+
+/// Closes `pr` as cellbridge's own close (marked, so never taken for a person's), `note` added
+/// to its body, and deletes its branch unless someone pushed to it since `pr` was read.
+pub(super) async fn close_as_own<G: GithubRepo>(
+    gh: &G,
+    pr: &PullRequest,
+    branch: &str,
+    note: Option<&str>,
+    deadline: Instant,
+) -> Result<()> {
+    let note = note.map(|n| format!("\n\n{n}")).unwrap_or_default();
+    let body = format!("{}{note}\n{CLOSED_MARKER}\n", pr.body.trim_end());
+    gh.close_pull(pr.number, &body, deadline).await?;
+    // GitHub deletes a ref unconditionally: a push that landed since the comparison keeps the
+    // branch (and the pull request can be reopened with it).
+    let head = gh.branch_head(branch, deadline).await?.map(|(sha, _)| sha);
+    if head.as_deref() == Some(pr.head_sha.as_str()) {
+        gh.delete_branch(branch, deadline).await?;
+    }
+    Ok(())
 }
 
 async fn set_status<G: GithubRepo>(gh: &G, commit: &str, plan: &Plan, deadline: Instant) -> Result<()> {
@@ -315,6 +352,7 @@ async fn update<G: GithubRepo>(
                 &head,
                 cmp.head_tree.as_deref(),
                 &[FileWrite::regular(cm.clone(), ours)],
+                &[],
                 deadline,
             )
             .await?;
@@ -407,7 +445,7 @@ async fn open<G: GithubRepo>(
     let message = message_for(plan, digest);
     let files: Vec<FileWrite> = plan.files.iter().map(plan::FileChange::write).collect();
     let tree = gh
-        .create_tree(&snap.base_sha, snap.base_tree.as_deref(), &files, deadline)
+        .create_tree(&snap.base_sha, snap.base_tree.as_deref(), &files, &[], deadline)
         .await?;
     let fresh = gh
         .create_commit(&tree, std::slice::from_ref(&snap.base_sha), &message, deadline)
@@ -477,7 +515,7 @@ async fn open<G: GithubRepo>(
                         let cm = configmap::path_for(&plan.cell);
                         let ours = plan.files.iter().filter(|f| f.path == cm);
                         let ours: Vec<FileWrite> = ours.map(plan::FileChange::write).collect();
-                        let tree = gh.create_tree(&head, None, &ours, deadline).await?;
+                        let tree = gh.create_tree(&head, None, &ours, &[], deadline).await?;
                         let commit = gh
                             .create_commit(&tree, std::slice::from_ref(&head), &message_for(plan, digest), deadline)
                             .await?;

@@ -41,6 +41,7 @@ impl SyncConfig {
         // Read again by each invocation; checked here so a bad value fails the cold start.
         crate::pause::from_env()?;
         super::state_role_from_env()?;
+        crate::cells::account_roles_from_env()?;
         crate::backoff::Backoff::from_env()?;
         super::fanout::queue_url_from_env()?;
         crate::metrics::namespace_from_env()?;

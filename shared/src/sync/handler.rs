@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{SyncConfig, SyncError, SyncInvocation, Syncer};
+use super::{ClusterAccess, SyncConfig, SyncError, SyncInvocation, Syncer};
+use crate::cells::EksProbe;
 use crate::config::{self, ConfigError};
 use crate::error::{Class, Classify};
 use crate::github::{GithubFleet, GithubRepo};
@@ -26,11 +27,23 @@ pub async fn service_with(config: SyncConfig) -> SyncService {
         config.clone(),
         state_source(&aws, role.as_deref()).await,
         GithubFleet::from_config(&config.github, secrets),
-    );
+    )
+    .with_clusters(cluster_access(&aws));
     // Checked at init too.
     match super::fanout::queue_url_from_env().ok().flatten() {
         Some(url) => service.with_queue(std::sync::Arc::new(super::fanout::SqsQueue::new(&aws, url))),
         None => service,
+    }
+}
+
+/// EKS as state-sync asks it whether a destroyed cell's cluster is gone: with the function's
+/// own role, or the cell's (`bootstrap_role_arn`, `CELLBRIDGE_ACCOUNT_ROLES`, as cluster-bootstrap
+/// reaches it), in session `cellbridge-state-sync`.
+pub fn cluster_access(aws: &aws_config::SdkConfig) -> ClusterAccess {
+    ClusterAccess {
+        probe: std::sync::Arc::new(EksProbe::new(aws.clone(), "cellbridge-state-sync")),
+        // Checked at init (`SyncConfig::from_env`).
+        account_roles: crate::cells::account_roles_from_env().unwrap_or_default(),
     }
 }
 
@@ -40,7 +53,7 @@ pub fn state_role_from_env() -> Result<Option<String>, ConfigError> {
     let Some(role) = config::optional("CELLBRIDGE_STATE_ROLE_ARN") else {
         return Ok(None);
     };
-    if crate::bootstrap::config::role_account(&role).is_none() {
+    if crate::cells::role_account(&role).is_none() {
         return Err(ConfigError::Invalid {
             name: "CELLBRIDGE_STATE_ROLE_ARN",
             value: role,

@@ -21,10 +21,10 @@ mod syncer;
 
 pub use config::{DEFAULT_KEY_PATTERN, KeyPattern, SyncConfig};
 pub use handler::{
-    SyncService, invoke_from_file, lambda_handler, service_for, service_from_env, service_with, state_role_from_env,
-    state_source,
+    SyncService, cluster_access, invoke_from_file, lambda_handler, service_for, service_from_env, service_with,
+    state_role_from_env, state_source,
 };
-pub use syncer::{CellResult, SyncInvocation, Syncer};
+pub use syncer::{CellResult, ClusterAccess, SyncInvocation, Syncer};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {

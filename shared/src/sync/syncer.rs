@@ -11,15 +11,18 @@ use tracing::Instrument;
 
 use super::fanout::{self, Enqueue};
 use super::{SyncConfig, SyncError};
+use crate::cells::{self, ClusterProbe, Presence};
+use crate::decommission::{self, ClusterCheck};
 use crate::error::{Class, Classify};
 use crate::events::sync::{self as events, Manual, StateObject, SyncEvent, SyncItem, SyncSqsRecord};
 use crate::fleet::{FleetRead, Keep};
+use crate::github::decommission::{self as gh_decommission, Decommissioned};
 use crate::github::report::{self, Refusal, Reported};
 use crate::github::{GithubError, GithubRepo, Published, Snapshot, pull_request};
-use crate::metadata;
+use crate::metadata::{self, ContractError};
 use crate::metrics::{self, Metrics};
 use crate::pause::{self, Pause};
-use crate::plan::{self, Plan, PlanOptions};
+use crate::plan::{self, Plan, PlanOptions, StateRef};
 use crate::s3::{S3Error, StateSource};
 
 /// Attempts for one state when another writer keeps winning the race for the cell's branch.
@@ -66,6 +69,10 @@ pub struct CellResult {
     /// The `cellbridge-refused` issues this good state closed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub resolved_issues: Vec<u64>,
+    /// A destroyed stack's state: the cell's cluster as EKS answered, and what was proposed or
+    /// why nothing was ([`Syncer::decommission`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decommission: Option<Value>,
     /// This good state found no open pull request: its cell's refused issue is to be closed.
     #[serde(skip)]
     resolve_issue: bool,
@@ -89,6 +96,7 @@ impl CellResult {
             reported: None,
             report_error: None,
             resolved_issues: Vec::new(),
+            decommission: None,
             resolve_issue: false,
         }
     }
@@ -131,6 +139,17 @@ pub struct Syncer<S, G> {
     /// state-sync's own queue: sync-all sends one message per cell there ([`super::fanout`]);
     /// `None`: sync-all syncs every cell in the invocation.
     pub queue: Option<Arc<dyn Enqueue>>,
+    /// EKS, asked whether a destroyed cell's cluster is gone before its directory's removal is
+    /// proposed; `None`: nobody can confirm it, so no decommission is ever opened.
+    pub clusters: Option<ClusterAccess>,
+}
+
+/// How state-sync reaches the cells' clusters: EKS, and the roles of other accounts
+/// (`CELLBRIDGE_ACCOUNT_ROLES`, as cluster-bootstrap has them).
+#[derive(Clone)]
+pub struct ClusterAccess {
+    pub probe: Arc<dyn ClusterProbe>,
+    pub account_roles: BTreeMap<String, String>,
 }
 
 /// The base branch as one invocation read it, shared by all its states (an SQS batch, a
@@ -180,6 +199,23 @@ impl SharedBase {
     }
 }
 
+/// What a state asks of the fleet repo, planned against the base.
+enum Work {
+    /// The state's `cell_metadata` as the cell's ConfigMap.
+    Metadata(Plan),
+    /// No outputs and no resources: the stack was destroyed.
+    Destroyed(Destroyed),
+}
+
+/// A destroyed stack's state, and the decommission it would propose before EKS was asked
+/// (`None`: the base has no `clusters/<cell>/`).
+struct Destroyed {
+    decommission: Result<Option<decommission::Decommission>, decommission::DecommissionError>,
+    serial: u64,
+    lineage: String,
+    source: StateRef,
+}
+
 /// One try at a cell's state failed: redo it on a fresh base (a lost race), or stop.
 enum Attempt {
     Redo(String),
@@ -223,7 +259,14 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             states,
             fleet,
             queue: None,
+            clusters: None,
         }
+    }
+
+    /// Destroyed stacks' clusters are looked up through `access` ([`Self::decommission`]).
+    pub fn with_clusters(mut self, access: ClusterAccess) -> Self {
+        self.clusters = Some(access);
+        self
     }
 
     /// sync-all fans out to `queue`, one message per cell.
@@ -563,14 +606,19 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 }
                 let outcome = match self.read_and_plan(&obj, &key_cell, deadline, base, &mut result).await {
                     Ok(None) => Ok(()),
-                    Ok(Some((snapshot, plan))) if dry_run => {
+                    Ok(Some((snapshot, Work::Metadata(plan)))) if dry_run => {
                         result.planned(&plan);
                         drop(snapshot);
                         Ok(())
                     }
-                    Ok(Some((snapshot, plan))) => {
+                    Ok(Some((snapshot, Work::Metadata(plan)))) => {
                         planned_on = Some(snapshot.base_sha.clone());
                         self.publish(&snapshot, &plan, deadline, &mut result).await.map(|tell| report = tell)
+                    }
+                    Ok(Some((snapshot, Work::Destroyed(destroyed)))) => {
+                        planned_on = Some(snapshot.base_sha.clone());
+                        self.decommission(&snapshot, &key_cell, destroyed, dry_run, deadline, &mut result)
+                            .await
                     }
                     Err(e) => Err(e),
                 };
@@ -629,6 +677,156 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         Ok(matches!(published, Published::Claimed { .. }))
     }
 
+    /// A destroyed stack's state: the removal of `clusters/<cell>/` is proposed only once EKS
+    /// confirms that the cluster the cell's merged `cell-metadata.yaml` names is gone, in the
+    /// cell's account and region. A cluster still there proposes nothing (and withdraws an open
+    /// decommission); one still `DELETING` is asked again later (retryable); a cell whose
+    /// metadata names no cluster, or a function with no EKS access, proposes nothing.
+    async fn decommission(
+        &self,
+        snap: &Snapshot,
+        cell: &str,
+        destroyed: Destroyed,
+        dry_run: bool,
+        deadline: Instant,
+        result: &mut CellResult,
+    ) -> Result<(), Attempt> {
+        let nothing = |result: &mut CellResult, detail: Value| {
+            result.action = "destroyed".into();
+            result.decommission = Some(detail);
+            tracing::warn!(cell, decommission = %result.decommission.as_ref().map(|v| v.to_string()).unwrap_or_default(), "the stack was destroyed; no decommission is proposed");
+            Ok(())
+        };
+        let fleet_failure = |e: decommission::DecommissionError| Attempt::Fail {
+            error: e.to_string(),
+            retryable: false,
+            refused: false,
+            report: true,
+        };
+        let Some(dry) = destroyed.decommission.map_err(fleet_failure)? else {
+            return nothing(
+                result,
+                json!({"proposed": false, "reason": format!("the fleet repo's base branch has no clusters/{cell}/: nothing to remove")}),
+            );
+        };
+        let Some(target) = dry.cluster.clone() else {
+            return nothing(
+                result,
+                json!({"proposed": false, "reason": format!("clusters/{cell}/cell-metadata.yaml on the base branch names no cluster_name and aws_region: nothing can confirm that the cluster is gone")}),
+            );
+        };
+        let about = |presence: Value, reason: String| json!({"cluster": target.cluster, "region": target.region, "eks": presence, "proposed": false, "reason": reason});
+        let Some(access) = &self.clusters else {
+            return nothing(
+                result,
+                about(
+                    Value::Null,
+                    "EKS is not reachable from here: nothing can confirm that the cluster is gone".into(),
+                ),
+            );
+        };
+        let merged =
+            cells::named(&snap.fleet, &target.cluster, cell, "the state's key").map_err(|e| Attempt::Fail {
+                error: format!("cell {cell}: {e}"),
+                retryable: false,
+                refused: false,
+                report: true,
+            })?;
+        // An account whose role the configuration and the metadata disagree on is the
+        // operators' to settle, as a bootstrap run would refuse it.
+        let role = cells::role_of(&merged, &access.account_roles).map_err(|error| Attempt::Fail {
+            error,
+            retryable: false,
+            refused: false,
+            report: false,
+        })?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        let presence = tokio::time::timeout(
+            left,
+            access.probe.presence(&target.cluster, &target.region, role.as_deref()),
+        )
+        .await
+        .map_err(|_| Attempt::Fail {
+            error: format!(
+                "EKS DescribeCluster {} in {}: no answer before the function's deadline",
+                target.cluster, target.region
+            ),
+            retryable: true,
+            refused: false,
+            report: false,
+        })?
+        .map_err(|e| Attempt::Fail {
+            retryable: e.class() == Class::Retryable,
+            error: format!("cell {cell}: {e}"),
+            refused: false,
+            report: false,
+        })?;
+        match presence {
+            Presence::Exists { status } if status == "DELETING" => Err(Attempt::Fail {
+                error: format!(
+                    "cell {cell}: the stack was destroyed and EKS cluster {} in {} is still DELETING: the decommission is proposed once EKS no longer knows it",
+                    target.cluster, target.region
+                ),
+                retryable: true,
+                refused: false,
+                report: false,
+            }),
+            Presence::Exists { status } => {
+                let mut detail = about(
+                    json!({"presence": "exists", "status": status}),
+                    format!(
+                        "EKS cluster {} still exists in {} ({status}): a state that looks destroyed (moved to another key, `terraform state rm`, another backend) is no proof, so nothing is proposed",
+                        target.cluster, target.region
+                    ),
+                );
+                if !dry_run {
+                    let why = format!(
+                        "Closed by cellbridge: EKS cluster `{}` still exists in `{}` ({status}), so `clusters/{cell}/` stays.",
+                        target.cluster, target.region
+                    );
+                    if let Some((number, url)) = gh_decommission::withdraw(&self.fleet, cell, &why, deadline)
+                        .await
+                        .map_err(github_fail)?
+                    {
+                        detail["withdrawn"] = json!({"number": number, "url": url});
+                    }
+                }
+                nothing(result, detail)
+            }
+            Presence::Gone => {
+                let gone = ClusterCheck::Gone {
+                    cluster: target.cluster.clone(),
+                    region: target.region.clone(),
+                };
+                let d = decommission::plan(
+                    cell,
+                    destroyed.serial,
+                    &destroyed.lineage,
+                    destroyed.source,
+                    &snap.fleet,
+                    &gone,
+                )
+                .map_err(fleet_failure)?
+                .unwrap_or(dry);
+                let detail = json!({"cluster": target.cluster, "region": target.region, "eks": {"presence": "gone"}, "proposed": true, "removed": d.removed.len()});
+                if dry_run {
+                    result.action = "planned".into();
+                    result.plan = Some(
+                        json!({"outcome": "decommission", "title": d.title, "body": d.body, "labels": d.labels, "removed": d.removed}),
+                    );
+                    result.decommission = Some(detail);
+                    return Ok(());
+                }
+                self.fleet.check_write_access(deadline).await.map_err(github_fail)?;
+                let published = gh_decommission::converge(&self.fleet, snap, &d, deadline)
+                    .await
+                    .map_err(github_fail)?;
+                result.decommissioned(&published, detail);
+                Ok(())
+            }
+        }
+    }
+
     /// The state's latest version, checked against the contract, and its plan against the base
     /// branch as it is now; `None` when there is nothing to plan (the object is gone).
     async fn read_and_plan(
@@ -638,7 +836,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         deadline: Instant,
         base: &SharedBase,
         result: &mut CellResult,
-    ) -> Result<Option<(Arc<Snapshot>, Plan)>, Attempt> {
+    ) -> Result<Option<(Arc<Snapshot>, Work)>, Attempt> {
         // S3 has its own retries; the deadline bounds them so the record goes back to SQS
         // instead of the function being killed with the whole batch.
         let left = deadline.saturating_duration_since(Instant::now());
@@ -653,7 +851,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 refused: false,
                 report: false,
             })?;
-        let (state, source) = match read {
+        let (mut state, source) = match read {
             Ok(s) => s,
             Err(S3Error::NotFound { .. }) => {
                 result.action = "ignored".into();
@@ -673,10 +871,18 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         result.version_id = source.version_id.clone();
         result.serial = Some(state.serial);
         let origin = source.to_string();
-        // Contract errors name the key, never the value.
-        let meta = metadata::from_state(&state).map_err(|e| refused(format!("{origin}: {e}")))?;
+        // Contract errors name the key, never the value. A destroyed stack is no contract
+        // error: its cell may be decommissioned.
+        let meta = match metadata::from_state(&state) {
+            Ok(meta) => Some(meta),
+            Err(ContractError::Destroyed) => None,
+            Err(e) => return Err(refused(format!("{origin}: {e}"))),
+        };
+        let (serial, lineage) = (state.serial, std::mem::take(&mut state.lineage));
         drop(state);
-        if meta.cell != key_cell {
+        if let Some(meta) = &meta
+            && meta.cell != key_cell
+        {
             return Err(refused(format!(
                 "{origin}: the key says cell `{key_cell}` (CELLBRIDGE_STATE_KEY_PATTERN) but cell_metadata.cell_name is `{}`",
                 meta.cell
@@ -701,10 +907,27 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 });
             }
         }
-        let opts = PlanOptions {
-            sync_source: self.config.flux_git(&snapshot.base_branch),
+        let planned = match meta {
+            Some(meta) => {
+                let opts = PlanOptions {
+                    sync_source: self.config.flux_git(&snapshot.base_branch),
+                };
+                plan::plan(&meta, source, &snapshot.fleet, &opts).map(Work::Metadata)
+            }
+            None => Ok(Work::Destroyed(Destroyed {
+                decommission: decommission::plan(
+                    key_cell,
+                    serial,
+                    &lineage,
+                    source.clone(),
+                    &snapshot.fleet,
+                    &ClusterCheck::NotAsked,
+                ),
+                serial,
+                lineage,
+                source,
+            })),
         };
-        let planned = plan::plan(&meta, source, &snapshot.fleet, &opts);
         // Whatever the plan's verdict, it stands only if nothing it read was read past.
         let missed = snapshot.fleet.not_kept();
         if !missed.is_empty() {
@@ -715,8 +938,8 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             base.widen(missed).await;
             return Err(Attempt::Redo(why));
         }
-        let plan: Plan = planned.map_err(|e| refused(e.to_string()))?;
-        Ok(Some((snapshot, plan)))
+        let work = planned.map_err(|e| refused(e.to_string()))?;
+        Ok(Some((snapshot, work)))
     }
 
     /// What the cell's team sees on GitHub: a final failure they can act on (`report`) on the
@@ -864,6 +1087,37 @@ impl CellResult {
             "files": plan.files.iter().map(|f| &f.path).collect::<Vec<_>>(), "diff": plan.unified_diff(),
             "status": if plan.status_ok() { "success" } else { "failure" }, "status_description": plan.status_description(),
         }));
+    }
+
+    /// What converging the decommission did.
+    fn decommissioned(&mut self, published: &Decommissioned, mut detail: Value) {
+        let pr = |number: u64, url: &str| Some(json!({"number": number, "url": url}));
+        let (action, pull) = match published {
+            Decommissioned::Opened {
+                number,
+                url,
+                superseded,
+                ..
+            } => {
+                if let Some(n) = superseded {
+                    detail["superseded"] = json!(n);
+                }
+                ("decommission-opened", pr(*number, url))
+            }
+            Decommissioned::Updated { number, url, .. } => ("decommission-updated", pr(*number, url)),
+            Decommissioned::Unchanged { number, url } => ("decommission-unchanged", pr(*number, url)),
+            Decommissioned::Declined { number, url } => ("declined", pr(*number, url)),
+            Decommissioned::Conflicted { number, url } => ("conflicted", pr(*number, url)),
+            Decommissioned::Stale { number, url, .. } => ("stale", pr(*number, url)),
+        };
+        self.action = action.into();
+        self.pull_request = pull;
+        self.decommission = Some(detail);
+        // The refusal a cellbridge-refused issue reported is moot once the stack is gone.
+        self.resolve_issue = matches!(
+            published,
+            Decommissioned::Opened { .. } | Decommissioned::Updated { .. } | Decommissioned::Unchanged { .. }
+        );
     }
 
     /// What converging the pull request did.

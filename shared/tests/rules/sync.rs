@@ -14,10 +14,10 @@ use cellbridge::s3::memory::MemStates;
 use cellbridge::sync::{DEFAULT_KEY_PATTERN, KeyPattern, SyncConfig, Syncer};
 use serde_json::{Value, json};
 
-const BUCKET: &str = "tfstate";
-const LINEAGE: &str = "5f0c2b1e-0000-4000-8000-00000000cafe";
+pub(super) const BUCKET: &str = "tfstate";
+pub(super) const LINEAGE: &str = "5f0c2b1e-0000-4000-8000-00000000cafe";
 
-type Bed = Syncer<MemStates, MemGithub>;
+pub(super) type Bed = Syncer<MemStates, MemGithub>;
 
 /// Every file of `examples/fleet/`, the fleet `make demo` shows.
 fn example_fleet() -> Vec<(String, String)> {
@@ -38,7 +38,7 @@ fn example_fleet() -> Vec<(String, String)> {
     out
 }
 
-fn bed() -> Bed {
+pub(super) fn bed() -> Bed {
     bed_with(DEFAULT_KEY_PATTERN)
 }
 
@@ -61,7 +61,7 @@ fn bed_with(key_pattern: &str) -> Bed {
 }
 
 /// A Terraform state of `cell` whose metadata passes the example fleet's strict check.
-fn state(cell: &str, serial: u64, vpc: &str) -> String {
+pub(super) fn state(cell: &str, serial: u64, vpc: &str) -> String {
     json!({
         "version": 4, "terraform_version": "1.11.4", "serial": serial, "lineage": LINEAGE,
         "outputs": {"cell_metadata": {"type": ["map", "string"], "value": {
@@ -78,7 +78,7 @@ fn state(cell: &str, serial: u64, vpc: &str) -> String {
     .to_string()
 }
 
-fn apply(bed: &Bed, cell: &str, serial: u64, vpc: &str) {
+pub(super) fn apply(bed: &Bed, cell: &str, serial: u64, vpc: &str) {
     bed.states.put(
         BUCKET,
         &format!("cells/{cell}/terraform.tfstate"),
@@ -86,12 +86,12 @@ fn apply(bed: &Bed, cell: &str, serial: u64, vpc: &str) {
     );
 }
 
-fn deadline() -> Instant {
+pub(super) fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(60)
 }
 
 /// The manual payload for one cell; the one result.
-async fn sync(bed: &Bed, cell: &str) -> Value {
+pub(super) async fn sync(bed: &Bed, cell: &str) -> Value {
     sync_until(bed, cell, deadline()).await
 }
 
@@ -105,7 +105,7 @@ async fn sync_until(bed: &Bed, cell: &str, deadline: Instant) -> Value {
     cells[0].clone()
 }
 
-fn branch(cell: &str) -> String {
+pub(super) fn branch(cell: &str) -> String {
     format!("cellbridge/{cell}")
 }
 

@@ -1,0 +1,408 @@
+//! A destroyed cell's decommission pull request on GitHub: one commit on the base that removes
+//! exactly `clusters/<cell>/` (every file and symlink the base has there, as tree entries whose
+//! `sha` is null), on the cell's own branch `cellbridge/<cell>`, labelled `cellbridge` and
+//! `decommission`. cellbridge never merges it (auto-merge never applies to it either): a
+//! person reviews and merges.
+//!
+//! What [`crate::decommission`] plans is converged here as the metadata pull request is in
+//! [`super::pull_request`]: found again by its marker (`<!-- cellbridge:kind=decommission ...`,
+//! the body's last marker line), rewritten only when what it removes changed, a person's close
+//! declining it for as long as it would remove the same files, a moved base merged in (never
+//! reset). A metadata pull request open for the cell is closed (as cellbridge's own close) and
+//! the decommission takes the branch; a later apply that brings the cell back closes the
+//! decommission in turn ([`super::pull_request::converge`]), and so does EKS showing the
+//! cluster again ([`withdraw`]).
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use super::port::{GithubRepo, Merge, PullRequest, PullState};
+use super::pull_request::{CLOSED_MARKER, close_as_own, marker, recorded_base, recorded_digest, trailers};
+use super::{GithubError, Result, Snapshot};
+use crate::decommission::{Decommission, LABEL_DECOMMISSION};
+use crate::plan::{self, LABEL_CELLBRIDGE};
+
+/// The start of a decommission pull request's marker line: `kind` is its first field, so that
+/// the pull request is told apart even once a close marker follows it.
+const KIND_MARKER: &str = "<!-- cellbridge:kind=decommission ";
+
+/// The status on a decommission's head: branch protection that requires the strict check gets
+/// an answer, and it says why there is nothing to substitute.
+const STATUS_DESCRIPTION: &str = "decommission: the cell's directory is removed; no layer left to check";
+
+/// What converging a decommission did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum Decommissioned {
+    /// A new decommission pull request (an open metadata one closed first, when there was one:
+    /// `superseded`).
+    Opened {
+        number: u64,
+        url: String,
+        commit: String,
+        superseded: Option<u64>,
+    },
+    /// The open decommission pull request now removes what the base has under the cell.
+    Updated { number: u64, url: String, commit: String },
+    /// It already removes exactly that: nothing was written.
+    Unchanged { number: u64, url: String },
+    /// A person closed the decommission that removed these very files: it stays closed.
+    Declined { number: u64, url: String },
+    /// The base cannot be merged into the branch (a person and the base changed the same
+    /// file): left as it is, one comment asks for **Update branch**.
+    Conflicted { number: u64, url: String },
+    /// An open pull request records a newer serial of this state's lineage.
+    Stale {
+        proposed_serial: u64,
+        number: u64,
+        url: String,
+    },
+}
+
+/// Whether `pr` is a decommission cellbridge opened (closed or not).
+pub fn is_decommission(pr: &PullRequest) -> bool {
+    pr.body.contains(KIND_MARKER)
+}
+
+/// Converges the cell's decommission pull request to `d`, which EKS confirmed ([`Decommission::confirmed`]).
+pub async fn converge<G: GithubRepo>(
+    gh: &G,
+    snap: &Snapshot,
+    d: &Decommission,
+    deadline: Instant,
+) -> Result<Decommissioned> {
+    debug_assert!(
+        d.confirmed,
+        "a decommission is converged only once EKS confirmed the cluster gone"
+    );
+    let digest = d.digest();
+    let latest = gh.latest_pull(&d.branch, deadline).await?;
+    if let Some(pr) = latest.as_ref().filter(|p| p.state == PullState::Open) {
+        // An older event than what the pull request holds (same lineage) is old news, whichever
+        // kind of pull request it is.
+        if let Some((serial, lineage)) = plan::recorded_serial(&pr.body)
+            && lineage == d.lineage
+            && serial > d.serial
+        {
+            return Ok(Decommissioned::Stale {
+                proposed_serial: serial,
+                number: pr.number,
+                url: pr.url.clone(),
+            });
+        }
+    }
+    match latest {
+        Some(pr) if pr.state == PullState::Open && is_decommission(&pr) => {
+            update(gh, snap, d, pr, &digest, deadline).await
+        }
+        Some(pr) if pr.state == PullState::Open => {
+            // The cell's metadata pull request: values for a cell whose stack is gone. Closed
+            // as cellbridge's own, and the decommission takes the branch.
+            let note = format!(
+                "Closed by cellbridge: the Terraform stack of cell `{}` was destroyed and EKS confirms its cluster is gone; a decommission pull request takes this branch.",
+                d.cell
+            );
+            close_as_own(gh, &pr, &d.branch, Some(&note), deadline).await?;
+            let superseded = pr.number;
+            let mut opened = open(gh, snap, d, &digest, Some(pr), deadline).await?;
+            if let Decommissioned::Opened { superseded: s, .. } = &mut opened {
+                *s = Some(superseded);
+            }
+            Ok(opened)
+        }
+        Some(pr)
+            if pr.state == PullState::Closed
+                && is_decommission(&pr)
+                && !pr.body.contains(CLOSED_MARKER)
+                && marker(&pr.body, "values").as_deref() == Some(digest.as_str()) =>
+        {
+            Ok(Decommissioned::Declined {
+                number: pr.number,
+                url: pr.url,
+            })
+        }
+        previous => open(gh, snap, d, &digest, previous, deadline).await,
+    }
+}
+
+/// The cluster is there after all (a state that looks destroyed while the cluster runs): an open
+/// decommission of the cell is closed, as cellbridge's own close, saying why. Returns the pull
+/// request closed.
+pub async fn withdraw<G: GithubRepo>(
+    gh: &G,
+    cell: &str,
+    why: &str,
+    deadline: Instant,
+) -> Result<Option<(u64, String)>> {
+    let branch = plan::branch_for(cell);
+    match gh.latest_pull(&branch, deadline).await? {
+        Some(pr) if pr.state == PullState::Open && is_decommission(&pr) => {
+            close_as_own(gh, &pr, &branch, Some(why), deadline).await?;
+            Ok(Some((pr.number, pr.url)))
+        }
+        _ => Ok(None),
+    }
+}
+
+fn body_for(d: &Decommission, digest: &str, base: &str, head: &str, previous: Option<&PullRequest>) -> String {
+    let mut body = d.body.trim_end().to_owned();
+    match previous {
+        // The cell's values, closed by this very proposal.
+        Some(prev) if prev.state == PullState::Open => {
+            body.push_str(&format!(
+                "\n\nSupersedes #{}, whose values were for a cell whose stack is gone.",
+                prev.number
+            ));
+        }
+        Some(prev) if is_decommission(prev) => {
+            let what = match prev.state {
+                PullState::Merged => "merged",
+                _ => "closed",
+            };
+            body.push_str(&format!(
+                "\n\nFollows #{}, an earlier decommission ({what}).",
+                prev.number
+            ));
+        }
+        _ => {}
+    }
+    format!(
+        "{body}\n<!-- cellbridge:serial={} lineage={} -->\n{KIND_MARKER}digest={digest} base={base} head={head} values={digest} key={} -->\n",
+        d.serial,
+        d.lineage,
+        d.source.key.replace(' ', "%20")
+    )
+}
+
+fn message_for(d: &Decommission, digest: &str) -> String {
+    format!(
+        "{}\n\nTerraform state {} (destroyed)\n\nCellbridge-Serial: {}\nCellbridge-Lineage: {}\nCellbridge-Digest: {digest}\nCellbridge-Kind: decommission\n",
+        d.title, d.source, d.serial, d.lineage
+    )
+}
+
+fn labels() -> Vec<String> {
+    vec![LABEL_CELLBRIDGE.to_owned(), LABEL_DECOMMISSION.to_owned()]
+}
+
+/// A new decommission: the removal committed on the base, its branch (recreated when it was a
+/// closed or merged pull request's), the status, the pull request, its labels.
+async fn open<G: GithubRepo>(
+    gh: &G,
+    snap: &Snapshot,
+    d: &Decommission,
+    digest: &str,
+    previous: Option<PullRequest>,
+    deadline: Instant,
+) -> Result<Decommissioned> {
+    let branch = &d.branch;
+    let mut head = gh.branch_head(branch, deadline).await?;
+    if let Some(prev) = &previous
+        && head.as_ref().map(|(sha, _)| sha.as_str()) == Some(prev.head_sha.as_str())
+    {
+        // The old pull request's branch: its history is not this proposal's.
+        gh.delete_branch(branch, deadline).await?;
+        head = None;
+    }
+    let commit = match head {
+        None => {
+            let tree = gh
+                .create_tree(&snap.base_sha, snap.base_tree.as_deref(), &[], &d.removed, deadline)
+                .await?;
+            let commit = gh
+                .create_commit(
+                    &tree,
+                    std::slice::from_ref(&snap.base_sha),
+                    &message_for(d, digest),
+                    deadline,
+                )
+                .await?;
+            if !gh.create_branch(branch, &commit, deadline).await? {
+                return Err(GithubError::Conflict {
+                    what: format!("creating branch {branch}"),
+                    detail: "another run created it meanwhile".into(),
+                });
+            }
+            commit
+        }
+        // A run cut off between the branch and the pull request left this very removal.
+        Some((sha, msg)) if trailers(&msg).get("Cellbridge-Digest").map(String::as_str) == Some(digest) => sha,
+        Some((sha, _)) => {
+            // Someone's branch with no pull request to show it in (or a cut-off run's older
+            // proposal): not cellbridge's to build on.
+            return Err(GithubError::Conflict {
+                what: format!("creating branch {branch}"),
+                detail: format!("{sha} heads it without a pull request"),
+            });
+        }
+    };
+    gh.set_status(&commit, true, plan::STATUS_CONTEXT, STATUS_DESCRIPTION, deadline)
+        .await?;
+    let body = body_for(d, digest, &snap.base_sha, &commit, previous.as_ref());
+    let (number, url) = gh
+        .create_pull(branch, &snap.base_branch, &d.title, &body, deadline)
+        .await?;
+    gh.add_labels(number, &labels(), deadline).await?;
+    Ok(Decommissioned::Opened {
+        number,
+        url,
+        commit,
+        superseded: None,
+    })
+}
+
+/// The open decommission made to remove what the base now has under the cell: the base merged
+/// in when it moved on, then one commit removing whatever of the cell's directory the head still
+/// has (people may have pushed to the branch; their commits stay).
+async fn update<G: GithubRepo>(
+    gh: &G,
+    snap: &Snapshot,
+    d: &Decommission,
+    pr: PullRequest,
+    digest: &str,
+    deadline: Instant,
+) -> Result<Decommissioned> {
+    if recorded_digest(&pr.body).as_deref() == Some(digest)
+        && marker(&pr.body, "head").as_deref() == Some(pr.head_sha.as_str())
+        && recorded_base(&pr.body).as_deref() == Some(snap.base_sha.as_str())
+    {
+        let missing: Vec<String> = labels().into_iter().filter(|l| !pr.labels.contains(l)).collect();
+        if !missing.is_empty() {
+            gh.add_labels(pr.number, &missing, deadline).await?;
+        }
+        return Ok(Decommissioned::Unchanged {
+            number: pr.number,
+            url: pr.url,
+        });
+    }
+    let mut head = pr.head_sha.clone();
+    let mut cmp = gh.compare(&snap.base_sha, &head, deadline).await?;
+    if !cmp.relation.contains_base() {
+        let message = format!("Merge {} into {}", snap.base_branch, d.branch);
+        match gh.merge_into(&d.branch, &snap.base_sha, &message, deadline).await? {
+            Merge::Merged(sha) => head = sha,
+            Merge::UpToDate => {
+                return Err(GithubError::Conflict {
+                    what: format!("updating branch {}", d.branch),
+                    detail: "the branch moved while it was compared".into(),
+                });
+            }
+            Merge::Conflict => return conflicted(gh, snap, d, pr, deadline).await,
+        }
+        cmp = gh.compare(&snap.base_sha, &head, deadline).await?;
+    }
+    // The head is the base with the comparison's files changed: what it still has of the cell's
+    // directory is the base's files there it did not remove, and any it added.
+    let dir = format!("clusters/{}/", d.cell);
+    let removed_at_head: BTreeSet<&str> = cmp
+        .files
+        .iter()
+        .filter(|f| f.blob.is_none())
+        .map(|f| f.path.as_str())
+        .collect();
+    let mut left: BTreeSet<String> = d
+        .removed
+        .iter()
+        .filter(|p| !removed_at_head.contains(p.as_str()))
+        .cloned()
+        .collect();
+    left.extend(
+        cmp.files
+            .iter()
+            .filter(|f| f.blob.is_some() && f.path.starts_with(&dir))
+            .map(|f| f.path.clone()),
+    );
+    let wrote = !left.is_empty();
+    if wrote {
+        let left: Vec<String> = left.into_iter().collect();
+        let tree = gh
+            .create_tree(&head, cmp.head_tree.as_deref(), &[], &left, deadline)
+            .await?;
+        let commit = gh
+            .create_commit(&tree, std::slice::from_ref(&head), &message_for(d, digest), deadline)
+            .await?;
+        gh.move_branch(&d.branch, &head, &commit, deadline).await?;
+        head = commit;
+    }
+    let posted = if wrote {
+        None
+    } else {
+        gh.status(&head, plan::STATUS_CONTEXT, deadline).await?
+    };
+    if posted != Some((true, STATUS_DESCRIPTION.to_owned())) {
+        gh.set_status(&head, true, plan::STATUS_CONTEXT, STATUS_DESCRIPTION, deadline)
+            .await?;
+    }
+    let mut labels = pr.labels.clone();
+    for l in self::labels() {
+        if !labels.contains(&l) {
+            labels.push(l);
+        }
+    }
+    let body = body_for(d, digest, &snap.base_sha, &head, None);
+    gh.update_pull_text(pr.number, &d.title, &body, &labels, deadline)
+        .await?;
+    Ok(if head != pr.head_sha {
+        Decommissioned::Updated {
+            number: pr.number,
+            url: pr.url,
+            commit: head,
+        }
+    } else {
+        Decommissioned::Unchanged {
+            number: pr.number,
+            url: pr.url,
+        }
+    })
+}
+
+/// The base cannot be merged into the decommission's branch: the branch is left as it is, and
+/// one comment asks for **Update branch** (recorded in the body's marker).
+async fn conflicted<G: GithubRepo>(
+    gh: &G,
+    snap: &Snapshot,
+    d: &Decommission,
+    pr: PullRequest,
+    deadline: Instant,
+) -> Result<Decommissioned> {
+    if marker(&pr.body, "conflict").is_none() {
+        let text = format!(
+            "This branch conflicts with `{}`, so cellbridge cannot bring the decommission of `clusters/{}/` up to date. Please resolve the conflict (**Update branch**); the next event then removes what the base has added there.",
+            snap.base_branch, d.cell
+        );
+        gh.comment(pr.number, &text, deadline).await?;
+        let body = super::pull_request::with_marker_field(&pr.body, "conflict", Some("asked"));
+        gh.update_pull_text(pr.number, &pr.title, &body, &pr.labels, deadline)
+            .await?;
+    }
+    Ok(Decommissioned::Conflicted {
+        number: pr.number,
+        url: pr.url,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_decommission_is_told_apart_by_its_marker_even_once_closed() {
+        let pr = |body: &str| PullRequest {
+            number: 1,
+            url: "u".into(),
+            title: "t".into(),
+            state: PullState::Closed,
+            head_sha: "h".into(),
+            labels: vec![],
+            body: body.into(),
+        };
+        let body = format!("text\n{KIND_MARKER}digest=d base=b head=h values=d key=k -->\n");
+        assert!(is_decommission(&pr(&body)));
+        assert_eq!(marker(&body, "values").as_deref(), Some("d"));
+        let closed = format!("{body}\n{CLOSED_MARKER}\n");
+        assert!(is_decommission(&pr(&closed)));
+        assert!(!is_decommission(&pr(
+            "text\n<!-- cellbridge:digest=d base=b head=h values=v key=k -->\n"
+        )));
+    }
+}

@@ -1,0 +1,381 @@
+//! A destroyed cell's decommission, over the in-memory ports: the state bucket, GitHub and EKS
+//! (`MemAws`, the same accounts and clusters cluster-bootstrap's rules use). Only a state with no
+//! outputs and no resources, of a cell the base branch has, whose cluster EKS no longer knows,
+//! opens the pull request that removes `clusters/<cell>/`; a person merges it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use cellbridge::bootstrap::memory::{MemAws, MemCluster};
+use cellbridge::sync::ClusterAccess;
+use serde_json::{Value, json};
+
+use super::sync::{BUCKET, Bed, LINEAGE, apply, bed, branch, state, sync};
+
+const IDENTITY: &str = "arn:aws:iam::123456789012:role/cellbridge";
+const CELL: &str = "eu-c1";
+/// The example fleet's state names the cell's cluster after the cell, in eu-west-1.
+const REGION: &str = "eu-west-1";
+
+/// A bed whose EKS is `aws`.
+fn with_eks(aws: &MemAws) -> Bed {
+    bed().with_clusters(ClusterAccess {
+        probe: Arc::new(aws.clone()),
+        account_roles: BTreeMap::new(),
+    })
+}
+
+/// What `terraform destroy` leaves: no outputs, no resources.
+fn destroyed(serial: u64) -> String {
+    json!({"version": 4, "terraform_version": "1.11.4", "serial": serial, "lineage": LINEAGE, "outputs": {}, "resources": []})
+        .to_string()
+}
+
+fn destroy(bed: &Bed, serial: u64) {
+    bed.states
+        .put(BUCKET, &format!("cells/{CELL}/terraform.tfstate"), destroyed(serial));
+}
+
+/// The cell applied and its pull request merged: the base branch has `clusters/eu-c1/`.
+async fn merged_cell(bed: &Bed) {
+    apply(bed, CELL, 1, "vpc-1");
+    let r = sync(bed, CELL).await;
+    assert_eq!(r["action"], "opened", "{r}");
+    bed.fleet.merge(r["pull_request"]["number"].as_u64().unwrap());
+}
+
+fn cell_files(files: &BTreeMap<String, String>) -> Vec<String> {
+    files
+        .keys()
+        .filter(|p| p.starts_with(&format!("clusters/{CELL}/")))
+        .cloned()
+        .collect()
+}
+
+fn number(r: &Value) -> u64 {
+    r["pull_request"]["number"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no pull request: {r}"))
+}
+
+#[tokio::test]
+async fn a_destroyed_stack_whose_cluster_is_gone_opens_one_pull_request_removing_exactly_its_directory() {
+    let aws = MemAws::new(IDENTITY);
+    let bed = with_eks(&aws);
+    merged_cell(&bed).await;
+    let before = bed.fleet.files("main");
+    let removed = cell_files(&before);
+    assert!(removed.len() >= 4, "{removed:?}");
+    destroy(&bed, 2);
+
+    let r = sync(&bed, CELL).await;
+    assert_eq!(r["action"], "decommission-opened", "{r}");
+    assert_eq!(r["decommission"]["eks"]["presence"], "gone", "{r}");
+    assert_eq!(r["decommission"]["removed"], removed.len());
+    let pr = bed.fleet.pulls().into_iter().find(|p| p.number == number(&r)).unwrap();
+    assert!(pr.open && pr.head == branch(CELL));
+    assert_eq!(pr.labels, ["cellbridge", "decommission"]);
+    assert!(pr.body.contains("does not exist in `eu-west-1`"), "{}", pr.body);
+    assert!(pr.body.contains("never merges it"), "{}", pr.body);
+    assert!(pr.body.contains("The layers the cell ran"), "{}", pr.body);
+    assert!(
+        !pr.body.contains("Follows #"),
+        "a merged metadata pull request is no predecessor: {}",
+        pr.body
+    );
+
+    // Exactly the cell's directory: every other file of the base is untouched.
+    let after = bed.fleet.files(&branch(CELL));
+    let mut expected = before.clone();
+    expected.retain(|p, _| !p.starts_with(&format!("clusters/{CELL}/")));
+    assert_eq!(after, expected);
+    let head = bed.fleet.head(&branch(CELL)).unwrap();
+    let mut changed = bed.fleet.changed_paths(&head);
+    changed.sort();
+    assert_eq!(changed, removed, "one commit removing the cell's files");
+    assert_eq!(bed.fleet.commits_ahead(&branch(CELL)), 1);
+    let statuses = bed.fleet.statuses(&head);
+    assert!(statuses.iter().all(|s| s.success), "{statuses:?}");
+
+    // Replayed: nothing written.
+    bed.fleet.clear_calls();
+    let again = sync(&bed, CELL).await;
+    assert_eq!(again["action"], "decommission-unchanged", "{again}");
+    assert_eq!(bed.fleet.writes(), 0, "{:?}", bed.fleet.calls());
+    assert_eq!(bed.fleet.pulls().iter().filter(|p| p.open).count(), 1);
+}
+
+#[tokio::test]
+async fn a_cluster_that_still_exists_opens_nothing_and_one_still_deleting_is_asked_again_later() {
+    let aws = MemAws::new(IDENTITY);
+    aws.add_cluster(MemCluster::active(CELL, REGION));
+    let bed = with_eks(&aws);
+    merged_cell(&bed).await;
+    destroy(&bed, 2);
+    bed.fleet.clear_calls();
+
+    let r = sync(&bed, CELL).await;
+    assert_eq!(r["action"], "destroyed", "{r}");
+    assert_eq!(r["decommission"]["eks"]["status"], "ACTIVE", "{r}");
+    assert!(
+        r["decommission"]["reason"].as_str().unwrap().contains("still exists"),
+        "{r}"
+    );
+    assert_eq!(bed.fleet.writes(), 0, "{:?}", bed.fleet.calls());
+    assert_eq!(r["retryable"], false);
+
+    aws.add_cluster(MemCluster::active(CELL, REGION).status("DELETING"));
+    let r = sync(&bed, CELL).await;
+    assert_eq!(
+        (r["action"].as_str(), r["retryable"].as_bool()),
+        (Some("failed"), Some(true)),
+        "{r}"
+    );
+    assert!(r["error"].as_str().unwrap().contains("still DELETING"), "{r}");
+    assert_eq!(bed.fleet.writes(), 0);
+
+    aws.remove_cluster(None, REGION, CELL);
+    assert_eq!(sync(&bed, CELL).await["action"], "decommission-opened");
+}
+
+#[tokio::test]
+async fn an_open_decommission_is_withdrawn_when_the_cluster_shows_up_again() {
+    let aws = MemAws::new(IDENTITY);
+    let bed = with_eks(&aws);
+    merged_cell(&bed).await;
+    destroy(&bed, 2);
+    let opened = sync(&bed, CELL).await;
+    assert_eq!(opened["action"], "decommission-opened", "{opened}");
+    // The state was a wrong backend's, say: the cluster runs.
+    aws.add_cluster(MemCluster::active(CELL, REGION));
+    let r = sync(&bed, CELL).await;
+    assert_eq!(r["action"], "destroyed", "{r}");
+    assert_eq!(
+        r["decommission"]["withdrawn"]["number"], opened["pull_request"]["number"],
+        "{r}"
+    );
+    let pr = bed
+        .fleet
+        .pulls()
+        .into_iter()
+        .find(|p| p.number == number(&opened))
+        .unwrap();
+    assert!(!pr.open && !pr.merged);
+    assert_eq!(pr.closed_by.as_deref(), Some("cellbridge"));
+    assert!(pr.body.contains("still exists"), "{}", pr.body);
+    assert_eq!(bed.fleet.head(&branch(CELL)), None, "its branch is deleted");
+}
+
+#[tokio::test]
+async fn a_later_apply_that_brings_the_cell_back_closes_the_decommission() {
+    let aws = MemAws::new(IDENTITY);
+    let bed = with_eks(&aws);
+    merged_cell(&bed).await;
+    destroy(&bed, 2);
+    let opened = sync(&bed, CELL).await;
+    assert_eq!(opened["action"], "decommission-opened");
+
+    // The same values as merged: back in sync, the decommission closed.
+    apply(&bed, CELL, 3, "vpc-1");
+    let r = sync(&bed, CELL).await;
+    assert_eq!(r["action"], "closed", "{r}");
+    assert_eq!(r["pull_request"]["number"], opened["pull_request"]["number"]);
+    let pr = bed
+        .fleet
+        .pulls()
+        .into_iter()
+        .find(|p| p.number == number(&opened))
+        .unwrap();
+    assert!(!pr.open && !pr.merged, "{pr:?}");
+    assert_eq!(pr.closed_by.as_deref(), Some("cellbridge"));
+    assert!(pr.body.contains("the cell is back"), "{}", pr.body);
+    assert!(
+        bed.fleet
+            .files("main")
+            .contains_key(&format!("clusters/{CELL}/cell-metadata.yaml"))
+    );
+
+    // Destroyed again, then back with a new value: a metadata pull request, the decommission closed.
+    destroy(&bed, 4);
+    let second = sync(&bed, CELL).await;
+    assert_eq!(second["action"], "decommission-opened", "{second}");
+    apply(&bed, CELL, 5, "vpc-5");
+    let r = sync(&bed, CELL).await;
+    assert_eq!(r["action"], "opened", "{r}");
+    let open: Vec<_> = bed.fleet.pulls().into_iter().filter(|p| p.open).collect();
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!(open[0].labels, ["cellbridge"]);
+    assert!(bed.fleet.files(&branch(CELL))[&format!("clusters/{CELL}/cell-metadata.yaml")].contains("vpc-5"));
+}
+
+#[tokio::test]
+async fn an_open_metadata_pull_request_is_closed_and_the_decommission_takes_its_branch() {
+    let aws = MemAws::new(IDENTITY);
+    let bed = with_eks(&aws);
+    merged_cell(&bed).await;
+    apply(&bed, CELL, 2, "vpc-2");
+    let meta = sync(&bed, CELL).await;
+    assert_eq!(meta["action"], "opened", "{meta}");
+    destroy(&bed, 3);
+    let r = sync(&bed, CELL).await;
+    assert_eq!(r["action"], "decommission-opened", "{r}");
+    assert_eq!(r["decommission"]["superseded"], meta["pull_request"]["number"], "{r}");
+    let pulls = bed.fleet.pulls();
+    let old = pulls.iter().find(|p| p.number == number(&meta)).unwrap();
+    assert!(!old.open && !old.merged);
+    assert_eq!(old.closed_by.as_deref(), Some("cellbridge"));
+    assert!(
+        old.body.contains("decommission pull request takes this branch"),
+        "{}",
+        old.body
+    );
+    let new = pulls.iter().find(|p| p.number == number(&r)).unwrap();
+    assert!(
+        new.body.contains(&format!("Supersedes #{}", number(&meta))),
+        "{}",
+        new.body
+    );
+    let files = bed.fleet.files(&branch(CELL));
+    assert!(cell_files(&files).is_empty(), "{:?}", cell_files(&files));
+    assert_eq!(
+        bed.fleet.commits_ahead(&branch(CELL)),
+        1,
+        "built on the base, not on the old branch"
+    );
+}
+
+#[tokio::test]
+async fn a_decommission_a_person_closed_stays_closed() {
+    let aws = MemAws::new(IDENTITY);
+    let bed = with_eks(&aws);
+    merged_cell(&bed).await;
+    destroy(&bed, 2);
+    let opened = sync(&bed, CELL).await;
+    bed.fleet.close(number(&opened));
+    bed.fleet.clear_calls();
+    let r = sync(&bed, CELL).await;
+    assert_eq!(r["action"], "declined", "{r}");
+    assert_eq!(bed.fleet.writes(), 0, "{:?}", bed.fleet.calls());
+    assert_eq!(bed.fleet.pulls().iter().filter(|p| p.open).count(), 0);
+}
+
+#[tokio::test]
+async fn files_added_to_the_cell_on_the_base_are_removed_too_and_the_base_is_merged_in() {
+    let aws = MemAws::new(IDENTITY);
+    let bed = with_eks(&aws);
+    merged_cell(&bed).await;
+    destroy(&bed, 2);
+    let opened = sync(&bed, CELL).await;
+    bed.fleet.commit(
+        "main",
+        &[
+            (&format!("clusters/{CELL}/extra.yaml"), "kind: ConfigMap\n"),
+            ("apps/new.yaml", "kind: ConfigMap\n"),
+        ],
+        "people keep working on main",
+    );
+    let r = sync(&bed, CELL).await;
+    assert_eq!(r["action"], "decommission-updated", "{r}");
+    assert_eq!(r["pull_request"]["number"], opened["pull_request"]["number"]);
+    let files = bed.fleet.files(&branch(CELL));
+    assert!(cell_files(&files).is_empty(), "{:?}", cell_files(&files));
+    assert!(files.contains_key("apps/new.yaml"), "the base is merged in");
+    let head = bed.fleet.head(&branch(CELL)).unwrap();
+    let main = bed.fleet.head("main").unwrap();
+    assert!(bed.fleet.is_ancestor(&main, &head), "merged, never reset");
+}
+
+#[tokio::test]
+async fn nothing_is_proposed_without_a_cluster_to_ask_about_or_without_eks() {
+    // No EKS: nobody can confirm.
+    let bed = bed();
+    merged_cell(&bed).await;
+    destroy(&bed, 2);
+    let r = sync(&bed, CELL).await;
+    assert_eq!(r["action"], "destroyed", "{r}");
+    assert_eq!(r["decommission"]["proposed"], false);
+    assert!(r["decommission"]["reason"].as_str().unwrap().contains("EKS"), "{r}");
+
+    // A cell whose metadata names no cluster.
+    let aws = MemAws::new(IDENTITY);
+    let bed = with_eks(&aws);
+    let text = state(CELL, 1, "vpc-1").replace("\"cluster_name\":\"eu-c1\",", "");
+    assert!(!text.contains("cluster_name"), "{text}");
+    bed.states.put(BUCKET, &format!("cells/{CELL}/terraform.tfstate"), text);
+    let r = sync(&bed, CELL).await;
+    bed.fleet.merge(number(&r));
+    destroy(&bed, 2);
+    let r = sync(&bed, CELL).await;
+    assert_eq!(r["action"], "destroyed", "{r}");
+    assert!(
+        r["decommission"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("names no cluster_name"),
+        "{r}"
+    );
+
+    // A destroyed stack the fleet never had (or whose decommission merged): nothing to remove.
+    destroy(&bed, 3);
+    let r = sync(&bed, "eu-c9").await;
+    assert_eq!(r["action"], "ignored", "no state for eu-c9: {r}");
+    bed.states.put(BUCKET, "cells/eu-c9/terraform.tfstate", destroyed(1));
+    let r = sync(&bed, "eu-c9").await;
+    assert_eq!(r["action"], "destroyed", "{r}");
+    assert!(
+        r["decommission"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no clusters/eu-c9/"),
+        "{r}"
+    );
+}
+
+#[tokio::test]
+async fn a_state_with_resources_but_no_cell_metadata_is_still_a_broken_contract() {
+    let aws = MemAws::new(IDENTITY);
+    let bed = with_eks(&aws);
+    merged_cell(&bed).await;
+    let broken = json!({"version": 4, "terraform_version": "1.11.4", "serial": 2, "lineage": LINEAGE, "outputs": {},
+        "resources": [{"mode": "managed", "type": "terraform_data", "name": "x", "provider": "provider[\"terraform.io/builtin/terraform\"]", "instances": []}]});
+    bed.states
+        .put(BUCKET, &format!("cells/{CELL}/terraform.tfstate"), broken.to_string());
+    let r = sync(&bed, CELL).await;
+    assert_eq!(r["action"], "refused", "{r}");
+    assert!(r["error"].as_str().unwrap().contains("cell_metadata"), "{r}");
+    assert!(bed.fleet.pulls().iter().all(|p| !p.open));
+}
+
+#[tokio::test]
+async fn a_cell_of_another_account_is_asked_about_through_its_role() {
+    let role = "arn:aws:iam::210987654321:role/cellbridge-cell";
+    let aws = MemAws::new(IDENTITY);
+    aws.add_cluster(MemCluster::active(CELL, REGION).in_account("210987654321"));
+    let bed = with_eks(&aws);
+    let text = state(CELL, 1, "vpc-1").replace(
+        "\"cell_name\":\"eu-c1\",",
+        &format!("\"cell_name\":\"eu-c1\",\"bootstrap_role_arn\":\"{role}\","),
+    );
+    assert!(text.contains(role), "{text}");
+    bed.states.put(BUCKET, &format!("cells/{CELL}/terraform.tfstate"), text);
+    let r = sync(&bed, CELL).await;
+    bed.fleet.merge(number(&r));
+    destroy(&bed, 2);
+
+    // The role does not trust cellbridge: a refusal to settle, nothing proposed.
+    let r = sync(&bed, CELL).await;
+    assert_eq!(
+        (r["action"].as_str(), r["retryable"].as_bool()),
+        (Some("failed"), Some(false)),
+        "{r}"
+    );
+    assert!(r["error"].as_str().unwrap().contains(role), "{r}");
+
+    // Trusted: the cluster is found in its own account (the home account has none), so nothing.
+    aws.trust_role(role);
+    let r = sync(&bed, CELL).await;
+    assert_eq!(r["action"], "destroyed", "{r}");
+    assert_eq!(r["decommission"]["eks"]["presence"], "exists", "{r}");
+    aws.remove_cluster(Some("210987654321"), REGION, CELL);
+    assert_eq!(sync(&bed, CELL).await["action"], "decommission-opened");
+}
