@@ -90,6 +90,22 @@ pub struct MemAutoMerge {
     pub method: MergeMethod,
 }
 
+/// A merge into a base branch, as the store made it: for the tests' invariants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemMerge {
+    pub number: u64,
+    /// [`MemPull::merged_by`].
+    pub by: String,
+    /// The pull request's head that was merged.
+    pub head: String,
+    /// The base branch's head before the merge, and after it.
+    pub base_before: String,
+    pub commit: String,
+    /// The head's checks and the approvals standing when it merged.
+    pub checks: BTreeMap<String, CheckState>,
+    pub approvals: usize,
+}
+
 /// A base branch's protection, as "Update branch protection" sets it
 /// (<https://docs.github.com/rest/branches/branch-protection#update-branch-protection>):
 /// `required_status_checks.contexts` and `.strict` ("Require branches to be up to date before
@@ -260,6 +276,8 @@ struct Store {
     branch_protection: BTreeMap<String, Protection>,
     /// Commit → the checks people's CI reported on it (name, state), newest last.
     checks: HashMap<String, Vec<(String, CheckState)>>,
+    /// Every merge of a pull request, in order.
+    merges: Vec<MemMerge>,
 }
 
 /// One repository on GitHub, in memory.
@@ -628,15 +646,28 @@ impl Store {
         }
         let tree = self.put_tree(files);
         let sha = match method {
-            MergeMethod::Merge => self.put_commit(&tree, &[base, head], &format!("Merge pull request #{number}")),
+            MergeMethod::Merge => self.put_commit(
+                &tree,
+                &[base.clone(), head.clone()],
+                &format!("Merge pull request #{number}"),
+            ),
             // A squash is one commit on the base with the merged tree; a rebase replays the pull
             // request's commits onto the base, which ends in the same tree: the double makes that
             // one commit too (the replayed intermediate commits are not modelled).
             MergeMethod::Squash | MergeMethod::Rebase => {
-                self.put_commit(&tree, &[base], &format!("{} (#{number})", pr.title))
+                self.put_commit(&tree, std::slice::from_ref(&base), &format!("{} (#{number})", pr.title))
             }
         };
         self.refs.insert(pr.base.clone(), sha.clone());
+        self.merges.push(MemMerge {
+            number,
+            by: by.to_owned(),
+            checks: self.check_states(&head),
+            head,
+            base_before: base.clone(),
+            commit: sha.clone(),
+            approvals: pr.approvals.len(),
+        });
         let p = self.pulls.iter_mut().find(|p| p.number == number).expect("found above");
         p.open = false;
         p.merged = true;
@@ -969,6 +1000,16 @@ impl MemGithub {
     /// the web interface; GitHub's answer.
     pub fn enable_auto_merge_as(&self, number: u64, login: &str) -> Result<AutoMergeAnswer> {
         self.with(|s| s.enable(number, None, MergeMethod::Merge, login))
+    }
+
+    /// Every merge of a pull request so far, in order.
+    pub fn merges(&self) -> Vec<MemMerge> {
+        self.with(|s| s.merges.clone())
+    }
+
+    /// The latest state of every check of `sha` (statuses and people's check runs).
+    pub fn check_states(&self, sha: &str) -> BTreeMap<String, CheckState> {
+        self.with(|s| s.check_states(sha))
     }
 
     /// The merge state GitHub would report for pull request `number`.
