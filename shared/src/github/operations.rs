@@ -120,9 +120,9 @@ graphql_operations! {
     GRAPHQL_MERGE_STATE = query "pullRequestMergeState" "pull_requests=read" MERGE_STATE_QUERY;
     // "Enable the default auto-merge on a pull request", for the head cellbridge checked only
     // (`expectedHeadOid`). Content-creating: paced as a write.
-    GRAPHQL_ENABLE_AUTO_MERGE = mutation "enablePullRequestAutoMerge" "pull_requests=write" ENABLE_AUTO_MERGE_MUTATION;
+    GRAPHQL_ENABLE_AUTO_MERGE = mutation "enablePullRequestAutoMerge" "contents=write,pull_requests=write" ENABLE_AUTO_MERGE_MUTATION;
     // "Disable auto merge on the given pull request".
-    GRAPHQL_DISABLE_AUTO_MERGE = mutation "disablePullRequestAutoMerge" "pull_requests=write" DISABLE_AUTO_MERGE_MUTATION;
+    GRAPHQL_DISABLE_AUTO_MERGE = mutation "disablePullRequestAutoMerge" "contents=write,pull_requests=write" DISABLE_AUTO_MERGE_MUTATION;
 }
 
 const MERGE_STATE_QUERY: &str = "query pullRequestMergeState($owner: String!, $name: String!, $number: Int!) {
