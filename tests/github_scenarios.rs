@@ -1830,6 +1830,33 @@ async fn http_the_request_budget_per_outcome_is_the_readmes() {
     w.apply(CELL, 7, "vpc-3");
     step("back in sync, pull request closed (`closed`)", "closed").await;
 
+    // Auto-merge (issue 16): the cell opted in, main protected by the strict check and a CI.
+    w.bed
+        .commit(w.repo(), "main", &[(OPT_IN, "cells: [eu-c1]\n")], "opt eu-c1 in");
+    w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT, CI], 0, false)));
+    w.bed.allow_auto_merge(w.repo(), false);
+    w.apply(CELL, 8, "vpc-8");
+    assert_eq!(done(&w.deliver(CELL).await), "not-allowed");
+    w.bed.allow_auto_merge(w.repo(), true);
+    w.apply(CELL, 9, "vpc-9");
+    step("opted in: value changed, auto-merge enabled (`updated`)", "updated").await;
+    w.apply(CELL, 10, "vpc-10");
+    step("opted in: value changed, auto-merge already on (`updated`)", "updated").await;
+    step("opted in: replayed (`unchanged`)", "unchanged").await;
+    let head = w.head(&branch(CELL)).unwrap();
+    w.bed.ci(w.repo(), &head, CI, true);
+    assert!(
+        !w.open_pulls().iter().any(|p| p.head == branch(CELL)),
+        "GitHub's auto-merge merged it"
+    );
+    w.bed.protect_main(w.repo(), None);
+    w.apply(CELL, 11, "vpc-11");
+    step(
+        "opted in: nothing to wait for, merged with the head's sha (`opened`)",
+        "opened",
+    )
+    .await;
+
     let wrong: Vec<String> = measured
         .iter()
         .filter(|(row, got)| table.get(*row) != Some(got))
@@ -1844,7 +1871,7 @@ async fn http_the_request_budget_per_outcome_is_the_readmes() {
 "
         )
     );
-    assert!(measured.len() >= 9, "{measured:?}");
+    assert!(measured.len() >= 13, "{measured:?}");
 }
 
 /// Issue 14, item 4: content-creating requests keep the process's share of GitHub's limits

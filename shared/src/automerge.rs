@@ -1,7 +1,7 @@
 //! Auto-merge, opted into in Git: which cells' value-only changes may merge without a person,
 //! and whether a given plan is such a change. Pure: no I/O but the `FleetRead` snapshot it is
-//! handed, no GitHub call (enabling GitHub's auto-merge on an eligible pull request is not wired
-//! yet, issue 16).
+//! handed, no GitHub call (GitHub's auto-merge is made to agree with the verdict in
+//! `github::auto_merge`).
 //!
 //! People opt cells in with one file of the fleet repo, read from the base branch only, so that a
 //! pull request cannot opt itself in:
