@@ -260,10 +260,12 @@ impl Run {
             return Ok(());
         }
         if !st.auto_merge_allowed {
-            return Ok(self.not_allowed("the repository's setting is off"));
+            self.not_allowed("the repository's setting is off");
+            return Ok(());
         }
         if st.merge_state.mergeable_now() {
-            return Ok(self.merge_now(&st));
+            self.merge_now(&st);
+            return Ok(());
         }
         if st.merge_state == super::port::MergeStateStatus::Dirty {
             self.done = Done::Waiting;
