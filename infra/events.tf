@@ -50,6 +50,34 @@ resource "aws_cloudwatch_event_target" "eks_create_cluster" {
   }
 }
 
+# --- state-sync: CloudTrail saw DeleteCluster ---------------------------------------------------
+# The cell whose merged metadata names the cluster is synced again: a destroyed stack's
+# decommission is proposed once EKS no longer knows the cluster (README, "Decommission").
+
+resource "aws_cloudwatch_event_rule" "eks_delete_cluster" {
+  name           = "${local.state_sync_name}-eks-delete-cluster"
+  description    = "cellbridge: an EKS cluster is being deleted (CloudTrail DeleteCluster, this region or forwarded)"
+  event_bus_name = var.event_bus_name
+  event_pattern  = local.eks_delete_cluster_pattern
+  tags           = local.tags
+}
+
+resource "aws_cloudwatch_event_target" "eks_delete_cluster" {
+  rule           = aws_cloudwatch_event_rule.eks_delete_cluster.name
+  event_bus_name = var.event_bus_name
+  target_id      = "state-sync-queue"
+  arn            = aws_sqs_queue.state_sync.arn
+
+  retry_policy {
+    maximum_event_age_in_seconds = 86400
+    maximum_retry_attempts       = 185
+  }
+
+  dead_letter_config {
+    arn = aws_sqs_queue.state_sync_dlq.arn
+  }
+}
+
 # --- daily sync-all: catches whatever events were missed ---------------------------------------
 # EventBridge Scheduler delivers `input` verbatim as the invocation payload (asynchronous
 # invoke), the same JSON as events/schedule-sync-all.json.
@@ -137,7 +165,7 @@ resource "aws_iam_role_policy" "scheduler" {
   policy = data.aws_iam_policy_document.scheduler.json
 }
 
-# --- other accounts: their forwarded CreateCluster events --------------------------------------
+# --- other accounts: their forwarded CreateCluster and DeleteCluster events-----------------------------------
 # A rule in another account can target this bus only if the bus's resource-based policy lets that
 # account call PutEvents (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-event-bus-perms.html,
 # https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-cross-account.html). PutPermission

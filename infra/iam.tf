@@ -109,6 +109,24 @@ data "aws_iam_policy_document" "state_sync" {
     resources = ["${aws_cloudwatch_log_group.state_sync.arn}:*"]
   }
 
+  # A destroyed stack's decommission is proposed only once EKS says its cluster is gone.
+  statement {
+    sid       = "ConfirmDestroyedCellsClustersAreGone"
+    actions   = ["eks:DescribeCluster"]
+    resources = [local.eks_cluster_arn]
+  }
+
+  # A cell in another account: its cluster is asked about through the role cluster-bootstrap
+  # uses there (its trust policy must name this role too: README, "Cells in other accounts").
+  dynamic "statement" {
+    for_each = length(local.assume_role_arns) == 0 ? [] : [1]
+    content {
+      sid       = "AssumeCellRolesToDescribeTheirClusters"
+      actions   = ["sts:AssumeRole"]
+      resources = local.assume_role_arns
+    }
+  }
+
   # The state bucket in another account, read through this one role and no other.
   dynamic "statement" {
     for_each = var.state_role_arn == null ? [] : [var.state_role_arn]

@@ -16,6 +16,7 @@ locals {
     bucket = var.state_bucket_name
   })
   eks_create_cluster_pattern = file("${path.module}/patterns/eks-create-cluster.json")
+  eks_delete_cluster_pattern = file("${path.module}/patterns/eks-delete-cluster.json")
 
   state_bucket_arn = "arn:${local.partition}:s3:::${var.state_bucket_name}"
 

@@ -73,6 +73,16 @@ output "eks_create_cluster_event_pattern" {
   value       = local.eks_create_cluster_pattern
 }
 
+output "eks_delete_cluster_rule_arn" {
+  description = "EventBridge rule for CloudTrail DeleteCluster (local and forwarded), targeting state-sync's queue."
+  value       = aws_cloudwatch_event_rule.eks_delete_cluster.arn
+}
+
+output "eks_delete_cluster_event_pattern" {
+  description = "The DeleteCluster pattern, for forwarders in other regions (modules/region-forwarder reads the same file)."
+  value       = local.eks_delete_cluster_pattern
+}
+
 output "event_bus_arn" {
   description = "ARN of the bus the rules live on: the target of modules/region-forwarder."
   value       = "arn:${local.partition}:events:${local.region}:${local.account}:event-bus/${var.event_bus_name}"

@@ -1605,8 +1605,70 @@ scenarios!(
         a_reviewers_push_makes_the_next_event_turn_cellbridges_auto_merge_off,
         a_repository_that_does_not_allow_auto_merge_is_said_and_the_sync_succeeds,
         people_and_auto_merge_never_merge_anything_ineligible,
+        a_destroyed_cell_whose_cluster_is_gone_gets_one_decommission_and_a_reapply_closes_it,
     ]
 );
+
+/// What `terraform destroy` leaves: no outputs, no resources.
+fn destroyed_state(serial: u64) -> String {
+    json!({"version": 4, "terraform_version": "1.11.4", "serial": serial, "lineage": LINEAGE, "outputs": {}, "resources": []})
+        .to_string()
+}
+
+impl<B: Bed> World<B> {
+    /// EKS as `aws` has it (the cells' clusters: none, unless added).
+    fn with_eks(mut self, aws: &cellbridge::bootstrap::memory::MemAws) -> Self {
+        self.sync.clusters = Some(cellbridge::sync::ClusterAccess {
+            probe: std::sync::Arc::new(aws.clone()),
+            account_roles: BTreeMap::new(),
+        });
+        self
+    }
+}
+
+/// Issue 16 item 1 on both GitHubs: a destroyed stack whose cluster EKS no longer knows gets
+/// one pull request removing exactly its directory, built on main, labelled `decommission`; a
+/// replay writes nothing; a re-apply closes it as cellbridge's own close.
+async fn a_destroyed_cell_whose_cluster_is_gone_gets_one_decommission_and_a_reapply_closes_it<B: Bed>() {
+    let aws = cellbridge::bootstrap::memory::MemAws::new("arn:aws:iam::123456789012:role/cellbridge");
+    let w = World::<B>::start().with_eks(&aws);
+    w.apply(CELL, 1, "vpc-1");
+    let opened = w.deliver(CELL).await;
+    w.bed
+        .merge(w.repo(), opened["pull_request"]["number"].as_u64().unwrap())
+        .unwrap();
+    let main = w.bed.files(w.repo(), "main");
+    let dir = format!("clusters/{CELL}/");
+    assert!(main.keys().any(|p| p.starts_with(&dir)));
+
+    w.put_state(CELL, destroyed_state(2));
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "decommission-opened", "{r}");
+    let pr = w.pulls().into_iter().find(|p| p.open).expect("one open pull request");
+    assert_eq!(
+        (pr.head.as_str(), pr.labels.clone()),
+        (
+            branch(CELL).as_str(),
+            vec!["cellbridge".to_owned(), "decommission".to_owned()]
+        )
+    );
+    let mut expected = main.clone();
+    expected.retain(|p, _| !p.starts_with(&dir));
+    assert_eq!(w.bed.files(w.repo(), &branch(CELL)), expected);
+    assert_eq!(w.bed.commits_ahead(w.repo(), &branch(CELL)), 1);
+    let head = w.bed.head(w.repo(), &branch(CELL)).unwrap();
+    assert!(w.bed.statuses(w.repo(), &head).iter().all(|s| s.success));
+
+    let before = w.bed.writes(w.repo());
+    assert_eq!(action(&w.deliver(CELL).await), "decommission-unchanged");
+    assert_eq!(w.bed.writes(w.repo()), before, "a replay writes nothing");
+
+    w.apply(CELL, 3, "vpc-1");
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "closed", "{r}");
+    assert!(w.pulls().iter().all(|p| !p.open && !p.merged || p.number == 1));
+    assert_eq!(w.bed.head(w.repo(), &branch(CELL)), None, "its branch is deleted");
+}
 
 // --- the HTTP fake only: what GitHub's permissions and the request budget look like ----------
 
@@ -1776,32 +1838,15 @@ async fn http_an_app_not_installed_on_the_repository_is_an_access_failure_not_a_
 /// the product's own client (the default branch, read once per process, left out as the table says).
 #[tokio::test]
 async fn http_the_request_budget_per_outcome_is_the_readmes() {
-    let readme = include_str!("../README.md");
-    let start = readme
-        .find("| outcome | API requests | of which writes |")
-        .expect("README: the table of GitHub requests per outcome");
-    let table: BTreeMap<String, (usize, usize)> = readme[start..]
-        .lines()
-        .skip(2)
-        .take_while(|l| l.starts_with('|'))
-        .filter_map(|l| {
-            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
-            Some((cells[1].to_owned(), (cells[2].parse().ok()?, cells[3].parse().ok()?)))
-        })
-        .collect();
+    let table = readme_budget();
 
     let w = World::<HttpBed>::start();
     // The default branch, once per process: read now, so that every row counts one sync.
     w.sync.fleet.read_base(&Keep::all(), deadline()).await.unwrap();
     let mut measured: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let mut step = async |row: &str, expect: &str| {
-        let from = w.bed.gh.requests()["requests"].as_array().unwrap().len();
         let cell = if row.starts_with("new cell") { "eu-c9" } else { CELL };
-        let r = w.deliver(cell).await;
-        assert_eq!(action(&r), expect, "{row}: {r}");
-        let reqs = api_requests_since(&w, from);
-        let writes = reqs.iter().filter(|(_, write)| *write).count();
-        measured.insert(row.to_owned(), (reqs.len(), writes));
+        measured.insert(row.to_owned(), measure(&w, row, cell, expect).await);
     };
     let mut secret = metadata(CELL, "vpc-1");
     secret["api_token"] = json!(PLANTED_SECRET);
@@ -1857,6 +1902,71 @@ async fn http_the_request_budget_per_outcome_is_the_readmes() {
     )
     .await;
 
+    assert_budget(&table, &measured);
+    assert!(measured.len() >= 13, "{measured:?}");
+}
+
+/// The README's table "GitHub requests per outcome": row → (API requests, writes).
+fn readme_budget() -> BTreeMap<String, (usize, usize)> {
+    let readme = include_str!("../README.md");
+    let start = readme
+        .find("| outcome | API requests | of which writes |")
+        .expect("README: the table of GitHub requests per outcome");
+    readme[start..]
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            Some((cells[1].to_owned(), (cells[2].parse().ok()?, cells[3].parse().ok()?)))
+        })
+        .collect()
+}
+
+/// The decommission rows of the README's table, measured on the HTTP fake.
+#[tokio::test]
+async fn http_the_decommission_request_budget_is_the_readmes() {
+    let table = readme_budget();
+    let aws = cellbridge::bootstrap::memory::MemAws::new("arn:aws:iam::123456789012:role/cellbridge");
+    let w = World::<HttpBed>::start().with_eks(&aws);
+    w.sync.fleet.read_base(&Keep::all(), deadline()).await.unwrap();
+    w.apply(CELL, 1, "vpc-1");
+    let opened = w.deliver(CELL).await;
+    w.bed
+        .merge(w.repo(), opened["pull_request"]["number"].as_u64().unwrap())
+        .unwrap();
+    let mut measured: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let mut step = async |row: &str, expect: &str| {
+        measured.insert(row.to_owned(), measure(&w, row, CELL, expect).await);
+    };
+    aws.add_cluster(cellbridge::bootstrap::memory::MemCluster::active(CELL, "eu-west-1"));
+    w.put_state(CELL, destroyed_state(2));
+    step("destroyed, cluster still there (`destroyed`)", "destroyed").await;
+    aws.remove_cluster(None, "eu-west-1", CELL);
+    step("destroyed, cluster gone (`decommission-opened`)", "decommission-opened").await;
+    step(
+        "decommission replayed (`decommission-unchanged`)",
+        "decommission-unchanged",
+    )
+    .await;
+    w.apply(CELL, 3, "vpc-1");
+    step("re-applied, decommission closed (`closed`)", "closed").await;
+    assert_budget(&table, &measured);
+}
+
+/// One delivery of `cell`, whose result must be `expect` (`row` names it): the API requests it
+/// sent and how many of them wrote.
+async fn measure(w: &World<HttpBed>, row: &str, cell: &str, expect: &str) -> (usize, usize) {
+    let from = w.bed.gh.requests()["requests"].as_array().unwrap().len();
+    let r = w.deliver(cell).await;
+    assert_eq!(action(&r), expect, "{row}: {r}");
+    let reqs = api_requests_since(w, from);
+    let writes = reqs.iter().filter(|(_, write)| *write).count();
+    (reqs.len(), writes)
+}
+
+/// Every measured row is the README's.
+fn assert_budget(table: &BTreeMap<String, (usize, usize)>, measured: &BTreeMap<String, (usize, usize)>) {
     let wrong: Vec<String> = measured
         .iter()
         .filter(|(row, got)| table.get(*row) != Some(got))
@@ -1864,14 +1974,9 @@ async fn http_the_request_budget_per_outcome_is_the_readmes() {
         .collect();
     assert!(
         wrong.is_empty(),
-        "(API requests, writes) per outcome:
-{}",
-        wrong.join(
-            "
-"
-        )
+        "(API requests, writes) per outcome:\n{}",
+        wrong.join("\n")
     );
-    assert!(measured.len() >= 13, "{measured:?}");
 }
 
 /// Issue 14, item 4: content-creating requests keep the process's share of GitHub's limits

@@ -186,21 +186,9 @@ impl Bed {
             Some(ws) => format!("env:/{ws}/{}", Self::key(cell)),
             None => Self::key(cell),
         };
-        let step = self.step.fetch_add(1, Ordering::SeqCst);
-        let fixture = fixture_dir().join(format!("{}-{step}.tfstate", self.name));
-        if !self.terraform {
-            let body = std::fs::read(&fixture)
-                .unwrap_or_else(|e| panic!("no terraform and no fixture {}: {e}", fixture.display()));
-            self.s3
-                .put_object()
-                .bucket(&self.bucket)
-                .key(&stored_key)
-                .body(body.into())
-                .send()
-                .await
-                .unwrap();
+        let Some(fixture) = self.next_step(&stored_key).await else {
             return;
-        }
+        };
         let dir = self
             .work
             .path()
@@ -245,19 +233,50 @@ impl Bed {
             terraform(&dir, &["workspace", "select", "-or-create", "-no-color", ws]);
         }
         terraform(&dir, &["apply", "-input=false", "-no-color", "-auto-approve"]);
-        if std::env::var_os("CELLBRIDGE_RECORD_FIXTURES").is_some() {
-            let obj = self
-                .s3
-                .get_object()
-                .bucket(&self.bucket)
-                .key(&stored_key)
-                .send()
-                .await
-                .unwrap();
-            let bytes = obj.body.collect().await.unwrap().into_bytes();
-            std::fs::create_dir_all(fixture_dir()).unwrap();
-            std::fs::write(&fixture, &bytes).unwrap();
+        self.record(&stored_key, &fixture).await;
+    }
+
+    /// The next Terraform step's fixture; without Terraform, the recorded state is uploaded to
+    /// `key` in its place and `None` says the step is done.
+    async fn next_step(&self, key: &str) -> Option<PathBuf> {
+        let step = self.step.fetch_add(1, Ordering::SeqCst);
+        let fixture = fixture_dir().join(format!("{}-{step}.tfstate", self.name));
+        if self.terraform {
+            return Some(fixture);
         }
+        let body = std::fs::read(&fixture)
+            .unwrap_or_else(|e| panic!("no terraform and no fixture {}: {e}", fixture.display()));
+        self.s3
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .body(body.into())
+            .send()
+            .await
+            .unwrap();
+        None
+    }
+
+    /// With `CELLBRIDGE_RECORD_FIXTURES` set, what Terraform wrote at `key` becomes `fixture`.
+    async fn record(&self, key: &str, fixture: &Path) {
+        if std::env::var_os("CELLBRIDGE_RECORD_FIXTURES").is_none() {
+            return;
+        }
+        let obj = self.s3.get_object().bucket(&self.bucket).key(key).send().await.unwrap();
+        let bytes = obj.body.collect().await.unwrap().into_bytes();
+        std::fs::create_dir_all(fixture_dir()).unwrap();
+        std::fs::write(fixture, &bytes).unwrap();
+    }
+
+    /// `terraform destroy` of the cell's stack (applied before): what it leaves in the bucket is
+    /// a state with no outputs and no resources.
+    async fn destroy(&self, cell: &str) {
+        let Some(fixture) = self.next_step(&Self::key(cell)).await else {
+            return;
+        };
+        let dir = self.work.path().join(format!("{cell}-default"));
+        terraform(&dir, &["destroy", "-input=false", "-no-color", "-auto-approve"]);
+        self.record(&Self::key(cell), &fixture).await;
     }
 
     /// What the Lambda SQS poller would hand the function: every message on the queue now.
@@ -1230,4 +1249,121 @@ async fn sync_all_fans_out_through_the_queue_and_each_message_syncs_its_cell() {
     actions.sort();
     assert_eq!(actions, ["opened", "opened"], "{resp}");
     assert_eq!(bed.pulls().len(), 2);
+}
+
+/// Issue 16's "done when", first part: a real `terraform destroy` of a cell's stack leads through
+/// moto (S3, its notification to SQS, EKS) and the fake GitHub to one decommission pull request
+/// removing exactly `clusters/<cell>/`, but only once EKS no longer knows the cluster (its
+/// DeleteCluster, as CloudTrail reports it through EventBridge, brings the cell back); a re-apply
+/// closes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destroyed_stack_is_decommissioned_once_its_cluster_is_gone_and_a_reapply_closes_it() {
+    let bed = Bed::new("decommission", false).await;
+    let cell = "eu-dc1";
+    let eks = aws_sdk_eks::Client::new(&moto::sdk_config().await);
+    eks.create_cluster()
+        .name(cell)
+        .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
+        .resources_vpc_config(
+            aws_sdk_eks::types::VpcConfigRequest::builder()
+                .subnet_ids("subnet-1")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+
+    // The cell, merged.
+    bed.apply(cell, &base_data(cell, "vpc-111"), false).await;
+    let c = only_cell(&bed.invoke(bed.receive().await).await);
+    assert_eq!(c["action"], "opened", "{c}");
+    let number = c["pull_request"]["number"].as_u64().unwrap();
+    let (status, merged) = bed
+        .gh
+        .call("PUT", &format!("/repos/{REPO}/pulls/{number}/merge"), Some(&json!({})));
+    assert_eq!(status, 200, "{merged}");
+    let main_before: BTreeMap<String, Value> =
+        serde_json::from_value(bed.gh.state(REPO)["files"]["main"].clone()).unwrap();
+    let cell_dir: Vec<&String> = main_before
+        .keys()
+        .filter(|p| p.starts_with(&format!("clusters/{cell}/")))
+        .collect();
+    assert!(cell_dir.len() >= 6, "{cell_dir:?}");
+
+    // `terraform destroy` while the cluster still runs (a state that looks destroyed is no proof).
+    bed.destroy(cell).await;
+    let destroyed_event = bed.receive().await;
+    bed.gh.clear_requests();
+    let c = only_cell(&bed.invoke(destroyed_event.clone()).await);
+    assert_eq!(c["action"], "destroyed", "{c}");
+    assert_eq!(c["decommission"]["eks"]["presence"], "exists", "{c}");
+    assert_eq!(bed.counts().2, 0, "nothing written while the cluster exists");
+    assert!(bed.pulls().iter().all(|p| p["state"] != "open"));
+
+    // The cluster is deleted: CloudTrail's DeleteCluster, through EventBridge and SQS.
+    eks.delete_cluster().name(cell).send().await.unwrap();
+    let sample =
+        std::fs::read_to_string(process::repo_root().join("events/sqs-cloudtrail-delete-cluster.json")).unwrap();
+    let event: Value = serde_json::from_str(&sample.replace("prod-eu-west-1", cell)).unwrap();
+    let resp = bed.invoke(event).await;
+    assert_eq!(resp["batchItemFailures"], json!([]), "{resp}");
+    let c = only_cell(&resp);
+    assert_eq!(c["action"], "decommission-opened", "{c}");
+    assert_eq!(c["decommission"]["eks"]["presence"], "gone", "{c}");
+    let state = bed.gh.state(REPO);
+    let pr = state["pulls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["number"] == c["pull_request"]["number"])
+        .unwrap()
+        .clone();
+    assert_eq!(pr["state"], "open");
+    assert_eq!(pr["head"]["ref"], format!("cellbridge/{cell}"));
+    let labels: Vec<&str> = pr["labels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(
+        labels.contains(&"decommission") && labels.contains(&"cellbridge"),
+        "{labels:?}"
+    );
+    assert_eq!(pr["commits"].as_array().unwrap().len(), 1, "{pr}");
+    let branch: BTreeMap<String, Value> =
+        serde_json::from_value(state["files"][format!("cellbridge/{cell}")].clone()).unwrap();
+    let mut expected = main_before.clone();
+    expected.retain(|p, _| !p.starts_with(&format!("clusters/{cell}/")));
+    assert_eq!(branch, expected, "exactly clusters/{cell}/ is removed");
+    let body = pr["body"].as_str().unwrap();
+    assert!(
+        body.contains("does not exist in `eu-west-1`") && body.contains("never merges it"),
+        "{body}"
+    );
+
+    // The state event replayed: the same single pull request, nothing written.
+    bed.gh.clear_requests();
+    let c = only_cell(&bed.invoke(destroyed_event).await);
+    assert_eq!(c["action"], "decommission-unchanged", "{c}");
+    assert_eq!(bed.counts().2, 0);
+
+    // A re-apply brings the cell back with the values main holds: the decommission is closed.
+    bed.apply(cell, &base_data(cell, "vpc-111"), false).await;
+    let c = only_cell(&bed.invoke(bed.receive().await).await);
+    assert_eq!(c["action"], "closed", "{c}");
+    let state = bed.gh.state(REPO);
+    let pr = state["pulls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["number"] == c["pull_request"]["number"])
+        .unwrap();
+    assert_eq!(
+        (pr["state"].as_str(), pr["merged"].as_bool()),
+        (Some("closed"), Some(false)),
+        "{pr}"
+    );
+    assert!(state["pulls"].as_array().unwrap().iter().all(|p| p["state"] != "open"));
+    assert!(state["files"]["main"][format!("clusters/{cell}/cell-metadata.yaml")].is_string());
 }

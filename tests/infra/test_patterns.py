@@ -35,12 +35,15 @@ EXPECTED_ROUTE = {
     "cloudtrail-create-cluster-cross-account.json": "eks-create-cluster",
     "sqs-eventbridge-s3.json": "s3-state-object-created",
     "sqs-cloudtrail-create-cluster.json": "eks-create-cluster",
+    "cloudtrail-delete-cluster.json": "eks-delete-cluster",
+    "sqs-cloudtrail-delete-cluster.json": "eks-delete-cluster",
 }
 
 # The functions behind the rules (infra/events.tf targets).
 RULE_FUNCTION = {
     "s3-state-object-created": "state-sync",
     "eks-create-cluster": "cluster-bootstrap",
+    "eks-delete-cluster": "state-sync",
 }
 
 
@@ -177,6 +180,26 @@ def near_misses():
     failed["detail"]["responseElements"] = None
     misses.append(("EKS CreateCluster that failed", failed))
 
+    dc = load("cloudtrail-delete-cluster.json")
+    failed_delete = json.loads(json.dumps(dc))
+    failed_delete["detail"]["errorCode"] = "ResourceInUseException"
+    failed_delete["detail"]["errorMessage"] = "Cluster has nodegroups attached"
+    failed_delete["detail"]["responseElements"] = None
+    misses.append(("EKS DeleteCluster that failed", failed_delete))
+
+    nodegroup = json.loads(json.dumps(dc))
+    nodegroup["detail"]["eventName"] = "DeleteNodegroup"
+    nodegroup["detail"]["requestParameters"] = {"name": "prod-eu-west-1", "nodegroupName": "system"}
+    nodegroup["detail"]["responseElements"] = {"nodegroup": {"nodegroupName": "system", "status": "DELETING"}}
+    misses.append(("EKS DeleteNodegroup", nodegroup))
+
+    ecs_delete = json.loads(json.dumps(dc))
+    ecs_delete["source"] = "aws.ecs"
+    ecs_delete["detail"]["eventSource"] = "ecs.amazonaws.com"
+    ecs_delete["detail"]["requestParameters"] = {"cluster": "prod-eu-west-1"}
+    ecs_delete["detail"]["responseElements"] = {"cluster": {"clusterName": "prod-eu-west-1", "status": "INACTIVE"}}
+    misses.append(("ECS DeleteCluster", ecs_delete))
+
     return misses
 
 
@@ -194,8 +217,15 @@ def extra_hits():
     forwarded["detail"]["awsRegion"] = "us-east-1"
     forwarded["detail"]["requestParameters"]["name"] = "prod-us-east-1"
     forwarded["detail"]["responseElements"]["cluster"]["name"] = "prod-us-east-1"
+    dc = load("cloudtrail-delete-cluster.json")
+    deleted_elsewhere = json.loads(json.dumps(dc))
+    deleted_elsewhere["region"] = "us-east-1"
+    deleted_elsewhere["detail"]["awsRegion"] = "us-east-1"
+    deleted_elsewhere["detail"]["requestParameters"]["name"] = "prod-us-east-1"
+    deleted_elsewhere["detail"]["responseElements"]["cluster"]["name"] = "prod-us-east-1"
     return [
         ("CreateCluster forwarded from us-east-1", forwarded, "eks-create-cluster"),
+        ("DeleteCluster forwarded from us-east-1", deleted_elsewhere, "eks-delete-cluster"),
         ("workspace state object (env:/staging/...)", ws, "s3-state-object-created"),
         ("state written by multipart upload", multipart, "s3-state-object-created"),
     ]

@@ -1,6 +1,6 @@
 # Runs in one other region (configure the provider for it). EventBridge sees a CloudTrail event
 # only in the region of the API call, so CreateCluster in this region never reaches the home
-# bus unless it is forwarded. Same pattern file as the home rule.
+# bus unless it is forwarded; DeleteCluster likewise. Same pattern files as the home rules.
 
 data "aws_region" "current" {}
 data "aws_partition" "current" {}
@@ -20,6 +20,22 @@ resource "aws_cloudwatch_event_rule" "this" {
 
 resource "aws_cloudwatch_event_target" "home_bus" {
   rule      = aws_cloudwatch_event_rule.this.name
+  target_id = "cellbridge-home-bus"
+  arn       = var.home_event_bus_arn
+  role_arn  = aws_iam_role.this.arn
+}
+
+# DeleteCluster too: state-sync confirms a destroyed cell's cluster is gone before proposing
+# its decommission, and a deletion in this region is news only here.
+resource "aws_cloudwatch_event_rule" "delete_cluster" {
+  name          = "${var.name_prefix}-forward-delete-cluster-${local.region}"
+  description   = "cellbridge: forward EKS DeleteCluster from ${local.region} to the home bus"
+  event_pattern = file("${path.module}/../../patterns/eks-delete-cluster.json")
+  tags          = var.tags
+}
+
+resource "aws_cloudwatch_event_target" "delete_cluster_home_bus" {
+  rule      = aws_cloudwatch_event_rule.delete_cluster.name
   target_id = "cellbridge-home-bus"
   arn       = var.home_event_bus_arn
   role_arn  = aws_iam_role.this.arn

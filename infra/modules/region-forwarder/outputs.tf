@@ -1,6 +1,11 @@
 output "rule_arn" {
-  description = "The forwarding rule in this region."
+  description = "The CreateCluster forwarding rule in this region."
   value       = aws_cloudwatch_event_rule.this.arn
+}
+
+output "delete_cluster_rule_arn" {
+  description = "The DeleteCluster forwarding rule in this region."
+  value       = aws_cloudwatch_event_rule.delete_cluster.arn
 }
 
 output "role_arn" {

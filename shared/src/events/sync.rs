@@ -39,6 +39,19 @@ pub enum SyncItem {
     /// A manual payload as an SQS message's body: what sync-all's fan-out sends, and what a
     /// dead-letter queue redrive brings back (a failed scheduled sync-all, a manual payload).
     Manual(Manual),
+    /// CloudTrail's record of `eks:DeleteCluster`: the cell whose merged metadata names the
+    /// cluster is synced again, so that a destroyed stack's decommission is proposed once the
+    /// cluster is gone.
+    ClusterDeleted(DeletedCluster),
+}
+
+/// A cluster EKS was asked to delete.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DeletedCluster {
+    pub cluster: String,
+    pub region: String,
+    /// The account that received the call (`recipientAccountId`, else EventBridge's `account`).
+    pub account: Option<String>,
 }
 
 /// What a manual payload asks for.
@@ -152,9 +165,15 @@ pub fn parse_notification(v: &Value) -> Result<Vec<SyncItem>, SyncEventError> {
             what: "EventBridge event".into(),
             reason: e.to_string(),
         })?;
+        if ev.detail_type == "AWS API Call via CloudTrail" {
+            return Ok(vec![cloudtrail_call(v, &ev.detail)?]);
+        }
         if ev.source != "aws.s3" {
             return Err(SyncEventError::Unrecognized {
-                reason: format!("EventBridge event from {:?}, expected aws.s3", ev.source),
+                reason: format!(
+                    "EventBridge event from {:?}, expected aws.s3 (or CloudTrail's eks:DeleteCluster)",
+                    ev.source
+                ),
             });
         }
         let bucket = str_at(&ev.detail, &["bucket", "name"]).ok_or_else(|| SyncEventError::Invalid {
@@ -180,8 +199,57 @@ pub fn parse_notification(v: &Value) -> Result<Vec<SyncItem>, SyncEventError> {
         })]);
     }
     Err(SyncEventError::Unrecognized {
-        reason: "expected an S3 notification (Records), an EventBridge S3 event (detail-type), SQS messages, or {\"action\": \"sync\", ...}".into(),
+        reason: "expected an S3 notification (Records), an EventBridge S3 event (detail-type), CloudTrail's eks:DeleteCluster, SQS messages, or {\"action\": \"sync\", ...}".into(),
     })
+}
+
+/// CloudTrail's record of an API call, as EventBridge delivers it: only a successful
+/// `eks:DeleteCluster` is state-sync's. The cluster is `requestParameters.name` (DeleteCluster's
+/// request, <https://docs.aws.amazon.com/eks/latest/APIReference/API_DeleteCluster.html>), in
+/// `awsRegion`; the account is `recipientAccountId`, the account that received the call (the
+/// caller's `userIdentity.accountId` may be another's), else EventBridge's `account`
+/// (<https://docs.aws.amazon.com/awscloudtrail/latest/userguide/cloudtrail-event-reference-record-contents.html>).
+fn cloudtrail_call(v: &Value, detail: &Value) -> Result<SyncItem, SyncEventError> {
+    let what = "CloudTrail DeleteCluster";
+    let source = str_at(detail, &["eventSource"]).unwrap_or_default();
+    let name = str_at(detail, &["eventName"]).unwrap_or_default();
+    if source != "eks.amazonaws.com" || name != "DeleteCluster" {
+        return Ok(SyncItem::Ignored {
+            what: format!("{source} {name}"),
+            reason: "not eks:DeleteCluster".into(),
+        });
+    }
+    if let Some(code) = str_at(detail, &["errorCode"]) {
+        return Ok(SyncItem::Ignored {
+            what: "eks:DeleteCluster".into(),
+            reason: format!("the call failed with {code}: the cluster stays"),
+        });
+    }
+    let invalid = |reason: &str| SyncEventError::Invalid {
+        what: what.into(),
+        reason: reason.into(),
+    };
+    let cluster = str_at(detail, &["requestParameters", "name"])
+        .or_else(|| str_at(detail, &["responseElements", "cluster", "name"]))
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| invalid("no requestParameters.name"))?;
+    let region = str_at(detail, &["awsRegion"])
+        .or_else(|| str_at(v, &["region"]))
+        .filter(|r| !r.is_empty())
+        .ok_or_else(|| invalid("no awsRegion"))?;
+    let account = str_at(detail, &["recipientAccountId"])
+        .or_else(|| str_at(v, &["account"]))
+        .filter(|a| !a.is_empty());
+    if let Some(a) = &account
+        && !crate::events::bootstrap::is_account_id(a)
+    {
+        return Err(invalid(&format!("account {a:?} is not a 12-digit AWS account id")));
+    }
+    Ok(SyncItem::ClusterDeleted(DeletedCluster {
+        cluster,
+        region,
+        account,
+    }))
 }
 
 fn s3_record(i: usize, r: &Value) -> Result<SyncItem, SyncEventError> {
@@ -284,6 +352,15 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A sample of `events/`.
+    fn load(name: &str) -> Value {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../events")
+            .join(name);
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+            .unwrap()
+    }
+
     fn s3_event(name: &str, key: &str) -> Value {
         json!({"Records": [{"eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": "eu-west-1", "eventTime": "2026-11-29T00:00:00.000Z",
             "eventName": name, "s3": {"bucket": {"name": "states"}, "object": {"key": key, "size": 10, "versionId": "v1"}}}]})
@@ -346,13 +423,6 @@ mod tests {
     /// Every state-sync sample under `events/` parses to what its README line says.
     #[test]
     fn sample_events() {
-        let load = |name: &str| -> Value {
-            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../events")
-                .join(name);
-            serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
-                .unwrap()
-        };
         let object = |key: &str, v: &str| {
             SyncItem::Object(StateObject {
                 bucket: "acme-tfstate".into(),
@@ -440,8 +510,42 @@ mod tests {
                 "{all}"
             );
         }
-        // The bootstrap function's events are not state-sync's.
-        assert!(parse(&load("cloudtrail-create-cluster.json")).is_err());
+        // The bootstrap function's CloudTrail call is not state-sync's: ignored, not an error.
+        assert!(matches!(
+            parse(&load("cloudtrail-create-cluster.json")).unwrap(),
+            SyncEvent::Direct(items) if matches!(items.as_slice(), [SyncItem::Ignored { .. }])
+        ));
+        let deleted = SyncItem::ClusterDeleted(DeletedCluster {
+            cluster: "prod-eu-west-1".into(),
+            region: "eu-west-1".into(),
+            account: Some("123456789012".into()),
+        });
+        assert_eq!(
+            parse(&load("cloudtrail-delete-cluster.json")).unwrap(),
+            SyncEvent::Direct(vec![deleted.clone()])
+        );
+        let SyncEvent::Sqs(records) = parse(&load("sqs-cloudtrail-delete-cluster.json")).unwrap() else {
+            panic!("an SQS event")
+        };
+        assert_eq!(records[0].items, Ok(vec![deleted]));
+    }
+
+    #[test]
+    fn a_delete_cluster_call_that_failed_is_ignored_and_one_without_a_name_is_invalid() {
+        let mut e = load("cloudtrail-delete-cluster.json");
+        e["detail"]["errorCode"] = json!("ResourceInUseException");
+        assert!(matches!(
+            parse(&e).unwrap(),
+            SyncEvent::Direct(items) if matches!(items.as_slice(), [SyncItem::Ignored { reason, .. }] if reason.contains("ResourceInUseException"))
+        ));
+        let mut e = load("cloudtrail-delete-cluster.json");
+        e["detail"]["requestParameters"] = json!({});
+        e["detail"]["responseElements"] = Value::Null;
+        let err = parse(&e).unwrap_err().to_string();
+        assert!(err.contains("requestParameters.name"), "{err}");
+        let mut e = load("cloudtrail-delete-cluster.json");
+        e["detail"]["recipientAccountId"] = json!("12345");
+        assert!(parse(&e).unwrap_err().to_string().contains("12-digit"));
     }
 
     #[test]

@@ -93,6 +93,7 @@ pub fn service_for(config: SyncConfig, aws: &aws_config::SdkConfig) -> SyncServi
         S3States::from_conf(aws),
         GithubFleet::from_config(&config.github, secrets),
     )
+    .with_clusters(cluster_access(aws))
 }
 
 /// Configuration and clients from the environment, at once (the command line).

@@ -46,6 +46,14 @@ pub enum SyncError {
     /// synced twice is synced once).
     #[error("sync-all: sending one message per state to state-sync's queue: {reason} (retryable)")]
     Enqueue { reason: String },
+    /// An EKS DeleteCluster's cluster could not be matched to a cell.
+    #[error("EKS cluster {cluster} in {region}: finding its cell in the fleet repo: {reason}")]
+    ClusterLookup {
+        cluster: String,
+        region: String,
+        reason: String,
+        retryable: bool,
+    },
     /// The sync-all listing did not end in time: the same invocation later may well succeed.
     #[error("listing states under s3://{bucket}/{prefix} did not finish before the function's deadline (retryable)")]
     ListingTimedOut { bucket: String, prefix: String },
@@ -60,7 +68,8 @@ impl Classify for SyncError {
                 _ => Class::Final,
             },
             SyncError::ListingTimedOut { .. } | SyncError::Enqueue { .. } => Class::Retryable,
-            SyncError::Config(_) => Class::Final,
+            SyncError::ClusterLookup { retryable: true, .. } => Class::Retryable,
+            SyncError::ClusterLookup { .. } | SyncError::Config(_) => Class::Final,
         }
     }
 }

@@ -14,7 +14,7 @@ use super::{SyncConfig, SyncError};
 use crate::cells::{self, ClusterProbe, Presence};
 use crate::decommission::{self, ClusterCheck};
 use crate::error::{Class, Classify};
-use crate::events::sync::{self as events, Manual, StateObject, SyncEvent, SyncItem, SyncSqsRecord};
+use crate::events::sync::{self as events, DeletedCluster, Manual, StateObject, SyncEvent, SyncItem, SyncSqsRecord};
 use crate::fleet::{FleetRead, Keep};
 use crate::github::decommission::{self as gh_decommission, Decommissioned};
 use crate::github::report::{self, Refusal, Reported};
@@ -189,6 +189,14 @@ impl SharedBase {
         Ok(s)
     }
 
+    /// A base that keeps only the shared part and every cell's `cell-metadata.yaml`: what
+    /// finds a cluster's cell.
+    fn index() -> Self {
+        Self {
+            slot: tokio::sync::Mutex::new((Keep::default().with_index(), None)),
+        }
+    }
+
     /// A state lost a race on the snapshot at `base_sha`: the next read takes a fresh one
     /// (unless another state already did).
     async fn lost_race(&self, base_sha: &str) {
@@ -309,8 +317,28 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             }
         };
         let mut retry_records = Vec::new();
+        // The clusters an EKS DeleteCluster names are found in one read of the base's index,
+        // shared by the invocation's records.
+        let index = SharedBase::index();
         let (items, dry_run, records) = match parsed {
-            SyncEvent::Direct(items) => (items, false, None),
+            SyncEvent::Direct(items) => {
+                let mut resolved = Vec::new();
+                for item in items {
+                    match item {
+                        SyncItem::ClusterDeleted(c) if switch.is_none() => {
+                            match self.cell_of_deleted(&c, &index, deadline).await {
+                                Ok(item) => resolved.push(item),
+                                Err(e) => {
+                                    metrics.count(metrics::failure_outcome(e.class()), &[]);
+                                    return Err(e);
+                                }
+                            }
+                        }
+                        other => resolved.push(other),
+                    }
+                }
+                (resolved, false, None)
+            }
             // Listing every state is reading: a paused sync-all lists nothing.
             SyncEvent::Manual {
                 request: Manual::All, ..
@@ -346,7 +374,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 // Manual payloads as bodies (the fan-out's messages, a redriven sync-all) become
                 // the state objects they name, as an S3 event's would.
                 for r in records.iter_mut() {
-                    if let Err(e) = self.resolve_record(r, deadline, switch.is_some()).await {
+                    if let Err(e) = self.resolve_record(r, &index, deadline, switch.is_some()).await {
                         retry_records.push(crate::lambda::RecordFailure {
                             message_id: r.message_id.clone(),
                             class: e.class(),
@@ -488,6 +516,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
     async fn resolve_record(
         &self,
         record: &mut SyncSqsRecord,
+        index: &SharedBase,
         deadline: Instant,
         paused: bool,
     ) -> Result<(), SyncError> {
@@ -495,7 +524,8 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         let mut resolved = Vec::new();
         for item in std::mem::take(items) {
             match item {
-                SyncItem::Manual(Manual::All) if paused => {}
+                SyncItem::Manual(Manual::All) | SyncItem::ClusterDeleted(_) if paused => {}
+                SyncItem::ClusterDeleted(c) => resolved.push(self.cell_of_deleted(&c, index, deadline).await?),
                 SyncItem::Manual(Manual::All) if self.queue.is_some() => {
                     let sent = self.fan_out(deadline).await?;
                     tracing::info!(message_id = %record.message_id, states = sent.len(), "a queued sync-all fanned out");
@@ -519,6 +549,51 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         }
         *items = resolved;
         Ok(())
+    }
+
+    /// The state object of the cell whose merged `cell-metadata.yaml` names the deleted
+    /// cluster and its region (the lookup cluster-bootstrap makes too, [`cells::find_by_cluster`]):
+    /// synced again, it proposes the cell's decommission once the stack is destroyed and the
+    /// cluster gone. A cluster of no cell is ignored.
+    async fn cell_of_deleted(
+        &self,
+        deleted: &DeletedCluster,
+        index: &SharedBase,
+        deadline: Instant,
+    ) -> Result<SyncItem, SyncError> {
+        let lookup = |reason: String, retryable: bool| SyncError::ClusterLookup {
+            cluster: deleted.cluster.clone(),
+            region: deleted.region.clone(),
+            reason,
+            retryable,
+        };
+        let base = index
+            .get(&self.fleet, deadline)
+            .await
+            .map_err(|e| lookup(e.to_string(), e.retryable()))?;
+        let found = cells::find_by_cluster(&base.fleet, &deleted.cluster, &deleted.region)
+            .map_err(|e| lookup(e.to_string(), false))?;
+        let Some(cell) = found else {
+            return Ok(SyncItem::Ignored {
+                what: format!("EKS cluster {} in {}", deleted.cluster, deleted.region),
+                reason: "no cell's cell-metadata.yaml on the base branch names it".into(),
+            });
+        };
+        let Some(key) = self.config.key_pattern.key_for(&cell.name) else {
+            return Err(lookup(
+                format!(
+                    "cell {}: CELLBRIDGE_STATE_KEY_PATTERN names both {{cell}} and {{workspace}}, so the cell's state cannot be told; sync it with \"bucket\" and \"key\"",
+                    cell.name
+                ),
+                false,
+            ));
+        };
+        tracing::info!(cluster = %deleted.cluster, region = %deleted.region, cell = %cell.name, "EKS DeleteCluster: the cell is synced again");
+        Ok(SyncItem::Object(StateObject {
+            bucket: self.config.state_bucket.clone(),
+            key,
+            version_id: None,
+        }))
     }
 
     async fn all_states(&self, deadline: Instant) -> Result<Vec<StateObject>, SyncError> {
@@ -1016,8 +1091,8 @@ fn unique_objects(items: &[SyncItem]) -> Vec<StateObject> {
     for item in items {
         match item {
             SyncItem::Ignored { what, reason } => tracing::info!(object = %what, reason = %reason, "ignored"),
-            // Resolved before (`resolve_record`).
-            SyncItem::Manual(_) => {}
+            // Resolved before (`resolve_record`), or paused.
+            SyncItem::Manual(_) | SyncItem::ClusterDeleted(_) => {}
             SyncItem::Object(o) => {
                 objects
                     .entry((o.bucket.clone(), o.key.clone()))
@@ -1061,7 +1136,7 @@ fn sqs_failures(
                         SyncItem::Object(o) => results
                             .iter()
                             .find(|c| c.bucket == o.bucket && c.key == o.key && c.failed()),
-                        SyncItem::Ignored { .. } | SyncItem::Manual(_) => None,
+                        SyncItem::Ignored { .. } | SyncItem::Manual(_) | SyncItem::ClusterDeleted(_) => None,
                     })
                     .collect();
                 if failures.is_empty() {
@@ -1121,11 +1196,9 @@ impl CellResult {
         self.action = action.into();
         self.pull_request = pull;
         self.decommission = Some(detail);
-        // The refusal a cellbridge-refused issue reported is moot once the stack is gone.
-        self.resolve_issue = matches!(
-            published,
-            Decommissioned::Opened { .. } | Decommissioned::Updated { .. } | Decommissioned::Unchanged { .. }
-        );
+        // A refusal reported in a cellbridge-refused issue (no pull request was open) is moot
+        // once the stack is gone; with a pull request open it was reported there.
+        self.resolve_issue = matches!(published, Decommissioned::Opened { .. });
     }
 
     /// What converging the pull request did.

@@ -379,3 +379,82 @@ async fn a_cell_of_another_account_is_asked_about_through_its_role() {
     aws.remove_cluster(Some("210987654321"), REGION, CELL);
     assert_eq!(sync(&bed, CELL).await["action"], "decommission-opened");
 }
+
+/// `events/sqs-cloudtrail-delete-cluster.json` (cluster `prod-eu-west-1` in eu-west-1), its body
+/// naming `cluster` instead.
+fn delete_cluster_record(cluster: &str) -> Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../events/sqs-cloudtrail-delete-cluster.json");
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_json::from_str(&text.replace("prod-eu-west-1", cluster)).unwrap()
+}
+
+#[tokio::test]
+async fn an_eks_delete_cluster_syncs_the_cell_again_until_the_cluster_is_gone() {
+    let aws = MemAws::new(IDENTITY);
+    let bed = with_eks(&aws);
+    merged_cell(&bed).await;
+    // Someone deletes the cluster by hand after `terraform state rm` left the state destroyed.
+    destroy(&bed, 2);
+    aws.add_cluster(MemCluster::active(CELL, REGION).status("DELETING"));
+    let event = delete_cluster_record(CELL);
+    let inv = bed.handle(&event, super::sync::deadline()).await.unwrap();
+    let id = event["Records"][0]["messageId"].as_str().unwrap();
+    assert_eq!(
+        inv.response["batchItemFailures"],
+        json!([{"itemIdentifier": id}]),
+        "still DELETING: redelivered later: {}",
+        inv.response
+    );
+    assert_eq!(inv.response["cells"][0]["cell"], CELL);
+    assert!(bed.fleet.pulls().iter().all(|p| !p.open));
+
+    // The redelivery, once EKS no longer knows the cluster.
+    aws.remove_cluster(None, REGION, CELL);
+    let inv = bed.handle(&event, super::sync::deadline()).await.unwrap();
+    assert_eq!(inv.response["batchItemFailures"], json!([]), "{}", inv.response);
+    assert_eq!(
+        inv.response["cells"][0]["action"], "decommission-opened",
+        "{}",
+        inv.response
+    );
+
+    // A cluster no cell names: nothing read of the states, nothing written.
+    bed.fleet.clear_calls();
+    let inv = bed
+        .handle(&delete_cluster_record("someone-elses"), super::sync::deadline())
+        .await
+        .unwrap();
+    assert_eq!(inv.response["cells"], json!([]), "{}", inv.response);
+    assert_eq!(inv.response["batchItemFailures"], json!([]));
+    assert_eq!(bed.fleet.writes(), 0);
+}
+
+#[tokio::test]
+async fn each_decommission_outcome_is_one_metric_record_the_alarms_do_not_take_for_a_failure() {
+    use cellbridge::metrics::{Captured, Metrics};
+    let aws = MemAws::new(IDENTITY);
+    aws.add_cluster(MemCluster::active(CELL, REGION));
+    let bed = with_eks(&aws);
+    merged_cell(&bed).await;
+    destroy(&bed, 2);
+    let captured = Captured::default();
+    let metrics = Metrics::new("state-sync", &captured);
+    let event = json!({"action": "sync", "cell": CELL});
+    let run = || bed.handle_with(&event, super::sync::deadline(), None, &metrics);
+    run().await.unwrap();
+    aws.add_cluster(MemCluster::active(CELL, REGION).status("DELETING"));
+    run().await.unwrap();
+    aws.remove_cluster(None, REGION, CELL);
+    run().await.unwrap();
+    run().await.unwrap();
+    let cell = Some(CELL.to_owned());
+    assert_eq!(
+        captured.outcomes(),
+        [
+            ("destroyed".to_owned(), cell.clone()),
+            ("retried".to_owned(), cell.clone()),
+            ("synced".to_owned(), cell.clone()),
+            ("unchanged".to_owned(), cell),
+        ]
+    );
+}
