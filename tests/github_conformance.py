@@ -12,8 +12,11 @@ the documented operation it matched, the caller's User-Agent and what broke GitH
   - fails on any violation, from any caller, that a test did not plant on purpose and clear
     (`DELETE /_fake/conformance` writes a `{"cleared": true}` line);
   - fails when an operation the product's code can call (the `operations!` table of
-    shared/src/github/operations.rs) was never exercised against the github.com fake, or when the product
-    called an operation that table does not list.
+    shared/src/github/operations.rs, and its `graphql_operations!` for GraphQL: ids
+    `graphql/<operation name>`) was never exercised against the github.com fake, or when the
+    product called an operation those tables do not list. A GraphQL document or its variables
+    that GitHub's published schema (@octokit/graphql-schema) refuses is a violation like any
+    other (check `graphql`).
 
 Exit status: 0 clean, 1 a failure above, 2 nothing to read (the wiring is broken).
 """
