@@ -12,8 +12,11 @@ the documented operation it matched, the caller's User-Agent and what broke GitH
   - fails on any violation, from any caller, that a test did not plant on purpose and clear
     (`DELETE /_fake/conformance` writes a `{"cleared": true}` line);
   - fails when an operation the product's code can call (the `operations!` table of
-    shared/src/github/operations.rs) was never exercised against the github.com fake, or when the product
-    called an operation that table does not list.
+    shared/src/github/operations.rs, and its `graphql_operations!` for GraphQL: ids
+    `graphql/<operation name>`) was never exercised against the github.com fake, or when the
+    product called an operation those tables do not list. A GraphQL document or its variables
+    that GitHub's published schema (@octokit/graphql-schema) refuses is a violation like any
+    other (check `graphql`).
 
 Exit status: 0 clean, 1 a failure above, 2 nothing to read (the wiring is broken).
 """
@@ -29,11 +32,22 @@ TABLE = os.path.join(ROOT, "shared", "src", "github", "operations.rs")
 # `NAME = METHOD "path" "operation id";` lines of the `operations!` table.
 # NAME = METHOD "path" "operationId" "permission";
 ENTRY = re.compile(r'^\s*([A-Z_]+)\s*=\s*(GET|POST|PATCH|PUT|DELETE)\s+"([^"]+)"\s+"([^"]+)"\s+"[^"]*";', re.M)
+# NAME = query|mutation "operation name" "permission" DOCUMENT; lines of the `graphql_operations!`
+# table (auto-merge, issue 16): their ids are `graphql/<operation name>`.
+GRAPHQL_ENTRY = re.compile(r'^\s*([A-Z_]+)\s*=\s*(query|mutation)\s+"([^"]+)"\s+"[^"]*"\s+[A-Z_]+;', re.M)
 
 
 def declared():
     with open(TABLE, encoding="utf-8") as f:
         return {m.group(4): (m.group(2), m.group(3)) for m in ENTRY.finditer(f.read())}
+
+
+def declared_graphql():
+    """The GraphQL operations the product can send: {id: query|mutation}. Their documents are
+    checked against GitHub's GraphQL schema by the fake on every request (a violation is
+    reported like a REST one)."""
+    with open(TABLE, encoding="utf-8") as f:
+        return {f"graphql/{m.group(3)}": m.group(2) for m in GRAPHQL_ENTRY.finditer(f.read())}
 
 
 def undocumented(ops, openapi_dir):
@@ -82,6 +96,7 @@ def main(argv):
                     mine.append((rec, v))
             violations.extend(mine)
     ops = declared()
+    gql = declared_graphql()
     if not files or not requests or not ops:
         print(f"github conformance: nothing to check ({len(files)} logs, {requests} requests, "
               f"{len(ops)} operations declared in {os.path.relpath(TABLE, ROOT)})", file=sys.stderr)
@@ -89,10 +104,10 @@ def main(argv):
 
     flavors = sorted(set(product) | set(tests))
     print(f"github conformance: {requests} requests from {len(files)} fakes, checked against GitHub's REST description")
-    width = max(len(o) for o in set(ops) | {o for c in product.values() for o in c} | {o for c in tests.values() for o in c})
+    width = max(len(o) for o in set(ops) | set(gql) | {o for c in product.values() for o in c} | {o for c in tests.values() for o in c})
     header = "".join(f"{'product ' + f:>24}" for f in flavors) + "".join(f"{'tests ' + f:>22}" for f in flavors)
     print(f"  {'operation':<{width}}{header}")
-    for op in sorted(set(ops) | {o for c in product.values() for o in c} | {o for c in tests.values() for o in c}):
+    for op in sorted(set(ops) | set(gql) | {o for c in product.values() for o in c} | {o for c in tests.values() for o in c}):
         row = "".join(f"{product[f][op] or '-':>24}" for f in flavors) + "".join(f"{tests[f][op] or '-':>22}" for f in flavors)
         print(f"  {op:<{width}}{row}")
 
@@ -104,26 +119,29 @@ def main(argv):
         failed = True
         print("FAILED: shared/src/github/operations.rs declares operations GitHub does not describe so:\n  " + "\n  ".join(wrong))
     else:
-        print(f"github conformance: the {len(ops)} declared operations are in {' and '.join(described)}")
+        print(f"github conformance: the {len(ops)} declared REST operations are in {' and '.join(described)}; "
+              f"{len(gql)} GraphQL operations ({', '.join(sorted(gql))}), each document checked against "
+              "GitHub's GraphQL schema (@octokit/graphql-schema) when sent")
     if violations:
         failed = True
         print(f"FAILED: {len(violations)} request(s) or answer(s) broke GitHub's description:")
         for rec, v in violations[:50]:
             print(f"  [{rec['flavor']}] {rec['method']} {rec['path']} ({rec.get('user_agent') or 'no User-Agent'}) "
                   f"{v['check']}: {v['detail']}")
-    missing = sorted(set(ops) - set(product.get("api.github.com", {})))
+    missing = sorted((set(ops) | set(gql)) - set(product.get("api.github.com", {})))
     if missing:
         failed = True
         print("FAILED: operations the product can call that no test exercised against the github.com fake: "
               + ", ".join(missing))
-    undeclared = sorted({o for c in product.values() for o in c} - set(ops))
+    undeclared = sorted({o for c in product.values() for o in c} - set(ops) - set(gql))
     if undeclared:
         failed = True
         print("FAILED: the product called operations shared/src/github/operations.rs does not declare: " + ", ".join(undeclared))
     if not failed:
         ghes = set(product.get("ghes", {}))
-        print(f"github conformance: 0 violations; all {len(ops)} operations of the product exercised "
-              f"({len(ghes & set(ops))} of them against GitHub Enterprise Server too)")
+        every = set(ops) | set(gql)
+        print(f"github conformance: 0 violations; all {len(every)} operations of the product exercised "
+              f"({len(ghes & every)} of them against GitHub Enterprise Server too)")
     return 1 if failed else 0
 
 

@@ -24,7 +24,7 @@ use cellbridge::plan::{LABEL_CELLBRIDGE, LABEL_NEW_CELL, STATUS_CONTEXT};
 use cellbridge::redact::Secret;
 use cellbridge::s3::memory::MemStates;
 use cellbridge::sync::{DEFAULT_KEY_PATTERN, KeyPattern, SyncConfig, Syncer};
-use cellbridge_tests::github::{FakeGithub, TOKEN, example_fleet};
+use cellbridge_tests::github::{FakeGithub, REVIEWER_TOKEN, TOKEN, TOKEN_LOGIN, example_fleet};
 use cellbridge_tests::leak;
 use serde_json::{Value, json};
 
@@ -121,7 +121,26 @@ trait Bed: Sized {
     fn open_issue(&self, repo: &Self::Repo, title: &str, body: &str, labels: &[&str]) -> u64;
     /// The repository's issues are turned off in its settings.
     fn disable_issues(&self, repo: &Self::Repo);
+
+    // auto-merge (issue 16)
+    /// The login cellbridge's credentials act as on this GitHub.
+    const CELLBRIDGE: &'static str;
+    /// An administrator sets the repository's "Allow auto-merge".
+    fn allow_auto_merge(&self, repo: &Self::Repo, on: bool);
+    /// An administrator protects `main`: `contexts` required (up to date when `strict`),
+    /// `approvals` approving reviews; `None` removes the protection.
+    fn protect_main(&self, repo: &Self::Repo, protection: Option<(&[&str], u32, bool)>);
+    /// The CI reports `context` on commit `sha`.
+    fn ci(&self, repo: &Self::Repo, sha: &str, context: &str, passed: bool);
+    /// A reviewer approves pull request `number`.
+    fn approve(&self, repo: &Self::Repo, number: u64);
+    /// A reviewer turns on auto-merge for pull request `number` themself.
+    fn enable_auto_merge_as_reviewer(&self, repo: &Self::Repo, number: u64);
+    /// Who turned on the auto-merge of pull request `number`, while it is on; who merged it.
+    fn auto_merge(&self, repo: &Self::Repo, number: u64) -> (Option<String>, Option<String>);
 }
+
+const REVIEWER: &str = "alice";
 
 /// The in-memory double: the Syncer's repository is the store itself.
 struct MemBed;
@@ -225,6 +244,48 @@ impl Bed for MemBed {
 
     fn disable_issues(&self, repo: &MemGithub) {
         repo.disable_issues();
+    }
+
+    const CELLBRIDGE: &'static str = cellbridge::github::memory::VIEWER;
+
+    fn allow_auto_merge(&self, repo: &MemGithub, on: bool) {
+        repo.allow_auto_merge(on);
+    }
+
+    fn protect_main(&self, repo: &MemGithub, protection: Option<(&[&str], u32, bool)>) {
+        repo.protect_branch(
+            "main",
+            protection.map(|(contexts, approvals, strict)| cellbridge::github::memory::Protection {
+                contexts: contexts.iter().map(|c| c.to_string()).collect(),
+                strict,
+                approvals,
+            }),
+        );
+    }
+
+    fn ci(&self, repo: &MemGithub, sha: &str, context: &str, passed: bool) {
+        let state = if passed {
+            cellbridge::github::CheckState::Passed
+        } else {
+            cellbridge::github::CheckState::Failed
+        };
+        repo.post_check(sha, context, state);
+    }
+
+    fn approve(&self, repo: &MemGithub, number: u64) {
+        repo.approve(number, REVIEWER);
+    }
+
+    fn enable_auto_merge_as_reviewer(&self, repo: &MemGithub, number: u64) {
+        assert_eq!(
+            repo.enable_auto_merge_as(number, REVIEWER).unwrap(),
+            cellbridge::github::AutoMergeAnswer::Enabled
+        );
+    }
+
+    fn auto_merge(&self, repo: &MemGithub, number: u64) -> (Option<String>, Option<String>) {
+        let p = repo.pulls().into_iter().find(|p| p.number == number).unwrap();
+        (p.auto_merge.map(|a| a.enabled_by), p.merged_by)
     }
 }
 
@@ -465,6 +526,89 @@ impl Bed for HttpBed {
 
     fn disable_issues(&self, _: &GithubFleet) {
         self.gh.disable_issues(REPO);
+    }
+
+    const CELLBRIDGE: &'static str = TOKEN_LOGIN;
+
+    fn allow_auto_merge(&self, _: &GithubFleet, on: bool) {
+        self.gh.allow_auto_merge(REPO, on);
+    }
+
+    fn protect_main(&self, _: &GithubFleet, protection: Option<(&[&str], u32, bool)>) {
+        // "Update branch protection" / "Delete branch protection":
+        // https://docs.github.com/rest/branches/branch-protection
+        let path = format!("/repos/{REPO}/branches/main/protection");
+        let (status, out) = match protection {
+            Some((contexts, approvals, strict)) => self.gh.call(
+                "PUT",
+                &path,
+                Some(&json!({
+                    "required_status_checks": {"strict": strict, "contexts": contexts},
+                    "enforce_admins": true,
+                    "required_pull_request_reviews": if approvals > 0 {
+                        json!({"required_approving_review_count": approvals})
+                    } else {
+                        Value::Null
+                    },
+                    "restrictions": null,
+                })),
+            ),
+            None => self.gh.call("DELETE", &path, None),
+        };
+        assert!((200..300).contains(&status), "{path}: HTTP {status}: {out}");
+    }
+
+    fn ci(&self, _: &GithubFleet, sha: &str, context: &str, passed: bool) {
+        // The CI's commit status: https://docs.github.com/rest/commits/statuses#create-a-commit-status
+        let state = if passed { "success" } else { "failure" };
+        let (status, out) = self.gh.call_as(
+            REVIEWER_TOKEN,
+            "POST",
+            &format!("/repos/{REPO}/statuses/{sha}"),
+            Some(&json!({"state": state, "context": context, "description": "the CI"})),
+        );
+        assert_eq!(status, 201, "{out}");
+    }
+
+    fn approve(&self, _: &GithubFleet, number: u64) {
+        // https://docs.github.com/rest/pulls/reviews#create-a-review-for-a-pull-request
+        let (status, out) = self.gh.call_as(
+            REVIEWER_TOKEN,
+            "POST",
+            &format!("/repos/{REPO}/pulls/{number}/reviews"),
+            Some(&json!({"event": "APPROVE"})),
+        );
+        assert_eq!(status, 200, "{out}");
+    }
+
+    fn enable_auto_merge_as_reviewer(&self, _: &GithubFleet, number: u64) {
+        let q = self.gh.graphql_as(
+            REVIEWER_TOKEN,
+            "query reviewerLooks($owner: String!, $name: String!, $number: Int!) { repository(owner: $owner, name: $name) { pullRequest(number: $number) { id } } }",
+            json!({"owner": OWNER, "name": REPO_NAME, "number": number}),
+        );
+        let id = q["data"]["repository"]["pullRequest"]["id"].clone();
+        let out = self.gh.graphql_as(
+            REVIEWER_TOKEN,
+            "mutation reviewerEnables($id: ID!) { enablePullRequestAutoMerge(input: {pullRequestId: $id}) { clientMutationId } }",
+            json!({"id": id}),
+        );
+        assert!(out.get("errors").is_none(), "{out}");
+    }
+
+    fn auto_merge(&self, _: &GithubFleet, number: u64) -> (Option<String>, Option<String>) {
+        let state = self.state();
+        let p = state["pulls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["number"] == number)
+            .unwrap()
+            .clone();
+        (
+            p["auto_merge"]["enabled_by"].as_str().map(str::to_owned),
+            p["merged_by"].as_str().map(str::to_owned),
+        )
     }
 }
 
@@ -1386,6 +1530,217 @@ async fn thousands_of_cells_needing_attention_fit_githubs_body_limit<B: Bed>() {
     assert!(!body.contains(PLANTED_SECRET));
 }
 
+// --- auto-merge (issue 16) ----------------------------------------------------------------------
+
+const OPT_IN: &str = ".cellbridge/auto-merge.yaml";
+const CI: &str = "ci/build";
+
+/// A world where `CELL` exists on main (its first pull request merged) and is opted in, and the
+/// repository allows auto-merge.
+async fn opted_in_world<B: Bed>(opt_in: &str) -> World<B> {
+    let w = World::<B>::start();
+    w.apply(CELL, 1, "vpc-1");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    w.bed.merge(w.repo(), 1).unwrap();
+    w.bed.commit(w.repo(), "main", &[(OPT_IN, opt_in)], "opt cells in");
+    w.bed.allow_auto_merge(w.repo(), true);
+    w
+}
+
+fn done(r: &Value) -> &str {
+    r["auto_merge"]["done"].as_str().unwrap_or("-")
+}
+
+/// An opted-in cell's value-only change gets GitHub's auto-merge, and GitHub merges it once the
+/// last required check passes; a replay writes nothing.
+async fn an_opted_in_value_only_change_gets_auto_merge_and_merges_once_its_checks_pass<B: Bed>() {
+    let w = opted_in_world::<B>("cells:\n  - eu-*\n").await;
+    w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT, CI], 1, true)));
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), done(&r)), ("opened", "enabled"), "{r}");
+    assert_eq!(r["auto_merge"]["opted_in_by"], "eu-*", "{r}");
+    let n = r["pull_request"]["number"].as_u64().unwrap();
+    assert_eq!(w.bed.auto_merge(w.repo(), n), (Some(B::CELLBRIDGE.to_owned()), None));
+    let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
+    assert!(pr.body.contains("**Auto-merge: eligible.**"), "{}", pr.body);
+
+    let writes = w.writes();
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), done(&r)), ("unchanged", "already-enabled"), "{r}");
+    assert_eq!(w.writes(), writes, "a replay writes nothing");
+
+    let head = w.head(&branch(CELL)).unwrap();
+    w.bed.ci(w.repo(), &head, CI, true);
+    assert!(
+        w.pulls().iter().any(|p| p.number == n && p.open),
+        "the required review is still missing"
+    );
+    w.bed.approve(w.repo(), n);
+    let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
+    assert!(pr.merged, "GitHub's auto-merge merged it: {pr:?}");
+    assert_eq!(w.bed.auto_merge(w.repo(), n).1.as_deref(), Some(B::CELLBRIDGE));
+    assert!(w.metadata_on("main", CELL).contains("vpc-2"));
+}
+
+/// Without branch protection GitHub refuses to wait ("clean status"): cellbridge merges it with
+/// the head's sha.
+async fn with_nothing_to_wait_for_an_opted_in_change_is_merged_with_its_heads_sha<B: Bed>() {
+    let w = opted_in_world::<B>("cells: [eu-c1]\n").await;
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), done(&r)), ("opened", "merged"), "{r}");
+    let n = r["pull_request"]["number"].as_u64().unwrap();
+    assert!(w.pulls().iter().any(|p| p.number == n && p.merged));
+    assert!(w.metadata_on("main", CELL).contains("vpc-2"));
+    assert_eq!(action(&w.deliver(CELL).await), "in-sync");
+}
+
+/// A schema change and a new cell never get auto-merge, and their bodies say why; a failing
+/// required check never merges.
+async fn a_schema_change_and_a_new_cell_never_get_auto_merge_and_the_body_says_why<B: Bed>() {
+    let w = opted_in_world::<B>("cells: ['*']\n").await;
+    w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT], 0, false)));
+    let mut meta = metadata(CELL, "vpc-1");
+    meta["queue_url"] = json!("q-1");
+    meta["schema"] = json!("2");
+    w.put_state(CELL, state_with(2, meta));
+    let r = w.deliver(CELL).await;
+    assert_eq!(
+        (action(&r), r["auto_merge"]["eligible"].as_bool()),
+        ("opened", Some(false)),
+        "{r}"
+    );
+    let n = r["pull_request"]["number"].as_u64().unwrap();
+    assert_eq!(w.bed.auto_merge(w.repo(), n), (None, None));
+    let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
+    assert!(pr.body.contains("a schema change needs a person"), "{}", pr.body);
+    assert!(pr.open && !pr.merged);
+
+    w.apply("eu-c9", 1, "vpc-1");
+    let r = w.deliver("eu-c9").await;
+    assert_eq!(r["auto_merge"]["eligible"], false, "{r}");
+    assert!(r["auto_merge"]["reasons"].to_string().contains("new cell"), "{r}");
+    let pr = w.pulls().into_iter().find(|p| p.head == branch("eu-c9")).unwrap();
+    assert!(pr.body.contains("This is a new cell"), "{}", pr.body);
+    assert_eq!(w.bed.auto_merge(w.repo(), pr.number), (None, None));
+}
+
+/// A reviewer pushes a layer change after cellbridge enabled auto-merge: the next event turns it
+/// off before posting the new head's status, so the change waits for a person.
+async fn a_reviewers_push_makes_the_next_event_turn_cellbridges_auto_merge_off<B: Bed>() {
+    let w = opted_in_world::<B>("cells: ['*']\n").await;
+    w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT, CI], 0, false)));
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!(done(&r), "enabled", "{r}");
+    let n = r["pull_request"]["number"].as_u64().unwrap();
+    let pushed = w.bed.commit(
+        w.repo(),
+        &branch(CELL),
+        &[(&format!("clusters/{CELL}/extra-layer.yaml"), "# a reviewer's layer\n")],
+        "a reviewer adds a layer",
+    );
+    w.bed.ci(w.repo(), &pushed, CI, true);
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), done(&r)), ("unchanged", "disabled"), "{r}");
+    assert_eq!(
+        w.bed.auto_merge(w.repo(), n),
+        (None, None),
+        "off, and nothing merged it"
+    );
+    let statuses = w.statuses(&pushed);
+    assert!(
+        statuses.iter().any(|s| s.context == STATUS_CONTEXT && s.success),
+        "{statuses:?}"
+    );
+    assert!(w.pulls().iter().any(|p| p.number == n && p.open));
+
+    // The CI fails on the reviewer's head, and the reviewer turns auto-merge on themself (GitHub
+    // refuses that while the pull request could merge at once): their choice, left alone.
+    w.bed.ci(w.repo(), &pushed, CI, false);
+    w.bed.enable_auto_merge_as_reviewer(w.repo(), n);
+    w.apply(CELL, 3, "vpc-3");
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), done(&r)), ("updated", "left-alone"), "{r}");
+    assert_eq!(w.bed.auto_merge(w.repo(), n).0.as_deref(), Some(REVIEWER));
+}
+
+/// A repository whose "Allow auto-merge" is off: the body and the result say so, the sync
+/// succeeds, and once an administrator allows it the next event enables it.
+async fn a_repository_that_does_not_allow_auto_merge_is_said_and_the_sync_succeeds<B: Bed>() {
+    let w = opted_in_world::<B>("cells: ['*']\n").await;
+    w.bed.allow_auto_merge(w.repo(), false);
+    w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT, CI], 0, false)));
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!(
+        (action(&r), done(&r), r["retryable"].as_bool()),
+        ("opened", "not-allowed", Some(false)),
+        "{r}"
+    );
+    let n = r["pull_request"]["number"].as_u64().unwrap();
+    assert!(
+        w.pulls()
+            .iter()
+            .any(|p| p.number == n && p.body.contains("**Allow auto-merge**"))
+    );
+    w.bed.allow_auto_merge(w.repo(), true);
+    let r = w.deliver(CELL).await;
+    assert_eq!(done(&r), "enabled", "{r}");
+    assert!(
+        w.pulls()
+            .iter()
+            .any(|p| p.number == n && !p.body.contains("**Allow auto-merge**"))
+    );
+}
+
+/// Reviewers approving, pushing and CI reporting around racing deliveries: whatever the
+/// interleaving, what cellbridge (or the auto-merge it enabled) merged is a value-only change
+/// of the cell's metadata. (The in-memory double runs many more schedules:
+/// `shared/tests/rules/auto_merge.rs`.)
+async fn people_and_auto_merge_never_merge_anything_ineligible<B: Bed>() {
+    for seed in 1..=3u64 {
+        let w = opted_in_world::<B>("cells: ['*']\n").await;
+        w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT, CI], 0, false)));
+        let mut dice = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut roll = |sides: u64| {
+            dice ^= dice << 13;
+            dice ^= dice >> 7;
+            dice ^= dice << 17;
+            dice % sides
+        };
+        for serial in 2..=6u64 {
+            w.apply(CELL, serial, &format!("vpc-{serial}"));
+            let people = async {
+                tokio::task::yield_now().await;
+                let head = w.head(&branch(CELL));
+                match (roll(4), head) {
+                    (0, Some(h)) => w.bed.ci(w.repo(), &h, CI, roll(3) != 0),
+                    (1, Some(_)) => {
+                        w.bed.commit(
+                            w.repo(),
+                            &branch(CELL),
+                            &[(&format!("clusters/{CELL}/review-{serial}.yaml"), "# review\n")],
+                            "a reviewer",
+                        );
+                    }
+                    _ => {}
+                }
+            };
+            let (a, b, ()) = tokio::join!(w.deliver(CELL), w.deliver(CELL), people);
+            for r in [a, b] {
+                assert!(r["action"] != "failed" || r["retryable"] == true, "seed {seed}: {r}");
+            }
+        }
+        let main = w.files("main");
+        assert!(
+            !main.keys().any(|p| p.contains("/review-")),
+            "seed {seed}: a reviewer's file reached main without a person"
+        );
+    }
+}
+
 macro_rules! scenarios {
     ($($module:ident: $bed:ty),+ ; $scenarios:tt) => {
         $(scenarios!(@bed $module, $bed, $scenarios);)+
@@ -1421,6 +1776,12 @@ scenarios!(
         a_refused_state_fails_the_pull_requests_contract_status_until_a_good_state,
         a_conflict_between_a_reviewer_and_main_is_reported_once_and_the_branch_left_alone,
         people_and_racing_deliveries_lose_nothing,
+        an_opted_in_value_only_change_gets_auto_merge_and_merges_once_its_checks_pass,
+        with_nothing_to_wait_for_an_opted_in_change_is_merged_with_its_heads_sha,
+        a_schema_change_and_a_new_cell_never_get_auto_merge_and_the_body_says_why,
+        a_reviewers_push_makes_the_next_event_turn_cellbridges_auto_merge_off,
+        a_repository_that_does_not_allow_auto_merge_is_said_and_the_sync_succeeds,
+        people_and_auto_merge_never_merge_anything_ineligible,
         a_destroyed_cell_whose_cluster_is_gone_gets_one_decommission_and_a_reapply_closes_it,
         the_fleet_dashboard_is_one_issue_rewritten_only_when_what_it_shows_changed,
         a_repository_without_issues_fails_the_dashboard_not_the_sync_all,
@@ -1694,6 +2055,33 @@ async fn http_the_request_budget_per_outcome_is_the_readmes() {
     w.apply(CELL, 7, "vpc-3");
     step("back in sync, pull request closed (`closed`)", "closed").await;
 
+    // Auto-merge (issue 16): the cell opted in, main protected by the strict check and a CI.
+    w.bed
+        .commit(w.repo(), "main", &[(OPT_IN, "cells: [eu-c1]\n")], "opt eu-c1 in");
+    w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT, CI], 0, false)));
+    w.bed.allow_auto_merge(w.repo(), false);
+    w.apply(CELL, 8, "vpc-8");
+    assert_eq!(done(&w.deliver(CELL).await), "not-allowed");
+    w.bed.allow_auto_merge(w.repo(), true);
+    w.apply(CELL, 9, "vpc-9");
+    step("opted in: value changed, auto-merge enabled (`updated`)", "updated").await;
+    w.apply(CELL, 10, "vpc-10");
+    step("opted in: value changed, auto-merge already on (`updated`)", "updated").await;
+    step("opted in: replayed (`unchanged`)", "unchanged").await;
+    let head = w.head(&branch(CELL)).unwrap();
+    w.bed.ci(w.repo(), &head, CI, true);
+    assert!(
+        !w.open_pulls().iter().any(|p| p.head == branch(CELL)),
+        "GitHub's auto-merge merged it"
+    );
+    w.bed.protect_main(w.repo(), None);
+    w.apply(CELL, 11, "vpc-11");
+    step(
+        "opted in: nothing to wait for, merged with the head's sha (`opened`)",
+        "opened",
+    )
+    .await;
+
     // The fleet dashboard, over a fleet with no pull request open (the new cell's merged): the
     // rows that cost no further request (in sync, refused, a fleet cell no state names).
     let number = w
@@ -1721,7 +2109,7 @@ async fn http_the_request_budget_per_outcome_is_the_readmes() {
     }
 
     assert_budget(&table, &measured);
-    assert!(measured.len() >= 12, "{measured:?}");
+    assert!(measured.len() >= 16, "{measured:?}");
 }
 
 /// The README's table "GitHub requests per outcome": row → (API requests, writes).

@@ -1,7 +1,7 @@
 //! Auto-merge, opted into in Git: which cells' value-only changes may merge without a person,
 //! and whether a given plan is such a change. Pure: no I/O but the `FleetRead` snapshot it is
-//! handed, no GitHub call (enabling GitHub's auto-merge on an eligible pull request is not wired
-//! yet, issue 16).
+//! handed, no GitHub call (GitHub's auto-merge is made to agree with the verdict in
+//! `github::auto_merge`).
 //!
 //! People opt cells in with one file of the fleet repo, read from the base branch only, so that a
 //! pull request cannot opt itself in:
@@ -69,15 +69,56 @@ impl Classify for AutoMergeError {
 struct File {
     #[serde(default)]
     cells: Option<Vec<String>>,
+    /// How GitHub merges an eligible pull request: `merge` (the default), `squash` or `rebase`,
+    /// as the repository allows them.
+    #[serde(default)]
+    merge_method: Option<MergeMethod>,
+}
+
+/// How a pull request is merged (GraphQL `PullRequestMergeMethod`, REST `merge_method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MergeMethod {
+    /// A merge commit (GitHub's default for both APIs).
+    #[default]
+    Merge,
+    Squash,
+    Rebase,
+}
+
+impl MergeMethod {
+    /// As GraphQL's `PullRequestMergeMethod` names it.
+    pub fn graphql(self) -> &'static str {
+        match self {
+            MergeMethod::Merge => "MERGE",
+            MergeMethod::Squash => "SQUASH",
+            MergeMethod::Rebase => "REBASE",
+        }
+    }
+
+    /// As REST's `merge_method` names it.
+    pub fn rest(self) -> &'static str {
+        match self {
+            MergeMethod::Merge => "merge",
+            MergeMethod::Squash => "squash",
+            MergeMethod::Rebase => "rebase",
+        }
+    }
 }
 
 /// The cells opted into auto-merge, as patterns in the file's order; empty: nobody.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct OptIn {
     patterns: Vec<String>,
+    merge_method: MergeMethod,
 }
 
 impl OptIn {
+    /// How an eligible pull request is merged (`merge_method`, default `merge`).
+    pub fn merge_method(&self) -> MergeMethod {
+        self.merge_method
+    }
+
     /// The patterns as the file lists them.
     pub fn patterns(&self) -> &[String] {
         &self.patterns
@@ -112,6 +153,7 @@ fn parse(text: &str) -> Result<OptIn, AutoMergeError> {
     }
     let file: File = serde_saphyr::from_str(text).map_err(|e| AutoMergeError::Invalid { reason: e.to_string() })?;
     let patterns = file.cells.unwrap_or_default();
+    let merge_method = file.merge_method.unwrap_or_default();
     for (index, pattern) in patterns.iter().enumerate() {
         if let Err(reason) = check_pattern(pattern) {
             return Err(AutoMergeError::Entry {
@@ -121,7 +163,7 @@ fn parse(text: &str) -> Result<OptIn, AutoMergeError> {
             });
         }
     }
-    Ok(OptIn { patterns })
+    Ok(OptIn { patterns, merge_method })
 }
 
 /// A pattern can match a cell name: not empty, no `/` (cells are names, not paths), and only
@@ -385,6 +427,11 @@ mod tests {
         assert_eq!(o.covers("dev-1"), Some("dev-?"));
         // The first pattern in the file's order wins.
         assert_eq!(o.covers("prod-us-east-1"), Some("*"));
+        assert_eq!(o.merge_method(), MergeMethod::Merge);
+        assert_eq!(
+            opt_in("cells: [a1]\nmerge_method: squash\n").merge_method(),
+            MergeMethod::Squash
+        );
         let flow = opt_in("cells: [a1, b-*]\n");
         assert_eq!(flow.covers("b-2"), Some("b-*"));
         assert_eq!(flow.covers("a12"), None);
@@ -423,6 +470,12 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("cell"), "{e}");
+
+        let e = error("cells: [a]\nmerge_method: fast-forward\n");
+        assert!(
+            e.starts_with(".cellbridge/auto-merge.yaml in the fleet repo: not valid"),
+            "{e}"
+        );
 
         let e = error("cells: prod-*\n");
         assert!(

@@ -15,6 +15,12 @@ repository outside the installation's selection); classic personal access tokens
 Errors follow GitHub's shapes (`{"message": ..., "documentation_url": ...}`) and status codes
 (401, 403, 404, 409, 410, 422).
 
+GraphQL (`POST /graphql`, `/api/graphql` on GitHub Enterprise Server): the documents cellbridge
+sends, checked against GitHub's GraphQL schema (`github_graphql.py`), over the same state: a pull
+request's merge state (`mergeStateStatus` derived from branch protection, statuses, reviews),
+and GitHub's auto-merge, enabled and disabled by mutation and fired when the requirements are met
+(`settle`; see "branch protection, merge state, auto-merge").
+
 Control API (never used by the product; tests and the bench drive it):
 
 - `POST /_fake/seed` `{"repo": "o/r", "branch": "main", "files": {path: text}, "message": "..",
@@ -53,6 +59,12 @@ Control API (never used by the product; tests and the bench drive it):
   request's "Update branch" button: base merged into the head branch as
   `PUT /pulls/{n}/update-branch` does (`update_pull_branch`); 202 `{"message", "url", "sha"}`
   (`sha` the new head), or that operation's 422.
+- `POST /_fake/settings` `{"repo": "o/r", "allow_auto_merge": true}`: the repository's "Allow
+  auto-merge" setting, as an administrator sets it (also `PATCH /repos/{o}/{r}` with
+  `allow_auto_merge` on github.com; GitHub Enterprise Server's description does not document that
+  field). The repository's branch protection, reviews and statuses are set through their real
+  endpoints (`PUT .../branches/{b}/protection`, `POST .../pulls/{n}/reviews`, `POST
+  .../statuses/{sha}`); `POST /_fake/tokens` takes a `"login"` for a person's token.
 - `GET /_fake/app`: the GitHub App's id, installation id and private key (PEM, generated at
   start when the `cryptography` package is there), for tests that authenticate as an app, and its
   installation's `permissions` and `repositories`.
@@ -105,6 +117,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import github_graphql  # noqa: E402  (GitHub's GraphQL schema, for /graphql)
 import github_openapi  # noqa: E402  (GitHub's own description of every request and answer)
 import leak_registry  # noqa: E402  (secrets this fake mints, for tests/leak_check.py)
 
@@ -368,6 +381,10 @@ def merge_pull(full, repo, pr, body):
         raise ApiError(405, NOT_MERGEABLE)
     if body.get("sha") is not None and body["sha"] != head_sha:
         raise ApiError(409, "Head branch was modified. Review and try the merge again.")
+    # Branch protection decides whoever merges (auto-merge, issue 16): 405 with GitHub's words.
+    unmet = protection_unmet(repo, pr)
+    if unmet is not None:
+        raise ApiError(405, unmet, documentation_url="https://docs.github.com/articles/about-protected-branches")
     method = body.get("merge_method") or "merge"
     number = pr["number"]
     if method == "rebase":
@@ -391,7 +408,11 @@ def merge_pull(full, repo, pr, body):
         message = title + ("\n\n" + body["commit_message"] if body.get("commit_message") else "")
         sha = put_commit(tree, parents, message)
     repo["refs"][base_ref] = sha
+    MERGES.append({"repo": full, "number": number, "head": head_sha, "base_before": base_sha, "commit": sha,
+                   "statuses": {c: st["state"] for c, st in repo["statuses"].get(head_sha, {}).items()},
+                   "approvals": len(pr.get("approvals") or ())})
     pr["state"], pr["merged"] = "closed", True
+    pr["auto_merge"] = None
     # "merged_at" and "closed_at" are the time of the merge (the `pull-request` schema of
     # https://docs.github.com/rest/pulls/pulls#get-a-pull-request; a merged pull request is closed).
     pr["merged_at"] = pr["closed_at"] = iso_now()
@@ -415,6 +436,141 @@ def touch(pr):
     """Marks a pull request updated now (its `updated_at`, and the order `sort=updated` lists)."""
     pr["updated"] = time.time()
     pr["updated_at"] = iso_now(pr["updated"])
+
+
+# --- branch protection, merge state, auto-merge (issue 16) -----------------------------------------
+#
+# Branch protection ("Update branch protection", https://docs.github.com/rest/branches/branch-protection#update-branch-protection,
+# `PUT /repos/{owner}/{repo}/branches/{branch}/protection`, a person's request the fake serves):
+# `required_status_checks.contexts` and `.strict` ("Require branches to be up to date before
+# merging", https://docs.github.com/repositories/configuring-branches-and-merges-in-your-repository/managing-protected-branches/about-protected-branches#require-status-checks-before-merging),
+# `required_pull_request_reviews.required_approving_review_count`. Approving reviews come from
+# "Create a review for a pull request" with `event: APPROVE`
+# (https://docs.github.com/rest/pulls/reviews#create-a-review-for-a-pull-request). The
+# repository's "Allow auto-merge" is `allow_auto_merge` of "Update a repository" ("Either `true`
+# to allow auto-merge on pull requests, or `false` to disallow auto-merge", default false;
+# https://docs.github.com/rest/repos/repos#update-a-repository).
+#
+# `mergeStateStatus` (https://docs.github.com/graphql/reference/enums#mergestatestatus) is derived
+# from that state: DIRTY "The merge commit cannot be cleanly created" (the merge rule above),
+# BEHIND "The head ref is out of date" (strict and the head lacks the base's head), BLOCKED "The
+# merge is blocked" (a required status missing, pending or failing, too few approvals), UNSTABLE
+# "Mergeable with non-passing commit status" (a status that is not required), else CLEAN.
+# Commit statuses are the checks the fake models (CI reports them with `POST /statuses/{sha}`);
+# check runs are not modelled.
+#
+# GitHub's auto-merge ("Automatically merging a pull request",
+# https://docs.github.com/pull-requests/collaborating-with-pull-requests/incorporating-changes-from-a-pull-request/automatically-merging-a-pull-request):
+# "the pull request will merge automatically when all required reviews are met and all required
+# status checks have passed" (`settle`, after every write); "Before you can use auto-merge with a
+# pull request, auto-merge must be enabled for the repository"; closing the pull request cancels
+# it. `enablePullRequestAutoMerge` refuses, with the messages GitHub gives as clients quote them:
+# a pull request that can merge now, "Pull request is in clean status" / "... unstable status"
+# (https://github.com/peter-evans/enable-pull-request-automerge/issues/343, /issues/1118); a
+# repository that does not allow it, "Auto merge is not allowed for this repository"
+# (https://github.com/indexable-inc/index/issues/2948); a pull request that is not open, "Can't
+# enable auto-merge for this pull request." (https://github.com/peter-evans/enable-pull-request-automerge/issues/310);
+# a head that is not `expectedHeadOid` ("The expected head OID of the pull request", the input's
+# description; GitHub's message for it is not documented, the fake's names both heads). Not
+# modelled: auto-merge disabled by a push from someone without write permission.
+#
+# "Merge a pull request" is held to the protection: 405 `Required status check "X" is expected.`
+# (https://github.com/claroline/Distribution/issues/492), "At least 1 approving review is required
+# by reviewers with write access." (https://github.com/Reviewable/Reviewable/issues/561), "N of N
+# required status checks are expected." for a head behind a strict base
+# (https://github.com/RakuenSoftware/aimee/pull/2460).
+
+MERGES = []  # every merge of a pull request: {"repo", "number", "head", "base_before", "commit", "statuses", "approvals"}
+
+
+def protection_of(repo, branch):
+    return (repo.get("protection") or {}).get(branch)
+
+
+def protection_unmet(repo, pr):
+    """GitHub's 405 message when the base's protection does not let `pr` merge, else None."""
+    p = protection_of(repo, pr["base"])
+    if p is None:
+        return None
+    head_sha, base_sha = repo["refs"].get("heads/" + pr["head"]), repo["refs"].get("heads/" + pr["base"])
+    contexts = p.get("contexts") or []
+    if p.get("strict") and contexts and not is_ancestor(base_sha, head_sha):
+        return f"{len(contexts)} of {len(contexts)} required status checks are expected."
+    statuses = repo["statuses"].get(head_sha, {})
+    for ctx in contexts:
+        state = statuses.get(ctx, {}).get("state")
+        if state in ("failure", "error"):
+            return f'Required status check "{ctx}" is failing.'
+        if state != "success":
+            return f'Required status check "{ctx}" is expected.'
+    need = p.get("approvals", 0)
+    if len(pr.get("approvals") or ()) < need:
+        return f"At least {need} approving review{' is' if need == 1 else 's are'} required by reviewers with write access."
+    return None
+
+
+def merge_state(repo, pr):
+    """The pull request's `mergeStateStatus` (see above)."""
+    head_sha, base_sha = repo["refs"].get("heads/" + pr["head"]), repo["refs"].get("heads/" + pr["base"])
+    if head_sha is None or base_sha is None:
+        return "UNKNOWN"
+    if not mergeable(repo, pr):
+        return "DIRTY"
+    p = protection_of(repo, pr["base"])
+    if p is not None and p.get("strict") and p.get("contexts") and not is_ancestor(base_sha, head_sha):
+        return "BEHIND"
+    if protection_unmet(repo, pr) is not None:
+        return "BLOCKED"
+    if any(st["state"] != "success" for st in repo["statuses"].get(head_sha, {}).values()):
+        return "UNSTABLE"
+    return "CLEAN"
+
+
+def settle(full, repo):
+    """GitHub's auto-merge: every open pull request whose auto-merge is on and whose
+    requirements are met merges, by its method, as whoever enabled it."""
+    while True:
+        ready = [pr for pr in repo["pulls"].values()
+                 if pr["state"] == "open" and pr.get("auto_merge") and merge_state(repo, pr) in ("CLEAN", "HAS_HOOKS", "UNSTABLE")]
+        if not ready:
+            return
+        pr = ready[0]
+        am = pr["auto_merge"]
+        try:
+            merge_pull(full, repo, pr, {"merge_method": am["merge_method"].lower()})
+            pr["closed_by"] = "auto-merge"
+            pr["merged_by"] = am["enabled_by"]
+        except ApiError:
+            pr["auto_merge"] = None
+
+
+def node_id(repo, pr):
+    """A pull request's GraphQL node id (opaque to clients)."""
+    return f"PR_kwDO{repo['id']}_{pr['number']}"
+
+
+def pull_of_node(node):
+    """(repository, pull request) of a node id, or (None, None)."""
+    for full, repo in REPOS.items():
+        for pr in repo["pulls"].values():
+            if node_id(repo, pr) == node:
+                return full, repo, pr
+    return None, None, None
+
+
+def set_protection(repo, branch, body):
+    """`PUT /branches/{branch}/protection`: what the fake keeps of it, and its answer."""
+    checks = body.get("required_status_checks") or {}
+    reviews = body.get("required_pull_request_reviews") or {}
+    contexts = list(checks.get("contexts") or []) + [c["context"] for c in checks.get("checks") or [] if c.get("context")]
+    repo.setdefault("protection", {})[branch] = {
+        "contexts": contexts, "strict": bool(checks.get("strict")),
+        "approvals": int(reviews.get("required_approving_review_count") or 0) if body.get("required_pull_request_reviews") else 0,
+    }
+    return {"url": f"https://api.github.example/repos/branches/{branch}/protection",
+            "required_status_checks": {"strict": bool(checks.get("strict")), "contexts": contexts,
+                                       "checks": [{"context": c, "app_id": None} for c in contexts]}
+            if body.get("required_status_checks") else None}
 
 
 # --- comparing two commits -------------------------------------------------------------------------
@@ -686,6 +842,15 @@ def update_pull_branch(full, repo, pr, body):
 REPOS = {}  # "o/r" -> repo dict
 NEXT_ID = [1000]
 TOKENS = {}  # token -> expiry (None: forever)
+# token -> the login it acts as (GraphQL `viewer`, who enabled auto-merge, who approved);
+# installation tokens act as the App's bot.
+LOGINS = {}
+DEFAULT_LOGIN = "cellbridge-machine-user"
+APP_BOT = "cellbridge[bot]"
+
+
+def login_of(token):
+    return LOGINS.get(token) or (APP_BOT if token and token.startswith("ghs_") else DEFAULT_LOGIN)
 APP = {"app_id": 4242, "installation_id": 777, "private_key": None, "public_key": None}
 
 
@@ -764,6 +929,20 @@ PERMISSIONS = {
     "issues/list-labels-on-issue": [{"issues": _R}, {"pull_requests": _R}],
     "issues/add-labels": [{"issues": _W}, {"pull_requests": _W}],
     "issues/set-labels": [{"issues": _W}, {"pull_requests": _W}],
+    # auto-merge (issue 16): a person's settings and reviews.
+    "repos/update": [{"administration": _W}],
+    "repos/update-branch-protection": [{"administration": _W}],
+    "repos/delete-branch-protection": [{"administration": _W}],
+    "pulls/create-review": [{"pull_requests": _W}],
+}
+# GraphQL's operations, by what they read and write: a pull request (pull_requests), and for
+# auto-merge what merging writes too (contents), as auto-merge's clients document them
+# (https://github.com/peter-evans/enable-pull-request-automerge: "pull_requests: write,
+# contents: write").
+GRAPHQL_PERMISSIONS = {
+    "graphql/pullRequestMergeState": [{"pull_requests": _R}],
+    "graphql/enablePullRequestAutoMerge": [{"pull_requests": _W, "contents": _W}],
+    "graphql/disablePullRequestAutoMerge": [{"pull_requests": _W, "contents": _W}],
 }
 LEVELS = {"read": 1, "write": 2, "admin": 3}
 
@@ -823,7 +1002,14 @@ def installation_json():
 FAULTS = []
 REQUESTS = []
 # The description every request is checked against, and what the checks saw.
-SPEC = {"description": None, "log": None}
+SPEC = {"description": None, "log": None, "graphql": None}
+
+
+def graphql_path():
+    """Where GraphQL is: `/graphql` beside github.com's REST API, `/api/graphql` on GitHub
+    Enterprise Server, whose REST API is below `/api/v3`."""
+    prefix = SPEC["description"].prefix if SPEC["description"] else ""
+    return (prefix[: -len("/v3")] if prefix.endswith("/v3") else prefix) + "/graphql"
 CONFORMANCE = {"operations": {}, "violations": []}
 # When a request breaks several rules, the answer is the one GitHub gives first: routing, then
 # the version and client headers, then the body.
@@ -858,7 +1044,8 @@ def seed(body):
     repo = REPOS.setdefault(
         full,
         {"id": new_id(), "default_branch": branch, "refs": {}, "pulls": {}, "issues": {}, "next_number": 1,
-         "labels": {}, "statuses": {}, "status_log": {}, "has_issues": True},
+         "labels": {}, "statuses": {}, "status_log": {}, "has_issues": True, "allow_auto_merge": False,
+         "protection": {}},
     )
     if "has_issues" in body:
         # Issues disabled in the repository's settings (https://docs.github.com/articles/disabling-issues/).
@@ -1332,6 +1519,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(status, out)
         spec = SPEC["description"]
         op = None
+        if url.path == graphql_path() and method == "POST":
+            return self._graphql(url.path, raw_body)
         if not path.startswith("/_codeload/"):
             prefix = spec.prefix
             api_path = url.path[len(prefix):] if url.path.startswith(prefix + "/") else None
@@ -1373,6 +1562,10 @@ class Handler(BaseHTTPRequestHandler):
                 if fault and fault.get("lose_race"):
                     self._lose_race(path, fault["lose_race"])
                 result = self._api(method, path, query, body)
+                if method != "GET":
+                    # A write can meet the last requirement of a pull request's auto-merge.
+                    for full_name, r in list(REPOS.items()):
+                        settle(full_name, r)
             status, out = result[0], result[1]
             if len(result) > 2:
                 headers = result[2]
@@ -1402,6 +1595,114 @@ class Handler(BaseHTTPRequestHandler):
             REQUESTS.append({"method": method, "path": path, "query": url.query, "status": status,
                              "write": method != "GET", "t": time.time()})
         self._send(status, out, headers, raw, ctype)
+
+    def _graphql(self, path, raw_body):
+        """`POST /graphql` (`/api/graphql` on GitHub Enterprise Server): checked against GitHub's
+        GraphQL schema (`github_graphql.check`), then run over the fake's state."""
+        op, doc, variables, problems = github_graphql.check(SPEC["graphql"], list(self.headers.items()), raw_body)
+        violations = [github_openapi.Violation("graphql", f"{op.id if op else 'graphql'}: {p}", 200, p) for p in problems]
+        self._record("POST", path, op, violations)
+        if problems:
+            return self._send(200, github_graphql.refusal(problems[0]))
+        try:
+            token = self._auth("/graphql")
+        except ApiError as e:
+            return self._send(e.status, {"message": e.message, "documentation_url": "https://docs.github.com/graphql"})
+        with LOCK:
+            fault = fault_for("POST", "/graphql")
+        if fault and fault.get("status"):
+            return self._send(fault["status"], {"message": fault.get("message", "Server Error")})
+        if fault and fault.get("secondary_rate_limit"):
+            return self._send(403, {"message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."},
+                              {"Retry-After": fault.get("retry_after", 1)})
+        actor = actor_of(token)
+        sets = GRAPHQL_PERMISSIONS.get(op.id)
+        if actor is not None and sets and not grants(actor["permissions"], sets):
+            who = "integration" if actor["kind"] == "installation" else "personal access token"
+            answer = {"data": None, "errors": [{"type": "FORBIDDEN", "message": f"Resource not accessible by {who}"}]}
+        else:
+            with LOCK:
+                answer = github_graphql.execute(SPEC["graphql"], doc, variables, self._graphql_root(token))
+                for full_name, r in list(REPOS.items()):
+                    settle(full_name, r)
+        with LOCK:
+            REQUESTS.append({"method": "POST", "path": path, "query": "", "status": 200,
+                             "write": op.kind == "mutation", "t": time.time(), "graphql": op.id})
+        self._send(200, answer)
+
+    def _graphql_root(self, token):
+        """The root of the fake's GraphQL answers: `viewer`, `repository(owner:, name:)` and the
+        two auto-merge mutations (see "branch protection, merge state, auto-merge")."""
+        Refused = github_graphql.Refused
+        viewer = login_of(token)
+
+        def checks(full, repo, pr, sha):
+            statuses = repo["statuses"].get(sha, {})
+            if not statuses:
+                return None  # GitHub's rollup is null for a commit with no status
+            required = set((protection_of(repo, pr["base"]) or {}).get("contexts") or [])
+            nodes = [{"__typename": "StatusContext", "context": c, "state": st["state"].upper(),
+                      "isRequired": (lambda c: lambda info, **k: c in required)(c)}
+                     for c, st in sorted(statuses.items())]
+            return {"contexts": lambda info, **k: {"pageInfo": {"hasNextPage": False}, "nodes": nodes, "totalCount": len(nodes)}}
+
+        def pull(full, repo, pr):
+            head = repo["refs"].get("heads/" + pr["head"], pr.get("head_sha"))
+            am = pr.get("auto_merge")
+            return {
+                "id": node_id(repo, pr), "number": pr["number"],
+                "state": "MERGED" if pr.get("merged") else pr["state"].upper(),
+                "headRefOid": head, "mergeStateStatus": merge_state(repo, pr) if pr["state"] == "open" else "UNKNOWN",
+                "autoMergeRequest": {"enabledBy": {"__typename": "Bot" if am["enabled_by"].endswith("[bot]") else "User",
+                                                   "login": am["enabled_by"]},
+                                     "mergeMethod": am["merge_method"]} if am else None,
+                "commits": lambda info, **k: {"nodes": [{"commit": {"oid": head, "statusCheckRollup": checks(full, repo, pr, head)}}]},
+            }
+
+        def repository(info, owner, name, **k):
+            full = f"{owner}/{name}"
+            repo = REPOS.get(full)
+            if repo is None:
+                raise Refused("NOT_FOUND", f"Could not resolve to a Repository with the name '{full}'.")
+
+            def pull_request(info, number, **k):
+                pr = repo["pulls"].get(number)
+                if pr is None:
+                    raise Refused("NOT_FOUND", f"Could not resolve to a PullRequest with the number of {number}.")
+                return pull(full, repo, pr)
+
+            return {"autoMergeAllowed": bool(repo.get("allow_auto_merge")), "pullRequest": pull_request}
+
+        def enable(info, input, **k):
+            full, repo, pr = pull_of_node(input["pullRequestId"])
+            if pr is None:
+                raise Refused("NOT_FOUND", f"Could not resolve to a node with the global id of '{input['pullRequestId']}'")
+            if pr["state"] != "open":
+                raise Refused("UNPROCESSABLE", "Can't enable auto-merge for this pull request.")
+            if not repo.get("allow_auto_merge"):
+                raise Refused("UNPROCESSABLE", "Auto merge is not allowed for this repository")
+            head = repo["refs"].get("heads/" + pr["head"])
+            expected = input.get("expectedHeadOid")
+            if expected is not None and expected != head:
+                raise Refused("UNPROCESSABLE", f"The pull request's head {head} is not the expected head oid {expected}")
+            state = merge_state(repo, pr)
+            if state in ("CLEAN", "UNSTABLE", "HAS_HOOKS"):
+                word = {"CLEAN": "clean", "UNSTABLE": "unstable", "HAS_HOOKS": "has_hooks"}[state]
+                raise Refused("UNPROCESSABLE", f"Pull request Pull request is in {word} status")
+            pr["auto_merge"] = {"enabled_by": viewer, "merge_method": input.get("mergeMethod") or "MERGE"}
+            touch(pr)
+            return {"pullRequest": pull(full, repo, pr), "actor": {"__typename": "User", "login": viewer}}
+
+        def disable(info, input, **k):
+            full, repo, pr = pull_of_node(input["pullRequestId"])
+            if pr is None:
+                raise Refused("NOT_FOUND", f"Could not resolve to a node with the global id of '{input['pullRequestId']}'")
+            pr["auto_merge"] = None
+            touch(pr)
+            return {"pullRequest": pull(full, repo, pr), "actor": {"__typename": "User", "login": viewer}}
+
+        return {"viewer": {"login": viewer}, "repository": repository,
+                "enablePullRequestAutoMerge": enable, "disablePullRequestAutoMerge": disable}
 
     def _record(self, method, path, op, violations):
         """Counts the operation and keeps what broke GitHub's description (never a header value)."""
@@ -1477,6 +1778,7 @@ class Handler(BaseHTTPRequestHandler):
             data = tarball(m.group(1), m.group(2))
             return 200, None, {}, data, "application/x-gzip"
         token = self._auth(path)
+        self._token = token
         m = re.fullmatch(r"/app/installations/(\d+)/access_tokens", path)
         if m and method == "POST":
             if int(m.group(1)) != APP["installation_id"]:
@@ -1544,6 +1846,40 @@ class Handler(BaseHTTPRequestHandler):
         host = self.headers.get("Host", "127.0.0.1")
         if rest == "" and method == "GET":
             return 200, repo_json(full, repo)
+        if rest == "" and method == "PATCH":
+            # "Update a repository": the fake keeps `allow_auto_merge` (auto-merge, issue 16).
+            if "allow_auto_merge" in body:
+                repo["allow_auto_merge"] = bool(body["allow_auto_merge"])
+            return 200, dict(repo_json(full, repo), allow_auto_merge=bool(repo.get("allow_auto_merge")))
+        m = re.fullmatch(r"/branches/(.+)/protection", rest)
+        if m and method == "PUT":
+            if resolve(repo, m.group(1)) is None:
+                raise ApiError(404, "Branch not found")
+            return 200, set_protection(repo, m.group(1), body or {})
+        if m and method == "DELETE":
+            if (repo.get("protection") or {}).pop(m.group(1), None) is None:
+                raise ApiError(404, "Branch not protected")
+            return 204, None
+        m = re.fullmatch(r"/pulls/(\d+)/reviews", rest)
+        if m and method == "POST":
+            pr = repo["pulls"].get(int(m.group(1)))
+            if pr is None:
+                raise ApiError(404, "Not Found")
+            if pr["state"] != "open":
+                raise ApiError(422, "Unprocessable Entity", errors=["Can not approve a closed pull request"])
+            login = login_of(getattr(self, "_token", None))
+            if (body or {}).get("event") == "APPROVE":
+                approvals = pr.setdefault("approvals", [])
+                if login not in approvals:
+                    approvals.append(login)
+            rid = new_id()
+            head = repo["refs"].get("heads/" + pr["head"])
+            return 200, {"id": rid, "node_id": f"PRR_{rid}", "user": {"login": login, "id": 3},
+                         "body": (body or {}).get("body") or "", "state": "APPROVED" if (body or {}).get("event") == "APPROVE" else "COMMENTED",
+                         "html_url": f"https://github.example/{full}/pull/{pr['number']}#pullrequestreview-{rid}",
+                         "pull_request_url": f"https://api.github.example/repos/{full}/pulls/{pr['number']}",
+                         "_links": {"html": {"href": ""}, "pull_request": {"href": ""}},
+                         "submitted_at": iso_now(), "commit_id": head, "author_association": "MEMBER"}
 
         m = re.fullmatch(r"/tarball(?:/(.+))?", rest)
         if m and method == "GET":
@@ -1647,6 +1983,7 @@ class Handler(BaseHTTPRequestHandler):
             for pr in repo["pulls"].values():
                 if pr["state"] == "open" and "heads/" + pr["head"] == short:
                     pr["state"], pr["closed_at"] = "closed", iso_now()
+                    pr["auto_merge"] = None
                     pr["closed_by"] = self.headers.get("User-Agent", "")
                     touch(pr)
             return 204, None
@@ -1770,6 +2107,8 @@ class Handler(BaseHTTPRequestHandler):
                     if k in body:
                         pr[k] = body[k]
                 if was == "open" and pr["state"] == "closed":
+                    # Closing a pull request cancels its auto-merge.
+                    pr["auto_merge"] = None
                     # Who closed it, for the tests (`closed_by` in GET /_fake/state): the
                     # User-Agent of the closing request, cellbridge's (`cellbridge/...`) or a
                     # person's (the tests' client, `cellbridge-tests`).
@@ -1788,6 +2127,7 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(404, "Not Found")
             sha = merge_pull(full, repo, pr, body or {})
             pr["closed_by"] = self.headers.get("User-Agent", "")
+            pr["merged_by"] = login_of(getattr(self, "_token", None))
             return 200, {"sha": sha, "merged": True, "message": "Pull Request successfully merged"}
 
         m = re.fullmatch(r"/pulls/(\d+)/update-branch", rest)
@@ -1963,6 +2303,9 @@ class Handler(BaseHTTPRequestHandler):
                 return 200, {}
             if path == "/_fake/tokens" and method == "POST":
                 TOKENS[body["token"]] = None
+                if body.get("login"):
+                    # Who the token acts as (a reviewer's own token, say).
+                    LOGINS[body["token"]] = body["login"]
                 if body.get("permissions") is not None:
                     # A fine-grained personal access token: its permissions are checked.
                     ACTORS[body["token"]] = {"kind": "fine_grained", "permissions": dict(body["permissions"]),
@@ -1993,6 +2336,14 @@ class Handler(BaseHTTPRequestHandler):
                 return 200, {"rulesets": list(RULESETS)}
             if path == "/_fake/rulesets" and method == "GET":
                 return 200, {"rulesets": list(RULESETS)}
+            if path == "/_fake/settings" and method == "POST":
+                # A repository's settings as an administrator sets them in the web interface:
+                # `allow_auto_merge` ("Allow auto-merge"; GHES 3.19's REST description does not
+                # document it for "Update a repository", so a test of that flavor sets it here).
+                repo = repo_or_404(body.get("repo"))
+                if "allow_auto_merge" in body:
+                    repo["allow_auto_merge"] = bool(body["allow_auto_merge"])
+                return 200, {"allow_auto_merge": bool(repo.get("allow_auto_merge"))}
             if path == "/_fake/update_branch" and method == "POST":
                 # A person pressing "Update branch" on the pull request: the same merge as
                 # `PUT /pulls/{n}/update-branch`.
@@ -2038,6 +2389,12 @@ class Handler(BaseHTTPRequestHandler):
                     j["commits"] = self._commits_between(j["base"]["sha"], j["head"]["sha"])
                     j["comments"] = [c["body"] for c in pr.get("comments") or ()]
                     j["closed_by"] = pr.get("closed_by") if pr["state"] == "closed" else None
+                    # auto-merge (issue 16)
+                    am = pr.get("auto_merge")
+                    j["auto_merge"] = {"enabled_by": am["enabled_by"], "merge_method": am["merge_method"]} if am else None
+                    j["merged_by"] = pr.get("merged_by")
+                    j["approvals"] = list(pr.get("approvals") or [])
+                    j["merge_state"] = merge_state(repo, pr) if pr["state"] == "open" else None
                     pulls.append(j)
                 # Plain issues (not pull requests), by number.
                 issues = [{"number": i["number"], "title": i["title"], "body": i["body"], "labels": list(i["labels"]),
@@ -2045,7 +2402,8 @@ class Handler(BaseHTTPRequestHandler):
                            "comments": [c["body"] for c in i["comments"]]}
                           for i in sorted(repo.get("issues", {}).values(), key=lambda i: i["number"])]
                 return 200, {"default_branch": repo["default_branch"], "branches": branches, "pulls": pulls, "files": files,
-                             "modes": modes, "issues": issues}
+                             "modes": modes, "issues": issues, "allow_auto_merge": bool(repo.get("allow_auto_merge")),
+                             "merges": [m for m in MERGES if m["repo"] == full]}
         raise ApiError(404, "no such control endpoint")
 
     @staticmethod
@@ -2071,6 +2429,8 @@ def main() -> int:
     ap.add_argument("--token", action="append", default=[], help="a personal access token to accept")
     ap.add_argument("--openapi", required=True,
                     help="the folder of @octokit/openapi's generated descriptions (make testbed installs it)")
+    ap.add_argument("--graphql-schema", default=None,
+                    help="GitHub's GraphQL schema.json (default: @octokit/graphql-schema beside --openapi)")
     ap.add_argument("--flavor", choices=["api.github.com", "ghes"], default="api.github.com",
                     help="github.com, or GitHub Enterprise Server (API below /api/v3)")
     args = ap.parse_args()
@@ -2085,6 +2445,8 @@ def main() -> int:
               "(it installs @octokit/openapi with npm)", file=sys.stderr, flush=True)
         return 2
     SPEC["description"] = github_openapi.Description.load(source, args.flavor)
+    # GitHub's GraphQL schema (@octokit/graphql-schema, installed beside @octokit/openapi).
+    SPEC["graphql"] = args.graphql_schema or github_graphql.schema_path(args.openapi)
     log_dir = os.environ.get("CELLBRIDGE_GITHUB_CONFORMANCE_DIR")
     if log_dir:
         os.makedirs(log_dir, exist_ok=True)

@@ -173,6 +173,7 @@ import urllib.error  # noqa: E402
 import urllib.request  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+import github_graphql  # noqa: E402
 import github_openapi  # noqa: E402
 
 OPENAPI = Path(os.environ.get("CELLBRIDGE_GITHUB_OPENAPI_DIR") or Path(__file__).resolve().parents[2] / ".testbed" / "openapi"
@@ -199,6 +200,7 @@ def server(request):
     if not source.is_file():
         pytest.fail(f"GitHub's OpenAPI description is missing: {source}. Run `make testbed`.")
     gf.SPEC["description"] = github_openapi.Description.load(str(source), request.param)
+    gf.SPEC["graphql"] = github_graphql.schema_path(str(OPENAPI))
     gf.TOKENS[TOKEN] = None
     httpd = gf.ThreadingHTTPServer(("127.0.0.1", 0), gf.Handler)
     httpd.daemon_threads = True
@@ -895,3 +897,155 @@ def test_a_cut_download_announces_the_whole_body_and_sends_part_of_it(gh):
     r = conn.getresponse()
     assert len(r.read()) == int(r.headers["Content-Length"])
     call(gh.url, "DELETE", "/_fake/faults")
+
+
+# auto-merge (issue 16): GraphQL checked against GitHub's schema, branch protection, auto-merge --
+
+MERGE_STATE = """query pullRequestMergeState($owner: String!, $name: String!, $number: Int!) {
+  viewer { login }
+  repository(owner: $owner, name: $name) {
+    autoMergeAllowed
+    pullRequest(number: $number) {
+      id state headRefOid mergeStateStatus
+      autoMergeRequest { enabledBy { login } mergeMethod }
+      commits(last: 1) { nodes { commit { oid statusCheckRollup { contexts(first: 100) {
+        nodes { __typename ... on StatusContext { context state isRequired(pullRequestNumber: $number) } } } } } } }
+    }
+  }
+}"""
+ENABLE = """mutation enablePullRequestAutoMerge($pullRequestId: ID!, $expectedHeadOid: GitObjectID!) {
+  enablePullRequestAutoMerge(input: {pullRequestId: $pullRequestId, expectedHeadOid: $expectedHeadOid}) {
+    pullRequest { autoMergeRequest { enabledBy { login } mergeMethod } }
+  }
+}"""
+
+
+def graphql(gh, query, variables, name=None):
+    path = gf.graphql_path()
+    body = {"query": query, "variables": variables}
+    if name:
+        body["operationName"] = name
+    return call(gh.url, "POST", path, body)
+
+
+def merge_state_of(gh, number):
+    owner, name = gh.full.split("/")
+    r = graphql(gh, MERGE_STATE, {"owner": owner, "name": name, "number": number})
+    assert r.status == 200 and "errors" not in r.body, r
+    return r.body["data"]
+
+
+def protect(gh, contexts, approvals=0, strict=False):
+    body = {"required_status_checks": {"strict": strict, "contexts": contexts}, "enforce_admins": True,
+            "required_pull_request_reviews": {"required_approving_review_count": approvals} if approvals else None,
+            "restrictions": None}
+    r = gh("PUT", "/repos/{repo}/branches/main/protection", body)
+    assert r.status == 200, r
+
+
+def allow(gh, on=True):
+    if gf.SPEC["description"].flavor == "ghes":
+        r = call(gh.url, "POST", "/_fake/settings", {"repo": gh.full, "allow_auto_merge": on})
+    else:
+        r = gh("PATCH", "/repos/{repo}", {"allow_auto_merge": on})
+    assert r.status == 200 and r.body["allow_auto_merge"] is on, r
+
+
+def test_auto_merge_waits_for_the_required_status_and_merges_as_who_enabled_it(gh):
+    protect(gh, ["ci/build"])
+    allow(gh)
+    n = open_pull(gh, "topic")
+    data = merge_state_of(gh, n)
+    pr = data["repository"]["pullRequest"]
+    assert (data["viewer"]["login"], data["repository"]["autoMergeAllowed"]) == (gf.DEFAULT_LOGIN, True)
+    assert (pr["state"], pr["mergeStateStatus"], pr["autoMergeRequest"]) == ("OPEN", "BLOCKED", None)
+    assert pr["commits"]["nodes"][0]["commit"] == {"oid": sha_of(gh, "topic"), "statusCheckRollup": None}
+    r = graphql(gh, ENABLE, {"pullRequestId": pr["id"], "expectedHeadOid": sha_of(gh, "topic")})
+    assert r.body == {"data": {"enablePullRequestAutoMerge": {"pullRequest": {"autoMergeRequest": {
+        "enabledBy": {"login": gf.DEFAULT_LOGIN}, "mergeMethod": "MERGE"}}}}}, r
+    # A status no rule requires: still blocked on ci/build, listed as not required.
+    assert gh("POST", f"/repos/{{repo}}/statuses/{sha_of(gh, 'topic')}", {"state": "pending", "context": "lint"}).status == 201
+    contexts = merge_state_of(gh, n)["repository"]["pullRequest"]["commits"]["nodes"][0]["commit"]["statusCheckRollup"]["contexts"]["nodes"]
+    assert contexts == [{"__typename": "StatusContext", "context": "lint", "state": "PENDING", "isRequired": False}]
+    assert state(gh)["pulls"][0]["state"] == "open"
+    # The required status turns success: GitHub's auto-merge merges it (UNSTABLE: lint pending).
+    assert gh("POST", f"/repos/{{repo}}/statuses/{sha_of(gh, 'topic')}", {"state": "success", "context": "ci/build"}).status == 201
+    pull = state(gh)["pulls"][0]
+    assert (pull["state"], pull["merged"], pull["merged_by"], pull["auto_merge"]) == ("closed", True, gf.DEFAULT_LOGIN, None)
+    assert merge_state_of(gh, n)["repository"]["pullRequest"]["state"] == "MERGED"
+
+
+def test_enabling_is_refused_for_a_pull_request_that_can_merge_now_or_a_repository_that_does_not_allow_it(gh):
+    n = open_pull(gh, "topic")
+    pr = merge_state_of(gh, n)["repository"]["pullRequest"]
+    r = graphql(gh, ENABLE, {"pullRequestId": pr["id"], "expectedHeadOid": pr["headRefOid"]})
+    assert r.body["data"] == {"enablePullRequestAutoMerge": None}
+    assert (r.body["errors"][0]["type"], r.body["errors"][0]["message"]) == (
+        "UNPROCESSABLE", "Auto merge is not allowed for this repository"), r
+    allow(gh)
+    assert pr["mergeStateStatus"] == "CLEAN"
+    r = graphql(gh, ENABLE, {"pullRequestId": pr["id"], "expectedHeadOid": pr["headRefOid"]})
+    assert r.body["errors"][0]["message"] == "Pull request Pull request is in clean status", r
+    protect(gh, ["ci/build"])
+    r = graphql(gh, ENABLE, {"pullRequestId": pr["id"], "expectedHeadOid": "0" * 40})
+    assert "expected head oid" in r.body["errors"][0]["message"], r
+    assert r.body["errors"][0]["path"] == ["enablePullRequestAutoMerge"]
+
+
+def test_a_document_or_variables_github_would_refuse_are_violations(gh):
+    r = graphql(gh, "query pullRequestMergeState { viewer { login nonsense } }", {})
+    assert r.status == 200 and "data" not in r.body and "nonsense" in r.body["errors"][0]["message"], r
+    r = graphql(gh, ENABLE, {"pullRequestId": 7, "expectedHeadOid": None})
+    assert "data" not in r.body, r
+    r = graphql(gh, "{ viewer { login } }", {})
+    v = call(gh.url, "GET", "/_fake/conformance").body["violations"]
+    checks = [(x["check"], x["op"]) for x in v]
+    assert checks[0] == ("graphql", "graphql/pullRequestMergeState"), v
+    assert ("graphql", "graphql/enablePullRequestAutoMerge") in checks, v
+    assert any("anonymous" in x["detail"] for x in v), v
+    assert any("variables" in x["detail"] for x in v), v
+    call(gh.url, "DELETE", "/_fake/conformance")
+
+
+def test_merging_is_held_to_the_protection_and_the_head(gh):
+    protect(gh, ["ci/build"], approvals=1)
+    n = open_pull(gh, "topic")
+    head = sha_of(gh, "topic")
+    r = gh("PUT", f"/repos/{{repo}}/pulls/{n}/merge", {"sha": head})
+    assert (r.status, r.body["message"]) == (405, 'Required status check "ci/build" is expected.'), r
+    gh("POST", f"/repos/{{repo}}/statuses/{head}", {"state": "success", "context": "ci/build"})
+    r = gh("PUT", f"/repos/{{repo}}/pulls/{n}/merge", {"sha": head})
+    assert (r.status, r.body["message"]) == (405, "At least 1 approving review is required by reviewers with write access."), r
+    assert gh("POST", f"/repos/{{repo}}/pulls/{n}/reviews", {"event": "APPROVE"}).status == 200
+    r = gh("PUT", f"/repos/{{repo}}/pulls/{n}/merge", {"sha": "0" * 40})
+    assert r.status == 409, r
+    r = gh("PUT", f"/repos/{{repo}}/pulls/{n}/merge", {"sha": head})
+    assert r.status == 200 and r.body["merged"], r
+
+
+def test_a_strict_base_blocks_a_head_behind_it(gh):
+    protect(gh, ["ci/build"], strict=True)
+    n = open_pull(gh, "topic")
+    gh("POST", f"/repos/{{repo}}/statuses/{sha_of(gh, 'topic')}", {"state": "success", "context": "ci/build"})
+    commit(gh.full, "main", {"OWNERS": "platform\n"})
+    assert merge_state_of(gh, n)["repository"]["pullRequest"]["mergeStateStatus"] == "BEHIND"
+    r = gh("PUT", f"/repos/{{repo}}/pulls/{n}/merge", {})
+    assert (r.status, r.body["message"]) == (405, "1 of 1 required status checks are expected."), r
+
+
+def test_closing_cancels_auto_merge_and_disabling_is_fine_twice(gh):
+    protect(gh, ["ci/build"])
+    allow(gh)
+    n = open_pull(gh, "topic")
+    pr = merge_state_of(gh, n)["repository"]["pullRequest"]
+    assert "errors" not in graphql(gh, ENABLE, {"pullRequestId": pr["id"], "expectedHeadOid": pr["headRefOid"]}).body
+    disable = """mutation disablePullRequestAutoMerge($pullRequestId: ID!) {
+      disablePullRequestAutoMerge(input: {pullRequestId: $pullRequestId}) { pullRequest { autoMergeRequest { mergeMethod } } } }"""
+    for _ in range(2):
+        r = graphql(gh, disable, {"pullRequestId": pr["id"]})
+        assert r.body == {"data": {"disablePullRequestAutoMerge": {"pullRequest": {"autoMergeRequest": None}}}}, r
+    assert "errors" not in graphql(gh, ENABLE, {"pullRequestId": pr["id"], "expectedHeadOid": pr["headRefOid"]}).body
+    assert gh("PATCH", f"/repos/{{repo}}/pulls/{n}", {"state": "closed"}).status == 200
+    assert state(gh)["pulls"][0]["auto_merge"] is None
+    gh("POST", f"/repos/{{repo}}/statuses/{pr['headRefOid']}", {"state": "success", "context": "ci/build"})
+    assert not state(gh)["pulls"][0]["merged"]

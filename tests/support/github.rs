@@ -9,6 +9,12 @@ use crate::process::Service;
 
 /// The personal access token every fake accepts.
 pub const TOKEN: &str = "ghp_cellbridge_test_token_0123456789";
+/// The login [`TOKEN`] acts as on the fake (GraphQL's `viewer`): cellbridge's identity there.
+pub const TOKEN_LOGIN: &str = "cellbridge-machine-user";
+/// A reviewer's own token (auto-merge, issue 16): approvals, CI statuses and a person's
+/// auto-merge go through it, so that they are not cellbridge's.
+pub const REVIEWER_TOKEN: &str = "ghp_reviewer_alice_0123456789abcdefghij";
+pub const REVIEWER_LOGIN: &str = "alice";
 
 /// One fake GitHub per test (each has its own repositories, faults and request log).
 ///
@@ -44,13 +50,55 @@ impl FakeGithub {
     fn start_flavor(flavor: &str, prefix: &'static str) -> FakeGithub {
         let dir = openapi_dir();
         let dir = dir.to_str().expect("a UTF-8 path");
-        FakeGithub {
+        let gh = FakeGithub {
             service: Service::start(
                 "github_fake.py",
                 &["--token", TOKEN, "--openapi", dir, "--flavor", flavor],
             ),
             prefix,
-        }
+        };
+        gh.control(
+            "POST",
+            "/_fake/tokens",
+            Some(&json!({"token": REVIEWER_TOKEN, "login": REVIEWER_LOGIN})),
+        );
+        gh
+    }
+
+    // auto-merge (issue 16)
+    /// [`FakeGithub::call`] with another token (a reviewer's).
+    pub fn call_as(&self, token: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        http(
+            self.service.port,
+            method,
+            &format!("{}{path}", self.prefix),
+            body,
+            Some(token),
+        )
+    }
+
+    /// A GraphQL request with `token` to the fake's GraphQL endpoint (`/graphql`, or
+    /// `/api/graphql` on GitHub Enterprise Server).
+    pub fn graphql_as(&self, token: &str, query: &str, variables: Value) -> Value {
+        let path = format!("{}/graphql", self.prefix.trim_end_matches("/v3"));
+        let (status, out) = http(
+            self.service.port,
+            "POST",
+            &path,
+            Some(&json!({"query": query, "variables": variables})),
+            Some(token),
+        );
+        assert_eq!(status, 200, "{out}");
+        out
+    }
+
+    /// The repository's "Allow auto-merge" setting, as an administrator sets it.
+    pub fn allow_auto_merge(&self, repo: &str, on: bool) {
+        self.control(
+            "POST",
+            "/_fake/settings",
+            Some(&json!({"repo": repo, "allow_auto_merge": on})),
+        );
     }
 
     /// What `GITHUB_API_URL` points at.

@@ -3,14 +3,18 @@
 
 use std::time::Instant;
 
-use http::StatusCode;
+use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::operations as ops;
 use base64::Engine as _;
 
-use super::port::{ChangedFile, Comparison, GithubRepo, Issue, Merge, OpenPull, PullRequest, PullState, Relation};
-use super::transport::{enc, sha_of, url_query};
+use super::operations::GraphqlOperation;
+use super::port::{
+    AutoMergeAnswer, AutoMergeRequest, ChangedFile, CheckState, Comparison, GithubRepo, Issue, Merge, MergeAnswer,
+    MergeMethod, MergeState, MergeStateStatus, OpenPull, PullRequest, PullState, Relation, RequiredCheck,
+};
+use super::transport::{Target, enc, sha_of, url_query};
 use super::{GithubError, GithubFleet, Result, Snapshot};
 use crate::fleet::{FileWrite, Keep};
 
@@ -662,6 +666,98 @@ impl GithubRepo for GithubFleet {
         .await?;
         Ok(())
     }
+    // auto-merge (issue 16)
+    async fn merge_state(&self, number: u64, deadline: Instant) -> Result<MergeState> {
+        let what = format!("reading the merge state of pull request #{number}");
+        let answer = self
+            .graphql(
+                &what,
+                &ops::GRAPHQL_MERGE_STATE,
+                json!({"owner": self.owner, "name": self.repo, "number": number}),
+                deadline,
+            )
+            .await?;
+        if let Some(e) = answer.errors.first() {
+            return Err(e.as_error(&what));
+        }
+        merge_state_of(&answer.data).map_err(|detail| GithubError::Protocol { what, detail })
+    }
+
+    async fn enable_auto_merge(
+        &self,
+        node_id: &str,
+        expected_head: &str,
+        method: MergeMethod,
+        deadline: Instant,
+    ) -> Result<AutoMergeAnswer> {
+        let what = format!("enabling auto-merge on pull request {node_id}");
+        let answer = self
+            .graphql(
+                &what,
+                &ops::GRAPHQL_ENABLE_AUTO_MERGE,
+                json!({"pullRequestId": node_id, "expectedHeadOid": expected_head, "mergeMethod": method.graphql()}),
+                deadline,
+            )
+            .await?;
+        let Some(e) = answer.errors.first() else {
+            return Ok(AutoMergeAnswer::Enabled);
+        };
+        Ok(match enable_refusal(&e.message) {
+            Refusal::MergeableNow => AutoMergeAnswer::MergeableNow(e.message.clone()),
+            Refusal::NotAllowed => AutoMergeAnswer::NotAllowed(e.message.clone()),
+            Refusal::HeadMoved => {
+                return Err(GithubError::Conflict {
+                    what,
+                    detail: e.message.clone(),
+                });
+            }
+            Refusal::Other if e.kind == "NOT_FOUND" => return Err(e.as_error(&what)),
+            Refusal::Other => AutoMergeAnswer::Refused(e.message.clone()),
+        })
+    }
+
+    async fn disable_auto_merge(&self, node_id: &str, deadline: Instant) -> Result<()> {
+        let what = format!("disabling auto-merge on pull request {node_id}");
+        let answer = self
+            .graphql(
+                &what,
+                &ops::GRAPHQL_DISABLE_AUTO_MERGE,
+                json!({"pullRequestId": node_id}),
+                deadline,
+            )
+            .await?;
+        match answer.errors.first() {
+            None => Ok(()),
+            // Someone (or GitHub, on a merge or a close) was first.
+            Some(e) if e.message.to_ascii_lowercase().contains("not enabled") => Ok(()),
+            Some(e) => Err(e.as_error(&what)),
+        }
+    }
+
+    async fn merge_pull(&self, number: u64, sha: &str, method: MergeMethod, deadline: Instant) -> Result<MergeAnswer> {
+        let what = format!("merging pull request #{number}");
+        let r = self
+            .repo_send(
+                &what,
+                &ops::PULLS_MERGE,
+                &format!("/pulls/{number}/merge"),
+                Some(&json!({"sha": sha, "merge_method": method.rest()})),
+                deadline,
+            )
+            .await?;
+        match r.status {
+            s if s.is_success() => Ok(MergeAnswer::Merged(sha_of(&r, &what)?)),
+            // "Method Not Allowed if merge cannot be performed": a protection not met, a
+            // conflict, a method the repository does not allow.
+            StatusCode::METHOD_NOT_ALLOWED => Ok(MergeAnswer::NotMergeable(r.message())),
+            // "Conflict if sha was provided and pull request head did not match".
+            StatusCode::CONFLICT => Err(GithubError::Conflict {
+                what,
+                detail: r.message(),
+            }),
+            _ => Err(r.api_error(&what)),
+        }
+    }
 
     // dashboard (issue 16)
     async fn open_pulls(&self, head_prefix: &str, deadline: Instant) -> Result<Vec<OpenPull>> {
@@ -741,6 +837,192 @@ impl GithubRepo for GithubFleet {
 fn epoch_secs(iso: &str) -> Option<u64> {
     use aws_sdk_s3::primitives::{DateTime, DateTimeFormat};
     u64::try_from(DateTime::from_str(iso, DateTimeFormat::DateTime).ok()?.secs()).ok()
+}
+
+// auto-merge (issue 16): GraphQL over the transport.
+
+/// A GraphQL answer: GitHub answers 200 with `data` and, when something was refused, `errors`
+/// ("Forming calls with GraphQL"; a refused mutation leaves its field `null`).
+pub(super) struct Graphql {
+    pub(super) data: Value,
+    pub(super) errors: Vec<GraphqlError>,
+}
+
+/// One of `errors`: its `type` (GitHub's extension: `NOT_FOUND`, `FORBIDDEN`, `UNPROCESSABLE`,
+/// `RATE_LIMITED`...) and `message`.
+pub(super) struct GraphqlError {
+    pub(super) kind: String,
+    pub(super) message: String,
+}
+
+impl GraphqlError {
+    fn as_error(&self, what: &str) -> GithubError {
+        let status = match self.kind.as_str() {
+            "NOT_FOUND" => 404,
+            "FORBIDDEN" => 403,
+            _ => 422,
+        };
+        GithubError::from_status(what, status, self.message.clone(), None)
+    }
+}
+
+impl GithubFleet {
+    /// One GraphQL operation with `variables`, through the transport (its retries, and its
+    /// pacing for a mutation). An HTTP refusal is an error; GraphQL's own refusals are in the
+    /// answer, except its rate limit, which is retryable.
+    pub(super) async fn graphql(
+        &self,
+        what: &str,
+        op: &GraphqlOperation,
+        variables: Value,
+        deadline: Instant,
+    ) -> Result<Graphql> {
+        let mut r = self
+            .send_to(
+                what,
+                Method::POST,
+                "/graphql",
+                Some(&json!({"query": op.document, "operationName": op.name, "variables": variables})),
+                None,
+                deadline,
+                Target::Graphql { mutation: op.mutation },
+            )
+            .await?;
+        r.permission = op.permission;
+        if !r.status.is_success() {
+            return Err(r.api_error(what));
+        }
+        let v = r.json(what)?;
+        let errors: Vec<GraphqlError> = v["errors"]
+            .as_array()
+            .map(|es| {
+                es.iter()
+                    .map(|e| GraphqlError {
+                        kind: e["type"].as_str().unwrap_or_default().to_owned(),
+                        message: e["message"].as_str().unwrap_or("GraphQL error").to_owned(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        // "If you exceed your primary rate limit ... the response ... errors ... RATE_LIMITED"
+        // ("Rate limits and query limits for the GraphQL API"): try later.
+        if let Some(e) = errors.iter().find(|e| e.kind == "RATE_LIMITED") {
+            return Err(GithubError::Transient {
+                what: what.to_owned(),
+                detail: e.message.clone(),
+            });
+        }
+        Ok(Graphql {
+            data: v["data"].clone(),
+            errors,
+        })
+    }
+}
+
+/// What an `enablePullRequestAutoMerge` refusal means, by GitHub's message (the API documents
+/// none of them; the messages are GitHub's as clients quote them, see the fakes).
+enum Refusal {
+    /// "Pull request is in clean status" (also "unstable" and "has_hooks"): nothing to wait for.
+    MergeableNow,
+    /// "Auto merge is not allowed for this repository".
+    NotAllowed,
+    /// The head is not `expectedHeadOid`.
+    HeadMoved,
+    Other,
+}
+
+fn enable_refusal(message: &str) -> Refusal {
+    let m = message.to_ascii_lowercase();
+    if [
+        "clean status",
+        "unstable status",
+        "has_hooks status",
+        "has hooks status",
+    ]
+    .iter()
+    .any(|s| m.contains(s))
+    {
+        Refusal::MergeableNow
+    } else if m.contains("auto merge is not allowed") || m.contains("auto-merge is not allowed") {
+        Refusal::NotAllowed
+    } else if m.contains("expected head") || m.contains("expectedheadoid") || m.contains("head oid") {
+        Refusal::HeadMoved
+    } else {
+        Refusal::Other
+    }
+}
+
+/// [`MergeState`] from the `pullRequestMergeState` query's `data`.
+fn merge_state_of(data: &Value) -> std::result::Result<MergeState, String> {
+    let pr = &data["repository"]["pullRequest"];
+    if pr.is_null() {
+        return Err("no pullRequest in the answer".into());
+    }
+    let text = |v: &Value, name: &str| v[name].as_str().map(str::to_owned).ok_or(format!("no {name}"));
+    let method = |m: &str| match m {
+        "SQUASH" => MergeMethod::Squash,
+        "REBASE" => MergeMethod::Rebase,
+        _ => MergeMethod::Merge,
+    };
+    let commit = &pr["commits"]["nodes"][0]["commit"];
+    let contexts = &commit["statusCheckRollup"]["contexts"];
+    let required = contexts["nodes"]
+        .as_array()
+        .map(|nodes| {
+            nodes
+                .iter()
+                .filter(|n| n["isRequired"] == true)
+                .map(|n| {
+                    // A commit status: `state` (StatusState); a check run: `status` until it is
+                    // COMPLETED, then its `conclusion` (CheckConclusionState).
+                    let (name, state) = if n["__typename"] == "CheckRun" {
+                        let state = match (n["status"].as_str(), n["conclusion"].as_str()) {
+                            (Some("COMPLETED"), Some("SUCCESS" | "NEUTRAL" | "SKIPPED")) => CheckState::Passed,
+                            (Some("COMPLETED"), _) => CheckState::Failed,
+                            _ => CheckState::Pending,
+                        };
+                        (n["name"].as_str(), state)
+                    } else {
+                        let state = match n["state"].as_str() {
+                            Some("SUCCESS") => CheckState::Passed,
+                            Some("PENDING" | "EXPECTED") => CheckState::Pending,
+                            _ => CheckState::Failed,
+                        };
+                        (n["context"].as_str(), state)
+                    };
+                    RequiredCheck {
+                        name: name.unwrap_or_default().to_owned(),
+                        state,
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let head_sha = text(pr, "headRefOid")?;
+    Ok(MergeState {
+        node_id: text(pr, "id")?,
+        state: match pr["state"].as_str() {
+            Some("OPEN") => PullState::Open,
+            Some("MERGED") => PullState::Merged,
+            _ => PullState::Closed,
+        },
+        // The rollup is the head's only when the last commit is the head (it always is; a head
+        // pushed between the two is read as not complete).
+        checks_complete: contexts["pageInfo"]["hasNextPage"] != true
+            && commit["oid"].as_str() == Some(head_sha.as_str()),
+        head_sha,
+        merge_state: pr["mergeStateStatus"]
+            .as_str()
+            .and_then(MergeStateStatus::parse)
+            .unwrap_or(MergeStateStatus::Unknown),
+        auto_merge_allowed: data["repository"]["autoMergeAllowed"] == true,
+        auto_merge: pr["autoMergeRequest"].as_object().map(|a| AutoMergeRequest {
+            enabled_by: a.get("enabledBy").and_then(|b| b["login"].as_str()).map(str::to_owned),
+            method: method(a.get("mergeMethod").and_then(Value::as_str).unwrap_or("MERGE")),
+        }),
+        viewer: data["viewer"]["login"].as_str().unwrap_or_default().to_owned(),
+        required,
+    })
 }
 
 fn label_names(item: &Value) -> Vec<String> {

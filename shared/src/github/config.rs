@@ -103,6 +103,26 @@ pub(super) struct Crabs {
     /// The App itself (requests signed with its JWT) and its installation's id; `None` for a
     /// token.
     pub(super) app: Option<(Arc<Octocrab>, u64)>,
+    // auto-merge (issue 16)
+    /// GraphQL where it is not below the REST API's base (GitHub Enterprise Server: REST at
+    /// `https://HOST/api/v3`, GraphQL at `https://HOST/api/graphql`): a client whose base is
+    /// `https://HOST/api`. With a token it carries the token; for an App it carries none and is
+    /// handed the installation token `repo` holds, at each request. `None`: `repo` sends GraphQL
+    /// to `{GITHUB_API_URL}/graphql` (github.com).
+    pub(super) graphql: Option<Arc<Octocrab>>,
+}
+
+// auto-merge (issue 16)
+/// Where GraphQL lives for the REST API at `api_url`: GitHub Enterprise Server's REST API is
+/// `http(s)://HOST/api/v3` and its GraphQL endpoint `http(s)://HOST/api/graphql` ("Forming calls
+/// with GraphQL", <https://docs.github.com/enterprise-server@3.19/graphql/guides/forming-calls-with-graphql#the-graphql-endpoint>);
+/// github.com's are `https://api.github.com` and `https://api.github.com/graphql`. The base a
+/// GraphQL client needs (`/graphql` is appended), when it is not `api_url` itself.
+pub(super) fn graphql_base(api_url: &str) -> Option<String> {
+    api_url
+        .trim_end_matches('/')
+        .strip_suffix("/api/v3")
+        .map(|host| format!("{host}/api"))
 }
 
 /// The octocrab clients of one [`GithubFleet`]: built once, kept for the life of the process,
@@ -191,6 +211,22 @@ pub(super) fn octocrab_for(api_url: &str, creds: &Credentials) -> Result<Crabs, 
         .add_retry_config(RetryConfig::None)
         .set_connect_timeout(Some(Duration::from_secs(5)))
         .set_read_timeout(Some(REQUEST_TIMEOUT));
+    let graphql = |token: Option<&String>| -> Result<Option<Arc<Octocrab>>, GithubError> {
+        let Some(base) = graphql_base(api_url) else {
+            return Ok(None);
+        };
+        let b = Octocrab::builder()
+            .base_uri(base)
+            .map_err(|e| setup(api_url, format!("invalid GITHUB_API_URL: {e}")))?
+            .add_retry_config(RetryConfig::None)
+            .set_connect_timeout(Some(Duration::from_secs(5)))
+            .set_read_timeout(Some(REQUEST_TIMEOUT));
+        let crab = match token {
+            Some(t) => b.personal_token(t.clone()).build(),
+            None => b.build(),
+        };
+        Ok(Some(Arc::new(crab.map_err(|e| setup(api_url, e.to_string()))?)))
+    };
     match creds {
         Credentials::Token(t) => Ok(Crabs {
             repo: Arc::new(
@@ -200,6 +236,7 @@ pub(super) fn octocrab_for(api_url: &str, creds: &Credentials) -> Result<Crabs, 
                     .map_err(|e| setup(api_url, e.to_string()))?,
             ),
             app: None,
+            graphql: graphql(Some(t.expose()))?,
         }),
         Credentials::App {
             app_id,
@@ -223,6 +260,7 @@ pub(super) fn octocrab_for(api_url: &str, creds: &Credentials) -> Result<Crabs, 
             Ok(Crabs {
                 repo: Arc::new(repo),
                 app: Some((Arc::new(app), *installation_id)),
+                graphql: graphql(None)?,
             })
         }
     }
@@ -249,5 +287,19 @@ mod tests {
         assert!(e.starts_with("GITHUB_API_URL="), "{e}");
         let e = cfg(Some("../main"), DEFAULT_GITHUB_API_URL).unwrap_err().to_string();
         assert!(e.starts_with("CELLBRIDGE_BASE_BRANCH="), "{e}");
+    }
+
+    #[test]
+    fn graphql_is_below_the_api_on_github_com_and_beside_v3_on_enterprise_server() {
+        assert_eq!(graphql_base(DEFAULT_GITHUB_API_URL), None);
+        assert_eq!(graphql_base("https://api.acme.ghe.com"), None);
+        assert_eq!(
+            graphql_base("https://github.example/api/v3").as_deref(),
+            Some("https://github.example/api")
+        );
+        assert_eq!(
+            graphql_base("http://127.0.0.1:8080/api/v3/").as_deref(),
+            Some("http://127.0.0.1:8080/api")
+        );
     }
 }

@@ -59,7 +59,10 @@ use sha1::Digest as _;
 
 use super::archive::{Keeper, git_object_id, hex};
 use super::operations::{self as ops, Operation};
-use super::port::{ChangedFile, Comparison, GithubRepo, Issue, Merge, OpenPull, PullRequest, PullState, Relation};
+use super::port::{
+    AutoMergeAnswer, AutoMergeRequest, ChangedFile, CheckState, Comparison, GithubRepo, Issue, Merge, MergeAnswer,
+    MergeMethod, MergeState, MergeStateStatus, OpenPull, PullRequest, PullState, Relation, RequiredCheck,
+};
 use super::{GithubError, Result, Snapshot};
 use crate::fleet::{FileMode, FileWrite, Keep, MemFleet};
 
@@ -77,6 +80,52 @@ pub struct MemPull {
     /// Who closed it: `cellbridge`, or `a person`.
     pub closed_by: Option<String>,
     pub comments: Vec<String>,
+    // auto-merge (issue 16)
+    /// GitHub's auto-merge, while it is on.
+    pub auto_merge: Option<MemAutoMerge>,
+    /// The logins whose approving review stands.
+    pub approvals: Vec<String>,
+    /// Who merged it: [`VIEWER`] for cellbridge's merge, the login that enabled auto-merge when
+    /// GitHub's auto-merge merged it, `a person` for a person's merge.
+    pub merged_by: Option<String>,
+}
+
+// auto-merge (issue 16)
+/// The login cellbridge's credentials act as (GraphQL `viewer`): an App installation's bot.
+pub const VIEWER: &str = "cellbridge[bot]";
+
+/// GitHub's auto-merge on a pull request (`autoMergeRequest`): who enabled it, and how it merges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemAutoMerge {
+    pub enabled_by: String,
+    pub method: MergeMethod,
+}
+
+/// A merge into a base branch, as the store made it: for the tests' invariants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemMerge {
+    pub number: u64,
+    /// [`MemPull::merged_by`].
+    pub by: String,
+    /// The pull request's head that was merged.
+    pub head: String,
+    /// The base branch's head before the merge, and after it.
+    pub base_before: String,
+    pub commit: String,
+    /// The head's checks and the approvals standing when it merged.
+    pub checks: BTreeMap<String, CheckState>,
+    pub approvals: usize,
+}
+
+/// A base branch's protection, as "Update branch protection" sets it
+/// (<https://docs.github.com/rest/branches/branch-protection#update-branch-protection>):
+/// `required_status_checks.contexts` and `.strict` ("Require branches to be up to date before
+/// merging"), `required_pull_request_reviews.required_approving_review_count`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Protection {
+    pub contexts: Vec<String>,
+    pub strict: bool,
+    pub approvals: u32,
 }
 
 /// An issue (not a pull request) as the store keeps it.
@@ -230,6 +279,16 @@ struct Store {
     blobs: HashMap<String, String>,
     /// Seeded interleaving: each call yields to the scheduler a pseudo-random number of times.
     jitter: Option<u64>,
+    // auto-merge (issue 16)
+    /// The repository's "Allow auto-merge" setting (`allow_auto_merge`, off unless set: "Default:
+    /// `false`", https://docs.github.com/rest/repos/repos#update-a-repository).
+    allow_auto_merge: bool,
+    /// Base branch → its protection.
+    branch_protection: BTreeMap<String, Protection>,
+    /// Commit → the checks people's CI reported on it (name, state), newest last.
+    checks: HashMap<String, Vec<(String, CheckState)>>,
+    /// Every merge of a pull request, in order.
+    merges: Vec<MemMerge>,
     // dashboard (issue 16)
     /// When each pull request was opened (seconds since the epoch), by number.
     pull_created: HashMap<u64, u64>,
@@ -482,6 +541,273 @@ impl Store {
     }
 }
 
+// auto-merge (issue 16): branch protection, GitHub's merge state and its auto-merge.
+//
+// - A pull request's `mergeStateStatus` (https://docs.github.com/graphql/reference/enums#mergestatestatus)
+//   is derived from the store: DIRTY when it cannot merge (the module's three-way rule), BEHIND
+//   when the base's protection is `strict` ("Require branches to be up to date before merging",
+//   https://docs.github.com/repositories/configuring-branches-and-merges-in-your-repository/managing-protected-branches/about-protected-branches#require-status-checks-before-merging)
+//   and the head lacks the base's head, BLOCKED when a required check of the head is missing,
+//   pending or failed, or fewer approving reviews stand than required, UNSTABLE when only checks
+//   that are not required do not pass ("Mergeable with non-passing commit status"), else CLEAN.
+// - A check of a commit is a commit status (cellbridge's, `set_status`) or a check run people's
+//   CI reports ([`MemGithub::post_check`]); `isRequired(pullRequestNumber:)` is true for those
+//   the base's protection names, and only checks that exist on the head are listed.
+// - Auto-merge (https://docs.github.com/pull-requests/collaborating-with-pull-requests/incorporating-changes-from-a-pull-request/automatically-merging-a-pull-request):
+//   "the pull request will merge automatically when all required reviews are met and all
+//   required status checks have passed" ([`Store::settle`], after every change that can meet
+//   them); it needs the repository's "Allow auto-merge" ("Before you can use auto-merge with a
+//   pull request, auto-merge must be enabled for the repository"); closing the pull request
+//   cancels it. `enablePullRequestAutoMerge` refuses a pull request that can merge now with
+//   "Pull request is in clean status" (or "unstable status"), as GitHub answers it (quoted in
+//   https://github.com/peter-evans/enable-pull-request-automerge/issues/343 and
+//   https://github.com/peter-evans/enable-pull-request-automerge/issues/1118), a repository that
+//   does not allow it with "Auto merge is not allowed for this repository" (quoted in
+//   https://github.com/indexable-inc/index/issues/2948), and a closed one with GitHub's generic
+//   "Can't enable auto-merge for this pull request." (quoted in
+//   https://github.com/peter-evans/enable-pull-request-automerge/issues/310).
+//   Not modelled: auto-merge disabled by a push from someone without write permission (every
+//   person here has it).
+// - "Merge a pull request" (https://docs.github.com/rest/pulls/pulls#merge-a-pull-request) is 405
+//   when a protection is not met, with GitHub's messages as clients quote them: `Required
+//   status check "X" is expected.` (https://github.com/claroline/Distribution/issues/492),
+//   "At least 1 approving review is required by reviewers with write access."
+//   (https://github.com/Reviewable/Reviewable/issues/561), "N of N required status checks are
+//   expected." for a head that is behind a strict base
+//   (https://github.com/RakuenSoftware/aimee/pull/2460); 409 "Head branch was modified. Review
+//   and try the merge again." when `sha` is not the head (the description's example).
+impl Store {
+    /// The latest state of every check of `sha`: cellbridge's statuses and people's check runs.
+    fn check_states(&self, sha: &str) -> BTreeMap<String, CheckState> {
+        let mut out = BTreeMap::new();
+        for st in self.statuses.get(sha).into_iter().flatten() {
+            out.insert(
+                st.context.clone(),
+                if st.success {
+                    CheckState::Passed
+                } else {
+                    CheckState::Failed
+                },
+            );
+        }
+        for (name, state) in self.checks.get(sha).into_iter().flatten() {
+            out.insert(name.clone(), *state);
+        }
+        out
+    }
+
+    /// Why the base's protection does not let `pr` merge (GitHub's 405 message), or `None`.
+    fn unmet(&self, pr: &MemPull, head: &str, base: &str) -> Option<String> {
+        let p = self.branch_protection.get(&pr.base)?;
+        if p.strict && !p.contexts.is_empty() && !self.is_ancestor(base, head) {
+            let n = p.contexts.len();
+            return Some(format!("{n} of {n} required status checks are expected."));
+        }
+        let checks = self.check_states(head);
+        for ctx in &p.contexts {
+            match checks.get(ctx) {
+                Some(CheckState::Passed) => {}
+                Some(CheckState::Failed) => return Some(format!("Required status check \"{ctx}\" is failing.")),
+                _ => return Some(format!("Required status check \"{ctx}\" is expected.")),
+            }
+        }
+        if (pr.approvals.len() as u32) < p.approvals {
+            return Some(format!(
+                "At least {} approving review{} required by reviewers with write access.",
+                p.approvals,
+                if p.approvals == 1 { " is" } else { "s are" }
+            ));
+        }
+        None
+    }
+
+    fn merge_state_of(&self, pr: &MemPull) -> MergeStateStatus {
+        let (Some(head), Some(base)) = (self.refs.get(&pr.head), self.refs.get(&pr.base)) else {
+            return MergeStateStatus::Unknown;
+        };
+        let mergeable = self
+            .merge_base(base, head)
+            .is_some_and(|since| three_way(&self.files_at(&since), &self.files_at(base), &self.files_at(head)).is_ok());
+        if !mergeable {
+            return MergeStateStatus::Dirty;
+        }
+        if let Some(p) = self.branch_protection.get(&pr.base)
+            && p.strict
+            && !p.contexts.is_empty()
+            && !self.is_ancestor(base, head)
+        {
+            return MergeStateStatus::Behind;
+        }
+        if self.unmet(pr, head, base).is_some() {
+            return MergeStateStatus::Blocked;
+        }
+        if self.check_states(head).values().any(|c| *c != CheckState::Passed) {
+            return MergeStateStatus::Unstable;
+        }
+        MergeStateStatus::Clean
+    }
+
+    /// Merges pull request `number` as "Merge a pull request" does: the head into the base
+    /// (three ways, see the module), by `method`, only if the head is `sha` (when given) and,
+    /// when `enforce`, the base's protection is met. The new head of the base.
+    fn merge_pr(
+        &mut self,
+        number: u64,
+        method: MergeMethod,
+        sha: Option<&str>,
+        by: &str,
+        enforce: bool,
+    ) -> std::result::Result<String, MergeRefused> {
+        let Some(pr) = self.pulls.iter().find(|p| p.number == number).cloned() else {
+            return Err(MergeRefused {
+                status: 404,
+                message: "Not Found".into(),
+                conflicts: Vec::new(),
+            });
+        };
+        let (Some(head), Some(base)) = (self.refs.get(&pr.head).cloned(), self.refs.get(&pr.base).cloned()) else {
+            return Err(not_mergeable(Vec::new()));
+        };
+        if !pr.open {
+            return Err(not_mergeable(Vec::new()));
+        }
+        if sha.is_some_and(|s| s != head) {
+            return Err(MergeRefused {
+                status: 409,
+                message: "Head branch was modified. Review and try the merge again.".into(),
+                conflicts: Vec::new(),
+            });
+        }
+        let Some(since) = self.merge_base(&base, &head) else {
+            return Err(not_mergeable(Vec::new()));
+        };
+        let files =
+            three_way(&self.files_at(&since), &self.files_at(&base), &self.files_at(&head)).map_err(not_mergeable)?;
+        if enforce && let Some(message) = self.unmet(&pr, &head, &base) {
+            return Err(MergeRefused {
+                status: 405,
+                message,
+                conflicts: Vec::new(),
+            });
+        }
+        let tree = self.put_tree(files);
+        let sha = match method {
+            MergeMethod::Merge => self.put_commit(
+                &tree,
+                &[base.clone(), head.clone()],
+                &format!("Merge pull request #{number}"),
+            ),
+            // A squash is one commit on the base with the merged tree; a rebase replays the pull
+            // request's commits onto the base, which ends in the same tree: the double makes that
+            // one commit too (the replayed intermediate commits are not modelled).
+            MergeMethod::Squash | MergeMethod::Rebase => {
+                self.put_commit(&tree, std::slice::from_ref(&base), &format!("{} (#{number})", pr.title))
+            }
+        };
+        self.refs.insert(pr.base.clone(), sha.clone());
+        self.merges.push(MemMerge {
+            number,
+            by: by.to_owned(),
+            checks: self.check_states(&head),
+            head,
+            base_before: base.clone(),
+            commit: sha.clone(),
+            approvals: pr.approvals.len(),
+        });
+        let p = self.pulls.iter_mut().find(|p| p.number == number).expect("found above");
+        p.open = false;
+        p.merged = true;
+        p.auto_merge = None;
+        p.merged_by = Some(by.to_owned());
+        self.journal.push(format!("#{number} merged by {by}"));
+        Ok(sha)
+    }
+
+    /// GitHub's auto-merge: every open pull request whose auto-merge is on and whose
+    /// requirements are now met merges, by the method it was enabled with, as the one who
+    /// enabled it.
+    fn settle(&mut self) {
+        loop {
+            let ready = self.pulls.iter().find_map(|p| {
+                let am = p.auto_merge.as_ref()?;
+                (p.open && self.merge_state_of(p).mergeable_now()).then(|| (p.number, am.clone()))
+            });
+            let Some((number, am)) = ready else { return };
+            if self.merge_pr(number, am.method, None, &am.enabled_by, true).is_err() {
+                // Cannot happen (the state said mergeable); never loop on it.
+                if let Some(p) = self.pulls.iter_mut().find(|p| p.number == number) {
+                    p.auto_merge = None;
+                }
+            }
+        }
+    }
+
+    /// `enablePullRequestAutoMerge` for `by` (see the module's rules).
+    fn enable(
+        &mut self,
+        number: u64,
+        expected_head: Option<&str>,
+        method: MergeMethod,
+        by: &str,
+    ) -> Result<AutoMergeAnswer> {
+        let Some(pr) = self.pulls.iter().find(|p| p.number == number).cloned() else {
+            return Err(api(
+                &GRAPHQL_ENABLE,
+                404,
+                "Could not resolve to a node with the global id",
+            ));
+        };
+        if !pr.open {
+            return Ok(AutoMergeAnswer::Refused(
+                "Can't enable auto-merge for this pull request.".into(),
+            ));
+        }
+        if !self.allow_auto_merge {
+            return Ok(AutoMergeAnswer::NotAllowed(
+                "Auto merge is not allowed for this repository".into(),
+            ));
+        }
+        let head = self.refs.get(&pr.head).cloned().unwrap_or_default();
+        if expected_head.is_some_and(|e| e != head) {
+            return Err(GithubError::Conflict {
+                what: format!("enabling auto-merge on pull request #{number}"),
+                detail: format!("the head is {head}, not the one checked"),
+            });
+        }
+        let state = self.merge_state_of(&pr);
+        if state.mergeable_now() {
+            let word = if state == MergeStateStatus::Unstable {
+                "unstable"
+            } else {
+                "clean"
+            };
+            return Ok(AutoMergeAnswer::MergeableNow(format!(
+                "Pull request is in {word} status"
+            )));
+        }
+        let p = self.pulls.iter_mut().find(|p| p.number == number).expect("found above");
+        p.auto_merge = Some(MemAutoMerge {
+            enabled_by: by.to_owned(),
+            method,
+        });
+        self.journal.push(format!("#{number} auto-merge enabled by {by}"));
+        Ok(AutoMergeAnswer::Enabled)
+    }
+}
+
+static GRAPHQL_MERGE_STATE: Operation = ops::GRAPHQL_MERGE_STATE.as_operation();
+static GRAPHQL_ENABLE: Operation = ops::GRAPHQL_ENABLE_AUTO_MERGE.as_operation();
+static GRAPHQL_DISABLE: Operation = ops::GRAPHQL_DISABLE_AUTO_MERGE.as_operation();
+
+/// A pull request's node id (`PullRequest.id`), as the store hands it out.
+fn node_id(number: u64) -> String {
+    format!("PR_kwDOfleet{number}")
+}
+
+fn number_of(node: &str) -> Option<u64> {
+    node.strip_prefix("PR_kwDOfleet")?.parse().ok()
+}
+
 impl MemGithub {
     /// A repository whose default branch `branch` holds `files` (path, text) in one commit.
     pub fn new(branch: &str, files: &[(String, String)]) -> Self {
@@ -549,7 +875,11 @@ impl MemGithub {
             .iter()
             .map(|(p, c)| (p.to_string(), Some(c.to_string())))
             .collect();
-        self.with(|s| s.commit_on(branch, &files, message))
+        self.with(|s| {
+            let sha = s.commit_on(branch, &files, message);
+            s.settle();
+            sha
+        })
     }
 
     /// A person's commit on `branch` that deletes `paths`; its id.
@@ -628,6 +958,8 @@ impl MemGithub {
             if let Some(p) = s.pulls.iter_mut().find(|p| p.number == number && p.open) {
                 p.open = false;
                 p.closed_by = Some("a person".into());
+                // Closing cancels auto-merge (see "auto-merge" above).
+                p.auto_merge = None;
             }
         });
     }
@@ -687,30 +1019,9 @@ impl MemGithub {
     /// nothing changed.
     pub fn try_merge(&self, number: u64) -> std::result::Result<String, MergeRefused> {
         self.with(|s| {
-            let Some(pr) = s.pulls.iter().find(|p| p.number == number).cloned() else {
-                return Err(MergeRefused {
-                    status: 404,
-                    message: "Not Found".into(),
-                    conflicts: Vec::new(),
-                });
-            };
-            let (Some(head), Some(base)) = (s.refs.get(&pr.head).cloned(), s.refs.get(&pr.base).cloned()) else {
-                return Err(not_mergeable(Vec::new()));
-            };
-            if !pr.open {
-                return Err(not_mergeable(Vec::new()));
-            }
-            let Some(since) = s.merge_base(&base, &head) else {
-                return Err(not_mergeable(Vec::new()));
-            };
-            let files =
-                three_way(&s.files_at(&since), &s.files_at(&base), &s.files_at(&head)).map_err(not_mergeable)?;
-            let tree = s.put_tree(files);
-            let sha = s.put_commit(&tree, &[base, head], &format!("Merge pull request #{number}"));
-            s.refs.insert(pr.base.clone(), sha.clone());
-            let p = s.pulls.iter_mut().find(|p| p.number == number).expect("found above");
-            p.open = false;
-            p.merged = true;
+            // A person's merge is held to the base's protection too (auto-merge, issue 16).
+            let sha = s.merge_pr(number, MergeMethod::Merge, None, "a person", true)?;
+            s.settle();
             Ok(sha)
         })
     }
@@ -720,6 +1031,73 @@ impl MemGithub {
     pub fn merge(&self, number: u64) -> String {
         self.try_merge(number)
             .unwrap_or_else(|e| panic!("merging pull request #{number}: GitHub refuses: {e}"))
+    }
+
+    // auto-merge (issue 16): what administrators and reviewers do.
+
+    /// The repository's "Allow auto-merge" setting, as an administrator sets it ("Managing
+    /// auto-merge for pull requests in your repository",
+    /// <https://docs.github.com/repositories/configuring-branches-and-merges-in-your-repository/configuring-pull-request-merges/managing-auto-merge-for-pull-requests-in-your-repository>).
+    pub fn allow_auto_merge(&self, allow: bool) {
+        self.with(|s| s.allow_auto_merge = allow);
+    }
+
+    /// An administrator protects `branch` (`None`: removes its protection).
+    pub fn protect_branch(&self, branch: &str, protection: Option<Protection>) {
+        self.with(|s| {
+            match protection {
+                Some(p) => s.branch_protection.insert(branch.to_owned(), p),
+                None => s.branch_protection.remove(branch),
+            };
+            s.settle();
+        });
+    }
+
+    /// `login` approves pull request `number` ("Create a review for a pull request" with `event:
+    /// APPROVE`, https://docs.github.com/rest/pulls/reviews#create-a-review-for-a-pull-request).
+    pub fn approve(&self, number: u64, login: &str) {
+        self.with(|s| {
+            if let Some(p) = s.pulls.iter_mut().find(|p| p.number == number && p.open) {
+                if !p.approvals.iter().any(|a| a == login) {
+                    p.approvals.push(login.to_owned());
+                }
+                s.journal.push(format!("#{number} approved by {login}"));
+            }
+            s.settle();
+        });
+    }
+
+    /// People's CI reports check `name` on commit `sha` (a check run: "Create a check run",
+    /// https://docs.github.com/rest/checks/runs#create-a-check-run).
+    pub fn post_check(&self, sha: &str, name: &str, state: CheckState) {
+        self.with(|s| {
+            let list = s.checks.entry(sha.to_owned()).or_default();
+            list.retain(|(n, _)| n != name);
+            list.push((name.to_owned(), state));
+            s.journal.push(format!("check {name} {state:?} on {sha}"));
+            s.settle();
+        });
+    }
+
+    /// A person (`login`) enables auto-merge on pull request `number` for its current head, in
+    /// the web interface; GitHub's answer.
+    pub fn enable_auto_merge_as(&self, number: u64, login: &str) -> Result<AutoMergeAnswer> {
+        self.with(|s| s.enable(number, None, MergeMethod::Merge, login))
+    }
+
+    /// Every merge of a pull request so far, in order.
+    pub fn merges(&self) -> Vec<MemMerge> {
+        self.with(|s| s.merges.clone())
+    }
+
+    /// The latest state of every check of `sha` (statuses and people's check runs).
+    pub fn check_states(&self, sha: &str) -> BTreeMap<String, CheckState> {
+        self.with(|s| s.check_states(sha))
+    }
+
+    /// The merge state GitHub would report for pull request `number`.
+    pub fn merge_state_of(&self, number: u64) -> Option<MergeStateStatus> {
+        self.with(|s| s.pulls.iter().find(|p| p.number == number).map(|p| s.merge_state_of(p)))
     }
 
     /// Interleaves concurrent callers: from now on every call first yields to the scheduler a
@@ -854,6 +1232,7 @@ impl MemGithub {
             ops::REPOS_LIST_COMMIT_STATUSES_FOR_REF.id,
             ops::ISSUES_LIST_FOR_REPO.id,
             ops::APPS_GET_INSTALLATION.id,
+            ops::GRAPHQL_MERGE_STATE.id,
         ];
         self.calls().iter().filter(|c| !reads.contains(c)).count()
     }
@@ -1090,6 +1469,7 @@ impl GithubRepo for MemGithub {
             if s.refs.remove(branch).is_some() {
                 for p in s.pulls.iter_mut().filter(|p| p.open && p.head == branch) {
                     p.open = false;
+                    p.auto_merge = None;
                 }
             }
             Ok(())
@@ -1128,6 +1508,8 @@ impl GithubRepo for MemGithub {
                 success,
                 description: description.to_owned(),
             });
+            // The last required status turning success is what GitHub's auto-merge waits for.
+            s.settle();
             Ok(())
         })
     }
@@ -1176,6 +1558,9 @@ impl GithubRepo for MemGithub {
                 merged: false,
                 closed_by: None,
                 comments: Vec::new(),
+                auto_merge: None,
+                approvals: Vec::new(),
+                merged_by: None,
             });
             s.pull_created.insert(number, now_secs());
             Ok((number, format!("https://github.example/acme/fleet/pull/{number}")))
@@ -1238,6 +1623,7 @@ impl GithubRepo for MemGithub {
                 p.closed_by = Some("cellbridge".into());
             }
             p.open = false;
+            p.auto_merge = None;
             p.body = body.to_owned();
             Ok(())
         })
@@ -1376,6 +1762,98 @@ impl GithubRepo for MemGithub {
             Ok(())
         })
     }
+    // auto-merge (issue 16)
+    async fn merge_state(&self, number: u64, _deadline: Instant) -> Result<MergeState> {
+        self.pause().await;
+        self.with(|s| {
+            s.enter(&GRAPHQL_MERGE_STATE)?;
+            let Some(pr) = s.pulls.iter().find(|p| p.number == number) else {
+                return Err(api(
+                    &GRAPHQL_MERGE_STATE,
+                    404,
+                    format!("Could not resolve to a PullRequest with the number of {number}."),
+                ));
+            };
+            let head = s.refs.get(&pr.head).cloned().unwrap_or_default();
+            let required_names: Vec<String> = s
+                .branch_protection
+                .get(&pr.base)
+                .map(|p| p.contexts.clone())
+                .unwrap_or_default();
+            let required = s
+                .check_states(&head)
+                .into_iter()
+                .filter(|(name, _)| required_names.contains(name))
+                .map(|(name, state)| RequiredCheck { name, state })
+                .collect();
+            Ok(MergeState {
+                node_id: node_id(number),
+                state: match (pr.open, pr.merged) {
+                    (true, _) => PullState::Open,
+                    (false, true) => PullState::Merged,
+                    (false, false) => PullState::Closed,
+                },
+                head_sha: head,
+                merge_state: s.merge_state_of(pr),
+                auto_merge_allowed: s.allow_auto_merge,
+                auto_merge: pr.auto_merge.as_ref().map(|a| AutoMergeRequest {
+                    enabled_by: Some(a.enabled_by.clone()),
+                    method: a.method,
+                }),
+                viewer: VIEWER.to_owned(),
+                required,
+                checks_complete: true,
+            })
+        })
+    }
+
+    async fn enable_auto_merge(
+        &self,
+        node: &str,
+        expected_head: &str,
+        method: MergeMethod,
+        _deadline: Instant,
+    ) -> Result<AutoMergeAnswer> {
+        self.pause().await;
+        self.with(|s| {
+            s.enter(&GRAPHQL_ENABLE)?;
+            let number = number_of(node).ok_or_else(|| api(&GRAPHQL_ENABLE, 404, "Could not resolve to a node"))?;
+            s.enable(number, Some(expected_head), method, VIEWER)
+        })
+    }
+
+    async fn disable_auto_merge(&self, node: &str, _deadline: Instant) -> Result<()> {
+        self.pause().await;
+        self.with(|s| {
+            s.enter(&GRAPHQL_DISABLE)?;
+            let number = number_of(node).ok_or_else(|| api(&GRAPHQL_DISABLE, 404, "Could not resolve to a node"))?;
+            if let Some(p) = s.pulls.iter_mut().find(|p| p.number == number)
+                && p.auto_merge.take().is_some()
+            {
+                s.journal.push(format!("#{number} auto-merge disabled by {VIEWER}"));
+            }
+            Ok(())
+        })
+    }
+
+    async fn merge_pull(&self, number: u64, sha: &str, method: MergeMethod, _deadline: Instant) -> Result<MergeAnswer> {
+        self.pause().await;
+        self.with(|s| {
+            s.enter(&ops::PULLS_MERGE)?;
+            match s.merge_pr(number, method, Some(sha), VIEWER, true) {
+                Ok(merged) => {
+                    s.settle();
+                    Ok(MergeAnswer::Merged(merged))
+                }
+                Err(r) if r.status == 405 => Ok(MergeAnswer::NotMergeable(r.message)),
+                Err(r) if r.status == 409 => Err(GithubError::Conflict {
+                    what: format!("merging pull request #{number}"),
+                    detail: r.message,
+                }),
+                Err(r) => Err(api(&ops::PULLS_MERGE, r.status, r.message)),
+            }
+        })
+    }
 
     // dashboard (issue 16)
     async fn open_pulls(&self, head_prefix: &str, _deadline: Instant) -> Result<Vec<OpenPull>> {
@@ -1437,6 +1915,9 @@ mod tests {
                 merged: false,
                 closed_by: None,
                 comments: Vec::new(),
+                auto_merge: None,
+                approvals: Vec::new(),
+                merged_by: None,
             })
         });
         gh

@@ -30,6 +30,8 @@ use crate::redact::Secret;
 
 mod api;
 mod archive;
+// auto-merge (issue 16)
+pub mod auto_merge;
 pub mod config;
 pub mod dashboard;
 pub mod decommission;
@@ -45,6 +47,12 @@ mod transport;
 pub use archive::{Archive, ArchiveError, read_archive, read_archive_from};
 pub use config::{DEFAULT_GITHUB_API_URL, GithubConfig};
 pub use port::{ChangedFile, Comparison, GithubRepo, Issue, Merge, OpenPull, PullRequest, PullState, Relation};
+// auto-merge (issue 16)
+pub use port::{
+    AutoMergeAnswer, AutoMergeRequest, CheckState, MergeAnswer, MergeMethod, MergeState, MergeStateStatus,
+    RequiredCheck,
+};
+pub use pull_request::{Converged, converge_reporting};
 pub use pull_request::{converge, plan_digest};
 
 #[derive(Debug, thiserror::Error)]

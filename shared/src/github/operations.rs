@@ -58,4 +58,112 @@ operations! {
     APPS_GET_INSTALLATION = GET "/app/installations/{installation_id}" "apps/get-installation" "";
     // Sent by octocrab itself when cellbridge authenticates as a GitHub App.
     APPS_CREATE_INSTALLATION_ACCESS_TOKEN = POST "/app/installations/{installation_id}/access_tokens" "apps/create-installation-access-token" "";
+    // auto-merge (issue 16)
+    // "Merge a pull request" (https://docs.github.com/rest/pulls/pulls#merge-a-pull-request), with
+    // the head's `sha`, once GitHub refused to wait (the pull request can merge now). Listed under
+    // "Contents" (write) in "Permissions required for GitHub Apps".
+    PULLS_MERGE = PUT "/repos/{owner}/{repo}/pulls/{pull_number}/merge" "pulls/merge" "contents=write";
 }
+
+// auto-merge (issue 16)
+/// The GraphQL operations cellbridge sends (<https://docs.github.com/graphql>), one document each,
+/// to `{GITHUB_API_URL}/graphql` on github.com and `https://HOST/api/graphql` on GitHub Enterprise
+/// Server. Their `id` is `graphql/<operation name>`, the name the document gives itself; the
+/// test suite checks every document and its variables against GitHub's published schema
+/// (`@octokit/graphql-schema`) and that each was exercised (`tests/github_conformance.py` reads
+/// the `NAME = query|mutation "name" "permission";` lines below). The permission is what the
+/// operation needs of an App installation or a fine-grained token.
+pub struct GraphqlOperation {
+    /// `graphql/<name>`, as the conformance report lists it.
+    pub id: &'static str,
+    /// The operation's name in its document (`query pullRequestMergeState(...)`).
+    pub name: &'static str,
+    pub mutation: bool,
+    pub document: &'static str,
+    pub permission: &'static str,
+}
+
+impl GraphqlOperation {
+    /// As a REST-shaped [`Operation`] (`POST /graphql`), for the transport and the doubles.
+    pub const fn as_operation(&self) -> Operation {
+        Operation {
+            method: Method::POST,
+            id: self.id,
+            path: "/graphql",
+            permission: self.permission,
+        }
+    }
+}
+
+macro_rules! graphql_operations {
+    ($($name:ident = $kind:ident $op:literal $permission:literal $document:expr;)*) => {
+        $(pub const $name: GraphqlOperation = GraphqlOperation {
+            id: concat!("graphql/", $op),
+            name: $op,
+            mutation: graphql_operations!(@mutation $kind),
+            document: $document,
+            permission: $permission,
+        };)*
+        /// All of them.
+        pub const GRAPHQL: &[&GraphqlOperation] = &[$(&$name),*];
+    };
+    (@mutation query) => { false };
+    (@mutation mutation) => { true };
+}
+
+graphql_operations! {
+    // Where a pull request stands for merging, in one request: its node id, head, merge state
+    // (`MergeStateStatus`), the repository's "Allow auto-merge" setting, who enabled auto-merge,
+    // and the head commit's checks with whether each is required for this pull request
+    // (`isRequired(pullRequestNumber:)` of `StatusContext` and `CheckRun`). Commit statuses need
+    // statuses=read, check runs checks=read.
+    GRAPHQL_MERGE_STATE = query "pullRequestMergeState" "pull_requests=read" MERGE_STATE_QUERY;
+    // "Enable the default auto-merge on a pull request", for the head cellbridge checked only
+    // (`expectedHeadOid`). Content-creating: paced as a write.
+    GRAPHQL_ENABLE_AUTO_MERGE = mutation "enablePullRequestAutoMerge" "contents=write,pull_requests=write" ENABLE_AUTO_MERGE_MUTATION;
+    // "Disable auto merge on the given pull request".
+    GRAPHQL_DISABLE_AUTO_MERGE = mutation "disablePullRequestAutoMerge" "contents=write,pull_requests=write" DISABLE_AUTO_MERGE_MUTATION;
+}
+
+const MERGE_STATE_QUERY: &str = "query pullRequestMergeState($owner: String!, $name: String!, $number: Int!) {
+  viewer { login }
+  repository(owner: $owner, name: $name) {
+    autoMergeAllowed
+    pullRequest(number: $number) {
+      id
+      state
+      headRefOid
+      mergeStateStatus
+      autoMergeRequest { enabledBy { login } mergeMethod }
+      commits(last: 1) {
+        nodes {
+          commit {
+            oid
+            statusCheckRollup {
+              contexts(first: 100) {
+                pageInfo { hasNextPage }
+                nodes {
+                  __typename
+                  ... on StatusContext { context state isRequired(pullRequestNumber: $number) }
+                  ... on CheckRun { name status conclusion isRequired(pullRequestNumber: $number) }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}";
+
+const ENABLE_AUTO_MERGE_MUTATION: &str = "mutation enablePullRequestAutoMerge($pullRequestId: ID!, $expectedHeadOid: GitObjectID!, $mergeMethod: PullRequestMergeMethod!) {
+  enablePullRequestAutoMerge(input: {pullRequestId: $pullRequestId, expectedHeadOid: $expectedHeadOid, mergeMethod: $mergeMethod}) {
+    pullRequest { autoMergeRequest { enabledBy { login } mergeMethod } }
+  }
+}";
+
+const DISABLE_AUTO_MERGE_MUTATION: &str = "mutation disablePullRequestAutoMerge($pullRequestId: ID!) {
+  disablePullRequestAutoMerge(input: {pullRequestId: $pullRequestId}) {
+    pullRequest { autoMergeRequest { mergeMethod } }
+  }
+}";

@@ -94,6 +94,152 @@ pub enum Merge {
     Conflict,
 }
 
+// auto-merge (issue 16)
+
+pub use crate::automerge::MergeMethod;
+
+/// GraphQL's `MergeStateStatus` of a pull request: "Detailed status information about a pull
+/// request merge" (<https://docs.github.com/graphql/reference/enums#mergestatestatus>).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MergeStateStatus {
+    /// "The head ref is out of date" (a strict required-checks rule).
+    Behind,
+    /// "The merge is blocked" (a required check or review missing).
+    Blocked,
+    /// "Mergeable and passing commit status."
+    Clean,
+    /// "The merge commit cannot be cleanly created."
+    Dirty,
+    /// Deprecated, a draft.
+    Draft,
+    /// "Mergeable with passing commit status and pre-receive hooks."
+    HasHooks,
+    /// "The state cannot currently be determined."
+    Unknown,
+    /// "Mergeable with non-passing commit status" (a check that is not required).
+    Unstable,
+}
+
+impl MergeStateStatus {
+    /// As GitHub names it.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "BEHIND" => Self::Behind,
+            "BLOCKED" => Self::Blocked,
+            "CLEAN" => Self::Clean,
+            "DIRTY" => Self::Dirty,
+            "DRAFT" => Self::Draft,
+            "HAS_HOOKS" => Self::HasHooks,
+            "UNKNOWN" => Self::Unknown,
+            "UNSTABLE" => Self::Unstable,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Behind => "BEHIND",
+            Self::Blocked => "BLOCKED",
+            Self::Clean => "CLEAN",
+            Self::Dirty => "DIRTY",
+            Self::Draft => "DRAFT",
+            Self::HasHooks => "HAS_HOOKS",
+            Self::Unknown => "UNKNOWN",
+            Self::Unstable => "UNSTABLE",
+        }
+    }
+
+    /// Every requirement of the base branch is met: the pull request can merge now (what GitHub's
+    /// auto-merge refuses to wait for).
+    pub fn mergeable_now(self) -> bool {
+        matches!(self, Self::Clean | Self::HasHooks | Self::Unstable)
+    }
+}
+
+/// Where a check of the head commit stands: a commit status (`StatusContext.state`) or a check
+/// run (`CheckRun.status` and `conclusion`), reduced to what a merge needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckState {
+    Passed,
+    Pending,
+    Failed,
+}
+
+/// A check of the head commit that the base branch requires for this pull request
+/// (`isRequired(pullRequestNumber:)`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequiredCheck {
+    pub name: String,
+    pub state: CheckState,
+}
+
+/// GitHub's auto-merge request on a pull request (`PullRequest.autoMergeRequest`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutoMergeRequest {
+    /// The login of whoever enabled it (`enabledBy`), when GitHub tells.
+    pub enabled_by: Option<String>,
+    pub method: MergeMethod,
+}
+
+/// Where a pull request stands for merging, read in one GraphQL query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeState {
+    /// The pull request's node id, which the mutations take.
+    pub node_id: String,
+    pub state: PullState,
+    /// `headRefOid`.
+    pub head_sha: String,
+    pub merge_state: MergeStateStatus,
+    /// The repository's "Allow auto-merge" setting (`Repository.autoMergeAllowed`).
+    pub auto_merge_allowed: bool,
+    pub auto_merge: Option<AutoMergeRequest>,
+    /// The login these credentials act as (`viewer`): tells cellbridge's own auto-merge from a
+    /// person's.
+    pub viewer: String,
+    /// The head commit's checks that are required for this pull request, and their state.
+    pub required: Vec<RequiredCheck>,
+    /// Whether `required` holds every check of the head (GitHub's answer was not cut to a page).
+    pub checks_complete: bool,
+}
+
+impl MergeState {
+    /// Auto-merge is on, enabled by these credentials.
+    pub fn enabled_by_viewer(&self) -> bool {
+        self.auto_merge
+            .as_ref()
+            .is_some_and(|a| a.enabled_by.as_deref() == Some(self.viewer.as_str()))
+    }
+
+    /// Every required check of the head passed, as far as GitHub listed them.
+    pub fn required_passed(&self) -> bool {
+        self.checks_complete && self.required.iter().all(|c| c.state == CheckState::Passed)
+    }
+}
+
+/// GitHub's answer to `enablePullRequestAutoMerge` (refusals are answers about this pull
+/// request, not failures of the sync).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AutoMergeAnswer {
+    Enabled,
+    /// "Pull request is in clean status" (or unstable, or has hooks): it can merge now, there is
+    /// nothing to wait for.
+    MergeableNow(String),
+    /// "Auto merge is not allowed for this repository": the repository's setting is off.
+    NotAllowed(String),
+    /// Any other refusal, GitHub's message.
+    Refused(String),
+}
+
+/// GitHub's answer to "Merge a pull request" with the head's sha.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MergeAnswer {
+    /// The merge commit.
+    Merged(String),
+    /// 405: "Method Not Allowed if merge cannot be performed" (a protection not met, a
+    /// conflict, a merge method the repository does not allow), GitHub's message.
+    NotMergeable(String),
+}
+
 /// The primitives of one GitHub repository.
 pub trait GithubRepo: Send + Sync {
     /// Whether the credentials may write what cellbridge writes, where GitHub tells before any
@@ -216,6 +362,31 @@ pub trait GithubRepo: Send + Sync {
     fn comment(&self, number: u64, body: &str, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
     /// Closes the pull request, its body replaced by `body` in the same write.
     fn close_pull(&self, number: u64, body: &str, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
+
+    // auto-merge (issue 16)
+    /// Where pull request `number` stands for merging ([`MergeState`]), in one GraphQL query.
+    fn merge_state(&self, number: u64, deadline: Instant) -> impl Future<Output = Result<MergeState>> + Send;
+    /// Enables GitHub's auto-merge on the pull request `node_id` (from [`MergeState`]) for the
+    /// head `expected_head` only: a head that moved meanwhile is
+    /// [`Conflict`](super::GithubError::Conflict). GitHub's refusals are answers.
+    fn enable_auto_merge(
+        &self,
+        node_id: &str,
+        expected_head: &str,
+        method: MergeMethod,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<AutoMergeAnswer>> + Send;
+    /// Disables auto-merge on the pull request `node_id`; already off is fine.
+    fn disable_auto_merge(&self, node_id: &str, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
+    /// Merges pull request `number` if its head is still `sha` (else
+    /// [`Conflict`](super::GithubError::Conflict)); GitHub decides whether its protections allow it.
+    fn merge_pull(
+        &self,
+        number: u64,
+        sha: &str,
+        method: MergeMethod,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<MergeAnswer>> + Send;
 
     // dashboard (issue 16)
     /// Every open pull request whose head is a branch of this repository starting with

@@ -15,6 +15,7 @@ use std::time::Instant;
 use sha1::Digest as _;
 
 use super::archive::{git_object_id, hex};
+use super::auto_merge::{self, AutoMergeReport, OptInFile, Run};
 use super::port::{Comparison, GithubRepo, Merge, PullRequest, PullState};
 use super::report::CONTRACT_CONTEXT;
 use super::{GithubError, Published, Result, Snapshot};
@@ -33,6 +34,40 @@ pub(super) const CLOSED_MARKER: &str = "<!-- cellbridge:closed=in-sync -->";
 /// place, leaves it alone when it already holds the plan, or closes it when the base branch
 /// holds the plan.
 pub async fn converge<G: GithubRepo>(gh: &G, snap: &Snapshot, plan: &Plan, deadline: Instant) -> Result<Published> {
+    Ok(converge_reporting(gh, snap, plan, deadline).await?.published)
+}
+
+// auto-merge (issue 16)
+/// What converging did, and what auto-merge decided and did for the pull request
+/// ([`super::auto_merge`]; `None` when no open metadata pull request was left).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Converged {
+    pub published: Published,
+    pub auto_merge: Option<AutoMergeReport>,
+}
+
+/// [`converge`], with auto-merge's report.
+pub async fn converge_reporting<G: GithubRepo>(
+    gh: &G,
+    snap: &Snapshot,
+    plan: &Plan,
+    deadline: Instant,
+) -> Result<Converged> {
+    let mut report = None;
+    let published = converge_inner(gh, snap, plan, &mut report, deadline).await?;
+    Ok(Converged {
+        published,
+        auto_merge: report,
+    })
+}
+
+async fn converge_inner<G: GithubRepo>(
+    gh: &G,
+    snap: &Snapshot,
+    plan: &Plan,
+    report: &mut Option<AutoMergeReport>,
+    deadline: Instant,
+) -> Result<Published> {
     let latest = gh.latest_pull(&plan.branch, deadline).await?;
     let open_pr = latest.as_ref().filter(|p| p.state == PullState::Open);
     if let Some(pr) = open_pr {
@@ -101,7 +136,7 @@ pub async fn converge<G: GithubRepo>(gh: &G, snap: &Snapshot, plan: &Plan, deadl
             url: open_pr.map(|p| p.url.clone()),
         }),
         Outcome::InSync => match (open_pr, &latest) {
-            (Some(pr), _) => close(gh, snap, plan, pr, deadline).await,
+            (Some(pr), _) => close(gh, snap, plan, pr, report, deadline).await,
             (None, Some(pr)) if withdrawn => Ok(Published::Closed {
                 number: pr.number,
                 url: pr.url.clone(),
@@ -111,7 +146,7 @@ pub async fn converge<G: GithubRepo>(gh: &G, snap: &Snapshot, plan: &Plan, deadl
         Outcome::Change => {
             let digest = plan_digest(plan);
             match latest {
-                Some(pr) if pr.state == PullState::Open => update(gh, snap, plan, pr, &digest, deadline).await,
+                Some(pr) if pr.state == PullState::Open => update(gh, snap, plan, pr, &digest, report, deadline).await,
                 Some(pr) if declined(&pr, &values_digest(plan)) => {
                     // A person closed it: these values were declined.
                     Ok(Published::Declined {
@@ -119,7 +154,7 @@ pub async fn converge<G: GithubRepo>(gh: &G, snap: &Snapshot, plan: &Plan, deadl
                         url: pr.url,
                     })
                 }
-                previous => open(gh, snap, plan, &digest, previous, deadline).await,
+                previous => open(gh, snap, plan, &digest, previous, report, deadline).await,
             }
         }
     }
@@ -132,18 +167,27 @@ async fn close<G: GithubRepo>(
     snap: &Snapshot,
     plan: &Plan,
     pr: &PullRequest,
+    report: &mut Option<AutoMergeReport>,
     deadline: Instant,
 ) -> Result<Published> {
     let cm = configmap::path_for(&plan.cell);
     let cmp = gh.compare(&snap.base_sha, &pr.head_sha, deadline).await?;
     if cmp.files.iter().any(|f| f.path != cm) {
-        // People's work stays open for review, its head checked like any other.
+        // People's work stays open for review, its head checked like any other; nothing of
+        // cellbridge's is left to merge, so its auto-merge goes before the status.
         let base_cm = snap.fleet.read_text(&cm).ok().flatten().unwrap_or_default();
-        ensure_status(gh, snap, plan, &cmp, &pr.head_sha, &base_cm, false, deadline).await?;
-        if let Some(body) = clear_refusal(gh, pr, &pr.head_sha, deadline).await? {
+        let checked = checked_head(gh, snap, plan, &cmp, &base_cm, deadline).await?;
+        let mut run = OptInFile::read(&snap.fleet).judge(&checked, Some(&pr.body));
+        run.before_status(gh, pr.number, deadline).await?;
+        post_status(gh, &pr.head_sha, &checked, false, deadline).await?;
+        let cleared = clear_refusal(gh, pr, &pr.head_sha, deadline).await?;
+        let body = auto_merge::with_block(cleared.as_deref().unwrap_or(&pr.body), &run.block());
+        let body = with_marker_fields(&body, &run);
+        if body != pr.body {
             gh.update_pull_text(pr.number, &pr.title, &body, &pr.labels, deadline)
                 .await?;
         }
+        *report = Some(run.report());
         return Ok(Published::Unchanged {
             number: pr.number,
             url: pr.url.clone(),
@@ -189,8 +233,11 @@ async fn set_status<G: GithubRepo>(gh: &G, commit: &str, plan: &Plan, deadline: 
 }
 
 /// The body cellbridge writes: the plan's, with what it was computed from and left behind.
-fn body_for(plan: &Plan, digest: &str, base: &str, head: &str, previous: Option<&PullRequest>) -> String {
+fn body_for(plan: &Plan, digest: &str, base: &str, head: &str, previous: Option<&PullRequest>, am: &Run) -> String {
     let mut body = fit_body(&plan.body, plan.serial, &plan.lineage);
+    // Why the head is or is not eligible for auto-merge (issue 16).
+    body.push_str("\n\n");
+    body.push_str(&am.block());
     if let Some(prev) = previous {
         let what = match prev.state {
             PullState::Merged => "merged",
@@ -199,10 +246,24 @@ fn body_for(plan: &Plan, digest: &str, base: &str, head: &str, previous: Option<
         body.push_str(&format!("\n\nFollows #{} ({what}).", prev.number));
     }
     format!(
-        "{body}\n<!-- cellbridge:digest={digest} base={base} head={head} values={} key={} -->\n",
+        "{body}\n<!-- cellbridge:digest={digest} base={base} head={head} values={} key={}{} -->\n",
         values_digest(plan),
-        marker_value(&plan.source.key)
+        marker_value(&plan.source.key),
+        am.marker_fields()
     )
+}
+
+// auto-merge (issue 16)
+/// `body` with the marker fields of `am` (`optin=`, `automerge=`) as they are now.
+fn with_marker_fields(body: &str, am: &Run) -> String {
+    let fields = am.marker_fields();
+    let mut out = with_marker_field(body, "automerge", None);
+    for field in fields.split_whitespace() {
+        if let Some((k, v)) = field.split_once('=') {
+            out = with_marker_field(&out, k, Some(v));
+        }
+    }
+    out
 }
 
 /// The pull request's labels: a person's kept, cellbridge's as the plan says.
@@ -255,29 +316,48 @@ fn blob_id(text: &str) -> String {
     hex(&git_object_id("blob", text.as_bytes()))
 }
 
-/// The status of `head`, computed on its content (`ours`: cellbridge's file as it stands there),
-/// posted unless the newest one says the same (`fresh`: a commit just made has none).
-#[allow(clippy::too_many_arguments)]
-async fn ensure_status<G: GithubRepo>(
+/// The plan as checked on `head`'s own content (`ours`: cellbridge's file as it stands there):
+/// the check run on the base with every file the head changed, and those files as the plan's,
+/// so that auto-merge's rules see what people pushed too (a removed file included).
+async fn checked_head<G: GithubRepo>(
     gh: &G,
     snap: &Snapshot,
     plan: &Plan,
     cmp: &Comparison,
-    head: &str,
     ours: &str,
-    fresh: bool,
     deadline: Instant,
-) -> Result<()> {
+) -> Result<Plan> {
     let cm = configmap::path_for(&plan.cell);
     let content = head_content(gh, plan, cmp, (&cm, ours), deadline).await?;
-    let checked = plan.rechecked(&Overlay::with_modes(&snap.fleet as &dyn FleetRead, content));
+    let mut checked = plan.rechecked(&Overlay::with_modes(&snap.fleet as &dyn FleetRead, content));
+    let mut files: Vec<plan::FileChange> = cmp
+        .files
+        .iter()
+        .filter(|f| f.path != cm)
+        .map(|f| plan::FileChange {
+            path: f.path.clone(),
+            old: None,
+            new: String::new(),
+            mode: FileMode::Regular,
+        })
+        .collect();
+    if let Some(ours) = plan.files.iter().find(|f| f.path == cm) {
+        files.push(ours.clone());
+    }
+    checked.files = files;
+    Ok(checked)
+}
+
+/// The status of `head` as `checked` says, posted unless the newest one says the same
+/// (`fresh`: a commit just made has none).
+async fn post_status<G: GithubRepo>(gh: &G, head: &str, checked: &Plan, fresh: bool, deadline: Instant) -> Result<()> {
     let posted = if fresh {
         None
     } else {
         gh.status(head, plan::STATUS_CONTEXT, deadline).await?
     };
     if posted != Some((checked.status_ok(), checked.status_description())) {
-        set_status(gh, head, &checked, deadline).await?;
+        set_status(gh, head, checked, deadline).await?;
     }
     Ok(())
 }
@@ -285,16 +365,20 @@ async fn ensure_status<G: GithubRepo>(
 /// The open pull request, made to hold the plan: the base merged in when it moved on, one
 /// commit rewriting cellbridge's file when it differs, then the status of whatever the head is,
 /// and the body and labels describing it.
+#[allow(clippy::too_many_arguments)]
 async fn update<G: GithubRepo>(
     gh: &G,
     snap: &Snapshot,
     plan: &Plan,
     pr: PullRequest,
     digest: &str,
+    report: &mut Option<AutoMergeReport>,
     deadline: Instant,
 ) -> Result<Published> {
+    let opt_in = OptInFile::read(&snap.fleet);
     if recorded_digest(&pr.body).as_deref() == Some(digest)
         && marker(&pr.body, "head").as_deref() == Some(pr.head_sha.as_str())
+        && opt_in.unchanged_since(&pr.body, &plan.cell)
     {
         // As cellbridge left it. A run cut off between opening the pull request and labelling
         // it left the labels out; the status was set before the body, so it is there.
@@ -302,10 +386,22 @@ async fn update<G: GithubRepo>(
         if !missing.is_empty() {
             gh.add_labels(pr.number, &missing, deadline).await?;
         }
-        if let Some(body) = clear_refusal(gh, &pr, &pr.head_sha, deadline).await? {
+        // The head's verdict is the one the body records; an eligible head's auto-merge is
+        // looked at again (a run cut off before enabling it, checks that passed since).
+        let mut run = opt_in.recorded(plan, &pr.body);
+        run.after_status(gh, pr.number, &pr.head_sha, deadline).await?;
+        let cleared = clear_refusal(gh, &pr, &pr.head_sha, deadline).await?;
+        let body = auto_merge::with_block(cleared.as_deref().unwrap_or(&pr.body), &run.block());
+        if body != pr.body {
             gh.update_pull_text(pr.number, &pr.title, &body, &labels_for(plan, &pr), deadline)
                 .await?;
         }
+        if let Some(block) = run.finish(gh, pr.number, deadline).await? {
+            let refused = auto_merge::with_block(&body, &block);
+            gh.update_pull_text(pr.number, &pr.title, &refused, &labels_for(plan, &pr), deadline)
+                .await?;
+        }
+        *report = Some(run.report());
         return Ok(Published::Unchanged {
             number: pr.number,
             url: pr.url,
@@ -359,13 +455,25 @@ async fn update<G: GithubRepo>(
         head = commit;
     }
     // The status goes before the body: once the body records this head, later runs take the
-    // pull request as complete, so everything else must already be there.
-    ensure_status(gh, snap, plan, &cmp, &head, ours, wrote, deadline).await?;
+    // pull request as complete, so everything else must already be there. A head that is not
+    // eligible loses cellbridge's auto-merge before its status could let GitHub merge it; an
+    // eligible one gets it once its status is there.
+    let checked = checked_head(gh, snap, plan, &cmp, ours, deadline).await?;
+    let mut run = opt_in.judge(&checked, Some(&pr.body));
+    run.before_status(gh, pr.number, deadline).await?;
+    post_status(gh, &head, &checked, wrote, deadline).await?;
+    run.after_status(gh, pr.number, &head, deadline).await?;
     // The body written below drops the refusal's marker.
     clear_refusal(gh, &pr, &head, deadline).await?;
-    let body = body_for(plan, digest, &snap.base_sha, &head, None);
+    let body = body_for(plan, digest, &snap.base_sha, &head, None, &run);
     gh.update_pull_text(pr.number, &plan.title, &body, &labels_for(plan, &pr), deadline)
         .await?;
+    if let Some(block) = run.finish(gh, pr.number, deadline).await? {
+        let refused = auto_merge::with_block(&body, &block);
+        gh.update_pull_text(pr.number, &plan.title, &refused, &labels_for(plan, &pr), deadline)
+            .await?;
+    }
+    *report = Some(run.report());
     Ok(if wrote || head != pr.head_sha {
         Published::Updated {
             number: pr.number,
@@ -426,6 +534,7 @@ async fn open<G: GithubRepo>(
     plan: &Plan,
     digest: &str,
     previous: Option<PullRequest>,
+    report: &mut Option<AutoMergeReport>,
     deadline: Instant,
 ) -> Result<Published> {
     let branch = &plan.branch;
@@ -524,11 +633,27 @@ async fn open<G: GithubRepo>(
     };
 
     set_status(gh, &commit, plan, deadline).await?;
-    let body = body_for(plan, digest, &snap.base_sha, &commit, previous.as_ref());
+    // A new pull request's head is cellbridge's own commit: the plan's files are its files.
+    let mut run = OptInFile::read(&snap.fleet).judge(plan, None);
+    let body = body_for(plan, digest, &snap.base_sha, &commit, previous.as_ref(), &run);
     let (number, url) = gh
         .create_pull(branch, &snap.base_branch, &plan.title, &body, deadline)
         .await?;
     gh.add_labels(number, &plan.labels, deadline).await?;
+    let before = run.block();
+    run.after_status(gh, number, &commit, deadline).await?;
+    let mut body = body;
+    if run.block() != before {
+        body = auto_merge::with_block(&body, &run.block());
+        gh.update_pull_text(number, &plan.title, &body, &plan.labels, deadline)
+            .await?;
+    }
+    if let Some(block) = run.finish(gh, number, deadline).await? {
+        let refused = auto_merge::with_block(&body, &block);
+        gh.update_pull_text(number, &plan.title, &refused, &plan.labels, deadline)
+            .await?;
+    }
+    *report = Some(run.report());
     Ok(Published::Opened { number, url, commit })
 }
 

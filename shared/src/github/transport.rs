@@ -6,6 +6,7 @@
 //! errors and rate limits with bounded exponential backoff, honours `Retry-After`, and gives up
 //! with a retryable error as soon as waiting would cross the deadline.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -39,6 +40,14 @@ pub(super) enum Try {
         retry_after: Option<Duration>,
     },
     Stop(GithubError),
+}
+
+// auto-merge (issue 16)
+/// Where a request goes: the REST API, or the GraphQL endpoint (`mutation`: content-creating).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Target {
+    Rest,
+    Graphql { mutation: bool },
 }
 
 pub(super) struct Response {
@@ -215,6 +224,22 @@ impl GithubFleet {
         accept: Option<&str>,
         deadline: Instant,
     ) -> Result<Response> {
+        self.send_to(what, method, uri, body, accept, deadline, Target::Rest)
+            .await
+    }
+
+    /// [`Self::send`] to `target`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn send_to(
+        &self,
+        what: &str,
+        method: Method,
+        uri: &str,
+        body: Option<&Value>,
+        accept: Option<&str>,
+        deadline: Instant,
+        target: Target,
+    ) -> Result<Response> {
         let download = uri.starts_with("http://") || uri.starts_with("https://");
         let policy = Policy {
             first: FIRST_BACKOFF,
@@ -232,8 +257,14 @@ impl GithubFleet {
                     detail: "the function's deadline is too close to send it".into(),
                 }));
             }
-            // Content-creating requests keep this process's share of GitHub's limits.
-            let writes = !download && !matches!(method, Method::GET | Method::HEAD);
+            // Content-creating requests keep this process's share of GitHub's limits: REST's
+            // writes, and GraphQL's mutations ("Content creation limits include actions taken
+            // ... via the REST API and GraphQL API", "Rate limits for the REST API"); a GraphQL
+            // query is a POST that creates nothing.
+            let writes = match target {
+                Target::Rest => !download && !matches!(method, Method::GET | Method::HEAD),
+                Target::Graphql { mutation } => mutation,
+            };
             if writes
                 && let Err(too_soon) = self
                     .pacer
@@ -250,8 +281,33 @@ impl GithubFleet {
             }
             let crabs = self.client.get(&self.api_url, deadline).await.map_err(Try::Stop)?;
             // The App's own routes are signed with its JWT, every other with the token.
-            let crab = match (&crabs.app, uri.starts_with("/app/")) {
-                (Some((app, _)), true) => app.clone(),
+            let crab = match (&crabs.app, uri.starts_with("/app/"), target, &crabs.graphql) {
+                (Some((app, _)), true, Target::Rest, _) => app.clone(),
+                // GitHub Enterprise Server's GraphQL beside the REST API: its own client, given
+                // the installation's token (cached by octocrab, minted when it is due).
+                (Some(_), _, Target::Graphql { .. }, Some(g)) => match crabs.repo.installation_token().await {
+                    Ok(token) => Arc::new(g.user_access_token(token).map_err(|e| {
+                        Try::Stop(GithubError::Setup {
+                            api_url: self.api_url.clone(),
+                            reason: octocrab_message(&e),
+                        })
+                    })?),
+                    Err(e) => {
+                        return Err(match classify_octocrab(&e) {
+                            Some(status) if !transient_status(status) => Try::Stop(GithubError::Access {
+                                what: what.to_owned(),
+                                status: status.as_u16(),
+                                message: octocrab_message(&e),
+                                permission: None,
+                            }),
+                            _ => Try::Again {
+                                detail: octocrab_message(&e),
+                                retry_after: None,
+                            },
+                        });
+                    }
+                },
+                (None, _, Target::Graphql { .. }, Some(g)) => g.clone(),
                 _ => crabs.repo.clone(),
             };
             // Credentials GitHub refuses were probably rotated in Secrets Manager while this

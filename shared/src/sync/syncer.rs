@@ -77,6 +77,11 @@ pub struct CellResult {
     /// This good state found no open pull request: its cell's refused issue is to be closed.
     #[serde(skip)]
     resolve_issue: bool,
+    // auto-merge (issue 16)
+    /// Whether the metadata pull request's head may merge without a person, why, and what was
+    /// done about GitHub's auto-merge ([`crate::github::auto_merge`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto_merge: Option<crate::github::auto_merge::AutoMergeReport>,
 }
 
 impl CellResult {
@@ -98,6 +103,7 @@ impl CellResult {
             report_error: None,
             resolved_issues: Vec::new(),
             decommission: None,
+            auto_merge: None,
             resolve_issue: false,
         }
     }
@@ -813,9 +819,11 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         result: &mut CellResult,
     ) -> Result<bool, Attempt> {
         self.fleet.check_write_access(deadline).await.map_err(github_fail)?;
-        let published = pull_request::converge(&self.fleet, snapshot, plan, deadline)
+        let converged = pull_request::converge_reporting(&self.fleet, snapshot, plan, deadline)
             .await
             .map_err(github_fail)?;
+        let published = converged.published;
+        result.auto_merge = converged.auto_merge;
         result.published(plan, &published);
         result.resolve_issue = no_open_pull(&published);
         Ok(matches!(published, Published::Claimed { .. }))

@@ -1,0 +1,532 @@
+//! Auto-merge, wired to GitHub (issue 16): for a metadata pull request cellbridge opened, updated
+//! or left unchanged, whether its current head may merge without a person
+//! ([`crate::automerge::eligibility`], under the base branch's `.cellbridge/auto-merge.yaml`),
+//! and GitHub's own auto-merge made to agree with it. Never a bypass: GitHub's auto-merge waits
+//! for branch protection and required reviews; when GitHub refuses to wait because the pull
+//! request can merge now, cellbridge merges it with the head's sha, and only once every required
+//! check of that head has passed and GitHub says every requirement is met.
+//!
+//! - Eligible: auto-merge enabled for the head cellbridge checked (`expectedHeadOid`), nothing
+//!   written when it already is on; "can merge now" → merged with the head's sha (after the
+//!   body); the repository's "Allow auto-merge" off, or another refusal → said in the body and
+//!   the result, never a failed sync.
+//! - Not eligible (a person pushed other files, a key added, a failing check, the cell no longer
+//!   opted in, a broken opt-in file): cellbridge's own auto-merge is disabled before the head's
+//!   status is posted (so that a passing status cannot merge it meanwhile); a person's is left
+//!   alone.
+//! - Request budget: a cell the opt-in file does not cover, and did not cover when the pull
+//!   request was last written, costs no request at all. The body's marker line records the
+//!   pattern that covered the cell (`optin=`) and whether the head was eligible
+//!   (`automerge=eligible`), so that a replayed event knows both without reading anything.
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::port::{AutoMergeAnswer, GithubRepo, MergeAnswer, MergeMethod, MergeState, PullState};
+use super::pull_request::marker;
+use super::{GithubError, Result};
+use crate::automerge::{self, AutoMergeError, Eligibility, OptIn};
+use crate::fleet::FleetRead;
+use crate::plan::Plan;
+
+/// Where the auto-merge paragraph starts and ends in a body (rewritten in place).
+const BLOCK_OPEN: &str = "<!-- cellbridge-auto-merge -->";
+const BLOCK_CLOSE: &str = "<!-- /cellbridge-auto-merge -->";
+/// The marker value of a cell no pattern covers, and of an opt-in file that cannot be read.
+const NOT_COVERED: &str = "-";
+const INVALID: &str = "!";
+/// Longest text of GitHub's or of the opt-in file's that a body quotes.
+const QUOTE_MAX: usize = 600;
+
+/// What auto-merge decided and did for one pull request: the result's `auto_merge`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AutoMergeReport {
+    pub eligible: bool,
+    /// Why not, one sentence per rule (never a value).
+    pub reasons: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opted_in_by: Option<String>,
+    pub done: Done,
+    /// GitHub's words, what is awaited, or who enabled it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// What cellbridge did about GitHub's auto-merge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Done {
+    /// Nothing to do (not eligible and nothing of cellbridge's to undo).
+    Nothing,
+    /// `enablePullRequestAutoMerge`: GitHub merges it once every requirement is met.
+    Enabled,
+    /// Already on (by cellbridge or a person): nothing written.
+    AlreadyEnabled,
+    /// GitHub refused to wait (the pull request could merge now): merged with the head's sha.
+    Merged,
+    /// Mergeable now, but a required check of the head has not passed yet (or GitHub cannot tell
+    /// yet): the next event tries again.
+    Waiting,
+    /// cellbridge's own auto-merge turned off: this head is not eligible.
+    Disabled,
+    /// A person's auto-merge on a head that is not eligible: their choice, left alone.
+    LeftAlone,
+    /// The repository does not allow auto-merge.
+    NotAllowed,
+    /// GitHub refused (the enabling, the merge, or reading the merge state): `detail` says why.
+    Refused,
+}
+
+/// The base branch's opt-in file, read once per pull request.
+pub(super) struct OptInFile(std::result::Result<OptIn, AutoMergeError>);
+
+impl OptInFile {
+    /// `.cellbridge/auto-merge.yaml` of the base branch as read (never the pull request's).
+    pub(super) fn read(base: &dyn FleetRead) -> Self {
+        Self(automerge::from_fleet(base))
+    }
+
+    /// The marker value: the pattern covering `cell`, [`NOT_COVERED`] or [`INVALID`].
+    fn coverage(&self, cell: &str) -> String {
+        match &self.0 {
+            Ok(o) => o.covers(cell).unwrap_or(NOT_COVERED).to_owned(),
+            Err(_) => INVALID.to_owned(),
+        }
+    }
+
+    fn merge_method(&self) -> MergeMethod {
+        self.0.as_ref().map(OptIn::merge_method).unwrap_or_default()
+    }
+
+    /// Whether the marker recorded in `body` is the coverage of `cell` now (a body written
+    /// before auto-merge existed records none: not covered).
+    pub(super) fn unchanged_since(&self, body: &str, cell: &str) -> bool {
+        marker(body, "optin").as_deref().unwrap_or(NOT_COVERED) == self.coverage(cell)
+    }
+
+    /// The verdict on a head whose plan (the head's own content, checked) is `head`.
+    pub(super) fn judge(&self, head: &Plan, recorded_body: Option<&str>) -> Run {
+        let eligibility = match &self.0 {
+            Ok(o) => automerge::eligibility(head, o),
+            Err(e) => Eligibility {
+                eligible: false,
+                reasons: vec![format!(
+                    "{}: auto-merge is off for every cell until it is fixed.",
+                    quote(&e.to_string())
+                )],
+                opted_in_by: None,
+            },
+        };
+        self.run(&head.cell, eligibility, recorded_body)
+    }
+
+    /// The verdict recorded in the body of a pull request left as cellbridge wrote it (same
+    /// head, same plan, same coverage): read back from its paragraph, no request.
+    pub(super) fn recorded(&self, plan: &Plan, body: &str) -> Run {
+        let eligibility = recorded_eligibility(body).unwrap_or_else(|| match &self.0 {
+            Ok(o) => automerge::eligibility(plan, o),
+            Err(_) => self.judge(plan, None).eligibility,
+        });
+        let mut run = self.run(&plan.cell, eligibility, Some(body));
+        run.note = block_note(body);
+        run
+    }
+
+    fn run(&self, cell: &str, eligibility: Eligibility, recorded_body: Option<&str>) -> Run {
+        let coverage = self.coverage(cell);
+        let recorded = recorded_body
+            .and_then(|b| marker(b, "optin"))
+            .unwrap_or_else(|| NOT_COVERED.to_owned());
+        Run {
+            covered: coverage != NOT_COVERED && coverage != INVALID,
+            was_covered: recorded != NOT_COVERED && recorded != INVALID,
+            coverage,
+            method: self.merge_method(),
+            done: Done::Nothing,
+            detail: None,
+            note: None,
+            merge: None,
+            eligibility,
+        }
+    }
+}
+
+/// One pull request's auto-merge, from its verdict to what was done.
+pub(super) struct Run {
+    pub(super) eligibility: Eligibility,
+    coverage: String,
+    /// The opt-in file covers the cell now.
+    covered: bool,
+    /// It did when the pull request was last written.
+    was_covered: bool,
+    method: MergeMethod,
+    done: Done,
+    detail: Option<String>,
+    /// What the body says besides the verdict (a refusal, a person's auto-merge).
+    note: Option<String>,
+    /// A merge to send once the body is written: (node id unused, head sha).
+    merge: Option<String>,
+}
+
+impl Run {
+    /// The marker fields the body records: `optin=` and, for an eligible head,
+    /// `automerge=eligible`.
+    pub(super) fn marker_fields(&self) -> String {
+        let mut f = format!(" optin={}", self.coverage);
+        if self.eligibility.eligible {
+            f.push_str(" automerge=eligible");
+        }
+        f
+    }
+
+    /// The body's paragraph: why the head is or is not eligible, and what GitHub said.
+    pub(super) fn block(&self) -> String {
+        let mut b = format!("{BLOCK_OPEN}\n{}", self.eligibility.describe().trim_end());
+        if let Some(n) = &self.note {
+            let _ = write!(b, "\n\n{n}");
+        }
+        let _ = write!(b, "\n{BLOCK_CLOSE}");
+        b
+    }
+
+    pub(super) fn report(&self) -> AutoMergeReport {
+        AutoMergeReport {
+            eligible: self.eligibility.eligible,
+            reasons: self.eligibility.reasons.clone(),
+            opted_in_by: self.eligibility.opted_in_by.clone(),
+            done: self.done,
+            detail: self.detail.clone(),
+        }
+    }
+
+    /// Before the status of a head that is not eligible: cellbridge's own auto-merge turned off,
+    /// so that the status cannot merge it. Reads GitHub only when the cell is or was opted in.
+    pub(super) async fn before_status<G: GithubRepo>(&mut self, gh: &G, number: u64, deadline: Instant) -> Result<()> {
+        if self.eligibility.eligible || !(self.covered || self.was_covered) {
+            return Ok(());
+        }
+        let Some(st) = self.read(gh, number, deadline).await? else {
+            return Ok(());
+        };
+        match &st.auto_merge {
+            None => {}
+            Some(_) if st.enabled_by_viewer() => {
+                gh.disable_auto_merge(&st.node_id, deadline).await?;
+                tracing::info!(pull_request = number, "auto-merge disabled: the head is not eligible");
+                self.done = Done::Disabled;
+                self.note =
+                    Some("cellbridge turned off the auto-merge it had enabled: this head is not eligible.".to_owned());
+            }
+            Some(a) => {
+                let who = a.enabled_by.clone().unwrap_or_else(|| "a person".to_owned());
+                self.done = Done::LeftAlone;
+                self.detail = Some(format!("enabled by {who}"));
+                self.note = Some(format!(
+                    "Auto-merge was turned on by {}: cellbridge leaves a person's choice alone, and branch protection still decides.",
+                    code(&who)
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// After the status of an eligible head `head`: GitHub's auto-merge on for it, or, when
+    /// GitHub says it can merge now, a merge with its sha prepared for [`Run::finish`].
+    pub(super) async fn after_status<G: GithubRepo>(
+        &mut self,
+        gh: &G,
+        number: u64,
+        head: &str,
+        deadline: Instant,
+    ) -> Result<()> {
+        if !self.eligibility.eligible {
+            return Ok(());
+        }
+        let Some(st) = self.read(gh, number, deadline).await? else {
+            return Ok(());
+        };
+        if st.state != PullState::Open {
+            return Ok(());
+        }
+        if st.head_sha != head {
+            return Err(moved(number, head, &st.head_sha));
+        }
+        self.note = None;
+        if let Some(a) = &st.auto_merge {
+            self.done = Done::AlreadyEnabled;
+            self.detail = a.enabled_by.as_ref().map(|b| format!("enabled by {b}"));
+            return Ok(());
+        }
+        if !st.auto_merge_allowed {
+            self.not_allowed("the repository's setting is off");
+            return Ok(());
+        }
+        if st.merge_state.mergeable_now() {
+            self.merge_now(&st);
+            return Ok(());
+        }
+        if st.merge_state == super::port::MergeStateStatus::Dirty {
+            self.done = Done::Waiting;
+            self.detail = Some("the pull request conflicts with the base branch".to_owned());
+            return Ok(());
+        }
+        match gh.enable_auto_merge(&st.node_id, head, self.method, deadline).await? {
+            AutoMergeAnswer::Enabled => {
+                tracing::info!(pull_request = number, head, "auto-merge enabled");
+                self.done = Done::Enabled;
+                self.detail = Some(format!(
+                    "GitHub merges it ({}) once branch protection is satisfied (it was {})",
+                    self.method.rest(),
+                    st.merge_state.name()
+                ));
+            }
+            AutoMergeAnswer::MergeableNow(why) => {
+                // It became mergeable since it was read: read it again before merging anything.
+                tracing::info!(pull_request = number, answer = %why, "auto-merge refused: the pull request can merge now");
+                let Some(st) = self.read(gh, number, deadline).await? else {
+                    return Ok(());
+                };
+                if st.head_sha != head {
+                    return Err(moved(number, head, &st.head_sha));
+                }
+                if st.merge_state.mergeable_now() {
+                    self.merge_now(&st);
+                } else {
+                    self.done = Done::Waiting;
+                    self.detail = Some(format!("GitHub answered \"{why}\" but reads {}", st.merge_state.name()));
+                }
+            }
+            AutoMergeAnswer::NotAllowed(why) => self.not_allowed(&why),
+            AutoMergeAnswer::Refused(why) => {
+                tracing::warn!(pull_request = number, answer = %why, "GitHub refused to enable auto-merge");
+                self.done = Done::Refused;
+                self.note = Some(format!(
+                    "GitHub refused to enable auto-merge: \"{}\". A person merges this pull request.",
+                    quote(&why)
+                ));
+                self.detail = Some(why);
+            }
+        }
+        Ok(())
+    }
+
+    /// The merge prepared by [`Run::after_status`], sent once the body says what it merges.
+    /// Returns the body's paragraph when it must change (GitHub refused the merge).
+    pub(super) async fn finish<G: GithubRepo>(
+        &mut self,
+        gh: &G,
+        number: u64,
+        deadline: Instant,
+    ) -> Result<Option<String>> {
+        let Some(head) = self.merge.take() else { return Ok(None) };
+        match gh.merge_pull(number, &head, self.method, deadline).await? {
+            MergeAnswer::Merged(sha) => {
+                tracing::info!(pull_request = number, head = %head, merge = %sha, "merged: every requirement was met");
+                self.done = Done::Merged;
+                self.detail = Some(format!("merged {head} as {sha} ({})", self.method.rest()));
+                Ok(None)
+            }
+            MergeAnswer::NotMergeable(why) => {
+                tracing::warn!(pull_request = number, answer = %why, "GitHub refused the merge");
+                self.done = Done::Refused;
+                self.note = Some(format!(
+                    "GitHub refused to merge it: \"{}\". cellbridge tries again at the next event; a person can merge it.",
+                    quote(&why)
+                ));
+                self.detail = Some(why);
+                Ok(Some(self.block()))
+            }
+        }
+    }
+
+    /// GitHub says the pull request can merge now: merged with the head's sha once every
+    /// required check of that head passed, else left for the next event.
+    fn merge_now(&mut self, st: &MergeState) {
+        if st.required_passed() {
+            self.merge = Some(st.head_sha.clone());
+            self.done = Done::Waiting;
+            self.detail = Some(format!(
+                "{}: every required check of the head passed",
+                st.merge_state.name()
+            ));
+        } else {
+            let waiting: Vec<String> = st
+                .required
+                .iter()
+                .filter(|c| c.state != super::port::CheckState::Passed)
+                .map(|c| format!("{} ({:?})", c.name, c.state).to_lowercase())
+                .collect();
+            self.done = Done::Waiting;
+            self.detail = Some(if waiting.is_empty() {
+                "GitHub listed only part of the head's checks".to_owned()
+            } else {
+                format!("required checks not passed yet: {}", waiting.join(", "))
+            });
+        }
+    }
+
+    fn not_allowed(&mut self, why: &str) {
+        self.done = Done::NotAllowed;
+        self.detail = Some(why.to_owned());
+        self.note = Some(
+            "GitHub does not allow auto-merge in this repository: an administrator can turn on **Allow auto-merge** (Settings → General → Pull Requests). Until then a person merges this pull request."
+                .to_owned(),
+        );
+    }
+
+    /// The merge state, or `None` when GitHub refuses to tell (said, not a failed sync);
+    /// retryable failures and lost races stay errors.
+    async fn read<G: GithubRepo>(&mut self, gh: &G, number: u64, deadline: Instant) -> Result<Option<MergeState>> {
+        match gh.merge_state(number, deadline).await {
+            Ok(st) => Ok(Some(st)),
+            Err(e @ (GithubError::Transient { .. } | GithubError::Conflict { .. })) => Err(e),
+            Err(e) => {
+                tracing::warn!(pull_request = number, error = %e, "the merge state could not be read");
+                self.done = Done::Refused;
+                self.note = Some(format!(
+                    "cellbridge could not read this pull request's merge state from GitHub, so auto-merge is left as it is: \"{}\".",
+                    quote(&e.to_string())
+                ));
+                self.detail = Some(e.to_string());
+                Ok(None)
+            }
+        }
+    }
+}
+
+fn moved(number: u64, checked: &str, now: &str) -> GithubError {
+    GithubError::Conflict {
+        what: format!("auto-merge of pull request #{number}"),
+        detail: format!("its head moved from {checked} to {now} since it was checked"),
+    }
+}
+
+/// `body` with its auto-merge paragraph replaced by `block` (added before the marker line when
+/// it has none).
+pub(super) fn with_block(body: &str, block: &str) -> String {
+    if let (Some(a), Some(b)) = (body.find(BLOCK_OPEN), body.find(BLOCK_CLOSE))
+        && a < b
+    {
+        return format!("{}{block}{}", &body[..a], &body[b + BLOCK_CLOSE.len()..]);
+    }
+    match body.rfind("<!-- cellbridge:") {
+        Some(i) => format!("{}\n\n{block}\n{}", body[..i].trim_end(), &body[i..]),
+        None => format!("{}\n\n{block}\n", body.trim_end()),
+    }
+}
+
+fn block_of(body: &str) -> Option<&str> {
+    let a = body.find(BLOCK_OPEN)? + BLOCK_OPEN.len();
+    let b = body[a..].find(BLOCK_CLOSE)? + a;
+    Some(&body[a..b])
+}
+
+/// The verdict a body's paragraph states, as [`Eligibility::describe`] wrote it.
+fn recorded_eligibility(body: &str) -> Option<Eligibility> {
+    let block = block_of(body)?;
+    let eligible = block.contains("**Auto-merge: eligible.**");
+    let reasons = if eligible {
+        Vec::new()
+    } else {
+        block
+            .lines()
+            .skip_while(|l| !l.starts_with("- "))
+            .take_while(|l| l.starts_with("- "))
+            .map(|l| l[2..].to_owned())
+            .collect()
+    };
+    let opted_in_by = marker(body, "optin").filter(|p| p != NOT_COVERED && p != INVALID);
+    Some(Eligibility {
+        eligible,
+        reasons,
+        opted_in_by,
+    })
+}
+
+/// What a body's paragraph says after the verdict (two blank-line separated parts: the verdict,
+/// then the note).
+fn block_note(body: &str) -> Option<String> {
+    let block = block_of(body)?.trim();
+    let described = block.find("**Auto-merge: ")?;
+    let rest = &block[described..];
+    // The verdict's own paragraphs end where the note starts: the note is the last paragraph and
+    // never starts with a list item or "The cell is opted in".
+    let last = rest.rsplit("\n\n").next()?;
+    (last != rest && !last.starts_with("- ") && !last.starts_with("The cell is opted in by")).then(|| last.to_owned())
+}
+
+fn quote(s: &str) -> String {
+    let one_line = s.replace(['\n', '\r'], " ");
+    if one_line.chars().count() <= QUOTE_MAX {
+        one_line
+    } else {
+        let cut: String = one_line.chars().take(QUOTE_MAX).collect();
+        format!("{cut}…")
+    }
+}
+
+fn code(s: &str) -> String {
+    format!("`{}`", s.replace('`', "'"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(eligible: bool, note: Option<&str>) -> Run {
+        Run {
+            eligibility: Eligibility {
+                eligible,
+                reasons: if eligible {
+                    vec![]
+                } else {
+                    vec!["Files other than `a` change: `b`.".into(), "This is a new cell.".into()]
+                },
+                opted_in_by: Some("prod-*".into()),
+            },
+            coverage: "prod-*".into(),
+            covered: true,
+            was_covered: true,
+            method: MergeMethod::Merge,
+            done: Done::Nothing,
+            detail: None,
+            note: note.map(str::to_owned),
+            merge: None,
+        }
+    }
+
+    #[test]
+    fn the_paragraph_reads_back_as_written() {
+        for (eligible, note) in [
+            (true, None),
+            (true, Some("GitHub does not allow auto-merge in this repository.")),
+            (false, None),
+            (false, Some("Auto-merge was turned on by `alice`.")),
+        ] {
+            let r = run(eligible, note);
+            let body = format!(
+                "values\n\n{}\n<!-- cellbridge:digest=d{} -->\n",
+                r.block(),
+                r.marker_fields()
+            );
+            let back = recorded_eligibility(&body).unwrap();
+            assert_eq!(back, r.eligibility, "{body}");
+            assert_eq!(block_note(&body).as_deref(), note, "{body}");
+            assert_eq!(with_block(&body, &r.block()), body);
+        }
+    }
+
+    #[test]
+    fn a_body_without_the_paragraph_gets_it_before_the_marker_line() {
+        let r = run(true, None);
+        let body = with_block("values\n<!-- cellbridge:digest=d -->\n", &r.block());
+        assert!(body.starts_with("values\n\n<!-- cellbridge-auto-merge -->"), "{body}");
+        assert!(
+            body.ends_with("<!-- /cellbridge-auto-merge -->\n<!-- cellbridge:digest=d -->\n"),
+            "{body}"
+        );
+        assert_eq!(marker(&body, "digest").as_deref(), Some("d"));
+    }
+}
