@@ -6,7 +6,8 @@
 //! reordered and replayed events end in the same place. A lost race is redone from the start.
 //!
 //! Files: `config` (the function's variables, where a cell's state lives), `syncer` (the
-//! orchestrator: one invocation, one state, one attempt), `dashboard` (the fleet dashboard's
+//! orchestrator: one invocation, one state, one attempt; `syncer/decommission.rs` a destroyed
+//! stack's decommission and the cell an EKS DeleteCluster names), `dashboard` (the fleet dashboard's
 //! rows and its run), `handler` (the Lambda handler, the service as the Lambda and the command
 //! line build it).
 
