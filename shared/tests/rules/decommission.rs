@@ -500,3 +500,30 @@ async fn the_dashboard_shows_a_pending_decommission_and_once_merged_the_cell_as_
     // The example fleet's other cell has no state: the one row needing attention.
     assert!(done.contains("1 decommissioned; 1 needs attention"), "{done}");
 }
+
+#[tokio::test]
+async fn a_decommission_of_an_opted_in_cell_never_gets_auto_merge() {
+    let aws = MemAws::new(IDENTITY);
+    let bed = with_eks(&aws);
+    merged_cell(&bed).await;
+    // The cell's value-only changes may merge without a person, and nothing protects main.
+    bed.fleet.commit(
+        "main",
+        &[(".cellbridge/auto-merge.yaml", "cells: [eu-c1]\n")],
+        "opt eu-c1 in",
+    );
+    bed.fleet.allow_auto_merge(true);
+    destroy(&bed, 2);
+    bed.fleet.clear_calls();
+    let r = sync(&bed, CELL).await;
+    assert_eq!(r["action"], "decommission-opened", "{r}");
+    let calls = bed.fleet.calls();
+    assert!(
+        !calls.iter().any(|c| c.starts_with("graphql/") || *c == "pulls/merge"),
+        "no auto-merge request for a decommission: {calls:?}"
+    );
+    let pr = bed.fleet.pulls().into_iter().find(|p| p.number == number(&r)).unwrap();
+    assert!(pr.open && !pr.merged && pr.auto_merge.is_none(), "{pr:?}");
+    assert_eq!(sync(&bed, CELL).await["action"], "decommission-unchanged");
+    assert!(bed.fleet.pulls().into_iter().any(|p| p.number == number(&r) && p.open));
+}
