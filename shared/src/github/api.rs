@@ -11,8 +11,8 @@ use base64::Engine as _;
 
 use super::operations::GraphqlOperation;
 use super::port::{
-    AutoMergeAnswer, AutoMergeRequest, ChangedFile, CheckState, Comparison, GithubRepo, Issue, Merge, MergeAnswer,
-    MergeMethod, MergeState, MergeStateStatus, OpenPull, PullRequest, PullState, Relation, RequiredCheck,
+    AutoMergeAnswer, AutoMergeRequest, ChangedFile, CheckState, CloseReason, Comparison, GithubRepo, Issue, Merge,
+    MergeAnswer, MergeMethod, MergeState, MergeStateStatus, OpenPull, PullRequest, PullState, Relation, RequiredCheck,
 };
 use super::transport::{Target, enc, sha_of, url_query};
 use super::{GithubError, GithubFleet, Result, Snapshot};
@@ -234,13 +234,13 @@ impl GithubRepo for GithubFleet {
         Ok((number, v["html_url"].as_str().unwrap_or_default().to_owned()))
     }
 
-    async fn close_issue(&self, number: u64, body: &str, deadline: Instant) -> Result<()> {
-        let what = format!("closing issue #{number}");
+    async fn close_issue(&self, number: u64, body: &str, reason: CloseReason, deadline: Instant) -> Result<()> {
+        let what = format!("closing issue #{number} ({})", reason.state_reason());
         self.repo_call(
             &what,
             &ops::ISSUES_UPDATE,
             &format!("/issues/{number}"),
-            Some(&json!({"state": "closed", "state_reason": "completed", "body": body})),
+            Some(&json!({"state": "closed", "state_reason": reason.state_reason(), "body": body})),
             deadline,
         )
         .await?;
@@ -814,21 +814,6 @@ impl GithubRepo for GithubFleet {
             }
         }
         Ok(pulls)
-    }
-
-    async fn close_duplicate_issue(&self, number: u64, body: &str, deadline: Instant) -> Result<()> {
-        let what = format!("closing issue #{number} as a duplicate");
-        // `state_reason` "completed", "not_planned", "duplicate" or "reopened"
-        // (https://docs.github.com/rest/issues/issues#update-an-issue).
-        self.repo_call(
-            &what,
-            &ops::ISSUES_UPDATE,
-            &format!("/issues/{number}"),
-            Some(&json!({"state": "closed", "state_reason": "duplicate", "body": body})),
-            deadline,
-        )
-        .await?;
-        Ok(())
     }
 }
 

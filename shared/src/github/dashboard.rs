@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::Result;
-use super::port::{GithubRepo, OpenPull};
+use super::port::{CloseReason, GithubRepo, OpenPull};
 use super::pull_request::declined;
 use crate::plan;
 use crate::status::HeadCheck;
@@ -89,7 +89,8 @@ pub async fn publish<G: GithubRepo>(gh: &G, base_branch: &str, body: &str, deadl
             "Duplicate of #{}: cellbridge keeps one fleet dashboard for `{base_branch}`; another run opened this one at the same time.",
             first.number
         );
-        gh.close_duplicate_issue(dup.number, &note, deadline).await?;
+        gh.close_issue(dup.number, &note, CloseReason::Duplicate, deadline)
+            .await?;
         tracing::info!(
             issue = dup.number,
             kept = first.number,

@@ -60,8 +60,8 @@ use sha1::Digest as _;
 use super::archive::{Keeper, git_object_id, hex};
 use super::operations::{self as ops, Operation};
 use super::port::{
-    AutoMergeAnswer, AutoMergeRequest, ChangedFile, CheckState, Comparison, GithubRepo, Issue, Merge, MergeAnswer,
-    MergeMethod, MergeState, MergeStateStatus, OpenPull, PullRequest, PullState, Relation, RequiredCheck,
+    AutoMergeAnswer, AutoMergeRequest, ChangedFile, CheckState, CloseReason, Comparison, GithubRepo, Issue, Merge,
+    MergeAnswer, MergeMethod, MergeState, MergeStateStatus, OpenPull, PullRequest, PullState, Relation, RequiredCheck,
 };
 use super::{GithubError, Result, Snapshot};
 use crate::fleet::{FileMode, FileWrite, Keep, MemFleet};
@@ -1732,7 +1732,7 @@ impl GithubRepo for MemGithub {
         })
     }
 
-    async fn close_issue(&self, number: u64, body: &str, _deadline: Instant) -> Result<()> {
+    async fn close_issue(&self, number: u64, body: &str, reason: CloseReason, _deadline: Instant) -> Result<()> {
         self.pause().await;
         self.with(|s| {
             s.enter(&ops::ISSUES_UPDATE)?;
@@ -1742,7 +1742,7 @@ impl GithubRepo for MemGithub {
             };
             i.open = false;
             i.body = body.to_owned();
-            s.state_reasons.insert(number, "completed");
+            s.state_reasons.insert(number, reason.state_reason());
             Ok(())
         })
     }
@@ -1872,21 +1872,6 @@ impl GithubRepo for MemGithub {
                     labels: p.labels.clone(),
                 })
                 .collect())
-        })
-    }
-
-    async fn close_duplicate_issue(&self, number: u64, body: &str, _deadline: Instant) -> Result<()> {
-        self.pause().await;
-        self.with(|s| {
-            s.enter(&ops::ISSUES_UPDATE)?;
-            s.check_issue_write(&ops::ISSUES_UPDATE, Some(number), body)?;
-            let Some(i) = s.issues.iter_mut().find(|i| i.number == number) else {
-                return Err(api(&ops::ISSUES_UPDATE, 404, "Not Found"));
-            };
-            i.open = false;
-            i.body = body.to_owned();
-            s.state_reasons.insert(number, "duplicate");
-            Ok(())
         })
     }
 }

@@ -46,7 +46,9 @@ mod transport;
 
 pub use archive::{Archive, ArchiveError, read_archive, read_archive_from};
 pub use config::{DEFAULT_GITHUB_API_URL, GithubConfig};
-pub use port::{ChangedFile, Comparison, GithubRepo, Issue, Merge, OpenPull, PullRequest, PullState, Relation};
+pub use port::{
+    ChangedFile, CloseReason, Comparison, GithubRepo, Issue, Merge, OpenPull, PullRequest, PullState, Relation,
+};
 // auto-merge (issue 16)
 pub use port::{
     AutoMergeAnswer, AutoMergeRequest, CheckState, MergeAnswer, MergeMethod, MergeState, MergeStateStatus,

@@ -345,8 +345,14 @@ pub trait GithubRepo: Send + Sync {
         labels: &[String],
         deadline: Instant,
     ) -> impl Future<Output = Result<(u64, String)>> + Send;
-    /// Closes an issue, its body replaced by `body` in the same write.
-    fn close_issue(&self, number: u64, body: &str, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
+    /// Closes an issue, its body replaced by `body` in the same write, saying why (`reason`).
+    fn close_issue(
+        &self,
+        number: u64,
+        body: &str,
+        reason: CloseReason,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<()>> + Send;
     /// Title, body and the whole label set of a pull request or an issue, in one write.
     fn update_pull_text(
         &self,
@@ -392,14 +398,25 @@ pub trait GithubRepo: Send + Sync {
     /// Every open pull request whose head is a branch of this repository starting with
     /// `head_prefix` (not a fork's), oldest first, all pages of the listing.
     fn open_pulls(&self, head_prefix: &str, deadline: Instant) -> impl Future<Output = Result<Vec<OpenPull>>> + Send;
-    /// Closes an issue as a duplicate (GitHub's `state_reason` `duplicate`), its body replaced by
-    /// `body` in the same write.
-    fn close_duplicate_issue(
-        &self,
-        number: u64,
-        body: &str,
-        deadline: Instant,
-    ) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// Why an issue is closed: GitHub's `state_reason` ("completed", "not_planned", "duplicate";
+/// <https://docs.github.com/rest/issues/issues#update-an-issue>).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// What it reported was resolved.
+    Completed,
+    /// Another issue, kept, says the same (two runs raced and each opened one).
+    Duplicate,
+}
+
+impl CloseReason {
+    pub fn state_reason(self) -> &'static str {
+        match self {
+            CloseReason::Completed => "completed",
+            CloseReason::Duplicate => "duplicate",
+        }
+    }
 }
 
 // dashboard (issue 16)

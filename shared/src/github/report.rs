@@ -14,7 +14,7 @@ use sha1::Digest as _;
 
 use super::Result;
 use super::archive::hex;
-use super::port::{GithubRepo, Issue, PullRequest, PullState};
+use super::port::{CloseReason, GithubRepo, Issue, PullRequest, PullState};
 use super::pull_request::{marker, with_marker_field};
 use crate::plan;
 
@@ -144,7 +144,8 @@ async fn in_issue<G: GithubRepo>(gh: &G, refusal: &Refusal<'_>, deadline: Instan
     // Two runs racing may each have opened one: the oldest stays, the others are closed.
     for dup in issues {
         let note = format!("{}\n\nDuplicate of #{}.", dup.body.trim_end(), first.number);
-        gh.close_issue(dup.number, &note, deadline).await?;
+        gh.close_issue(dup.number, &note, CloseReason::Duplicate, deadline)
+            .await?;
     }
     if marker(&first.body, "reason").as_deref() != Some(refusal.digest().as_str()) {
         gh.update_pull_text(first.number, &issue_title(refusal.cell), &body, &first.labels, deadline)
@@ -166,7 +167,8 @@ pub async fn resolve_issue<G: GithubRepo>(gh: &G, cell: &str, source: &str, dead
             "{}\n\nResolved: the state `{source}` kept the contract and synced.",
             issue.body.trim_end()
         );
-        gh.close_issue(issue.number, &body, deadline).await?;
+        gh.close_issue(issue.number, &body, CloseReason::Completed, deadline)
+            .await?;
         closed.push(issue.number);
     }
     Ok(closed)

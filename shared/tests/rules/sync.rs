@@ -1277,6 +1277,12 @@ async fn a_duplicate_refused_issue_left_by_a_race_is_closed() {
     let issues = bed.fleet.issues();
     assert_eq!(issues.iter().map(|i| i.open).collect::<Vec<_>>(), [true, false]);
     assert!(issues[1].body.contains(&format!("Duplicate of #{}", issues[0].number)));
+    // Closed as GitHub's "duplicate", not "completed": the refusal it reported still stands.
+    assert_eq!(bed.fleet.issue_state_reason(issues[1].number), Some("duplicate"));
+    // The next good state closes the one kept as resolved.
+    apply(&bed, "eu-c1", 2, "vpc-1");
+    sync(&bed, "eu-c1").await;
+    assert_eq!(bed.fleet.issue_state_reason(issues[0].number), Some("completed"));
 }
 
 /// GitHub refusing cellbridge's access (a 403 "Resource not accessible", a 401, a 404) is a
