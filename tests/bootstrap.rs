@@ -181,20 +181,7 @@ impl Bed {
             .to_builder()
             .region(aws_config::Region::new(region.to_owned()))
             .build();
-        let eks = aws_sdk_eks::Client::new(&regional);
-        let mut create = eks
-            .create_cluster()
-            .name(name)
-            .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
-            .resources_vpc_config(
-                aws_sdk_eks::types::VpcConfigRequest::builder()
-                    .subnet_ids("subnet-1")
-                    .build(),
-            );
-        for (k, v) in tags {
-            create = create.tags(*k, *v);
-        }
-        create.send().await.unwrap();
+        moto::create_cluster(&regional, name, tags).await;
         moto_control(
             &format!("/_cellbridge/eks/clusters/{name}"),
             json!({"region": region, "endpoint": kube.url(), "ca_pem": kube.ca_pem}),
@@ -1478,19 +1465,7 @@ const ROLE_B: &str = "arn:aws:iam::210987654321:role/cellbridge-bootstrap";
 
 /// A cluster named `name`, tagged as `cell`'s, in the account of `conf`'s credentials.
 async fn create_tagged_cluster(conf: &aws_config::SdkConfig, name: &str, cell: &str) {
-    aws_sdk_eks::Client::new(conf)
-        .create_cluster()
-        .name(name)
-        .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
-        .resources_vpc_config(
-            aws_sdk_eks::types::VpcConfigRequest::builder()
-                .subnet_ids("subnet-1")
-                .build(),
-        )
-        .tags("cellbridge.dev/cell", cell)
-        .send()
-        .await
-        .unwrap();
+    moto::create_cluster(conf, name, &[("cellbridge.dev/cell", cell)]).await;
 }
 
 /// Access-entry operations on `cluster` in `account`'s cluster of that name.

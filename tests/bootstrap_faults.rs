@@ -157,19 +157,8 @@ impl Bed {
         kube.auto_ready(true);
         // The bed's own calls keep the SDK's default timeouts: a slow answer on a busy machine
         // must not turn into a retried CreateCluster.
-        let mut create = aws_sdk_eks::Client::new(&setup)
-            .create_cluster()
-            .name(&cluster)
-            .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
-            .resources_vpc_config(
-                aws_sdk_eks::types::VpcConfigRequest::builder()
-                    .subnet_ids("subnet-1")
-                    .build(),
-            );
-        if !role {
-            create = create.tags("cellbridge.dev/cell", &cell);
-        }
-        create.send().await.unwrap();
+        let tags: &[(&str, &str)] = if role { &[] } else { &[("cellbridge.dev/cell", &cell)] };
+        moto::create_cluster(&setup, &cluster, tags).await;
         moto_post(
             &format!("/_cellbridge/eks/clusters/{cluster}"),
             json!({"region": REGION, "endpoint": kube.url(), "ca_pem": kube.ca_pem}),

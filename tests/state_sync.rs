@@ -1295,18 +1295,8 @@ async fn the_fleet_dashboard_after_a_sync_all_lists_every_cell_needing_attention
         assert_eq!(status, 200, "{out}");
     };
     // One destroyed stack's cluster still runs in moto's EKS; the other's was never there.
-    let eks = aws_sdk_eks::Client::new(&moto::sdk_config().await);
-    eks.create_cluster()
-        .name("eu-dash-kept")
-        .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
-        .resources_vpc_config(
-            aws_sdk_eks::types::VpcConfigRequest::builder()
-                .subnet_ids("subnet-1")
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    let conf = moto::sdk_config().await;
+    moto::create_cluster(&conf, "eu-dash-kept", &[]).await;
     // In sync: proposed and merged. Destroyed: merged, then `terraform destroy`.
     for cell in ["eu-in-sync", "eu-dash-gone", "eu-dash-kept"] {
         bed.apply(cell, &base_data(cell, "vpc-1"), false).await;
@@ -1503,18 +1493,9 @@ async fn the_fleet_dashboard_after_a_sync_all_lists_every_cell_needing_attention
 async fn a_destroyed_stack_is_decommissioned_once_its_cluster_is_gone_and_a_reapply_closes_it() {
     let bed = Bed::new("decommission", false).await;
     let cell = "eu-dc1";
-    let eks = aws_sdk_eks::Client::new(&moto::sdk_config().await);
-    eks.create_cluster()
-        .name(cell)
-        .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
-        .resources_vpc_config(
-            aws_sdk_eks::types::VpcConfigRequest::builder()
-                .subnet_ids("subnet-1")
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    let conf = moto::sdk_config().await;
+    moto::create_cluster(&conf, cell, &[]).await;
+    let eks = aws_sdk_eks::Client::new(&conf);
 
     // The cell, merged.
     bed.apply(cell, &base_data(cell, "vpc-111"), false).await;

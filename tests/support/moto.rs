@@ -102,3 +102,24 @@ pub async fn queue(
     let arn = attrs.attributes().unwrap()[&QueueAttributeName::QueueArn].clone();
     (url, arn)
 }
+
+/// Creates EKS cluster `name` in moto with `conf`'s region and identity, tagged `tags` (moto
+/// needs a role and a subnet, neither of which it checks).
+pub async fn create_cluster(conf: &aws_config::SdkConfig, name: &str, tags: &[(&str, &str)]) {
+    let mut create = aws_sdk_eks::Client::new(conf)
+        .create_cluster()
+        .name(name)
+        .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
+        .resources_vpc_config(
+            aws_sdk_eks::types::VpcConfigRequest::builder()
+                .subnet_ids("subnet-1")
+                .build(),
+        );
+    for (k, v) in tags {
+        create = create.tags(*k, *v);
+    }
+    create
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("creating EKS cluster {name} in moto: {e:?}"));
+}
