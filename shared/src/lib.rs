@@ -42,6 +42,7 @@ pub mod metadata;
 pub mod metrics;
 pub mod pause;
 pub mod plan;
+pub mod record;
 pub mod redact;
 pub mod retry;
 pub mod s3;

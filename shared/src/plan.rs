@@ -620,11 +620,16 @@ fn body(p: &Plan, meta: &CellMetadata) -> String {
     }
     let _ = writeln!(
         b,
-        "\n---\nOpened by cellbridge from `terraform apply`. Do not push to `{}`: cellbridge rewrites it on every state update.",
-        p.branch
+        "\n---\nOpened by cellbridge from `terraform apply`. Commits you push to `{}` are kept: cellbridge rewrites only `{}` on a new state, on top of them.",
+        p.branch,
+        crate::configmap::path_for(&p.cell)
     );
     // Read back by cellbridge to order updates; invisible in the rendered pull request.
-    let _ = writeln!(b, "<!-- cellbridge:serial={} lineage={} -->", p.serial, p.lineage);
+    let _ = writeln!(
+        b,
+        "{}",
+        crate::record::line(&[("serial", &p.serial.to_string()), ("lineage", &p.lineage)])
+    );
     b
 }
 
@@ -638,11 +643,7 @@ fn list_or_none(v: &[&str]) -> String {
 
 /// Reads back the serial and lineage recorded in a pull request body written by [`plan`].
 pub fn recorded_serial(body: &str) -> Option<(u64, String)> {
-    let start = body.rfind("<!-- cellbridge:serial=")? + "<!-- cellbridge:serial=".len();
-    let rest = &body[start..];
-    let (serial, rest) = rest.split_once(" lineage=")?;
-    let (lineage, _) = rest.split_once(" -->")?;
-    Some((serial.parse().ok()?, lineage.to_owned()))
+    crate::record::Record::read(body).serial()
 }
 
 /// What the planner's tests (and the rules built on plans) plan against: a cell's metadata and a

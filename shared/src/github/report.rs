@@ -15,7 +15,6 @@ use sha1::Digest as _;
 use super::Result;
 use super::archive::hex;
 use super::port::{CloseReason, GithubRepo, Issue, PullRequest, PullState};
-use super::pull_request::{marker, with_marker_field};
 use crate::plan;
 
 /// The commit status that says whether the cell's latest state kept the contract.
@@ -78,7 +77,7 @@ async fn on_pull_request<G: GithubRepo>(
             .await?;
     }
     let digest = refusal.digest();
-    if marker(&pr.body, "refused").as_deref() != Some(digest.as_str()) {
+    if crate::record::field(&pr.body, "refused").as_deref() != Some(digest.as_str()) {
         let text = format!(
             "cellbridge refused the Terraform state of cell `{}` ({}) and wrote nothing:\n\n> {}\n\nThis pull request keeps the values it had. `{CONTRACT_CONTEXT}` fails until a state that keeps the contract arrives; that state updates this pull request and sets the status back to success.",
             refusal.cell,
@@ -87,7 +86,7 @@ async fn on_pull_request<G: GithubRepo>(
         );
         gh.comment(pr.number, &text, deadline).await?;
         // Recorded after the comment: a run cut off in between comments again, rather than never.
-        let body = with_marker_field(&pr.body, "refused", Some(&digest));
+        let body = crate::record::with_field(&pr.body, "refused", Some(&digest));
         gh.update_pull_text(pr.number, &pr.title, &body, &pr.labels, deadline)
             .await?;
     }
@@ -147,7 +146,7 @@ async fn in_issue<G: GithubRepo>(gh: &G, refusal: &Refusal<'_>, deadline: Instan
         gh.close_issue(dup.number, &note, CloseReason::Duplicate, deadline)
             .await?;
     }
-    if marker(&first.body, "reason").as_deref() != Some(refusal.digest().as_str()) {
+    if crate::record::field(&first.body, "reason").as_deref() != Some(refusal.digest().as_str()) {
         gh.update_pull_text(first.number, &issue_title(refusal.cell), &body, &first.labels, deadline)
             .await?;
     }
@@ -215,7 +214,7 @@ mod tests {
             reason: "cell_metadata.token: looks like a secret",
         };
         let body = issue_body(&r);
-        assert_eq!(marker(&body, "reason"), Some(r.digest()));
+        assert_eq!(crate::record::field(&body, "reason"), Some(r.digest()));
         assert!(body.contains(&issue_marker("prod-eu-west-1")));
         assert!(
             !body.contains(&issue_marker("prod-eu")),
