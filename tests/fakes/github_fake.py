@@ -1646,6 +1646,15 @@ class Handler(BaseHTTPRequestHandler):
                      for c, st in sorted(statuses.items())]
             return {"contexts": lambda info, **k: {"pageInfo": {"hasNextPage": False}, "nodes": nodes, "totalCount": len(nodes)}}
 
+        def actor(login):
+            # GraphQL's `Actor` for a REST login. A GitHub App acts as a `Bot` whose GraphQL login
+            # is its slug without the `[bot]` suffix that its REST login and `viewer.login` carry:
+            # "In the V4 API, bot accounts have their own type, so the login string does not
+            # include this suffix" (palantir/policy-bot#44; chdsbd/kodiak#288).
+            if login.endswith("[bot]"):
+                return {"__typename": "Bot", "login": login[: -len("[bot]")]}
+            return {"__typename": "User", "login": login}
+
         def pull(full, repo, pr):
             head = repo["refs"].get("heads/" + pr["head"], pr.get("head_sha"))
             am = pr.get("auto_merge")
@@ -1653,8 +1662,7 @@ class Handler(BaseHTTPRequestHandler):
                 "id": node_id(repo, pr), "number": pr["number"],
                 "state": "MERGED" if pr.get("merged") else pr["state"].upper(),
                 "headRefOid": head, "mergeStateStatus": merge_state(repo, pr) if pr["state"] == "open" else "UNKNOWN",
-                "autoMergeRequest": {"enabledBy": {"__typename": "Bot" if am["enabled_by"].endswith("[bot]") else "User",
-                                                   "login": am["enabled_by"]},
+                "autoMergeRequest": {"enabledBy": actor(am["enabled_by"]),
                                      "mergeMethod": am["merge_method"]} if am else None,
                 "commits": lambda info, **k: {"nodes": [{"commit": {"oid": head, "statusCheckRollup": checks(full, repo, pr, head)}}]},
             }
@@ -1691,7 +1699,7 @@ class Handler(BaseHTTPRequestHandler):
                 raise Refused("UNPROCESSABLE", f"Pull request Pull request is in {word} status")
             pr["auto_merge"] = {"enabled_by": viewer, "merge_method": input.get("mergeMethod") or "MERGE"}
             touch(pr)
-            return {"pullRequest": pull(full, repo, pr), "actor": {"__typename": "User", "login": viewer}}
+            return {"pullRequest": pull(full, repo, pr), "actor": actor(viewer)}
 
         def disable(info, input, **k):
             full, repo, pr = pull_of_node(input["pullRequestId"])
@@ -1699,7 +1707,7 @@ class Handler(BaseHTTPRequestHandler):
                 raise Refused("NOT_FOUND", f"Could not resolve to a node with the global id of '{input['pullRequestId']}'")
             pr["auto_merge"] = None
             touch(pr)
-            return {"pullRequest": pull(full, repo, pr), "actor": {"__typename": "User", "login": viewer}}
+            return {"pullRequest": pull(full, repo, pr), "actor": actor(viewer)}
 
         return {"viewer": {"login": viewer}, "repository": repository,
                 "enablePullRequestAutoMerge": enable, "disablePullRequestAutoMerge": disable}

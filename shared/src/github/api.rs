@@ -11,8 +11,9 @@ use base64::Engine as _;
 
 use super::operations::GraphqlOperation;
 use super::port::{
-    AutoMergeAnswer, AutoMergeRequest, ChangedFile, CheckState, CloseReason, Comparison, GithubRepo, Issue, Merge,
-    MergeAnswer, MergeMethod, MergeState, MergeStateStatus, OpenPull, PullRequest, PullState, Relation, RequiredCheck,
+    Actor, AutoMergeAnswer, AutoMergeRequest, BranchCommit, ChangedFile, CheckState, CloseReason, Comparison,
+    GithubRepo, Issue, Merge, MergeAnswer, MergeMethod, MergeState, MergeStateStatus, OpenPull, PullRequest, PullState,
+    Relation, RequiredCheck,
 };
 use super::transport::{Target, enc, sha_of, url_query};
 use super::{GithubError, GithubFleet, Result, Snapshot};
@@ -291,11 +292,30 @@ impl GithubRepo for GithubFleet {
             .and_then(|cs| cs.iter().rev().find(|c| c["sha"].as_str() == Some(head)))
             .and_then(|c| c["commit"]["tree"]["sha"].as_str())
             .map(str::to_owned);
+        let commits: Vec<BranchCommit> = v["commits"]
+            .as_array()
+            .map(|cs| {
+                cs.iter()
+                    .filter_map(|c| {
+                        Some(BranchCommit {
+                            sha: c["sha"].as_str()?.to_owned(),
+                            message: c["commit"]["message"].as_str().unwrap_or_default().to_owned(),
+                            author: c["author"]["login"]
+                                .as_str()
+                                .or_else(|| c["commit"]["author"]["name"].as_str())
+                                .map(str::to_owned),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         Ok(Comparison {
             relation,
             merge_base: v["merge_base_commit"]["sha"].as_str().unwrap_or_default().to_owned(),
             files,
             head_tree,
+            total_commits: v["total_commits"].as_u64().map_or(commits.len(), |n| n as usize),
+            commits,
         })
     }
 
@@ -1002,7 +1022,12 @@ fn merge_state_of(data: &Value) -> std::result::Result<MergeState, String> {
             .unwrap_or(MergeStateStatus::Unknown),
         auto_merge_allowed: data["repository"]["autoMergeAllowed"] == true,
         auto_merge: pr["autoMergeRequest"].as_object().map(|a| AutoMergeRequest {
-            enabled_by: a.get("enabledBy").and_then(|b| b["login"].as_str()).map(str::to_owned),
+            enabled_by: a.get("enabledBy").and_then(|b| {
+                Some(Actor {
+                    login: b["login"].as_str()?.to_owned(),
+                    bot: b["__typename"].as_str() == Some("Bot"),
+                })
+            }),
             method: method(a.get("mergeMethod").and_then(Value::as_str).unwrap_or("MERGE")),
         }),
         viewer: data["viewer"]["login"].as_str().unwrap_or_default().to_owned(),

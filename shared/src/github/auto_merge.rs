@@ -25,11 +25,11 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::port::{AutoMergeAnswer, GithubRepo, MergeAnswer, MergeMethod, MergeState, PullState};
-use super::pull_request::marker;
 use super::{GithubError, Result};
 use crate::automerge::{self, AutoMergeError, Eligibility, OptIn};
 use crate::fleet::FleetRead;
 use crate::plan::Plan;
+use crate::record::field as marker;
 
 /// Where the auto-merge paragraph starts and ends in a body (rewritten in place).
 const BLOCK_OPEN: &str = "<!-- cellbridge-auto-merge -->";
@@ -142,6 +142,7 @@ impl OptInFile {
         Run {
             covered: coverage != NOT_COVERED && coverage != INVALID,
             was_covered: recorded != NOT_COVERED && recorded != INVALID,
+            ours: recorded_body.and_then(|b| marker(b, ENABLED_BY)).as_deref() == Some(CELLBRIDGE),
             coverage,
             method: self.merge_method(),
             done: Done::Nothing,
@@ -168,7 +169,14 @@ pub(super) struct Run {
     note: Option<String>,
     /// A merge to send once the body is written: (node id unused, head sha).
     merge: Option<String>,
+    /// cellbridge's own auto-merge is on (the record's `automerge-by=cellbridge`).
+    ours: bool,
 }
+
+/// The record field saying who enabled the pull request's auto-merge, and its value when
+/// cellbridge did.
+const ENABLED_BY: &str = "automerge-by";
+const CELLBRIDGE: &str = "cellbridge";
 
 impl Run {
     /// The marker fields the body records: `optin=` and, for an eligible head,
@@ -177,6 +185,9 @@ impl Run {
         let mut f = format!(" optin={}", self.coverage);
         if self.eligibility.eligible {
             f.push_str(" automerge=eligible");
+        }
+        if self.ours {
+            f.push_str(&format!(" {ENABLED_BY}={CELLBRIDGE}"));
         }
         f
     }
@@ -210,17 +221,26 @@ impl Run {
         let Some(st) = self.read(gh, number, deadline).await? else {
             return Ok(());
         };
+        // Whose it is, the enabler tells; only where GitHub names no enabler does the record of
+        // what cellbridge enabled decide.
+        let ours = |st: &MergeState| {
+            st.enabled_by_viewer() || (self.ours && st.auto_merge.as_ref().is_some_and(|a| a.enabled_by.is_none()))
+        };
         match &st.auto_merge {
-            None => {}
-            Some(_) if st.enabled_by_viewer() => {
+            None => self.ours = false,
+            Some(_) if ours(&st) => {
                 gh.disable_auto_merge(&st.node_id, deadline).await?;
+                self.ours = false;
                 tracing::info!(pull_request = number, "auto-merge disabled: the head is not eligible");
                 self.done = Done::Disabled;
                 self.note =
                     Some("cellbridge turned off the auto-merge it had enabled: this head is not eligible.".to_owned());
             }
             Some(a) => {
-                let who = a.enabled_by.clone().unwrap_or_else(|| "a person".to_owned());
+                let who = a
+                    .enabled_by
+                    .as_ref()
+                    .map_or_else(|| "a person".to_owned(), |b| b.display());
                 self.done = Done::LeftAlone;
                 self.detail = Some(format!("enabled by {who}"));
                 self.note = Some(format!(
@@ -254,9 +274,10 @@ impl Run {
             return Err(moved(number, head, &st.head_sha));
         }
         self.note = None;
+        self.ours = st.enabled_by_viewer();
         if let Some(a) = &st.auto_merge {
             self.done = Done::AlreadyEnabled;
-            self.detail = a.enabled_by.as_ref().map(|b| format!("enabled by {b}"));
+            self.detail = a.enabled_by.as_ref().map(|b| format!("enabled by {}", b.display()));
             return Ok(());
         }
         if !st.auto_merge_allowed {
@@ -276,6 +297,7 @@ impl Run {
             AutoMergeAnswer::Enabled => {
                 tracing::info!(pull_request = number, head, "auto-merge enabled");
                 self.done = Done::Enabled;
+                self.ours = true;
                 self.detail = Some(format!(
                     "GitHub merges it ({}) once branch protection is satisfied (it was {})",
                     self.method.rest(),
@@ -494,6 +516,7 @@ mod tests {
             detail: None,
             note: note.map(str::to_owned),
             merge: None,
+            ours: false,
         }
     }
 

@@ -17,14 +17,11 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use super::port::{GithubRepo, Merge, PullRequest, PullState};
-use super::pull_request::{CLOSED_MARKER, close_as_own, marker, recorded_base, recorded_digest, trailers};
+use super::pull_request::{close_as_own, recorded_base, recorded_digest, trailers};
 use super::{GithubError, Result, Snapshot};
 use crate::decommission::{Decommission, LABEL_DECOMMISSION};
 use crate::plan::{self, LABEL_CELLBRIDGE};
-
-/// The start of a decommission pull request's marker line: `kind` is its first field, so that
-/// the pull request is told apart even once a close marker follows it.
-const KIND_MARKER: &str = "<!-- cellbridge:kind=decommission ";
+use crate::record::{self, Kind, Record};
 
 /// The status on a decommission's head: branch protection that requires the strict check gets
 /// an answer, and it says why there is nothing to substitute.
@@ -61,7 +58,7 @@ pub enum Decommissioned {
 
 /// Whether `pr` is a decommission cellbridge opened (closed or not).
 pub fn is_decommission(pr: &PullRequest) -> bool {
-    pr.body.contains(KIND_MARKER)
+    Record::read(&pr.body).kind() == Kind::Decommission
 }
 
 /// Converges the cell's decommission pull request to `d`, which EKS confirmed ([`Decommission::confirmed`]).
@@ -113,8 +110,8 @@ pub async fn converge<G: GithubRepo>(
         Some(pr)
             if pr.state == PullState::Closed
                 && is_decommission(&pr)
-                && !pr.body.contains(CLOSED_MARKER)
-                && marker(&pr.body, "values").as_deref() == Some(digest.as_str()) =>
+                && !Record::read(&pr.body).closed_by_cellbridge()
+                && Record::read(&pr.body).get("values") == Some(digest.as_str()) =>
         {
             Ok(Decommissioned::Declined {
                 number: pr.number,
@@ -167,10 +164,16 @@ fn body_for(d: &Decommission, digest: &str, base: &str, head: &str, previous: Op
         _ => {}
     }
     format!(
-        "{body}\n<!-- cellbridge:serial={} lineage={} -->\n{KIND_MARKER}digest={digest} base={base} head={head} values={digest} key={} -->\n",
-        d.serial,
-        d.lineage,
-        d.source.key.replace(' ', "%20")
+        "{body}\n{}\n{}\n",
+        record::line(&[("serial", &d.serial.to_string()), ("lineage", &d.lineage)]),
+        record::line(&[
+            ("kind", Kind::Decommission.name()),
+            ("digest", digest),
+            ("base", base),
+            ("head", head),
+            ("values", digest),
+            ("key", &record::value(&d.source.key)),
+        ])
     )
 }
 
@@ -263,7 +266,7 @@ async fn update<G: GithubRepo>(
     deadline: Instant,
 ) -> Result<Decommissioned> {
     if recorded_digest(&pr.body).as_deref() == Some(digest)
-        && marker(&pr.body, "head").as_deref() == Some(pr.head_sha.as_str())
+        && record::field(&pr.body, "head").as_deref() == Some(pr.head_sha.as_str())
         && recorded_base(&pr.body).as_deref() == Some(snap.base_sha.as_str())
     {
         let missing: Vec<String> = labels().into_iter().filter(|l| !pr.labels.contains(l)).collect();
@@ -278,7 +281,7 @@ async fn update<G: GithubRepo>(
     let mut head = pr.head_sha.clone();
     let mut cmp = gh.compare(&snap.base_sha, &head, deadline).await?;
     if !cmp.relation.contains_base() {
-        let message = format!("Merge {} into {}", snap.base_branch, d.branch);
+        let message = super::branch::merge_message(&snap.base_branch, &d.branch);
         match gh.merge_into(&d.branch, &snap.base_sha, &message, deadline).await? {
             Merge::Merged(sha) => head = sha,
             Merge::UpToDate => {
@@ -365,13 +368,13 @@ async fn conflicted<G: GithubRepo>(
     pr: PullRequest,
     deadline: Instant,
 ) -> Result<Decommissioned> {
-    if marker(&pr.body, "conflict").is_none() {
+    if record::field(&pr.body, "conflict").is_none() {
         let text = format!(
             "This branch conflicts with `{}`, so cellbridge cannot bring the decommission of `clusters/{}/` up to date. Please resolve the conflict (**Update branch**); the next event then removes what the base has added there.",
             snap.base_branch, d.cell
         );
         gh.comment(pr.number, &text, deadline).await?;
-        let body = super::pull_request::with_marker_field(&pr.body, "conflict", Some("asked"));
+        let body = record::with_field(&pr.body, "conflict", Some("asked"));
         gh.update_pull_text(pr.number, &pr.title, &body, &pr.labels, deadline)
             .await?;
     }
@@ -396,11 +399,16 @@ mod tests {
             labels: vec![],
             body: body.into(),
         };
-        let body = format!("text\n{KIND_MARKER}digest=d base=b head=h values=d key=k -->\n");
-        assert!(is_decommission(&pr(&body)));
-        assert_eq!(marker(&body, "values").as_deref(), Some("d"));
-        let closed = format!("{body}\n{CLOSED_MARKER}\n");
+        let body = "text\n<!-- cellbridge:kind=decommission digest=d base=b head=h values=d key=k -->\n";
+        assert!(is_decommission(&pr(body)));
+        assert_eq!(record::field(body, "values").as_deref(), Some("d"));
+        let closed = super::super::pull_request::closed_body(body, Some("why"));
         assert!(is_decommission(&pr(&closed)));
+        // A field set later (a conflict, a refusal) never hides the kind.
+        let conflicted = record::with_field(body, "conflict", Some("asked"));
+        assert!(is_decommission(&pr(&conflicted)));
+        let old_release = "text\n<!-- cellbridge:refused=r kind=decommission digest=d -->\n";
+        assert!(is_decommission(&pr(old_release)));
         assert!(!is_decommission(&pr(
             "text\n<!-- cellbridge:digest=d base=b head=h values=v key=k -->\n"
         )));

@@ -60,8 +60,9 @@ use sha1::Digest as _;
 use super::archive::{Keeper, git_object_id, hex};
 use super::operations::{self as ops, Operation};
 use super::port::{
-    AutoMergeAnswer, AutoMergeRequest, ChangedFile, CheckState, CloseReason, Comparison, GithubRepo, Issue, Merge,
-    MergeAnswer, MergeMethod, MergeState, MergeStateStatus, OpenPull, PullRequest, PullState, Relation, RequiredCheck,
+    Actor, AutoMergeAnswer, AutoMergeRequest, BranchCommit, ChangedFile, CheckState, CloseReason, Comparison,
+    GithubRepo, Issue, Merge, MergeAnswer, MergeMethod, MergeState, MergeStateStatus, OpenPull, PullRequest, PullState,
+    Relation, RequiredCheck,
 };
 use super::{GithubError, Result, Snapshot};
 use crate::fleet::{FileMode, FileWrite, Keep, MemFleet};
@@ -1331,11 +1332,30 @@ impl GithubRepo for MemGithub {
                     s.blobs.insert(id, text);
                 }
             }
+            // The head's own commits, oldest first, as GitHub lists them.
+            let base_side = s.ancestors(&b);
+            let mut ahead: Vec<(u64, String)> = s
+                .ancestors(&h)
+                .into_iter()
+                .filter(|c| !base_side.contains(c))
+                .map(|c| (s.commits[&c].when, c))
+                .collect();
+            ahead.sort();
+            let commits: Vec<BranchCommit> = ahead
+                .into_iter()
+                .map(|(_, sha)| BranchCommit {
+                    message: s.commits[&sha].message.clone(),
+                    author: None,
+                    sha,
+                })
+                .collect();
             Ok(Comparison {
                 relation,
                 head_tree: (since != h).then(|| s.commits[&h].tree.clone()),
                 merge_base: since,
                 files,
+                total_commits: commits.len(),
+                commits,
             })
         })
     }
@@ -1796,8 +1816,19 @@ impl GithubRepo for MemGithub {
                 head_sha: head,
                 merge_state: s.merge_state_of(pr),
                 auto_merge_allowed: s.allow_auto_merge,
+                // GraphQL names an App as a `Bot` by its slug, without the `[bot]` suffix of its
+                // REST login and of `viewer.login` (see `port::Actor`).
                 auto_merge: pr.auto_merge.as_ref().map(|a| AutoMergeRequest {
-                    enabled_by: Some(a.enabled_by.clone()),
+                    enabled_by: Some(match a.enabled_by.strip_suffix("[bot]") {
+                        Some(slug) => Actor {
+                            login: slug.to_owned(),
+                            bot: true,
+                        },
+                        None => Actor {
+                            login: a.enabled_by.clone(),
+                            bot: false,
+                        },
+                    }),
                     method: a.method,
                 }),
                 viewer: VIEWER.to_owned(),

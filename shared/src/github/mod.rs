@@ -30,6 +30,7 @@ use crate::redact::Secret;
 
 mod api;
 mod archive;
+pub mod branch;
 // auto-merge (issue 16)
 pub mod auto_merge;
 pub mod config;
@@ -47,11 +48,12 @@ mod transport;
 pub use archive::{Archive, ArchiveError, read_archive, read_archive_from};
 pub use config::{DEFAULT_GITHUB_API_URL, GithubConfig};
 pub use port::{
-    ChangedFile, CloseReason, Comparison, GithubRepo, Issue, Merge, OpenPull, PullRequest, PullState, Relation,
+    BranchCommit, ChangedFile, CloseReason, Comparison, GithubRepo, Issue, Merge, OpenPull, PullRequest, PullState,
+    Relation,
 };
 // auto-merge (issue 16)
 pub use port::{
-    AutoMergeAnswer, AutoMergeRequest, CheckState, MergeAnswer, MergeMethod, MergeState, MergeStateStatus,
+    Actor, AutoMergeAnswer, AutoMergeRequest, CheckState, MergeAnswer, MergeMethod, MergeState, MergeStateStatus,
     RequiredCheck,
 };
 pub use pull_request::{Converged, converge_reporting};
@@ -87,6 +89,12 @@ pub enum GithubError {
     Refused { what: String, rule: String },
     #[error("GitHub {what}: unexpected answer: {detail}")]
     Protocol { what: String, detail: String },
+    /// The cell's branch holds someone else's commit and no pull request shows it: cellbridge
+    /// neither builds on it nor deletes it, and a person must choose.
+    #[error(
+        "branch {branch} holds {commit}, a commit cellbridge did not write, and no pull request is open for it: cellbridge will not build on it, reset it or delete it. Open a pull request from {branch} to keep that work, or delete the branch; the next state event then proposes the cell's values"
+    )]
+    Foreign { branch: String, commit: String },
     /// The fleet repo is too large for what this function may keep in memory.
     #[error("GitHub {what}: {source}")]
     TooLarge {
@@ -118,6 +126,7 @@ impl Classify for GithubError {
             | GithubError::Access { .. }
             | GithubError::Refused { .. }
             | GithubError::Protocol { .. }
+            | GithubError::Foreign { .. }
             | GithubError::Setup { .. }
             | GithubError::TooLarge { .. }
             | GithubError::MissingPermissions { .. } => Class::Final,

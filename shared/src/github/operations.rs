@@ -134,7 +134,7 @@ const MERGE_STATE_QUERY: &str = "query pullRequestMergeState($owner: String!, $n
       state
       headRefOid
       mergeStateStatus
-      autoMergeRequest { enabledBy { login } mergeMethod }
+      autoMergeRequest { enabledBy { __typename login } mergeMethod }
       commits(last: 1) {
         nodes {
           commit {
@@ -158,7 +158,7 @@ const MERGE_STATE_QUERY: &str = "query pullRequestMergeState($owner: String!, $n
 
 const ENABLE_AUTO_MERGE_MUTATION: &str = "mutation enablePullRequestAutoMerge($pullRequestId: ID!, $expectedHeadOid: GitObjectID!, $mergeMethod: PullRequestMergeMethod!) {
   enablePullRequestAutoMerge(input: {pullRequestId: $pullRequestId, expectedHeadOid: $expectedHeadOid, mergeMethod: $mergeMethod}) {
-    pullRequest { autoMergeRequest { enabledBy { login } mergeMethod } }
+    pullRequest { autoMergeRequest { enabledBy { __typename login } mergeMethod } }
   }
 }";
 

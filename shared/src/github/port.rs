@@ -73,6 +73,15 @@ pub struct ChangedFile {
     pub blob: Option<String>,
 }
 
+/// A commit the head has that the base lacks, as a comparison lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BranchCommit {
+    pub sha: String,
+    pub message: String,
+    /// The git author's name, when the answer gives it (said in reports, never decided on).
+    pub author: Option<String>,
+}
+
 /// "Compare two commits" (three dots: the head's changes since the merge base).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Comparison {
@@ -81,6 +90,10 @@ pub struct Comparison {
     pub files: Vec<ChangedFile>,
     /// The head commit's tree, when the answer shows it (saves reading the commit).
     pub head_tree: Option<String>,
+    /// The head's commits since the merge base, oldest first: GitHub lists at most the newest
+    /// 250 ("Compare two commits"), so [`Comparison::total_commits`] can be larger.
+    pub commits: Vec<BranchCommit>,
+    pub total_commits: usize,
 }
 
 /// What merging a commit into a branch did ("Merge a branch").
@@ -173,11 +186,47 @@ pub struct RequiredCheck {
     pub state: CheckState,
 }
 
+/// Who did something, as GraphQL's `Actor` interface names them (`__typename` and `login`).
+///
+/// A GitHub App acts as a `Bot`, whose GraphQL `login` is its slug *without* the `[bot]` suffix
+/// that its REST login and GraphQL `viewer.login` carry: "In the V4 API, bot accounts have their
+/// own type, so the login string does not include this suffix" (palantir/policy-bot#44; likewise
+/// chdsbd/kodiak#288). So an App's own auto-merge reads `enabledBy { __typename: "Bot", login:
+/// "cellbridge" }` while `viewer.login` is `cellbridge[bot]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor {
+    pub login: String,
+    /// `__typename` is `Bot`.
+    pub bot: bool,
+}
+
+impl Actor {
+    /// Whether this actor is the one whose `viewer.login` is `viewer`: a `User` by the same
+    /// login; a `Bot` by its slug with `[bot]` appended (a `User` whose login is an App's slug
+    /// is someone else).
+    pub fn is_viewer(&self, viewer: &str) -> bool {
+        if self.bot {
+            viewer.strip_suffix("[bot]") == Some(self.login.as_str()) || viewer == self.login
+        } else {
+            viewer == self.login && !viewer.ends_with("[bot]")
+        }
+    }
+
+    /// As a person reads the name on GitHub (a bot with its suffix).
+    pub fn display(&self) -> String {
+        if self.bot && !self.login.ends_with("[bot]") {
+            format!("{}[bot]", self.login)
+        } else {
+            self.login.clone()
+        }
+    }
+}
+
 /// GitHub's auto-merge request on a pull request (`PullRequest.autoMergeRequest`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AutoMergeRequest {
-    /// The login of whoever enabled it (`enabledBy`), when GitHub tells.
-    pub enabled_by: Option<String>,
+    /// Whoever enabled it (`enabledBy`), when GitHub tells.
+    pub enabled_by: Option<Actor>,
     pub method: MergeMethod,
 }
 
@@ -203,11 +252,13 @@ pub struct MergeState {
 }
 
 impl MergeState {
-    /// Auto-merge is on, enabled by these credentials.
+    /// Auto-merge is on, enabled by these credentials (told by the enabler itself: see
+    /// [`Actor::is_viewer`]).
     pub fn enabled_by_viewer(&self) -> bool {
         self.auto_merge
             .as_ref()
-            .is_some_and(|a| a.enabled_by.as_deref() == Some(self.viewer.as_str()))
+            .and_then(|a| a.enabled_by.as_ref())
+            .is_some_and(|by| by.is_viewer(&self.viewer))
     }
 
     /// Every required check of the head passed, as far as GitHub listed them.

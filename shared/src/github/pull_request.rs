@@ -22,13 +22,10 @@ use super::{GithubError, Published, Result, Snapshot};
 use crate::configmap;
 use crate::fleet::{FileMode, FileWrite, FleetRead, Overlay};
 use crate::plan::{self, Outcome, Plan};
+use crate::record::{self, Kind, Record};
 
 /// Labels cellbridge manages; any other label a human put on the pull request stays.
 pub(super) const MANAGED_LABELS: [&str; 3] = [plan::LABEL_CELLBRIDGE, plan::LABEL_NEW_CELL, plan::LABEL_SCHEMA_CHANGE];
-
-/// What cellbridge adds to a body when it closes a pull request itself, so that its own closes
-/// are never taken for a person's.
-pub(super) const CLOSED_MARKER: &str = "<!-- cellbridge:closed=in-sync -->";
 
 /// Converges the cell's pull request to `plan`, computed against `snap`: opens it, updates it in
 /// place, leaves it alone when it already holds the plan, or closes it when the base branch
@@ -81,14 +78,14 @@ async fn converge_inner<G: GithubRepo>(
                 url: Some(pr.url.clone()),
             });
         }
-        if let Some(key) = marker(&pr.body, "key")
-            && key != marker_value(&plan.source.key)
+        if let Some(key) = record::field(&pr.body, "key")
+            && key != record::value(&plan.source.key)
             && plan::recorded_serial(&pr.body).is_some_and(|(_, lineage)| lineage != plan.lineage)
         {
             return Ok(Published::Claimed {
                 number: pr.number,
                 url: pr.url.clone(),
-                other_key: key.replace("%20", " "),
+                other_key: record::unvalue(&key),
             });
         }
         // A run that read the base before the pull request was last written must not write
@@ -113,7 +110,7 @@ async fn converge_inner<G: GithubRepo>(
     // The cell is back (a later apply wrote `cell_metadata` again): its decommission is
     // withdrawn, as cellbridge's own close, and the values take the branch.
     let (latest, withdrawn) = match latest {
-        Some(pr) if pr.state == PullState::Open && super::decommission::is_decommission(&pr) => {
+        Some(pr) if pr.state == PullState::Open && Record::read(&pr.body).kind() == Kind::Decommission => {
             let note = format!(
                 "Closed by cellbridge: the cell is back. The Terraform state `{}` (serial {}) has `cell_metadata` again, so `clusters/{}/` stays.",
                 plan.source, plan.serial, plan.cell
@@ -121,7 +118,7 @@ async fn converge_inner<G: GithubRepo>(
             close_as_own(gh, &pr, &plan.branch, Some(&note), deadline).await?;
             let closed = PullRequest {
                 state: PullState::Closed,
-                body: format!("{}\n{CLOSED_MARKER}\n", pr.body.trim_end()),
+                body: closed_body(&pr.body, None),
                 ..pr
             };
             (Some(closed), true)
@@ -209,9 +206,7 @@ pub(super) async fn close_as_own<G: GithubRepo>(
     note: Option<&str>,
     deadline: Instant,
 ) -> Result<()> {
-    let note = note.map(|n| format!("\n\n{n}")).unwrap_or_default();
-    let body = format!("{}{note}\n{CLOSED_MARKER}\n", pr.body.trim_end());
-    gh.close_pull(pr.number, &body, deadline).await?;
+    gh.close_pull(pr.number, &closed_body(&pr.body, note), deadline).await?;
     // GitHub deletes a ref unconditionally: a push that landed since the comparison keeps the
     // branch (and the pull request can be reopened with it).
     let head = gh.branch_head(branch, deadline).await?.map(|(sha, _)| sha);
@@ -219,6 +214,13 @@ pub(super) async fn close_as_own<G: GithubRepo>(
         gh.delete_branch(branch, deadline).await?;
     }
     Ok(())
+}
+
+/// `body` as cellbridge closes it: `note` added, and the record saying the close is
+/// cellbridge's own.
+pub(super) fn closed_body(body: &str, note: Option<&str>) -> String {
+    let note = note.map(|n| format!("\n\n{n}")).unwrap_or_default();
+    record::with_field(&format!("{}{note}\n", body.trim_end()), record::CLOSED, Some("in-sync"))
 }
 
 async fn set_status<G: GithubRepo>(gh: &G, commit: &str, plan: &Plan, deadline: Instant) -> Result<()> {
@@ -246,9 +248,9 @@ fn body_for(plan: &Plan, digest: &str, base: &str, head: &str, previous: Option<
         body.push_str(&format!("\n\nFollows #{} ({what}).", prev.number));
     }
     format!(
-        "{body}\n<!-- cellbridge:digest={digest} base={base} head={head} values={} key={}{} -->\n",
+        "{body}\n<!-- cellbridge:kind=metadata digest={digest} base={base} head={head} values={} key={}{} -->\n",
         values_digest(plan),
-        marker_value(&plan.source.key),
+        record::value(&plan.source.key),
         am.marker_fields()
     )
 }
@@ -257,10 +259,11 @@ fn body_for(plan: &Plan, digest: &str, base: &str, head: &str, previous: Option<
 /// `body` with the marker fields of `am` (`optin=`, `automerge=`) as they are now.
 fn with_marker_fields(body: &str, am: &Run) -> String {
     let fields = am.marker_fields();
-    let mut out = with_marker_field(body, "automerge", None);
+    let mut out = record::with_field(body, "automerge", None);
+    out = record::with_field(&out, "automerge-by", None);
     for field in fields.split_whitespace() {
         if let Some((k, v)) = field.split_once('=') {
-            out = with_marker_field(&out, k, Some(v));
+            out = record::with_field(&out, k, Some(v));
         }
     }
     out
@@ -377,7 +380,7 @@ async fn update<G: GithubRepo>(
 ) -> Result<Published> {
     let opt_in = OptInFile::read(&snap.fleet);
     if recorded_digest(&pr.body).as_deref() == Some(digest)
-        && marker(&pr.body, "head").as_deref() == Some(pr.head_sha.as_str())
+        && record::field(&pr.body, "head").as_deref() == Some(pr.head_sha.as_str())
         && opt_in.unchanged_since(&pr.body, &plan.cell)
     {
         // As cellbridge left it. A run cut off between opening the pull request and labelling
@@ -392,6 +395,7 @@ async fn update<G: GithubRepo>(
         run.after_status(gh, pr.number, &pr.head_sha, deadline).await?;
         let cleared = clear_refusal(gh, &pr, &pr.head_sha, deadline).await?;
         let body = auto_merge::with_block(cleared.as_deref().unwrap_or(&pr.body), &run.block());
+        let body = with_marker_fields(&body, &run);
         if body != pr.body {
             gh.update_pull_text(pr.number, &pr.title, &body, &labels_for(plan, &pr), deadline)
                 .await?;
@@ -417,7 +421,7 @@ async fn update<G: GithubRepo>(
     let mut head = pr.head_sha.clone();
     let mut cmp = gh.compare(&snap.base_sha, &head, deadline).await?;
     if !cmp.relation.contains_base() {
-        let message = format!("Merge {} into {}", snap.base_branch, plan.branch);
+        let message = super::branch::merge_message(&snap.base_branch, &plan.branch);
         match gh.merge_into(&plan.branch, &snap.base_sha, &message, deadline).await? {
             Merge::Merged(sha) => head = sha,
             // Someone brought it up to date meanwhile: start over from what is there now.
@@ -508,13 +512,13 @@ async fn conflicted<G: GithubRepo>(
     let mut body = clear_refusal(gh, &pr, &pr.head_sha, deadline)
         .await?
         .unwrap_or_else(|| pr.body.clone());
-    if marker(&pr.body, "conflict").is_none() {
+    if record::field(&pr.body, "conflict").is_none() {
         let text = format!(
             "This branch conflicts with `{}`, so cellbridge cannot bring it up to date with new Terraform values ({}). Please resolve the conflict (**Update branch**, or merge `{}` into `{}`); the next state event then writes the values.",
             snap.base_branch, plan.title, snap.base_branch, plan.branch
         );
         gh.comment(pr.number, &text, deadline).await?;
-        body = with_marker_field(&body, "conflict", Some("asked"));
+        body = record::with_field(&body, "conflict", Some("asked"));
     }
     if body != pr.body {
         gh.update_pull_text(pr.number, &plan.title, &body, &pr.labels, deadline)
@@ -538,10 +542,11 @@ async fn open<G: GithubRepo>(
     deadline: Instant,
 ) -> Result<Published> {
     let branch = &plan.branch;
-    if let Some(prev) = &previous {
-        // Its history is not this pull request's: a squash or rebase merge leaves nothing a
-        // fast-forward can follow, and a declined proposal is not built upon. Only the old pull
-        // request's branch goes: one another run just recreated stays.
+    if let Some(prev) = previous.as_ref().filter(|p| p.state == PullState::Merged) {
+        // A merged pull request's branch: everything on it was merged, and its history is not
+        // this pull request's (a squash or rebase merge leaves nothing a fast-forward can
+        // follow). Only the old pull request's branch goes: one another run just recreated
+        // stays. A closed one's branch is judged by whose commits it holds, below.
         let head = gh.branch_head(branch, deadline).await?.map(|(sha, _)| sha);
         if head.as_deref() == Some(prev.head_sha.as_str()) {
             gh.delete_branch(branch, deadline).await?;
@@ -555,79 +560,38 @@ async fn open<G: GithubRepo>(
     let fresh = gh
         .create_commit(&tree, std::slice::from_ref(&snap.base_sha), &message, deadline)
         .await?;
-    let commit = if gh.create_branch(branch, &fresh, deadline).await? {
-        fresh
-    } else {
-        // The branch exists: another sync opened the pull request meanwhile (people may already
-        // be pushing to it: redo, as an update), or one is running right now, or one stopped
-        // between the branch and the pull request.
-        if gh
-            .latest_pull(branch, deadline)
-            .await?
-            .is_some_and(|p| p.state == PullState::Open)
-        {
+    let commit = match claim_branch(gh, snap, branch, &fresh, deadline).await? {
+        Claimed::Created => fresh,
+        Claimed::OpenedMeanwhile => {
             return Err(GithubError::Conflict {
                 what: format!("creating branch {branch}"),
                 detail: "its pull request was opened meanwhile".into(),
             });
         }
-        match gh.branch_head(branch, deadline).await? {
-            None => {
-                return Err(GithubError::Conflict {
-                    what: format!("creating branch {branch}"),
-                    detail: "the branch vanished".into(),
+        Claimed::Held { head, message } => {
+            let t = trailers(&message);
+            if let (Some(s), Some(l)) = (
+                t.get("Cellbridge-Serial").and_then(|s| s.parse::<u64>().ok()),
+                t.get("Cellbridge-Lineage"),
+            ) && *l == plan.lineage
+                && s > plan.serial
+            {
+                return Ok(Published::Stale {
+                    proposed_serial: s,
+                    number: None,
+                    url: None,
                 });
             }
-            Some((head, msg)) => {
-                let t = trailers(&msg);
-                if let (Some(s), Some(l)) = (
-                    t.get("Cellbridge-Serial").and_then(|s| s.parse::<u64>().ok()),
-                    t.get("Cellbridge-Lineage"),
-                ) && *l == plan.lineage
-                    && s > plan.serial
-                {
-                    return Ok(Published::Stale {
-                        proposed_serial: s,
-                        number: None,
-                        url: None,
-                    });
-                }
-                match t.get("Cellbridge-Digest").map(String::as_str) {
-                    Some(d) if d == digest => head,
-                    // Someone else's commit heads it: not cellbridge's to build on without a
-                    // pull request to show it in.
-                    None => {
-                        return Err(GithubError::Conflict {
-                            what: format!("creating branch {branch}"),
-                            detail: format!("{head}, someone else's commit, heads it"),
-                        });
-                    }
-                    // A cut-off run's branch: made current as an update would, the base
-                    // merged in and cellbridge's file written over, nothing else.
-                    Some(_) => {
-                        let mut head = head;
-                        let message = format!("Merge {} into {branch}", snap.base_branch);
-                        match gh.merge_into(branch, &snap.base_sha, &message, deadline).await? {
-                            Merge::Merged(sha) => head = sha,
-                            Merge::UpToDate => {}
-                            Merge::Conflict => {
-                                return Err(GithubError::Conflict {
-                                    what: format!("merging {} into {branch}", snap.base_branch),
-                                    detail: "the branch a cut-off run left conflicts with the base".into(),
-                                });
-                            }
-                        }
-                        let cm = configmap::path_for(&plan.cell);
-                        let ours = plan.files.iter().filter(|f| f.path == cm);
-                        let ours: Vec<FileWrite> = ours.map(plan::FileChange::write).collect();
-                        let tree = gh.create_tree(&head, None, &ours, &[], deadline).await?;
-                        let commit = gh
-                            .create_commit(&tree, std::slice::from_ref(&head), &message_for(plan, digest), deadline)
-                            .await?;
-                        gh.move_branch(branch, &head, &commit, deadline).await?;
-                        commit
-                    }
-                }
+            let previous_head = previous.as_ref().map(|p| p.head_sha.as_str());
+            if t.get("Cellbridge-Digest").map(String::as_str) == Some(digest) && previous_head != Some(head.as_str()) {
+                // A cut-off run left this very proposal: opened as it is.
+                head
+            } else {
+                // A closed pull request's branch, or a cut-off run's other proposal (older
+                // values, a decommission): cellbridge's alone, so recreated from the base, never
+                // built on.
+                recreate(gh, branch, &head, &fresh, deadline).await?;
+                fresh
             }
         }
     };
@@ -640,11 +604,11 @@ async fn open<G: GithubRepo>(
         .create_pull(branch, &snap.base_branch, &plan.title, &body, deadline)
         .await?;
     gh.add_labels(number, &plan.labels, deadline).await?;
-    let before = run.block();
     run.after_status(gh, number, &commit, deadline).await?;
     let mut body = body;
-    if run.block() != before {
-        body = auto_merge::with_block(&body, &run.block());
+    let now = with_marker_fields(&auto_merge::with_block(&body, &run.block()), &run);
+    if now != body {
+        body = now;
         gh.update_pull_text(number, &plan.title, &body, &plan.labels, deadline)
             .await?;
     }
@@ -657,12 +621,93 @@ async fn open<G: GithubRepo>(
     Ok(Published::Opened { number, url, commit })
 }
 
+/// What [`claim_branch`] found.
+pub(super) enum Claimed {
+    /// The branch was created at the fresh commit.
+    Created,
+    /// It exists and a pull request is open on it now: another run opened it.
+    OpenedMeanwhile,
+    /// It exists with no pull request, and every commit it has beyond the base is cellbridge's:
+    /// its head and that commit's message.
+    Held { head: String, message: String },
+}
+
+/// Creates `branch` at `fresh` (built on the base), or tells what holds it. A branch that holds
+/// someone else's commit and has no open pull request is never built on, reset or deleted:
+/// [`GithubError::Foreign`], final, naming the commit and what to do.
+pub(super) async fn claim_branch<G: GithubRepo>(
+    gh: &G,
+    snap: &Snapshot,
+    branch: &str,
+    fresh: &str,
+    deadline: Instant,
+) -> Result<Claimed> {
+    if gh.create_branch(branch, fresh, deadline).await? {
+        return Ok(Claimed::Created);
+    }
+    // The branch exists: another sync opened the pull request meanwhile (people may already be
+    // pushing to it), or one is running right now, or one stopped between the branch and the
+    // pull request, or someone pushed a branch of that name. Whose commits it holds is read
+    // first and whether a pull request is open last, so that one opened in between is seen.
+    let Some((head, message)) = gh.branch_head(branch, deadline).await? else {
+        return Err(GithubError::Conflict {
+            what: format!("creating branch {branch}"),
+            detail: "the branch vanished".into(),
+        });
+    };
+    // Against the base branch as it is now, not the snapshot: a commit a person pushed to main
+    // since, which the branch may already contain, is nobody's work on the branch.
+    let cmp = gh.compare(&snap.base_branch, &head, deadline).await?;
+    let owner = super::branch::owner(&cmp, &snap.base_branch, branch);
+    match gh.latest_pull(branch, deadline).await? {
+        Some(p) if p.state == PullState::Open => return Ok(Claimed::OpenedMeanwhile),
+        // Merged meanwhile, with the head read: what was read is history; redo on a fresh read.
+        Some(p) if p.state == PullState::Merged && p.head_sha == head => {
+            return Err(GithubError::Conflict {
+                what: format!("creating branch {branch}"),
+                detail: format!("pull request #{} was merged meanwhile", p.number),
+            });
+        }
+        _ => {}
+    }
+    match owner {
+        super::branch::Owner::Cellbridge => Ok(Claimed::Held { head, message }),
+        super::branch::Owner::Someone(c) => Err(GithubError::Foreign {
+            branch: branch.to_owned(),
+            commit: super::branch::describe(&c),
+        }),
+    }
+}
+
+/// `branch`, all cellbridge's and headed by `head`, recreated at `fresh`: deleted while its head
+/// is still `head` (GitHub deletes a ref unconditionally, so a push since keeps it and the
+/// creation below loses the race), then created again.
+pub(super) async fn recreate<G: GithubRepo>(
+    gh: &G,
+    branch: &str,
+    head: &str,
+    fresh: &str,
+    deadline: Instant,
+) -> Result<()> {
+    let now = gh.branch_head(branch, deadline).await?.map(|(sha, _)| sha);
+    if now.as_deref() == Some(head) {
+        gh.delete_branch(branch, deadline).await?;
+    }
+    if gh.create_branch(branch, fresh, deadline).await? {
+        Ok(())
+    } else {
+        Err(GithubError::Conflict {
+            what: format!("recreating branch {branch}"),
+            detail: "someone wrote to it meanwhile".into(),
+        })
+    }
+}
+
 /// Whether a person closed `pr` without merging it while it proposed the values of
 /// `values_digest` ([`values_digest_of`]): then those values were declined.
 pub(super) fn declined(pr: &PullRequest, values_digest: &str) -> bool {
-    pr.state == PullState::Closed
-        && !pr.body.contains(CLOSED_MARKER)
-        && marker(&pr.body, "values").as_deref() == Some(values_digest)
+    let r = Record::read(&pr.body);
+    pr.state == PullState::Closed && !r.closed_by_cellbridge() && r.get("values") == Some(values_digest)
 }
 
 /// The values the plan proposes, whatever the serial: what a person's close declined.
@@ -680,11 +725,6 @@ pub fn values_digest_of(data: &BTreeMap<String, String>) -> String {
         h.update([0]);
     }
     hex(&h.finalize())
-}
-
-/// A marker field holds no space.
-fn marker_value(s: &str) -> String {
-    s.replace(' ', "%20")
 }
 
 /// What the pull request must hold: its files, labels and check verdict. The serial and the
@@ -710,48 +750,6 @@ pub fn plan_digest(plan: &Plan) -> String {
     hex(&h.finalize())
 }
 
-/// A field of the marker line cellbridge writes last in a body (`<!-- cellbridge:digest=...
-/// base=... -->`, with `conflict=asked` before `digest` once a conflict was reported).
-pub(super) fn marker(body: &str, field: &str) -> Option<String> {
-    let start = body.rfind("<!-- cellbridge:")?;
-    let line = &body[start + "<!-- cellbridge:".len()..];
-    let line = &line[..line.find("-->")?];
-    line.split_whitespace()
-        .find_map(|w| w.strip_prefix(&format!("{field}=")).map(str::to_owned))
-        .filter(|s| !s.is_empty())
-}
-
-/// `body` with `field` of its last marker line set to `value` (or removed when `None`); a body
-/// without a marker line gets one.
-pub(super) fn with_marker_field(body: &str, field: &str, value: Option<&str>) -> String {
-    const OPEN: &str = "<!-- cellbridge:";
-    let located = body.rfind(OPEN).and_then(|start| {
-        let inner = start + OPEN.len();
-        body[inner..].find("-->").map(|len| (start, inner, inner + len))
-    });
-    let Some((start, inner, end)) = located else {
-        return match value {
-            Some(v) => format!("{}\n{OPEN}{field}={v} -->\n", body.trim_end()),
-            None => body.to_owned(),
-        };
-    };
-    let prefix = format!("{field}=");
-    let mut words: Vec<String> = body[inner..end]
-        .split_whitespace()
-        .filter(|w| !w.starts_with(&prefix))
-        .map(str::to_owned)
-        .collect();
-    if let Some(v) = value {
-        words.insert(0, format!("{field}={v}"));
-    }
-    format!(
-        "{}{OPEN}{} -->{}",
-        &body[..start],
-        words.join(" "),
-        &body[end + "-->".len()..]
-    )
-}
-
 /// A good state after a refused one: the head's `cellbridge/contract` status back to success.
 /// Returns the body without the refusal's marker, to be written with the rest; `None` when
 /// nothing was refused.
@@ -761,23 +759,23 @@ async fn clear_refusal<G: GithubRepo>(
     head: &str,
     deadline: Instant,
 ) -> Result<Option<String>> {
-    if marker(&pr.body, "refused").is_none() {
+    if record::field(&pr.body, "refused").is_none() {
         return Ok(None);
     }
     gh.set_status(head, true, CONTRACT_CONTEXT, CONTRACT_KEPT, deadline)
         .await?;
-    Ok(Some(with_marker_field(&pr.body, "refused", None)))
+    Ok(Some(record::with_field(&pr.body, "refused", None)))
 }
 
 /// The `cellbridge/contract` description once a state keeps the contract again.
 pub const CONTRACT_KEPT: &str = "the latest Terraform state keeps the contract";
 
 pub(super) fn recorded_digest(body: &str) -> Option<String> {
-    marker(body, "digest")
+    record::field(body, "digest")
 }
 
 pub(super) fn recorded_base(body: &str) -> Option<String> {
-    marker(body, "base")
+    record::field(body, "base")
 }
 
 /// GitHub refuses a body over 65,536 characters; a long findings table is cut, keeping the
