@@ -31,7 +31,12 @@ pub enum DecommissionError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClusterCheck {
     /// `DescribeCluster` answered `ResourceNotFoundException` in the cell's account and region.
-    Gone { cluster: String, region: String },
+    Gone {
+        cluster: String,
+        region: String,
+        /// The account that answered.
+        account: String,
+    },
     /// Not asked (the command line): the plan says what would be proposed once EKS confirms.
     NotAsked,
 }
@@ -63,9 +68,29 @@ pub struct Decommission {
     pub serial: u64,
     pub lineage: String,
     pub source: StateRef,
+    /// Each removed path's mode, for the body's notes (a symlink, an executable).
+    #[serde(skip)]
+    modes: BTreeMap<String, FileMode>,
 }
 
 impl Decommission {
+    /// The same decommission once EKS answered `eks`: whether it is confirmed, and the body that
+    /// says so. Nothing of the fleet is read again.
+    pub fn checked(mut self, eks: &ClusterCheck) -> Self {
+        self.confirmed = matches!(eks, ClusterCheck::Gone { .. });
+        self.body = body(
+            &self.cell,
+            &self.removed,
+            &self.modes,
+            &self.layers,
+            self.cluster.as_ref(),
+            eks,
+            &self.source,
+            self.serial,
+        );
+        self
+    }
+
     /// What the pull request removes, as one id: a person's close declines this very removal,
     /// and an open pull request is rewritten only when it changes.
     pub fn digest(&self) -> String {
@@ -137,23 +162,22 @@ pub fn plan(
     let layers = check::check_cell(fleet, cell, &vars)
         .map(|r| r.layers)
         .unwrap_or_default();
-    let confirmed = matches!(eks, ClusterCheck::Gone { .. });
-    let title = format!("cellbridge: decommission cell {cell}");
-    let body = body(cell, &removed, &modes, &layers, cluster.as_ref(), eks, &source, serial);
-    Ok(Some(Decommission {
+    let d = Decommission {
         cell: cell.to_owned(),
         branch: branch_for(cell),
-        title,
-        body,
+        title: format!("cellbridge: decommission cell {cell}"),
+        body: String::new(),
         labels: vec![LABEL_CELLBRIDGE.to_owned(), LABEL_DECOMMISSION.to_owned()],
         removed,
         layers,
         cluster,
-        confirmed,
+        confirmed: false,
         serial,
         lineage: lineage.to_owned(),
         source,
-    }))
+        modes,
+    };
+    Ok(Some(d.checked(eks)))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -172,8 +196,8 @@ fn body(
         "The Terraform stack of cell `{cell}` was destroyed: its state (`{source}`, serial {serial}) has no outputs and no resources, which is what `terraform destroy` leaves.\n\n"
     ));
     match (eks, cluster) {
-        (ClusterCheck::Gone { cluster, region }, _) => b.push_str(&format!(
-            "EKS confirms that the cell's cluster `{cluster}` does not exist in `{region}` (`DescribeCluster`: not found).\n\n"
+        (ClusterCheck::Gone { cluster, region, account }, _) => b.push_str(&format!(
+            "EKS confirms that the cell's cluster `{cluster}` does not exist in account `{account}`, region `{region}` (`DescribeCluster`: not found).\n\n"
         )),
         (ClusterCheck::NotAsked, Some(c)) => b.push_str(&format!(
             "Not checked here: the cell's cluster `{}` must be confirmed gone from `{}` (EKS `DescribeCluster`) before its directory is removed.\n\n",
@@ -245,6 +269,7 @@ mod tests {
         let gone = ClusterCheck::Gone {
             cluster: "eks-eu-1".into(),
             region: "eu-west-1".into(),
+            account: "123456789012".into(),
         };
         let d = plan("eu-1", 7, "l", source(), &f, &gone).unwrap().unwrap();
         assert_eq!(
@@ -257,7 +282,12 @@ mod tests {
         );
         assert_eq!((d.branch.as_str(), d.confirmed), ("cellbridge/eu-1", true));
         assert_eq!(d.labels, ["cellbridge", "decommission"]);
-        assert!(d.body.contains("does not exist in `eu-west-1`"), "{}", d.body);
+        assert!(
+            d.body
+                .contains("does not exist in account `123456789012`, region `eu-west-1`"),
+            "{}",
+            d.body
+        );
         assert!(d.body.contains("never merges it"), "{}", d.body);
         assert!(d.body.contains("`clusters/eu-1/run.sh` (executable)"), "{}", d.body);
         assert_eq!(

@@ -78,18 +78,10 @@ impl Accounts for AwsAccounts {
     async fn home_account(&self) -> Result<String, AccessError> {
         self.home
             .get_or_try_init(|| async {
-                let sts = aws_sdk_sts::Client::new(&self.aws);
-                let out = sts.get_caller_identity().send().await.map_err(|e| AccessError::Sts {
-                    reason: aws_sdk_sts::error::DisplayErrorContext(&e).to_string(),
-                    retryable: sts_retryable(&e),
-                })?;
-                out.account()
-                    .filter(|a| !a.is_empty())
-                    .map(str::to_owned)
-                    .ok_or_else(|| AccessError::Sts {
-                        reason: "GetCallerIdentity named no account".into(),
-                        retryable: false,
-                    })
+                probe::caller_account(&self.aws).await.map_err(|f| AccessError::Sts {
+                    reason: f.reason,
+                    retryable: f.retryable,
+                })
             })
             .await
             .cloned()

@@ -389,6 +389,11 @@ impl crate::cells::ClusterProbe for MemAws {
     ) -> crate::cells::probe::Probed<'a> {
         Box::pin(super::presence_via(self, cluster, region, role))
     }
+
+    fn home_account(&self) -> crate::cells::probe::Identified<'_> {
+        let home = self.home();
+        Box::pin(async move { Ok(home) })
+    }
 }
 
 /// EKS and STS of [`MemAws`] in one region, as one identity.

@@ -39,6 +39,8 @@ pub enum ProbeError {
         reason: String,
         retryable: bool,
     },
+    #[error("STS GetCallerIdentity (cellbridge's own account): {reason}")]
+    Identity { reason: String, retryable: bool },
     #[error("EKS DescribeCluster {cluster} in {region}: {reason}")]
     Describe {
         cluster: String,
@@ -51,20 +53,24 @@ pub enum ProbeError {
 impl Classify for ProbeError {
     fn class(&self) -> Class {
         match self {
-            ProbeError::AssumeRole { retryable: true, .. } | ProbeError::Describe { retryable: true, .. } => {
-                Class::Retryable
-            }
+            ProbeError::AssumeRole { retryable: true, .. }
+            | ProbeError::Identity { retryable: true, .. }
+            | ProbeError::Describe { retryable: true, .. } => Class::Retryable,
             _ => Class::Final,
         }
     }
 }
 
 pub type Probed<'a> = Pin<Box<dyn Future<Output = Result<Presence, ProbeError>> + Send + 'a>>;
+pub type Identified<'a> = Pin<Box<dyn Future<Output = Result<String, ProbeError>> + Send + 'a>>;
 
 /// Asks EKS about one cluster, in `region`, as `role` when given (else cellbridge's own
 /// identity, in its own account).
 pub trait ClusterProbe: Send + Sync {
     fn presence<'a>(&'a self, cluster: &'a str, region: &'a str, role: Option<&'a str>) -> Probed<'a>;
+    /// cellbridge's own account: where a question asked without a role is answered. EKS's "not
+    /// found" there says nothing of a cluster in another account.
+    fn home_account(&self) -> Identified<'_>;
 }
 
 /// [`ClusterProbe`] over the AWS SDK.
@@ -72,13 +78,18 @@ pub trait ClusterProbe: Send + Sync {
 pub struct EksProbe {
     aws: SdkConfig,
     session: &'static str,
+    home: std::sync::Arc<tokio::sync::OnceCell<String>>,
 }
 
 impl EksProbe {
     /// `session` names the assumed role's sessions, as CloudTrail shows them
     /// (`cellbridge-state-sync`).
     pub fn new(aws: SdkConfig, session: &'static str) -> Self {
-        Self { aws, session }
+        Self {
+            aws,
+            session,
+            home: Default::default(),
+        }
     }
 }
 
@@ -110,6 +121,36 @@ impl ClusterProbe for EksProbe {
             }
         })
     }
+
+    fn home_account(&self) -> Identified<'_> {
+        Box::pin(async move {
+            self.home
+                .get_or_try_init(|| caller_account(&self.aws))
+                .await
+                .cloned()
+                .map_err(|f| ProbeError::Identity {
+                    reason: f.reason,
+                    retryable: f.retryable,
+                })
+        })
+    }
+}
+
+/// The account of the identity `conf` signs with (STS GetCallerIdentity's `Account`, which needs
+/// no permission).
+pub async fn caller_account(conf: &SdkConfig) -> Result<String, AssumeFailure> {
+    let sts = aws_sdk_sts::Client::new(conf);
+    let out = sts.get_caller_identity().send().await.map_err(|e| AssumeFailure {
+        reason: aws_sdk_sts::error::DisplayErrorContext(&e).to_string(),
+        retryable: sts_retryable(&e),
+    })?;
+    out.account()
+        .filter(|a| !a.is_empty())
+        .map(str::to_owned)
+        .ok_or_else(|| AssumeFailure {
+            reason: "GetCallerIdentity named no account".into(),
+            retryable: false,
+        })
 }
 
 /// EKS's answer for a cluster (or access entry) that is not there.

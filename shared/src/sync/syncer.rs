@@ -870,13 +870,10 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                     key_cell,
                     serial,
                     &lineage,
-                    source.clone(),
+                    source,
                     &snapshot.fleet,
                     &ClusterCheck::NotAsked,
                 ),
-                serial,
-                lineage,
-                source,
             })),
         };
         // Whatever the plan's verdict, it stands only if nothing it read was read past.

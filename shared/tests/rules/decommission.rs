@@ -75,7 +75,12 @@ async fn a_destroyed_stack_whose_cluster_is_gone_opens_one_pull_request_removing
     let pr = bed.fleet.pulls().into_iter().find(|p| p.number == number(&r)).unwrap();
     assert!(pr.open && pr.head == branch(CELL));
     assert_eq!(pr.labels, ["cellbridge", "decommission"]);
-    assert!(pr.body.contains("does not exist in `eu-west-1`"), "{}", pr.body);
+    assert!(
+        pr.body
+            .contains("does not exist in account `123456789012`, region `eu-west-1`"),
+        "{}",
+        pr.body
+    );
     assert!(pr.body.contains("never merges it"), "{}", pr.body);
     assert!(pr.body.contains("The layers the cell ran"), "{}", pr.body);
     assert!(

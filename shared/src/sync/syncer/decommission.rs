@@ -12,17 +12,13 @@ use crate::error::{Class, Classify};
 use crate::events::sync::{DeletedCluster, StateObject, SyncItem};
 use crate::github::decommission::{self as gh_decommission, Decommissioned};
 use crate::github::{GithubRepo, Snapshot};
-use crate::plan::StateRef;
 use crate::s3::StateSource;
 use crate::sync::SyncError;
 
-/// A destroyed stack's state, and the decommission it would propose before EKS was asked
-/// (`None`: the base has no `clusters/<cell>/`).
+/// A destroyed stack's state: the decommission it would propose before EKS was asked (`None`:
+/// the base has no `clusters/<cell>/`).
 pub(super) struct Destroyed {
     pub(super) decommission: Result<Option<decommission::Decommission>, decommission::DecommissionError>,
-    pub(super) serial: u64,
-    pub(super) lineage: String,
-    pub(super) source: StateRef,
 }
 
 impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
@@ -90,6 +86,42 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             report: false,
         })?;
         let left = deadline.saturating_duration_since(Instant::now());
+        let no_answer = |what: &str| Attempt::Fail {
+            error: format!("cell {cell}: {what}: no answer before the function's deadline"),
+            retryable: true,
+            refused: false,
+            report: false,
+        };
+        // Which account answers: the role's, or cellbridge's own. "Not found" proves a cluster
+        // gone only in the cell's own account: a cell of another account with no role to reach
+        // it cannot be confirmed gone from here.
+        let account = match &role {
+            Some(role) => cells::role_account(role).unwrap_or_default().to_owned(),
+            None => {
+                let home = tokio::time::timeout(left, access.probe.home_account())
+                    .await
+                    .map_err(|_| no_answer("STS GetCallerIdentity"))?
+                    .map_err(|e| Attempt::Fail {
+                        retryable: e.class() == Class::Retryable,
+                        error: format!("cell {cell}: {e}"),
+                        refused: false,
+                        report: false,
+                    })?;
+                if let Some(theirs) = merged.metadata.get("aws_account_id").filter(|a| **a != home) {
+                    return nothing(
+                        result,
+                        about(
+                            Value::Null,
+                            format!(
+                                "the cell's account {theirs} is not cellbridge's own ({home}), and neither CELLBRIDGE_ACCOUNT_ROLES nor the cell's bootstrap_role_arn gives a role there: nothing can confirm that the cluster is gone"
+                            ),
+                        ),
+                    );
+                }
+                home
+            }
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
         let presence = tokio::time::timeout(
             left,
             access.probe.presence(&target.cluster, &target.region, role.as_deref()),
@@ -146,18 +178,10 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 let gone = ClusterCheck::Gone {
                     cluster: target.cluster.clone(),
                     region: target.region.clone(),
+                    account: account.clone(),
                 };
-                let d = decommission::plan(
-                    cell,
-                    destroyed.serial,
-                    &destroyed.lineage,
-                    destroyed.source,
-                    &snap.fleet,
-                    &gone,
-                )
-                .map_err(fleet_failure)?
-                .unwrap_or(dry);
-                let detail = json!({"cluster": target.cluster, "region": target.region, "eks": {"presence": "gone"}, "proposed": true, "removed": d.removed.len()});
+                let d = dry.checked(&gone);
+                let detail = json!({"cluster": target.cluster, "region": target.region, "account": account, "eks": {"presence": "gone"}, "proposed": true, "removed": d.removed.len()});
                 if dry_run {
                     result.action = "planned".into();
                     result.plan = Some(
