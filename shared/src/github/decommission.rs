@@ -16,8 +16,9 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use super::port::{GithubRepo, Merge, PullRequest, PullState};
-use super::pull_request::{close_as_own, recorded_base, recorded_digest, trailers};
+use super::branch::{self, Owner};
+use super::port::{BranchCommit, GithubRepo, Merge, PullRequest, PullState};
+use super::pull_request::{Claimed, claim_branch, close_as_own, recorded_base, recorded_digest, recreate, trailers};
 use super::{GithubError, Result, Snapshot};
 use crate::decommission::{Decommission, LABEL_DECOMMISSION};
 use crate::plan::{self, LABEL_CELLBRIDGE};
@@ -48,6 +49,9 @@ pub enum Decommissioned {
     /// The base cannot be merged into the branch (a person and the base changed the same
     /// file): left as it is, one comment asks for **Update branch**.
     Conflicted { number: u64, url: String },
+    /// The cell's metadata pull request holds someone else's commit: left open for a person
+    /// to merge or close (told once in a comment); nothing is proposed until then.
+    Held { number: u64, url: String },
     /// An open pull request records a newer serial of this state's lineage.
     Stale {
         proposed_serial: u64,
@@ -93,8 +97,14 @@ pub async fn converge<G: GithubRepo>(
             update(gh, snap, d, pr, &digest, deadline).await
         }
         Some(pr) if pr.state == PullState::Open => {
-            // The cell's metadata pull request: values for a cell whose stack is gone. Closed
-            // as cellbridge's own, and the decommission takes the branch.
+            // The cell's metadata pull request: values for a cell whose stack is gone. One that
+            // holds someone else's commit is theirs to merge or close: left open, told once.
+            let cmp = gh.compare(&snap.base_branch, &pr.head_sha, deadline).await?;
+            if let Owner::Someone(c) = branch::owner(&cmp, &snap.base_branch, &d.branch) {
+                return held(gh, d, pr, &c, deadline).await;
+            }
+            // All cellbridge's: closed as cellbridge's own, and the decommission takes the
+            // branch.
             let note = format!(
                 "Closed by cellbridge: the Terraform stack of cell `{}` was destroyed and EKS confirms its cluster is gone; a decommission pull request takes this branch.",
                 d.cell
@@ -121,6 +131,43 @@ pub async fn converge<G: GithubRepo>(
         previous => open(gh, snap, d, &digest, previous, deadline).await,
     }
 }
+
+/// The cell's open metadata pull request holds someone else's commit `theirs`: it stays open,
+/// one comment says that the stack is destroyed and the cluster gone (recorded in its body as
+/// `decommission=asked`), and the decommission waits until it is merged or closed.
+async fn held<G: GithubRepo>(
+    gh: &G,
+    d: &Decommission,
+    pr: PullRequest,
+    theirs: &BranchCommit,
+    deadline: Instant,
+) -> Result<Decommissioned> {
+    if record::field(&pr.body, ASKED).is_none() {
+        let gone = match &d.cluster {
+            Some(c) => format!("EKS confirms that its cluster `{}` is gone from `{}`", c.cluster, c.region),
+            None => "EKS confirms that its cluster is gone".to_owned(),
+        };
+        let text = format!(
+            "The Terraform stack of cell `{}` was destroyed (state serial {}) and {gone}. This pull request holds {}, which cellbridge did not write, so cellbridge leaves it open: merge it or close it. Once it is merged or closed, the next state event proposes removing `clusters/{}/` in a pull request of its own.",
+            d.cell,
+            d.serial,
+            branch::describe(theirs),
+            d.cell
+        );
+        gh.comment(pr.number, &text, deadline).await?;
+        // Recorded after the comment: a run cut off in between comments again, rather than never.
+        let body = record::with_field(&pr.body, ASKED, Some("asked"));
+        gh.update_pull_text(pr.number, &pr.title, &body, &pr.labels, deadline)
+            .await?;
+    }
+    Ok(Decommissioned::Held {
+        number: pr.number,
+        url: pr.url,
+    })
+}
+
+/// The record field of a metadata pull request told that its cell's stack is destroyed.
+const ASKED: &str = "decommission";
 
 /// The cluster is there after all (a state that looks destroyed while the cluster runs): an open
 /// decommission of the cell is closed, as cellbridge's own close, saying why. Returns the pull
@@ -199,44 +246,46 @@ async fn open<G: GithubRepo>(
     deadline: Instant,
 ) -> Result<Decommissioned> {
     let branch = &d.branch;
-    let mut head = gh.branch_head(branch, deadline).await?;
-    if let Some(prev) = &previous
-        && head.as_ref().map(|(sha, _)| sha.as_str()) == Some(prev.head_sha.as_str())
-    {
-        // The old pull request's branch: its history is not this proposal's.
-        gh.delete_branch(branch, deadline).await?;
-        head = None;
-    }
-    let commit = match head {
-        None => {
-            let tree = gh
-                .create_tree(&snap.base_sha, snap.base_tree.as_deref(), &[], &d.removed, deadline)
-                .await?;
-            let commit = gh
-                .create_commit(
-                    &tree,
-                    std::slice::from_ref(&snap.base_sha),
-                    &message_for(d, digest),
-                    deadline,
-                )
-                .await?;
-            if !gh.create_branch(branch, &commit, deadline).await? {
-                return Err(GithubError::Conflict {
-                    what: format!("creating branch {branch}"),
-                    detail: "another run created it meanwhile".into(),
-                });
-            }
-            commit
+    if let Some(prev) = previous.as_ref().filter(|p| p.state == PullState::Merged) {
+        // A merged pull request's branch: everything on it was merged, and its history is not
+        // this proposal's.
+        let head = gh.branch_head(branch, deadline).await?.map(|(sha, _)| sha);
+        if head.as_deref() == Some(prev.head_sha.as_str()) {
+            gh.delete_branch(branch, deadline).await?;
         }
-        // A run cut off between the branch and the pull request left this very removal.
-        Some((sha, msg)) if trailers(&msg).get("Cellbridge-Digest").map(String::as_str) == Some(digest) => sha,
-        Some((sha, _)) => {
-            // Someone's branch with no pull request to show it in (or a cut-off run's older
-            // proposal): not cellbridge's to build on.
+    }
+    let tree = gh
+        .create_tree(&snap.base_sha, snap.base_tree.as_deref(), &[], &d.removed, deadline)
+        .await?;
+    let fresh = gh
+        .create_commit(
+            &tree,
+            std::slice::from_ref(&snap.base_sha),
+            &message_for(d, digest),
+            deadline,
+        )
+        .await?;
+    let commit = match claim_branch(gh, snap, branch, &fresh, deadline).await? {
+        Claimed::Created => fresh,
+        Claimed::OpenedMeanwhile => {
             return Err(GithubError::Conflict {
                 what: format!("creating branch {branch}"),
-                detail: format!("{sha} heads it without a pull request"),
+                detail: "a pull request was opened on it meanwhile".into(),
             });
+        }
+        Claimed::Held { head, message } => {
+            let previous_head = previous.as_ref().map(|p| p.head_sha.as_str());
+            if trailers(&message).get("Cellbridge-Digest").map(String::as_str) == Some(digest)
+                && previous_head != Some(head.as_str())
+            {
+                // A run cut off between the branch and the pull request left this very removal.
+                head
+            } else {
+                // cellbridge's alone (a closed proposal, a cut-off run's values): recreated
+                // from the base, never built on.
+                recreate(gh, branch, &head, &fresh, deadline).await?;
+                fresh
+            }
         }
     };
     gh.set_status(&commit, true, plan::STATUS_CONTEXT, STATUS_DESCRIPTION, deadline)

@@ -92,7 +92,7 @@ pub enum GithubError {
     /// The cell's branch holds someone else's commit and no pull request shows it: cellbridge
     /// neither builds on it nor deletes it, and a person must choose.
     #[error(
-        "branch {branch} holds {commit}, a commit cellbridge did not write, and no pull request is open for it: cellbridge will not build on it, reset it or delete it. Open a pull request from {branch} to keep that work, or delete the branch; the next state event then proposes the cell's values"
+        "branch {branch} holds {commit}, a commit cellbridge did not write, and no pull request is open for it: cellbridge will not build on it, reset it or delete it. Open a pull request from {branch} to keep that work (or reopen the one that was closed), or delete the branch; the next state event then proposes again"
     )]
     Foreign { branch: String, commit: String },
     /// The fleet repo is too large for what this function may keep in memory.

@@ -627,13 +627,14 @@ pub(super) enum Claimed {
     Created,
     /// It exists and a pull request is open on it now: another run opened it.
     OpenedMeanwhile,
-    /// It exists with no pull request, and every commit it has beyond the base is cellbridge's:
-    /// its head and that commit's message.
+    /// It exists with no open pull request, and every commit it has beyond the base is
+    /// cellbridge's, or it is the head of a closed pull request that keeps them: its head and
+    /// that commit's message.
     Held { head: String, message: String },
 }
 
 /// Creates `branch` at `fresh` (built on the base), or tells what holds it. A branch that holds
-/// someone else's commit and has no open pull request is never built on, reset or deleted:
+/// someone else's commit that no pull request shows is never built on, reset or deleted:
 /// [`GithubError::Foreign`], final, naming the commit and what to do.
 pub(super) async fn claim_branch<G: GithubRepo>(
     gh: &G,
@@ -668,14 +669,30 @@ pub(super) async fn claim_branch<G: GithubRepo>(
                 detail: format!("pull request #{} was merged meanwhile", p.number),
             });
         }
+        // The head of a pull request a person closed: its commits are that pull request's, which
+        // GitHub keeps with it (its commits stay listed, and "Restore branch" brings the branch
+        // back), so the close released the branch.
+        Some(p) if p.state == PullState::Closed && p.head_sha == head => {
+            return Ok(Claimed::Held { head, message });
+        }
         _ => {}
     }
     match owner {
         super::branch::Owner::Cellbridge => Ok(Claimed::Held { head, message }),
-        super::branch::Owner::Someone(c) => Err(GithubError::Foreign {
-            branch: branch.to_owned(),
-            commit: super::branch::describe(&c),
-        }),
+        super::branch::Owner::Someone(c) => {
+            // Final only for the branch as read: one that moved since is read again.
+            let now = gh.branch_head(branch, deadline).await?.map(|(sha, _)| sha);
+            if now.as_deref() != Some(head.as_str()) {
+                return Err(GithubError::Conflict {
+                    what: format!("creating branch {branch}"),
+                    detail: "the branch moved while it was read".into(),
+                });
+            }
+            Err(GithubError::Foreign {
+                branch: branch.to_owned(),
+                commit: super::branch::describe(&c),
+            })
+        }
     }
 }
 

@@ -267,6 +267,14 @@ impl CellResult {
             Decommissioned::Declined { number, url } => ("declined", pr(*number, url)),
             Decommissioned::Conflicted { number, url } => ("conflicted", pr(*number, url)),
             Decommissioned::Stale { number, url, .. } => ("stale", pr(*number, url)),
+            // The stack is destroyed; a person decides about the pull request their commits are on.
+            Decommissioned::Held { number, url } => {
+                detail["proposed"] = json!(false);
+                detail["reason"] = json!(format!(
+                    "pull request #{number} holds a commit cellbridge did not write: a person merges or closes it, then the decommission is proposed"
+                ));
+                ("destroyed", pr(*number, url))
+            }
         };
         self.action = action.into();
         self.pull_request = pull;
