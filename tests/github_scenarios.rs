@@ -111,6 +111,8 @@ trait Bed: Sized {
     fn requests(&self, repo: &Self::Repo) -> usize;
     /// The next call of `op` fails once with a 5xx.
     fn transient(&self, repo: &Self::Repo, op: &Operation);
+    /// GitHub answers the next call of `op` with `status`, a final answer (a run cut off there).
+    fn refuse_once(&self, repo: &Self::Repo, op: &Operation, status: u16);
     /// The 5xx answers served so far, where the bed's log shows them.
     fn server_errors(&self, _repo: &Self::Repo) -> Option<usize> {
         None
@@ -232,6 +234,10 @@ impl Bed for MemBed {
 
     fn transient(&self, repo: &MemGithub, op: &Operation) {
         repo.fail(op, 1, Fault::Transient);
+    }
+
+    fn refuse_once(&self, repo: &MemGithub, op: &Operation, status: u16) {
+        repo.fail(op, 1, Fault::Status(status));
     }
 
     fn race(&self, repo: &MemGithub, op: &Operation, branch: &str, files: &[(&str, &str)]) {
@@ -490,6 +496,11 @@ impl Bed for HttpBed {
     fn transient(&self, _: &GithubFleet, op: &Operation) {
         self.gh
             .fault(json!({"match": fault_match(op), "status": 502, "times": 1}));
+    }
+
+    fn refuse_once(&self, _: &GithubFleet, op: &Operation, status: u16) {
+        self.gh
+            .fault(json!({"match": fault_match(op), "status": status, "times": 1}));
     }
 
     fn server_errors(&self, _: &GithubFleet) -> Option<usize> {
@@ -1538,7 +1549,11 @@ const CI: &str = "ci/build";
 /// A world where `CELL` exists on main (its first pull request merged) and is opted in, and the
 /// repository allows auto-merge.
 async fn opted_in_world<B: Bed>(opt_in: &str) -> World<B> {
-    let w = World::<B>::start();
+    opted_in(World::<B>::start(), opt_in).await
+}
+
+/// `w` with `CELL` merged on main and opted in, and auto-merge allowed.
+async fn opted_in<B: Bed>(w: World<B>, opt_in: &str) -> World<B> {
     w.apply(CELL, 1, "vpc-1");
     assert_eq!(action(&w.deliver(CELL).await), "opened");
     w.bed.merge(w.repo(), 1).unwrap();
@@ -1715,9 +1730,12 @@ async fn people_and_auto_merge_never_merge_anything_ineligible<B: Bed>() {
             let people = async {
                 tokio::task::yield_now().await;
                 let head = w.head(&branch(CELL));
+                // A reviewer pushes to the pull request while it is open (a push to a branch no
+                // pull request shows is a final failure of its own scenario).
+                let open = !w.open_pulls().is_empty();
                 match (roll(4), head) {
                     (0, Some(h)) => w.bed.ci(w.repo(), &h, CI, roll(3) != 0),
-                    (1, Some(_)) => {
+                    (1, Some(_)) if open => {
                         w.bed.commit(
                             w.repo(),
                             &branch(CELL),
@@ -1783,6 +1801,11 @@ scenarios!(
         a_repository_that_does_not_allow_auto_merge_is_said_and_the_sync_succeeds,
         people_and_auto_merge_never_merge_anything_ineligible,
         a_destroyed_cell_whose_cluster_is_gone_gets_one_decommission_and_a_reapply_closes_it,
+        a_decommission_stays_one_after_a_refusal_and_a_reapply_still_closes_it,
+        a_cut_off_decommissions_branch_is_never_built_on_by_the_next_values,
+        a_decommission_leaves_a_metadata_pull_request_people_committed_to,
+        a_cell_of_another_account_without_a_role_is_never_taken_for_gone,
+        a_branch_someone_pushed_without_a_pull_request_is_never_built_on_and_said_once,
         the_fleet_dashboard_is_one_issue_rewritten_only_when_what_it_shows_changed,
         a_repository_without_issues_fails_the_dashboard_not_the_sync_all,
         thousands_of_cells_needing_attention_fit_githubs_body_limit,
@@ -1850,7 +1873,252 @@ async fn a_destroyed_cell_whose_cluster_is_gone_gets_one_decommission_and_a_reap
     assert_eq!(w.bed.head(w.repo(), &branch(CELL)), None, "its branch is deleted");
 }
 
+// --- proposals among people: one record, one branch rule ----------------------------------------
+
+impl<B: Bed> World<B> {
+    /// `CELL` merged on main (its first pull request merged), its state destroyed and its
+    /// cluster gone from `aws`'s EKS.
+    async fn merged_then_destroyed(aws: &cellbridge::bootstrap::memory::MemAws) -> Self {
+        let w = World::<B>::start().with_eks(aws);
+        w.apply(CELL, 1, "vpc-1");
+        let opened = w.deliver(CELL).await;
+        w.bed
+            .merge(w.repo(), opened["pull_request"]["number"].as_u64().unwrap())
+            .unwrap();
+        w
+    }
+
+    /// The files of `main` under the cell's directory.
+    fn cell_dir(&self, branch: &str) -> BTreeMap<String, String> {
+        self.files(branch)
+            .into_iter()
+            .filter(|(p, _)| p.starts_with(&format!("clusters/{CELL}/")))
+            .collect()
+    }
+}
+
+fn home_aws() -> cellbridge::bootstrap::memory::MemAws {
+    cellbridge::bootstrap::memory::MemAws::new("arn:aws:iam::123456789012:role/cellbridge")
+}
+
+/// A decommission pull request stays one when a field is recorded in its body after it was
+/// opened (a refused state reported on it): a later apply that brings the cell back closes it,
+/// rather than rewriting it in place as a values change whose diff still deletes the directory.
+async fn a_decommission_stays_one_after_a_refusal_and_a_reapply_still_closes_it<B: Bed>() {
+    let w = World::<B>::merged_then_destroyed(&home_aws()).await;
+    w.put_state(CELL, destroyed_state(2));
+    assert_eq!(action(&w.deliver(CELL).await), "decommission-opened");
+    let mut meta = metadata(CELL, "vpc-1");
+    meta["api_token"] = json!(PLANTED_SECRET);
+    w.put_state(CELL, state_with(3, meta));
+    let r = w.deliver(CELL).await;
+    assert_eq!(
+        (action(&r), r["reported"]["on"].as_str()),
+        ("refused", Some("pull-request")),
+        "{r}"
+    );
+    let pr = w.open_pulls().remove(0);
+    assert!(pr.body.contains("refused="), "the refusal is recorded: {}", pr.body);
+
+    w.put_state(CELL, destroyed_state(4));
+    assert_eq!(action(&w.deliver(CELL).await), "decommission-unchanged");
+    w.apply(CELL, 5, "vpc-1");
+    let r = w.deliver(CELL).await;
+    assert_eq!(
+        action(&r),
+        "closed",
+        "the cell is back: its decommission is withdrawn: {r}"
+    );
+    assert!(w.open_pulls().is_empty(), "{:?}", w.open_pulls());
+    assert_eq!(
+        w.cell_dir("main").len(),
+        expected_cell_dir(CELL).len(),
+        "main keeps the cell"
+    );
+}
+
+/// A run cut off between the decommission's branch and its pull request leaves a branch that
+/// removes the cell's directory. A later apply's values are never built on it: the branch,
+/// cellbridge's alone, is recreated from main, and what auto-merge merges keeps the directory.
+async fn a_cut_off_decommissions_branch_is_never_built_on_by_the_next_values<B: Bed>() {
+    let w = World::<B>::merged_then_destroyed(&home_aws()).await;
+    w.bed
+        .commit(w.repo(), "main", &[(OPT_IN, "cells: ['*']\n")], "opt cells in");
+    w.bed.allow_auto_merge(w.repo(), true);
+    w.put_state(CELL, destroyed_state(2));
+    w.bed.refuse_once(w.repo(), &ops::PULLS_CREATE, 422);
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "failed", "{r}");
+    assert!(w.open_pulls().is_empty());
+    assert!(
+        w.cell_dir(&branch(CELL)).is_empty(),
+        "the cut-off run's branch removes the directory"
+    );
+
+    w.apply(CELL, 3, "vpc-3");
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "opened", "{r}");
+    assert_eq!(
+        done(&r),
+        "merged",
+        "a value-only change, opted in, nothing to wait for: {r}"
+    );
+    let main = w.cell_dir("main");
+    assert_eq!(main.len(), expected_cell_dir(CELL).len(), "{:?}", main.keys());
+    assert!(main[&metadata_path(CELL)].contains("vpc-3"));
+}
+
+/// The cell's metadata pull request holds a reviewer's commit when its stack is destroyed and
+/// its cluster gone: the decommission leaves it open and says so once; once a person closes it,
+/// the decommission opens on a branch recreated from main.
+async fn a_decommission_leaves_a_metadata_pull_request_people_committed_to<B: Bed>() {
+    let w = World::<B>::merged_then_destroyed(&home_aws()).await;
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "opened");
+    let n = r["pull_request"]["number"].as_u64().unwrap();
+    let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
+    assert!(
+        !pr.body.contains("Do not push"),
+        "reviewers' commits are kept: {}",
+        pr.body
+    );
+    let note = format!("clusters/{CELL}/NOTES.md");
+    let pushed = w
+        .bed
+        .commit(w.repo(), &branch(CELL), &[(&note, "why\n")], "a reviewer's note");
+
+    w.put_state(CELL, destroyed_state(3));
+    for _ in 0..2 {
+        let r = w.deliver(CELL).await;
+        assert_eq!(
+            (action(&r), r["decommission"]["proposed"].as_bool()),
+            ("destroyed", Some(false)),
+            "{r}"
+        );
+    }
+    let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
+    assert!(pr.open, "left open for a person");
+    assert_eq!(
+        w.head(&branch(CELL)).as_deref(),
+        Some(pushed.as_str()),
+        "the branch is untouched"
+    );
+    assert_eq!(pr.comments.len(), 1, "said once: {:?}", pr.comments);
+    assert!(pr.comments[0].contains("merge it or close it"), "{:?}", pr.comments);
+    let writes = w.writes();
+    w.deliver(CELL).await;
+    assert_eq!(w.writes(), writes, "a replay writes nothing");
+
+    w.bed.close(w.repo(), n);
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "decommission-opened", "{r}");
+    assert!(w.cell_dir(&branch(CELL)).is_empty());
+    assert_eq!(
+        w.bed.commits_ahead(w.repo(), &branch(CELL)),
+        1,
+        "built on main, not on the reviewer's branch"
+    );
+}
+
+/// A cell whose metadata names another account, which no role reaches: EKS's "not found" in
+/// cellbridge's own account proves nothing there, so nothing is proposed and the result says why.
+async fn a_cell_of_another_account_without_a_role_is_never_taken_for_gone<B: Bed>() {
+    let w = World::<B>::start().with_eks(&home_aws());
+    let mut meta = metadata(CELL, "vpc-1");
+    meta["aws_account_id"] = json!("210987654321");
+    w.put_state(CELL, state_with(1, meta));
+    let opened = w.deliver(CELL).await;
+    w.bed
+        .merge(w.repo(), opened["pull_request"]["number"].as_u64().unwrap())
+        .unwrap();
+    w.put_state(CELL, destroyed_state(2));
+    let r = w.deliver(CELL).await;
+    assert_eq!(
+        (action(&r), r["decommission"]["proposed"].as_bool()),
+        ("destroyed", Some(false)),
+        "{r}"
+    );
+    let reason = r["decommission"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("210987654321") && reason.contains("CELLBRIDGE_ACCOUNT_ROLES"),
+        "{r}"
+    );
+    assert!(w.open_pulls().is_empty());
+}
+
+/// Someone pushes to `cellbridge/<cell>` with no pull request: cellbridge neither builds on the
+/// branch nor deletes it. It fails for good (no retry), and names the branch and the commit in
+/// the cell's issue, once.
+async fn a_branch_someone_pushed_without_a_pull_request_is_never_built_on_and_said_once<B: Bed>() {
+    let w = World::<B>::start();
+    w.apply(CELL, 1, "vpc-1");
+    let opened = w.deliver(CELL).await;
+    w.bed
+        .merge(w.repo(), opened["pull_request"]["number"].as_u64().unwrap())
+        .unwrap();
+    let theirs = w.bed.commit(
+        w.repo(),
+        &branch(CELL),
+        &[(&format!("clusters/{CELL}/NOTES.md"), "mine\n")],
+        "someone's own work",
+    );
+    w.apply(CELL, 2, "vpc-2");
+    for _ in 0..2 {
+        let r = w.deliver(CELL).await;
+        assert_eq!((action(&r), r["retryable"].as_bool()), ("failed", Some(false)), "{r}");
+        assert!(r["error"].as_str().unwrap().contains(&theirs[..12]), "{r}");
+        assert_eq!(r["reported"]["on"], "issue", "{r}");
+    }
+    assert_eq!(
+        w.head(&branch(CELL)).as_deref(),
+        Some(theirs.as_str()),
+        "the branch is untouched"
+    );
+    let reports: Vec<IssueSeen> = w.bed.issues(w.repo()).into_iter().filter(|i| i.open).collect();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert!(
+        reports[0].body.contains(&branch(CELL)) && reports[0].body.contains("delete the branch"),
+        "{}",
+        reports[0].body
+    );
+    assert!(w.open_pulls().is_empty());
+}
+
 // --- the HTTP fake only: what GitHub's permissions and the request budget look like ----------
+
+/// With GitHub App credentials, GraphQL names the App that enabled auto-merge as a `Bot` by its
+/// slug (`cellbridge`) while `viewer.login` is `cellbridge[bot]`: cellbridge still knows the
+/// auto-merge as its own and turns it off when a reviewer's push makes the head ineligible,
+/// where taking it for a person's would leave GitHub to merge a change nobody reviewed.
+#[tokio::test]
+async fn http_with_app_credentials_cellbridge_knows_its_own_auto_merge_and_turns_it_off() {
+    let w = opted_in(http_world(app_credentials), "cells: ['*']\n").await;
+    w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT, CI], 0, false)));
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!(done(&r), "enabled", "{r}");
+    let n = r["pull_request"]["number"].as_u64().unwrap();
+    assert_eq!(w.bed.auto_merge(w.repo(), n).0.as_deref(), Some("cellbridge[bot]"));
+    let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
+    assert!(pr.body.contains("automerge-by=cellbridge"), "recorded: {}", pr.body);
+    let pushed = w.bed.commit(
+        w.repo(),
+        &branch(CELL),
+        &[(&format!("clusters/{CELL}/extra-layer.yaml"), "# a reviewer's layer\n")],
+        "a reviewer adds a layer",
+    );
+    w.bed.ci(w.repo(), &pushed, CI, true);
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), done(&r)), ("unchanged", "disabled"), "{r}");
+    assert_eq!(
+        w.bed.auto_merge(w.repo(), n),
+        (None, None),
+        "off, and nothing merged it"
+    );
+    let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
+    assert!(pr.open && !pr.body.contains("automerge-by="), "{}", pr.body);
+}
 
 /// A world on the HTTP fake whose client authenticates with `creds(fake)`.
 fn http_world(creds: impl FnOnce(&FakeGithub) -> Credentials) -> World<HttpBed> {

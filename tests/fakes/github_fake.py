@@ -412,6 +412,7 @@ def merge_pull(full, repo, pr, body):
                    "statuses": {c: st["state"] for c, st in repo["statuses"].get(head_sha, {}).items()},
                    "approvals": len(pr.get("approvals") or ())})
     pr["state"], pr["merged"] = "closed", True
+    pr["pinned_head"] = head_sha
     pr["auto_merge"] = None
     # "merged_at" and "closed_at" are the time of the merge (the `pull-request` schema of
     # https://docs.github.com/rest/pulls/pulls#get-a-pull-request; a merged pull request is closed).
@@ -1109,9 +1110,19 @@ def git_commit_json(sha):
             "author": {"name": "cellbridge-fake", "email": "fake@example.invalid", "date": ""}}
 
 
+def pull_head(repo, pr):
+    """A pull request's head commit. An open one follows its branch; a closed or merged one keeps
+    the head it had when it was closed: "a closed PR does not track pushes" (open-gsd/gsd-core
+    #4426), and GitHub stores "what the head was when the pull request was closed"
+    (isaacs/github#361). A pull request whose branch was deleted keeps its last head."""
+    if pr["state"] == "closed" and pr.get("pinned_head"):
+        return pr["pinned_head"]
+    return repo["refs"].get("heads/" + pr["head"], pr.get("head_sha"))
+
+
 def pull_json(full, repo, pr):
     owner = full.split("/")[0]
-    head_sha = repo["refs"].get("heads/" + pr["head"], pr.get("head_sha"))
+    head_sha = pull_head(repo, pr)
     return {
         "id": pr["id"], "number": pr["number"], "state": pr["state"], "title": pr["title"],
         "body": pr["body"], "merged": pr.get("merged", False), "draft": False,
@@ -1656,7 +1667,7 @@ class Handler(BaseHTTPRequestHandler):
             return {"__typename": "User", "login": login}
 
         def pull(full, repo, pr):
-            head = repo["refs"].get("heads/" + pr["head"], pr.get("head_sha"))
+            head = pull_head(repo, pr)
             am = pr.get("auto_merge")
             return {
                 "id": node_id(repo, pr), "number": pr["number"],
@@ -1990,7 +2001,7 @@ class Handler(BaseHTTPRequestHandler):
             # GitHub closes open pull requests whose head branch is deleted.
             for pr in repo["pulls"].values():
                 if pr["state"] == "open" and "heads/" + pr["head"] == short:
-                    pr["state"], pr["closed_at"] = "closed", iso_now()
+                    pr["state"], pr["closed_at"], pr["pinned_head"] = "closed", iso_now(), gone
                     pr["auto_merge"] = None
                     pr["closed_by"] = self.headers.get("User-Agent", "")
                     touch(pr)
@@ -2109,20 +2120,27 @@ class Handler(BaseHTTPRequestHandler):
                 if body.get("state") == "open" and pr["state"] != "open":
                     if "heads/" + pr["head"] not in repo["refs"]:
                         raise ApiError(422, "Validation Failed", errors=[{"resource": "PullRequest", "code": "custom", "message": "state cannot be changed. The head branch was deleted."}])
+                    # "We're blocking the pull request reopen if the current head isn't a
+                    # descendant of the stored head sha (which is what the head was when the pull
+                    # request was closed)" (GitHub support, quoted in isaacs/github#361).
+                    pinned = pr.get("pinned_head")
+                    if pinned and not is_ancestor(pinned, repo["refs"]["heads/" + pr["head"]]):
+                        raise ApiError(422, "Validation Failed", errors=[{"resource": "PullRequest", "code": "custom", "message": "state cannot be changed. The " + pr["head"] + " branch was force-pushed or recreated."}])
                     self._refuse_duplicate(owner, repo, pr["head"], exclude=pr["number"])
                 was = pr["state"]
                 for k in ("title", "body", "state"):
                     if k in body:
                         pr[k] = body[k]
                 if was == "open" and pr["state"] == "closed":
-                    # Closing a pull request cancels its auto-merge.
+                    # Closing a pull request cancels its auto-merge, and pins its head.
                     pr["auto_merge"] = None
+                    pr["pinned_head"] = repo["refs"].get("heads/" + pr["head"])
                     # Who closed it, for the tests (`closed_by` in GET /_fake/state): the
                     # User-Agent of the closing request, cellbridge's (`cellbridge/...`) or a
                     # person's (the tests' client, `cellbridge-tests`).
                     pr["closed_at"], pr["closed_by"] = iso_now(), self.headers.get("User-Agent", "")
                 elif was == "closed" and pr["state"] == "open":
-                    pr["closed_at"] = pr["closed_by"] = None
+                    pr["closed_at"] = pr["closed_by"] = pr["pinned_head"] = None
                 if "labels" in body and m.group(1) == "issues":
                     pr["labels"] = sorted(set(label_names(body["labels"])))
                 touch(pr)

@@ -144,7 +144,10 @@ async fn held<G: GithubRepo>(
 ) -> Result<Decommissioned> {
     if record::field(&pr.body, ASKED).is_none() {
         let gone = match &d.cluster {
-            Some(c) => format!("EKS confirms that its cluster `{}` is gone from `{}`", c.cluster, c.region),
+            Some(c) => format!(
+                "EKS confirms that its cluster `{}` is gone from `{}`",
+                c.cluster, c.region
+            ),
             None => "EKS confirms that its cluster is gone".to_owned(),
         };
         let text = format!(

@@ -89,6 +89,11 @@ pub struct MemPull {
     /// Who merged it: [`VIEWER`] for cellbridge's merge, the login that enabled auto-merge when
     /// GitHub's auto-merge merged it, `a person` for a person's merge.
     pub merged_by: Option<String>,
+    /// The head when it was closed or merged: GitHub pins a closed pull request's head ("a closed
+    /// PR does not track pushes", open-gsd/gsd-core#4426; it keeps "the stored head sha (which is
+    /// what the head was when the pull request was closed)", isaacs/github#361), so a push to the
+    /// branch afterwards is not the pull request's.
+    pub closed_head: Option<String>,
 }
 
 // auto-merge (issue 16)
@@ -715,8 +720,10 @@ impl Store {
             commit: sha.clone(),
             approvals: pr.approvals.len(),
         });
+        let pinned = self.refs.get(&pr.head).cloned();
         let p = self.pulls.iter_mut().find(|p| p.number == number).expect("found above");
         p.open = false;
+        p.closed_head = pinned;
         p.merged = true;
         p.auto_merge = None;
         p.merged_by = Some(by.to_owned());
@@ -956,8 +963,10 @@ impl MemGithub {
 
     pub fn close(&self, number: u64) {
         self.with(|s| {
+            let refs = s.refs.clone();
             if let Some(p) = s.pulls.iter_mut().find(|p| p.number == number && p.open) {
                 p.open = false;
+                p.closed_head = refs.get(&p.head).cloned();
                 p.closed_by = Some("a person".into());
                 // Closing cancels auto-merge (see "auto-merge" above).
                 p.auto_merge = None;
@@ -1279,8 +1288,12 @@ impl GithubRepo for MemGithub {
                     (false, true) => PullState::Merged,
                     (false, false) => PullState::Closed,
                 },
-                // GitHub keeps a closed pull request's last head when its branch is deleted.
-                head_sha: s.refs.get(&p.head).cloned().unwrap_or_default(),
+                // A closed pull request's head is the one it had when it was closed (see
+                // `MemPull::closed_head`), also once its branch is deleted.
+                head_sha: match (&p.closed_head, p.open) {
+                    (Some(pinned), false) => pinned.clone(),
+                    _ => s.refs.get(&p.head).cloned().unwrap_or_default(),
+                },
                 labels: p.labels.clone(),
                 body: p.body.clone(),
             }))
@@ -1486,9 +1499,10 @@ impl GithubRepo for MemGithub {
         self.with(|s| {
             s.enter(&ops::GIT_DELETE_REF)?;
             s.check_rules(branch, "deleting")?;
-            if s.refs.remove(branch).is_some() {
+            if let Some(head) = s.refs.remove(branch) {
                 for p in s.pulls.iter_mut().filter(|p| p.open && p.head == branch) {
                     p.open = false;
+                    p.closed_head = Some(head.clone());
                     p.auto_merge = None;
                 }
             }
@@ -1581,6 +1595,7 @@ impl GithubRepo for MemGithub {
                 auto_merge: None,
                 approvals: Vec::new(),
                 merged_by: None,
+                closed_head: None,
             });
             s.pull_created.insert(number, now_secs());
             Ok((number, format!("https://github.example/acme/fleet/pull/{number}")))
@@ -1636,11 +1651,13 @@ impl GithubRepo for MemGithub {
         self.pause().await;
         self.with(|s| {
             s.enter(&ops::PULLS_UPDATE)?;
+            let refs = s.refs.clone();
             let Some(p) = s.pulls.iter_mut().find(|p| p.number == number) else {
                 return Err(api(&ops::PULLS_UPDATE, 404, "Not Found"));
             };
             if p.open {
                 p.closed_by = Some("cellbridge".into());
+                p.closed_head = refs.get(&p.head).cloned();
             }
             p.open = false;
             p.auto_merge = None;
@@ -1934,6 +1951,7 @@ mod tests {
                 auto_merge: None,
                 approvals: Vec::new(),
                 merged_by: None,
+                closed_head: None,
             })
         });
         gh
