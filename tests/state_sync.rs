@@ -1562,7 +1562,7 @@ async fn a_destroyed_stack_is_decommissioned_once_its_cluster_is_gone_and_a_reap
     assert_eq!(branch, expected, "exactly clusters/{cell}/ is removed");
     let body = pr["body"].as_str().unwrap();
     assert!(
-        body.contains("does not exist in `eu-west-1`") && body.contains("never merges it"),
+        body.contains("region `eu-west-1`") && body.contains("never merges it"),
         "{body}"
     );
 

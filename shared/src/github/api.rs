@@ -659,18 +659,20 @@ impl GithubRepo for GithubFleet {
         body: &str,
         labels: &[String],
         deadline: Instant,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let what = format!("updating pull request #{number}");
-        // The issues endpoint sets title, body and labels in one request.
-        self.repo_call(
-            &what,
-            &ops::ISSUES_UPDATE,
-            &format!("/issues/{number}"),
-            Some(&json!({"title": title, "body": body, "labels": labels})),
-            deadline,
-        )
-        .await?;
-        Ok(())
+        // The issues endpoint sets title, body and labels in one request; its answer is the
+        // issue as it now is, `state` included (a merged pull request is `closed`).
+        let r = self
+            .repo_call(
+                &what,
+                &ops::ISSUES_UPDATE,
+                &format!("/issues/{number}"),
+                Some(&json!({"title": title, "body": body, "labels": labels})),
+                deadline,
+            )
+            .await?;
+        Ok(r.json(&what)?["state"].as_str() != Some("closed"))
     }
 
     /// Adds labels to a pull request (GitHub keeps the ones it already has).

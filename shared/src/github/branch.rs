@@ -28,17 +28,17 @@ pub fn merge_message(base: &str, branch: &str) -> String {
     format!("Merge {base} into {branch}")
 }
 
+/// Whether `c`, on `branch`, is cellbridge's own commit or a merge of `base` into it.
+pub fn nobodys_work(c: &BranchCommit, base: &str, branch: &str) -> bool {
+    let subject = c.message.lines().next().unwrap_or_default();
+    trailers(&c.message).contains_key("Cellbridge-Digest")
+        || subject == merge_message(base, branch)
+        || subject == format!("Merge branch '{base}' into {branch}")
+}
+
 /// Whose commits `cmp` (the base compared with the branch's head) shows.
 pub fn owner(cmp: &Comparison, base: &str, branch: &str) -> Owner {
-    let merges = [
-        merge_message(base, branch),
-        format!("Merge branch '{base}' into {branch}"),
-    ];
-    let ours = |c: &BranchCommit| {
-        trailers(&c.message).contains_key("Cellbridge-Digest")
-            || merges.iter().any(|m| c.message.lines().next() == Some(m.as_str()))
-    };
-    if let Some(c) = cmp.commits.iter().find(|c| !ours(c)) {
+    if let Some(c) = cmp.commits.iter().find(|c| !nobodys_work(c, base, branch)) {
         return Owner::Someone(c.clone());
     }
     if cmp.total_commits > cmp.commits.len() {

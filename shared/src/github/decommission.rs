@@ -18,7 +18,9 @@ use std::time::Instant;
 
 use super::branch::{self, Owner};
 use super::port::{BranchCommit, GithubRepo, Merge, PullRequest, PullState};
-use super::pull_request::{Claimed, claim_branch, close_as_own, recorded_base, recorded_digest, recreate, trailers};
+use super::pull_request::{
+    Claimed, claim_branch, close_as_own, recorded_base, recorded_digest, recreate, trailers, write_text,
+};
 use super::{GithubError, Result, Snapshot};
 use crate::decommission::{Decommission, LABEL_DECOMMISSION};
 use crate::plan::{self, LABEL_CELLBRIDGE};
@@ -160,8 +162,7 @@ async fn held<G: GithubRepo>(
         gh.comment(pr.number, &text, deadline).await?;
         // Recorded after the comment: a run cut off in between comments again, rather than never.
         let body = record::with_field(&pr.body, ASKED, Some("asked"));
-        gh.update_pull_text(pr.number, &pr.title, &body, &pr.labels, deadline)
-            .await?;
+        write_text(gh, &pr, &pr.title, &body, &pr.labels, deadline).await?;
     }
     Ok(Decommissioned::Held {
         number: pr.number,
@@ -395,8 +396,7 @@ async fn update<G: GithubRepo>(
         }
     }
     let body = body_for(d, digest, &snap.base_sha, &head, None);
-    gh.update_pull_text(pr.number, &d.title, &body, &labels, deadline)
-        .await?;
+    write_text(gh, &pr, &d.title, &body, &labels, deadline).await?;
     Ok(if head != pr.head_sha {
         Decommissioned::Updated {
             number: pr.number,
@@ -427,8 +427,7 @@ async fn conflicted<G: GithubRepo>(
         );
         gh.comment(pr.number, &text, deadline).await?;
         let body = record::with_field(&pr.body, "conflict", Some("asked"));
-        gh.update_pull_text(pr.number, &pr.title, &body, &pr.labels, deadline)
-            .await?;
+        write_text(gh, &pr, &pr.title, &body, &pr.labels, deadline).await?;
     }
     Ok(Decommissioned::Conflicted {
         number: pr.number,

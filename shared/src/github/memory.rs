@@ -1609,7 +1609,7 @@ impl GithubRepo for MemGithub {
         body: &str,
         labels: &[String],
         _deadline: Instant,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         self.pause().await;
         self.with(|s| {
             s.enter(&ops::ISSUES_UPDATE)?;
@@ -1621,7 +1621,7 @@ impl GithubRepo for MemGithub {
                 i.title = title.to_owned();
                 i.body = body.to_owned();
                 i.labels = labels;
-                return Ok(());
+                return Ok(i.open);
             }
             let Some(p) = s.pulls.iter_mut().find(|p| p.number == number) else {
                 return Err(api(&ops::ISSUES_UPDATE, 404, "Not Found"));
@@ -1629,7 +1629,7 @@ impl GithubRepo for MemGithub {
             p.title = title.to_owned();
             p.body = body.to_owned();
             p.labels = labels;
-            Ok(())
+            Ok(p.open)
         })
     }
 

@@ -404,7 +404,9 @@ pub trait GithubRepo: Send + Sync {
         reason: CloseReason,
         deadline: Instant,
     ) -> impl Future<Output = Result<()>> + Send;
-    /// Title, body and the whole label set of a pull request or an issue, in one write.
+    /// Title, body and the whole label set of a pull request or an issue, in one write; whether
+    /// it is still open, as GitHub's answer to the write says (a pull request a person merged
+    /// meanwhile is closed).
     fn update_pull_text(
         &self,
         number: u64,
@@ -412,7 +414,7 @@ pub trait GithubRepo: Send + Sync {
         body: &str,
         labels: &[String],
         deadline: Instant,
-    ) -> impl Future<Output = Result<()>> + Send;
+    ) -> impl Future<Output = Result<bool>> + Send;
     /// Adds labels; the pull request keeps the ones it has.
     fn add_labels(&self, number: u64, labels: &[String], deadline: Instant) -> impl Future<Output = Result<()>> + Send;
     /// A comment on the pull request's conversation.

@@ -181,8 +181,7 @@ async fn close<G: GithubRepo>(
         let body = auto_merge::with_block(cleared.as_deref().unwrap_or(&pr.body), &run.block());
         let body = with_marker_fields(&body, &run);
         if body != pr.body {
-            gh.update_pull_text(pr.number, &pr.title, &body, &pr.labels, deadline)
-                .await?;
+            write_text(gh, pr, &pr.title, &body, &pr.labels, deadline).await?;
         }
         *report = Some(run.report());
         return Ok(Published::Unchanged {
@@ -214,6 +213,28 @@ pub(super) async fn close_as_own<G: GithubRepo>(
         gh.delete_branch(branch, deadline).await?;
     }
     Ok(())
+}
+
+/// Writes the text of `pr`, read open: when GitHub's answer shows it merged or closed meanwhile
+/// (a person merged it while this run computed), its text is put back as it was read, so that a
+/// merged pull request keeps saying what it merged, and the run is redone on a fresh read.
+pub(super) async fn write_text<G: GithubRepo>(
+    gh: &G,
+    pr: &PullRequest,
+    title: &str,
+    body: &str,
+    labels: &[String],
+    deadline: Instant,
+) -> Result<()> {
+    if gh.update_pull_text(pr.number, title, body, labels, deadline).await? {
+        return Ok(());
+    }
+    gh.update_pull_text(pr.number, &pr.title, &pr.body, &pr.labels, deadline)
+        .await?;
+    Err(GithubError::Conflict {
+        what: format!("pull request #{}", pr.number),
+        detail: "it was merged or closed while this run wrote it; its text is as it was".into(),
+    })
 }
 
 /// `body` as cellbridge closes it: `note` added, and the record saying the close is
@@ -397,8 +418,7 @@ async fn update<G: GithubRepo>(
         let body = auto_merge::with_block(cleared.as_deref().unwrap_or(&pr.body), &run.block());
         let body = with_marker_fields(&body, &run);
         if body != pr.body {
-            gh.update_pull_text(pr.number, &pr.title, &body, &labels_for(plan, &pr), deadline)
-                .await?;
+            write_text(gh, &pr, &pr.title, &body, &labels_for(plan, &pr), deadline).await?;
         }
         if let Some(block) = run.finish(gh, pr.number, deadline).await? {
             let refused = auto_merge::with_block(&body, &block);
@@ -470,8 +490,7 @@ async fn update<G: GithubRepo>(
     // The body written below drops the refusal's marker.
     clear_refusal(gh, &pr, &head, deadline).await?;
     let body = body_for(plan, digest, &snap.base_sha, &head, None, &run);
-    gh.update_pull_text(pr.number, &plan.title, &body, &labels_for(plan, &pr), deadline)
-        .await?;
+    write_text(gh, &pr, &plan.title, &body, &labels_for(plan, &pr), deadline).await?;
     if let Some(block) = run.finish(gh, pr.number, deadline).await? {
         let refused = auto_merge::with_block(&body, &block);
         gh.update_pull_text(pr.number, &plan.title, &refused, &labels_for(plan, &pr), deadline)
@@ -521,8 +540,7 @@ async fn conflicted<G: GithubRepo>(
         body = record::with_field(&body, "conflict", Some("asked"));
     }
     if body != pr.body {
-        gh.update_pull_text(pr.number, &plan.title, &body, &pr.labels, deadline)
-            .await?;
+        write_text(gh, &pr, &plan.title, &body, &pr.labels, deadline).await?;
     }
     Ok(Published::Conflicted {
         number: pr.number,
@@ -674,6 +692,28 @@ pub(super) async fn claim_branch<G: GithubRepo>(
         // back), so the close released the branch.
         Some(p) if p.state == PullState::Closed && p.head_sha == head => {
             return Ok(Claimed::Held { head, message });
+        }
+        // The same, with cellbridge's own commits on top (a run that read the pull request open
+        // wrote after the close): what is not cellbridge's is the closed pull request's.
+        Some(p)
+            if p.state == PullState::Closed
+                && matches!(owner, super::branch::Owner::Someone(_))
+                && !p.head_sha.is_empty() =>
+        {
+            let since = gh.compare(&p.head_sha, &head, deadline).await?;
+            let after_close: std::collections::HashSet<&str> = since.commits.iter().map(|c| c.sha.as_str()).collect();
+            let theirs_after_close = cmp
+                .commits
+                .iter()
+                .filter(|c| !super::branch::nobodys_work(c, &snap.base_branch, branch))
+                .any(|c| after_close.contains(c.sha.as_str()));
+            if since.relation == super::port::Relation::Ahead
+                && since.total_commits == since.commits.len()
+                && cmp.total_commits == cmp.commits.len()
+                && !theirs_after_close
+            {
+                return Ok(Claimed::Held { head, message });
+            }
         }
         _ => {}
     }

@@ -87,8 +87,7 @@ async fn on_pull_request<G: GithubRepo>(
         gh.comment(pr.number, &text, deadline).await?;
         // Recorded after the comment: a run cut off in between comments again, rather than never.
         let body = crate::record::with_field(&pr.body, "refused", Some(&digest));
-        gh.update_pull_text(pr.number, &pr.title, &body, &pr.labels, deadline)
-            .await?;
+        super::pull_request::write_text(gh, &pr, &pr.title, &body, &pr.labels, deadline).await?;
     }
     Ok(Reported::PullRequest {
         number: pr.number,

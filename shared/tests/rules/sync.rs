@@ -601,6 +601,8 @@ struct Done {
     on_main: Vec<(String, String)>,
     /// Files a reviewer committed on a pull request's branch: (pull request, path, text).
     on_branch: Vec<(u64, String, String)>,
+    /// Pull requests a person merged, with their title and body as merged.
+    merged: Vec<(u64, String, String)>,
 }
 
 /// One schedule: Terraform applies and duplicate deliveries race with reviewers pushing to the
@@ -646,6 +648,10 @@ async fn one_schedule(seed: u64) -> (Bed, Done, Vec<Value>) {
                 (6, Some(n)) => {
                     let r = bed.fleet.try_merge(n);
                     bed.fleet.note(format!("PERSON merge #{n}: {r:?}"));
+                    if r.is_ok() {
+                        let p = bed.fleet.pulls().into_iter().find(|p| p.number == n).unwrap();
+                        done.borrow_mut().merged.push((n, p.title, p.body));
+                    }
                 }
                 (7, Some(n)) => {
                     let r = bed.fleet.update_branch(n);
@@ -798,6 +804,15 @@ fn check_schedules(seeds: impl Iterator<Item = u64>) -> std::collections::BTreeM
                     why(&format!("#{n}'s branch lost {path}"))
                 );
             }
+        }
+        for (n, title, body) in &done.merged {
+            let p = &pulls[*n as usize - 1];
+            assert_eq!(
+                (&p.title, &p.body),
+                (title, body),
+                "{}",
+                why(&format!("merged #{n}'s text was rewritten"))
+            );
         }
         let main_head = gh.head("main").unwrap();
         for c in gh.created_commits() {
