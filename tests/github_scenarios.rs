@@ -87,6 +87,8 @@ trait Bed: Sized {
     fn start(files: &[(String, String)]) -> (Self, Self::Repo);
     /// A person's commit on `branch` laying `files` over its tree; the commit's id.
     fn commit(&self, repo: &Self::Repo, branch: &str, files: &[(&str, &str)], message: &str) -> String;
+    /// A person's commit on `branch` deleting `paths`; the commit's id.
+    fn delete(&self, repo: &Self::Repo, branch: &str, paths: &[&str], message: &str) -> String;
     /// A reviewer merges pull request `number` (a merge commit; the head branch stays); what
     /// GitHub answered when it refused.
     fn merge(&self, repo: &Self::Repo, number: u64) -> Result<(), String>;
@@ -157,6 +159,10 @@ impl Bed for MemBed {
 
     fn commit(&self, repo: &MemGithub, branch: &str, files: &[(&str, &str)], message: &str) -> String {
         repo.commit(branch, files, message)
+    }
+
+    fn delete(&self, repo: &MemGithub, branch: &str, paths: &[&str], message: &str) -> String {
+        repo.delete_files(branch, paths, message)
     }
 
     fn merge(&self, repo: &MemGithub, number: u64) -> Result<(), String> {
@@ -356,6 +362,11 @@ impl Bed for HttpBed {
 
     fn commit(&self, _: &GithubFleet, branch: &str, files: &[(&str, &str)], message: &str) -> String {
         let files: Vec<(&str, Option<&str>)> = files.iter().map(|(p, t)| (*p, Some(*t))).collect();
+        self.gh.commit(REPO, branch, &files, message)
+    }
+
+    fn delete(&self, _: &GithubFleet, branch: &str, paths: &[&str], message: &str) -> String {
+        let files: Vec<(&str, Option<&str>)> = paths.iter().map(|p| (*p, None)).collect();
         self.gh.commit(REPO, branch, &files, message)
     }
 
@@ -1806,6 +1817,7 @@ scenarios!(
         a_decommission_leaves_a_metadata_pull_request_people_committed_to,
         a_cell_of_another_account_without_a_role_is_never_taken_for_gone,
         a_branch_someone_pushed_without_a_pull_request_is_never_built_on_and_said_once,
+        a_file_a_reviewer_deleted_is_gone_from_what_the_heads_status_checks,
         the_fleet_dashboard_is_one_issue_rewritten_only_when_what_it_shows_changed,
         a_repository_without_issues_fails_the_dashboard_not_the_sync_all,
         thousands_of_cells_needing_attention_fit_githubs_body_limit,
@@ -2083,6 +2095,48 @@ async fn a_branch_someone_pushed_without_a_pull_request_is_never_built_on_and_sa
         reports[0].body
     );
     assert!(w.open_pulls().is_empty());
+}
+
+/// A reviewer deletes a manifest a layer still lists: Flux would fail to build that layer, and so
+/// does the head's check, which reads the head's content with its deletions (not the base's file
+/// in its place). Putting it back makes the status pass again.
+async fn a_file_a_reviewer_deleted_is_gone_from_what_the_heads_status_checks<B: Bed>() {
+    let w = World::<B>::start();
+    w.apply(CELL, 1, "vpc-1");
+    let opened = w.deliver(CELL).await;
+    w.bed
+        .merge(w.repo(), opened["pull_request"]["number"].as_u64().unwrap())
+        .unwrap();
+    w.apply(CELL, 2, "vpc-2");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    let manifest = "apps/base/podinfo/deployment.yaml";
+    let text = w.files("main")[manifest].clone();
+    let deleted = w
+        .bed
+        .delete(w.repo(), &branch(CELL), &[manifest], "a reviewer deletes a manifest");
+    w.apply(CELL, 3, "vpc-3");
+    assert_eq!(action(&w.deliver(CELL).await), "updated");
+    let head = w.head(&branch(CELL)).unwrap();
+    assert_ne!(head, deleted);
+    let status: Vec<Status> = w
+        .statuses(&head)
+        .into_iter()
+        .filter(|s| s.context == STATUS_CONTEXT)
+        .collect();
+    assert!(
+        status.len() == 1 && !status[0].success && status[0].description.contains("deployment.yaml"),
+        "{status:?}"
+    );
+    let restored = w
+        .bed
+        .commit(w.repo(), &branch(CELL), &[(manifest, &text)], "put it back");
+    assert_eq!(action(&w.deliver(CELL).await), "unchanged");
+    let status: Vec<Status> = w
+        .statuses(&restored)
+        .into_iter()
+        .filter(|s| s.context == STATUS_CONTEXT)
+        .collect();
+    assert!(status.len() == 1 && status[0].success, "{status:?}");
 }
 
 // --- the HTTP fake only: what GitHub's permissions and the request budget look like ----------

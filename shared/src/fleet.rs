@@ -752,6 +752,8 @@ impl FleetRead for MemFleet {
 pub struct Overlay<'a> {
     base: &'a dyn FleetRead,
     top: MemFleet,
+    /// Files of the base the view no longer has (a branch deleted them).
+    removed: std::collections::BTreeSet<String>,
 }
 
 impl<'a> Overlay<'a> {
@@ -760,6 +762,7 @@ impl<'a> Overlay<'a> {
         Self {
             base,
             top: files.into_iter().collect(),
+            removed: Default::default(),
         }
     }
 
@@ -768,7 +771,18 @@ impl<'a> Overlay<'a> {
         Self {
             base,
             top: files.into_iter().collect(),
+            removed: Default::default(),
         }
+    }
+
+    /// The same view without the files (or symlinks) at `paths`: what a branch deleted.
+    pub fn without(mut self, paths: impl IntoIterator<Item = String>) -> Self {
+        self.removed.extend(paths);
+        self
+    }
+
+    fn is_removed(&self, path: &str) -> bool {
+        self.removed.contains(path) && !self.top.files.contains_key(path)
     }
 
     /// Whether the top holds `path`, or a file or link on the way to it, or files below it
@@ -791,6 +805,9 @@ impl FleetRead for Overlay<'_> {
         if self.covers(path) {
             return self.top.read(path);
         }
+        if self.is_removed(path) {
+            return Ok(None);
+        }
         self.base.read(path)
     }
 
@@ -798,7 +815,12 @@ impl FleetRead for Overlay<'_> {
         if self.top.blocked(path) {
             return Ok(None);
         }
-        let base = self.base.list(path)?;
+        let base = self.base.list(path)?.map(|entries| {
+            entries
+                .into_iter()
+                .filter(|e| !self.is_removed(&join(path, &e.name)))
+                .collect::<Vec<_>>()
+        });
         let extra = self.top.list(path)?;
         match (base, extra) {
             (None, None) => Ok(None),
@@ -818,12 +840,18 @@ impl FleetRead for Overlay<'_> {
         if self.covers(path) {
             return self.top.mode(path);
         }
+        if self.is_removed(path) {
+            return Ok(None);
+        }
         self.base.mode(path)
     }
 
     fn read_link(&self, path: &str) -> Result<Option<String>> {
         if self.covers(path) {
             return self.top.read_link(path);
+        }
+        if self.is_removed(path) {
+            return Ok(None);
         }
         self.base.read_link(path)
     }

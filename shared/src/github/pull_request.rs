@@ -353,7 +353,15 @@ async fn checked_head<G: GithubRepo>(
 ) -> Result<Plan> {
     let cm = configmap::path_for(&plan.cell);
     let content = head_content(gh, plan, cmp, (&cm, ours), deadline).await?;
-    let mut checked = plan.rechecked(&Overlay::with_modes(&snap.fleet as &dyn FleetRead, content));
+    // What the head deleted is gone from what is checked: a deleted layer no longer fails the
+    // check, a deleted variable source no longer passes it.
+    let deleted = cmp
+        .files
+        .iter()
+        .filter(|f| f.blob.is_none() && f.path != cm)
+        .map(|f| f.path.clone());
+    let view = Overlay::with_modes(&snap.fleet as &dyn FleetRead, content).without(deleted);
+    let mut checked = plan.rechecked(&view);
     let mut files: Vec<plan::FileChange> = cmp
         .files
         .iter()
