@@ -1818,6 +1818,7 @@ scenarios!(
         a_cell_of_another_account_without_a_role_is_never_taken_for_gone,
         a_branch_someone_pushed_without_a_pull_request_is_never_built_on_and_said_once,
         a_file_a_reviewer_deleted_is_gone_from_what_the_heads_status_checks,
+        a_decommission_replayed_after_main_moved_elsewhere_writes_nothing,
         the_fleet_dashboard_is_one_issue_rewritten_only_when_what_it_shows_changed,
         a_repository_without_issues_fails_the_dashboard_not_the_sync_all,
         thousands_of_cells_needing_attention_fit_githubs_body_limit,
@@ -2137,6 +2138,28 @@ async fn a_file_a_reviewer_deleted_is_gone_from_what_the_heads_status_checks<B: 
         .filter(|s| s.context == STATUS_CONTEXT)
         .collect();
     assert!(status.len() == 1 && status[0].success, "{status:?}");
+}
+
+/// A decommission is replayed after people changed main outside the cell's directory: nothing is
+/// written (no merge commit that would dismiss approvals, no status, no body); a change under
+/// the directory is merged in and removed too.
+async fn a_decommission_replayed_after_main_moved_elsewhere_writes_nothing<B: Bed>() {
+    let w = World::<B>::merged_then_destroyed(&home_aws()).await;
+    w.put_state(CELL, destroyed_state(2));
+    assert_eq!(action(&w.deliver(CELL).await), "decommission-opened");
+    let head = w.head(&branch(CELL));
+    w.bed
+        .commit(w.repo(), "main", &[("docs/elsewhere.md", "a person's\n")], "elsewhere");
+    let writes = w.writes();
+    assert_eq!(action(&w.deliver(CELL).await), "decommission-unchanged");
+    assert_eq!(w.writes(), writes, "a replay writes nothing");
+    assert_eq!(w.head(&branch(CELL)), head);
+
+    let added = format!("clusters/{CELL}/added-on-main.yaml");
+    w.bed
+        .commit(w.repo(), "main", &[(&added, "# added\n")], "under the cell");
+    assert_eq!(action(&w.deliver(CELL).await), "decommission-updated");
+    assert!(w.cell_dir(&branch(CELL)).is_empty(), "{:?}", w.cell_dir(&branch(CELL)));
 }
 
 // --- the HTTP fake only: what GitHub's permissions and the request budget look like ----------
