@@ -55,13 +55,52 @@ pub enum Reported {
     Issue { number: u64, url: String, created: bool },
 }
 
-/// Reports `refusal` on the cell's open pull request, else in its `cellbridge-refused` issue.
-/// Only what is missing is written: a replayed event writes nothing.
-pub async fn report<G: GithubRepo>(gh: &G, refusal: &Refusal<'_>, deadline: Instant) -> Result<Reported> {
+/// The open `cellbridge-refused` issues of the repository, listed at most once per invocation
+/// (whatever the number of cells it reports or resolves) and kept as this invocation changes
+/// them. Another invocation's issue opened since is not seen: the duplicate it makes is closed
+/// by the next report of that cell (one issue per cell, found by its marker).
+#[derive(Debug, Default)]
+pub struct RefusedIssues(tokio::sync::Mutex<Option<Vec<Issue>>>);
+
+impl RefusedIssues {
+    /// The cell's open issues, oldest first.
+    async fn of_cell<G: GithubRepo>(&self, gh: &G, cell: &str, deadline: Instant) -> Result<Vec<Issue>> {
+        let mut listed = self.0.lock().await;
+        if listed.is_none() {
+            *listed = Some(gh.open_issues(LABEL_REFUSED, deadline).await?);
+        }
+        let mark = issue_marker(cell);
+        Ok(listed
+            .iter()
+            .flatten()
+            .filter(|i| i.body.contains(&mark))
+            .cloned()
+            .collect())
+    }
+
+    /// What this invocation did to an issue: opened (`Some`, new), rewritten (`Some`), closed
+    /// (`None`).
+    async fn wrote(&self, number: u64, now: Option<Issue>) {
+        if let Some(listed) = self.0.lock().await.as_mut() {
+            listed.retain(|i| i.number != number);
+            listed.extend(now);
+            listed.sort_by_key(|i| i.number);
+        }
+    }
+}
+
+/// Reports `refusal` on the cell's open pull request, else in its `cellbridge-refused` issue
+/// (found in `issues`). Only what is missing is written: a replayed event writes nothing.
+pub async fn report<G: GithubRepo>(
+    gh: &G,
+    refusal: &Refusal<'_>,
+    issues: &RefusedIssues,
+    deadline: Instant,
+) -> Result<Reported> {
     let branch = plan::branch_for(refusal.cell);
     match gh.latest_pull(&branch, deadline).await? {
         Some(pr) if pr.state == PullState::Open => on_pull_request(gh, refusal, pr, deadline).await,
-        _ => in_issue(gh, refusal, deadline).await,
+        _ => in_issue(gh, refusal, issues, deadline).await,
     }
 }
 
@@ -114,25 +153,26 @@ fn issue_body(refusal: &Refusal<'_>) -> String {
     )
 }
 
-/// The cell's open `cellbridge-refused` issues, oldest first.
-async fn cell_issues<G: GithubRepo>(gh: &G, cell: &str, deadline: Instant) -> Result<Vec<Issue>> {
-    let mark = issue_marker(cell);
-    Ok(gh
-        .open_issues(LABEL_REFUSED, deadline)
-        .await?
-        .into_iter()
-        .filter(|i| i.body.contains(&mark))
-        .collect())
-}
-
-async fn in_issue<G: GithubRepo>(gh: &G, refusal: &Refusal<'_>, deadline: Instant) -> Result<Reported> {
+async fn in_issue<G: GithubRepo>(
+    gh: &G,
+    refusal: &Refusal<'_>,
+    listed: &RefusedIssues,
+    deadline: Instant,
+) -> Result<Reported> {
     let body = issue_body(refusal);
-    let mut issues = cell_issues(gh, refusal.cell, deadline).await?.into_iter();
+    let mut issues = listed.of_cell(gh, refusal.cell, deadline).await?.into_iter();
     let Some(first) = issues.next() else {
         let labels = [LABEL_REFUSED.to_owned()];
-        let (number, url) = gh
-            .create_issue(&issue_title(refusal.cell), &body, &labels, deadline)
-            .await?;
+        let title = issue_title(refusal.cell);
+        let (number, url) = gh.create_issue(&title, &body, &labels, deadline).await?;
+        let issue = Issue {
+            number,
+            url: url.clone(),
+            title,
+            body: body.clone(),
+            labels: labels.to_vec(),
+        };
+        listed.wrote(number, Some(issue)).await;
         return Ok(Reported::Issue {
             number,
             url,
@@ -144,10 +184,16 @@ async fn in_issue<G: GithubRepo>(gh: &G, refusal: &Refusal<'_>, deadline: Instan
         let note = format!("{}\n\nDuplicate of #{}.", dup.body.trim_end(), first.number);
         gh.close_issue(dup.number, &note, CloseReason::Duplicate, deadline)
             .await?;
+        listed.wrote(dup.number, None).await;
     }
     if crate::record::field(&first.body, "reason").as_deref() != Some(refusal.digest().as_str()) {
         gh.update_pull_text(first.number, &issue_title(refusal.cell), &body, &first.labels, deadline)
             .await?;
+        let rewritten = Issue {
+            body: body.clone(),
+            ..first.clone()
+        };
+        listed.wrote(first.number, Some(rewritten)).await;
     }
     Ok(Reported::Issue {
         number: first.number,
@@ -158,15 +204,22 @@ async fn in_issue<G: GithubRepo>(gh: &G, refusal: &Refusal<'_>, deadline: Instan
 
 /// The cell's state synced: its `cellbridge-refused` issues, if any, are closed. Returns the
 /// issues closed.
-pub async fn resolve_issue<G: GithubRepo>(gh: &G, cell: &str, source: &str, deadline: Instant) -> Result<Vec<u64>> {
+pub async fn resolve_issue<G: GithubRepo>(
+    gh: &G,
+    cell: &str,
+    source: &str,
+    listed: &RefusedIssues,
+    deadline: Instant,
+) -> Result<Vec<u64>> {
     let mut closed = Vec::new();
-    for issue in cell_issues(gh, cell, deadline).await? {
+    for issue in listed.of_cell(gh, cell, deadline).await? {
         let body = format!(
             "{}\n\nResolved: the state `{source}` kept the contract and synced.",
             issue.body.trim_end()
         );
         gh.close_issue(issue.number, &body, CloseReason::Completed, deadline)
             .await?;
+        listed.wrote(issue.number, None).await;
         closed.push(issue.number);
     }
     Ok(closed)

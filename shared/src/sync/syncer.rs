@@ -169,6 +169,8 @@ pub struct ClusterAccess {
 #[derive(Default)]
 pub struct SharedBase {
     slot: tokio::sync::Mutex<(Keep, Option<Arc<Snapshot>>)>,
+    /// The open `cellbridge-refused` issues, listed once for the invocation (every group of it).
+    refused: Arc<report::RefusedIssues>,
 }
 
 impl SharedBase {
@@ -176,7 +178,14 @@ impl SharedBase {
     pub fn for_cells<I: IntoIterator<Item = String>>(cells: I) -> Self {
         Self {
             slot: tokio::sync::Mutex::new((Keep::cells(cells), None)),
+            refused: Default::default(),
         }
+    }
+
+    /// The same, sharing `refused` with the invocation's other groups.
+    fn sharing(mut self, refused: &Arc<report::RefusedIssues>) -> Self {
+        self.refused = refused.clone();
+        self
     }
 
     /// The snapshot, read now if no state of this invocation has read it (the others wait for
@@ -197,6 +206,7 @@ impl SharedBase {
     /// finds a cluster's cell.
     fn index() -> Self {
         Self {
+            refused: Default::default(),
             slot: tokio::sync::Mutex::new((Keep::default().with_index(), None)),
         }
     }
@@ -439,12 +449,14 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 // stays flat however many states one invocation syncs (a sync-all without a
                 // queue), and an SQS batch (at most 10) is one group.
                 let mut results = Vec::new();
+                let refused = Arc::new(report::RefusedIssues::default());
                 for group in unique_objects(&items).chunks(BASE_GROUP) {
                     let base = SharedBase::for_cells(
                         group
                             .iter()
                             .filter_map(|o| self.config.key_pattern.cell_of(&o.key).map(|(c, _)| c)),
-                    );
+                    )
+                    .sharing(&refused);
                     let base = &base;
                     let syncs = group
                         .iter()
@@ -913,7 +925,9 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 }
                 drop(base);
                 self.fleet.check_write_access(deadline).await?;
-                report::report(&self.fleet, &refusal, deadline).await.map(Ok)
+                report::report(&self.fleet, &refusal, &shared.refused, deadline)
+                    .await
+                    .map(Ok)
             };
             match told.await {
                 Ok(Ok(r)) => result.reported = Some(r),
@@ -926,7 +940,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 }
             }
         } else if std::mem::take(&mut result.resolve_issue) {
-            match report::resolve_issue(&self.fleet, &cell, &result.source(), deadline).await {
+            match report::resolve_issue(&self.fleet, &cell, &result.source(), &shared.refused, deadline).await {
                 Ok(closed) => result.resolved_issues = closed,
                 Err(e) => {
                     tracing::warn!(cell = %cell, error = %e, "the cell's cellbridge-refused issue could not be closed");

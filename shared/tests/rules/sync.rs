@@ -1431,6 +1431,53 @@ fn archive_reads(bed: &Bed) -> usize {
         .count()
 }
 
+/// Twelve cells in one invocation (two groups of states), each refused, then each in sync: the
+/// open `cellbridge-refused` issues are listed once per invocation, not once per cell.
+#[tokio::test]
+async fn the_refused_issues_are_listed_once_per_invocation_whatever_the_number_of_cells() {
+    let bed = bed();
+    let cells: Vec<String> = (1..=12).map(|i| format!("eu-c{i}")).collect();
+    for c in &cells {
+        let mut s: Value = serde_json::from_str(&state(c, 1, "vpc-1")).unwrap();
+        s["outputs"]["cell_metadata"]["value"]["api_token"] = json!("ghp_0123456789abcdefghijklmnopqrstuvwxyzAB");
+        bed.states
+            .put(BUCKET, &format!("cells/{c}/terraform.tfstate"), s.to_string());
+    }
+    let listings = |bed: &Bed| {
+        bed.fleet
+            .calls()
+            .iter()
+            .filter(|c| **c == ops::ISSUES_LIST_FOR_REPO.id)
+            .count()
+    };
+    let inv = bed.handle(&json!({"action": "sync-all"}), deadline()).await.unwrap();
+    let reported = inv.response["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["reported"]["on"] == "issue")
+        .count();
+    assert_eq!(reported, 12, "{}", inv.response);
+    let refused = |bed: &Bed| {
+        bed.fleet
+            .issues()
+            .iter()
+            .filter(|i| i.open && i.labels.iter().any(|l| l == "cellbridge-refused"))
+            .count()
+    };
+    assert_eq!(refused(&bed), 12);
+    // One listing for the refusals, one for the fleet dashboard a sync-all rebuilds.
+    assert_eq!(listings(&bed), 2, "{:?}", bed.fleet.calls());
+    // The next states keep the contract: each opens its pull request and closes its issue.
+    bed.fleet.clear_calls();
+    for c in &cells {
+        apply(&bed, c, 2, "vpc-1");
+    }
+    let inv = bed.handle(&json!({"action": "sync-all"}), deadline()).await.unwrap();
+    assert_eq!(refused(&bed), 0, "{}", inv.response);
+    assert_eq!(listings(&bed), 2, "{:?}", bed.fleet.calls());
+}
+
 /// An SQS batch naming several cells' states.
 fn sqs_batch(cells: &[&str]) -> Value {
     let records: Vec<Value> = cells
