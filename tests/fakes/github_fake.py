@@ -545,6 +545,11 @@ def settle(full, repo):
             pr["auto_merge"] = None
 
 
+def repo_node_id(repo):
+    """A repository's GraphQL node id (REST `node_id`; opaque to clients)."""
+    return f"R_kgDO{repo['id']}"
+
+
 def node_id(repo, pr):
     """A pull request's GraphQL node id (opaque to clients)."""
     return f"PR_kwDO{repo['id']}_{pr['number']}"
@@ -1088,7 +1093,7 @@ def dir_files(root):
 
 def repo_json(full, repo):
     owner, name = full.split("/")
-    return {"id": repo["id"], "name": name, "full_name": full, "owner": {"login": owner, "id": 1},
+    return {"id": repo["id"], "node_id": repo_node_id(repo), "name": name, "full_name": full, "owner": {"login": owner, "id": 1},
             "default_branch": repo["default_branch"], "private": True,
             "html_url": f"https://github.example/{full}"}
 
@@ -1720,8 +1725,58 @@ class Handler(BaseHTTPRequestHandler):
             touch(pr)
             return {"pullRequest": pull(full, repo, pr), "actor": actor(viewer)}
 
+        def update_refs(info, input, **k):
+            # "Creates, updates and/or deletes multiple refs in a repository ... performed
+            # atomically, meaning that if one of them is rejected, no other ref will be modified.
+            # RefUpdate.beforeOid specifies that the given reference needs to point to the given
+            # value before performing any updates ... afterOid ... 0000000000000000000000000000000000000000
+            # can be used to delete a reference. If RefUpdate.force is set to true, a
+            # non-fast-forward updates for the given reference will be allowed" (GraphQL
+            # reference, Git mutations). The refusal's words are not documented: these are the
+            # fake's own.
+            found = [(full, repo) for full, repo in REPOS.items() if repo_node_id(repo) == input["repositoryId"]]
+            if not found:
+                raise Refused("NOT_FOUND", f"Could not resolve to a node with the global id of '{input['repositoryId']}'")
+            full, repo = found[0]
+            zero = "0" * 40
+            planned = []
+            for u in input["refUpdates"]:
+                name = u["name"]
+                if not name.startswith("refs/heads/"):
+                    raise Refused("UNPROCESSABLE", f"{name} is not a branch")
+                short = "heads/" + name[len("refs/heads/"):]
+                now = repo["refs"].get(short)
+                before = u.get("beforeOid")
+                if before is not None and (now or zero) != before:
+                    raise Refused("UNPROCESSABLE", f"{name} points to {now or 'nothing'}, not {before}")
+                after = u["afterOid"]
+                if after != zero:
+                    get_obj(after, "commit")
+                    if now and not u.get("force") and not is_ancestor(now, after):
+                        raise Refused("UNPROCESSABLE", f"{name}: not a fast-forward update")
+                try:
+                    check_rules(full, repo, short)
+                except ApiError as e:
+                    raise Refused("UNPROCESSABLE", e.message)
+                planned.append((short, after))
+            for short, after in planned:
+                if after == zero:
+                    gone = repo["refs"].pop(short, None)
+                    for pr in repo["pulls"].values():
+                        if "heads/" + pr["head"] == short:
+                            pr["head_sha"] = gone
+                            # GitHub closes open pull requests whose head branch is deleted.
+                            if pr["state"] == "open":
+                                pr["state"], pr["closed_at"], pr["pinned_head"] = "closed", iso_now(), gone
+                                pr["auto_merge"] = None
+                                touch(pr)
+                else:
+                    repo["refs"][short] = after
+            return {"clientMutationId": input.get("clientMutationId")}
+
         return {"viewer": {"login": viewer}, "repository": repository,
-                "enablePullRequestAutoMerge": enable, "disablePullRequestAutoMerge": disable}
+                "enablePullRequestAutoMerge": enable, "disablePullRequestAutoMerge": disable,
+                "updateRefs": update_refs}
 
     def _record(self, method, path, op, violations):
         """Counts the operation and keeps what broke GitHub's description (never a header value)."""

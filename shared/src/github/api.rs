@@ -24,9 +24,8 @@ impl GithubFleet {
         self.base_branch
             .get_or_try_init(|| async {
                 let what = format!("reading repository {}", self.repo_name());
-                let r = self.repo_call(&what, &ops::REPOS_GET, "", None, deadline).await?;
-                r.json(&what)?
-                    .get("default_branch")
+                let v = self.repository(&what, deadline).await?;
+                v.get("default_branch")
                     .and_then(Value::as_str)
                     .map(str::to_owned)
                     .ok_or_else(|| GithubError::Protocol {
@@ -36,6 +35,35 @@ impl GithubFleet {
             })
             .await
             .cloned()
+    }
+
+    /// The repository's GraphQL node id, which `updateRefs` takes: from the repository's REST
+    /// answer (`node_id`), read once per client (the base branch's lookup reads it too).
+    async fn repository_id(&self, deadline: Instant) -> Result<String> {
+        self.repository_id
+            .get_or_try_init(|| async {
+                let what = format!("reading repository {}", self.repo_name());
+                let v = self.repository(&what, deadline).await?;
+                v.get("node_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .ok_or_else(|| GithubError::Protocol {
+                        what,
+                        detail: "no node_id".into(),
+                    })
+            })
+            .await
+            .cloned()
+    }
+
+    /// "Get a repository", keeping its node id for [`Self::repository_id`].
+    async fn repository(&self, what: &str, deadline: Instant) -> Result<Value> {
+        let r = self.repo_call(what, &ops::REPOS_GET, "", None, deadline).await?;
+        let v = r.json(what)?;
+        if let Some(id) = v.get("node_id").and_then(Value::as_str) {
+            let _ = self.repository_id.set(id.to_owned());
+        }
+        Ok(v)
     }
 
     pub(super) async fn commit_tree(&self, sha: &str, deadline: Instant) -> Result<String> {
@@ -591,22 +619,30 @@ impl GithubRepo for GithubFleet {
         Ok(())
     }
 
-    async fn delete_branch(&self, branch: &str, deadline: Instant) -> Result<()> {
-        let what = format!("deleting branch {branch}");
-        let r = self
-            .repo_send(
+    async fn delete_branch_at(&self, branch: &str, head: &str, deadline: Instant) -> Result<bool> {
+        let what = format!("deleting branch {branch} at {head}");
+        let repository = self.repository_id(deadline).await?;
+        let answer = self
+            .graphql(
                 &what,
-                &ops::GIT_DELETE_REF,
-                &format!("/git/refs/heads/{}", enc(branch)),
-                None,
+                &ops::GRAPHQL_UPDATE_REFS,
+                json!({"repositoryId": repository, "refUpdates": [{
+                    "name": format!("refs/heads/{branch}"),
+                    "beforeOid": head,
+                    "afterOid": "0000000000000000000000000000000000000000",
+                }]}),
                 deadline,
             )
             .await?;
-        // Already gone is fine: someone (or GitHub's auto-delete) was first.
-        if !r.status.is_success() && r.status != StatusCode::UNPROCESSABLE_ENTITY && r.status != StatusCode::NOT_FOUND {
-            return Err(r.api_error(&what));
+        let Some(e) = answer.errors.first() else {
+            return Ok(true);
+        };
+        // GitHub documents the check (`beforeOid`), not the words of its refusal: the branch as
+        // it is now tells whether it was that, or another refusal (a rule protecting it).
+        match self.branch_head(branch, deadline).await? {
+            Some((now, _)) if now == head => Err(e.as_error(&what)),
+            _ => Ok(false),
         }
-        Ok(())
     }
 
     async fn create_pull(

@@ -37,6 +37,8 @@ const BLOCK_CLOSE: &str = "<!-- /cellbridge-auto-merge -->";
 /// The marker value of a cell no pattern covers, and of an opt-in file that cannot be read.
 const NOT_COVERED: &str = "-";
 const INVALID: &str = "!";
+/// The most files GitHub lists in a comparison ("Compare two commits").
+const COMPARE_FILES_MAX: usize = 300;
 /// Longest text of GitHub's or of the opt-in file's that a body quotes.
 const QUOTE_MAX: usize = 600;
 
@@ -140,6 +142,7 @@ impl OptInFile {
             .and_then(|b| marker(b, "optin"))
             .unwrap_or_else(|| NOT_COVERED.to_owned());
         Run {
+            cell: cell.to_owned(),
             covered: coverage != NOT_COVERED && coverage != INVALID,
             was_covered: recorded != NOT_COVERED && recorded != INVALID,
             ours: recorded_body.and_then(|b| marker(b, ENABLED_BY)).as_deref() == Some(CELLBRIDGE),
@@ -157,6 +160,8 @@ impl OptInFile {
 /// One pull request's auto-merge, from its verdict to what was done.
 pub(super) struct Run {
     pub(super) eligibility: Eligibility,
+    /// The cell whose pull request this is.
+    cell: String,
     coverage: String,
     /// The opt-in file covers the cell now.
     covered: bool,
@@ -259,10 +264,37 @@ impl Run {
         gh: &G,
         number: u64,
         head: &str,
+        base_branch: &str,
         deadline: Instant,
     ) -> Result<()> {
         if !self.eligibility.eligible {
             return Ok(());
+        }
+        // What a merge would bring is the head compared with the base branch as it is now (what
+        // GitHub's merge takes), not the plan: a head built on a base whose history was since
+        // rewritten carries the commits the rewrite dropped, and merging it would bring them
+        // back unreviewed.
+        let cm = crate::configmap::path_for(&self.cell);
+        let brings = gh.compare(base_branch, head, deadline).await?;
+        let others: Vec<&str> = brings
+            .files
+            .iter()
+            .map(|f| f.path.as_str())
+            .filter(|p| *p != cm)
+            .collect();
+        if !others.is_empty() || brings.files.len() >= COMPARE_FILES_MAX {
+            let listed: Vec<String> = others.iter().take(5).map(|p| code(p)).collect();
+            self.eligibility.eligible = false;
+            self.eligibility.reasons = vec![format!(
+                "Merged into `{base_branch}` as it is now, this head changes files other than `{cm}`: {}.",
+                if listed.is_empty() {
+                    "more than GitHub lists".to_owned()
+                } else {
+                    listed.join(", ")
+                }
+            )];
+            // Not eligible after all: cellbridge's own auto-merge, if on, goes.
+            return self.before_status(gh, number, deadline).await;
         }
         let Some(st) = self.read(gh, number, deadline).await? else {
             return Ok(());
@@ -509,6 +541,7 @@ mod tests {
                 opted_in_by: Some("prod-*".into()),
             },
             coverage: "prod-*".into(),
+            cell: "prod-eu-west-1".into(),
             covered: true,
             was_covered: true,
             method: MergeMethod::Merge,

@@ -256,10 +256,7 @@ async fn open<G: GithubRepo>(
     if let Some(prev) = previous.as_ref().filter(|p| p.state == PullState::Merged) {
         // A merged pull request's branch: everything on it was merged, and its history is not
         // this proposal's.
-        let head = gh.branch_head(branch, deadline).await?.map(|(sha, _)| sha);
-        if head.as_deref() == Some(prev.head_sha.as_str()) {
-            gh.delete_branch(branch, deadline).await?;
-        }
+        gh.delete_branch_at(branch, &prev.head_sha, deadline).await?;
     }
     let tree = gh
         .create_tree(&snap.base_sha, snap.base_tree.as_deref(), &[], &d.removed, deadline)

@@ -806,6 +806,7 @@ impl Store {
 static GRAPHQL_MERGE_STATE: Operation = ops::GRAPHQL_MERGE_STATE.as_operation();
 static GRAPHQL_ENABLE: Operation = ops::GRAPHQL_ENABLE_AUTO_MERGE.as_operation();
 static GRAPHQL_DISABLE: Operation = ops::GRAPHQL_DISABLE_AUTO_MERGE.as_operation();
+static GRAPHQL_UPDATE_REFS: Operation = ops::GRAPHQL_UPDATE_REFS.as_operation();
 
 /// A pull request's node id (`PullRequest.id`), as the store hands it out.
 fn node_id(number: u64) -> String {
@@ -894,6 +895,14 @@ impl MemGithub {
     pub fn delete_files(&self, branch: &str, paths: &[&str], message: &str) -> String {
         let files: Vec<(String, Option<String>)> = paths.iter().map(|p| (p.to_string(), None)).collect();
         self.with(|s| s.commit_on(branch, &files, message))
+    }
+
+    /// A person force-pushes `branch` to `commit` (history rewritten; GitHub allows it on a
+    /// branch no rule protects). Pull requests keep what they pinned; an open one follows.
+    pub fn force_push(&self, branch: &str, commit: &str) {
+        self.with(|s| {
+            s.refs.insert(branch.to_owned(), commit.to_owned());
+        });
     }
 
     /// A person closes pull request `number` without merging it.
@@ -1147,6 +1156,11 @@ impl MemGithub {
     }
 
     /// The commit's parents.
+    /// A commit's message.
+    pub fn message(&self, commit: &str) -> String {
+        self.with(|s| s.commits.get(commit).map(|c| c.message.clone()).unwrap_or_default())
+    }
+
     pub fn parents(&self, commit: &str) -> Vec<String> {
         self.with(|s| s.commits.get(commit).map(|c| c.parents.clone()).unwrap_or_default())
     }
@@ -1494,10 +1508,15 @@ impl GithubRepo for MemGithub {
         })
     }
 
-    async fn delete_branch(&self, branch: &str, _deadline: Instant) -> Result<()> {
+    async fn delete_branch_at(&self, branch: &str, expected: &str, _deadline: Instant) -> Result<bool> {
         self.pause().await;
         self.with(|s| {
-            s.enter(&ops::GIT_DELETE_REF)?;
+            s.enter(&GRAPHQL_UPDATE_REFS)?;
+            // `beforeOid`: the ref must point at `expected`, or nothing is updated (the
+            // mutation's refusal; see `port::GithubRepo::delete_branch_at`).
+            if s.refs.get(branch).map(String::as_str) != Some(expected) {
+                return Ok(false);
+            }
             s.check_rules(branch, "deleting")?;
             if let Some(head) = s.refs.remove(branch) {
                 for p in s.pulls.iter_mut().filter(|p| p.open && p.head == branch) {
@@ -1506,7 +1525,7 @@ impl GithubRepo for MemGithub {
                     p.auto_merge = None;
                 }
             }
-            Ok(())
+            Ok(true)
         })
     }
 

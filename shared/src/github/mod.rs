@@ -273,6 +273,8 @@ pub struct GithubFleet {
     owner: String,
     repo: String,
     base_branch: OnceCell<String>,
+    /// The repository's GraphQL node id.
+    repository_id: OnceCell<String>,
     counts: RequestCounts,
     /// The App installation whose permissions were found sufficient (checked once).
     access_checked: std::sync::Mutex<Option<u64>>,

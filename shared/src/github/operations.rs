@@ -41,7 +41,6 @@ operations! {
     GIT_CREATE_COMMIT = POST "/repos/{owner}/{repo}/git/commits" "git/create-commit" "contents=write";
     GIT_CREATE_REF = POST "/repos/{owner}/{repo}/git/refs" "git/create-ref" "contents=write";
     GIT_UPDATE_REF = PATCH "/repos/{owner}/{repo}/git/refs/{ref}" "git/update-ref" "contents=write";
-    GIT_DELETE_REF = DELETE "/repos/{owner}/{repo}/git/refs/{ref}" "git/delete-ref" "contents=write";
     REPOS_MERGE = POST "/repos/{owner}/{repo}/merges" "repos/merge" "contents=write";
     REPOS_GET_COMMIT = GET "/repos/{owner}/{repo}/commits/{ref}" "repos/get-commit" "contents=read";
     REPOS_LIST_COMMIT_STATUSES_FOR_REF = GET "/repos/{owner}/{repo}/commits/{ref}/statuses" "repos/list-commit-statuses-for-ref" "statuses=read";
@@ -121,6 +120,12 @@ graphql_operations! {
     // "Enable the default auto-merge on a pull request", for the head cellbridge checked only
     // (`expectedHeadOid`). Content-creating: paced as a write.
     GRAPHQL_ENABLE_AUTO_MERGE = mutation "enablePullRequestAutoMerge" "contents=write,pull_requests=write" ENABLE_AUTO_MERGE_MUTATION;
+    // "Creates, updates and/or deletes multiple refs in a repository ... atomically ...
+    // RefUpdate.beforeOid specifies that the given reference needs to point to the given value
+    // before performing any updates ... afterOid ... 0000000000000000000000000000000000000000 can
+    // be used to delete a reference" (GraphQL reference, Git): a deletion that is a
+    // compare-and-swap, which the REST API has not.
+    GRAPHQL_UPDATE_REFS = mutation "updateRefs" "contents=write" UPDATE_REFS_MUTATION;
     // "Disable auto merge on the given pull request".
     GRAPHQL_DISABLE_AUTO_MERGE = mutation "disablePullRequestAutoMerge" "contents=write,pull_requests=write" DISABLE_AUTO_MERGE_MUTATION;
 }
@@ -160,6 +165,10 @@ const ENABLE_AUTO_MERGE_MUTATION: &str = "mutation enablePullRequestAutoMerge($p
   enablePullRequestAutoMerge(input: {pullRequestId: $pullRequestId, expectedHeadOid: $expectedHeadOid, mergeMethod: $mergeMethod}) {
     pullRequest { autoMergeRequest { enabledBy { __typename login } mergeMethod } }
   }
+}";
+
+const UPDATE_REFS_MUTATION: &str = "mutation updateRefs($repositoryId: ID!, $refUpdates: [RefUpdate!]!) {
+  updateRefs(input: {repositoryId: $repositoryId, refUpdates: $refUpdates}) { clientMutationId }
 }";
 
 const DISABLE_AUTO_MERGE_MUTATION: &str = "mutation disablePullRequestAutoMerge($pullRequestId: ID!) {

@@ -351,8 +351,15 @@ pub trait GithubRepo: Send + Sync {
         branch: &str,
         deadline: Instant,
     ) -> impl Future<Output = Result<Option<(String, String)>>> + Send;
-    /// Deletes `branch`; already gone is fine.
-    fn delete_branch(&self, branch: &str, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
+    /// Deletes `branch` if it still points at `head`, in one step on GitHub's side (GraphQL
+    /// `updateRefs` with `beforeOid`): `Ok(false)` when it points elsewhere or is gone, and then
+    /// nothing was deleted. A push that lands between a read and the deletion is never lost.
+    fn delete_branch_at(
+        &self,
+        branch: &str,
+        head: &str,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<bool>> + Send;
     /// Merges `commit` into `branch` on GitHub's side, as a person's "Update branch" would.
     fn merge_into(
         &self,

@@ -97,6 +97,13 @@ async fn converge_inner<G: GithubRepo>(
                 .await?
                 .relation
                 .contains_base()
+            // Unless the base branch itself no longer has it (a person rewrote its history):
+            // then no read will ever contain it, and what was read is the base to build on.
+            && gh
+                .compare(&base, &snap.base_branch, deadline)
+                .await?
+                .relation
+                .contains_base()
         {
             return Err(GithubError::Conflict {
                 what: format!("pull request #{}", pr.number),
@@ -206,12 +213,9 @@ pub(super) async fn close_as_own<G: GithubRepo>(
     deadline: Instant,
 ) -> Result<()> {
     gh.close_pull(pr.number, &closed_body(&pr.body, note), deadline).await?;
-    // GitHub deletes a ref unconditionally: a push that landed since the comparison keeps the
-    // branch (and the pull request can be reopened with it).
-    let head = gh.branch_head(branch, deadline).await?.map(|(sha, _)| sha);
-    if head.as_deref() == Some(pr.head_sha.as_str()) {
-        gh.delete_branch(branch, deadline).await?;
-    }
+    // Only the head that was read goes: a push that landed since keeps the branch (and the pull
+    // request can be reopened with it).
+    gh.delete_branch_at(branch, &pr.head_sha, deadline).await?;
     Ok(())
 }
 
@@ -421,7 +425,8 @@ async fn update<G: GithubRepo>(
         // The head's verdict is the one the body records; an eligible head's auto-merge is
         // looked at again (a run cut off before enabling it, checks that passed since).
         let mut run = opt_in.recorded(plan, &pr.body);
-        run.after_status(gh, pr.number, &pr.head_sha, deadline).await?;
+        run.after_status(gh, pr.number, &pr.head_sha, &snap.base_branch, deadline)
+            .await?;
         let cleared = clear_refusal(gh, &pr, &pr.head_sha, deadline).await?;
         let body = auto_merge::with_block(cleared.as_deref().unwrap_or(&pr.body), &run.block());
         let body = with_marker_fields(&body, &run);
@@ -494,7 +499,8 @@ async fn update<G: GithubRepo>(
     let mut run = opt_in.judge(&checked, Some(&pr.body));
     run.before_status(gh, pr.number, deadline).await?;
     post_status(gh, &head, &checked, wrote, deadline).await?;
-    run.after_status(gh, pr.number, &head, deadline).await?;
+    run.after_status(gh, pr.number, &head, &snap.base_branch, deadline)
+        .await?;
     // The body written below drops the refusal's marker.
     clear_refusal(gh, &pr, &head, deadline).await?;
     let body = body_for(plan, digest, &snap.base_sha, &head, None, &run);
@@ -573,10 +579,7 @@ async fn open<G: GithubRepo>(
         // this pull request's (a squash or rebase merge leaves nothing a fast-forward can
         // follow). Only the old pull request's branch goes: one another run just recreated
         // stays. A closed one's branch is judged by whose commits it holds, below.
-        let head = gh.branch_head(branch, deadline).await?.map(|(sha, _)| sha);
-        if head.as_deref() == Some(prev.head_sha.as_str()) {
-            gh.delete_branch(branch, deadline).await?;
-        }
+        gh.delete_branch_at(branch, &prev.head_sha, deadline).await?;
     }
     let message = message_for(plan, digest);
     let files: Vec<FileWrite> = plan.files.iter().map(plan::FileChange::write).collect();
@@ -630,7 +633,8 @@ async fn open<G: GithubRepo>(
         .create_pull(branch, &snap.base_branch, &plan.title, &body, deadline)
         .await?;
     gh.add_labels(number, &plan.labels, deadline).await?;
-    run.after_status(gh, number, &commit, deadline).await?;
+    run.after_status(gh, number, &commit, &snap.base_branch, deadline)
+        .await?;
     let mut body = body;
     let now = with_marker_fields(&auto_merge::with_block(&body, &run.block()), &run);
     if now != body {
@@ -744,9 +748,9 @@ pub(super) async fn claim_branch<G: GithubRepo>(
     }
 }
 
-/// `branch`, all cellbridge's and headed by `head`, recreated at `fresh`: deleted while its head
-/// is still `head` (GitHub deletes a ref unconditionally, so a push since keeps it and the
-/// creation below loses the race), then created again.
+/// `branch`, all cellbridge's and headed by `head`, recreated at `fresh`: deleted only while its
+/// head is still `head` (a push since keeps it, and the creation below loses the race), then
+/// created again.
 pub(super) async fn recreate<G: GithubRepo>(
     gh: &G,
     branch: &str,
@@ -754,10 +758,7 @@ pub(super) async fn recreate<G: GithubRepo>(
     fresh: &str,
     deadline: Instant,
 ) -> Result<()> {
-    let now = gh.branch_head(branch, deadline).await?.map(|(sha, _)| sha);
-    if now.as_deref() == Some(head) {
-        gh.delete_branch(branch, deadline).await?;
-    }
+    gh.delete_branch_at(branch, head, deadline).await?;
     if gh.create_branch(branch, fresh, deadline).await? {
         Ok(())
     } else {

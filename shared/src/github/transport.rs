@@ -176,6 +176,7 @@ impl GithubFleet {
             owner: owner.to_owned(),
             repo: repo.to_owned(),
             base_branch: base,
+            repository_id: OnceCell::new(),
             counts: RequestCounts::default(),
             access_checked: std::sync::Mutex::new(None),
             pacer: super::pacing::Pacer::new(super::pacing::Pacing::default()),

@@ -72,8 +72,13 @@ fn protect(gh: &MemGithub, contexts: &[&str], approvals: u32, strict: bool) {
     );
 }
 
+/// The auto-merge requests sent (GraphQL's merge state and auto-merge mutations; a branch's
+/// deletion, also GraphQL, is not one).
 fn graphql_calls(gh: &MemGithub) -> Vec<&'static str> {
-    gh.calls().into_iter().filter(|c| c.starts_with("graphql/")).collect()
+    gh.calls()
+        .into_iter()
+        .filter(|c| c.starts_with("graphql/") && *c != "graphql/updateRefs")
+        .collect()
 }
 
 fn open_pull(gh: &MemGithub, cell: &str) -> cellbridge::github::memory::MemPull {
