@@ -1049,3 +1049,60 @@ def test_closing_cancels_auto_merge_and_disabling_is_fine_twice(gh):
     assert state(gh)["pulls"][0]["auto_merge"] is None
     gh("POST", f"/repos/{{repo}}/statuses/{pr['headRefOid']}", {"state": "success", "context": "ci/build"})
     assert not state(gh)["pulls"][0]["merged"]
+
+
+# GraphQL's actors, compare-and-swap ref deletion, pinned heads ----------------------------------
+
+ENABLE_ACTOR = """mutation enablePullRequestAutoMerge($pullRequestId: ID!, $expectedHeadOid: GitObjectID!) {
+  enablePullRequestAutoMerge(input: {pullRequestId: $pullRequestId, expectedHeadOid: $expectedHeadOid}) {
+    pullRequest { autoMergeRequest { enabledBy { __typename login } mergeMethod } }
+  }
+}"""
+
+UPDATE_REFS = """mutation updateRefs($repositoryId: ID!, $refUpdates: [RefUpdate!]!) {
+  updateRefs(input: {repositoryId: $repositoryId, refUpdates: $refUpdates}) { clientMutationId }
+}"""
+
+
+def test_an_apps_auto_merge_names_the_bot_by_its_slug_while_viewer_carries_the_suffix(gh):
+    protect(gh, ["ci/build"])
+    allow(gh)
+    n = open_pull(gh, "topic")
+    gf.LOGINS[TOKEN] = gf.APP_BOT
+    try:
+        data = merge_state_of(gh, n)
+        assert data["viewer"]["login"] == "cellbridge[bot]"
+        r = graphql(gh, ENABLE_ACTOR, {"pullRequestId": data["repository"]["pullRequest"]["id"],
+                                       "expectedHeadOid": sha_of(gh, "topic")})
+        # GraphQL names an App as a `Bot` by its slug, without REST's `[bot]` (palantir/policy-bot#44).
+        assert r.body["data"]["enablePullRequestAutoMerge"]["pullRequest"]["autoMergeRequest"]["enabledBy"] == {
+            "__typename": "Bot", "login": "cellbridge"}, r
+    finally:
+        del gf.LOGINS[TOKEN]
+
+
+def test_update_refs_deletes_a_branch_only_where_it_still_points(gh):
+    n = open_pull(gh, "topic")
+    repo_id = gh("GET", "/repos/{repo}").body["node_id"]
+    head = sha_of(gh, "topic")
+    update = lambda before: graphql(gh, UPDATE_REFS, {"repositoryId": repo_id, "refUpdates": [
+        {"name": "refs/heads/topic", "beforeOid": before, "afterOid": "0" * 40}]})
+    r = update(sha_of(gh, "main"))
+    assert r.body["data"] == {"updateRefs": None} and r.body["errors"][0]["type"] == "UNPROCESSABLE", r
+    assert sha_of(gh, "topic") == head, "a refused update changes nothing"
+    r = update(head)
+    assert "errors" not in r.body, r
+    assert "heads/topic" not in gf.REPOS[gh.full]["refs"]
+    pull = gh("GET", f"/repos/{{repo}}/pulls/{n}").body
+    assert (pull["state"], pull["head"]["sha"]) == ("closed", head), "closed with its branch, its head kept"
+
+
+def test_a_closed_pull_request_keeps_its_head_and_cannot_be_reopened_once_the_branch_moved(gh):
+    n = open_pull(gh, "topic")
+    head = sha_of(gh, "topic")
+    assert gh("PATCH", f"/repos/{{repo}}/pulls/{n}", {"state": "closed"}).status == 200
+    commit(gh.full, "main", {"other.txt": "x\n"})
+    gf.REPOS[gh.full]["refs"]["heads/topic"] = sha_of(gh, "main")
+    assert gh("GET", f"/repos/{{repo}}/pulls/{n}").body["head"]["sha"] == head, "a push after the close is not the pull request's"
+    r = gh("PATCH", f"/repos/{{repo}}/pulls/{n}", {"state": "open"})
+    assert r.status == 422, r
