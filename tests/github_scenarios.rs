@@ -2197,6 +2197,38 @@ async fn http_with_app_credentials_cellbridge_knows_its_own_auto_merge_and_turns
     assert!(pr.open && !pr.body.contains("automerge-by="), "{}", pr.body);
 }
 
+/// A reviewer commits a binary file (an image) on the cell's pull request. It is kept opaque:
+/// never parsed unless a layer reads it, so the next state updates the pull request as ever and
+/// nothing is reported as a refusal. (The in-memory double holds text only: this one runs on the
+/// HTTP fake, whose blobs are bytes.)
+#[tokio::test]
+async fn http_a_binary_file_on_the_branch_never_blocks_the_cell() {
+    let w = World::<HttpBed>::start();
+    w.apply(CELL, 1, "vpc-1");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    let png: &[u8] = &[0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, 0xff, 0xfe, 0x00, 0x80];
+    w.bed.gh.commit_bytes(
+        REPO,
+        &branch(CELL),
+        &format!("clusters/{CELL}/diagram.png"),
+        png,
+        "a reviewer's diagram",
+    );
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "updated", "{r}");
+    let pr = w.open_pulls().remove(0);
+    assert!(pr.comments.is_empty(), "nothing refused: {:?}", pr.comments);
+    let head = w.head(&branch(CELL)).unwrap();
+    let status: Vec<Status> = w
+        .statuses(&head)
+        .into_iter()
+        .filter(|s| s.context == STATUS_CONTEXT)
+        .collect();
+    assert!(status.len() == 1 && status[0].success, "{status:?}");
+    assert!(w.metadata_on(&branch(CELL), CELL).contains("vpc-2"));
+}
+
 /// A world on the HTTP fake whose client authenticates with `creds(fake)`.
 fn http_world(creds: impl FnOnce(&FakeGithub) -> Credentials) -> World<HttpBed> {
     let mut w = World::<HttpBed>::start();

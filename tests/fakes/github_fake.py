@@ -1064,6 +1064,8 @@ def seed(body):
     for path, text in body.get("files", {}).items():
         if text is None:
             files.pop(path, None)
+        elif isinstance(text, dict) and "base64" in text:
+            files[path] = (text.get("mode", "100644"), put_blob(base64.b64decode(text["base64"])))
         elif isinstance(text, dict):
             files[path] = (text.get("mode", "100644"), put_blob(text["text"].encode()))
         else:

@@ -194,6 +194,18 @@ impl FakeGithub {
         v["sha"].as_str().unwrap().to_owned()
     }
 
+    /// A person's commit on `branch` adding `path` with these bytes (a binary file).
+    pub fn commit_bytes(&self, repo: &str, branch: &str, path: &str, bytes: &[u8], message: &str) -> String {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);
+        let v = self.control(
+            "POST",
+            "/_fake/seed",
+            Some(&json!({"repo": repo, "branch": branch, "files": {path: {"base64": b64}}, "replace": false, "message": message})),
+        );
+        v["sha"].as_str().unwrap().to_owned()
+    }
+
     /// Adds a fault rule (see the fake's docstring).
     pub fn fault(&self, rule: Value) {
         self.control("POST", "/_fake/faults", Some(&rule));

@@ -347,7 +347,7 @@ impl GithubRepo for GithubFleet {
         })
     }
 
-    async fn read_blob(&self, blob: &str, deadline: Instant) -> Result<String> {
+    async fn read_blob(&self, blob: &str, deadline: Instant) -> Result<Vec<u8>> {
         let what = format!("reading blob {blob}");
         let r = self
             .repo_call(&what, &ops::GIT_GET_BLOB, &format!("/git/blobs/{blob}"), None, deadline)
@@ -362,10 +362,9 @@ impl GithubRepo for GithubFleet {
             .ok_or_else(|| protocol("blob without content"))?
             .split_whitespace()
             .collect();
-        let bytes = base64::engine::general_purpose::STANDARD
+        base64::engine::general_purpose::STANDARD
             .decode(content)
-            .map_err(|_| protocol("blob content is not base64"))?;
-        String::from_utf8(bytes).map_err(|_| protocol("blob is not UTF-8 text"))
+            .map_err(|_| protocol("blob content is not base64"))
     }
 
     async fn create_tree(

@@ -1387,14 +1387,14 @@ impl GithubRepo for MemGithub {
         })
     }
 
-    async fn read_blob(&self, blob: &str, _deadline: Instant) -> Result<String> {
+    async fn read_blob(&self, blob: &str, _deadline: Instant) -> Result<Vec<u8>> {
         self.pause().await;
         self.with(|s| {
             s.enter(&ops::GIT_GET_BLOB)?;
             // Ids are learnt from comparisons, as a client learns them.
             s.blobs
                 .get(blob)
-                .cloned()
+                .map(|t| t.clone().into_bytes())
                 .ok_or_else(|| api(&ops::GIT_GET_BLOB, 404, "Not Found"))
         })
     }

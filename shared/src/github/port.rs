@@ -311,8 +311,9 @@ pub trait GithubRepo: Send + Sync {
     fn latest_pull(&self, branch: &str, deadline: Instant) -> impl Future<Output = Result<Option<PullRequest>>> + Send;
     /// How `head` relates to `base`, and the files `head` changed since their merge base.
     fn compare(&self, base: &str, head: &str, deadline: Instant) -> impl Future<Output = Result<Comparison>> + Send;
-    /// A blob's text.
-    fn read_blob(&self, blob: &str, deadline: Instant) -> impl Future<Output = Result<String>> + Send;
+    /// A blob's bytes, as they are: a file that is not UTF-8 (an image, an archive someone
+    /// committed) is kept opaque, never refused here.
+    fn read_blob(&self, blob: &str, deadline: Instant) -> impl Future<Output = Result<Vec<u8>>> + Send;
     /// A tree: the tree of commit `on` (or `tree`, when the caller knows it) with `files`
     /// written over it, each with its mode (a symlink's content is its target), and the files
     /// `removed` taken out (each must be there: GitHub refuses to delete a file that does not

@@ -328,11 +328,13 @@ async fn head_content<G: GithubRepo>(
                 .iter()
                 .find(|p| p.path == f.path && blob_id(&p.new) == *blob)
                 .map(|p| (p.mode, p.new.clone()));
-            let (mode, text) = match known {
-                Some(k) => k,
+            // Bytes as they are: a file that is not UTF-8 stays opaque, read (and then a finding
+            // naming it) only if a layer reads it.
+            let (mode, bytes) = match known {
+                Some((mode, text)) => (mode, text.into_bytes()),
                 None => (FileMode::Regular, gh.read_blob(blob, deadline).await?),
             };
-            files.push((f.path.clone(), mode, text.into_bytes()));
+            files.push((f.path.clone(), mode, bytes));
         }
     }
     files.push((written.0.to_owned(), FileMode::Regular, written.1.as_bytes().to_vec()));
