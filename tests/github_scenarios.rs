@@ -1819,6 +1819,7 @@ scenarios!(
         a_branch_someone_pushed_without_a_pull_request_is_never_built_on_and_said_once,
         a_file_a_reviewer_deleted_is_gone_from_what_the_heads_status_checks,
         a_decommission_replayed_after_main_moved_elsewhere_writes_nothing,
+        a_decommission_of_a_cell_larger_than_a_comparison_lists_is_brought_up_to_date,
         the_fleet_dashboard_is_one_issue_rewritten_only_when_what_it_shows_changed,
         a_repository_without_issues_fails_the_dashboard_not_the_sync_all,
         thousands_of_cells_needing_attention_fit_githubs_body_limit,
@@ -1889,16 +1890,22 @@ async fn a_destroyed_cell_whose_cluster_is_gone_gets_one_decommission_and_a_reap
 // --- proposals among people: one record, one branch rule ----------------------------------------
 
 impl<B: Bed> World<B> {
-    /// `CELL` merged on main (its first pull request merged), its state destroyed and its
-    /// cluster gone from `aws`'s EKS.
-    async fn merged_then_destroyed(aws: &cellbridge::bootstrap::memory::MemAws) -> Self {
-        let w = World::<B>::start().with_eks(aws);
-        w.apply(CELL, 1, "vpc-1");
-        let opened = w.deliver(CELL).await;
-        w.bed
-            .merge(w.repo(), opened["pull_request"]["number"].as_u64().unwrap())
+    /// `CELL` on main: its first pull request, of `state`, merged.
+    async fn merged(self, state: String) -> Self {
+        self.put_state(CELL, state);
+        let opened = self.deliver(CELL).await;
+        self.bed
+            .merge(self.repo(), opened["pull_request"]["number"].as_u64().unwrap())
             .unwrap();
-        w
+        self
+    }
+
+    /// `CELL` merged on main, EKS as `aws` has it (the cell's cluster: none).
+    async fn merged_then_destroyed(aws: &cellbridge::bootstrap::memory::MemAws) -> Self {
+        World::<B>::start()
+            .with_eks(aws)
+            .merged(state_with(1, metadata(CELL, "vpc-1")))
+            .await
     }
 
     /// The files of `main` under the cell's directory.
@@ -2037,14 +2044,12 @@ async fn a_decommission_leaves_a_metadata_pull_request_people_committed_to<B: Be
 /// A cell whose metadata names another account, which no role reaches: EKS's "not found" in
 /// cellbridge's own account proves nothing there, so nothing is proposed and the result says why.
 async fn a_cell_of_another_account_without_a_role_is_never_taken_for_gone<B: Bed>() {
-    let w = World::<B>::start().with_eks(&home_aws());
     let mut meta = metadata(CELL, "vpc-1");
     meta["aws_account_id"] = json!("210987654321");
-    w.put_state(CELL, state_with(1, meta));
-    let opened = w.deliver(CELL).await;
-    w.bed
-        .merge(w.repo(), opened["pull_request"]["number"].as_u64().unwrap())
-        .unwrap();
+    let w = World::<B>::start()
+        .with_eks(&home_aws())
+        .merged(state_with(1, meta))
+        .await;
     w.put_state(CELL, destroyed_state(2));
     let r = w.deliver(CELL).await;
     assert_eq!(
@@ -2064,12 +2069,7 @@ async fn a_cell_of_another_account_without_a_role_is_never_taken_for_gone<B: Bed
 /// branch nor deletes it. It fails for good (no retry), and names the branch and the commit in
 /// the cell's issue, once.
 async fn a_branch_someone_pushed_without_a_pull_request_is_never_built_on_and_said_once<B: Bed>() {
-    let w = World::<B>::start();
-    w.apply(CELL, 1, "vpc-1");
-    let opened = w.deliver(CELL).await;
-    w.bed
-        .merge(w.repo(), opened["pull_request"]["number"].as_u64().unwrap())
-        .unwrap();
+    let w = World::<B>::start().merged(state_with(1, metadata(CELL, "vpc-1"))).await;
     let theirs = w.bed.commit(
         w.repo(),
         &branch(CELL),
@@ -2102,12 +2102,7 @@ async fn a_branch_someone_pushed_without_a_pull_request_is_never_built_on_and_sa
 /// does the head's check, which reads the head's content with its deletions (not the base's file
 /// in its place). Putting it back makes the status pass again.
 async fn a_file_a_reviewer_deleted_is_gone_from_what_the_heads_status_checks<B: Bed>() {
-    let w = World::<B>::start();
-    w.apply(CELL, 1, "vpc-1");
-    let opened = w.deliver(CELL).await;
-    w.bed
-        .merge(w.repo(), opened["pull_request"]["number"].as_u64().unwrap())
-        .unwrap();
+    let w = World::<B>::start().merged(state_with(1, metadata(CELL, "vpc-1"))).await;
     w.apply(CELL, 2, "vpc-2");
     assert_eq!(action(&w.deliver(CELL).await), "opened");
     let manifest = "apps/base/podinfo/deployment.yaml";
@@ -2160,6 +2155,29 @@ async fn a_decommission_replayed_after_main_moved_elsewhere_writes_nothing<B: Be
         .commit(w.repo(), "main", &[(&added, "# added\n")], "under the cell");
     assert_eq!(action(&w.deliver(CELL).await), "decommission-updated");
     assert!(w.cell_dir(&branch(CELL)).is_empty(), "{:?}", w.cell_dir(&branch(CELL)));
+}
+
+/// A cell with more files than a comparison lists (GitHub's 300): its decommission, brought up to
+/// date after a file is added under the cell on main, removes that file too, from the head's
+/// whole tree, and never asks to remove a path already gone.
+async fn a_decommission_of_a_cell_larger_than_a_comparison_lists_is_brought_up_to_date<B: Bed>() {
+    let w = World::<B>::merged_then_destroyed(&home_aws()).await;
+    let bulk: Vec<(String, String)> = (0..310)
+        .map(|i| (format!("clusters/{CELL}/bulk/f{i:03}.yaml"), format!("# {i}\n")))
+        .collect();
+    let refs: Vec<(&str, &str)> = bulk.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    w.bed.commit(w.repo(), "main", &refs, "a large cell");
+    w.put_state(CELL, destroyed_state(2));
+    assert_eq!(action(&w.deliver(CELL).await), "decommission-opened");
+    let added = format!("clusters/{CELL}/late.yaml");
+    w.bed.commit(w.repo(), "main", &[(&added, "# late\n")], "one more");
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "decommission-updated", "{r}");
+    assert!(
+        w.cell_dir(&branch(CELL)).is_empty(),
+        "{:?}",
+        w.cell_dir(&branch(CELL)).keys().take(5).collect::<Vec<_>>()
+    );
 }
 
 // --- the HTTP fake only: what GitHub's permissions and the request budget look like ----------

@@ -13,7 +13,7 @@ use super::operations::GraphqlOperation;
 use super::port::{
     Actor, AutoMergeAnswer, AutoMergeRequest, BranchCommit, ChangedFile, CheckState, CloseReason, Comparison,
     GithubRepo, Issue, Merge, MergeAnswer, MergeMethod, MergeState, MergeStateStatus, OpenPull, PullRequest, PullState,
-    Relation, RequiredCheck,
+    Relation, RequiredCheck, TreeFiles,
 };
 use super::transport::{Target, enc, sha_of, url_query};
 use super::{GithubError, GithubFleet, Result, Snapshot};
@@ -344,6 +344,45 @@ impl GithubRepo for GithubFleet {
             head_tree,
             total_commits: v["total_commits"].as_u64().map_or(commits.len(), |n| n as usize),
             commits,
+        })
+    }
+
+    async fn tree_files(&self, commit: &str, deadline: Instant) -> Result<TreeFiles> {
+        let what = format!("listing the tree of {commit}");
+        // "Get a tree": `recursive` lists every entry; "If truncated is true in the response then
+        // the number of items in the tree array exceeded our maximum limit"
+        // (https://docs.github.com/rest/git/trees#get-a-tree). A tree-ish: a commit's sha works.
+        let r = self
+            .repo_call(
+                &what,
+                &ops::GIT_GET_TREE,
+                &format!("/git/trees/{}?recursive=1", enc(commit)),
+                None,
+                deadline,
+            )
+            .await?;
+        let v = r.json(&what)?;
+        if v["truncated"] == true {
+            return Err(GithubError::Protocol {
+                what,
+                detail: "GitHub cut the tree's listing short (truncated): it is larger than GitHub lists in one answer"
+                    .into(),
+            });
+        }
+        let files = v["tree"]
+            .as_array()
+            .map(|entries| {
+                entries
+                    .iter()
+                    // A gitlink (mode 160000, type `commit`) is a submodule, not a file here.
+                    .filter(|e| e["type"] == "blob")
+                    .filter_map(|e| Some((e["path"].as_str()?.to_owned(), e["sha"].as_str()?.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(TreeFiles {
+            tree: v["sha"].as_str().unwrap_or_default().to_owned(),
+            files,
         })
     }
 

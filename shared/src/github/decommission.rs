@@ -348,7 +348,7 @@ async fn update<G: GithubRepo>(
         });
     }
     let mut head = pr.head_sha.clone();
-    let mut cmp = gh.compare(&snap.base_sha, &head, deadline).await?;
+    let cmp = gh.compare(&snap.base_sha, &head, deadline).await?;
     if !cmp.relation.contains_base() {
         let message = super::branch::merge_message(&snap.base_branch, &d.branch);
         match gh.merge_into(&d.branch, &snap.base_sha, &message, deadline).await? {
@@ -361,35 +361,17 @@ async fn update<G: GithubRepo>(
             }
             Merge::Conflict => return conflicted(gh, snap, d, pr, deadline).await,
         }
-        cmp = gh.compare(&snap.base_sha, &head, deadline).await?;
     }
-    // The head is the base with the comparison's files changed: what it still has of the cell's
-    // directory is the base's files there it did not remove, and any it added.
+    // What the head still has of the cell's directory, from its whole tree: a comparison lists at
+    // most 300 files, and a large cell's removal would be taken for undone and redone (a 422 for
+    // every path already gone).
+    let at_head = gh.tree_files(&head, deadline).await?;
     let dir = format!("clusters/{}/", d.cell);
-    let removed_at_head: BTreeSet<&str> = cmp
-        .files
-        .iter()
-        .filter(|f| f.blob.is_none())
-        .map(|f| f.path.as_str())
-        .collect();
-    let mut left: BTreeSet<String> = d
-        .removed
-        .iter()
-        .filter(|p| !removed_at_head.contains(p.as_str()))
-        .cloned()
-        .collect();
-    left.extend(
-        cmp.files
-            .iter()
-            .filter(|f| f.blob.is_some() && f.path.starts_with(&dir))
-            .map(|f| f.path.clone()),
-    );
+    let left: BTreeSet<String> = at_head.files.keys().filter(|p| p.starts_with(&dir)).cloned().collect();
     let wrote = !left.is_empty();
     if wrote {
         let left: Vec<String> = left.into_iter().collect();
-        let tree = gh
-            .create_tree(&head, cmp.head_tree.as_deref(), &[], &left, deadline)
-            .await?;
+        let tree = gh.create_tree(&head, Some(&at_head.tree), &[], &left, deadline).await?;
         let commit = gh
             .create_commit(&tree, std::slice::from_ref(&head), &message_for(d, digest), deadline)
             .await?;

@@ -62,7 +62,7 @@ use super::operations::{self as ops, Operation};
 use super::port::{
     Actor, AutoMergeAnswer, AutoMergeRequest, BranchCommit, ChangedFile, CheckState, CloseReason, Comparison,
     GithubRepo, Issue, Merge, MergeAnswer, MergeMethod, MergeState, MergeStateStatus, OpenPull, PullRequest, PullState,
-    Relation, RequiredCheck,
+    Relation, RequiredCheck, TreeFiles,
 };
 use super::{GithubError, Result, Snapshot};
 use crate::fleet::{FileMode, FileWrite, Keep, MemFleet};
@@ -175,6 +175,9 @@ impl std::fmt::Display for MergeRefused {
 impl std::error::Error for MergeRefused {}
 
 const NOT_MERGEABLE: &str = "Pull Request is not mergeable";
+/// The most files and commits a comparison lists.
+const COMPARE_FILES_MAX: usize = 300;
+const COMPARE_COMMITS_MAX: usize = 250;
 
 fn not_mergeable(conflicts: Vec<String>) -> MergeRefused {
     MergeRefused {
@@ -1359,7 +1362,10 @@ impl GithubRepo for MemGithub {
                     s.blobs.insert(id, text);
                 }
             }
-            // The head's own commits, oldest first, as GitHub lists them.
+            // "The response will include a comparison of up to 300 files" ("Compare two
+            // commits", https://docs.github.com/rest/commits/commits#compare-two-commits).
+            files.truncate(COMPARE_FILES_MAX);
+            // The head's own commits, oldest first, as GitHub lists them (the newest 250).
             let base_side = s.ancestors(&b);
             let mut ahead: Vec<(u64, String)> = s
                 .ancestors(&h)
@@ -1368,8 +1374,10 @@ impl GithubRepo for MemGithub {
                 .map(|c| (s.commits[&c].when, c))
                 .collect();
             ahead.sort();
+            let total_commits = ahead.len();
             let commits: Vec<BranchCommit> = ahead
                 .into_iter()
+                .skip(total_commits.saturating_sub(COMPARE_COMMITS_MAX))
                 .map(|(_, sha)| BranchCommit {
                     message: s.commits[&sha].message.clone(),
                     author: None,
@@ -1381,9 +1389,30 @@ impl GithubRepo for MemGithub {
                 head_tree: (since != h).then(|| s.commits[&h].tree.clone()),
                 merge_base: since,
                 files,
-                total_commits: commits.len(),
+                total_commits,
                 commits,
             })
+        })
+    }
+
+    async fn tree_files(&self, commit: &str, _deadline: Instant) -> Result<TreeFiles> {
+        self.pause().await;
+        self.with(|s| {
+            s.enter(&ops::GIT_GET_TREE)?;
+            let Some(c) = s.commits.get(commit) else {
+                return Err(api(&ops::GIT_GET_TREE, 404, "Not Found"));
+            };
+            let tree = c.tree.clone();
+            let files: BTreeMap<String, String> = s
+                .files_at(commit)
+                .into_iter()
+                .map(|(p, (_, text))| {
+                    let id = blob_id(&text);
+                    s.blobs.entry(id.clone()).or_insert(text);
+                    (p, id)
+                })
+                .collect();
+            Ok(TreeFiles { tree, files })
         })
     }
 

@@ -49,7 +49,7 @@ pub use archive::{Archive, ArchiveError, read_archive, read_archive_from};
 pub use config::{DEFAULT_GITHUB_API_URL, GithubConfig};
 pub use port::{
     BranchCommit, ChangedFile, CloseReason, Comparison, GithubRepo, Issue, Merge, OpenPull, PullRequest, PullState,
-    Relation,
+    Relation, TreeFiles,
 };
 // auto-merge (issue 16)
 pub use port::{

@@ -37,6 +37,7 @@ operations! {
     REPOS_COMPARE_COMMITS = GET "/repos/{owner}/{repo}/compare/{base}...{head}" "repos/compare-commits" "contents=read";
     GIT_GET_BLOB = GET "/repos/{owner}/{repo}/git/blobs/{file_sha}" "git/get-blob" "contents=read";
     GIT_GET_COMMIT = GET "/repos/{owner}/{repo}/git/commits/{commit_sha}" "git/get-commit" "contents=read";
+    GIT_GET_TREE = GET "/repos/{owner}/{repo}/git/trees/{tree_sha}" "git/get-tree" "contents=read";
     GIT_CREATE_TREE = POST "/repos/{owner}/{repo}/git/trees" "git/create-tree" "contents=write";
     GIT_CREATE_COMMIT = POST "/repos/{owner}/{repo}/git/commits" "git/create-commit" "contents=write";
     GIT_CREATE_REF = POST "/repos/{owner}/{repo}/git/refs" "git/create-ref" "contents=write";

@@ -73,6 +73,13 @@ pub struct ChangedFile {
     pub blob: Option<String>,
 }
 
+/// A commit's whole tree: its id, and every file's path and blob id.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TreeFiles {
+    pub tree: String,
+    pub files: std::collections::BTreeMap<String, String>,
+}
+
 /// A commit the head has that the base lacks, as a comparison lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BranchCommit {
@@ -311,6 +318,11 @@ pub trait GithubRepo: Send + Sync {
     fn latest_pull(&self, branch: &str, deadline: Instant) -> impl Future<Output = Result<Option<PullRequest>>> + Send;
     /// How `head` relates to `base`, and the files `head` changed since their merge base.
     fn compare(&self, base: &str, head: &str, deadline: Instant) -> impl Future<Output = Result<Comparison>> + Send;
+    /// The files of `commit`'s tree, all of them (`git/trees/{sha}?recursive=1`): path → blob
+    /// id, and the tree's id. Gitlinks (submodules) are no file of the repository and are left
+    /// out; an answer GitHub cut short (`truncated`) is a failure naming the commit, never taken
+    /// for the whole tree. Where a comparison lists at most 300 files, this lists them all.
+    fn tree_files(&self, commit: &str, deadline: Instant) -> impl Future<Output = Result<TreeFiles>> + Send;
     /// A blob's bytes, as they are: a file that is not UTF-8 (an image, an archive someone
     /// committed) is kept opaque, never refused here.
     fn read_blob(&self, blob: &str, deadline: Instant) -> impl Future<Output = Result<Vec<u8>>> + Send;

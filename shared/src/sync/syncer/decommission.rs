@@ -92,6 +92,12 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             refused: false,
             report: false,
         };
+        let refused = |e: cells::ProbeError| Attempt::Fail {
+            retryable: e.class() == Class::Retryable,
+            error: format!("cell {cell}: {e}"),
+            refused: false,
+            report: false,
+        };
         // Which account answers: the role's, or cellbridge's own. "Not found" proves a cluster
         // gone only in the cell's own account: a cell of another account with no role to reach
         // it cannot be confirmed gone from here.
@@ -101,12 +107,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 let home = tokio::time::timeout(left, access.probe.home_account())
                     .await
                     .map_err(|_| no_answer("STS GetCallerIdentity"))?
-                    .map_err(|e| Attempt::Fail {
-                        retryable: e.class() == Class::Retryable,
-                        error: format!("cell {cell}: {e}"),
-                        refused: false,
-                        report: false,
-                    })?;
+                    .map_err(refused)?;
                 if let Some(theirs) = merged.metadata.get("aws_account_id").filter(|a| **a != home) {
                     return nothing(
                         result,
@@ -127,21 +128,8 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             access.probe.presence(&target.cluster, &target.region, role.as_deref()),
         )
         .await
-        .map_err(|_| Attempt::Fail {
-            error: format!(
-                "EKS DescribeCluster {} in {}: no answer before the function's deadline",
-                target.cluster, target.region
-            ),
-            retryable: true,
-            refused: false,
-            report: false,
-        })?
-        .map_err(|e| Attempt::Fail {
-            retryable: e.class() == Class::Retryable,
-            error: format!("cell {cell}: {e}"),
-            refused: false,
-            report: false,
-        })?;
+        .map_err(|_| no_answer(&format!("EKS DescribeCluster {} in {}", target.cluster, target.region)))?
+        .map_err(refused)?;
         match presence {
             Presence::Exists { status } if status == "DELETING" => Err(Attempt::Fail {
                 error: format!(
