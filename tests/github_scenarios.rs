@@ -1656,25 +1656,7 @@ async fn a_schema_change_and_a_new_cell_never_get_auto_merge_and_the_body_says_w
 /// off before posting the new head's status, so the change waits for a person.
 async fn a_reviewers_push_makes_the_next_event_turn_cellbridges_auto_merge_off<B: Bed>() {
     let w = opted_in_world::<B>("cells: ['*']\n").await;
-    w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT, CI], 0, false)));
-    w.apply(CELL, 2, "vpc-2");
-    let r = w.deliver(CELL).await;
-    assert_eq!(done(&r), "enabled", "{r}");
-    let n = r["pull_request"]["number"].as_u64().unwrap();
-    let pushed = w.bed.commit(
-        w.repo(),
-        &branch(CELL),
-        &[(&format!("clusters/{CELL}/extra-layer.yaml"), "# a reviewer's layer\n")],
-        "a reviewer adds a layer",
-    );
-    w.bed.ci(w.repo(), &pushed, CI, true);
-    let r = w.deliver(CELL).await;
-    assert_eq!((action(&r), done(&r)), ("unchanged", "disabled"), "{r}");
-    assert_eq!(
-        w.bed.auto_merge(w.repo(), n),
-        (None, None),
-        "off, and nothing merged it"
-    );
+    let (n, pushed) = a_push_turns_cellbridges_auto_merge_off(&w, B::CELLBRIDGE).await;
     let statuses = w.statuses(&pushed);
     assert!(
         statuses.iter().any(|s| s.context == STATUS_CONTEXT && s.success),
@@ -1690,6 +1672,38 @@ async fn a_reviewers_push_makes_the_next_event_turn_cellbridges_auto_merge_off<B
     let r = w.deliver(CELL).await;
     assert_eq!((action(&r), done(&r)), ("updated", "left-alone"), "{r}");
     assert_eq!(w.bed.auto_merge(w.repo(), n).0.as_deref(), Some(REVIEWER));
+}
+
+/// An opted-in value change gets cellbridge's auto-merge (recorded in the body); a reviewer pushes
+/// a layer; the next event turns cellbridge's own auto-merge off, and nothing merged it. The pull
+/// request's number and the reviewer's head. `login`: whom GitHub says enabled it (cellbridge's
+/// credentials' login).
+async fn a_push_turns_cellbridges_auto_merge_off<B: Bed>(w: &World<B>, login: &str) -> (u64, String) {
+    w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT, CI], 0, false)));
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!(done(&r), "enabled", "{r}");
+    let n = r["pull_request"]["number"].as_u64().unwrap();
+    assert_eq!(w.bed.auto_merge(w.repo(), n).0.as_deref(), Some(login));
+    let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
+    assert!(pr.body.contains("automerge-by=cellbridge"), "recorded: {}", pr.body);
+    let pushed = w.bed.commit(
+        w.repo(),
+        &branch(CELL),
+        &[(&format!("clusters/{CELL}/extra-layer.yaml"), "# a reviewer's layer\n")],
+        "a reviewer adds a layer",
+    );
+    w.bed.ci(w.repo(), &pushed, CI, true);
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), done(&r)), ("unchanged", "disabled"), "{r}");
+    assert_eq!(
+        w.bed.auto_merge(w.repo(), n),
+        (None, None),
+        "off, and nothing merged it"
+    );
+    let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
+    assert!(pr.open && !pr.body.contains("automerge-by="), "{}", pr.body);
+    (n, pushed)
 }
 
 /// A repository whose "Allow auto-merge" is off: the body and the result say so, the sync
@@ -2189,30 +2203,8 @@ async fn a_decommission_of_a_cell_larger_than_a_comparison_lists_is_brought_up_t
 #[tokio::test]
 async fn http_with_app_credentials_cellbridge_knows_its_own_auto_merge_and_turns_it_off() {
     let w = opted_in(http_world(app_credentials), "cells: ['*']\n").await;
-    w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT, CI], 0, false)));
-    w.apply(CELL, 2, "vpc-2");
-    let r = w.deliver(CELL).await;
-    assert_eq!(done(&r), "enabled", "{r}");
-    let n = r["pull_request"]["number"].as_u64().unwrap();
-    assert_eq!(w.bed.auto_merge(w.repo(), n).0.as_deref(), Some("cellbridge[bot]"));
-    let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
-    assert!(pr.body.contains("automerge-by=cellbridge"), "recorded: {}", pr.body);
-    let pushed = w.bed.commit(
-        w.repo(),
-        &branch(CELL),
-        &[(&format!("clusters/{CELL}/extra-layer.yaml"), "# a reviewer's layer\n")],
-        "a reviewer adds a layer",
-    );
-    w.bed.ci(w.repo(), &pushed, CI, true);
-    let r = w.deliver(CELL).await;
-    assert_eq!((action(&r), done(&r)), ("unchanged", "disabled"), "{r}");
-    assert_eq!(
-        w.bed.auto_merge(w.repo(), n),
-        (None, None),
-        "off, and nothing merged it"
-    );
-    let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
-    assert!(pr.open && !pr.body.contains("automerge-by="), "{}", pr.body);
+    // The App's REST login; GraphQL names it `cellbridge`, a `Bot`, and cellbridge knows it.
+    a_push_turns_cellbridges_auto_merge_off(&w, "cellbridge[bot]").await;
 }
 
 /// A reviewer commits a binary file (an image) on the cell's pull request. It is kept opaque:

@@ -22,48 +22,36 @@ use crate::fleet::{FileWrite, Keep};
 impl GithubFleet {
     pub(super) async fn base_branch(&self, deadline: Instant) -> Result<String> {
         self.base_branch
-            .get_or_try_init(|| async {
-                let what = format!("reading repository {}", self.repo_name());
-                let v = self.repository(&what, deadline).await?;
-                v.get("default_branch")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .ok_or_else(|| GithubError::Protocol {
-                        what,
-                        detail: "no default_branch".into(),
-                    })
-            })
+            .get_or_try_init(|| self.repository_field("default_branch", deadline))
             .await
             .cloned()
     }
 
-    /// The repository's GraphQL node id, which `updateRefs` takes: from the repository's REST
-    /// answer (`node_id`), read once per client (the base branch's lookup reads it too).
+    /// The repository's GraphQL node id, which `updateRefs` takes: its REST answer's `node_id`,
+    /// read once per client (the base branch's lookup keeps it too).
     async fn repository_id(&self, deadline: Instant) -> Result<String> {
         self.repository_id
-            .get_or_try_init(|| async {
-                let what = format!("reading repository {}", self.repo_name());
-                let v = self.repository(&what, deadline).await?;
-                v.get("node_id")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .ok_or_else(|| GithubError::Protocol {
-                        what,
-                        detail: "no node_id".into(),
-                    })
-            })
+            .get_or_try_init(|| self.repository_field("node_id", deadline))
             .await
             .cloned()
     }
 
-    /// "Get a repository", keeping its node id for [`Self::repository_id`].
-    async fn repository(&self, what: &str, deadline: Instant) -> Result<Value> {
-        let r = self.repo_call(what, &ops::REPOS_GET, "", None, deadline).await?;
-        let v = r.json(what)?;
+    /// One field of "Get a repository"; the node id is kept for [`Self::repository_id`] whatever
+    /// field was asked for.
+    async fn repository_field(&self, field: &str, deadline: Instant) -> Result<String> {
+        let what = format!("reading repository {}", self.repo_name());
+        let r = self.repo_call(&what, &ops::REPOS_GET, "", None, deadline).await?;
+        let v = r.json(&what)?;
         if let Some(id) = v.get("node_id").and_then(Value::as_str) {
             let _ = self.repository_id.set(id.to_owned());
         }
-        Ok(v)
+        v.get(field)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| GithubError::Protocol {
+                what,
+                detail: format!("no {field}"),
+            })
     }
 
     pub(super) async fn commit_tree(&self, sha: &str, deadline: Instant) -> Result<String> {
