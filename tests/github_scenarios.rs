@@ -121,6 +121,10 @@ trait Bed: Sized {
     }
     /// Just before the next call of `op` is handled, another writer commits `files` on `branch`.
     fn race(&self, repo: &Self::Repo, op: &Operation, branch: &str, files: &[(&str, &str)]);
+    /// Just before the next call of `op` is handled, a reviewer merges pull request `number`.
+    fn merge_before(&self, repo: &Self::Repo, op: &Operation, number: u64);
+    /// A reviewer edits pull request `number`'s description.
+    fn edit_body(&self, repo: &Self::Repo, number: u64, body: &str);
     /// Someone else (another run, a person) opens an issue; its number.
     fn open_issue(&self, repo: &Self::Repo, title: &str, body: &str, labels: &[&str]) -> u64;
     /// The repository's issues are turned off in its settings.
@@ -248,6 +252,14 @@ impl Bed for MemBed {
 
     fn race(&self, repo: &MemGithub, op: &Operation, branch: &str, files: &[(&str, &str)]) {
         repo.race(op, branch, files);
+    }
+
+    fn merge_before(&self, repo: &MemGithub, op: &Operation, number: u64) {
+        repo.merge_before(op, number);
+    }
+
+    fn edit_body(&self, repo: &MemGithub, number: u64, body: &str) {
+        repo.edit_body(number, body);
     }
 
     fn open_issue(&self, repo: &MemGithub, title: &str, body: &str, labels: &[&str]) -> u64 {
@@ -533,6 +545,23 @@ impl Bed for HttpBed {
             "times": 1,
             "lose_race": {"ref": format!("heads/{branch}"), "files": files, "message": "another writer"},
         }));
+    }
+
+    fn merge_before(&self, _: &GithubFleet, op: &Operation, number: u64) {
+        self.gh.fault(json!({
+            "match": fault_match(op),
+            "times": 1,
+            "lose_race": {"merge_pull": number},
+        }));
+    }
+
+    fn edit_body(&self, _: &GithubFleet, number: u64, body: &str) {
+        // "Update a pull request": https://docs.github.com/rest/pulls/pulls#update-a-pull-request
+        self.person(
+            "PATCH",
+            &format!("/repos/{REPO}/pulls/{number}"),
+            &json!({"body": body}),
+        );
     }
 
     fn open_issue(&self, _: &GithubFleet, title: &str, body: &str, labels: &[&str]) -> u64 {
@@ -1834,6 +1863,11 @@ scenarios!(
         a_file_a_reviewer_deleted_is_gone_from_what_the_heads_status_checks,
         a_decommission_replayed_after_main_moved_elsewhere_writes_nothing,
         a_decommission_of_a_cell_larger_than_a_comparison_lists_is_brought_up_to_date,
+        a_head_larger_than_a_comparison_lists_is_checked_whole,
+        an_eligible_head_behind_a_base_that_must_be_up_to_date_is_brought_up_to_date,
+        a_body_edited_to_read_eligible_never_turns_auto_merge_on,
+        a_pull_request_merged_while_a_run_wrote_it_keeps_saying_what_it_merged,
+        a_new_cells_unmerged_pull_request_is_closed_once_its_cluster_is_gone,
         the_fleet_dashboard_is_one_issue_rewritten_only_when_what_it_shows_changed,
         a_repository_without_issues_fails_the_dashboard_not_the_sync_all,
         thousands_of_cells_needing_attention_fit_githubs_body_limit,
@@ -2194,6 +2228,180 @@ async fn a_decommission_of_a_cell_larger_than_a_comparison_lists_is_brought_up_t
     );
 }
 
+/// A head whose changes run past the 300 files a comparison lists is checked whole: a reviewer's
+/// broken manifest sorting after 310 other files still fails the head's status, naming it.
+async fn a_head_larger_than_a_comparison_lists_is_checked_whole<B: Bed>() {
+    let w = World::<B>::start().merged(state_with(1, metadata(CELL, "vpc-1"))).await;
+    w.apply(CELL, 2, "vpc-2");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    let manifest = "apps/base/podinfo/deployment.yaml";
+    let broken = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: podinfo\ndata:\n  owner: ${no_such_key}\n";
+    // 310 files that sort before the manifest (identical, so read once).
+    let bulk: Vec<String> = (0..310).map(|i| format!("aaa-bulk/f{i:03}.yaml")).collect();
+    let mut files: Vec<(&str, &str)> = bulk.iter().map(|p| (p.as_str(), "# bulk\n")).collect();
+    files.push((manifest, broken));
+    let pushed = w.bed.commit(w.repo(), &branch(CELL), &files, "a reviewer's large change");
+    w.apply(CELL, 3, "vpc-3");
+    assert_eq!(action(&w.deliver(CELL).await), "updated");
+    let head = w.head(&branch(CELL)).unwrap();
+    assert_ne!(head, pushed);
+    let status: Vec<Status> = w
+        .statuses(&head)
+        .into_iter()
+        .filter(|s| s.context == STATUS_CONTEXT)
+        .collect();
+    assert!(
+        status.len() == 1 && !status[0].success && status[0].description.contains("no_such_key"),
+        "{status:?}"
+    );
+    assert!(w.metadata_on(&branch(CELL), CELL).contains("vpc-3"));
+}
+
+/// An eligible head left behind a base that requires branches to be up to date ("Require
+/// branches to be up to date before merging"; GitHub's auto-merge waits and never updates the
+/// branch) is brought up to date by the next event, its status posted on the new head, and
+/// GitHub's auto-merge merges it once the CI passes there.
+async fn an_eligible_head_behind_a_base_that_must_be_up_to_date_is_brought_up_to_date<B: Bed>() {
+    let w = opted_in_world::<B>("cells: ['*']\n").await;
+    w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT, CI], 0, true)));
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), done(&r)), ("opened", "enabled"), "{r}");
+    let n = r["pull_request"]["number"].as_u64().unwrap();
+    w.bed
+        .commit(w.repo(), "main", &[("docs/elsewhere.md", "a person's\n")], "elsewhere");
+    let behind = w.head(&branch(CELL)).unwrap();
+    w.bed.ci(w.repo(), &behind, CI, true);
+    assert!(
+        w.pulls().iter().any(|p| p.number == n && p.open),
+        "behind main: GitHub's auto-merge waits"
+    );
+
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), done(&r)), ("updated", "already-enabled"), "{r}");
+    let head = w.head(&branch(CELL)).unwrap();
+    assert_ne!(head, behind);
+    assert!(w.files(&branch(CELL)).contains_key("docs/elsewhere.md"));
+    assert!(
+        w.statuses(&head)
+            .iter()
+            .any(|s| s.context == STATUS_CONTEXT && s.success),
+        "{:?}",
+        w.statuses(&head)
+    );
+    let writes = w.writes();
+    assert_eq!(done(&w.deliver(CELL).await), "already-enabled");
+    assert_eq!(w.writes(), writes, "up to date: a replay writes nothing");
+    w.bed.ci(w.repo(), &head, CI, true);
+    let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
+    assert!(pr.merged, "GitHub's auto-merge merged it: {pr:?}");
+    let main = w.files("main");
+    assert!(main.contains_key("docs/elsewhere.md") && w.metadata_on("main", CELL).contains("vpc-2"));
+}
+
+/// Whether GitHub may merge a head is never read back from the body: a person who edits a schema
+/// change's description to read "eligible" (its paragraph and its record) gets no auto-merge.
+async fn a_body_edited_to_read_eligible_never_turns_auto_merge_on<B: Bed>() {
+    let w = opted_in_world::<B>("cells: ['*']\n").await;
+    w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT, CI], 0, false)));
+    let mut meta = metadata(CELL, "vpc-1");
+    meta["queue_url"] = json!("q-1");
+    w.put_state(CELL, state_with(2, meta));
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), r["auto_merge"]["eligible"].as_bool()), ("opened", Some(false)), "{r}");
+    let n = r["pull_request"]["number"].as_u64().unwrap();
+    let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
+    let (open, close) = ("<!-- cellbridge-auto-merge -->", "<!-- /cellbridge-auto-merge -->");
+    let (a, b) = (pr.body.find(open).unwrap(), pr.body.find(close).unwrap());
+    let edited = format!(
+        "{}{open}\n**Auto-merge: eligible.**\n{}",
+        &pr.body[..a],
+        &pr.body[b..]
+    );
+    let edited = cellbridge::record::with_field(&edited, "automerge", Some("eligible"));
+    w.bed.edit_body(w.repo(), n, &edited);
+
+    let r = w.deliver(CELL).await;
+    assert_eq!(r["auto_merge"]["eligible"].as_bool(), Some(false), "{r}");
+    assert_eq!(w.bed.auto_merge(w.repo(), n), (None, None), "{r}");
+    let head = w.head(&branch(CELL)).unwrap();
+    w.bed.ci(w.repo(), &head, CI, true);
+    assert!(w.pulls().iter().any(|p| p.number == n && p.open && !p.merged));
+}
+
+/// A reviewer merges the pull request while a run writes it: the merged pull request keeps the
+/// text it had when it was merged (cellbridge never touches a merged pull request), and the run,
+/// redone on a fresh read, proposes what main lacks in a pull request of its own.
+async fn a_pull_request_merged_while_a_run_wrote_it_keeps_saying_what_it_merged<B: Bed>() {
+    let w = World::<B>::start().merged(state_with(1, metadata(CELL, "vpc-1"))).await;
+    w.apply(CELL, 2, "vpc-2");
+    let n = w.deliver(CELL).await["pull_request"]["number"].as_u64().unwrap();
+    let before = w.pulls().into_iter().find(|p| p.number == n).unwrap();
+    // Merged once cellbridge's commit is on the branch, before the text says so.
+    w.bed.merge_before(w.repo(), &ops::ISSUES_UPDATE, n);
+    w.apply(CELL, 3, "vpc-3");
+    let r = w.deliver_until_done(CELL).await;
+    let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
+    assert!(pr.merged, "{r:?}");
+    assert_eq!((pr.title, pr.body), (before.title, before.body), "{r:?}");
+    assert_eq!(action(r.last().unwrap()), "in-sync", "{r:?}");
+
+    w.apply(CELL, 4, "vpc-4");
+    let m = w.deliver(CELL).await["pull_request"]["number"].as_u64().unwrap();
+    let before = w.pulls().into_iter().find(|p| p.number == m).unwrap();
+    w.bed.merge_before(w.repo(), &ops::GIT_UPDATE_REF, m);
+    w.apply(CELL, 5, "vpc-5");
+    let r = w.deliver_until_done(CELL).await;
+    let merged = w.pulls().into_iter().find(|p| p.number == m).unwrap();
+    assert!(merged.merged, "{r:?}");
+    assert!(w.metadata_on("main", CELL).contains("vpc-4"), "it merged vpc-4: {r:?}");
+    assert_eq!((merged.title, merged.body), (before.title, before.body), "{r:?}");
+    let next = w.open_pulls();
+    assert!(
+        next.len() == 1 && next[0].number > m && w.metadata_on(&branch(CELL), CELL).contains("vpc-5"),
+        "{next:?} {r:?}"
+    );
+}
+
+/// A new cell's first pull request, never merged, when its stack is destroyed: it stays open
+/// while EKS still knows the cluster (and the dashboard lists the cell as needing attention,
+/// linking it); once EKS confirms the cluster gone in the cell's account it is closed with a
+/// comment, its branch deleted, and the dashboard calls the cell decommissioned.
+async fn a_new_cells_unmerged_pull_request_is_closed_once_its_cluster_is_gone<B: Bed>() {
+    use cellbridge::bootstrap::memory::MemCluster;
+    let aws = home_aws();
+    aws.add_cluster(MemCluster::active(CELL, "eu-west-1"));
+    let w = World::<B>::start().with_eks(&aws);
+    w.apply(CELL, 1, "vpc-1");
+    let n = w.deliver(CELL).await["pull_request"]["number"].as_u64().unwrap();
+    w.put_state(CELL, destroyed_state(2));
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), r["pull_request"]["number"].as_u64()), ("destroyed", Some(n)), "{r}");
+    assert!(w.pulls().iter().any(|p| p.number == n && p.open));
+    w.dashboard().await;
+    let board = w.dashboards().pop().expect("the dashboard issue").body;
+    let row = board.lines().find(|l| l.contains(CELL)).unwrap_or_default();
+    assert!(row.contains(&format!("#{n}")) && row.contains("still open"), "{board}");
+
+    aws.remove_cluster(None, "eu-west-1", CELL);
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "closed", "{r}");
+    let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
+    assert!(!pr.open && !pr.merged, "{pr:?}");
+    assert!(
+        pr.comments.iter().any(|c| c.contains("destroyed") && c.contains("is gone")),
+        "{pr:?}"
+    );
+    assert_eq!(w.head(&branch(CELL)), None, "its branch held only cellbridge's commit");
+    let writes = w.writes();
+    assert_eq!(action(&w.deliver(CELL).await), "destroyed");
+    assert_eq!(w.writes(), writes, "a replay writes nothing");
+    w.dashboard().await;
+    let board = w.dashboards().pop().unwrap().body;
+    let row = board.lines().find(|l| l.contains(CELL)).unwrap_or_default();
+    assert!(!row.contains("still open"), "{board}");
+}
+
 // --- the HTTP fake only: what GitHub's permissions and the request budget look like ----------
 
 /// With GitHub App credentials, GraphQL names the App that enabled auto-merge as a `Bot` by its
@@ -2455,6 +2663,14 @@ async fn http_the_request_budget_per_outcome_is_the_readmes() {
     w.apply(CELL, 10, "vpc-10");
     step("opted in: value changed, auto-merge already on (`updated`)", "updated").await;
     step("opted in: replayed (`unchanged`)", "unchanged").await;
+    w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT, CI], 0, true)));
+    w.bed
+        .commit(w.repo(), "main", &[("docs/elsewhere.md", "a person's\n")], "elsewhere");
+    step(
+        "opted in: eligible head `BEHIND` a base that must be up to date (`updated`)",
+        "updated",
+    )
+    .await;
     let head = w.head(&branch(CELL)).unwrap();
     w.bed.ci(w.repo(), &head, CI, true);
     assert!(
@@ -2544,6 +2760,20 @@ async fn http_the_decommission_request_budget_is_the_readmes() {
     .await;
     w.apply(CELL, 3, "vpc-1");
     step("re-applied, decommission closed (`closed`)", "closed").await;
+
+    // A cell that never reached main: its first pull request, open when the stack is destroyed.
+    let new = "eu-c9";
+    w.apply(new, 1, "vpc-1");
+    assert_eq!(action(&w.deliver(new).await), "opened");
+    aws.add_cluster(cellbridge::bootstrap::memory::MemCluster::active(new, "eu-west-1"));
+    w.put_state(new, destroyed_state(2));
+    let mut step = async |row: &str, expect: &str| {
+        measured.insert(row.to_owned(), measure(&w, row, new, expect).await);
+    };
+    step("destroyed before it was merged, cluster still there (`destroyed`)", "destroyed").await;
+    aws.remove_cluster(None, "eu-west-1", new);
+    step("destroyed before it was merged, cluster gone (`closed`)", "closed").await;
+    step("destroyed, nothing on the base branch and nothing open (`destroyed`)", "destroyed").await;
     assert_budget(&table, &measured);
 }
 
@@ -2554,6 +2784,9 @@ async fn measure(w: &World<HttpBed>, row: &str, cell: &str, expect: &str) -> (us
     let r = w.deliver(cell).await;
     assert_eq!(action(&r), expect, "{row}: {r}");
     let reqs = api_requests_since(w, from);
+    if std::env::var("CELLBRIDGE_BUDGET_TRACE").is_ok() {
+        eprintln!("{row}: {reqs:#?}");
+    }
     let writes = reqs.iter().filter(|(_, write)| *write).count();
     (reqs.len(), writes)
 }

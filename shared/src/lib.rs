@@ -7,8 +7,8 @@
 //!   (`sync/handler.rs`) → [`sync::Syncer::handle`] (`sync/syncer.rs`: the event's state
 //!   objects) → [`sync::Syncer::sync_object`] (the state read whole from a
 //!   [`s3::StateSource`], planned against the fleet repo's base branch with [`plan`], redone on
-//!   a lost race) → [`github::pull_request::converge`] (open, update or close the cell's pull
-//!   request) → GitHub's primitives, [`github::GithubRepo`], which `github/api.rs` sends
+//!   a lost race) → [`github::proposal::converge`] (which kind of proposal takes the cell's
+//!   branch; then open, update or close its pull request) → GitHub's primitives, [`github::GithubRepo`], which `github/api.rs` sends
 //!   through `github/transport.rs`.
 //! - **A new cluster gets Flux.** `functions/cluster-bootstrap` →
 //!   [`bootstrap::handler::lambda_handler`] → [`bootstrap::Bootstrapper`] (`bootstrap/mod.rs`:

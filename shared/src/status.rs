@@ -207,12 +207,14 @@ pub struct CellStatus {
 }
 
 impl CellStatus {
-    /// Whether a person should look: everything but in sync, stale and decommissioned.
+    /// Whether a person should look: everything but in sync, stale and decommissioned (a
+    /// destroyed cell the base never had whose pull request is still open needs a look too).
     pub fn needs_attention(&self) -> bool {
-        !matches!(
-            self.state,
-            CellState::InSync | CellState::Stale | CellState::Decommissioned
-        )
+        match self.state {
+            CellState::InSync | CellState::Stale => false,
+            CellState::Decommissioned => matches!(self.github, Some(OnGithub::Open { .. })),
+            _ => true,
+        }
     }
 
     /// What the row says: the state's detail, with what GitHub holds for the cell when it was
@@ -266,6 +268,10 @@ impl CellStatus {
                 format!("{d}; declined: #{number} was closed without merging these values")
             }
             (CellState::Pending { .. }, OnGithub::None) => format!("{d}; no pull request open yet"),
+            (CellState::Decommissioned, OnGithub::Open { number, .. }) => format!(
+                "the stack was destroyed before clusters/{}/ ever reached the base branch, and its pull request #{number} is still open: state-sync closes it once EKS confirms the cluster gone in the cell's account, or a person closes it",
+                self.cell
+            ),
             (_, OnGithub::Open { number, .. }) => format!("{d}; pull request #{number} is open"),
             _ => d,
         }

@@ -17,7 +17,8 @@ use cellbridge::check;
 use cellbridge::configmap;
 use cellbridge::fleet::{FileMode, FleetError, FleetRead, Keep, LocalFleet, MemFleet};
 use cellbridge::github::memory::MemGithub;
-use cellbridge::github::{ArchiveError, GithubRepo, Published, pull_request, read_archive, read_archive_from};
+use cellbridge::github::proposal::{self, Proposal, Proposed};
+use cellbridge::github::{ArchiveError, GithubRepo, Published, read_archive, read_archive_from};
 use cellbridge::metadata::CellMetadata;
 use cellbridge::plan::{self, FileChange, PlanOptions, StateRef};
 use cellbridge::template::{SyncSource, render_gotk_sync};
@@ -399,8 +400,13 @@ async fn the_checkout_and_the_github_archive_agree_and_new_cells_keep_modes() {
     )
     .unwrap();
     assert_eq!(p, new_cell);
-    let published = pull_request::converge(&gh, &snap, &p, deadline()).await.unwrap();
-    assert!(matches!(published, Published::Opened { .. }), "{published:?}");
+    let published = proposal::converge(&gh, &snap, Proposal::Values(&p), deadline())
+        .await
+        .unwrap();
+    assert!(
+        matches!(&published, Proposed::Values(c) if matches!(c.published, Published::Opened { .. })),
+        "{published:?}"
+    );
     let modes = gh.modes(&p.branch);
     assert_eq!(modes["clusters/c2/scripts/bootstrap.sh"], FileMode::Executable);
     assert_eq!(modes["clusters/c2/README.md"], FileMode::Symlink);

@@ -40,6 +40,7 @@ Control API (never used by the product; tests and the bench drive it):
   transit, which HTTP/1.1 clients see as a body shorter than its Content-Length, RFC 9112
   section 6.3 "incomplete message") or
   `{"lose_race": {"ref": "heads/main", "files": {...}}, "match": "PATCH ...", "times": 1}`
+  (or `{"lose_race": {"merge_pull": 3}, ...}`: a person merges pull request #3 first)
   (another writer commits on `ref` just before the matched request is handled). `match` is
   `METHOD glob` on the path without query (`*` matches anything, `...` too); omitted, any API
   request. `DELETE /_fake/faults` clears them.
@@ -1799,6 +1800,16 @@ class Handler(BaseHTTPRequestHandler):
         m = re.match(r"/repos/([^/]+/[^/]+)/", path)
         repo = REPOS.get(m.group(1)) if m else None
         if repo is None:
+            return
+        if spec.get("merge_pull") is not None:
+            # A person merges the pull request just before this request: what the request acts
+            # on was read while it was open.
+            pr = repo["pulls"].get(int(spec["merge_pull"]))
+            if pr is not None and pr["state"] == "open":
+                try:
+                    merge_pull(m.group(1), repo, pr, {"merge_method": "merge"})
+                except ApiError:
+                    pass  # GitHub refused the person's merge: the request meets the pull request open
             return
         ref = spec.get("ref", "heads/" + repo["default_branch"])
         parent = repo["refs"].get(ref)

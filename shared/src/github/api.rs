@@ -117,6 +117,7 @@ impl GithubRepo for GithubFleet {
                 detail: "pull request without number".into(),
             })?,
             url: pr["html_url"].as_str().unwrap_or_default().to_owned(),
+            branch: branch.to_owned(),
             title: pr["title"].as_str().unwrap_or_default().to_owned(),
             state,
             head_sha: pr["head"]["sha"].as_str().unwrap_or_default().to_owned(),

@@ -15,16 +15,19 @@
 //!   status is posted (so that a passing status cannot merge it meanwhile); a person's is left
 //!   alone.
 //! - Request budget: a cell the opt-in file does not cover, and did not cover when the pull
-//!   request was last written, costs no request at all. The body's marker line records the
-//!   pattern that covered the cell (`optin=`) and whether the head was eligible
-//!   (`automerge=eligible`), so that a replayed event knows both without reading anything.
+//!   request was last written (the record's `optin=`), costs no request at all. A covered one
+//!   has its head judged again from what it holds on every run (never from the body's text,
+//!   which a person can edit): a comparison, its status, its merge state.
+//! - An eligible head GitHub reads `BEHIND` (the base requires branches to be up to date, and
+//!   GitHub's auto-merge never updates one) is brought up to date as Update branch does, and
+//!   its status posted on the new head.
 
 use std::fmt::Write as _;
 use std::time::Instant;
 
 use serde::Serialize;
 
-use super::port::{AutoMergeAnswer, GithubRepo, MergeAnswer, MergeMethod, MergeState, PullState};
+use super::port::{AutoMergeAnswer, GithubRepo, MergeAnswer, MergeMethod, MergeState, MergeStateStatus, PullState};
 use super::{GithubError, Result};
 use crate::automerge::{self, AutoMergeError, Eligibility, OptIn};
 use crate::fleet::FleetRead;
@@ -37,8 +40,6 @@ const BLOCK_CLOSE: &str = "<!-- /cellbridge-auto-merge -->";
 /// The marker value of a cell no pattern covers, and of an opt-in file that cannot be read.
 const NOT_COVERED: &str = "-";
 const INVALID: &str = "!";
-/// The most files GitHub lists in a comparison ("Compare two commits").
-const COMPARE_FILES_MAX: usize = 300;
 /// Longest text of GitHub's or of the opt-in file's that a body quotes.
 const QUOTE_MAX: usize = 600;
 
@@ -124,16 +125,12 @@ impl OptInFile {
         self.run(&head.cell, eligibility, recorded_body)
     }
 
-    /// The verdict recorded in the body of a pull request left as cellbridge wrote it (same
-    /// head, same plan, same coverage): read back from its paragraph, no request.
-    pub(super) fn recorded(&self, plan: &Plan, body: &str) -> Run {
-        let eligibility = recorded_eligibility(body).unwrap_or_else(|| match &self.0 {
-            Ok(o) => automerge::eligibility(plan, o),
-            Err(_) => self.judge(plan, None).eligibility,
-        });
-        let mut run = self.run(&plan.cell, eligibility, Some(body));
-        run.note = block_note(body);
-        run
+    /// Whether auto-merge is in play for `cell`'s pull request: the opt-in file covers it now,
+    /// or did when `body` was last written (cellbridge's auto-merge may be on). Such a head is
+    /// judged from what it holds on every run.
+    pub(super) fn in_play(&self, body: &str, cell: &str) -> bool {
+        let covered = |c: &str| c != NOT_COVERED && c != INVALID;
+        covered(&self.coverage(cell)) || covered(marker(body, "optin").as_deref().unwrap_or(NOT_COVERED))
     }
 
     fn run(&self, cell: &str, eligibility: Eligibility, recorded_body: Option<&str>) -> Run {
@@ -152,6 +149,8 @@ impl OptInFile {
             detail: None,
             note: None,
             merge: None,
+            behind: false,
+            updated: false,
             eligibility,
         }
     }
@@ -176,6 +175,11 @@ pub(super) struct Run {
     merge: Option<String>,
     /// cellbridge's own auto-merge is on (the record's `automerge-by=cellbridge`).
     ours: bool,
+    /// GitHub reads the eligible head `BEHIND`: the base branch requires it up to date.
+    behind: bool,
+    /// The head was brought up to date in this run (once is enough: a base that moved again
+    /// is the next event's).
+    updated: bool,
 }
 
 /// The record field saying who enabled the pull request's auto-merge, and its value when
@@ -282,7 +286,7 @@ impl Run {
             .map(|f| f.path.as_str())
             .filter(|p| *p != cm)
             .collect();
-        if !others.is_empty() || brings.files.len() >= COMPARE_FILES_MAX {
+        if !others.is_empty() || !brings.lists_every_file() {
             let listed: Vec<String> = others.iter().take(5).map(|p| code(p)).collect();
             self.eligibility.eligible = false;
             self.eligibility.reasons = vec![format!(
@@ -307,6 +311,14 @@ impl Run {
         }
         self.note = None;
         self.ours = st.enabled_by_viewer();
+        if st.merge_state == MergeStateStatus::Behind && !self.updated {
+            // "Require branches to be up to date before merging": GitHub's auto-merge waits for
+            // an update it never makes itself, so the caller brings the head up to date.
+            self.behind = true;
+            self.done = Done::Waiting;
+            self.detail = Some("the head is behind the base branch, which must be merged in first".to_owned());
+            return Ok(());
+        }
         if let Some(a) = &st.auto_merge {
             self.done = Done::AlreadyEnabled;
             self.detail = a.enabled_by.as_ref().map(|b| format!("enabled by {}", b.display()));
@@ -320,7 +332,7 @@ impl Run {
             self.merge_now(&st);
             return Ok(());
         }
-        if st.merge_state == super::port::MergeStateStatus::Dirty {
+        if st.merge_state == MergeStateStatus::Dirty {
             self.done = Done::Waiting;
             self.detail = Some("the pull request conflicts with the base branch".to_owned());
             return Ok(());
@@ -364,6 +376,18 @@ impl Run {
             }
         }
         Ok(())
+    }
+
+    /// Whether [`Run::after_status`] found the eligible head `BEHIND` a base that requires it
+    /// up to date.
+    pub(super) fn behind(&self) -> bool {
+        self.behind
+    }
+
+    /// The head was brought up to date: judged again by [`Run::after_status`] on the new head.
+    pub(super) fn brought_up_to_date(&mut self) {
+        self.behind = false;
+        self.updated = true;
     }
 
     /// The merge prepared by [`Run::after_status`], sent once the body says what it merges.
@@ -457,6 +481,28 @@ fn moved(number: u64, checked: &str, now: &str) -> GithubError {
     }
 }
 
+/// `body` with the paragraph of `run`: a run that did nothing keeps the paragraph an earlier run
+/// left while it states the same verdict, so that what that run did (turned auto-merge off)
+/// stays said and a replay writes nothing. Only text for people is kept this way; no decision is
+/// read back from it.
+pub(super) fn with_run_block(body: &str, run: &Run) -> String {
+    let verdict = run.eligibility.describe();
+    if run.done == Done::Nothing
+        && run.note.is_none()
+        && let Some(existing) = block_of(body)
+        && existing.trim_start().starts_with(verdict.trim_end())
+    {
+        return body.to_owned();
+    }
+    with_block(body, &run.block())
+}
+
+fn block_of(body: &str) -> Option<&str> {
+    let a = body.find(BLOCK_OPEN)? + BLOCK_OPEN.len();
+    let b = body[a..].find(BLOCK_CLOSE)? + a;
+    Some(&body[a..b])
+}
+
 /// `body` with its auto-merge paragraph replaced by `block` (added before the marker line when
 /// it has none).
 pub(super) fn with_block(body: &str, block: &str) -> String {
@@ -469,46 +515,6 @@ pub(super) fn with_block(body: &str, block: &str) -> String {
         Some(i) => format!("{}\n\n{block}\n{}", body[..i].trim_end(), &body[i..]),
         None => format!("{}\n\n{block}\n", body.trim_end()),
     }
-}
-
-fn block_of(body: &str) -> Option<&str> {
-    let a = body.find(BLOCK_OPEN)? + BLOCK_OPEN.len();
-    let b = body[a..].find(BLOCK_CLOSE)? + a;
-    Some(&body[a..b])
-}
-
-/// The verdict a body's paragraph states, as [`Eligibility::describe`] wrote it.
-fn recorded_eligibility(body: &str) -> Option<Eligibility> {
-    let block = block_of(body)?;
-    let eligible = block.contains("**Auto-merge: eligible.**");
-    let reasons = if eligible {
-        Vec::new()
-    } else {
-        block
-            .lines()
-            .skip_while(|l| !l.starts_with("- "))
-            .take_while(|l| l.starts_with("- "))
-            .map(|l| l[2..].to_owned())
-            .collect()
-    };
-    let opted_in_by = marker(body, "optin").filter(|p| p != NOT_COVERED && p != INVALID);
-    Some(Eligibility {
-        eligible,
-        reasons,
-        opted_in_by,
-    })
-}
-
-/// What a body's paragraph says after the verdict (two blank-line separated parts: the verdict,
-/// then the note).
-fn block_note(body: &str) -> Option<String> {
-    let block = block_of(body)?.trim();
-    let described = block.find("**Auto-merge: ")?;
-    let rest = &block[described..];
-    // The verdict's own paragraphs end where the note starts: the note is the last paragraph and
-    // never starts with a list item or "The cell is opted in".
-    let last = rest.rsplit("\n\n").next()?;
-    (last != rest && !last.starts_with("- ") && !last.starts_with("The cell is opted in by")).then(|| last.to_owned())
 }
 
 fn quote(s: &str) -> String {
@@ -550,11 +556,13 @@ mod tests {
             note: note.map(str::to_owned),
             merge: None,
             ours: false,
+            behind: false,
+            updated: false,
         }
     }
 
     #[test]
-    fn the_paragraph_reads_back_as_written() {
+    fn the_paragraph_is_rewritten_in_place_and_the_persons_text_kept() {
         for (eligible, note) in [
             (true, None),
             (true, Some("GitHub does not allow auto-merge in this repository.")),
@@ -563,14 +571,22 @@ mod tests {
         ] {
             let r = run(eligible, note);
             let body = format!(
-                "values\n\n{}\n<!-- cellbridge:digest=d{} -->\n",
+                "values\n\n{}\n\nA reviewer's note.\n<!-- cellbridge:digest=d{} -->\n",
                 r.block(),
                 r.marker_fields()
             );
-            let back = recorded_eligibility(&body).unwrap();
-            assert_eq!(back, r.eligibility, "{body}");
-            assert_eq!(block_note(&body).as_deref(), note, "{body}");
             assert_eq!(with_block(&body, &r.block()), body);
+            let other = run(!eligible, None);
+            let rewritten = with_block(&body, &other.block());
+            assert!(rewritten.contains(&other.block()) && rewritten.contains("A reviewer's note."), "{rewritten}");
+            assert_eq!(
+                rewritten.matches("<!-- cellbridge-auto-merge -->").count(),
+                1,
+                "{rewritten}"
+            );
+            if let Some(n) = note {
+                assert!(!rewritten.contains(n), "{rewritten}");
+            }
         }
     }
 

@@ -5,12 +5,12 @@
 //! person reviews and merges.
 //!
 //! What [`crate::decommission`] plans is converged here as the metadata pull request is in
-//! [`super::pull_request`]: found again by its marker (`<!-- cellbridge:kind=decommission ...`,
-//! the body's last marker line), rewritten only when what it removes changed, a person's close
+//! [`super::pull_request`], both through [`super::proposal::converge`]: found again by its
+//! record's kind (`kind=decommission`, [`crate::record`]), rewritten only when what it removes changed, a person's close
 //! declining it for as long as it would remove the same files, a moved base merged in (never
 //! reset). A metadata pull request open for the cell is closed (as cellbridge's own close) and
 //! the decommission takes the branch; a later apply that brings the cell back closes the
-//! decommission in turn ([`super::pull_request::converge`]), and so does EKS showing the
+//! decommission in turn ([`super::proposal::converge`]), and so does EKS showing the
 //! cluster again ([`withdraw`]).
 
 use std::collections::BTreeSet;
@@ -19,7 +19,7 @@ use std::time::Instant;
 use super::branch::{self, Owner};
 use super::port::{BranchCommit, GithubRepo, Merge, PullRequest, PullState};
 use super::pull_request::{
-    Claimed, claim_branch, close_as_own, recorded_base, recorded_digest, recreate, trailers, write_text,
+    Claimed, claim_branch, close_as_own, closed_body, recorded_base, recorded_digest, recreate, trailers, write_text,
 };
 use super::{GithubError, Result, Snapshot};
 use crate::decommission::{Decommission, LABEL_DECOMMISSION};
@@ -67,11 +67,15 @@ pub fn is_decommission(pr: &PullRequest) -> bool {
     Record::read(&pr.body).kind() == Kind::Decommission
 }
 
-/// Converges the cell's decommission pull request to `d`, which EKS confirmed ([`Decommission::confirmed`]).
-pub async fn converge<G: GithubRepo>(
+/// Converges the cell's decommission pull request to `d`, which EKS confirmed
+/// ([`Decommission::confirmed`]), from `latest`, the newest pull request of its branch as
+/// [`super::proposal::converge`] read it (never an open metadata pull request:
+/// [`supersede`]'s).
+pub(super) async fn converge_from<G: GithubRepo>(
     gh: &G,
     snap: &Snapshot,
     d: &Decommission,
+    latest: Option<PullRequest>,
     deadline: Instant,
 ) -> Result<Decommissioned> {
     debug_assert!(
@@ -79,46 +83,8 @@ pub async fn converge<G: GithubRepo>(
         "a decommission is converged only once EKS confirmed the cluster gone"
     );
     let digest = d.digest();
-    let latest = gh.latest_pull(&d.branch, deadline).await?;
-    if let Some(pr) = latest.as_ref().filter(|p| p.state == PullState::Open) {
-        // An older event than what the pull request holds (same lineage) is old news, whichever
-        // kind of pull request it is.
-        if let Some((serial, lineage)) = plan::recorded_serial(&pr.body)
-            && lineage == d.lineage
-            && serial > d.serial
-        {
-            return Ok(Decommissioned::Stale {
-                proposed_serial: serial,
-                number: pr.number,
-                url: pr.url.clone(),
-            });
-        }
-    }
     match latest {
-        Some(pr) if pr.state == PullState::Open && is_decommission(&pr) => {
-            update(gh, snap, d, pr, &digest, deadline).await
-        }
-        Some(pr) if pr.state == PullState::Open => {
-            // The cell's metadata pull request: values for a cell whose stack is gone. One that
-            // holds someone else's commit is theirs to merge or close: left open, told once.
-            let cmp = gh.compare(&snap.base_branch, &pr.head_sha, deadline).await?;
-            if let Owner::Someone(c) = branch::owner(&cmp, &snap.base_branch, &d.branch) {
-                return held(gh, d, pr, &c, deadline).await;
-            }
-            // All cellbridge's: closed as cellbridge's own, and the decommission takes the
-            // branch.
-            let note = format!(
-                "Closed by cellbridge: the Terraform stack of cell `{}` was destroyed and EKS confirms its cluster is gone; a decommission pull request takes this branch.",
-                d.cell
-            );
-            close_as_own(gh, &pr, &d.branch, Some(&note), deadline).await?;
-            let superseded = pr.number;
-            let mut opened = open(gh, snap, d, &digest, Some(pr), deadline).await?;
-            if let Decommissioned::Opened { superseded: s, .. } = &mut opened {
-                *s = Some(superseded);
-            }
-            Ok(opened)
-        }
+        Some(pr) if pr.state == PullState::Open => update(gh, snap, d, pr, &digest, deadline).await,
         Some(pr)
             if pr.state == PullState::Closed
                 && is_decommission(&pr)
@@ -132,6 +98,33 @@ pub async fn converge<G: GithubRepo>(
         }
         previous => open(gh, snap, d, &digest, previous, deadline).await,
     }
+}
+
+/// The cell's open metadata pull request `pr`, values for a cell whose stack is gone: one that
+/// holds someone else's commit is theirs to merge or close (left open, told once); one of
+/// cellbridge's alone is closed as cellbridge's own, and the decommission takes the branch.
+pub(super) async fn supersede<G: GithubRepo>(
+    gh: &G,
+    snap: &Snapshot,
+    d: &Decommission,
+    pr: PullRequest,
+    deadline: Instant,
+) -> Result<Decommissioned> {
+    let cmp = gh.compare(&snap.base_branch, &pr.head_sha, deadline).await?;
+    if let Owner::Someone(c) = branch::owner(&cmp, &snap.base_branch, &d.branch) {
+        return held(gh, d, pr, &c, deadline).await;
+    }
+    let note = format!(
+        "Closed by cellbridge: the Terraform stack of cell `{}` was destroyed and EKS confirms its cluster is gone; a decommission pull request takes this branch.",
+        d.cell
+    );
+    close_as_own(gh, &pr, &d.branch, Some(&note), deadline).await?;
+    let superseded = pr.number;
+    let mut opened = open(gh, snap, d, &d.digest(), Some(pr), deadline).await?;
+    if let Decommissioned::Opened { superseded: s, .. } = &mut opened {
+        *s = Some(superseded);
+    }
+    Ok(opened)
 }
 
 /// The cell's open metadata pull request holds someone else's commit `theirs`: it stays open,
@@ -170,9 +163,6 @@ async fn held<G: GithubRepo>(
     })
 }
 
-/// The most files GitHub lists in a comparison.
-const COMPARE_FILES_MAX: usize = 300;
-
 /// The record field of a metadata pull request told that its cell's stack is destroyed.
 const ASKED: &str = "decommission";
 
@@ -192,6 +182,53 @@ pub async fn withdraw<G: GithubRepo>(
             Ok(Some((pr.number, pr.url)))
         }
         _ => Ok(None),
+    }
+}
+
+/// The open metadata pull request of a cell the base branch does not have (its first one, never
+/// merged), with its head's `cell-metadata.yaml` (empty when the head has none): what tells which
+/// cluster to ask EKS about once the cell's stack is destroyed.
+pub async fn unmerged_pull<G: GithubRepo>(
+    gh: &G,
+    cell: &str,
+    deadline: Instant,
+) -> Result<Option<(PullRequest, String)>> {
+    let branch = plan::branch_for(cell);
+    let Some(pr) = gh
+        .latest_pull(&branch, deadline)
+        .await?
+        .filter(|p| p.state == PullState::Open && !is_decommission(p))
+    else {
+        return Ok(None);
+    };
+    let tree = gh.tree_files(&pr.head_sha, deadline).await?;
+    let text = match tree.files.get(&crate::configmap::path_for(cell)) {
+        Some(blob) => String::from_utf8(gh.read_blob(blob, deadline).await?).unwrap_or_default(),
+        None => String::new(),
+    };
+    Ok(Some((pr, text)))
+}
+
+/// Closes `pr`, the first pull request of `cell`, whose stack is destroyed and whose cluster EKS
+/// confirms gone, with the comment `text`, as cellbridge's own close. Its branch goes with it
+/// while it holds only cellbridge's commits; one people committed to stays (the closed pull
+/// request keeps their commits either way, and "Restore branch" brings a deleted one back).
+pub async fn close_unmerged<G: GithubRepo>(
+    gh: &G,
+    snap: &Snapshot,
+    cell: &str,
+    pr: &PullRequest,
+    text: &str,
+    deadline: Instant,
+) -> Result<()> {
+    let branch = plan::branch_for(cell);
+    let cmp = gh.compare(&snap.base_branch, &pr.head_sha, deadline).await?;
+    let ours = matches!(branch::owner(&cmp, &snap.base_branch, &branch), Owner::Cellbridge);
+    gh.comment(pr.number, text, deadline).await?;
+    if ours {
+        close_as_own(gh, pr, &branch, None, deadline).await
+    } else {
+        gh.close_pull(pr.number, &closed_body(&pr.body, None), deadline).await
     }
 }
 
@@ -332,7 +369,7 @@ async fn update<G: GithubRepo>(
                 // GitHub lists at most 300 files of a comparison ("Compare two commits"): a longer
                 // list cannot show that the directory is untouched.
                 since.relation == super::port::Relation::Ahead
-                    && since.files.len() < COMPARE_FILES_MAX
+                    && since.lists_every_file()
                     && !since.files.iter().any(|f| f.path.starts_with(&dir))
             }
             None => false,
@@ -442,6 +479,7 @@ mod tests {
         let pr = |body: &str| PullRequest {
             number: 1,
             url: "u".into(),
+            branch: "cellbridge/c".into(),
             title: "t".into(),
             state: PullState::Closed,
             head_sha: "h".into(),

@@ -62,7 +62,7 @@ use super::operations::{self as ops, Operation};
 use super::port::{
     Actor, AutoMergeAnswer, AutoMergeRequest, BranchCommit, ChangedFile, CheckState, CloseReason, Comparison,
     GithubRepo, Issue, Merge, MergeAnswer, MergeMethod, MergeState, MergeStateStatus, OpenPull, PullRequest, PullState,
-    Relation, RequiredCheck, TreeFiles,
+    COMPARE_FILES_MAX, Relation, RequiredCheck, TreeFiles,
 };
 use super::{GithubError, Result, Snapshot};
 use crate::fleet::{FileMode, FileWrite, Keep, MemFleet};
@@ -175,8 +175,7 @@ impl std::fmt::Display for MergeRefused {
 impl std::error::Error for MergeRefused {}
 
 const NOT_MERGEABLE: &str = "Pull Request is not mergeable";
-/// The most files and commits a comparison lists.
-const COMPARE_FILES_MAX: usize = 300;
+/// The most commits a comparison lists (the most files: [`COMPARE_FILES_MAX`]).
 const COMPARE_COMMITS_MAX: usize = 250;
 
 fn not_mergeable(conflicts: Vec<String>) -> MergeRefused {
@@ -255,6 +254,8 @@ struct Race {
     op: &'static str,
     branch: String,
     files: Vec<(String, String)>,
+    /// A person merges this pull request instead of committing `files`.
+    merge: Option<u64>,
 }
 
 /// A file of a tree: its mode and text (a symlink's target).
@@ -514,8 +515,16 @@ impl Store {
         self.journal.push(op.id.to_owned());
         if let Some(i) = self.races.iter().position(|r| r.op == op.id) {
             let race = self.races.remove(i);
-            let files: Vec<(String, Option<String>)> = race.files.into_iter().map(|(p, c)| (p, Some(c))).collect();
-            self.commit_on(&race.branch, &files, "another writer");
+            if let Some(number) = race.merge {
+                // A person's merge lands just before this request: what the request acts on was
+                // read while the pull request was open.
+                if self.merge_pr(number, MergeMethod::Merge, None, "a person", false).is_ok() {
+                    self.settle();
+                }
+            } else {
+                let files: Vec<(String, Option<String>)> = race.files.into_iter().map(|(p, c)| (p, Some(c))).collect();
+                self.commit_on(&race.branch, &files, "another writer");
+            }
         }
         if let Some(granted) = &self.permissions
             && !op.permission.is_empty()
@@ -877,7 +886,30 @@ impl MemGithub {
                 op: op.id,
                 branch: branch.to_owned(),
                 files,
+                merge: None,
             })
+        });
+    }
+
+    /// A person merges pull request `number` just before cellbridge's next request of `op`.
+    pub fn merge_before(&self, op: &Operation, number: u64) {
+        self.with(|s| {
+            s.races.push(Race {
+                op: op.id,
+                branch: String::new(),
+                files: Vec::new(),
+                merge: Some(number),
+            })
+        });
+    }
+
+    /// A person edits pull request `number`'s description (its body), as GitHub's "Edit" does.
+    pub fn edit_body(&self, number: u64, body: &str) {
+        self.with(|s| {
+            if let Some(p) = s.pulls.iter_mut().find(|p| p.number == number) {
+                p.body = body.to_owned();
+            }
+            s.journal.push(format!("#{number} body edited by a person"));
         });
     }
 
@@ -1299,6 +1331,7 @@ impl GithubRepo for MemGithub {
             Ok(s.pulls.iter().rev().find(|p| p.head == branch).map(|p| PullRequest {
                 number: p.number,
                 url: format!("https://github.example/acme/fleet/pull/{}", p.number),
+                branch: p.head.clone(),
                 title: p.title.clone(),
                 state: match (p.open, p.merged) {
                     (true, _) => PullState::Open,

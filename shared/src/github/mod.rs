@@ -17,8 +17,10 @@
 //! octocrab client and its credentials from Secrets Manager, read again on a 401), `transport`
 //! (one request with retries), `api` (the typed calls, one per documented operation of
 //! [`operations`]), `archive` (the base branch as one archive), `port` (GitHub's primitives,
-//! [`GithubRepo`], which `api` implements over REST and `memory` in memory), [`pull_request`]
-//! (what to write to converge the cell's pull request, and when to close it: [`converge`]).
+//! [`GithubRepo`], which `api` implements over REST and `memory` in memory), [`proposal`] (what
+//! the cell's branch holds and which kind of proposal takes it: [`proposal::converge`]), then
+//! each kind's writer: [`pull_request`] (Terraform's values) and [`decommission`] (a destroyed
+//! cell's removal), both under the one branch rule of [`branch`].
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -41,6 +43,7 @@ pub mod memory;
 pub mod operations;
 pub mod pacing;
 mod port;
+pub mod proposal;
 pub mod pull_request;
 pub mod report;
 mod transport;
@@ -56,8 +59,8 @@ pub use port::{
     Actor, AutoMergeAnswer, AutoMergeRequest, CheckState, MergeAnswer, MergeMethod, MergeState, MergeStateStatus,
     RequiredCheck,
 };
-pub use pull_request::{Converged, converge_reporting};
-pub use pull_request::{converge, plan_digest};
+pub use proposal::{Proposal, Proposed};
+pub use pull_request::{Converged, plan_digest};
 
 #[derive(Debug, thiserror::Error)]
 pub enum GithubError {

@@ -28,6 +28,8 @@ pub enum PullState {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PullRequest {
     pub number: u64,
+    /// Its head branch (`cellbridge/<cell>`).
+    pub branch: String,
     pub url: String,
     pub title: String,
     pub state: PullState,
@@ -73,6 +75,10 @@ pub struct ChangedFile {
     pub blob: Option<String>,
 }
 
+/// The most files GitHub lists in a comparison ("Compare two commits": "the response includes a
+/// maximum of 300 files"): a list that long may be cut, so it is never taken as complete.
+pub const COMPARE_FILES_MAX: usize = 300;
+
 /// A commit's whole tree: its id, and every file's path and blob id.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TreeFiles {
@@ -101,6 +107,13 @@ pub struct Comparison {
     /// 250 ("Compare two commits"), so [`Comparison::total_commits`] can be larger.
     pub commits: Vec<BranchCommit>,
     pub total_commits: usize,
+}
+
+impl Comparison {
+    /// Whether [`Comparison::files`] is every file the head changed (shorter than GitHub's cap).
+    pub fn lists_every_file(&self) -> bool {
+        self.files.len() < COMPARE_FILES_MAX
+    }
 }
 
 /// What merging a commit into a branch did ("Merge a branch").

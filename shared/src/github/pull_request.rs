@@ -22,19 +22,11 @@ use super::{GithubError, Published, Result, Snapshot};
 use crate::configmap;
 use crate::fleet::{FileMode, FileWrite, FleetRead, Overlay};
 use crate::plan::{self, Outcome, Plan};
-use crate::record::{self, Kind, Record};
+use crate::record::{self, Record};
 
 /// Labels cellbridge manages; any other label a human put on the pull request stays.
 pub(super) const MANAGED_LABELS: [&str; 3] = [plan::LABEL_CELLBRIDGE, plan::LABEL_NEW_CELL, plan::LABEL_SCHEMA_CHANGE];
 
-/// Converges the cell's pull request to `plan`, computed against `snap`: opens it, updates it in
-/// place, leaves it alone when it already holds the plan, or closes it when the base branch
-/// holds the plan.
-pub async fn converge<G: GithubRepo>(gh: &G, snap: &Snapshot, plan: &Plan, deadline: Instant) -> Result<Published> {
-    Ok(converge_reporting(gh, snap, plan, deadline).await?.published)
-}
-
-// auto-merge (issue 16)
 /// What converging did, and what auto-merge decided and did for the pull request
 /// ([`super::auto_merge`]; `None` when no open metadata pull request was left).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,15 +35,20 @@ pub struct Converged {
     pub auto_merge: Option<AutoMergeReport>,
 }
 
-/// [`converge`], with auto-merge's report.
-pub async fn converge_reporting<G: GithubRepo>(
+/// Converges the cell's metadata pull request to `plan`, computed against `snap`, from `latest`,
+/// the newest pull request of its branch as [`super::proposal::converge`] read it (never an open
+/// decommission: that one was closed first, `withdrawn`): opens it, updates it in place, leaves
+/// it alone when it already holds the plan, or closes it when the base branch holds the plan.
+pub(super) async fn converge_from<G: GithubRepo>(
     gh: &G,
     snap: &Snapshot,
     plan: &Plan,
+    latest: Option<PullRequest>,
+    withdrawn: bool,
     deadline: Instant,
 ) -> Result<Converged> {
     let mut report = None;
-    let published = converge_inner(gh, snap, plan, &mut report, deadline).await?;
+    let published = converge_inner(gh, snap, plan, latest, withdrawn, &mut report, deadline).await?;
     Ok(Converged {
         published,
         auto_merge: report,
@@ -62,22 +59,13 @@ async fn converge_inner<G: GithubRepo>(
     gh: &G,
     snap: &Snapshot,
     plan: &Plan,
+    latest: Option<PullRequest>,
+    withdrawn: bool,
     report: &mut Option<AutoMergeReport>,
     deadline: Instant,
 ) -> Result<Published> {
-    let latest = gh.latest_pull(&plan.branch, deadline).await?;
     let open_pr = latest.as_ref().filter(|p| p.state == PullState::Open);
     if let Some(pr) = open_pr {
-        if let Some((serial, lineage)) = plan::recorded_serial(&pr.body)
-            && lineage == plan.lineage
-            && serial > plan.serial
-        {
-            return Ok(Published::Stale {
-                proposed_serial: serial,
-                number: Some(pr.number),
-                url: Some(pr.url.clone()),
-            });
-        }
         if let Some(key) = record::field(&pr.body, "key")
             && key != record::value(&plan.source.key)
             && plan::recorded_serial(&pr.body).is_some_and(|(_, lineage)| lineage != plan.lineage)
@@ -114,25 +102,6 @@ async fn converge_inner<G: GithubRepo>(
             });
         }
     }
-    // The cell is back (a later apply wrote `cell_metadata` again): its decommission is
-    // withdrawn, as cellbridge's own close, and the values take the branch.
-    let (latest, withdrawn) = match latest {
-        Some(pr) if pr.state == PullState::Open && Record::read(&pr.body).kind() == Kind::Decommission => {
-            let note = format!(
-                "Closed by cellbridge: the cell is back. The Terraform state `{}` (serial {}) has `cell_metadata` again, so `clusters/{}/` stays.",
-                plan.source, plan.serial, plan.cell
-            );
-            close_as_own(gh, &pr, &plan.branch, Some(&note), deadline).await?;
-            let closed = PullRequest {
-                state: PullState::Closed,
-                body: closed_body(&pr.body, None),
-                ..pr
-            };
-            (Some(closed), true)
-        }
-        other => (other, false),
-    };
-    let open_pr = latest.as_ref().filter(|p| p.state == PullState::Open);
     match plan.outcome {
         Outcome::Stale => Ok(Published::Stale {
             proposed_serial: plan.base_serial.unwrap_or_default(),
@@ -176,16 +145,17 @@ async fn close<G: GithubRepo>(
 ) -> Result<Published> {
     let cm = configmap::path_for(&plan.cell);
     let cmp = gh.compare(&snap.base_sha, &pr.head_sha, deadline).await?;
-    if cmp.files.iter().any(|f| f.path != cm) {
+    if !cmp.lists_every_file() || cmp.files.iter().any(|f| f.path != cm) {
         // People's work stays open for review, its head checked like any other; nothing of
         // cellbridge's is left to merge, so its auto-merge goes before the status.
         let base_cm = snap.fleet.read_text(&cm).ok().flatten().unwrap_or_default();
-        let checked = checked_head(gh, snap, plan, &cmp, &base_cm, deadline).await?;
+        let changes = HeadChanges::of(gh, &cmp, &pr.head_sha, deadline).await?;
+        let checked = checked_head(gh, snap, plan, &changes, &base_cm, deadline).await?;
         let mut run = OptInFile::read(&snap.fleet).judge(&checked, Some(&pr.body));
         run.before_status(gh, pr.number, deadline).await?;
         post_status(gh, &pr.head_sha, &checked, false, deadline).await?;
         let cleared = clear_refusal(gh, pr, &pr.head_sha, deadline).await?;
-        let body = auto_merge::with_block(cleared.as_deref().unwrap_or(&pr.body), &run.block());
+        let body = auto_merge::with_run_block(cleared.as_deref().unwrap_or(&pr.body), &run);
         let body = with_marker_fields(&body, &run);
         if body != pr.body {
             write_text(gh, pr, &pr.title, &body, &pr.labels, deadline).await?;
@@ -221,7 +191,8 @@ pub(super) async fn close_as_own<G: GithubRepo>(
 
 /// Writes the text of `pr`, read open: when GitHub's answer shows it merged or closed meanwhile
 /// (a person merged it while this run computed), its text is put back as it was read, so that a
-/// merged pull request keeps saying what it merged, and the run is redone on a fresh read.
+/// merged pull request keeps saying what it said when it was merged, and the run is redone on a
+/// fresh read.
 pub(super) async fn write_text<G: GithubRepo>(
     gh: &G,
     pr: &PullRequest,
@@ -230,6 +201,20 @@ pub(super) async fn write_text<G: GithubRepo>(
     labels: &[String],
     deadline: Instant,
 ) -> Result<()> {
+    // A head that moved since the text was written (a person's push, or another run of
+    // cellbridge between its commit and its text) may have a writer in flight: the text is read
+    // again, and written only if it is still the one read, so that what is put back below is the
+    // text the pull request had (GitHub has no conditional write for it; the window left is
+    // this read to the write).
+    if record::field(&pr.body, "head").as_deref() != Some(pr.head_sha.as_str()) {
+        let now = gh.latest_pull(&pr.branch, deadline).await?;
+        if now.as_ref().is_none_or(|p| p.number != pr.number || p.title != pr.title || p.body != pr.body) {
+            return Err(GithubError::Conflict {
+                what: format!("pull request #{}", pr.number),
+                detail: "its text changed since it was read".into(),
+            });
+        }
+    }
     if gh.update_pull_text(pr.number, title, body, labels, deadline).await? {
         return Ok(());
     }
@@ -306,6 +291,56 @@ fn labels_for(plan: &Plan, pr: &PullRequest) -> Vec<String> {
     labels
 }
 
+/// What a head changed since its merge base with the base: every file it added or changed,
+/// by blob id, and every file it removed. The comparison tells when it lists every file; past
+/// the 300 files GitHub lists, the two commits' whole trees do (`git/trees?recursive=1`; a
+/// `truncated` answer is a failure, never a shorter list), so that nothing the head holds
+/// escapes its status or auto-merge.
+pub(super) struct HeadChanges {
+    changed: BTreeMap<String, String>,
+    removed: Vec<String>,
+}
+
+impl HeadChanges {
+    pub(super) async fn of<G: GithubRepo>(gh: &G, cmp: &Comparison, head: &str, deadline: Instant) -> Result<Self> {
+        if cmp.lists_every_file() {
+            let mut changed = BTreeMap::new();
+            let mut removed = Vec::new();
+            for f in &cmp.files {
+                match &f.blob {
+                    Some(blob) => {
+                        changed.insert(f.path.clone(), blob.clone());
+                    }
+                    None => removed.push(f.path.clone()),
+                }
+            }
+            return Ok(Self { changed, removed });
+        }
+        let at_head = gh.tree_files(head, deadline).await?.files;
+        let at_base = gh.tree_files(&cmp.merge_base, deadline).await?.files;
+        let removed = at_base.keys().filter(|p| !at_head.contains_key(*p)).cloned().collect();
+        let changed = at_head
+            .into_iter()
+            .filter(|(path, blob)| at_base.get(path) != Some(blob))
+            .collect();
+        Ok(Self { changed, removed })
+    }
+
+    /// Whether the head holds `text` at `path`, the base's file at `path` being `base`.
+    fn holds(&self, path: &str, text: &str, base: Option<&str>) -> bool {
+        match self.changed.get(path) {
+            Some(blob) => *blob == blob_id(text),
+            None if self.removed.iter().any(|p| p == path) => false,
+            None => base == Some(text),
+        }
+    }
+
+    /// Every path the head added, changed or removed.
+    fn paths(&self) -> impl Iterator<Item = &str> {
+        self.changed.keys().map(String::as_str).chain(self.removed.iter().map(String::as_str))
+    }
+}
+
 /// The head's content as it would merge: the base with every file the branch changed since
 /// their merge base (`written` is cellbridge's file as it now stands on the branch). A file
 /// whose blob is one cellbridge wrote is not read again, and keeps the mode cellbridge gave it
@@ -313,29 +348,27 @@ fn labels_for(plan: &Plan, pr: &PullRequest) -> Vec<String> {
 async fn head_content<G: GithubRepo>(
     gh: &G,
     plan: &Plan,
-    cmp: &Comparison,
+    changes: &HeadChanges,
     written: (&str, &str),
     deadline: Instant,
 ) -> Result<Vec<(String, FileMode, Vec<u8>)>> {
     let mut files = Vec::new();
-    for f in &cmp.files {
-        if f.path == written.0 {
+    for (path, blob) in &changes.changed {
+        if *path == written.0 {
             continue;
         }
-        if let Some(blob) = &f.blob {
-            let known = plan
-                .files
-                .iter()
-                .find(|p| p.path == f.path && blob_id(&p.new) == *blob)
-                .map(|p| (p.mode, p.new.clone()));
-            // Bytes as they are: a file that is not UTF-8 stays opaque, read (and then a finding
-            // naming it) only if a layer reads it.
-            let (mode, bytes) = match known {
-                Some((mode, text)) => (mode, text.into_bytes()),
-                None => (FileMode::Regular, gh.read_blob(blob, deadline).await?),
-            };
-            files.push((f.path.clone(), mode, bytes));
-        }
+        let known = plan
+            .files
+            .iter()
+            .find(|p| p.path == *path && blob_id(&p.new) == *blob)
+            .map(|p| (p.mode, p.new.clone()));
+        // Bytes as they are: a file that is not UTF-8 stays opaque, read (and then a finding
+        // naming it) only if a layer reads it.
+        let (mode, bytes) = match known {
+            Some((mode, text)) => (mode, text.into_bytes()),
+            None => (FileMode::Regular, gh.read_blob(blob, deadline).await?),
+        };
+        files.push((path.clone(), mode, bytes));
     }
     files.push((written.0.to_owned(), FileMode::Regular, written.1.as_bytes().to_vec()));
     Ok(files)
@@ -353,27 +386,22 @@ async fn checked_head<G: GithubRepo>(
     gh: &G,
     snap: &Snapshot,
     plan: &Plan,
-    cmp: &Comparison,
+    changes: &HeadChanges,
     ours: &str,
     deadline: Instant,
 ) -> Result<Plan> {
     let cm = configmap::path_for(&plan.cell);
-    let content = head_content(gh, plan, cmp, (&cm, ours), deadline).await?;
+    let content = head_content(gh, plan, changes, (&cm, ours), deadline).await?;
     // What the head deleted is gone from what is checked: a deleted layer no longer fails the
     // check, a deleted variable source no longer passes it.
-    let deleted = cmp
-        .files
-        .iter()
-        .filter(|f| f.blob.is_none() && f.path != cm)
-        .map(|f| f.path.clone());
+    let deleted = changes.removed.iter().filter(|p| **p != cm).cloned();
     let view = Overlay::with_modes(&snap.fleet as &dyn FleetRead, content).without(deleted);
     let mut checked = plan.rechecked(&view);
-    let mut files: Vec<plan::FileChange> = cmp
-        .files
-        .iter()
-        .filter(|f| f.path != cm)
-        .map(|f| plan::FileChange {
-            path: f.path.clone(),
+    let mut files: Vec<plan::FileChange> = changes
+        .paths()
+        .filter(|p| *p != cm)
+        .map(|p| plan::FileChange {
+            path: p.to_owned(),
             old: None,
             new: String::new(),
             mode: FileMode::Regular,
@@ -400,9 +428,13 @@ async fn post_status<G: GithubRepo>(gh: &G, head: &str, checked: &Plan, fresh: b
     Ok(())
 }
 
-/// The open pull request, made to hold the plan: the base merged in when it moved on, one
-/// commit rewriting cellbridge's file when it differs, then the status of whatever the head is,
-/// and the body and labels describing it.
+/// The open pull request, made to hold the plan: the base merged in when it moved on and the
+/// values must be written, one commit rewriting cellbridge's file when it differs, then the
+/// status of whatever the head is, and the body and labels describing it.
+///
+/// A cell auto-merge covers (or covered when the pull request was last written) has its head
+/// judged again on every run, from the head itself: whether GitHub may merge it is never read
+/// back from the body. Any other pull request left as cellbridge wrote it costs no more reads.
 #[allow(clippy::too_many_arguments)]
 async fn update<G: GithubRepo>(
     gh: &G,
@@ -414,33 +446,20 @@ async fn update<G: GithubRepo>(
     deadline: Instant,
 ) -> Result<Published> {
     let opt_in = OptInFile::read(&snap.fleet);
-    if recorded_digest(&pr.body).as_deref() == Some(digest)
-        && record::field(&pr.body, "head").as_deref() == Some(pr.head_sha.as_str())
-        && opt_in.unchanged_since(&pr.body, &plan.cell)
-    {
+    let as_written = recorded_digest(&pr.body).as_deref() == Some(digest)
+        && record::field(&pr.body, "head").as_deref() == Some(pr.head_sha.as_str());
+    if as_written && !opt_in.in_play(&pr.body, &plan.cell) && opt_in.unchanged_since(&pr.body, &plan.cell) {
         // As cellbridge left it. A run cut off between opening the pull request and labelling
         // it left the labels out; the status was set before the body, so it is there.
         let missing: Vec<String> = plan.labels.iter().filter(|l| !pr.labels.contains(l)).cloned().collect();
         if !missing.is_empty() {
             gh.add_labels(pr.number, &missing, deadline).await?;
         }
-        // The head's verdict is the one the body records; an eligible head's auto-merge is
-        // looked at again (a run cut off before enabling it, checks that passed since).
-        let mut run = opt_in.recorded(plan, &pr.body);
-        run.after_status(gh, pr.number, &pr.head_sha, &snap.base_branch, deadline)
-            .await?;
-        let cleared = clear_refusal(gh, &pr, &pr.head_sha, deadline).await?;
-        let body = auto_merge::with_block(cleared.as_deref().unwrap_or(&pr.body), &run.block());
-        let body = with_marker_fields(&body, &run);
-        if body != pr.body {
+        if let Some(body) = clear_refusal(gh, &pr, &pr.head_sha, deadline).await? {
             write_text(gh, &pr, &pr.title, &body, &labels_for(plan, &pr), deadline).await?;
         }
-        if let Some(block) = run.finish(gh, pr.number, deadline).await? {
-            let refused = auto_merge::with_block(&body, &block);
-            gh.update_pull_text(pr.number, &pr.title, &refused, &labels_for(plan, &pr), deadline)
-                .await?;
-        }
-        *report = Some(run.report());
+        // Not covered now nor then: not eligible, whatever the body says.
+        *report = Some(opt_in.judge(plan, Some(&pr.body)).report());
         return Ok(Published::Unchanged {
             number: pr.number,
             url: pr.url,
@@ -455,28 +474,18 @@ async fn update<G: GithubRepo>(
         .unwrap_or_default();
     let mut head = pr.head_sha.clone();
     let mut cmp = gh.compare(&snap.base_sha, &head, deadline).await?;
-    if !cmp.relation.contains_base() {
-        let message = super::branch::merge_message(&snap.base_branch, &plan.branch);
-        match gh.merge_into(&plan.branch, &snap.base_sha, &message, deadline).await? {
-            Merge::Merged(sha) => head = sha,
-            // Someone brought it up to date meanwhile: start over from what is there now.
-            Merge::UpToDate => {
-                return Err(GithubError::Conflict {
-                    what: format!("updating branch {}", plan.branch),
-                    detail: "the branch moved while it was compared".into(),
-                });
-            }
-            Merge::Conflict => return conflicted(gh, snap, plan, pr, deadline).await,
+    let mut changes = HeadChanges::of(gh, &cmp, &head, deadline).await?;
+    let base_cm = snap.fleet.read_text(&cm).ok().flatten();
+    let wrote = !changes.holds(&cm, ours, base_cm.as_deref());
+    if wrote && !cmp.relation.contains_base() {
+        // The values are written on the base as it is: it is merged in first (as Update branch).
+        match merge_base_into(gh, snap, plan, &pr, deadline).await? {
+            Ok(merged) => head = merged,
+            Err(conflict) => return Ok(conflict),
         }
         cmp = gh.compare(&snap.base_sha, &head, deadline).await?;
+        changes = HeadChanges::of(gh, &cmp, &head, deadline).await?;
     }
-    // Whether the branch holds cellbridge's file as the plan has it: its blob id tells.
-    let holds_ours = match cmp.files.iter().find(|f| f.path == cm) {
-        Some(f) => f.blob.as_deref() == Some(blob_id(ours).as_str()),
-        // The branch leaves the file as the base has it.
-        None => snap.fleet.read_text(&cm).ok().flatten().as_deref() == Some(ours),
-    };
-    let wrote = !holds_ours;
     if wrote {
         let tree = gh
             .create_tree(
@@ -497,23 +506,57 @@ async fn update<G: GithubRepo>(
     // pull request as complete, so everything else must already be there. A head that is not
     // eligible loses cellbridge's auto-merge before its status could let GitHub merge it; an
     // eligible one gets it once its status is there.
-    let checked = checked_head(gh, snap, plan, &cmp, ours, deadline).await?;
+    let checked = checked_head(gh, snap, plan, &changes, ours, deadline).await?;
     let mut run = opt_in.judge(&checked, Some(&pr.body));
     run.before_status(gh, pr.number, deadline).await?;
     post_status(gh, &head, &checked, wrote, deadline).await?;
     run.after_status(gh, pr.number, &head, &snap.base_branch, deadline)
         .await?;
+    if run.behind() {
+        // Branch protection requires the head to be up to date with the base, and GitHub's
+        // auto-merge never updates a branch: brought up to date as Update branch does, the
+        // merge's content being what was just checked (the head's changes on the base read).
+        match merge_base_into(gh, snap, plan, &pr, deadline).await? {
+            Ok(merged) => {
+                head = merged;
+                run.brought_up_to_date();
+                post_status(gh, &head, &checked, true, deadline).await?;
+                run.after_status(gh, pr.number, &head, &snap.base_branch, deadline)
+                    .await?;
+            }
+            Err(conflict) => return Ok(conflict),
+        }
+    }
     // The body written below drops the refusal's marker.
-    clear_refusal(gh, &pr, &head, deadline).await?;
-    let body = body_for(plan, digest, &snap.base_sha, &head, None, &run);
-    write_text(gh, &pr, &plan.title, &body, &labels_for(plan, &pr), deadline).await?;
+    let cleared = clear_refusal(gh, &pr, &head, deadline).await?;
+    let (title, body) = if as_written {
+        // The same proposal: the person's edits to the text stay; the record follows the head.
+        let body = auto_merge::with_run_block(cleared.as_deref().unwrap_or(&pr.body), &run);
+        let body = record::with_field(&with_marker_fields(&body, &run), "head", Some(&head));
+        (pr.title.clone(), record::with_field(&body, "base", Some(&snap.base_sha)))
+    } else {
+        (
+            plan.title.clone(),
+            body_for(plan, digest, &snap.base_sha, &head, None, &run),
+        )
+    };
+    let labels = labels_for(plan, &pr);
+    let same_labels = {
+        let (mut now, mut then) = (labels.clone(), pr.labels.clone());
+        now.sort();
+        then.sort();
+        now == then
+    };
+    if body != pr.body || title != pr.title || !same_labels {
+        write_text(gh, &pr, &title, &body, &labels, deadline).await?;
+    }
     if let Some(block) = run.finish(gh, pr.number, deadline).await? {
         let refused = auto_merge::with_block(&body, &block);
-        gh.update_pull_text(pr.number, &plan.title, &refused, &labels_for(plan, &pr), deadline)
+        gh.update_pull_text(pr.number, &title, &refused, &labels, deadline)
             .await?;
     }
     *report = Some(run.report());
-    Ok(if wrote || head != pr.head_sha {
+    Ok(if head != pr.head_sha {
         Published::Updated {
             number: pr.number,
             url: pr.url,
@@ -525,6 +568,28 @@ async fn update<G: GithubRepo>(
             url: pr.url,
         }
     })
+}
+
+/// The base as read merged into the pull request's branch (GitHub's merge, as Update branch):
+/// the new head, or, when a person and the base changed the same file, what
+/// [`conflicted`] made of it.
+async fn merge_base_into<G: GithubRepo>(
+    gh: &G,
+    snap: &Snapshot,
+    plan: &Plan,
+    pr: &PullRequest,
+    deadline: Instant,
+) -> Result<std::result::Result<String, Published>> {
+    let message = super::branch::merge_message(&snap.base_branch, &plan.branch);
+    match gh.merge_into(&plan.branch, &snap.base_sha, &message, deadline).await? {
+        Merge::Merged(sha) => Ok(Ok(sha)),
+        // Someone brought it up to date meanwhile: start over from what is there now.
+        Merge::UpToDate => Err(GithubError::Conflict {
+            what: format!("updating branch {}", plan.branch),
+            detail: "the branch moved while it was compared".into(),
+        }),
+        Merge::Conflict => Ok(Err(conflicted(gh, snap, plan, pr.clone(), deadline).await?)),
+    }
 }
 
 /// The base cannot be merged into the branch: a person and the base changed the same file. The

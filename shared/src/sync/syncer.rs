@@ -18,7 +18,8 @@ use crate::error::{Class, Classify};
 use crate::events::sync::{self as events, Manual, StateObject, SyncEvent, SyncItem, SyncSqsRecord};
 use crate::fleet::{FleetRead, Keep};
 use crate::github::report::{self, Refusal, Reported};
-use crate::github::{GithubError, GithubRepo, Published, Snapshot, pull_request};
+use crate::github::proposal::{self, Proposal, Proposed};
+use crate::github::{GithubError, GithubRepo, Published, Snapshot};
 use crate::metadata::{self, ContractError};
 use crate::metrics::{self, Metrics};
 use crate::pause::{self, Pause};
@@ -780,9 +781,12 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         result: &mut CellResult,
     ) -> Result<bool, Attempt> {
         self.fleet.check_write_access(deadline).await.map_err(github_fail)?;
-        let converged = pull_request::converge_reporting(&self.fleet, snapshot, plan, deadline)
+        let Proposed::Values(converged) = proposal::converge(&self.fleet, snapshot, Proposal::Values(plan), deadline)
             .await
-            .map_err(github_fail)?;
+            .map_err(github_fail)?
+        else {
+            unreachable!("values converge to values");
+        };
         let published = converged.published;
         result.auto_merge = converged.auto_merge;
         result.published(plan, &published);

@@ -503,7 +503,8 @@ async fn cellbridges_own_close_is_not_a_persons_and_a_merged_pull_request_is_nev
 
 #[tokio::test]
 async fn a_run_that_read_an_older_base_than_the_pull_request_writes_nothing() {
-    use cellbridge::github::{GithubRepo, pull_request};
+    use cellbridge::github::GithubRepo;
+    use cellbridge::github::proposal::{self, Proposal};
     let bed = bed();
     apply(&bed, "eu-c1", 1, "vpc-1");
     let old = bed.fleet.read_base(&Keep::all(), deadline()).await.unwrap();
@@ -516,7 +517,7 @@ async fn a_run_that_read_an_older_base_than_the_pull_request_writes_nothing() {
     // The older run's plan, against the base it read: GitHub is not touched.
     let plan = cellbridge::plan::plan(&meta, Default::default(), &old.fleet, &Default::default()).unwrap();
     bed.fleet.clear_calls();
-    let err = pull_request::converge(&bed.fleet, &old, &plan, deadline())
+    let err = proposal::converge(&bed.fleet, &old, Proposal::Values(&plan), deadline())
         .await
         .unwrap_err();
     assert!(matches!(err, cellbridge::github::GithubError::Conflict { .. }), "{err}");
@@ -619,6 +620,9 @@ struct World {
     /// The cell's cluster is in another account, which no role reaches.
     other_account: bool,
     auto_merge: bool,
+    /// main requires the strict check and branches up to date (GitHub reads a head that lacks
+    /// main's newest commit `BEHIND`).
+    strict: bool,
 }
 
 const HOME: &str = "arn:aws:iam::123456789012:role/cellbridge";
@@ -649,6 +653,7 @@ async fn one_schedule(seed: u64) -> (Bed, Done, Vec<Value>, cellbridge::bootstra
     let world = World {
         other_account: dice.roll(4) == 0,
         auto_merge: dice.roll(2) == 0,
+        strict: dice.roll(2) == 0,
     };
     let destroys = dice.roll(2) == 0;
     let aws = MemAws::new(HOME);
@@ -669,6 +674,16 @@ async fn one_schedule(seed: u64) -> (Bed, Done, Vec<Value>, cellbridge::bootstra
             "opt cells in",
         );
         bed.fleet.allow_auto_merge(true);
+    }
+    if world.strict {
+        bed.fleet.protect_branch(
+            "main",
+            Some(cellbridge::github::memory::Protection {
+                contexts: vec![cellbridge::plan::STATUS_CONTEXT.to_owned()],
+                strict: true,
+                approvals: 0,
+            }),
+        );
     }
     bed.fleet.jitter(seed);
     let done = std::cell::RefCell::new(Done::default());
@@ -871,9 +886,10 @@ fn check_schedules(seeds: impl Iterator<Item = u64>) -> std::collections::BTreeM
                 }
             }
             format!(
-                "seed {seed} (other account: {}, auto-merge: {}): {what}\n  results: {actions:?}\n  pulls: {pulls:?}\n  branch log: {log:#?}\n  created: {:?}\n  journal: {:#?}",
+                "seed {seed} (other account: {}, auto-merge: {}, strict: {}): {what}\n  results: {actions:?}\n  pulls: {pulls:?}\n  branch log: {log:#?}\n  created: {:?}\n  journal: {:#?}",
                 world.other_account,
                 world.auto_merge,
+                world.strict,
                 gh.created_commits().iter().map(|c| &c[..7]).collect::<Vec<_>>(),
                 gh.journal()
             )
@@ -899,9 +915,10 @@ fn check_schedules(seeds: impl Iterator<Item = u64>) -> std::collections::BTreeM
                 let files = gh.files(&branch("eu-c1"));
                 let theirs = done.on_branch.iter().map(|(_, p, t)| (p, t));
                 let pushed = done.pushed_without_pull.iter().map(|(p, t)| (p, t));
-                // A commit main no longer has (its history rewritten) that the branch still has is
-                // someone else's on the branch too.
-                let rewritten = done.rewritten_away.iter().any(|(_, p)| files.contains_key(p));
+                // A commit main no longer has (its history rewritten) that the branch had when
+                // it was read is someone else's on the branch too (the refusal names it).
+                let error = r["error"].as_str().unwrap_or_default();
+                let rewritten = done.rewritten_away.iter().any(|(sha, _)| error.contains(&sha[..12]));
                 assert!(
                     rewritten || theirs.chain(pushed).any(|(p, t)| files.get(p) == Some(t)),
                     "{}",
@@ -910,9 +927,9 @@ fn check_schedules(seeds: impl Iterator<Item = u64>) -> std::collections::BTreeM
                     ))
                 );
             }
-            // A decommission opens only once EKS, asked in the cell's own account, no longer
-            // knows the cluster.
-            if r["action"] == "decommission-opened" {
+            // A decommission opens, and a destroyed new cell's pull request is closed, only once
+            // EKS, asked in the cell's own account, no longer knows the cluster.
+            if r["action"] == "decommission-opened" || !r["decommission"]["closed"].is_null() {
                 assert!(
                     !world.other_account && done.cluster_deleted,
                     "{}",

@@ -7,10 +7,13 @@ use serde_json::{Value, json};
 
 use super::{Attempt, CellResult, SharedBase, Syncer, github_fail};
 use crate::cells::{self, Presence};
+use crate::configmap;
 use crate::decommission::{self, ClusterCheck};
 use crate::error::{Class, Classify};
 use crate::events::sync::{DeletedCluster, StateObject, SyncItem};
+use crate::fleet::{FleetRead, Overlay};
 use crate::github::decommission::{self as gh_decommission, Decommissioned};
+use crate::github::proposal::{self, Proposal, Proposed};
 use crate::github::{GithubRepo, Snapshot};
 use crate::s3::StateSource;
 use crate::sync::SyncError;
@@ -21,12 +24,23 @@ pub(super) struct Destroyed {
     pub(super) decommission: Result<Option<decommission::Decommission>, decommission::DecommissionError>,
 }
 
+/// What EKS says of a destroyed cell's cluster, asked in the cell's own account.
+enum Eks {
+    /// Nothing can confirm it gone from here: the result's `decommission` detail says why.
+    Unconfirmed(Value),
+    /// EKS still knows it (not `DELETING`): a state that looks destroyed is no proof.
+    Exists { status: String },
+    /// EKS no longer knows it, in `account`.
+    Gone { account: String },
+}
+
 impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
     /// A destroyed stack's state: the removal of `clusters/<cell>/` is proposed only once EKS
     /// confirms that the cluster the cell's merged `cell-metadata.yaml` names is gone, in the
     /// cell's account and region. A cluster still there proposes nothing (and withdraws an open
     /// decommission); one still `DELETING` is asked again later (retryable); a cell whose
-    /// metadata names no cluster, or a function with no EKS access, proposes nothing.
+    /// metadata names no cluster, or a function with no EKS access, proposes nothing. A cell the
+    /// base never had is [`Syncer::unmerged`]'s.
     pub(super) async fn decommission(
         &self,
         snap: &Snapshot,
@@ -36,12 +50,6 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         deadline: Instant,
         result: &mut CellResult,
     ) -> Result<(), Attempt> {
-        let nothing = |result: &mut CellResult, detail: Value| {
-            result.action = "destroyed".into();
-            result.decommission = Some(detail);
-            tracing::warn!(cell, decommission = %result.decommission.as_ref().map(|v| v.to_string()).unwrap_or_default(), "the stack was destroyed; no decommission is proposed");
-            Ok(())
-        };
         let fleet_failure = |e: decommission::DecommissionError| Attempt::Fail {
             error: e.to_string(),
             retryable: false,
@@ -49,10 +57,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             report: true,
         };
         let Some(dry) = destroyed.decommission.map_err(fleet_failure)? else {
-            return nothing(
-                result,
-                json!({"proposed": false, "reason": format!("the fleet repo's base branch has no clusters/{cell}/: nothing to remove")}),
-            );
+            return self.unmerged(snap, cell, dry_run, deadline, result).await;
         };
         let Some(target) = dry.cluster.clone() else {
             return nothing(
@@ -61,22 +66,144 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             );
         };
         let about = |presence: Value, reason: String| json!({"cluster": target.cluster, "region": target.region, "eks": presence, "proposed": false, "reason": reason});
-        let Some(access) = &self.clusters else {
+        match self.ask_eks(&snap.fleet, cell, &target, deadline).await? {
+            Eks::Unconfirmed(detail) => nothing(result, detail),
+            Eks::Exists { status } => {
+                let mut detail = about(
+                    json!({"presence": "exists", "status": status}),
+                    format!(
+                        "EKS cluster {} still exists in {} ({status}): a state that looks destroyed (moved to another key, `terraform state rm`, another backend) is no proof, so nothing is proposed",
+                        target.cluster, target.region
+                    ),
+                );
+                if !dry_run {
+                    let why = format!(
+                        "Closed by cellbridge: EKS cluster `{}` still exists in `{}` ({status}), so `clusters/{cell}/` stays.",
+                        target.cluster, target.region
+                    );
+                    if let Some((number, url)) = gh_decommission::withdraw(&self.fleet, cell, &why, deadline)
+                        .await
+                        .map_err(github_fail)?
+                    {
+                        detail["withdrawn"] = json!({"number": number, "url": url});
+                    }
+                }
+                nothing(result, detail)
+            }
+            Eks::Gone { account } => {
+                let gone = ClusterCheck::Gone {
+                    cluster: target.cluster.clone(),
+                    region: target.region.clone(),
+                    account: account.clone(),
+                };
+                let d = dry.checked(&gone);
+                let detail = json!({"cluster": target.cluster, "region": target.region, "account": account, "eks": {"presence": "gone"}, "proposed": true, "removed": d.removed.len()});
+                if dry_run {
+                    result.action = "planned".into();
+                    result.plan = Some(
+                        json!({"outcome": "decommission", "title": d.title, "body": d.body, "labels": d.labels, "removed": d.removed}),
+                    );
+                    result.decommission = Some(detail);
+                    return Ok(());
+                }
+                self.fleet.check_write_access(deadline).await.map_err(github_fail)?;
+                let Proposed::Removal(published) =
+                    proposal::converge(&self.fleet, snap, Proposal::Removal(&d), deadline)
+                        .await
+                        .map_err(github_fail)?
+                else {
+                    unreachable!("a removal converges to a removal");
+                };
+                result.decommissioned(&published, detail);
+                Ok(())
+            }
+        }
+    }
+
+    /// A destroyed stack whose cell the base branch never had (its first pull request was never
+    /// merged): that pull request, when one is open, is closed with a comment once EKS confirms
+    /// the cluster its head names gone; until then it stays open, and the dashboard lists the
+    /// cell as needing attention, linking it.
+    async fn unmerged(
+        &self,
+        snap: &Snapshot,
+        cell: &str,
+        dry_run: bool,
+        deadline: Instant,
+        result: &mut CellResult,
+    ) -> Result<(), Attempt> {
+        let nothing_to_remove = format!("the fleet repo's base branch has no clusters/{cell}/: nothing to remove");
+        let Some((pr, text)) = gh_decommission::unmerged_pull(&self.fleet, cell, deadline)
+            .await
+            .map_err(github_fail)?
+        else {
+            return nothing(result, json!({"proposed": false, "reason": nothing_to_remove}));
+        };
+        result.pull_request = Some(json!({"number": pr.number, "url": pr.url}));
+        // The cell as its pull request's head has it: the cluster, the account, the role.
+        let view = Overlay::new(&snap.fleet as &dyn FleetRead, [(configmap::path_for(cell), text.into_bytes())]);
+        let target = decommission::cell_cluster(&view, cell).ok().flatten();
+        let Some(target) = target else {
             return nothing(
                 result,
-                about(
-                    Value::Null,
-                    "EKS is not reachable from here: nothing can confirm that the cluster is gone".into(),
-                ),
+                json!({"proposed": false, "reason": format!("{nothing_to_remove}; pull request #{} names no cluster_name and aws_region, so nothing can confirm that the cluster is gone: a person closes it", pr.number)}),
             );
         };
-        let merged =
-            cells::named(&snap.fleet, &target.cluster, cell, "the state's key").map_err(|e| Attempt::Fail {
-                error: format!("cell {cell}: {e}"),
-                retryable: false,
-                refused: false,
-                report: true,
-            })?;
+        let mut detail = match self.ask_eks(&view, cell, &target, deadline).await? {
+            Eks::Unconfirmed(detail) => detail,
+            Eks::Exists { status } => json!({"cluster": target.cluster, "region": target.region, "eks": {"presence": "exists", "status": status}, "proposed": false}),
+            Eks::Gone { account } => {
+                let detail = json!({"cluster": target.cluster, "region": target.region, "account": account, "eks": {"presence": "gone"}, "proposed": false, "closed": pr.number});
+                if dry_run {
+                    result.action = "planned".into();
+                    result.plan = Some(json!({"outcome": "close", "number": pr.number}));
+                    result.decommission = Some(detail);
+                    return Ok(());
+                }
+                let text = format!(
+                    "The Terraform stack of cell `{cell}` was destroyed and EKS confirms that its cluster `{}` is gone from `{}` (account {account}). The cell never reached `{}`, so this pull request has nothing left to propose: cellbridge closes it. A later apply that brings the cell back opens a new one.",
+                    target.cluster, target.region, snap.base_branch
+                );
+                self.fleet.check_write_access(deadline).await.map_err(github_fail)?;
+                gh_decommission::close_unmerged(&self.fleet, snap, cell, &pr, &text, deadline)
+                    .await
+                    .map_err(github_fail)?;
+                result.action = "closed".into();
+                result.decommission = Some(detail);
+                return Ok(());
+            }
+        };
+        detail["reason"] = json!(format!(
+            "{nothing_to_remove}; pull request #{} stays open until EKS confirms the cluster gone in the cell's account",
+            pr.number
+        ));
+        nothing(result, detail)
+    }
+
+    /// Whether EKS confirms `target` gone, asked in the cell's own account: through the role
+    /// `fleet`'s metadata or the configuration maps to it, else in cellbridge's own account,
+    /// and then only when the cell names no other account. A cluster still `DELETING` is asked
+    /// again later (retryable).
+    async fn ask_eks(
+        &self,
+        fleet: &dyn FleetRead,
+        cell: &str,
+        target: &decommission::CellCluster,
+        deadline: Instant,
+    ) -> Result<Eks, Attempt> {
+        let about = |presence: Value, reason: String| json!({"cluster": target.cluster, "region": target.region, "eks": presence, "proposed": false, "reason": reason});
+        let Some(access) = &self.clusters else {
+            return Ok(Eks::Unconfirmed(about(
+                Value::Null,
+                "EKS is not reachable from here: nothing can confirm that the cluster is gone".into(),
+            )));
+        };
+        let merged = cells::named(fleet, &target.cluster, cell, "the state's key").map_err(|e| Attempt::Fail {
+            error: format!("cell {cell}: {e}"),
+            retryable: false,
+            refused: false,
+            report: true,
+        })?;
         // An account whose role the configuration and the metadata disagree on is the
         // operators' to settle, as a bootstrap run would refuse it.
         let role = cells::role_of(&merged, &access.account_roles).map_err(|error| Attempt::Fail {
@@ -109,15 +236,12 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                     .map_err(|_| no_answer("STS GetCallerIdentity"))?
                     .map_err(refused)?;
                 if let Some(theirs) = merged.metadata.get("aws_account_id").filter(|a| **a != home) {
-                    return nothing(
-                        result,
-                        about(
-                            Value::Null,
-                            format!(
-                                "the cell's account {theirs} is not cellbridge's own ({home}), and neither CELLBRIDGE_ACCOUNT_ROLES nor the cell's bootstrap_role_arn gives a role there: nothing can confirm that the cluster is gone"
-                            ),
+                    return Ok(Eks::Unconfirmed(about(
+                        Value::Null,
+                        format!(
+                            "the cell's account {theirs} is not cellbridge's own ({home}), and neither CELLBRIDGE_ACCOUNT_ROLES nor the cell's bootstrap_role_arn gives a role there: nothing can confirm that the cluster is gone"
                         ),
-                    );
+                    )));
                 }
                 home
             }
@@ -133,58 +257,15 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         match presence {
             Presence::Exists { status } if status == "DELETING" => Err(Attempt::Fail {
                 error: format!(
-                    "cell {cell}: the stack was destroyed and EKS cluster {} in {} is still DELETING: the decommission is proposed once EKS no longer knows it",
+                    "cell {cell}: the stack was destroyed and EKS cluster {} in {} is still DELETING: it is asked again once EKS no longer knows it",
                     target.cluster, target.region
                 ),
                 retryable: true,
                 refused: false,
                 report: false,
             }),
-            Presence::Exists { status } => {
-                let mut detail = about(
-                    json!({"presence": "exists", "status": status}),
-                    format!(
-                        "EKS cluster {} still exists in {} ({status}): a state that looks destroyed (moved to another key, `terraform state rm`, another backend) is no proof, so nothing is proposed",
-                        target.cluster, target.region
-                    ),
-                );
-                if !dry_run {
-                    let why = format!(
-                        "Closed by cellbridge: EKS cluster `{}` still exists in `{}` ({status}), so `clusters/{cell}/` stays.",
-                        target.cluster, target.region
-                    );
-                    if let Some((number, url)) = gh_decommission::withdraw(&self.fleet, cell, &why, deadline)
-                        .await
-                        .map_err(github_fail)?
-                    {
-                        detail["withdrawn"] = json!({"number": number, "url": url});
-                    }
-                }
-                nothing(result, detail)
-            }
-            Presence::Gone => {
-                let gone = ClusterCheck::Gone {
-                    cluster: target.cluster.clone(),
-                    region: target.region.clone(),
-                    account: account.clone(),
-                };
-                let d = dry.checked(&gone);
-                let detail = json!({"cluster": target.cluster, "region": target.region, "account": account, "eks": {"presence": "gone"}, "proposed": true, "removed": d.removed.len()});
-                if dry_run {
-                    result.action = "planned".into();
-                    result.plan = Some(
-                        json!({"outcome": "decommission", "title": d.title, "body": d.body, "labels": d.labels, "removed": d.removed}),
-                    );
-                    result.decommission = Some(detail);
-                    return Ok(());
-                }
-                self.fleet.check_write_access(deadline).await.map_err(github_fail)?;
-                let published = gh_decommission::converge(&self.fleet, snap, &d, deadline)
-                    .await
-                    .map_err(github_fail)?;
-                result.decommissioned(&published, detail);
-                Ok(())
-            }
+            Presence::Exists { status } => Ok(Eks::Exists { status }),
+            Presence::Gone => Ok(Eks::Gone { account }),
         }
     }
 
@@ -232,6 +313,14 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             version_id: None,
         }))
     }
+}
+
+/// Nothing proposed for a destroyed stack: the result says why (`detail`).
+fn nothing(result: &mut CellResult, detail: Value) -> Result<(), Attempt> {
+    result.action = "destroyed".into();
+    tracing::warn!(cell = result.cell.as_deref().unwrap_or_default(), decommission = %detail, "the stack was destroyed; no decommission is proposed");
+    result.decommission = Some(detail);
+    Ok(())
 }
 
 impl CellResult {
