@@ -2240,7 +2240,9 @@ async fn a_head_larger_than_a_comparison_lists_is_checked_whole<B: Bed>() {
     let bulk: Vec<String> = (0..310).map(|i| format!("aaa-bulk/f{i:03}.yaml")).collect();
     let mut files: Vec<(&str, &str)> = bulk.iter().map(|p| (p.as_str(), "# bulk\n")).collect();
     files.push((manifest, broken));
-    let pushed = w.bed.commit(w.repo(), &branch(CELL), &files, "a reviewer's large change");
+    let pushed = w
+        .bed
+        .commit(w.repo(), &branch(CELL), &files, "a reviewer's large change");
     w.apply(CELL, 3, "vpc-3");
     assert_eq!(action(&w.deliver(CELL).await), "updated");
     let head = w.head(&branch(CELL)).unwrap();
@@ -2308,16 +2310,16 @@ async fn a_body_edited_to_read_eligible_never_turns_auto_merge_on<B: Bed>() {
     meta["queue_url"] = json!("q-1");
     w.put_state(CELL, state_with(2, meta));
     let r = w.deliver(CELL).await;
-    assert_eq!((action(&r), r["auto_merge"]["eligible"].as_bool()), ("opened", Some(false)), "{r}");
+    assert_eq!(
+        (action(&r), r["auto_merge"]["eligible"].as_bool()),
+        ("opened", Some(false)),
+        "{r}"
+    );
     let n = r["pull_request"]["number"].as_u64().unwrap();
     let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
     let (open, close) = ("<!-- cellbridge-auto-merge -->", "<!-- /cellbridge-auto-merge -->");
     let (a, b) = (pr.body.find(open).unwrap(), pr.body.find(close).unwrap());
-    let edited = format!(
-        "{}{open}\n**Auto-merge: eligible.**\n{}",
-        &pr.body[..a],
-        &pr.body[b..]
-    );
+    let edited = format!("{}{open}\n**Auto-merge: eligible.**\n{}", &pr.body[..a], &pr.body[b..]);
     let edited = cellbridge::record::with_field(&edited, "automerge", Some("eligible"));
     w.bed.edit_body(w.repo(), n, &edited);
 
@@ -2376,7 +2378,11 @@ async fn a_new_cells_unmerged_pull_request_is_closed_once_its_cluster_is_gone<B:
     let n = w.deliver(CELL).await["pull_request"]["number"].as_u64().unwrap();
     w.put_state(CELL, destroyed_state(2));
     let r = w.deliver(CELL).await;
-    assert_eq!((action(&r), r["pull_request"]["number"].as_u64()), ("destroyed", Some(n)), "{r}");
+    assert_eq!(
+        (action(&r), r["pull_request"]["number"].as_u64()),
+        ("destroyed", Some(n)),
+        "{r}"
+    );
     assert!(w.pulls().iter().any(|p| p.number == n && p.open));
     w.dashboard().await;
     let board = w.dashboards().pop().expect("the dashboard issue").body;
@@ -2389,7 +2395,9 @@ async fn a_new_cells_unmerged_pull_request_is_closed_once_its_cluster_is_gone<B:
     let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
     assert!(!pr.open && !pr.merged, "{pr:?}");
     assert!(
-        pr.comments.iter().any(|c| c.contains("destroyed") && c.contains("is gone")),
+        pr.comments
+            .iter()
+            .any(|c| c.contains("destroyed") && c.contains("is gone")),
         "{pr:?}"
     );
     assert_eq!(w.head(&branch(CELL)), None, "its branch held only cellbridge's commit");
@@ -2770,10 +2778,18 @@ async fn http_the_decommission_request_budget_is_the_readmes() {
     let mut step = async |row: &str, expect: &str| {
         measured.insert(row.to_owned(), measure(&w, row, new, expect).await);
     };
-    step("destroyed before it was merged, cluster still there (`destroyed`)", "destroyed").await;
+    step(
+        "destroyed before it was merged, cluster still there (`destroyed`)",
+        "destroyed",
+    )
+    .await;
     aws.remove_cluster(None, "eu-west-1", new);
     step("destroyed before it was merged, cluster gone (`closed`)", "closed").await;
-    step("destroyed, nothing on the base branch and nothing open (`destroyed`)", "destroyed").await;
+    step(
+        "destroyed, nothing on the base branch and nothing open (`destroyed`)",
+        "destroyed",
+    )
+    .await;
     assert_budget(&table, &measured);
 }
 

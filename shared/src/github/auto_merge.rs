@@ -578,7 +578,10 @@ mod tests {
             assert_eq!(with_block(&body, &r.block()), body);
             let other = run(!eligible, None);
             let rewritten = with_block(&body, &other.block());
-            assert!(rewritten.contains(&other.block()) && rewritten.contains("A reviewer's note."), "{rewritten}");
+            assert!(
+                rewritten.contains(&other.block()) && rewritten.contains("A reviewer's note."),
+                "{rewritten}"
+            );
             assert_eq!(
                 rewritten.matches("<!-- cellbridge-auto-merge -->").count(),
                 1,

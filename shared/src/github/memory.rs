@@ -60,9 +60,9 @@ use sha1::Digest as _;
 use super::archive::{Keeper, git_object_id, hex};
 use super::operations::{self as ops, Operation};
 use super::port::{
-    Actor, AutoMergeAnswer, AutoMergeRequest, BranchCommit, ChangedFile, CheckState, CloseReason, Comparison,
-    GithubRepo, Issue, Merge, MergeAnswer, MergeMethod, MergeState, MergeStateStatus, OpenPull, PullRequest, PullState,
-    COMPARE_FILES_MAX, Relation, RequiredCheck, TreeFiles,
+    Actor, AutoMergeAnswer, AutoMergeRequest, BranchCommit, COMPARE_FILES_MAX, ChangedFile, CheckState, CloseReason,
+    Comparison, GithubRepo, Issue, Merge, MergeAnswer, MergeMethod, MergeState, MergeStateStatus, OpenPull,
+    PullRequest, PullState, Relation, RequiredCheck, TreeFiles,
 };
 use super::{GithubError, Result, Snapshot};
 use crate::fleet::{FileMode, FileWrite, Keep, MemFleet};
@@ -518,7 +518,10 @@ impl Store {
             if let Some(number) = race.merge {
                 // A person's merge lands just before this request: what the request acts on was
                 // read while the pull request was open.
-                if self.merge_pr(number, MergeMethod::Merge, None, "a person", false).is_ok() {
+                if self
+                    .merge_pr(number, MergeMethod::Merge, None, "a person", false)
+                    .is_ok()
+                {
                     self.settle();
                 }
             } else {

@@ -99,9 +99,9 @@ pub async fn converge<G: GithubRepo>(
         (Proposal::Values(plan), latest, _) => Ok(Proposed::Values(
             pull_request::converge_from(gh, snap, plan, latest, false, deadline).await?,
         )),
-        (Proposal::Removal(d), Some(pr), Some(Kind::Metadata)) => {
-            Ok(Proposed::Removal(decommission::supersede(gh, snap, d, pr, deadline).await?))
-        }
+        (Proposal::Removal(d), Some(pr), Some(Kind::Metadata)) => Ok(Proposed::Removal(
+            decommission::supersede(gh, snap, d, pr, deadline).await?,
+        )),
         (Proposal::Removal(d), latest, _) => Ok(Proposed::Removal(
             decommission::converge_from(gh, snap, d, latest, deadline).await?,
         )),

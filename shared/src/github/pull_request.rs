@@ -208,7 +208,10 @@ pub(super) async fn write_text<G: GithubRepo>(
     // this read to the write).
     if record::field(&pr.body, "head").as_deref() != Some(pr.head_sha.as_str()) {
         let now = gh.latest_pull(&pr.branch, deadline).await?;
-        if now.as_ref().is_none_or(|p| p.number != pr.number || p.title != pr.title || p.body != pr.body) {
+        if now
+            .as_ref()
+            .is_none_or(|p| p.number != pr.number || p.title != pr.title || p.body != pr.body)
+        {
             return Err(GithubError::Conflict {
                 what: format!("pull request #{}", pr.number),
                 detail: "its text changed since it was read".into(),
@@ -337,7 +340,10 @@ impl HeadChanges {
 
     /// Every path the head added, changed or removed.
     fn paths(&self) -> impl Iterator<Item = &str> {
-        self.changed.keys().map(String::as_str).chain(self.removed.iter().map(String::as_str))
+        self.changed
+            .keys()
+            .map(String::as_str)
+            .chain(self.removed.iter().map(String::as_str))
     }
 }
 
@@ -533,7 +539,10 @@ async fn update<G: GithubRepo>(
         // The same proposal: the person's edits to the text stay; the record follows the head.
         let body = auto_merge::with_run_block(cleared.as_deref().unwrap_or(&pr.body), &run);
         let body = record::with_field(&with_marker_fields(&body, &run), "head", Some(&head));
-        (pr.title.clone(), record::with_field(&body, "base", Some(&snap.base_sha)))
+        (
+            pr.title.clone(),
+            record::with_field(&body, "base", Some(&snap.base_sha)),
+        )
     } else {
         (
             plan.title.clone(),

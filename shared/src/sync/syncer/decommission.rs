@@ -141,7 +141,10 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         };
         result.pull_request = Some(json!({"number": pr.number, "url": pr.url}));
         // The cell as its pull request's head has it: the cluster, the account, the role.
-        let view = Overlay::new(&snap.fleet as &dyn FleetRead, [(configmap::path_for(cell), text.into_bytes())]);
+        let view = Overlay::new(
+            &snap.fleet as &dyn FleetRead,
+            [(configmap::path_for(cell), text.into_bytes())],
+        );
         let target = decommission::cell_cluster(&view, cell).ok().flatten();
         let Some(target) = target else {
             return nothing(
@@ -151,7 +154,9 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         };
         let mut detail = match self.ask_eks(&view, cell, &target, deadline).await? {
             Eks::Unconfirmed(detail) => detail,
-            Eks::Exists { status } => json!({"cluster": target.cluster, "region": target.region, "eks": {"presence": "exists", "status": status}, "proposed": false}),
+            Eks::Exists { status } => {
+                json!({"cluster": target.cluster, "region": target.region, "eks": {"presence": "exists", "status": status}, "proposed": false})
+            }
             Eks::Gone { account } => {
                 let detail = json!({"cluster": target.cluster, "region": target.region, "account": account, "eks": {"presence": "gone"}, "proposed": false, "closed": pr.number});
                 if dry_run {
