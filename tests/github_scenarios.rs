@@ -125,6 +125,12 @@ trait Bed: Sized {
     fn merge_before(&self, repo: &Self::Repo, op: &Operation, number: u64);
     /// A reviewer edits pull request `number`'s description.
     fn edit_body(&self, repo: &Self::Repo, number: u64, body: &str);
+    /// A person's commit on `branch` adding `path` with these bytes (a binary file); its id.
+    fn commit_bytes(&self, repo: &Self::Repo, branch: &str, path: &str, bytes: &[u8], message: &str) -> String;
+    /// A person force-pushes `branch` to `commit` (history rewritten).
+    fn force_push(&self, repo: &Self::Repo, branch: &str, commit: &str);
+    /// The listings of the repository's issues sent so far.
+    fn issue_listings(&self, repo: &Self::Repo) -> usize;
     /// Someone else (another run, a person) opens an issue; its number.
     fn open_issue(&self, repo: &Self::Repo, title: &str, body: &str, labels: &[&str]) -> u64;
     /// The repository's issues are turned off in its settings.
@@ -260,6 +266,21 @@ impl Bed for MemBed {
 
     fn edit_body(&self, repo: &MemGithub, number: u64, body: &str) {
         repo.edit_body(number, body);
+    }
+
+    fn commit_bytes(&self, repo: &MemGithub, branch: &str, path: &str, bytes: &[u8], message: &str) -> String {
+        repo.commit_bytes(branch, path, bytes, message)
+    }
+
+    fn force_push(&self, repo: &MemGithub, branch: &str, commit: &str) {
+        repo.force_push(branch, commit);
+    }
+
+    fn issue_listings(&self, repo: &MemGithub) -> usize {
+        repo.calls()
+            .iter()
+            .filter(|c| **c == ops::ISSUES_LIST_FOR_REPO.id)
+            .count()
     }
 
     fn open_issue(&self, repo: &MemGithub, title: &str, body: &str, labels: &[&str]) -> u64 {
@@ -562,6 +583,29 @@ impl Bed for HttpBed {
             &format!("/repos/{REPO}/pulls/{number}"),
             &json!({"body": body}),
         );
+    }
+
+    fn commit_bytes(&self, _: &GithubFleet, branch: &str, path: &str, bytes: &[u8], message: &str) -> String {
+        self.gh.commit_bytes(REPO, branch, path, bytes, message)
+    }
+
+    fn force_push(&self, _: &GithubFleet, branch: &str, commit: &str) {
+        // "Update a reference" with `force`: https://docs.github.com/rest/git/refs#update-a-reference
+        self.person(
+            "PATCH",
+            &format!("/repos/{REPO}/git/refs/heads/{branch}"),
+            &json!({"sha": commit, "force": true}),
+        );
+    }
+
+    fn issue_listings(&self, _: &GithubFleet) -> usize {
+        let log = self.gh.requests();
+        log["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["method"] == "GET" && r["path"] == format!("/repos/{REPO}/issues"))
+            .count()
     }
 
     fn open_issue(&self, _: &GithubFleet, title: &str, body: &str, labels: &[&str]) -> u64 {
@@ -1868,6 +1912,9 @@ scenarios!(
         a_body_edited_to_read_eligible_never_turns_auto_merge_on,
         a_pull_request_merged_while_a_run_wrote_it_keeps_saying_what_it_merged,
         a_new_cells_unmerged_pull_request_is_closed_once_its_cluster_is_gone,
+        a_binary_file_on_the_branch_never_blocks_the_cell,
+        main_rewritten_under_the_pull_request_is_no_lost_race,
+        refused_states_of_many_cells_list_the_refused_issues_once,
         the_fleet_dashboard_is_one_issue_rewritten_only_when_what_it_shows_changed,
         a_repository_without_issues_fails_the_dashboard_not_the_sync_all,
         thousands_of_cells_needing_attention_fit_githubs_body_limit,
@@ -2410,31 +2457,15 @@ async fn a_new_cells_unmerged_pull_request_is_closed_once_its_cluster_is_gone<B:
     assert!(!row.contains("still open"), "{board}");
 }
 
-// --- the HTTP fake only: what GitHub's permissions and the request budget look like ----------
-
-/// With GitHub App credentials, GraphQL names the App that enabled auto-merge as a `Bot` by its
-/// slug (`cellbridge`) while `viewer.login` is `cellbridge[bot]`: cellbridge still knows the
-/// auto-merge as its own and turns it off when a reviewer's push makes the head ineligible,
-/// where taking it for a person's would leave GitHub to merge a change nobody reviewed.
-#[tokio::test]
-async fn http_with_app_credentials_cellbridge_knows_its_own_auto_merge_and_turns_it_off() {
-    let w = opted_in(http_world(app_credentials), "cells: ['*']\n").await;
-    // The App's REST login; GraphQL names it `cellbridge`, a `Bot`, and cellbridge knows it.
-    a_push_turns_cellbridges_auto_merge_off(&w, "cellbridge[bot]").await;
-}
-
-/// A reviewer commits a binary file (an image) on the cell's pull request. It is kept opaque:
-/// never parsed unless a layer reads it, so the next state updates the pull request as ever and
-/// nothing is reported as a refusal. (The in-memory double holds text only: this one runs on the
-/// HTTP fake, whose blobs are bytes.)
-#[tokio::test]
-async fn http_a_binary_file_on_the_branch_never_blocks_the_cell() {
-    let w = World::<HttpBed>::start();
+/// A binary file a reviewer commits on the cell's branch (an image) stays opaque: it never
+/// blocks the cell, no layer reads it, and the next values are written with a passing status.
+async fn a_binary_file_on_the_branch_never_blocks_the_cell<B: Bed>() {
+    let w = World::<B>::start();
     w.apply(CELL, 1, "vpc-1");
     assert_eq!(action(&w.deliver(CELL).await), "opened");
     let png: &[u8] = &[0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, 0xff, 0xfe, 0x00, 0x80];
-    w.bed.gh.commit_bytes(
-        REPO,
+    w.bed.commit_bytes(
+        w.repo(),
         &branch(CELL),
         &format!("clusters/{CELL}/diagram.png"),
         png,
@@ -2453,6 +2484,77 @@ async fn http_a_binary_file_on_the_branch_never_blocks_the_cell() {
         .collect();
     assert!(status.len() == 1 && status[0].success, "{status:?}");
     assert!(w.metadata_on(&branch(CELL), CELL).contains("vpc-2"));
+}
+
+/// A person rewrites main's history after the pull request was written (a force-push that drops
+/// a commit the pull request recorded as its base): the next state is no lost race, retried
+/// forever, but written on main as it now is.
+async fn main_rewritten_under_the_pull_request_is_no_lost_race<B: Bed>() {
+    let w = World::<B>::start().merged(state_with(1, metadata(CELL, "vpc-1"))).await;
+    let before = w.head("main").unwrap();
+    w.bed
+        .commit(w.repo(), "main", &[("docs/oops.md", "pushed by mistake\n")], "oops");
+    w.apply(CELL, 2, "vpc-2");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    w.bed.force_push(w.repo(), "main", &before);
+    w.apply(CELL, 3, "vpc-3");
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "updated", "{r}");
+    assert!(w.metadata_on(&branch(CELL), CELL).contains("vpc-3"));
+    assert_eq!(action(&w.deliver(CELL).await), "unchanged");
+}
+
+/// Refused states of many cells in one invocation (an SQS batch) list the `cellbridge-refused`
+/// issues once, whatever the number of cells, and each cell gets its own issue.
+async fn refused_states_of_many_cells_list_the_refused_issues_once<B: Bed>() {
+    let w = World::<B>::start();
+    let cells: Vec<String> = (1..=6).map(|i| format!("eu-r{i}")).collect();
+    for c in &cells {
+        let mut meta = metadata(c, "vpc-1");
+        meta["api_token"] = json!(PLANTED_SECRET);
+        w.put_state(c, state_with(1, meta));
+    }
+    let records: Vec<Value> = cells
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            json!({"messageId": format!("m{i}"), "eventSource": "aws:sqs", "body": json!({
+                "source": "aws.s3", "detail-type": "Object Created",
+                "detail": {"bucket": {"name": BUCKET}, "object": {"key": format!("cells/{c}/terraform.tfstate")}},
+            }).to_string()})
+        })
+        .collect();
+    let listed = w.bed.issue_listings(w.repo());
+    let inv = w.handle(json!({ "Records": records })).await;
+    let reported: Vec<&Value> = inv.response["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["reported"]["on"] == "issue")
+        .collect();
+    assert_eq!(reported.len(), cells.len(), "{}", inv.response);
+    assert_eq!(w.bed.issue_listings(w.repo()) - listed, 1, "one listing for the batch");
+    let issues = w.bed.issues(w.repo());
+    for c in &cells {
+        assert_eq!(
+            issues.iter().filter(|i| i.open && i.title.contains(c.as_str())).count(),
+            1,
+            "{issues:?}"
+        );
+    }
+}
+
+// --- the HTTP fake only: what GitHub's permissions and the request budget look like ----------
+
+/// With GitHub App credentials, GraphQL names the App that enabled auto-merge as a `Bot` by its
+/// slug (`cellbridge`) while `viewer.login` is `cellbridge[bot]`: cellbridge still knows the
+/// auto-merge as its own and turns it off when a reviewer's push makes the head ineligible,
+/// where taking it for a person's would leave GitHub to merge a change nobody reviewed.
+#[tokio::test]
+async fn http_with_app_credentials_cellbridge_knows_its_own_auto_merge_and_turns_it_off() {
+    let w = opted_in(http_world(app_credentials), "cells: ['*']\n").await;
+    // The App's REST login; GraphQL names it `cellbridge`, a `Bot`, and cellbridge knows it.
+    a_push_turns_cellbridges_auto_merge_off(&w, "cellbridge[bot]").await;
 }
 
 /// A world on the HTTP fake whose client authenticates with `creds(fake)`.

@@ -175,6 +175,8 @@ impl std::fmt::Display for MergeRefused {
 impl std::error::Error for MergeRefused {}
 
 const NOT_MERGEABLE: &str = "Pull Request is not mergeable";
+/// How the store, which keeps texts, keeps a file's bytes ([`MemGithub::commit_bytes`]).
+const BYTES_MARKER: &str = "\u{0}bytes:";
 /// The most commits a comparison lists (the most files: [`COMPARE_FILES_MAX`]).
 const COMPARE_COMMITS_MAX: usize = 250;
 
@@ -929,6 +931,14 @@ impl MemGithub {
         })
     }
 
+    /// A person's commit on `branch` adding `path` with these bytes (a binary file). The store
+    /// keeps texts: bytes are kept as a marker text that its blobs read back as the bytes.
+    pub fn commit_bytes(&self, branch: &str, path: &str, bytes: &[u8], message: &str) -> String {
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let files = vec![(path.to_owned(), Some(format!("{BYTES_MARKER}{hex}")))];
+        self.with(|s| s.commit_on(branch, &files, message))
+    }
+
     /// A person's commit on `branch` that deletes `paths`; its id.
     pub fn delete_files(&self, branch: &str, paths: &[&str], message: &str) -> String {
         let files: Vec<(String, Option<String>)> = paths.iter().map(|p| (p.to_string(), None)).collect();
@@ -1459,7 +1469,12 @@ impl GithubRepo for MemGithub {
             // Ids are learnt from comparisons, as a client learns them.
             s.blobs
                 .get(blob)
-                .map(|t| t.clone().into_bytes())
+                .map(|t| match t.strip_prefix(BYTES_MARKER) {
+                    Some(hex) => (0..hex.len() / 2)
+                        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap_or_default())
+                        .collect(),
+                    None => t.clone().into_bytes(),
+                })
                 .ok_or_else(|| api(&ops::GIT_GET_BLOB, 404, "Not Found"))
         })
     }
