@@ -651,6 +651,26 @@ async fn open<G: GithubRepo>(
 ) -> Result<Published> {
     let branch = &plan.branch;
     if let Some(prev) = previous.as_ref().filter(|p| p.state == PullState::Merged) {
+        // A base read before that pull request merged would propose again what it merged (a new
+        // cell's whole directory on a base without it): its head in the base branch now but not
+        // in the base read tells. A squash or rebase merge leaves no such trace: taken as read.
+        if !prev.head_sha.is_empty()
+            && !gh
+                .compare(&prev.head_sha, &snap.base_sha, deadline)
+                .await?
+                .relation
+                .contains_base()
+            && gh
+                .compare(&prev.head_sha, &snap.base_branch, deadline)
+                .await?
+                .relation
+                .contains_base()
+        {
+            return Err(GithubError::Conflict {
+                what: format!("pull request #{}", prev.number),
+                detail: "it was merged after the base was read".into(),
+            });
+        }
         // A merged pull request's branch: everything on it was merged, and its history is not
         // this pull request's (a squash or rebase merge leaves nothing a fast-forward can
         // follow). Only the old pull request's branch goes: one another run just recreated

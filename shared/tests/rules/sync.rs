@@ -602,6 +602,8 @@ struct Done {
     on_main: Vec<(String, String)>,
     /// Files a reviewer committed on a pull request's branch: (pull request, path, text).
     on_branch: Vec<(u64, String, String)>,
+    /// Binary files a reviewer committed on a pull request's branch: (pull request, path).
+    binary_on_branch: Vec<(u64, String)>,
     /// Files a reviewer deleted on a pull request's branch: (pull request, path).
     deleted_on_branch: Vec<(u64, String)>,
     /// Files someone pushed to the cell's branch while no pull request was open.
@@ -718,7 +720,7 @@ async fn one_schedule(seed: u64) -> (Bed, Done, Vec<Value>, cellbridge::bootstra
                 tokio::task::yield_now().await;
             }
             let open = bed.fleet.pulls().into_iter().find(|p| p.open).map(|p| p.number);
-            match (dice.roll(14), open) {
+            match (dice.roll(15), open) {
                 (0..=2, _) => {
                     let (path, text) = (format!("docs/main-{step}.md"), format!("seed {seed} step {step}\n"));
                     let c = bed.fleet.commit("main", &[(&path, &text)], "a person on main");
@@ -785,6 +787,18 @@ async fn one_schedule(seed: u64) -> (Bed, Done, Vec<Value>, cellbridge::bootstra
                         &c[..7]
                     ));
                     done.borrow_mut().pushed_without_pull.push((path, text));
+                }
+                (12, Some(n)) => {
+                    // A reviewer's image: bytes that are not UTF-8.
+                    let path = format!("clusters/eu-c1/diagram-{step}.png");
+                    let c = bed.fleet.commit_bytes(
+                        &branch("eu-c1"),
+                        &path,
+                        &[0x89, b'P', b'N', b'G', 0xff, 0xfe, step as u8],
+                        "a reviewer's diagram",
+                    );
+                    bed.fleet.note(format!("PERSON #{n} binary {path} -> {}", &c[..7]));
+                    done.borrow_mut().binary_on_branch.push((n, path));
                 }
                 (11, _) => {
                     // History rewritten: main's last commit, when it is the person's own, dropped.
@@ -983,6 +997,15 @@ fn check_schedules(seeds: impl Iterator<Item = u64>) -> std::collections::BTreeM
                     why(&format!("#{n}'s branch lost {path}"))
                 );
             }
+        }
+        for (n, path) in &done.binary_on_branch {
+            let pr = &pulls[*n as usize - 1];
+            let (on, held) = if pr.merged {
+                ("main", main.contains_key(path))
+            } else {
+                ("its branch", !pr.open || gh.files(&branch("eu-c1")).contains_key(path))
+            };
+            assert!(held, "{}", why(&format!("#{n}'s binary file {path} is gone from {on}")));
         }
         for (n, path) in &done.deleted_on_branch {
             if pulls[*n as usize - 1].open {
