@@ -33,14 +33,21 @@ data "aws_iam_policy_document" "state_sync" {
     resources = local.state_object_arns
   }
 
-  # sync-all lists the state objects; listing versions lets a run pick the latest version.
+  # sync-all lists the state objects, under the pattern's fixed head and `env:/` only. S3 also
+  # asks for ListBucket on a GetObject of a missing key, to answer 404 rather than 403 ("If you
+  # have the s3:ListBucket permission on the bucket, Amazon S3 returns an HTTP status code 404
+  # Not Found error", https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html,
+  # Permissions); that request carries no `s3:prefix`, which `...IfExists` lets through ("If the
+  # key is not present, evaluate the condition element as true",
+  # https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition_operators.html#Conditions_IfExists):
+  # a state deleted after its event is then ignored, not a refusal.
   statement {
     sid       = "ListStateObjectsUnderPrefix"
     actions   = ["s3:ListBucket", "s3:ListBucketVersions"]
     resources = [local.state_bucket_arn]
 
     condition {
-      test     = "StringLike"
+      test     = "StringLikeIfExists"
       variable = "s3:prefix"
       values   = local.state_list_prefixes
     }

@@ -20,10 +20,18 @@ locals {
 
   state_bucket_arn = "arn:${local.partition}:s3:::${var.state_bucket_name}"
 
+  # The rules whose targets are state-sync's queue and dead-letter queue: both queue policies
+  # allow exactly these.
+  state_sync_rule_arns = [
+    aws_cloudwatch_event_rule.state_object_created.arn,
+    aws_cloudwatch_event_rule.eks_delete_cluster.arn,
+  ]
+
   # IAM scope of state-sync: `cells/{cell}/terraform.tfstate` -> `cells/*/terraform.tfstate`,
   # plus the same under `env:/*/` for workspaces. Listing (sync-all) only below the pattern's
   # fixed head and `env:/`, the two prefixes state-sync lists.
-  state_key_glob = replace(var.state_key_pattern, "{cell}", "*")
+  # Both placeholders become IAM wildcards: a literal `{workspace}` in an object ARN matches no key.
+  state_key_glob = replace(replace(var.state_key_pattern, "{cell}", "*"), "{workspace}", "*")
   state_key_head = regex("^[^{]*", var.state_key_pattern)
   state_object_arns = concat(
     ["${local.state_bucket_arn}/${local.state_key_glob}"],

@@ -57,8 +57,12 @@ resource "aws_sqs_queue" "cluster_bootstrap" {
 # --- who may send --------------------------------------------------------------------------
 
 data "aws_iam_policy_document" "state_sync_queue" {
+  # Every rule that targets the queue: a state object written, and an EKS cluster deleted (this
+  # region's events and those the region forwarders put on this bus). EventBridge sends as
+  # events.amazonaws.com with the rule's ARN as aws:SourceArn ("Amazon SQS permissions",
+  # https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-sqs-permissions).
   statement {
-    sid       = "EventBridgeRule"
+    sid       = "EventBridgeRules"
     actions   = ["sqs:SendMessage"]
     resources = [aws_sqs_queue.state_sync.arn]
 
@@ -70,7 +74,7 @@ data "aws_iam_policy_document" "state_sync_queue" {
     condition {
       test     = "ArnEquals"
       variable = "aws:SourceArn"
-      values   = [aws_cloudwatch_event_rule.state_object_created.arn]
+      values   = local.state_sync_rule_arns
     }
   }
 
@@ -129,7 +133,10 @@ resource "aws_sqs_queue_policy" "cluster_bootstrap" {
   policy    = data.aws_iam_policy_document.cluster_bootstrap_queue.json
 }
 
-# EventBridge puts events it could not deliver to a target into that target's DLQ.
+# EventBridge puts events it could not deliver to a target into that target's DLQ, as the
+# rule ("Using dead-letter queues to process undelivered events",
+# https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html): every rule whose
+# target names this DLQ.
 data "aws_iam_policy_document" "state_sync_dlq" {
   statement {
     sid       = "EventBridgeTargetDeadLetters"
@@ -144,7 +151,7 @@ data "aws_iam_policy_document" "state_sync_dlq" {
     condition {
       test     = "ArnEquals"
       variable = "aws:SourceArn"
-      values   = [aws_cloudwatch_event_rule.state_object_created.arn]
+      values   = local.state_sync_rule_arns
     }
   }
 }

@@ -44,13 +44,13 @@ variable "state_bucket_name" {
 }
 
 variable "state_key_pattern" {
-  description = "Key of a cell's state object, with `{cell}` where the cell name stands. Sets CELLBRIDGE_STATE_KEY_PATTERN and scopes state-sync's read access."
+  description = "Key of a cell's state object, with `{cell}` where the cell name stands, and/or `{workspace}` where a Terraform workspace's name stands (`env:/{workspace}/stacks/eks/terraform.tfstate`: the workspace names the cell). Sets CELLBRIDGE_STATE_KEY_PATTERN and scopes state-sync's read access."
   type        = string
   default     = "cells/{cell}/terraform.tfstate"
 
   validation {
-    condition     = strcontains(var.state_key_pattern, "{cell}") && endswith(var.state_key_pattern, ".tfstate")
-    error_message = "state_key_pattern must contain {cell} and end with .tfstate (the EventBridge rule filters on that suffix)."
+    condition     = can(regex("\\{(cell|workspace)\\}", var.state_key_pattern)) && endswith(var.state_key_pattern, ".tfstate")
+    error_message = "state_key_pattern must contain {cell} or {workspace} and end with .tfstate (the EventBridge rule filters on that suffix)."
   }
 }
 
@@ -104,12 +104,12 @@ variable "base_branch" {
 }
 
 variable "github_secret_arn" {
-  description = "ARN of the Secrets Manager secret with the GitHub credentials (JSON: `app_id`, `installation_id`, `private_key`, or `token`). CELLBRIDGE_GITHUB_SECRET."
+  description = "Full ARN (with Secrets Manager's six-character suffix) of the Secrets Manager secret with the GitHub credentials (JSON: `app_id`, `installation_id`, `private_key`, or `token`). CELLBRIDGE_GITHUB_SECRET."
   type        = string
 
   validation {
-    condition     = can(regex("^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:.+$", var.github_secret_arn))
-    error_message = "github_secret_arn must be a Secrets Manager secret ARN."
+    condition     = can(regex("^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:.+-[A-Za-z0-9]{6}$", var.github_secret_arn))
+    error_message = "github_secret_arn must be a Secrets Manager secret's full ARN, with the six characters Secrets Manager appends to its name (arn:aws:secretsmanager:<region>:<account>:secret:<name>-AbCdEf: the console's \"Secret ARN\"); IAM matches a policy's resource against that full ARN."
   }
 }
 
@@ -132,12 +132,12 @@ variable "flux_git_branch" {
 }
 
 variable "flux_git_secret_arn" {
-  description = "ARN of the Secrets Manager secret that becomes the `flux-system` Git credentials Secret (CELLBRIDGE_FLUX_GIT_SECRET). Read by cluster-bootstrap only."
+  description = "Full ARN (with Secrets Manager's six-character suffix) of the Secrets Manager secret that becomes the `flux-system` Git credentials Secret (CELLBRIDGE_FLUX_GIT_SECRET). Read by cluster-bootstrap only."
   type        = string
 
   validation {
-    condition     = can(regex("^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:.+$", var.flux_git_secret_arn))
-    error_message = "flux_git_secret_arn must be a Secrets Manager secret ARN."
+    condition     = can(regex("^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:.+-[A-Za-z0-9]{6}$", var.flux_git_secret_arn))
+    error_message = "flux_git_secret_arn must be a Secrets Manager secret's full ARN, with the six characters Secrets Manager appends to its name (arn:aws:secretsmanager:<region>:<account>:secret:<name>-AbCdEf: the console's \"Secret ARN\"); IAM matches a policy's resource against that full ARN."
   }
 }
 

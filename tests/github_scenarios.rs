@@ -2557,6 +2557,36 @@ async fn http_with_app_credentials_cellbridge_knows_its_own_auto_merge_and_turns
     a_push_turns_cellbridges_auto_merge_off(&w, "cellbridge[bot]").await;
 }
 
+/// A reviewer adds a submodule under the cell on its pull request: a comparison lists the
+/// gitlink like a file, whose "blob" the repository does not have. The head is then read from
+/// its trees, where the submodule is no file: the next values are written, the status passes,
+/// nothing is refused. (The in-memory double has no gitlinks: this runs on the HTTP fake.)
+#[tokio::test]
+async fn http_a_submodule_on_the_branch_is_no_file_and_never_blocks_the_cell() {
+    let w = World::<HttpBed>::start();
+    w.apply(CELL, 1, "vpc-1");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    w.bed.gh.commit_gitlink(
+        REPO,
+        &branch(CELL),
+        &format!("clusters/{CELL}/vendor/charts"),
+        "0123456789abcdef0123456789abcdef01234567",
+        "a reviewer vendors charts as a submodule",
+    );
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "updated", "{r}");
+    assert!(w.open_pulls()[0].comments.is_empty(), "nothing refused");
+    let head = w.head(&branch(CELL)).unwrap();
+    let status: Vec<Status> = w
+        .statuses(&head)
+        .into_iter()
+        .filter(|s| s.context == STATUS_CONTEXT)
+        .collect();
+    assert!(status.len() == 1 && status[0].success, "{status:?}");
+    assert!(w.metadata_on(&branch(CELL), CELL).contains("vpc-2"));
+}
+
 /// A world on the HTTP fake whose client authenticates with `creds(fake)`.
 fn http_world(creds: impl FnOnce(&FakeGithub) -> Credentials) -> World<HttpBed> {
     let mut w = World::<HttpBed>::start();

@@ -632,7 +632,8 @@ def diff_entries(full, since_sha, head_sha):
             continue
         status = "added" if o is None else "removed" if n is None else "modified"
         sha = (n or o)[1]
-        adds, dels = line_changes(get_obj(o[1], "blob") if o else b"", get_obj(n[1], "blob") if n else b"")
+        # A gitlink's entry names a commit no blob holds: listed like a file, with no lines.
+        adds, dels = line_changes((get_obj(o[1], "blob") or b"") if o else b"", (get_obj(n[1], "blob") or b"") if n else b"")
         ref = head_sha if n else since_sha
         out.append({"sha": sha, "filename": path, "status": status, "additions": adds, "deletions": dels,
                     "changes": adds + dels,
@@ -1065,6 +1066,10 @@ def seed(body):
     for path, text in body.get("files", {}).items():
         if text is None:
             files.pop(path, None)
+        elif isinstance(text, dict) and "gitlink" in text:
+            # A submodule: a tree entry of mode 160000 naming a commit of another repository,
+            # which this one does not store ("Git Tools - Submodules", https://git-scm.com/book/en/v2/Git-Tools-Submodules).
+            files[path] = ("160000", text["gitlink"])
         elif isinstance(text, dict) and "base64" in text:
             files[path] = (text.get("mode", "100644"), put_blob(base64.b64decode(text["base64"])))
         elif isinstance(text, dict):
@@ -1365,6 +1370,13 @@ def _tarball(full, sha):
                         ti.type, ti.mode = tarfile.DIRTYPE, 0o775
                         tar.addfile(ti)
                 mode, blob = files[path]
+                if mode == "160000":
+                    # `git archive` writes a submodule as an empty directory (its files are
+                    # another repository's).
+                    ti = tarfile.TarInfo(f"{top}/{path}/")
+                    ti.type, ti.mode = tarfile.DIRTYPE, 0o775
+                    tar.addfile(ti)
+                    continue
                 data = get_obj(blob, "blob")
                 ti = tarfile.TarInfo(f"{top}/{path}")
                 # As `git archive` writes them under its default umask 002 (git-config(1),
@@ -2105,7 +2117,8 @@ class Handler(BaseHTTPRequestHandler):
             if not sha:
                 raise ApiError(404, "Not Found")
             if query.get("recursive"):
-                entries = [{"path": p, "mode": md, "type": "blob", "sha": s} for p, (md, s) in sorted(tree_files(sha).items())]
+                entries = [{"path": p, "mode": md, "type": "commit" if md == "160000" else "blob", "sha": s}
+                           for p, (md, s) in sorted(tree_files(sha).items())]
             else:
                 entries = [{"path": n, "mode": md, "type": "tree" if md == "40000" else "blob", "sha": s} for md, n, s in get_obj(sha, "tree")]
             return 200, {"sha": sha, "tree": entries, "truncated": False}
@@ -2473,7 +2486,9 @@ class Handler(BaseHTTPRequestHandler):
                 # Modes other than 100644, per branch: {path: "100755" | "120000"}.
                 modes = {}
                 for b, sha in branches.items():
-                    files[b] = {p: get_obj(s, "blob").decode("utf-8", "replace") for p, (_, s) in tree_files(get_obj(sha, "commit")["tree"]).items()}
+                    # A gitlink shows as the commit it names (no blob holds it).
+                    files[b] = {p: (get_obj(s, "blob") or f"Subproject commit {s}".encode()).decode("utf-8", "replace")
+                                for p, (_, s) in tree_files(get_obj(sha, "commit")["tree"]).items()}
                     modes.setdefault(b, {}).update({p: m for p, (m, _) in tree_files(get_obj(sha, "commit")["tree"]).items() if m != "100644"})
                 pulls = []
                 for pr in sorted(repo["pulls"].values(), key=lambda p: p["number"]):

@@ -206,6 +206,17 @@ impl FakeGithub {
         v["sha"].as_str().unwrap().to_owned()
     }
 
+    /// A person's commit on `branch` adding a submodule at `path` (a gitlink naming `commit`, a
+    /// commit of another repository).
+    pub fn commit_gitlink(&self, repo: &str, branch: &str, path: &str, commit: &str, message: &str) -> String {
+        let v = self.control(
+            "POST",
+            "/_fake/seed",
+            Some(&json!({"repo": repo, "branch": branch, "files": {path: {"gitlink": commit}}, "replace": false, "message": message})),
+        );
+        v["sha"].as_str().unwrap().to_owned()
+    }
+
     /// Adds a fault rule (see the fake's docstring).
     pub fn fault(&self, rule: Value) {
         self.control("POST", "/_fake/faults", Some(&rule));

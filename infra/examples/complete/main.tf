@@ -48,9 +48,39 @@ resource "aws_secretsmanager_secret" "flux_git" {
   kms_key_id = aws_kms_key.secrets.arn
 }
 
+# The alarm topic's key lets CloudWatch encrypt what it publishes: the AWS managed key
+# `alias/aws/sns` cannot be given that grant, so alarms would never notify ("Amazon CloudWatch
+# alarms ... encrypted SNS topic": a customer managed key whose policy allows
+# cloudwatch.amazonaws.com kms:Decrypt and kms:GenerateDataKey*,
+# https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/AlarmThatSendsEmail.html).
+resource "aws_kms_key" "alarms" {
+  description         = "cellbridge alarm notifications"
+  enable_key_rotation = true
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [
+      {
+        Sid       = "AccountAdministersThroughIam"
+        Effect    = "Allow"
+        Principal = { AWS = "arn:aws:iam::${data.aws_caller_identity.current.account_id}:root" }
+        Action    = "kms:*"
+        Resource  = "*"
+      },
+      {
+        Sid       = "CloudWatchPublishesAlarms"
+        Effect    = "Allow"
+        Principal = { Service = "cloudwatch.amazonaws.com" }
+        Action    = ["kms:Decrypt", "kms:GenerateDataKey*"]
+        Resource  = "*"
+        Condition = { StringEquals = { "aws:SourceAccount" = data.aws_caller_identity.current.account_id } }
+      },
+    ]
+  })
+}
+
 resource "aws_sns_topic" "alarms" {
   name              = "cellbridge-alarms"
-  kms_master_key_id = "alias/aws/sns"
+  kms_master_key_id = aws_kms_key.alarms.arn
 }
 
 module "cellbridge" {

@@ -302,31 +302,52 @@ fn labels_for(plan: &Plan, pr: &PullRequest) -> Vec<String> {
 pub(super) struct HeadChanges {
     changed: BTreeMap<String, String>,
     removed: Vec<String>,
+    /// Taken from a comparison's list (which names a gitlink like a file), not from the trees.
+    listed: bool,
+    merge_base: String,
+    head: String,
 }
 
 impl HeadChanges {
     pub(super) async fn of<G: GithubRepo>(gh: &G, cmp: &Comparison, head: &str, deadline: Instant) -> Result<Self> {
-        if cmp.lists_every_file() {
-            let mut changed = BTreeMap::new();
-            let mut removed = Vec::new();
-            for f in &cmp.files {
-                match &f.blob {
-                    Some(blob) => {
-                        changed.insert(f.path.clone(), blob.clone());
-                    }
-                    None => removed.push(f.path.clone()),
-                }
-            }
-            return Ok(Self { changed, removed });
+        if !cmp.lists_every_file() {
+            return Self::from_trees(gh, &cmp.merge_base, head, deadline).await;
         }
+        let mut changed = BTreeMap::new();
+        let mut removed = Vec::new();
+        for f in &cmp.files {
+            match &f.blob {
+                Some(blob) => {
+                    changed.insert(f.path.clone(), blob.clone());
+                }
+                None => removed.push(f.path.clone()),
+            }
+        }
+        Ok(Self {
+            changed,
+            removed,
+            listed: true,
+            merge_base: cmp.merge_base.clone(),
+            head: head.to_owned(),
+        })
+    }
+
+    /// From the whole trees of `merge_base` and `head` (gitlinks are no files there).
+    async fn from_trees<G: GithubRepo>(gh: &G, merge_base: &str, head: &str, deadline: Instant) -> Result<Self> {
         let at_head = gh.tree_files(head, deadline).await?.files;
-        let at_base = gh.tree_files(&cmp.merge_base, deadline).await?.files;
+        let at_base = gh.tree_files(merge_base, deadline).await?.files;
         let removed = at_base.keys().filter(|p| !at_head.contains_key(*p)).cloned().collect();
         let changed = at_head
             .into_iter()
             .filter(|(path, blob)| at_base.get(path) != Some(blob))
             .collect();
-        Ok(Self { changed, removed })
+        Ok(Self {
+            changed,
+            removed,
+            listed: false,
+            merge_base: merge_base.to_owned(),
+            head: head.to_owned(),
+        })
     }
 
     /// Whether the head holds `text` at `path`, the base's file at `path` being `base`.
@@ -397,7 +418,20 @@ async fn checked_head<G: GithubRepo>(
     deadline: Instant,
 ) -> Result<Plan> {
     let cm = configmap::path_for(&plan.cell);
-    let content = head_content(gh, plan, changes, (&cm, ours), deadline).await?;
+    let from_trees;
+    let (content, changes) = match head_content(gh, plan, changes, (&cm, ours), deadline).await {
+        // A path the comparison lists whose blob the repository does not have is a gitlink (a
+        // submodule's commit, which a comparison lists like a file): the two trees, which tell
+        // gitlinks apart, are read instead, and the submodule is no file of the head.
+        Err(GithubError::Access { status: 404, .. }) if changes.listed => {
+            from_trees = HeadChanges::from_trees(gh, &changes.merge_base, &changes.head, deadline).await?;
+            (
+                head_content(gh, plan, &from_trees, (&cm, ours), deadline).await?,
+                &from_trees,
+            )
+        }
+        other => (other?, changes),
+    };
     // What the head deleted is gone from what is checked: a deleted layer no longer fails the
     // check, a deleted variable source no longer passes it.
     let deleted = changes.removed.iter().filter(|p| **p != cm).cloned();
