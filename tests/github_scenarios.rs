@@ -875,6 +875,14 @@ impl<B: Bed> World<B> {
         self.bed.head(self.repo(), branch)
     }
 
+    /// The `cellbridge/strict-substitution` statuses of `sha`.
+    fn strict_statuses(&self, sha: &str) -> Vec<Status> {
+        self.statuses(sha)
+            .into_iter()
+            .filter(|s| s.context == STATUS_CONTEXT)
+            .collect()
+    }
+
     fn statuses(&self, sha: &str) -> Vec<Status> {
         self.bed.statuses(self.repo(), sha)
     }
@@ -2209,11 +2217,7 @@ async fn a_file_a_reviewer_deleted_is_gone_from_what_the_heads_status_checks<B: 
     assert_eq!(action(&w.deliver(CELL).await), "updated");
     let head = w.head(&branch(CELL)).unwrap();
     assert_ne!(head, deleted);
-    let status: Vec<Status> = w
-        .statuses(&head)
-        .into_iter()
-        .filter(|s| s.context == STATUS_CONTEXT)
-        .collect();
+    let status: Vec<Status> = w.strict_statuses(&head);
     assert!(
         status.len() == 1 && !status[0].success && status[0].description.contains("deployment.yaml"),
         "{status:?}"
@@ -2222,11 +2226,7 @@ async fn a_file_a_reviewer_deleted_is_gone_from_what_the_heads_status_checks<B: 
         .bed
         .commit(w.repo(), &branch(CELL), &[(manifest, &text)], "put it back");
     assert_eq!(action(&w.deliver(CELL).await), "unchanged");
-    let status: Vec<Status> = w
-        .statuses(&restored)
-        .into_iter()
-        .filter(|s| s.context == STATUS_CONTEXT)
-        .collect();
+    let status: Vec<Status> = w.strict_statuses(&restored);
     assert!(status.len() == 1 && status[0].success, "{status:?}");
 }
 
@@ -2294,11 +2294,7 @@ async fn a_head_larger_than_a_comparison_lists_is_checked_whole<B: Bed>() {
     assert_eq!(action(&w.deliver(CELL).await), "updated");
     let head = w.head(&branch(CELL)).unwrap();
     assert_ne!(head, pushed);
-    let status: Vec<Status> = w
-        .statuses(&head)
-        .into_iter()
-        .filter(|s| s.context == STATUS_CONTEXT)
-        .collect();
+    let status: Vec<Status> = w.strict_statuses(&head);
     assert!(
         status.len() == 1 && !status[0].success && status[0].description.contains("no_such_key"),
         "{status:?}"
@@ -2477,11 +2473,7 @@ async fn a_binary_file_on_the_branch_never_blocks_the_cell<B: Bed>() {
     let pr = w.open_pulls().remove(0);
     assert!(pr.comments.is_empty(), "nothing refused: {:?}", pr.comments);
     let head = w.head(&branch(CELL)).unwrap();
-    let status: Vec<Status> = w
-        .statuses(&head)
-        .into_iter()
-        .filter(|s| s.context == STATUS_CONTEXT)
-        .collect();
+    let status: Vec<Status> = w.strict_statuses(&head);
     assert!(status.len() == 1 && status[0].success, "{status:?}");
     assert!(w.metadata_on(&branch(CELL), CELL).contains("vpc-2"));
 }
@@ -2578,11 +2570,7 @@ async fn http_a_submodule_on_the_branch_is_no_file_and_never_blocks_the_cell() {
     assert_eq!(action(&r), "updated", "{r}");
     assert!(w.open_pulls()[0].comments.is_empty(), "nothing refused");
     let head = w.head(&branch(CELL)).unwrap();
-    let status: Vec<Status> = w
-        .statuses(&head)
-        .into_iter()
-        .filter(|s| s.context == STATUS_CONTEXT)
-        .collect();
+    let status: Vec<Status> = w.strict_statuses(&head);
     assert!(status.len() == 1 && status[0].success, "{status:?}");
     assert!(w.metadata_on(&branch(CELL), CELL).contains("vpc-2"));
 }
