@@ -1097,6 +1097,39 @@ async fn teams_fleet_new_cell_is_the_template_and_its_status_matches_a_checkout(
     );
 }
 
+/// state-sync asks EKS in a cell's account through the cell's role, which is cluster-bootstrap's
+/// (a role that may make itself a cluster's administrator), narrowed by a session policy to
+/// `eks:DescribeCluster` alone: moto's record of the assumed session holds that policy, and a
+/// cluster of that account is found through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_sync_reaches_a_cells_account_narrowed_to_describe_cluster() {
+    use cellbridge::cells::{ClusterProbe, EksProbe, Presence};
+    const ROLE: &str = "arn:aws:iam::333333333333:role/cellbridge-bootstrap";
+    leak::init();
+    let conf = moto::sdk_config().await;
+    let theirs = moto::assumed(&conf, "arn:aws:iam::333333333333:role/terraform", "test-account-c").await;
+    moto::create_cluster(&theirs, "eks-narrow", &[]).await;
+    let probe = EksProbe::new(conf.clone(), "cellbridge-state-sync");
+    let presence = probe.presence("eks-narrow", "eu-west-1", Some(ROLE)).await.unwrap();
+    assert!(matches!(presence, Presence::Exists { .. }), "{presence:?}");
+    let (_, moto_data) =
+        cellbridge_tests::kube::http_json("GET", &format!("{}/moto-api/data.json", moto::endpoint()), None);
+    let sessions: Vec<&Value> = moto_data["sts"]["AssumedRole"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["role_arn"] == ROLE && r["session_name"] == "cellbridge-state-sync")
+        .collect();
+    assert!(!sessions.is_empty(), "{}", moto_data["sts"]);
+    for s in sessions {
+        let policy: Value = serde_json::from_str(s["policy"].as_str().unwrap_or("null")).unwrap_or(Value::Null);
+        assert_eq!(
+            policy["Statement"][0]["Action"], "eks:DescribeCluster",
+            "the session may do nothing else: {s}"
+        );
+    }
+}
+
 /// Issue 15, item 5: the state bucket in another account, read through
 /// `CELLBRIDGE_STATE_ROLE_ARN`. moto is multi-account: the bucket is made with account B's
 /// credentials, and moto's own record of assumed roles (`/moto-api/data.json`) shows the role

@@ -61,7 +61,7 @@ impl Accounts for AwsAccounts {
     type Api = EksApi;
 
     async fn open(&self, region: &str, role: Option<&str>) -> Result<EksApi, AccessError> {
-        let conf = probe::regional(&self.aws, region, role, "cellbridge-bootstrap")
+        let conf = probe::regional(&self.aws, region, role, "cellbridge-bootstrap", None)
             .await
             .map_err(|f| AccessError::AssumeRole {
                 role: role.unwrap_or_default().to_owned(),

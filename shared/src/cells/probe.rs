@@ -73,6 +73,14 @@ pub trait ClusterProbe: Send + Sync {
     fn home_account(&self) -> Identified<'_>;
 }
 
+/// The session policy of the role [`EksProbe`] assumes: the cell's role is cluster-bootstrap's,
+/// which may make itself a cluster's administrator, while state-sync only asks whether the
+/// cluster exists. A session's permissions are the intersection of the role's and this policy
+/// ("Session policies",
+/// <https://docs.aws.amazon.com/IAM/latest/UserGuide/access_policies.html#policies_session>), so
+/// that session can call `eks:DescribeCluster` and nothing else.
+pub const DESCRIBE_ONLY: &str = r#"{"Version":"2012-10-17","Statement":[{"Sid":"DescribeOnly","Effect":"Allow","Action":"eks:DescribeCluster","Resource":"*"}]}"#;
+
 /// [`ClusterProbe`] over the AWS SDK.
 #[derive(Clone)]
 pub struct EksProbe {
@@ -96,7 +104,7 @@ impl EksProbe {
 impl ClusterProbe for EksProbe {
     fn presence<'a>(&'a self, cluster: &'a str, region: &'a str, role: Option<&'a str>) -> Probed<'a> {
         Box::pin(async move {
-            let conf = regional(&self.aws, region, role, self.session)
+            let conf = regional(&self.aws, region, role, self.session, Some(DESCRIBE_ONLY))
                 .await
                 .map_err(|f| ProbeError::AssumeRole {
                     role: role.unwrap_or_default().to_owned(),
@@ -163,30 +171,37 @@ pub struct AssumeFailure {
     pub retryable: bool,
 }
 
-/// `aws` in `region`, as `role` when given: the role assumed once, here (session `session`), so
-/// that a refusal names the role rather than surfacing in whatever call came first, and every
-/// client made from the answer shares one session (a run is far shorter than its hour).
+/// `aws` in `region`, as `role` when given: the role assumed once, here (session `session`,
+/// narrowed to the session policy `policy` when given), so that a refusal names the role rather
+/// than surfacing in whatever call came first, and every client made from the answer shares one
+/// session (a run is far shorter than its hour).
 pub async fn regional(
     aws: &SdkConfig,
     region: &str,
     role: Option<&str>,
     session: &str,
+    policy: Option<&str>,
 ) -> Result<SdkConfig, AssumeFailure> {
     let regional = aws.to_builder().region(Region::new(region.to_owned())).build();
     match role {
         None => Ok(regional),
-        Some(role) => assume(&regional, role, session).await,
+        Some(role) => assume(&regional, role, session, policy).await,
     }
 }
 
-/// `conf` with the credentials of `role`, assumed now.
-pub async fn assume(conf: &SdkConfig, role: &str, session: &str) -> Result<SdkConfig, AssumeFailure> {
-    tracing::info!(role, session, "assuming the cell's role");
-    let provider = aws_config::sts::AssumeRoleProvider::builder(role)
-        .session_name(session)
-        .configure(conf)
-        .build()
-        .await;
+/// `conf` with the credentials of `role`, assumed now (narrowed to the session policy `policy`).
+pub async fn assume(
+    conf: &SdkConfig,
+    role: &str,
+    session: &str,
+    policy: Option<&str>,
+) -> Result<SdkConfig, AssumeFailure> {
+    tracing::info!(role, session, narrowed = policy.is_some(), "assuming the cell's role");
+    let mut builder = aws_config::sts::AssumeRoleProvider::builder(role).session_name(session);
+    if let Some(policy) = policy {
+        builder = builder.policy(policy);
+    }
+    let provider = builder.configure(conf).build().await;
     let creds = provider.provide_credentials().await.map_err(|e| AssumeFailure {
         reason: aws_sdk_sts::error::DisplayErrorContext(&e).to_string(),
         retryable: assume_role_retryable(&e),
