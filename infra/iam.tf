@@ -27,10 +27,16 @@ resource "aws_iam_role" "state_sync" {
 }
 
 data "aws_iam_policy_document" "state_sync" {
-  statement {
-    sid       = "ReadStateObjectsAndVersions"
-    actions   = ["s3:GetObject", "s3:GetObjectVersion"]
-    resources = local.state_object_arns
+  # The state bucket with the function's own role, unless a state-reading role is configured
+  # (then that role reads it, and this role only assumes it). The latest version of an object is
+  # read (GetObject without versionId), so neither GetObjectVersion nor ListBucketVersions.
+  dynamic "statement" {
+    for_each = var.state_role_arn == null ? [1] : []
+    content {
+      sid       = "ReadStateObjects"
+      actions   = ["s3:GetObject"]
+      resources = local.state_object_arns
+    }
   }
 
   # sync-all lists the state objects, under the pattern's fixed head and `env:/` only. S3 also
@@ -41,20 +47,23 @@ data "aws_iam_policy_document" "state_sync" {
   # key is not present, evaluate the condition element as true",
   # https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition_operators.html#Conditions_IfExists):
   # a state deleted after its event is then ignored, not a refusal.
-  statement {
-    sid       = "ListStateObjectsUnderPrefix"
-    actions   = ["s3:ListBucket", "s3:ListBucketVersions"]
-    resources = [local.state_bucket_arn]
+  dynamic "statement" {
+    for_each = var.state_role_arn == null ? [1] : []
+    content {
+      sid       = "ListStateObjectsUnderPrefix"
+      actions   = ["s3:ListBucket"]
+      resources = [local.state_bucket_arn]
 
-    condition {
-      test     = "StringLikeIfExists"
-      variable = "s3:prefix"
-      values   = local.state_list_prefixes
+      condition {
+        test     = "StringLikeIfExists"
+        variable = "s3:prefix"
+        values   = local.state_list_prefixes
+      }
     }
   }
 
   dynamic "statement" {
-    for_each = var.state_bucket_kms_key_arn == null ? [] : [var.state_bucket_kms_key_arn]
+    for_each = var.state_bucket_kms_key_arn == null || var.state_role_arn != null ? [] : [var.state_bucket_kms_key_arn]
     content {
       sid       = "DecryptStateThroughS3"
       actions   = ["kms:Decrypt"]
@@ -172,7 +181,7 @@ data "aws_iam_policy_document" "cluster_bootstrap" {
   # `cellbridge.dev/cell` tag, so it cannot be conditioned on that tag.
   statement {
     sid       = "ReadClusters"
-    actions   = ["eks:DescribeCluster", "eks:ListTagsForResource", "eks:ListAccessEntries"]
+    actions   = ["eks:DescribeCluster"]
     resources = [local.eks_cluster_arn]
   }
 
@@ -205,7 +214,7 @@ data "aws_iam_policy_document" "cluster_bootstrap" {
 
   statement {
     sid       = "ManageOwnAccessEntry"
-    actions   = ["eks:DescribeAccessEntry", "eks:DeleteAccessEntry", "eks:ListAssociatedAccessPolicies", "eks:DisassociateAccessPolicy"]
+    actions   = ["eks:DescribeAccessEntry", "eks:DeleteAccessEntry"]
     resources = [local.own_access_entry_arn]
   }
 
@@ -263,10 +272,11 @@ data "aws_iam_policy_document" "cluster_bootstrap" {
     }
   }
 
-  # SendMessage: a cluster still CREATING is handed back to the queue with a delay.
+  # ChangeMessageVisibility and GetQueueUrl: a record handed back (a cluster still CREATING, a
+  # retryable failure) returns after its backoff. Nothing is sent to this queue.
   statement {
-    sid       = "ConsumeAndRequeueOwnQueue"
-    actions   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl", "sqs:SendMessage"]
+    sid       = "ConsumeOwnQueue"
+    actions   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl"]
     resources = [aws_sqs_queue.cluster_bootstrap.arn]
   }
 

@@ -66,6 +66,15 @@ def flat(values, mod):
     return out
 
 
+def statements(doc):
+    """A policy document's statements, those of its `dynamic "statement"` blocks included
+    (whatever their `for_each`: each may be there)."""
+    out = list(doc.get("statement", []))
+    for dyn in doc.get("dynamic", []):
+        out.extend(dyn.get("statement", {}).get("content", []))
+    return out
+
+
 def senders(mod, queue):
     """The `aws:SourceArn` values allowed to send to `aws_sqs_queue.<queue>` as EventBridge."""
     policies = [
@@ -76,7 +85,7 @@ def senders(mod, queue):
     assert len(policies) == 1, f"aws_sqs_queue.{queue} has {len(policies)} queue policies"
     doc = mod["data"][("aws_iam_policy_document", policies[0].split(".")[1])]
     allowed = []
-    for st in doc["statement"]:
+    for st in statements(doc):
         events = any(
             "events.amazonaws.com" in flat(p["identifiers"], mod) for p in st.get("principals", [])
         )
@@ -169,7 +178,7 @@ def test_a_getobject_of_a_missing_state_is_answered_404_not_403():
     (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition_operators.html#Conditions_IfExists)."""
     mod = load()
     doc = mod["data"][("aws_iam_policy_document", "state_sync")]
-    listing = [st for st in doc["statement"] if "s3:ListBucket" in flat(st["actions"], mod)]
+    listing = [st for st in statements(doc) if "s3:ListBucket" in flat(st["actions"], mod)]
     assert listing, "state-sync is never allowed s3:ListBucket"
     for st in listing:
         for c in st.get("condition", []):
@@ -193,3 +202,45 @@ def test_the_examples_alarm_topic_is_one_cloudwatch_can_publish_to():
         assert not key.startswith("alias/aws/"), f"alarm topic encrypted with the AWS managed {key}"
         policy = str(mod["resource"][("aws_kms_key", ref(key).split(".")[1])]["policy"])
         assert "cloudwatch.amazonaws.com" in policy and "kms:GenerateDataKey" in policy, policy
+
+
+# What AWS itself does with a function's role, not the code: the SQS event source mapping polls
+# the queue (ReceiveMessage, DeleteMessage, GetQueueAttributes: "Amazon SQS execution role
+# permissions", https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html#events-sqs-permissions);
+# a failed asynchronous invocation goes to the dead-letter queue with the role's rights
+# (SendMessage, https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html#invocation-dlq);
+# logs; KMS behind the encrypted queues, secrets and states; EKS authorizes the tags of a
+# CreateAccessEntry as TagResource ("tag on create").
+AWS_NEEDS = {
+    "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:SendMessage",
+    "logs:CreateLogStream", "logs:PutLogEvents", "kms:Decrypt", "kms:GenerateDataKey",
+    "eks:TagResource",
+}
+# IAM actions whose API operation, as the SDK names it, is another: ListObjectsV2 is authorized
+# as s3:ListBucket, SendMessageBatch as sqs:SendMessage, AssumeRole through the SDK's provider.
+CALLED_AS = {
+    "s3:ListBucket": "list_objects_v2",
+    "sqs:SendMessage": "send_message_batch",
+    "sts:AssumeRole": "AssumeRoleProvider",
+}
+
+
+def snake(op):
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", op).lower()
+
+
+@pytest.mark.parametrize("role", ["state_sync", "cluster_bootstrap"])
+def test_every_action_a_function_is_granted_is_one_its_code_calls_or_aws_needs(role):
+    mod = load()
+    doc = mod["data"][("aws_iam_policy_document", role)]
+    granted = {a for st in statements(doc) for a in flat(st["actions"], mod)}
+    assert granted, f"{role}: no action read"
+    code = "\n".join(p.read_text() for p in (ROOT / "shared" / "src").rglob("*.rs"))
+    unused = []
+    for action in sorted(granted):
+        if action in AWS_NEEDS:
+            continue
+        called = CALLED_AS.get(action, snake(action.split(":", 1)[1]))
+        if not re.search(rf"\b{re.escape(called)}\b", code):
+            unused.append(action)
+    assert not unused, f"{role} is granted actions no code path calls: {unused}"
