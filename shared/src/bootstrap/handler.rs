@@ -240,6 +240,11 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
                 }
             }
         }
+        // A dry run writes nothing, the sweep's deletions included: an invocation whose every
+        // cluster is a dry run does not sweep.
+        let dry_only = requests
+            .iter()
+            .all(|(_, item)| matches!(item, Ok(BootstrapItem::Cluster(r)) if r.dry_run));
         let mut results = Vec::new();
         let mut failed_records = Vec::new();
         let mut failures = Vec::new();
@@ -356,7 +361,11 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
         // the time it has left: what a run killed elsewhere left goes without waiting for the
         // daily schedule. Best effort: its failures are the sweep's, not this run's.
         let swept = match &fleet {
-            Some(base) if switch.is_none() && deadline.saturating_duration_since(Instant::now()) > SWEEP_AFTER_RUN => {
+            Some(base)
+                if switch.is_none()
+                    && !dry_only
+                    && deadline.saturating_duration_since(Instant::now()) > SWEEP_AFTER_RUN =>
+            {
                 let ttl = super::access::ttl_from_env().unwrap_or(super::access::DEFAULT_TTL);
                 let left = deadline.saturating_duration_since(Instant::now()) - SWEEP_MARGIN;
                 match tokio::time::timeout(left, Box::pin(self.sweep_fleet(base.fleet.as_ref(), ttl))).await {

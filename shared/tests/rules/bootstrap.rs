@@ -1600,3 +1600,31 @@ async fn every_bootstrap_run_sweeps_expired_temporary_access_elsewhere() {
         captured.records()
     );
 }
+
+/// A dry run writes nothing, so it does not sweep either: an expired temporary entry elsewhere
+/// stays for the next real run or the schedule, and the answer has no sweep.
+#[tokio::test]
+async fn a_dry_run_never_sweeps() {
+    use cellbridge::metrics::{Captured, Metrics};
+    let b = bed();
+    let hour_ago = Some(std::time::SystemTime::now() - Duration::from_secs(3600));
+    b.accounts()
+        .add_cluster(MemCluster::active("left-behind", REGION).tag("cellbridge.dev/cell", "new-cell"));
+    b.accounts()
+        .add_entry_in(HOME, REGION, "left-behind", FUNCTION_ROLE, true, hour_ago);
+    let captured = Captured::default();
+    let metrics = Metrics::new("cluster-bootstrap", &captured);
+    let svc = service(b, Fleet(Ok(fleet(&[])), Some("main")));
+    let dry = json!({"action": "bootstrap", "cluster": CLUSTER, "region": REGION, "dry_run": true});
+    let inv = svc.handle_with(&dry, deadline(), None, &metrics).await.unwrap();
+    assert_eq!(inv.response["outcome"], "planned", "{}", inv.response);
+    assert!(inv.response.get("sweep").is_none(), "{}", inv.response);
+    assert_eq!(
+        svc.bootstrapper
+            .accounts()
+            .entries_in(HOME, REGION, "left-behind")
+            .len(),
+        1,
+        "the expired entry stays"
+    );
+}
