@@ -123,7 +123,27 @@ impl CellResult {
     fn failed(&self) -> bool {
         self.action == "failed" || self.action == "refused"
     }
+
+    /// A state a person named that is not there to sync (what an event's delivery ignores): a
+    /// final failure that says what to check.
+    fn not_there(&mut self) {
+        let why = self.error.take().unwrap_or_default();
+        self.action = "failed".into();
+        self.retryable = false;
+        self.error = Some(if why == GONE {
+            format!(
+                "no state at s3://{}/{}: check the cell name or CELLBRIDGE_STATE_KEY_PATTERN",
+                self.bucket, self.key
+            )
+        } else {
+            format!("s3://{}/{}: {why}", self.bucket, self.key)
+        });
+        tracing::error!(bucket = %self.bucket, key = %self.key, error = self.error.as_deref().unwrap_or_default(), "the state named is not there");
+    }
 }
+
+/// Why a state whose event was delivered is not synced: it was deleted since.
+const GONE: &str = "the state object no longer exists";
 
 /// What one invocation returns.
 #[derive(Debug, Clone)]
@@ -338,6 +358,15 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         // The clusters an EKS DeleteCluster names are found in one read of the base's index,
         // shared by the invocation's records.
         let index = SharedBase::index();
+        // A state a person named by its cell or key (a manual payload, the console, the command
+        // line): its absence is a mistake to tell, not an event to drop.
+        let named = matches!(
+            &parsed,
+            SyncEvent::Manual {
+                request: Manual::Cell(_) | Manual::Object { .. },
+                ..
+            }
+        );
         let (items, dry_run, records) = match parsed {
             SyncEvent::Manual {
                 request: Manual::Dashboard,
@@ -474,6 +503,11 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             }
         };
         results.sort_by(|a, b| (&a.bucket, &a.key).cmp(&(&b.bucket, &b.key)));
+        if named {
+            for r in results.iter_mut().filter(|r| r.action == "ignored") {
+                r.not_there();
+            }
+        }
         for r in &results {
             metrics.count(
                 metrics::sync_outcome(&r.action, r.retryable),
@@ -822,7 +856,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             Ok(s) => s,
             Err(S3Error::NotFound { .. }) => {
                 result.action = "ignored".into();
-                result.error = Some("the state object no longer exists".into());
+                result.error = Some(GONE.into());
                 return Ok(None);
             }
             Err(e) => {

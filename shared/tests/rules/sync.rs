@@ -2077,3 +2077,48 @@ async fn a_dry_run_sync_all_plans_every_cell_in_place_and_sends_nothing() {
     assert!(queue.sent.lock().unwrap().is_empty());
     assert_eq!(bed.fleet.writes(), 0);
 }
+
+/// A person who names a cell (or a key) with no state behind it gets a final failure that says
+/// what to check, and nothing is written; a delivered event whose object was deleted since is
+/// still ignored (a deleted state proves nothing).
+#[tokio::test]
+async fn a_manual_sync_of_a_cell_with_no_state_is_a_final_failure_naming_what_to_check() {
+    let bed = bed();
+    let inv = bed
+        .handle(&json!({"action": "sync", "cell": "eu-typo"}), deadline())
+        .await
+        .unwrap();
+    let r = &inv.response["cells"][0];
+    assert_eq!(
+        (r["action"].as_str(), r["retryable"].as_bool()),
+        (Some("failed"), Some(false)),
+        "{r}"
+    );
+    let error = r["error"].as_str().unwrap();
+    assert!(
+        error.contains("no state at s3://tfstate/cells/eu-typo/terraform.tfstate")
+            && error.contains("check the cell name or CELLBRIDGE_STATE_KEY_PATTERN"),
+        "{error}"
+    );
+    assert_eq!(inv.class, Some(cellbridge::error::Class::Final), "{}", inv.response);
+    let inv = bed
+        .handle(
+            &json!({"action": "sync", "bucket": BUCKET, "key": "elsewhere/eu-c1.tfstate"}),
+            deadline(),
+        )
+        .await
+        .unwrap();
+    let r = &inv.response["cells"][0];
+    assert_eq!(r["action"], "failed", "{r}");
+    assert!(
+        r["error"].as_str().unwrap().contains("CELLBRIDGE_STATE_KEY_PATTERN"),
+        "{r}"
+    );
+    assert_eq!(bed.fleet.writes(), 0);
+
+    // The same absence reached by an event: ignored, as ever.
+    let event = json!({"Records": [sqs_record("m1", "eu-typo")]});
+    let inv = bed.handle(&event, deadline()).await.unwrap();
+    assert_eq!(inv.response["batchItemFailures"], json!([]), "{}", inv.response);
+    assert_eq!(inv.class, None, "{}", inv.response);
+}
