@@ -323,7 +323,11 @@ async fn nothing_is_proposed_without_a_cluster_to_ask_about_or_without_eks() {
     // A destroyed stack the fleet never had (or whose decommission merged): nothing to remove.
     destroy(&bed, 3);
     let r = sync(&bed, "eu-c9").await;
-    assert_eq!(r["action"], "ignored", "no state for eu-c9: {r}");
+    assert_eq!(
+        (r["action"].as_str(), r["retryable"].as_bool()),
+        (Some("failed"), Some(false)),
+        "a cell named with no state: {r}"
+    );
     bed.states.put(BUCKET, "cells/eu-c9/terraform.tfstate", destroyed(1));
     let r = sync(&bed, "eu-c9").await;
     assert_eq!(r["action"], "destroyed", "{r}");
