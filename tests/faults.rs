@@ -635,3 +635,35 @@ async fn a_pull_request_cut_off_before_its_labels_and_status_is_completed_later(
         .collect();
     run_all(cases, fault, started).await;
 }
+
+/// S3 refusing a read (a missing IAM grant: 403 AccessDenied) is a final failure in one line an
+/// operator can act on: the object, S3's status and code, and the permission the role needs;
+/// never the SDK's nested debug context.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_refusing_a_read_is_one_final_line_naming_the_permission() {
+    moto::configure_env();
+    let bed = Bed::new("denied").await;
+    bed.put_state(1).await;
+    moto_fault(
+        &json!({"service": "s3", "operation": format!("^GET /{}/cells/", bed.bucket),
+                       "kind": "denied", "count": 1}),
+    );
+    let resp = bed.invoke(&sync_cell(), 60).await.expect("a handled answer");
+    let r = &resp["cells"][0];
+    assert_eq!(
+        (r["action"].as_str(), r["retryable"].as_bool()),
+        (Some("failed"), Some(false)),
+        "{resp}"
+    );
+    let error = r["error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!("s3://{}/{KEY}", bed.bucket))
+            && error.contains("HTTP 403 AccessDenied")
+            && error.contains("s3:GetObject"),
+        "{error}"
+    );
+    for shape in ["Some(", "Error {", "ServiceError", "\n"] {
+        assert!(!error.contains(shape), "debug shape {shape:?} in {error:?}");
+    }
+    assert!(error.len() < 400, "{} characters: {error}", error.len());
+}

@@ -1,7 +1,7 @@
 //! Terraform states in S3: the latest version of one object, read as it downloads (a state can
 //! be hundreds of megabytes; only its outputs are kept), and the listing `sync-all` walks.
 
-use aws_sdk_s3::error::{DisplayErrorContext, SdkError};
+use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use tokio_util::io::SyncIoBridge;
 
 use crate::error::{Class, Classify};
@@ -72,23 +72,48 @@ impl S3States {
     }
 }
 
-fn sdk_error<E>(bucket: &str, key: &str, e: SdkError<E, aws_sdk_s3::config::http::HttpResponse>) -> S3Error
+/// One line an operator can act on: S3's status, code and message, and for a refusal the
+/// permission the call needs (`permission`); never the SDK's nested debug context.
+fn sdk_error<E>(
+    bucket: &str,
+    key: &str,
+    (operation, permission): (&str, &str),
+    e: SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
+) -> S3Error
 where
-    E: std::error::Error + Send + Sync + 'static,
+    E: std::error::Error + ProvideErrorMetadata + Send + Sync + 'static,
 {
-    let retryable = match &e {
+    let (retryable, reason) = match &e {
         // Throttling and 5xx are worth another try; access denied or a bad bucket are not.
         SdkError::ServiceError(s) => {
             let status = s.raw().status().as_u16();
-            status >= 500 || status == 429 || status == 408
+            let code = e.code().unwrap_or("an error");
+            let message = e.message().map(|m| format!(": {m}")).unwrap_or_default();
+            let hint = if status == 403 {
+                format!(" (the function's role needs {permission})")
+            } else {
+                String::new()
+            };
+            (
+                status >= 500 || status == 429 || status == 408,
+                format!("S3 {operation} answered HTTP {status} {code}{message}{hint}"),
+            )
         }
-        SdkError::ConstructionFailure(_) => false,
-        _ => true,
+        SdkError::ConstructionFailure(_) => (false, format!("S3 {operation}: the request could not be built")),
+        SdkError::TimeoutError(_) => (true, format!("S3 {operation}: no answer in time")),
+        // A connection or a response that never came whole: the SDK's own words, on one line.
+        _ => (
+            true,
+            format!(
+                "S3 {operation}: {}",
+                DisplayErrorContext(&e).to_string().replace('\n', " ")
+            ),
+        ),
     };
     S3Error::Request {
         bucket: bucket.to_owned(),
         key: key.to_owned(),
-        reason: format!("{}", DisplayErrorContext(&e)),
+        reason,
         retryable,
     }
 }
@@ -103,7 +128,17 @@ impl StateSource for S3States {
                     key: key.to_owned(),
                 });
             }
-            Err(e) => return Err(sdk_error(bucket, key, e)),
+            Err(e) => {
+                return Err(sdk_error(
+                    bucket,
+                    key,
+                    (
+                        "GetObject",
+                        "s3:GetObject on the object, and s3:ListBucket on the bucket",
+                    ),
+                    e,
+                ));
+            }
         };
         let version_id = out.version_id().map(str::to_owned);
         let origin = match &version_id {
@@ -141,7 +176,8 @@ impl StateSource for S3States {
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| sdk_error(bucket, prefix, e))?;
+            let page =
+                page.map_err(|e| sdk_error(bucket, prefix, ("ListObjectsV2", "s3:ListBucket on the bucket"), e))?;
             keys.extend(page.contents().iter().filter_map(|o| o.key().map(str::to_owned)));
         }
         keys.sort();

@@ -5,7 +5,7 @@ that a client retries or fails cleanly.
 Control routes (plain HTTP, no signature):
 - POST /_cellbridge/faults {"service": "sts"|"eks"|"secretsmanager"|"s3"|"sqs"|...,
   "operation": "GetCallerIdentity" (X-Amz-Target suffix or Action, a REST operation name of
-  REST_OPS, or a regex on "METHOD /raw/path"), "kind": "5xx"|"throttle"|"timeout", "count": 1,
+  REST_OPS, or a regex on "METHOD /raw/path"), "kind": "5xx"|"throttle"|"timeout"|"denied", "count": 1,
   "skip": 0, "sleep": 30, "access_key": only calls signed with this key id, "body_contains":
   only requests whose body holds this text, "land": false, "tag": a name for the test's own use}
   A "timeout" sleeps `sleep` seconds and then answers 503; with "land": true the call is served
@@ -37,6 +37,10 @@ CODES = {
     ("rest-xml", "5xx"): (503, "ServiceUnavailable"), ("rest-xml", "throttle"): (503, "SlowDown"),
     ("rest-json", "5xx"): (500, "ServerException"), ("rest-json", "throttle"): (429, "ThrottlingException"),
     ("json", "5xx"): (500, "InternalServiceError"), ("json", "throttle"): (400, "ThrottlingException"),
+    # A refusal: what a missing IAM grant gets (S3 "AccessDenied" 403,
+    # https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html#ErrorCodeList).
+    ("query", "denied"): (403, "AccessDenied"), ("rest-xml", "denied"): (403, "AccessDenied"),
+    ("rest-json", "denied"): (403, "AccessDeniedException"), ("json", "denied"): (400, "AccessDeniedException"),
 }
 
 
@@ -231,8 +235,8 @@ class Faults:
                 n = int(environ.get("CONTENT_LENGTH") or 0)
                 req = json.loads(environ["wsgi.input"].read(n) or b"{}")
                 kind = req.get("kind", "5xx")
-                if kind not in ("5xx", "throttle", "timeout") or not req.get("service"):
-                    body = json.dumps({"error": "need service and kind 5xx|throttle|timeout"}).encode()
+                if kind not in ("5xx", "throttle", "timeout", "denied") or not req.get("service"):
+                    body = json.dumps({"error": "need service and kind 5xx|throttle|timeout|denied"}).encode()
                     start_response("400 Bad Request", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
                     return [body]
                 out = {"service": req["service"], "operation": req.get("operation"), "kind": kind,

@@ -862,7 +862,9 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             Err(e) => {
                 return Err(Attempt::Fail {
                     retryable: e.retryable(),
-                    refused: !e.retryable(),
+                    // A state that is no state is refused; S3 refusing access is a failure of
+                    // the deployment, not of the state.
+                    refused: matches!(e, S3Error::State(_)) && !e.retryable(),
                     // A state that is no state is the team's to fix; S3 refusing access is not.
                     report: matches!(e, S3Error::State(_)) && !e.retryable(),
                     error: e.to_string(),
@@ -1129,7 +1131,17 @@ impl CellResult {
         } else if self.failed() {
             tracing::error!(cell, key = %self.key, action = %self.action, retryable = self.retryable, error = self.error.as_deref().unwrap_or(""), "state not synced")
         } else {
-            tracing::info!(cell, key = %self.key, action = %self.action, serial = self.serial, pull_request = ?self.pull_request, "state synced")
+            // Fields a Logs Insights query filters on, never a debug dump: the pull request by
+            // its number and address.
+            let number = self.pull_request.as_ref().and_then(|p| p["number"].as_u64());
+            let url = self.pull_request.as_ref().and_then(|p| p["url"].as_str()).unwrap_or("");
+            let message = match self.action.as_str() {
+                "ignored" => "state ignored",
+                "planned" => "state planned (dry run): nothing written",
+                "destroyed" => "stack destroyed: nothing proposed",
+                _ => "state synced",
+            };
+            tracing::info!(cell, key = %self.key, action = %self.action, serial = self.serial, pull_request = number, pull_request_url = url, reason = self.error.as_deref().unwrap_or(""), "{message}")
         }
     }
 }
