@@ -193,8 +193,10 @@ impl Plan {
         } else {
             format!("{} layers pass strict substitution", self.check.layers.len())
         };
+        // The schema rule first: a long finding (a symlink, a path) is what the cut may shorten,
+        // never the one sentence that says a person must look at the key set.
         if self.schema_violation && !d.contains("schema") {
-            d.push_str("; key set changed without a schema bump");
+            d = format!("key set changed without a schema bump; {d}");
         }
         truncate(&d, 140)
     }
@@ -831,6 +833,16 @@ mod tests {
         );
         p.check.findings = vec![finding("", 12)];
         assert_eq!(p.status_description(), "infrastructure/x.yaml:12: bad substitution");
+
+        // GitHub keeps 140 characters of a status: the schema rule survives a long finding.
+        p.schema_violation = true;
+        p.check.findings = vec![check::Finding {
+            file: format!("clusters/eu-c1/{}/layer.yaml", "deep/".repeat(30)),
+            ..finding("", 1)
+        }];
+        let d = p.status_description();
+        assert!(d.starts_with("key set changed without a schema bump; "), "{d}");
+        assert_eq!(d.chars().count(), 140, "{d}");
     }
 
     #[test]
