@@ -110,3 +110,34 @@ resource "aws_cloudwatch_metric_alarm" "outcome" {
   ok_actions          = var.alarm_actions
   tags                = local.tags
 }
+
+# Every EventBridge rule with a target: events it could not deliver (a queue policy that refuses
+# it, a KMS key it may not use) are FailedInvocations, retried and then dead-lettered; the alarm
+# says so before the dead-letter queue fills. Custom buses add the EventBusName dimension
+# ("Amazon EventBridge metrics", https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-monitoring.html).
+locals {
+  event_rule_alarms = {
+    state_object_created = aws_cloudwatch_event_rule.state_object_created.name
+    eks_create_cluster   = aws_cloudwatch_event_rule.eks_create_cluster.name
+    eks_delete_cluster   = aws_cloudwatch_event_rule.eks_delete_cluster.name
+  }
+}
+
+resource "aws_cloudwatch_metric_alarm" "event_rule_failed_invocations" {
+  for_each = local.event_rule_alarms
+
+  alarm_name          = "${each.value}-failed-invocations"
+  alarm_description   = "cellbridge: the EventBridge rule ${each.value} could not deliver events to its target (its queue's policy, its key). They are retried, then dead-lettered."
+  namespace           = "AWS/Events"
+  metric_name         = "FailedInvocations"
+  dimensions          = var.event_bus_name == "default" ? { RuleName = each.value } : { EventBusName = var.event_bus_name, RuleName = each.value }
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 1
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = 0
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = var.alarm_actions
+  ok_actions          = var.alarm_actions
+  tags                = local.tags
+}

@@ -244,3 +244,16 @@ def test_every_action_a_function_is_granted_is_one_its_code_calls_or_aws_needs(r
         if not re.search(rf"\b{re.escape(called)}\b", code):
             unused.append(action)
     assert not unused, f"{role} is granted actions no code path calls: {unused}"
+
+
+def test_every_rule_with_a_target_has_a_failed_invocations_alarm():
+    mod = load()
+    rules = {ref(b["rule"]).split(".")[1] for (t, _), b in mod["resource"].items() if t == "aws_cloudwatch_event_target"}
+    alarmed = set()
+    for (t, _), body in mod["resource"].items():
+        if t == "aws_cloudwatch_metric_alarm" and flat(body["metric_name"], mod) == ["FailedInvocations"]:
+            each = flat(body["for_each"], mod)
+            for entry in each:
+                if isinstance(entry, dict):
+                    alarmed |= {ref(v).split(".")[1] for v in entry.values() if isinstance(v, str)}
+    assert rules and rules <= alarmed, f"rules without a FailedInvocations alarm: {sorted(rules - alarmed)}"
