@@ -38,9 +38,10 @@ resource "aws_sqs_queue" "cluster_bootstrap_dlq" {
 
 resource "aws_sqs_queue" "cluster_bootstrap" {
   name = local.cluster_bootstrap_name
-  # A record handed back (cluster still CREATING) reappears when this runs out, so it is kept
-  # just above the function timeout (the least SQS event sources accept): the next attempt
-  # comes ~16 minutes later with the defaults, not 90.
+  # A retried record (a cluster still CREATING) returns after the function's own backoff
+  # (ChangeMessageVisibility, retry_base_seconds doubling up to retry_max_seconds); this timeout
+  # applies only to an invocation that died without answering, so it is kept just above the
+  # function timeout (the least SQS event sources accept).
   visibility_timeout_seconds        = var.cluster_bootstrap_timeout_seconds + 60
   message_retention_seconds         = 345600
   kms_master_key_id                 = local.kms_key_arn

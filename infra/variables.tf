@@ -254,7 +254,7 @@ variable "state_sync_max_receive_count" {
 }
 
 variable "cluster_bootstrap_max_receive_count" {
-  description = "Deliveries of one cluster-bootstrap record before it goes to the dead-letter queue. Each hand-back while the cluster is still CREATING is one delivery (one every timeout + 60 s), so 12 covers about three hours."
+  description = "Deliveries of one cluster-bootstrap record before it goes to the dead-letter queue. Each retry (a cluster still CREATING, a retryable failure) is one delivery, returned after the backoff (retry_base_seconds doubling up to retry_max_seconds): 12 span about six hours with the defaults."
   type        = number
   default     = 12
 }
