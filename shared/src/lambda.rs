@@ -64,7 +64,7 @@ pub fn sqs_redeliver(function: &str, failed: impl IntoIterator<Item = RecordFail
     let mut ids = Vec::new();
     for f in failed {
         if redeliver(f.class) {
-            tracing::warn!(function, message_id = %f.message_id, error = %f.reason, "SQS record failed; redelivered after the queue's visibility timeout");
+            tracing::warn!(function, message_id = %f.message_id, error = %f.reason, "SQS record failed; handed back for redelivery (after the function's backoff)");
             ids.push(f.message_id);
         } else {
             tracing::error!(function, message_id = %f.message_id, class = f.class.as_str(), error = %f.reason, "SQS record failed for good; not redelivered (deleted from the queue)");

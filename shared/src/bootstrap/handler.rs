@@ -147,7 +147,7 @@ const SWEEP_MARGIN: Duration = Duration::from_secs(5);
 impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
     /// Handles one event. A cluster still CREATING is not an error: directly invoked, the
     /// invocation fails so that EventBridge's retry policy brings it back; from SQS the record
-    /// is listed for redelivery after the queue's visibility timeout.
+    /// is listed for redelivery, and the Lambda shell sets when it returns (`crate::backoff`).
     /// Paused by `CELLBRIDGE_PAUSED`; no metrics (the command line).
     pub async fn handle(&self, event: &Value, deadline: Instant) -> Result<BootstrapInvocation, BootstrapError> {
         let switch = pause::from_env()?;
@@ -313,7 +313,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
                     match ran {
                         Ok(rep) if rep.outcome == BootstrapOutcome::ClusterNotReady => {
                             if is_sqs {
-                                tracing::info!(cluster = %req.cluster, "cluster still CREATING: returning the record to SQS, redelivered after the queue's visibility timeout");
+                                tracing::info!(cluster = %req.cluster, "cluster still CREATING: the record is handed back, redelivered after the function's backoff");
                             } else {
                                 tracing::info!(cluster = %req.cluster, "cluster still CREATING: failing the invocation so that it is retried");
                             }
