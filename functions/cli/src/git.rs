@@ -10,7 +10,16 @@ use cellbridge::fleet::FileWrite;
 pub enum GitError {
     #[error("git {args}: {message}")]
     Failed { args: String, message: String },
+    /// The cell's branch holds a commit cellbridge did not write: it is never moved.
+    #[error(
+        "branch {branch} holds {commit}, a commit cellbridge did not write: cellbridge will not move it. Merge or keep that work elsewhere, or delete the branch (git branch -D {branch}), then sync again"
+    )]
+    Foreign { branch: String, commit: String },
 }
+
+/// The trailer every commit `cellbridge sync` writes carries: what tells its commits from a
+/// person's on the cell's branch.
+pub const TRAILER: &str = "Cellbridge-Serial:";
 
 fn git(root: &Path, index: Option<&Path>, args: &[&str], stdin: Option<&[u8]>) -> Result<String, GitError> {
     let mut cmd = Command::new("git");
@@ -43,18 +52,36 @@ fn git(root: &Path, index: Option<&Path>, args: &[&str], stdin: Option<&[u8]>) -
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-pub fn is_repo(root: &Path) -> bool {
-    git(root, None, &["rev-parse", "--show-toplevel"], None)
-        .ok()
-        .and_then(|top| std::fs::canonicalize(top).ok())
-        .zip(std::fs::canonicalize(root).ok())
-        .is_some_and(|(top, root)| top == root)
+/// The repository `root` is in, and the path of `root` inside it (`""` at its top, else ending in
+/// `/`): a fleet may be a sub-directory of a larger repository. `None` outside any repository.
+pub fn repo_of(root: &Path) -> Option<(std::path::PathBuf, String)> {
+    let top = git(root, None, &["rev-parse", "--show-toplevel"], None).ok()?;
+    let prefix = git(root, None, &["rev-parse", "--show-prefix"], None).ok()?;
+    Some((std::path::PathBuf::from(top), prefix))
 }
 
-/// Commits `files` on top of HEAD to `branch` (created or moved there), each with its mode (a
-/// symlink is the blob of its target, mode 120000, as git stores one), returns the commit id.
+/// Commits `files` (paths below the repository's top) on top of HEAD to `branch`, each with its
+/// mode (a symlink is the blob of its target, mode 120000, as git stores one); returns the
+/// commit id. A branch that exists moves only when every commit it has beyond HEAD is one
+/// cellbridge wrote ([`TRAILER`]), and only from the head read (`update-ref` with its old
+/// value): a person's commit is never dropped.
 pub fn commit_files(root: &Path, branch: &str, files: &[FileWrite], message: &str) -> Result<String, GitError> {
     let head = git(root, None, &["rev-parse", "HEAD"], None)?;
+    let refname = format!("refs/heads/{branch}");
+    let current = git(root, None, &["rev-parse", "--verify", "--quiet", &refname], None).ok();
+    if let Some(tip) = current.as_deref().filter(|t| !t.is_empty()) {
+        let theirs = git(root, None, &["rev-list", &format!("{head}..{tip}")], None)?;
+        for c in theirs.lines().filter(|l| !l.is_empty()) {
+            let msg = git(root, None, &["log", "-1", "--format=%B", c], None)?;
+            if !msg.lines().any(|l| l.starts_with(TRAILER)) {
+                let subject = git(root, None, &["log", "-1", "--format=%h (%an: %s)", c], None)?;
+                return Err(GitError::Foreign {
+                    branch: branch.to_owned(),
+                    commit: subject,
+                });
+            }
+        }
+    }
     let dir = tempfile_dir(root)?;
     let index = dir.join("index");
     let result = (|| {
@@ -85,12 +112,13 @@ pub fn commit_files(root: &Path, branch: &str, files: &[FileWrite], message: &st
             &["commit-tree", &tree, "-p", &head, "-F", "-"],
             Some(message.as_bytes()),
         )?;
-        git(
-            root,
-            None,
-            &["update-ref", &format!("refs/heads/{branch}"), &commit],
-            None,
-        )?;
+        // Compare-and-swap: from the head read (or creating it), so a commit made meanwhile is
+        // never overwritten.
+        let old = current
+            .clone()
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| "0".repeat(40));
+        git(root, None, &["update-ref", &refname, &commit, &old], None)?;
         Ok(commit)
     })();
     let _ = std::fs::remove_dir_all(&dir);

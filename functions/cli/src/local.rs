@@ -214,9 +214,18 @@ pub enum Applied {
 
 fn write(root: &std::path::Path, p: &Plan) -> Result<Applied, CliError> {
     let files: Vec<FileWrite> = p.files.iter().map(|f| f.write()).collect();
-    if git::is_repo(root) {
+    // In a repository (the fleet at its top or in a sub-directory), a commit on the cell's
+    // branch; the working tree is never edited.
+    if let Some((top, prefix)) = git::repo_of(root) {
+        let files: Vec<FileWrite> = files
+            .into_iter()
+            .map(|f| FileWrite {
+                path: format!("{prefix}{}", f.path),
+                ..f
+            })
+            .collect();
         let commit = git::commit_files(
-            root,
+            &top,
             &p.branch,
             &files,
             &format!("{}\n\n{}", p.title, commit_trailer(p)),
@@ -249,7 +258,13 @@ fn write(root: &std::path::Path, p: &Plan) -> Result<Applied, CliError> {
 }
 
 fn commit_trailer(p: &Plan) -> String {
-    format!("State {} serial {} lineage {}.", p.source, p.serial, p.lineage)
+    format!(
+        "State {}.\n\n{} {}\nCellbridge-Lineage: {}",
+        p.source,
+        git::TRAILER,
+        p.serial,
+        p.lineage
+    )
 }
 
 pub fn check(fleet: &std::path::Path, cell: Option<&str>, json: bool) -> Result<ExitCode, CliError> {

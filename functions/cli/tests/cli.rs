@@ -405,6 +405,83 @@ fn sync_in_a_git_repo_commits_to_the_cell_branch_only() {
 }
 
 #[test]
+fn sync_never_moves_a_cell_branch_holding_a_persons_commit() {
+    let fleet = fleet_copy();
+    let p = fleet.path();
+    let git = |args: &[&str]| common::git(p, args);
+    git(&["init", "-q", "-b", "main"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "fleet"]);
+    let sync = || {
+        common::cellbridge_committing(&[
+            "sync",
+            "--state",
+            state("prod-eu-west-1").to_str().unwrap(),
+            "--fleet",
+            p.to_str().unwrap(),
+        ])
+    };
+    // cellbridge's own commit on the branch: a later sync may move it.
+    assert_eq!(sync().status.code(), Some(0));
+    let o = sync();
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    // A reviewer's commit on it: never dropped, the sync fails naming branch and commit.
+    git(&["checkout", "-q", "cellbridge/prod-eu-west-1"]);
+    std::fs::write(p.join("clusters/prod-eu-west-1/NOTES.md"), "a reviewer's note\n").unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "a reviewer's note"]);
+    git(&["checkout", "-q", "main"]);
+    let theirs = git(&["rev-parse", "cellbridge/prod-eu-west-1"]);
+    let o = sync();
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("branch cellbridge/prod-eu-west-1 holds") && err.contains("a reviewer's note"),
+        "{err}"
+    );
+    assert_eq!(
+        git(&["rev-parse", "cellbridge/prod-eu-west-1"]),
+        theirs,
+        "the branch did not move"
+    );
+}
+
+#[test]
+fn sync_in_a_fleet_below_the_repositorys_top_commits_at_the_fleets_path() {
+    let repo = tempfile::tempdir().unwrap();
+    let fleet = fleet_copy();
+    let sub = repo.path().join("platform/fleet");
+    std::fs::create_dir_all(sub.parent().unwrap()).unwrap();
+    std::fs::rename(fleet.path(), &sub)
+        .or_else(|_| {
+            std::process::Command::new("cp")
+                .arg("-r")
+                .arg(fleet.path())
+                .arg(&sub)
+                .status()
+                .map(|_| ())
+        })
+        .unwrap();
+    let git = |args: &[&str]| common::git(repo.path(), args);
+    git(&["init", "-q", "-b", "main"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "monorepo"]);
+    let o = common::cellbridge_committing(&[
+        "sync",
+        "--state",
+        state("prod-eu-west-1").to_str().unwrap(),
+        "--fleet",
+        sub.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    assert_eq!(git(&["status", "--porcelain"]), "", "the working tree is untouched");
+    assert_eq!(
+        git(&["diff", "--name-only", "main", "cellbridge/prod-eu-west-1"]),
+        "platform/fleet/clusters/prod-eu-west-1/cell-metadata.yaml"
+    );
+}
+
+#[test]
 fn check_reports_missing_variables_with_file_and_line() {
     let fleet = fleet_copy();
     let f = fleet.path().join("infrastructure/base/karpenter/helmrelease.yaml");
