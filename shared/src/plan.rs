@@ -80,6 +80,17 @@ pub enum Outcome {
     Change,
 }
 
+impl Outcome {
+    /// The outcome as the plan's JSON names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::InSync => "in-sync",
+            Outcome::Stale => "stale",
+            Outcome::Change => "change",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct KeyChange {
     pub key: String,

@@ -47,8 +47,10 @@ pub fn init_lambda() {
 pub fn init_cli(json: bool, verbose: bool) {
     let default = if verbose { "info" } else { "warn" };
     let filter = || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    // Colours only for a person at a terminal: a redirected log stays plain text.
     let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false);
     let _ = if json {
         tracing_subscriber::registry()

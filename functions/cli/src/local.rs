@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use cellbridge::fleet::{FileWrite, LocalFleet};
+use cellbridge::fleet::{FileWrite, FleetError, FleetRead, LocalFleet};
 use cellbridge::plan::{self, Outcome, Plan, PlanOptions, StateRef};
 use cellbridge::template::{self, FluxGit};
 use cellbridge::{check, metadata, tfstate};
@@ -70,9 +70,26 @@ pub enum CliError {
     },
 }
 
+/// The fleet checkout `--fleet` names: the directory that holds `clusters/`. Any other
+/// directory is said to be one, rather than failing later on what it lacks (the template's Git
+/// URL, a cell's files).
+pub fn open_fleet(dir: &std::path::Path) -> Result<LocalFleet, FleetError> {
+    let fleet = LocalFleet::open(dir)?;
+    tracing::info!(fleet = %dir.display(), "reading the fleet checkout");
+    if !fleet.is_dir("clusters")? {
+        return Err(FleetError::Repo {
+            root: dir.display().to_string(),
+            reason: "no clusters/ directory here: --fleet names the fleet repository's root (the directory that holds clusters/)"
+                .into(),
+        });
+    }
+    Ok(fleet)
+}
+
 pub fn plan(args: &StateArgs, json: bool, apply: bool) -> Result<ExitCode, CliError> {
     let state = tfstate::read_state_file(&args.state)?;
     let file = args.state.display().to_string();
+    tracing::info!(state = %file, serial = state.serial, lineage = %state.lineage, "state read");
     let meta = match metadata::from_state(&state) {
         Ok(m) => m,
         Err(metadata::ContractError::Destroyed) => return decommission(args, &state, json),
@@ -85,7 +102,7 @@ pub fn plan(args: &StateArgs, json: bool, apply: bool) -> Result<ExitCode, CliEr
             given: given.clone(),
         });
     }
-    let fleet = LocalFleet::open(&args.fleet)?;
+    let fleet = open_fleet(&args.fleet)?;
     let opts = PlanOptions {
         sync_source: FluxGit {
             url: args.flux_git_url.clone(),
@@ -99,6 +116,7 @@ pub fn plan(args: &StateArgs, json: bool, apply: bool) -> Result<ExitCode, CliEr
         version_id: None,
     };
     let plan = plan::plan(&meta, source, &fleet, &opts)?;
+    tracing::info!(cell = %plan.cell, outcome = plan.outcome.as_str(), files = plan.files.len(), layers = plan.check.layers.len(), check_passed = plan.status_ok(), "planned");
 
     let applied = if apply && plan.outcome == Outcome::Change {
         Some(write(&args.fleet, &plan)?)
@@ -131,7 +149,7 @@ fn decommission(args: &StateArgs, state: &tfstate::StateOutputs, json: bool) -> 
         .cell
         .clone()
         .ok_or_else(|| CliError::DestroyedWithoutCell { file: file.clone() })?;
-    let fleet = LocalFleet::open(&args.fleet)?;
+    let fleet = open_fleet(&args.fleet)?;
     let source = StateRef {
         bucket: None,
         key: file,
@@ -268,8 +286,11 @@ fn commit_trailer(p: &Plan) -> String {
 }
 
 pub fn check(fleet: &std::path::Path, cell: Option<&str>, json: bool) -> Result<ExitCode, CliError> {
-    let fleet = LocalFleet::open(fleet)?;
+    let fleet = open_fleet(fleet)?;
     let reports = check::check_fleet(&fleet, cell)?;
+    for r in &reports {
+        tracing::info!(cell = %r.cell, layers = r.layers.len(), findings = r.findings.len(), "checked");
+    }
     let passed = reports.iter().all(|r| r.passed());
     if json {
         println!(

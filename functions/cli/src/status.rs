@@ -57,7 +57,7 @@ pub fn status(args: &StatusArgs, json: bool) -> Result<ExitCode, StatusError> {
         pattern: args.key_pattern.clone(),
         reason,
     })?;
-    let fleet = LocalFleet::open(&args.fleet)?;
+    let fleet = crate::local::open_fleet(&args.fleet)?;
     let fleet_cells = fleet_cells(&fleet)?;
     let opts = PlanOptions {
         sync_source: FluxGit {

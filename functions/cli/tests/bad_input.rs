@@ -497,3 +497,28 @@ fn refused_secret_values_appear_in_no_output_even_at_trace() {
         }
     }
 }
+
+/// `--fleet` naming a directory that is no fleet repository (no `clusters/`) is said to be one,
+/// for every command that reads a fleet, before anything else is read or written.
+#[test]
+fn a_fleet_directory_without_clusters_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let state = fixture_state("prod-eu-west-1");
+    let s = state.to_str().unwrap();
+    for args in [
+        vec!["plan", "--state", s, "--fleet", d],
+        vec!["sync", "--state", s, "--fleet", d],
+        vec!["check", "--fleet", d],
+        vec!["status", "--states", d, "--fleet", d],
+    ] {
+        let o = cellbridge(&args);
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {out}{err}");
+        assert!(
+            err.contains(&format!("fleet repo {d}: no clusters/ directory here")),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing written");
+}

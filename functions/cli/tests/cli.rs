@@ -482,6 +482,32 @@ fn sync_in_a_fleet_below_the_repositorys_top_commits_at_the_fleets_path() {
 }
 
 #[test]
+fn verbose_says_what_was_read_and_planned_in_plain_lines() {
+    let fleet = fleet_copy();
+    let f = fleet.path().to_str().unwrap();
+    let s = state("prod-eu-west-1");
+    let o = cellbridge(&["-v", "plan", "--state", s.to_str().unwrap(), "--fleet", f]);
+    let (_, err) = text(&o);
+    for said in [
+        "state read",
+        "serial=",
+        "reading the fleet checkout",
+        "planned",
+        "cell=prod-eu-west-1",
+        "check_passed=true",
+    ] {
+        assert!(err.contains(said), "{said:?} missing from {err}");
+    }
+    assert!(
+        !err.contains('\u{1b}'),
+        "no terminal colours in a redirected log: {err:?}"
+    );
+    let o = cellbridge(&["-v", "check", "--fleet", f]);
+    let (_, err) = text(&o);
+    assert!(err.contains("checked") && err.contains("findings=0"), "{err}");
+}
+
+#[test]
 fn check_reports_missing_variables_with_file_and_line() {
     let fleet = fleet_copy();
     let f = fleet.path().join("infrastructure/base/karpenter/helmrelease.yaml");
