@@ -121,13 +121,17 @@ pub fn bootstrap(args: &BootstrapArgs, json: bool) -> Result<ExitCode, RemoteErr
             outcome.as_str().unwrap_or_default()
         );
         for (i, o) in report.objects.iter().enumerate() {
-            println!("{:>4}. {:?} {}", i + 1, o.phase, o.target);
+            println!("{:>4}. {:<26} {}", i + 1, o.phase.describe(), o.target);
         }
         if let Some(s) = &report.git_repository {
+            let ready = match s.ready {
+                Some(true) => "Ready",
+                Some(false) => "not Ready",
+                None => "no Ready condition yet",
+            };
             println!(
-                "GitRepository flux-system ready: {:?} {}",
-                s.ready,
-                s.message.as_deref().unwrap_or("")
+                "GitRepository flux-system: {ready}{}",
+                s.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
             );
         }
     }

@@ -94,6 +94,19 @@ pub enum Phase {
     Sync,
 }
 
+impl Phase {
+    /// What the stage is, in words (a report's line).
+    pub fn describe(self) -> &'static str {
+        match self {
+            Phase::Namespace => "namespace",
+            Phase::Crd => "custom resource definition",
+            Phase::Component => "Flux component",
+            Phase::GitSecret => "Git credentials",
+            Phase::Sync => "sync object",
+        }
+    }
+}
+
 /// Which object, without its content: what reports and logs show.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct KubeRef {
