@@ -35,3 +35,20 @@ def test_readme_console_payloads_are_the_sample_events():
         assert payload in samples, f"README payload {payload} is not an events/manual-*.json sample"
     for sample in samples:
         assert sample in shown, f"events sample {sample} is not shown in infra/README.md"
+
+
+def test_the_readmes_contents_list_every_section_in_order():
+    """The README's contents are its `##` and `###` headings, in order, each linking to the
+    anchor GitHub gives it: a section added, moved or renamed without its entry fails."""
+    text = (ROOT / "README.md").read_text()
+    heads, in_code = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        m = None if in_code else re.match(r"^(##|###) (.+)$", line)
+        if m and m.group(2) != "Contents":
+            heads.append((len(m.group(1)), m.group(2)))
+    anchor = lambda t: re.sub(r"[^\w\- ]", "", t.strip().lower()).replace(" ", "-")
+    want = [("  " if lvl == 3 else "") + f"- [{t}](#{anchor(t)})" for lvl, t in heads]
+    block = text.split("## Contents\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert block == want, "README contents out of date:\n" + "\n".join(want)
