@@ -38,9 +38,19 @@ pub fn init_lambda() {
             .with(layer.with_filter(filter).with_filter(credential_safe()))
             .try_init(),
         Err(_) => tracing_subscriber::registry()
-            .with(layer.with_filter(LevelFilter::INFO).with_filter(credential_safe()))
+            .with(layer.with_filter(quiet_dependencies()).with_filter(credential_safe()))
             .try_init(),
     };
+}
+
+/// The default level, INFO, without what a dependency repeats of cellbridge's own lines:
+/// kube's client logs every failed request at ERROR ("failed with error client error") with
+/// neither the cluster nor the object, where cellbridge's own line names both and says whether
+/// it retries. `RUST_LOG` brings them back.
+fn quiet_dependencies() -> Targets {
+    Targets::new()
+        .with_default(LevelFilter::INFO)
+        .with_target("kube_client::client::builder", LevelFilter::OFF)
 }
 
 /// Human-readable logs on stderr for the command line; `json` for automation.
@@ -69,20 +79,22 @@ mod tests {
     use tracing::Level;
     use tracing::subscriber::with_default;
 
-    /// A subscriber that records the targets of what reaches it through `credential_safe`.
+    use std::sync::{Arc, Mutex};
+
+    /// A layer that records the target and level of what reaches it.
+    #[derive(Clone, Default)]
+    struct Seen(Arc<Mutex<Vec<String>>>);
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Seen {
+        fn on_event(&self, e: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("{} {}", e.metadata().target(), e.metadata().level()));
+        }
+    }
+
     #[test]
     fn signing_details_never_pass_whatever_the_level() {
-        use std::sync::{Arc, Mutex};
-        #[derive(Clone, Default)]
-        struct Seen(Arc<Mutex<Vec<String>>>);
-        impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Seen {
-            fn on_event(&self, e: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-                self.0
-                    .lock()
-                    .unwrap()
-                    .push(format!("{} {}", e.metadata().target(), e.metadata().level()));
-            }
-        }
         let seen = Seen::default();
         let sub = tracing_subscriber::registry().with(
             seen.clone()
@@ -97,6 +109,26 @@ mod tests {
         assert_eq!(
             *seen.0.lock().unwrap(),
             ["aws_sigv4::http_request::sign DEBUG", "hyper_util::client TRACE"]
+        );
+    }
+
+    #[test]
+    fn by_default_kubes_repeat_of_a_failed_request_is_left_out_and_cellbridges_own_lines_kept() {
+        let seen = Seen::default();
+        let sub = tracing_subscriber::registry().with(
+            seen.clone()
+                .with_filter(quiet_dependencies())
+                .with_filter(credential_safe()),
+        );
+        with_default(sub, || {
+            tracing::event!(target: "kube_client::client::builder", Level::ERROR, "failed with error client error (Connect)");
+            tracing::event!(target: "cellbridge::bootstrap::apply::calls", Level::WARN, "retrying");
+            tracing::event!(target: "cellbridge::sync", Level::INFO, "state synced");
+            tracing::event!(target: "hyper_util::client", Level::DEBUG, "connecting");
+        });
+        assert_eq!(
+            *seen.0.lock().unwrap(),
+            ["cellbridge::bootstrap::apply::calls WARN", "cellbridge::sync INFO"]
         );
     }
 }

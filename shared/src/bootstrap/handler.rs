@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
+use tracing::Instrument as _;
 
 use super::{Accounts, BootstrapError, BootstrapOutcome, Bootstrapper, KubeConnect, Settings, Target};
 use crate::config::ConfigError;
@@ -287,14 +288,21 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
                         // Boxed: the whole bootstrap is one deep future, kept off the caller's
                         // stack. The install stops before the deadline, leaving time to delete the
                         // access entry (`RELEASE_RESERVE`).
-                        let run = Box::pin(self.bootstrapper.run_before(
-                            base.fleet.as_ref(),
-                            base.branch.as_deref(),
-                            &req,
-                            Target::Eks,
-                            Some(left),
-                            Some(deadline),
-                        ))
+                        // Every line of the run carries the cluster and its region.
+                        let run = Box::pin(
+                            self.bootstrapper
+                                .run_before(
+                                    base.fleet.as_ref(),
+                                    base.branch.as_deref(),
+                                    &req,
+                                    Target::Eks,
+                                    Some(left),
+                                    Some(deadline),
+                                )
+                                .instrument(
+                                    tracing::info_span!("bootstrap", cluster = %req.cluster, region = %req.region),
+                                ),
+                        )
                         .await;
                         // The cluster's cell (its tag) was read past: read the base again keeping
                         // it, once, and run again (a run is create-if-missing).
