@@ -14,16 +14,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{cellbridge, fleet_copy, git, root, snapshot, text};
+use common::{cellbridge, fleet_copy, git, git_init, root, snapshot, text};
 
 fn fixture_state(name: &str) -> PathBuf {
     root().join(format!("tests/fixtures/states/{name}.tfstate"))
-}
-
-fn git_init(dir: &Path) {
-    git(dir, &["init", "-q", "-b", "main"]);
-    git(dir, &["add", "-A"]);
-    git(dir, &["commit", "-qm", "fleet"]);
 }
 
 fn refs(dir: &Path) -> String {

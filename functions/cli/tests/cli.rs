@@ -373,9 +373,7 @@ fn sync_in_a_git_repo_commits_to_the_cell_branch_only() {
     let fleet = fleet_copy();
     let p = fleet.path();
     let git = |args: &[&str]| common::git(p, args);
-    git(&["init", "-q", "-b", "main"]);
-    git(&["add", "-A"]);
-    git(&["commit", "-qm", "fleet"]);
+    common::git_init(p);
     let head = git(&["rev-parse", "HEAD"]);
     let o = common::cellbridge_committing(&[
         "sync",
@@ -409,9 +407,7 @@ fn sync_never_moves_a_cell_branch_holding_a_persons_commit() {
     let fleet = fleet_copy();
     let p = fleet.path();
     let git = |args: &[&str]| common::git(p, args);
-    git(&["init", "-q", "-b", "main"]);
-    git(&["add", "-A"]);
-    git(&["commit", "-qm", "fleet"]);
+    common::git_init(p);
     let sync = || {
         common::cellbridge_committing(&[
             "sync",

@@ -1561,21 +1561,28 @@ async fn an_install_slower_than_the_invocation_stops_before_the_deadline_and_giv
     assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
 }
 
-/// Issue 15, item 4: every bootstrap run also sweeps, with the time it has left, the expired
-/// temporary access a run killed elsewhere left (here on a cluster tagged with a cell whose
-/// pull request is still open), and records the sweep's heartbeat; a young entry stays.
-#[tokio::test]
-async fn every_bootstrap_run_sweeps_expired_temporary_access_elsewhere() {
-    use cellbridge::metrics::{Captured, Metrics};
+/// The service over a fleet where another cluster, tagged with a cell whose pull request is still
+/// open, has an hour-old temporary access entry of this function's (what a run killed elsewhere
+/// left).
+fn with_an_expired_entry_elsewhere() -> BootstrapService<MemAws, MemKube, MemSecrets> {
     let b = bed();
     let hour_ago = Some(std::time::SystemTime::now() - Duration::from_secs(3600));
     b.accounts()
         .add_cluster(MemCluster::active("left-behind", REGION).tag("cellbridge.dev/cell", "new-cell"));
     b.accounts()
         .add_entry_in(HOME, REGION, "left-behind", FUNCTION_ROLE, true, hour_ago);
+    service(b, Fleet(Ok(fleet(&[])), Some("main")))
+}
+
+/// Issue 15, item 4: every bootstrap run also sweeps, with the time it has left, the expired
+/// temporary access a run killed elsewhere left (here on a cluster tagged with a cell whose
+/// pull request is still open), and records the sweep's heartbeat; a young entry stays.
+#[tokio::test]
+async fn every_bootstrap_run_sweeps_expired_temporary_access_elsewhere() {
+    use cellbridge::metrics::{Captured, Metrics};
+    let svc = with_an_expired_entry_elsewhere();
     let captured = Captured::default();
     let metrics = Metrics::new("cluster-bootstrap", &captured);
-    let svc = service(b, Fleet(Ok(fleet(&[])), Some("main")));
     let inv = svc
         .handle_with(&created(CLUSTER), deadline(), None, &metrics)
         .await
@@ -1606,15 +1613,9 @@ async fn every_bootstrap_run_sweeps_expired_temporary_access_elsewhere() {
 #[tokio::test]
 async fn a_dry_run_never_sweeps() {
     use cellbridge::metrics::{Captured, Metrics};
-    let b = bed();
-    let hour_ago = Some(std::time::SystemTime::now() - Duration::from_secs(3600));
-    b.accounts()
-        .add_cluster(MemCluster::active("left-behind", REGION).tag("cellbridge.dev/cell", "new-cell"));
-    b.accounts()
-        .add_entry_in(HOME, REGION, "left-behind", FUNCTION_ROLE, true, hour_ago);
+    let svc = with_an_expired_entry_elsewhere();
     let captured = Captured::default();
     let metrics = Metrics::new("cluster-bootstrap", &captured);
-    let svc = service(b, Fleet(Ok(fleet(&[])), Some("main")));
     let dry = json!({"action": "bootstrap", "cluster": CLUSTER, "region": REGION, "dry_run": true});
     let inv = svc.handle_with(&dry, deadline(), None, &metrics).await.unwrap();
     assert_eq!(inv.response["outcome"], "planned", "{}", inv.response);

@@ -98,6 +98,13 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     git_out(dir, args).trim().to_owned()
 }
 
+/// `dir` as a Git repository on branch `main` with everything in it committed.
+pub fn git_init(dir: &Path) {
+    git(dir, &["init", "-q", "-b", "main"]);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-qm", "fleet"]);
+}
+
 /// `cellbridge args` with a Git identity (for `sync` into a repository).
 pub fn cellbridge_committing(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cellbridge"))
