@@ -42,7 +42,7 @@ pub(super) fn to_error(operation: &'static str, target: &str, e: kube::Error, qu
         kube::Error::HyperError(_) | kube::Error::Service(_) => ApplyError::Transport {
             operation,
             target: target.into(),
-            reason: crate::redact::chain(&e),
+            reason: transport(&e),
         },
         other => ApplyError::Transport {
             operation,
@@ -148,6 +148,22 @@ where
 pub(super) fn brief(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) => format!("HTTP {} {}", s.code, s.reason),
+        other => transport(other),
+    }
+}
+
+/// A request the API server never answered, in words: kube's own names for it (`ServiceError`,
+/// `HyperError`) say nothing to an operator.
+fn transport(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Service(inner) => format!(
+            "no answer from the API server: {}",
+            crate::redact::chain(inner.as_ref())
+        ),
+        kube::Error::HyperError(inner) => format!(
+            "the connection to the API server failed: {}",
+            crate::redact::chain(inner)
+        ),
         other => crate::redact::chain(other),
     }
 }
@@ -209,5 +225,14 @@ mod tests {
         );
         assert!(text.contains("300 ms"), "{text}");
         drop(hole);
+    }
+
+    #[test]
+    fn a_request_never_answered_is_said_in_words_not_kubes_variant_names() {
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        let e = kube::Error::Service(Box::new(refused));
+        let said = super::brief(&e);
+        assert_eq!(said, "no answer from the API server: connection refused");
+        assert!(!said.contains("ServiceError"), "{said}");
     }
 }
