@@ -632,7 +632,11 @@ def diff_entries(full, since_sha, head_sha):
             continue
         status = "added" if o is None else "removed" if n is None else "modified"
         sha = (n or o)[1]
-        # A gitlink's entry names a commit no blob holds: listed like a file, with no lines.
+        # A gitlink's entry names a commit no blob holds: listed like a file, with no lines. That a
+        # comparison lists a submodule change at all, with the submodule's commit as `sha`, is a
+        # belief (GitHub's web diff shows it as "Subproject commit"; the REST description does
+        # not say): the product does not rely on it either way, since a listed path whose blob
+        # the repository lacks sends it to the trees, and an unlisted one is no file to check.
         adds, dels = line_changes((get_obj(o[1], "blob") or b"") if o else b"", (get_obj(n[1], "blob") or b"") if n else b"")
         ref = head_sha if n else since_sha
         out.append({"sha": sha, "filename": path, "status": status, "additions": adds, "deletions": dels,

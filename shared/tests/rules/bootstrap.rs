@@ -1574,7 +1574,7 @@ fn with_an_expired_entry_elsewhere() -> BootstrapService<MemAws, MemKube, MemSec
     service(b, Fleet(Ok(fleet(&[])), Some("main")))
 }
 
-/// Issue 15, item 4: every bootstrap run also sweeps, with the time it has left, the expired
+/// Every bootstrap run also sweeps, with the time it has left, the expired
 /// temporary access a run killed elsewhere left (here on a cluster tagged with a cell whose
 /// pull request is still open), and records the sweep's heartbeat; a young entry stays.
 #[tokio::test]
