@@ -37,8 +37,12 @@ CODES = {
     ("rest-xml", "5xx"): (503, "ServiceUnavailable"), ("rest-xml", "throttle"): (503, "SlowDown"),
     ("rest-json", "5xx"): (500, "ServerException"), ("rest-json", "throttle"): (429, "ThrottlingException"),
     ("json", "5xx"): (500, "InternalServiceError"), ("json", "throttle"): (400, "ThrottlingException"),
-    # A refusal: what a missing IAM grant gets (S3 "AccessDenied" 403,
-    # https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html#ErrorCodeList).
+    # A refusal: what a missing IAM grant gets. S3: "AccessDenied" 403
+    # (https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html#ErrorCodeList); STS
+    # (query): "AccessDenied" 403 (API_AssumeRole, Errors); EKS (rest-json):
+    # "AccessDeniedException" 403 (https://docs.aws.amazon.com/eks/latest/APIReference/CommonErrors.html);
+    # the JSON protocols (Secrets Manager, SQS): "AccessDeniedException" 400, as their common
+    # errors list it (https://docs.aws.amazon.com/secretsmanager/latest/apireference/CommonErrors.html).
     ("query", "denied"): (403, "AccessDenied"), ("rest-xml", "denied"): (403, "AccessDenied"),
     ("rest-json", "denied"): (403, "AccessDeniedException"), ("json", "denied"): (400, "AccessDeniedException"),
 }
