@@ -204,48 +204,6 @@ def test_the_examples_alarm_topic_is_one_cloudwatch_can_publish_to():
         assert "cloudwatch.amazonaws.com" in policy and "kms:GenerateDataKey" in policy, policy
 
 
-# What AWS itself does with a function's role, not the code: the SQS event source mapping polls
-# the queue (ReceiveMessage, DeleteMessage, GetQueueAttributes: "Amazon SQS execution role
-# permissions", https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html#events-sqs-permissions);
-# a failed asynchronous invocation goes to the dead-letter queue with the role's rights
-# (SendMessage, https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html#invocation-dlq);
-# logs; KMS behind the encrypted queues, secrets and states; EKS authorizes the tags of a
-# CreateAccessEntry as TagResource ("tag on create").
-AWS_NEEDS = {
-    "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:SendMessage",
-    "logs:CreateLogStream", "logs:PutLogEvents", "kms:Decrypt", "kms:GenerateDataKey",
-    "eks:TagResource",
-}
-# IAM actions whose API operation, as the SDK names it, is another: ListObjectsV2 is authorized
-# as s3:ListBucket, SendMessageBatch as sqs:SendMessage, AssumeRole through the SDK's provider.
-CALLED_AS = {
-    "s3:ListBucket": "list_objects_v2",
-    "sqs:SendMessage": "send_message_batch",
-    "sts:AssumeRole": "AssumeRoleProvider",
-}
-
-
-def snake(op):
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", op).lower()
-
-
-@pytest.mark.parametrize("role", ["state_sync", "cluster_bootstrap"])
-def test_every_action_a_function_is_granted_is_one_its_code_calls_or_aws_needs(role):
-    mod = load()
-    doc = mod["data"][("aws_iam_policy_document", role)]
-    granted = {a for st in statements(doc) for a in flat(st["actions"], mod)}
-    assert granted, f"{role}: no action read"
-    code = "\n".join(p.read_text() for p in (ROOT / "shared" / "src").rglob("*.rs"))
-    unused = []
-    for action in sorted(granted):
-        if action in AWS_NEEDS:
-            continue
-        called = CALLED_AS.get(action, snake(action.split(":", 1)[1]))
-        if not re.search(rf"\b{re.escape(called)}\b", code):
-            unused.append(action)
-    assert not unused, f"{role} is granted actions no code path calls: {unused}"
-
-
 def test_every_rule_with_a_target_has_a_failed_invocations_alarm():
     mod = load()
     rules = {ref(b["rule"]).split(".")[1] for (t, _), b in mod["resource"].items() if t == "aws_cloudwatch_event_target"}
