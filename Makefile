@@ -45,6 +45,8 @@ $(OPENAPI)/.installed: tests/github-openapi/package.json tests/github-openapi/pa
 	touch $@
 
 ## test: install the test bed, start it, run clippy and every test (Rust and infra)
+# The Terraform example deployed to moto (tests/infra/test_deployed.py) runs beside the Rust
+# suite: it spends most of its time in the AWS provider's propagation polls, not on a core.
 # Every log line, result and error of the integration tests is captured under target/leak-capture
 # together with every secret value the tests and fakes use; leak_check.py fails on any leak.
 # Every GitHub request of the suite goes through the fake's check against GitHub's description;
@@ -55,7 +57,13 @@ test: testbed
 	rm -rf target/leak-capture target/github-conformance
 	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
 	$(TEST_ENV) $(PY) -m pytest -q tests/fakes
-	CELLBRIDGE_LEAK_DIR=$(abspath target/leak-capture) CELLBRIDGE_GITHUB_CONFORMANCE_DIR=$(abspath target/github-conformance) $(TEST_ENV) $(CARGO) test --workspace --lib --bins --tests --no-fail-fast
+	$(CARGO) build --workspace --bins --quiet
+	$(TEST_ENV) bash tests/infra/run.sh deployed > target/infra-deployed.log 2>&1 & deployed=$$!; \
+	CELLBRIDGE_LEAK_DIR=$(abspath target/leak-capture) CELLBRIDGE_GITHUB_CONFORMANCE_DIR=$(abspath target/github-conformance) $(TEST_ENV) $(CARGO) test --workspace --lib --bins --tests --no-fail-fast \
+	  && rust=0 || rust=$$?; \
+	wait $$deployed && dep=0 || dep=$$?; \
+	echo "== the module deployed to moto (tests/infra/test_deployed.py)"; { grep -v '"[A-Z]* /.* HTTP/1.1" [0-9]' target/infra-deployed.log || true; } | tail -n 40; \
+	[ $$rust -eq 0 ] && [ $$dep -eq 0 ]
 	$(TEST_ENV) bash tests/infra/run.sh
 	$(PY) tests/leak_check.py target/leak-capture
 	$(PY) tests/github_conformance.py target/github-conformance

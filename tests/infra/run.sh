@@ -2,7 +2,11 @@
 # Checks of the Terraform module and the event routing, for `make test`:
 #   1. terraform fmt -check -recursive infra   (where terraform is installed)
 #   2. checkov over infra/, zero failed checks (skips only as inline #checkov:skip=ID:reason)
-#   3. pytest tests/infra                       (patterns in moto's EventBridge, events/ catalogue)
+#   3. pytest tests/infra                       (patterns in moto's EventBridge, events/ catalogue,
+#                                                the module's wiring and the AWS operations table)
+# `run.sh deployed` runs only tests/infra/test_deployed.py: the example applied to moto by
+# terraform and driven end to end through the function binaries (target/debug, built first). It
+# waits on AWS provider polls most of its time, so `make test` runs it beside the Rust suite.
 # Python tools come from .venv (`pip install -r tests/requirements.txt`); CELLBRIDGE_TEST_PYTHON
 # (set by `make test`) or PYTHON picks the interpreter, checkov is looked up beside it, CHECKOV
 # overrides that. Exits non-zero when any step fails.
@@ -10,6 +14,11 @@ set -u
 cd "$(dirname "$0")/../.."
 
 PYTHON="${PYTHON:-${CELLBRIDGE_TEST_PYTHON:-.venv/bin/python}}"
+
+if [ "${1:-}" = deployed ]; then
+    # -rs: a skip (no terraform, no provider mirror) prints its reason.
+    exec "$PYTHON" -m pytest tests/infra/test_deployed.py -q -rs -p no:cacheprovider
+fi
 passed=0
 failed=0
 skipped=0
@@ -56,7 +65,7 @@ fi
 step "pytest tests/infra"
 if [ ! -x "$PYTHON" ]; then
     ko "pytest: $PYTHON missing (python3 -m venv .venv && .venv/bin/pip install -r tests/requirements.txt)"
-elif "$PYTHON" -m pytest tests/infra -q -p no:cacheprovider; then
+elif "$PYTHON" -m pytest tests/infra -q -p no:cacheprovider --ignore=tests/infra/test_deployed.py; then
     ok "pytest tests/infra"
 else
     ko "pytest tests/infra"
