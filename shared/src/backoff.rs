@@ -160,7 +160,7 @@ impl SqsVisibility {
             .queue_owner_aws_account_id(account)
             .send()
             .await
-            .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(&e).to_string())?;
+            .map_err(|e| crate::redact::chain(&e))?;
         let url = out.queue_url().unwrap_or_default().to_owned();
         self.urls.lock().await.insert(arn.to_owned(), url.clone());
         Ok(url)
@@ -178,7 +178,7 @@ impl Visibility for SqsVisibility {
             .send()
             .await
             .map(drop)
-            .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(&e).to_string())
+            .map_err(|e| crate::redact::chain(&e))
     }
 }
 

@@ -47,7 +47,7 @@ pub fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut src = e.source();
     while let Some(inner) = src {
-        let t = inner.to_string();
+        let t = words(inner);
         if !s.contains(&t) {
             s.push_str(": ");
             s.push_str(&t);
@@ -55,6 +55,21 @@ pub fn chain(e: &dyn std::error::Error) -> String {
         src = inner.source();
     }
     s
+}
+
+/// An error's own text. The AWS SDK's error metadata, the root cause of every service error,
+/// displays as a struct does (`Error { code: "Throttling", message: "..." }`): said as
+/// `Throttling: ...` instead. (`aws_sdk_sts`'s is every SDK crate's: aws-smithy-types'.)
+fn words(e: &(dyn std::error::Error + 'static)) -> String {
+    use aws_sdk_sts::error::ErrorMetadata;
+    match e.downcast_ref::<ErrorMetadata>() {
+        Some(m) => [m.code(), m.message()]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(": "),
+        None => e.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -77,6 +92,30 @@ mod tests {
         }
         let e = Top(std::io::Error::new(std::io::ErrorKind::TimedOut, "operation timed out"));
         assert_eq!(chain(&e), "client error (SendRequest): operation timed out");
+    }
+
+    #[test]
+    fn an_aws_error_code_and_message_are_said_in_words() {
+        #[derive(Debug)]
+        struct Unhandled(aws_sdk_sts::error::ErrorMetadata);
+        impl fmt::Display for Unhandled {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("unhandled error (Throttling)")
+            }
+        }
+        impl std::error::Error for Unhandled {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let meta = aws_sdk_sts::error::ErrorMetadata::builder()
+            .code("Throttling")
+            .message("Rate exceeded")
+            .build();
+        assert_eq!(
+            chain(&Unhandled(meta)),
+            "unhandled error (Throttling): Throttling: Rate exceeded"
+        );
     }
 
     #[test]

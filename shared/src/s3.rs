@@ -1,7 +1,7 @@
 //! Terraform states in S3: the latest version of one object, read as it downloads (a state can
 //! be hundreds of megabytes; only its outputs are kept), and the listing `sync-all` walks.
 
-use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use tokio_util::io::SyncIoBridge;
 
 use crate::error::{Class, Classify};
@@ -104,10 +104,7 @@ where
         // A connection or a response that never came whole: the SDK's own words, on one line.
         _ => (
             true,
-            format!(
-                "S3 {operation}: {}",
-                DisplayErrorContext(&e).to_string().replace('\n', " ")
-            ),
+            format!("S3 {operation}: {}", crate::redact::chain(&e).replace('\n', " ")),
         ),
     };
     S3Error::Request {

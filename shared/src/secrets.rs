@@ -155,7 +155,7 @@ pub trait SecretStore: Send + Sync {
 
 impl SecretStore for aws_sdk_secretsmanager::Client {
     async fn secret_string(&self, name: &str) -> Result<Secret<String>, SecretsError> {
-        use aws_sdk_secretsmanager::error::{DisplayErrorContext, ProvideErrorMetadata};
+        use aws_sdk_secretsmanager::error::ProvideErrorMetadata;
         let out = self.get_secret_value().secret_id(name).send().await.map_err(|e| {
             let code = e.code().unwrap_or("");
             // GetSecretValue's errors (https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html):
@@ -170,7 +170,7 @@ impl SecretStore for aws_sdk_secretsmanager::Client {
                     | "DecryptionFailure"
             );
             let reason = if code.is_empty() {
-                DisplayErrorContext(&e).to_string()
+                crate::redact::chain(&e)
             } else {
                 format!("{code}: {}", e.message().unwrap_or(""))
             };

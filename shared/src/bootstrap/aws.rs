@@ -262,7 +262,7 @@ impl ClusterApi for EksApi {
     async fn caller_principal(&self) -> Result<String, AccessError> {
         let sts = aws_sdk_sts::Client::new(&self.conf);
         let out = sts.get_caller_identity().send().await.map_err(|e| AccessError::Sts {
-            reason: aws_sdk_sts::error::DisplayErrorContext(&e).to_string(),
+            reason: crate::redact::chain(&e),
             retryable: sts_retryable(&e),
         })?;
         principal_arn(out.arn().unwrap_or_default())

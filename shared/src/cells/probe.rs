@@ -149,7 +149,7 @@ impl ClusterProbe for EksProbe {
 pub async fn caller_account(conf: &SdkConfig) -> Result<String, AssumeFailure> {
     let sts = aws_sdk_sts::Client::new(conf);
     let out = sts.get_caller_identity().send().await.map_err(|e| AssumeFailure {
-        reason: aws_sdk_sts::error::DisplayErrorContext(&e).to_string(),
+        reason: crate::redact::chain(&e),
         retryable: sts_retryable(&e),
     })?;
     out.account()
@@ -203,7 +203,7 @@ pub async fn assume(
     }
     let provider = builder.configure(conf).build().await;
     let creds = provider.provide_credentials().await.map_err(|e| AssumeFailure {
-        reason: aws_sdk_sts::error::DisplayErrorContext(&e).to_string(),
+        reason: crate::redact::chain(&e),
         retryable: assume_role_retryable(&e),
     })?;
     Ok(conf
@@ -253,13 +253,13 @@ pub fn eks_retryable<E: ProvideErrorMetadata>(e: &aws_sdk_eks::error::SdkError<E
     }
 }
 
-/// An EKS error as one line: its code and message, else the SDK's whole context.
+/// An EKS error as one line: its code and message, else the error with its causes.
 pub fn eks_reason<E: ProvideErrorMetadata + std::error::Error + 'static>(
     e: &aws_sdk_eks::error::SdkError<E>,
 ) -> String {
     match e.code() {
         Some(code) if !code.is_empty() => format!("{code}: {}", e.message().unwrap_or("")),
-        _ => aws_sdk_eks::error::DisplayErrorContext(e).to_string(),
+        _ => crate::redact::chain(e),
     }
 }
 

@@ -80,13 +80,7 @@ impl SqsQueue {
                 .set_entries(Some(entries))
                 .send()
                 .await
-                .map_err(|e| {
-                    format!(
-                        "SendMessageBatch to {}: {}",
-                        self.url,
-                        aws_sdk_sqs::error::DisplayErrorContext(&e)
-                    )
-                })?;
+                .map_err(|e| format!("SendMessageBatch to {}: {}", self.url, crate::redact::chain(&e)))?;
             let failed: Vec<String> = out.failed().iter().map(|f| f.id().to_owned()).collect();
             if failed.is_empty() {
                 return Ok(());
