@@ -204,6 +204,9 @@ pub async fn postpone_failures<V: Visibility>(
     deadline: Instant,
 ) -> Vec<Postponement> {
     let mut done = Vec::new();
+    // A failed postponement is the queue's, which every cell's records share (a missing
+    // permission, a stale receipt handle): its lines say scope=fleet; the record's own line
+    // (`lambda::sqs_redeliver`) names its cell or cluster, with the same message id.
     for p in postponements(event, response, backoff) {
         let left = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout(left, vis.postpone(&p)).await {
@@ -212,10 +215,10 @@ pub async fn postpone_failures<V: Visibility>(
                 done.push(p);
             }
             Ok(Err(e)) => {
-                tracing::warn!(function, message_id = %p.message_id, error = %e, "could not postpone the SQS record; it comes back after the queue's visibility timeout")
+                tracing::warn!(function, scope = "fleet", message_id = %p.message_id, error = %e, "could not postpone the SQS record; it comes back after the queue's visibility timeout")
             }
             Err(_) => {
-                tracing::warn!(function, message_id = %p.message_id, "no time left to postpone the SQS record; it comes back after the queue's visibility timeout");
+                tracing::warn!(function, scope = "fleet", message_id = %p.message_id, "no time left to postpone the SQS record; it comes back after the queue's visibility timeout");
                 break;
             }
         }

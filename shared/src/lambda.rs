@@ -46,13 +46,84 @@ pub const fn redeliver(class: Class) -> bool {
     matches!(class, Class::Retryable)
 }
 
-/// One SQS record that failed: its message id, what the failure means, and why (an error
-/// message, never a secret).
+/// One SQS record that failed: its message id, what it was about, what the failure means, and
+/// why (an error message, never a secret).
 #[derive(Debug, Clone)]
 pub struct RecordFailure {
     pub message_id: String,
+    pub about: About,
     pub class: Class,
     pub reason: String,
+}
+
+/// What a line about a record or an invocation concerns, as its `cell`, `cluster` or `scope`
+/// field: operators find a cell's or a cluster's failures by those fields, so a line that
+/// concerns neither says what it concerns instead.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct About {
+    /// The cells (state-sync), comma-separated when a record named several.
+    pub cell: Option<String>,
+    pub cluster: Option<String>,
+    /// `fleet`: every cell (the dashboard, the configuration, the fleet repo itself); `event`:
+    /// an event that names no cell or cluster cellbridge could read.
+    pub scope: Option<&'static str>,
+}
+
+impl About {
+    pub fn cells<S: AsRef<str>>(cells: impl IntoIterator<Item = S>) -> Self {
+        let mut names: Vec<String> = cells.into_iter().map(|c| c.as_ref().to_owned()).collect();
+        names.sort();
+        names.dedup();
+        if names.is_empty() {
+            return Self::event();
+        }
+        Self {
+            cell: Some(names.join(", ")),
+            ..Self::default()
+        }
+    }
+
+    pub fn cluster(cluster: &str) -> Self {
+        Self {
+            cluster: Some(cluster.to_owned()),
+            ..Self::default()
+        }
+    }
+
+    pub fn fleet() -> Self {
+        Self {
+            scope: Some("fleet"),
+            ..Self::default()
+        }
+    }
+
+    pub fn event() -> Self {
+        Self {
+            scope: Some("event"),
+            ..Self::default()
+        }
+    }
+
+    /// What an answer names: the cells that failed (`cells[].cell` with an `error`) and its
+    /// `cluster`; an answer naming neither failed before any cell's or cluster's work, for the
+    /// whole fleet (configuration, the fleet repo) or, for an event cellbridge cannot read,
+    /// for that event.
+    fn of_answer(response: &serde_json::Value, class: Class) -> Self {
+        let failed = response["cells"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c.get("error").is_some())
+            .filter_map(|c| c["cell"].as_str());
+        let mut about = Self::cells(failed);
+        if let Some(cluster) = response["cluster"].as_str() {
+            about = Self::cluster(cluster);
+        }
+        if about.cell.is_none() && about.cluster.is_none() && class != Class::InvalidInput {
+            about = Self::fleet();
+        }
+        about
+    }
 }
 
 /// The `batchItemFailures` of an SQS batch answer: the failed records a retry may fix. The
@@ -63,11 +134,12 @@ pub struct RecordFailure {
 pub fn sqs_redeliver(function: &str, failed: impl IntoIterator<Item = RecordFailure>) -> Vec<String> {
     let mut ids = Vec::new();
     for f in failed {
+        let (cell, cluster, scope) = (f.about.cell.as_deref(), f.about.cluster.as_deref(), f.about.scope);
         if redeliver(f.class) {
-            tracing::warn!(function, message_id = %f.message_id, error = %f.reason, "SQS record failed; handed back for redelivery (after the function's backoff)");
+            tracing::warn!(function, cell, cluster, scope, message_id = %f.message_id, error = %f.reason, "SQS record failed; handed back for redelivery (after the function's backoff)");
             ids.push(f.message_id);
         } else {
-            tracing::error!(function, message_id = %f.message_id, class = f.class.as_str(), error = %f.reason, "SQS record failed for good; not redelivered (deleted from the queue)");
+            tracing::error!(function, cell, cluster, scope, message_id = %f.message_id, class = f.class.as_str(), error = %f.reason, "SQS record failed for good; not redelivered (deleted from the queue)");
         }
     }
     ids
@@ -112,8 +184,12 @@ pub fn answer(
             if redeliver(class) {
                 return Err(failure(class, format!("{function} failed (retryable): {response}")));
             }
+            let about = About::of_answer(&response, class);
             tracing::error!(
                 function,
+                cell = about.cell.as_deref(),
+                cluster = about.cluster.as_deref(),
+                scope = about.scope,
                 class = class.as_str(),
                 "{function} failed for good; answered as handled, not retried"
             );
@@ -228,6 +304,7 @@ mod tests {
     fn only_retryable_records_go_back_to_the_queue() {
         let f = |id: &str, class| RecordFailure {
             message_id: id.into(),
+            about: About::cluster("eks-1"),
             class,
             reason: format!("{id} failed"),
         };
@@ -243,6 +320,24 @@ mod tests {
         assert_eq!(ids, ["m2", "m4"]);
         assert!(redeliver(Class::Retryable));
         assert!(!redeliver(Class::Final) && !redeliver(Class::InvalidInput));
+    }
+
+    #[test]
+    fn a_failed_answers_line_names_what_failed_or_says_it_was_the_fleet_or_the_event() {
+        let cells = serde_json::json!({"cells": [
+            {"cell": "eu-b2", "action": "failed", "error": "GitHub: 502"},
+            {"cell": "eu-a1", "action": "opened"},
+            {"cell": "eu-b1", "action": "refused", "error": "a secret"},
+        ]});
+        assert_eq!(
+            About::of_answer(&cells, Class::Final).cell.as_deref(),
+            Some("eu-b1, eu-b2")
+        );
+        let cluster = serde_json::json!({"cluster": "eks-1", "error": "no cell"});
+        assert_eq!(About::of_answer(&cluster, Class::Final), About::cluster("eks-1"));
+        let before = serde_json::json!({"error": "the fleet repo: HTTP 502"});
+        assert_eq!(About::of_answer(&before, Class::Retryable), About::fleet());
+        assert_eq!(About::of_answer(&before, Class::InvalidInput), About::event());
     }
 
     #[test]

@@ -3,11 +3,12 @@
 
 use cellbridge::bootstrap::handler::{self, Config};
 use cellbridge::lambda::Deferred;
-use lambda_runtime::{Error, LambdaEvent, service_fn};
+use lambda_runtime::{LambdaEvent, service_fn};
 use serde_json::Value;
+use std::process::ExitCode;
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn main() -> ExitCode {
     // One crypto provider for rustls, chosen before any client exists (kube panics otherwise).
     cellbridge::telemetry::install_crypto_provider();
     cellbridge::telemetry::init_lambda();
@@ -16,14 +17,23 @@ async fn main() -> Result<(), Error> {
     let config = match Config::from_env() {
         Ok(c) => c,
         Err(e) => {
-            tracing::error!(error = %e, "cluster-bootstrap cannot start");
-            return Err(e.into());
+            // Said once, in words, on the log line: returned from `main`, the error would
+            // also be printed in Rust's Debug form.
+            tracing::error!(scope = "fleet", error = %e, "cluster-bootstrap cannot start");
+            return ExitCode::FAILURE;
         }
     };
     let service = Deferred::new(config);
     let service = &service;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+    match lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         handler::lambda_handler(service.get(handler::service_with).await, event).await
     }))
     .await
+    {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(scope = "fleet", error = %e, "cluster-bootstrap stopped: the Lambda runtime failed");
+            ExitCode::FAILURE
+        }
+    }
 }

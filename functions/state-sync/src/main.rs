@@ -3,11 +3,12 @@
 
 use cellbridge::lambda::Deferred;
 use cellbridge::sync::{self, SyncConfig};
-use lambda_runtime::{Error, LambdaEvent, service_fn};
+use lambda_runtime::{LambdaEvent, service_fn};
 use serde_json::Value;
+use std::process::ExitCode;
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn main() -> ExitCode {
     cellbridge::telemetry::install_crypto_provider();
     cellbridge::telemetry::init_lambda();
     // Init checks the configuration, so a bad variable fails the cold start with an error that
@@ -15,14 +16,23 @@ async fn main() -> Result<(), Error> {
     let config = match SyncConfig::from_env() {
         Ok(c) => c,
         Err(e) => {
-            tracing::error!(error = %e, "state-sync cannot start");
-            return Err(e.into());
+            // Said once, in words, on the log line: returned from `main`, the error would
+            // also be printed in Rust's Debug form.
+            tracing::error!(scope = "fleet", error = %e, "state-sync cannot start");
+            return ExitCode::FAILURE;
         }
     };
     let service = Deferred::new(config);
     let service = &service;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+    match lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         sync::lambda_handler(service.get(sync::service_with).await, event).await
     }))
     .await
+    {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(scope = "fleet", error = %e, "state-sync stopped: the Lambda runtime failed");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -16,7 +16,7 @@ use crate::events::bootstrap::{self as ev, BootstrapEvent, BootstrapItem};
 use crate::events::sync::batch_response;
 use crate::fleet::{FleetRead, Keep, LocalFleet};
 use crate::github::{GithubConfig, GithubError, GithubFleet, GithubRepo};
-use crate::lambda::{RecordFailure, sqs_redeliver};
+use crate::lambda::{About, RecordFailure, sqs_redeliver};
 use crate::metrics::{self, Metrics};
 use crate::pause::{self, Pause};
 use crate::secrets::SecretStore;
@@ -178,7 +178,9 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
             BootstrapEvent::Direct(item) => vec![(None, Ok(item))],
             BootstrapEvent::Sqs(records) => records.into_iter().map(|r| (Some(r.message_id), r.item)).collect(),
             // Boxed: its future stays out of this one's layout.
-            BootstrapEvent::Sweep => return Box::pin(self.sweep(deadline, metrics)).await,
+            BootstrapEvent::Sweep => {
+                return Box::pin(self.sweep(deadline, metrics).instrument(super::sweep::span())).await;
+            }
         };
         let is_sqs = requests.first().is_some_and(|(id, _)| id.is_some());
         let needs_fleet = switch.is_none() && requests.iter().any(|(_, i)| matches!(i, Ok(BootstrapItem::Cluster(_))));
@@ -194,11 +196,14 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
         let keep = Keep::cells(clusters().filter_map(|r| r.cell.clone()))
             .with_index()
             .with_clusters(clusters().map(|r| (r.cluster.clone(), r.region.clone())));
+        // The read is for these clusters: its lines (GitHub's retries too) name them.
+        let names = clusters().map(|r| r.cluster.as_str()).collect::<Vec<_>>().join(", ");
         let fleet = if needs_fleet {
-            match self.fleets.fleet(&keep, deadline).await {
+            let read = tracing::info_span!("fleet", cluster = %names);
+            match self.fleets.fleet(&keep, deadline).instrument(read).await {
                 Ok(f) => Some(f),
                 Err(e) => {
-                    tracing::error!(error = %e, retryable = e.retryable(), "cannot read the fleet repo");
+                    tracing::error!(cluster = %names, error = %e, retryable = e.retryable(), "cannot read the fleet repo");
                     for (_, item) in &requests {
                         let cluster = match item {
                             Ok(BootstrapItem::Cluster(r)) => Some(r.cluster.as_str()),
@@ -208,14 +213,17 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
                     }
                     if is_sqs {
                         let reason = format!("cannot read the fleet repo: {e}");
-                        let failed = requests
-                            .into_iter()
-                            .filter_map(|(id, _)| id)
-                            .map(|message_id| RecordFailure {
-                                message_id,
+                        let failed = requests.into_iter().filter_map(|(id, item)| {
+                            Some(RecordFailure {
+                                message_id: id?,
+                                about: match item {
+                                    Ok(BootstrapItem::Cluster(r)) => About::cluster(&r.cluster),
+                                    _ => About::event(),
+                                },
                                 class: e.class(),
                                 reason: reason.clone(),
-                            });
+                            })
+                        });
                         let ids = sqs_redeliver("cluster-bootstrap", failed);
                         return Ok(BootstrapInvocation {
                             response: serde_json::to_value(batch_response(ids)).unwrap_or_default(),
@@ -236,7 +244,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
                 Ok(Some(p)) => switch = Some(p),
                 Ok(None) => {}
                 Err(e) => {
-                    tracing::error!(error = %e, "cannot read the fleet repo's settings");
+                    tracing::error!(scope = "fleet", error = %e, "cannot read the fleet repo's settings");
                     settings_error = Some(e.to_string());
                 }
             }
@@ -256,7 +264,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
             };
             let outcome: Result<Value, (String, Class)> = match item {
                 Err(e) => {
-                    tracing::error!(message_id = id.as_deref().unwrap_or(""), error = %e, "event not understood");
+                    tracing::error!(scope = "event", message_id = id.as_deref().unwrap_or(""), error = %e, "event not understood");
                     Err((e.to_string(), Class::InvalidInput))
                 }
                 Ok(BootstrapItem::Ignored { what, reason }) => {
@@ -288,21 +296,14 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
                         // Boxed: the whole bootstrap is one deep future, kept off the caller's
                         // stack. The install stops before the deadline, leaving time to delete the
                         // access entry (`RELEASE_RESERVE`).
-                        // Every line of the run carries the cluster and its region.
-                        let run = Box::pin(
-                            self.bootstrapper
-                                .run_before(
-                                    base.fleet.as_ref(),
-                                    base.branch.as_deref(),
-                                    &req,
-                                    Target::Eks,
-                                    Some(left),
-                                    Some(deadline),
-                                )
-                                .instrument(
-                                    tracing::info_span!("bootstrap", cluster = %req.cluster, region = %req.region),
-                                ),
-                        )
+                        let run = Box::pin(self.bootstrapper.run_before(
+                            base.fleet.as_ref(),
+                            base.branch.as_deref(),
+                            &req,
+                            Target::Eks,
+                            Some(left),
+                            Some(deadline),
+                        ))
                         .await;
                         // The cluster's cell (its tag) was read past: read the base again keeping
                         // it, once, and run again (a run is create-if-missing).
@@ -310,10 +311,11 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
                         if missed.is_empty() || wider.is_some() {
                             break run;
                         }
-                        tracing::info!(cluster = %req.cluster, cells = ?missed, "the run needs cells the fleet read kept out; reading it again with them");
+                        tracing::info!(cluster = %req.cluster, cells = %missed.join(", "), "the run needs cells the fleet read kept out; reading it again with them");
                         let mut keep = keep.clone();
                         keep.cells.extend(missed);
-                        match self.fleets.fleet(&keep, deadline).await {
+                        let read = tracing::info_span!("bootstrap", cluster = %req.cluster, region = %req.region);
+                        match self.fleets.fleet(&keep, deadline).instrument(read).await {
                             Ok(f) => wider = Some(f),
                             Err(e) => break Err(BootstrapError::Fleet(e)),
                         }
@@ -357,11 +359,16 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
                     if let Some(message_id) = id {
                         failed_records.push(RecordFailure {
                             message_id,
+                            about: cluster.as_deref().map_or_else(About::event, About::cluster),
                             class,
                             reason: e.clone(),
                         });
                     }
-                    results.push(json!({"error": e}));
+                    // Naming the cluster: the answer says which one failed, and its line too.
+                    results.push(match &cluster {
+                        Some(c) => json!({"cluster": c, "error": e}),
+                        None => json!({"error": e}),
+                    });
                 }
             }
         }
@@ -376,17 +383,19 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
             {
                 let ttl = super::access::ttl_from_env().unwrap_or(super::access::DEFAULT_TTL);
                 let left = deadline.saturating_duration_since(Instant::now()) - SWEEP_MARGIN;
-                match tokio::time::timeout(left, Box::pin(self.sweep_fleet(base.fleet.as_ref(), ttl))).await {
+                let sweep = Box::pin(self.sweep_fleet(base.fleet.as_ref(), ttl)).instrument(super::sweep::span());
+                match tokio::time::timeout(left, sweep).await {
                     Ok(Ok(report)) => {
                         self.record_sweep(&report, metrics);
                         serde_json::to_value(&report).ok()
                     }
                     Ok(Err(e)) => {
-                        tracing::warn!(error = %e, "sweep after the run: cannot list the fleet's cells");
+                        tracing::warn!(scope = "fleet", error = %e, "sweep after the run: cannot list the fleet's cells");
                         None
                     }
                     Err(_) => {
                         tracing::warn!(
+                            scope = "fleet",
                             "sweep after the run: not finished before the deadline; the schedule's sweep does it"
                         );
                         None

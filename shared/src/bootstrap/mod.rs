@@ -25,6 +25,7 @@ use std::time::Instant;
 
 use aws_config::{Region, SdkConfig};
 use serde::Serialize;
+use tracing::Instrument as _;
 
 pub use apply::{Applied, ClusterAuth, Kubes, SourceStatus, Tuning};
 pub use aws::AwsAccounts;
@@ -83,6 +84,20 @@ pub enum BootstrapOutcome {
     NotACell,
     /// The cluster is still being created; run again later.
     ClusterNotReady,
+}
+
+impl BootstrapOutcome {
+    /// Its name in the report's `outcome`, for the log line too: operators match one with the
+    /// other.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BootstrapOutcome::Bootstrapped => "bootstrapped",
+            BootstrapOutcome::AlreadyBootstrapped => "already_bootstrapped",
+            BootstrapOutcome::Planned => "planned",
+            BootstrapOutcome::NotACell => "not_a_cell",
+            BootstrapOutcome::ClusterNotReady => "cluster_not_ready",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -390,24 +405,31 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         cluster_wait: Option<std::time::Duration>,
         deadline: Option<Instant>,
     ) -> Result<Report, BootstrapError> {
-        let start = Instant::now();
-        check_request(req)?;
-        let wait = cluster_wait.map_or(self.settings.cluster_wait, |w| w.min(self.settings.cluster_wait));
-        let install_by = deadline.map(|d| d.checked_sub(RELEASE_RESERVE).unwrap_or(start));
-        let mut report = match target {
-            Target::Eks => Box::pin(self.run_eks(fleet, base_branch, req, wait, install_by)).await?,
-            Target::Kubeconfig(path) => Box::pin(self.run_kubeconfig(fleet, base_branch, req, path)).await?,
-        };
-        report.duration_ms = start.elapsed().as_millis() as u64;
-        tracing::info!(
-            cluster = %report.cluster,
-            cell = report.cell.as_deref().unwrap_or(""),
-            outcome = ?report.outcome,
-            objects = report.objects.len(),
-            duration_ms = report.duration_ms,
-            "bootstrap finished"
-        );
-        Ok(report)
+        // Every line of the run carries the cluster and its region, whoever runs it (the
+        // Lambda, `cellbridge bootstrap`): operators filter on them.
+        let span = tracing::info_span!("bootstrap", cluster = %req.cluster, region = %req.region);
+        async move {
+            let start = Instant::now();
+            check_request(req)?;
+            let wait = cluster_wait.map_or(self.settings.cluster_wait, |w| w.min(self.settings.cluster_wait));
+            let install_by = deadline.map(|d| d.checked_sub(RELEASE_RESERVE).unwrap_or(start));
+            let mut report = match target {
+                Target::Eks => Box::pin(self.run_eks(fleet, base_branch, req, wait, install_by)).await?,
+                Target::Kubeconfig(path) => Box::pin(self.run_kubeconfig(fleet, base_branch, req, path)).await?,
+            };
+            report.duration_ms = start.elapsed().as_millis() as u64;
+            tracing::info!(
+                cluster = %report.cluster,
+                cell = report.cell.as_deref().unwrap_or(""),
+                outcome = report.outcome.as_str(),
+                objects = report.objects.len(),
+                duration_ms = report.duration_ms,
+                "bootstrap finished"
+            );
+            Ok(report)
+        }
+        .instrument(span)
+        .await
     }
 
     /// The cell named in the request, else the fleet repo's match for cluster and region.
@@ -796,4 +818,16 @@ pub async fn run_local(fleet: &LocalFleet, opts: &LocalOptions) -> Result<Report
     Bootstrapper::new(aws, settings)
         .run_until(fleet, base_branch.as_deref(), &req, target, None)
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BootstrapOutcome::*;
+
+    #[test]
+    fn the_log_line_names_the_outcome_as_the_report_does() {
+        for outcome in [Bootstrapped, AlreadyBootstrapped, Planned, NotACell, ClusterNotReady] {
+            assert_eq!(serde_json::to_value(outcome).unwrap(), outcome.as_str());
+        }
+    }
 }

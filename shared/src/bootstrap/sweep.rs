@@ -236,7 +236,12 @@ pub async fn sweep_cluster(
     }
     match api.delete_access_entry(cluster, principal).await {
         Ok(_) => {
-            tracing::warn!(cluster, principal, age_secs = ?age, "sweep: deleted an expired temporary access entry");
+            tracing::warn!(
+                cluster,
+                principal,
+                age_secs = age,
+                "sweep: deleted an expired temporary access entry"
+            );
             Swept::Deleted { age_secs: age }
         }
         // Still there: its age counts for the gauge (unknown age: as old as can be).
@@ -315,6 +320,12 @@ async fn visit<A: Accounts>(
     sweep_cluster(&api, &target.cluster, &principal, now, ttl).await
 }
 
+/// The span of a sweep, scheduled or after a run: it concerns the whole fleet's clusters, and its
+/// every line says so (each cluster's lines name the cluster too).
+pub fn span() -> tracing::Span {
+    tracing::info_span!("sweep", scope = "fleet")
+}
+
 /// The handler's answer to `{"action":"sweep"}`: reads the fleet's base branch, sweeps every
 /// cell's cluster and records one `AccessSweeps` heartbeat with `OldestTemporaryAccessSeconds`
 /// (the module alarms when the age passes its limit, or when the heartbeat stops). The pause
@@ -365,6 +376,7 @@ impl<A: Accounts, K: super::KubeConnect, S: crate::secrets::SecretStore> super::
         );
     }
 
+    /// The daily sweep (run in [`span`]).
     pub async fn sweep(
         &self,
         deadline: std::time::Instant,

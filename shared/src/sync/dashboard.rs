@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use serde::Serialize;
+use tracing::Instrument;
 
 use super::{SyncError, Syncer};
 use crate::configmap;
@@ -332,29 +333,35 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         switch: Option<&Pause>,
         metrics: &Metrics<'_>,
     ) -> DashboardRun {
-        let run = match switch {
-            Some(p) => DashboardRun::paused(p.clone()),
-            // Boxed: the run's future is large, and the handler's would grow past the
-            // compiler's depth for layouts with it inline.
-            None => match self.build_boxed(dry_run, deadline).await {
-                Ok(run) => run,
-                Err(e) => {
-                    let class = e.class();
-                    tracing::error!(class = class.as_str(), error = %e, "the fleet dashboard was not rebuilt");
-                    DashboardRun {
-                        error: Some(e.to_string()),
-                        class: Some(class.as_str()),
-                        failure: Some(class),
-                        ..DashboardRun::new("failed")
+        // The dashboard is the whole fleet's: every line of its run (GitHub's retries too)
+        // says so, for operators who look for a cell's lines by its name.
+        async move {
+            let run = match switch {
+                Some(p) => DashboardRun::paused(p.clone()),
+                // Boxed: the run's future is large, and the handler's would grow past the
+                // compiler's depth for layouts with it inline.
+                None => match self.build_boxed(dry_run, deadline).await {
+                    Ok(run) => run,
+                    Err(e) => {
+                        let class = e.class();
+                        tracing::error!(class = class.as_str(), error = %e, "the fleet dashboard was not rebuilt");
+                        DashboardRun {
+                            error: Some(e.to_string()),
+                            class: Some(class.as_str()),
+                            failure: Some(class),
+                            ..DashboardRun::new("failed")
+                        }
                     }
-                }
-            },
-        };
-        if let Some(p) = &run.paused {
-            tracing::warn!(paused = %p.describe(), "the fleet dashboard is not rebuilt: cellbridge is paused");
+                },
+            };
+            if let Some(p) = &run.paused {
+                tracing::warn!(paused = %p.describe(), "the fleet dashboard is not rebuilt: cellbridge is paused");
+            }
+            metrics.count(run.outcome(), &[("dashboard", Some(dashboard::LABEL_DASHBOARD))]);
+            run
         }
-        metrics.count(run.outcome(), &[("dashboard", Some(dashboard::LABEL_DASHBOARD))]);
-        run
+        .instrument(tracing::info_span!("dashboard", scope = "fleet"))
+        .await
     }
 
     fn build_boxed(

@@ -446,9 +446,11 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 // Manual payloads as bodies (the fan-out's messages, a redriven sync-all) become
                 // the state objects they name, as an S3 event's would.
                 for r in records.iter_mut() {
+                    let about = self.record_about(r);
                     if let Err(e) = self.resolve_record(r, &index, deadline, switch.is_some()).await {
                         retry_records.push(crate::lambda::RecordFailure {
                             message_id: r.message_id.clone(),
+                            about,
                             class: e.class(),
                             reason: e.to_string(),
                         });
@@ -536,6 +538,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                     "state-sync",
                     dashboard_messages.iter().map(|id| crate::lambda::RecordFailure {
                         message_id: id.clone(),
+                        about: crate::lambda::About::fleet(),
                         class: *class,
                         reason: error.clone().unwrap_or_default(),
                     }),
@@ -551,6 +554,28 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             inv.response["paused"] = serde_json::to_value(p).unwrap_or_default();
         }
         Ok(inv)
+    }
+
+    /// What an SQS record asks about, before its manual payloads are resolved: for the line of
+    /// a record that could not be.
+    fn record_about(&self, record: &SyncSqsRecord) -> crate::lambda::About {
+        use crate::lambda::About;
+        let Ok(items) = &record.items else {
+            return About::event();
+        };
+        let cell_of = |key: &str| self.config.key_pattern.cell_of(key).map(|(c, _)| c);
+        let mut cells = Vec::new();
+        for item in items {
+            match item {
+                SyncItem::Object(o) => cells.extend(cell_of(&o.key)),
+                SyncItem::Manual(Manual::Cell(c)) => cells.push(c.clone()),
+                SyncItem::Manual(Manual::Object { key, .. }) => cells.extend(cell_of(key)),
+                SyncItem::Manual(Manual::All | Manual::Dashboard) => return About::fleet(),
+                SyncItem::ClusterDeleted(d) => return About::cluster(&d.cluster),
+                SyncItem::Ignored { .. } => {}
+            }
+        }
+        About::cells(cells)
     }
 
     /// The state objects a manual payload names.
@@ -1032,7 +1057,7 @@ fn sqs_failures(
     fanned: Vec<crate::lambda::RecordFailure>,
     metrics: &Metrics<'_>,
 ) -> Vec<String> {
-    use crate::lambda::{RecordFailure, sqs_redeliver};
+    use crate::lambda::{About, RecordFailure, sqs_redeliver};
     for f in &fanned {
         metrics.count(metrics::failure_outcome(f.class), &[]);
     }
@@ -1044,6 +1069,7 @@ fn sqs_failures(
                 metrics.count(metrics::failure_outcome(Class::InvalidInput), &[]);
                 failed.push(RecordFailure {
                     message_id: r.message_id.clone(),
+                    about: About::event(),
                     class: Class::InvalidInput,
                     reason: format!("not a state-sync event: {e}"),
                 });
@@ -1071,6 +1097,7 @@ fn sqs_failures(
                     .join("; ");
                 failed.push(RecordFailure {
                     message_id: r.message_id.clone(),
+                    about: About::cells(failures.iter().filter_map(|c| c.cell.as_deref())),
                     class: if retry { Class::Retryable } else { Class::Final },
                     reason,
                 });

@@ -256,7 +256,7 @@ impl KubeApi for Applier {
             api.patch(&step.target.name, &pp, &patch)
         })
         .await?;
-        tracing::info!(phase = ?step.phase, object = %target, "applied");
+        tracing::info!(phase = step.phase.describe(), object = %target, "applied");
         Ok(Applied {
             phase: step.phase,
             target: step.target.clone(),
