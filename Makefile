@@ -48,7 +48,9 @@ $(OPENAPI)/.installed: tests/github-openapi/package.json tests/github-openapi/pa
 # The Terraform example deployed to moto (tests/infra/test_deployed.py) runs beside the Rust
 # suite: it spends most of its time in the AWS provider's propagation polls, not on a core.
 # Every log line, result and error of the integration tests is captured under target/leak-capture
-# together with every secret value the tests and fakes use; leak_check.py fails on any leak.
+# together with every secret value the tests and fakes use; leak_check.py fails on any leak, and
+# log_check.py on what an operator should not read there (Rust Debug output, a message broken
+# over lines, a WARN or ERROR naming no cell or cluster nor saying what it concerns instead).
 # Every GitHub request of the suite goes through the fake's check against GitHub's description;
 # github_conformance.py prints the operations the product called and fails on any violation or
 # on an operation of shared/src/github/operations.rs that no test exercised.
@@ -66,6 +68,7 @@ test: testbed
 	[ $$rust -eq 0 ] && [ $$dep -eq 0 ]
 	$(TEST_ENV) bash tests/infra/run.sh
 	$(PY) tests/leak_check.py target/leak-capture
+	$(PY) tests/log_check.py target/leak-capture
 	$(PY) tests/github_conformance.py target/github-conformance
 
 ## bench: the benchmark report (release-like build); prints every figure next to its peer

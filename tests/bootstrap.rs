@@ -228,12 +228,19 @@ impl Bed {
             .run(&self.fleet, req, Target::Eks)
             .await;
         // Results and errors are output too: they go through the same capture.
+        let what = format!("bootstrap of {}", self.cluster);
         let text = match &r {
             Ok(rep) => serde_json::to_string(rep).unwrap(),
-            Err(e) => format!("error: {e} / {e:?}"),
+            Err(e) => format!("error: {e}"),
         };
         logs().clone().write_all(text.as_bytes()).unwrap();
-        leak::capture(&format!("bootstrap of {}", self.cluster), &text);
+        leak::capture(&what, &text);
+        if let Err(e) = &r {
+            // No one is shown the Debug form, yet a secret in it would leak all the same.
+            let debug = format!("{e:?}");
+            logs().clone().write_all(debug.as_bytes()).unwrap();
+            leak::capture_debug(&what, &debug);
+        }
         r
     }
 

@@ -234,11 +234,16 @@ impl Bed {
             .run(&fleet, &req, Target::Eks)
             .await;
         // Results and errors are output too: they go through the leak capture.
+        let what = format!("bootstrap of {}", self.cluster);
         let text = match &r {
             Ok(rep) => serde_json::to_string(rep).unwrap(),
-            Err(e) => format!("error: {e} / {e:?}"),
+            Err(e) => format!("error: {e}"),
         };
-        leak::capture(&format!("bootstrap of {}", self.cluster), &text);
+        leak::capture(&what, &text);
+        if let Err(e) = &r {
+            // No one is shown the Debug form, yet a secret in it would leak all the same.
+            leak::capture_debug(&what, &format!("{e:?}"));
+        }
         r
     }
 
