@@ -7,7 +7,8 @@ Every fake GitHub the tests start appends one JSON line per API request to DIR/g
 the documented operation it matched, the caller's User-Agent and what broke GitHub's description
 (`tests/fakes/github_fake.py`). This report
 
-  - prints which documented operations the product called (octocrab's User-Agent) and how often,
+  - prints which documented operations the product called (its User-Agent, `cellbridge/<version>`)
+    and how often,
     on github.com and on GitHub Enterprise Server, next to what the tests' own client called;
   - fails on any violation, from any caller, that a test did not plant on purpose and clear
     (`DELETE /_fake/conformance` writes a `{"cleared": true}` line);
@@ -29,6 +30,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TABLE = os.path.join(ROOT, "shared", "src", "github", "operations.rs")
+PRODUCT_AGENT = "cellbridge/"
 # `NAME = METHOD "path" "operation id";` lines of the `operations!` table.
 # NAME = METHOD "path" "operationId" "permission";
 ENTRY = re.compile(r'^\s*([A-Z_]+)\s*=\s*(GET|POST|PATCH|PUT|DELETE)\s+"([^"]+)"\s+"([^"]+)"\s+"[^"]*";', re.M)
@@ -89,7 +91,10 @@ def main(argv):
                     mine.clear()
                     continue
                 requests += 1
-                who = product if rec.get("user_agent", "").startswith("octocrab") else tests
+                # The product names itself (shared/src/github/transport.rs, USER_AGENT); the tests'
+                # own client is `cellbridge-tests`. A product request under any other name counts
+                # as the tests', and the operations it exercised are then reported unexercised.
+                who = product if rec.get("user_agent", "").startswith(PRODUCT_AGENT) else tests
                 if rec.get("op"):
                     who[rec["flavor"]][rec["op"]] += 1
                 for v in rec.get("violations", []):

@@ -2549,6 +2549,55 @@ async fn http_with_app_credentials_cellbridge_knows_its_own_auto_merge_and_turns
     a_push_turns_cellbridges_auto_merge_off(&w, "cellbridge[bot]").await;
 }
 
+/// Every request cellbridge sends to GitHub (the installation token it mints, REST, GraphQL,
+/// the archive download) says in one User-Agent line that it is cellbridge, and which version:
+/// GitHub asks each request to name its application
+/// (https://docs.github.com/rest/using-the-rest-api/getting-started-with-the-rest-api#user-agent),
+/// and an operator asked about a burst of requests must be able to tell they were cellbridge's.
+#[tokio::test]
+async fn http_every_request_cellbridge_sends_names_cellbridge_and_its_version() {
+    let w = opted_in(http_world(app_credentials), "cells: ['*']\n").await;
+    w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT, CI], 1, true)));
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), done(&r)), ("opened", "enabled"), "{r}");
+
+    let agent = concat!("cellbridge/", env!("CARGO_PKG_VERSION"), " ");
+    let mut seen = BTreeMap::new();
+    for q in w.bed.gh.requests()["requests"].as_array().unwrap() {
+        let lines: Vec<&str> = q["user_agent"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l.as_str().unwrap())
+            .collect();
+        if lines == ["cellbridge-tests"] {
+            continue; // the test's own client, acting as a person
+        }
+        let (method, path) = (q["method"].as_str().unwrap(), q["path"].as_str().unwrap());
+        assert!(
+            lines.len() == 1 && lines[0].starts_with(agent),
+            "{method} {path} carried the User-Agent lines {lines:?}"
+        );
+        let kind = if path.contains("/access_tokens") {
+            "installation token"
+        } else if path.starts_with("/_codeload/") {
+            "archive download"
+        } else if q.get("graphql").is_some() {
+            "GraphQL"
+        } else {
+            "REST"
+        };
+        *seen.entry(kind).or_insert(0) += 1;
+    }
+    let kinds: Vec<&str> = seen.keys().copied().collect();
+    assert_eq!(
+        kinds,
+        ["GraphQL", "REST", "archive download", "installation token"],
+        "{seen:?}"
+    );
+}
+
 /// A reviewer adds a submodule under the cell on its pull request: a comparison lists the
 /// gitlink like a file, whose "blob" the repository does not have. The head is then read from
 /// its trees, where the submodule is no file: the next values are written, the status passes,

@@ -44,8 +44,9 @@ Control API (never used by the product; tests and the bench drive it):
   (another writer commits on `ref` just before the matched request is handled). `match` is
   `METHOD glob` on the path without query (`*` matches anything, `...` too); omitted, any API
   request. `DELETE /_fake/faults` clears them.
-- `GET /_fake/requests`: `{"requests": [{"method","path","status","write"}], "count": n,
-  "writes": n}`; `DELETE /_fake/requests` resets the log.
+- `GET /_fake/requests`: `{"requests": [{"method","path","status","write","user_agent"}], "count": n,
+  "writes": n}` (`user_agent`: every User-Agent line the request carried); `DELETE
+  /_fake/requests` resets the log.
 - `GET /_fake/state?repo=o/r`: branches, pull requests (with labels, head sha, statuses,
   `comments`: the bodies of their comments, oldest first, and `closed_by`: the User-Agent of the
   request that closed or merged it, null while open), `issues` (plain issues only, by number:
@@ -1628,8 +1629,16 @@ class Handler(BaseHTTPRequestHandler):
             self._record(method, url.path, op, drift)
         with LOCK:
             REQUESTS.append({"method": method, "path": path, "query": url.query, "status": status,
-                             "write": method != "GET", "t": time.time()})
+                             "write": method != "GET", "t": time.time(), "user_agent": self._user_agents()})
         self._send(status, out, headers, raw, ctype)
+
+    def _user_agents(self):
+        """Every User-Agent line of the request, as sent: GitHub asks each request to carry one
+        naming the application ("All API requests must include a valid User-Agent header ...
+        use your GitHub username, or the name of your application, for the User-Agent header
+        value", github_openapi.DOCS_USER_AGENT), so the request log keeps them for the tests to
+        check, archive downloads (which the REST description does not cover) included."""
+        return self.headers.get_all("User-Agent") or []
 
     def _graphql(self, path, raw_body):
         """`POST /graphql` (`/api/graphql` on GitHub Enterprise Server): checked against GitHub's
@@ -1662,7 +1671,8 @@ class Handler(BaseHTTPRequestHandler):
                     settle(full_name, r)
         with LOCK:
             REQUESTS.append({"method": "POST", "path": path, "query": "", "status": 200,
-                             "write": op.kind == "mutation", "t": time.time(), "graphql": op.id})
+                             "write": op.kind == "mutation", "t": time.time(), "graphql": op.id,
+                             "user_agent": self._user_agents()})
         self._send(200, answer)
 
     def _graphql_root(self, token):

@@ -119,7 +119,7 @@ impl GithubFleet {
                     detail: "the archive redirect is not an absolute URL".into(),
                 }));
             }
-            Err(e) => return Err(again(octocrab_message(&e))),
+            Err(reason) => return Err(again(reason)),
         };
         let left = deadline.saturating_duration_since(Instant::now());
         let resp = match tokio::time::timeout(

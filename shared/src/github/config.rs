@@ -3,10 +3,9 @@
 //! again when GitHub refuses them (rotated while the execution environment kept the old ones).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use octocrab::Octocrab;
-use octocrab::service::middleware::retry::RetryConfig;
 
 use crate::config::{self, ConfigError};
 use crate::error::Classify;
@@ -14,7 +13,7 @@ use crate::secrets;
 
 use super::Credentials;
 use super::GithubError;
-use super::transport::REQUEST_TIMEOUT;
+use super::transport::{self, Auth};
 
 /// github.com's API; GitHub Enterprise Server's is `https://HOST/api/v3`.
 pub const DEFAULT_GITHUB_API_URL: &str = "https://api.github.com";
@@ -202,39 +201,21 @@ fn setup(api_url: &str, reason: String) -> GithubError {
     }
 }
 
-/// The octocrab client for `creds`; no request is sent (a cold start stays cheap). Retries
-/// are ours (`transport`), so octocrab's are off.
+/// The octocrab clients for `creds` ([`transport::client`]: cellbridge's User-Agent, no retries
+/// of octocrab's); no request is sent (a cold start stays cheap).
 pub(super) fn octocrab_for(api_url: &str, creds: &Credentials) -> Result<Crabs, GithubError> {
-    let builder = Octocrab::builder()
-        .base_uri(api_url.trim_end_matches('/'))
-        .map_err(|e| setup(api_url, format!("invalid GITHUB_API_URL: {e}")))?
-        .add_retry_config(RetryConfig::None)
-        .set_connect_timeout(Some(Duration::from_secs(5)))
-        .set_read_timeout(Some(REQUEST_TIMEOUT));
+    let api = api_url.trim_end_matches('/');
+    let client = |base: &str, auth| transport::client(base, auth).map_err(|reason| setup(api_url, reason));
     let graphql = |token: Option<&String>| -> Result<Option<Arc<Octocrab>>, GithubError> {
         let Some(base) = graphql_base(api_url) else {
             return Ok(None);
         };
-        let b = Octocrab::builder()
-            .base_uri(base)
-            .map_err(|e| setup(api_url, format!("invalid GITHUB_API_URL: {e}")))?
-            .add_retry_config(RetryConfig::None)
-            .set_connect_timeout(Some(Duration::from_secs(5)))
-            .set_read_timeout(Some(REQUEST_TIMEOUT));
-        let crab = match token {
-            Some(t) => b.personal_token(t.clone()).build(),
-            None => b.build(),
-        };
-        Ok(Some(Arc::new(crab.map_err(|e| setup(api_url, e.to_string()))?)))
+        let auth = token.map_or(Auth::None, |t| Auth::Token(t.clone()));
+        Ok(Some(Arc::new(client(&base, auth)?)))
     };
     match creds {
         Credentials::Token(t) => Ok(Crabs {
-            repo: Arc::new(
-                builder
-                    .personal_token(t.expose().clone())
-                    .build()
-                    .map_err(|e| setup(api_url, e.to_string()))?,
-            ),
+            repo: Arc::new(client(api, Auth::Token(t.expose().clone()))?),
             app: None,
             graphql: graphql(Some(t.expose()))?,
         }),
@@ -250,10 +231,7 @@ pub(super) fn octocrab_for(api_url: &str, creds: &Credentials) -> Result<Crabs, 
                     "the GitHub App private_key is not an RSA private key in PEM form".into(),
                 )
             })?;
-            let app = builder
-                .app((*app_id).into(), key)
-                .build()
-                .map_err(|e| setup(api_url, e.to_string()))?;
+            let app = client(api, Auth::App { app_id: *app_id, key })?;
             let repo = app
                 .installation((*installation_id).into())
                 .map_err(|e| setup(api_url, e.to_string()))?;

@@ -15,7 +15,6 @@ use http::{HeaderMap, Method, StatusCode};
 use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
 use octocrab::Octocrab;
-use octocrab::service::middleware::retry::RetryConfig;
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use serde_json::Value;
 use std::sync::atomic::AtomicBool;
@@ -32,6 +31,7 @@ pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(8);
 /// Never start a request with less time left than this: a half-done write is worse than none.
 pub(super) const DEADLINE_MARGIN: Duration = Duration::from_millis(500);
 pub(super) const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One try's failure: worth another, or final.
 pub(super) enum Try {
@@ -336,8 +336,25 @@ impl GithubFleet {
                 &self.counts.api
             }
             .fetch_add(1, Ordering::Relaxed);
+            // Archive downloads go elsewhere (codeload, or `/_codeload/` on GitHub Enterprise
+            // Server): a client of their own, without our credentials (the URL carries a token)
+            // and without the API's base path, which octocrab would otherwise prepend.
+            // (A clone of the API client would not share its cached installation token.)
+            let elsewhere = match download_client(uri) {
+                Ok(c) => c,
+                Err(reason) => {
+                    return Err(Try::Again {
+                        detail: reason,
+                        retry_after: None,
+                    });
+                }
+            };
+            let (crab, uri) = match &elsewhere {
+                Some((client, path)) => (client, path.as_str()),
+                None => (&*crab, uri),
+            };
             let limit = left.min(REQUEST_TIMEOUT);
-            match tokio::time::timeout(limit, send_once(&crab, method.clone(), uri, body, accept)).await {
+            match tokio::time::timeout(limit, send_once(crab, method.clone(), uri, body, accept)).await {
                 Err(_) => Err(Try::Again {
                     detail: format!("no answer within {} ms", limit.as_millis()),
                     retry_after: None,
@@ -441,8 +458,7 @@ impl GithubFleet {
     }
 }
 
-/// One try, no retry: through `crab`, or for an absolute URL (an archive download) a client of
-/// its own.
+/// One try through `crab`, no retry.
 async fn send_once(
     crab: &Octocrab,
     method: Method,
@@ -450,19 +466,7 @@ async fn send_once(
     body: Option<&Value>,
     accept: Option<&str>,
 ) -> std::result::Result<Response, octocrab::Error> {
-    // Archive downloads go elsewhere (codeload, or `/_codeload/` on GitHub Enterprise
-    // Server): a client of their own, without our credentials (the URL carries a token)
-    // and without the API's base path, which octocrab would otherwise prepend.
-    // (A clone of the API client would not share its cached installation token.)
-    let download;
-    let (crab, uri) = match download_client(uri)? {
-        Some((client, path)) => {
-            download = client;
-            (&download, path)
-        }
-        None => (crab, uri.to_owned()),
-    };
-    let resp = execute(crab, method, &uri, body, accept).await?;
+    let resp = execute(crab, method, uri, body, accept).await?;
     let (parts, body) = resp.into_parts();
     let body = body.collect().await?.to_bytes();
     Ok(Response {
@@ -475,7 +479,7 @@ async fn send_once(
 
 /// For an absolute URL (an archive download): a client of its own for the URL's origin, and the
 /// path to ask it for; `None` for a path of the API.
-pub(super) fn download_client(uri: &str) -> std::result::Result<Option<(Octocrab, String)>, octocrab::Error> {
+pub(super) fn download_client(uri: &str) -> std::result::Result<Option<(Octocrab, String)>, String> {
     let Some(abs) = http::Uri::try_from(uri).ok().filter(|u| u.authority().is_some()) else {
         return Ok(None);
     };
@@ -488,12 +492,95 @@ pub(super) fn download_client(uri: &str) -> std::result::Result<Option<(Octocrab
         .path_and_query()
         .map(|p| p.as_str().to_owned())
         .unwrap_or_else(|| "/".into());
-    let client = Octocrab::builder()
-        .base_uri(origin)?
-        .add_retry_config(RetryConfig::None)
-        .set_read_timeout(Some(REQUEST_TIMEOUT))
-        .build()?;
-    Ok(Some((client, path)))
+    Ok(Some((client(&origin, Auth::None)?, path)))
+}
+
+/// What cellbridge's requests to GitHub say they come from. GitHub asks every request to name
+/// the application in its User-Agent, so that it can reach whoever runs it when its requests
+/// cause trouble
+/// (<https://docs.github.com/rest/using-the-rest-api/getting-started-with-the-rest-api#user-agent>).
+pub const USER_AGENT: &str = concat!(
+    "cellbridge/",
+    env!("CARGO_PKG_VERSION"),
+    " (+",
+    env!("CARGO_PKG_REPOSITORY"),
+    ")"
+);
+
+/// Who a client's requests are from.
+pub(super) enum Auth {
+    /// No one: an archive download (its URL carries a token), or a client given a token per
+    /// request.
+    None,
+    Token(String),
+    App {
+        app_id: u64,
+        key: octocrab::EncodingKey,
+    },
+}
+
+/// An octocrab client of `base` (an API's root, or an archive host's origin) whose requests
+/// carry [`USER_AGENT`] and no other User-Agent.
+///
+/// octocrab's `Octocrab::builder()` always adds `User-Agent: octocrab` (`prepare_config`), and a
+/// header given to its `add_header` goes through the same layer, which appends
+/// (`ExtraHeaders::call`: `HeaderMap::extend`): two User-Agent lines. Its service-stack builder
+/// (`OctocrabBuilder::new_empty().with_service(..).with_layer(..)`) sends only the headers its
+/// layers add; octocrab's own example `examples/custom_client.rs` sets this very header that way.
+/// The stack is the one `Octocrab::builder().build()` makes for cellbridge's features (rustls with
+/// the process's crypto provider and the system's roots, connect and read timeouts, extra
+/// headers, base URI, credentials for the API's host only), less octocrab's retries: ours are
+/// in this file.
+pub(super) fn client(base: &str, auth: Auth) -> std::result::Result<Octocrab, String> {
+    use octocrab::service::middleware::auth_header::AuthHeaderLayer;
+    use octocrab::service::middleware::base_uri::BaseUriLayer;
+    use octocrab::service::middleware::extra_headers::ExtraHeadersLayer;
+    use octocrab::{AuthState, OctocrabBuilder, auth::AppAuth};
+
+    let base: http::Uri = base.parse().map_err(|e| format!("{base} is not a URL: {e}"))?;
+    let provider = rustls::crypto::CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(rustls::crypto::aws_lc_rs::default_provider()));
+    let tls = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_native_roots(provider)
+        .map_err(|e| format!("the system's root certificates: {e}"))?
+        .https_or_http()
+        .enable_http1()
+        .build();
+    let mut connector = hyper_timeout::TimeoutConnector::new(tls);
+    connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    connector.set_read_timeout(Some(REQUEST_TIMEOUT));
+    let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+    let (authorization, state) = match auth {
+        Auth::None => (None, AuthState::None),
+        Auth::Token(token) => {
+            let mut value = http::HeaderValue::try_from(format!("Bearer {token}"))
+                .map_err(|_| "the token holds characters no HTTP header may carry".to_owned())?;
+            value.set_sensitive(true);
+            (Some(value), AuthState::None)
+        }
+        Auth::App { app_id, key } => (
+            None,
+            AuthState::App(AppAuth {
+                app_id: app_id.into(),
+                key,
+            }),
+        ),
+    };
+    // As octocrab's own builder: credentials go to the API's host and GitHub's upload host only.
+    let uploads = http::Uri::from_static("https://uploads.github.com");
+    let agent = vec![(http::header::USER_AGENT, http::HeaderValue::from_static(USER_AGENT))];
+    let built = OctocrabBuilder::new_empty()
+        .with_service(http)
+        .with_layer(&ExtraHeadersLayer::new(Arc::new(agent)))
+        .with_layer(&BaseUriLayer::new(base.clone()))
+        .with_layer(&AuthHeaderLayer::new(authorization, base, uploads))
+        .with_auth(state)
+        .build();
+    match built {
+        Ok(crab) => Ok(crab),
+        Err(never) => match never {},
+    }
 }
 
 /// One request through `crab`, its body not read yet.
@@ -665,5 +752,10 @@ mod tests {
         let get = |name: &str| lines.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
         assert_eq!(get("x-github-api-version"), Some("2022-11-28"));
         assert_eq!(get("accept"), Some("application/vnd.github+json"));
+        let agent = get("user-agent").unwrap();
+        assert!(
+            agent.starts_with(concat!("cellbridge/", env!("CARGO_PKG_VERSION"), " ")),
+            "GitHub asks for the application's name: {agent}"
+        );
     }
 }
