@@ -1023,7 +1023,7 @@ async fn aws_calls_that_fail_throttle_or_hang_are_retried() {
     assert!(err.to_string().contains("DescribeCluster"), "{err}");
 }
 
-// ---- examples/teams-fleet: a GitHub App, SOPS, a new cell and a merged one (issue 12, item 6) --
+// ---- examples/teams-fleet: a GitHub App, SOPS, a new cell and a merged one --
 
 const TEAMS_REPO: &str = "acme/teams-fleet";
 const NEW_CELL: &str = "payments-us-east-2";
@@ -1423,7 +1423,7 @@ async fn the_merged_teams_cell_gets_exactly_its_own_gotk_sync_yaml() {
     assert!(access_entries(&bed.aws, &bed.cluster).await.is_empty());
 }
 
-/// Issue 15, item 3, against moto: moto keeps `resourcesVpcConfig` as given (CreateCluster,
+/// Against moto: moto keeps `resourcesVpcConfig` as given (CreateCluster,
 /// UpdateClusterConfig) and answers it in DescribeCluster, without the `vpcId` and
 /// `clusterSecurityGroupId` EKS adds. A private-only endpoint, the function outside any VPC:
 /// one final failure that says why, before any access entry or Kubernetes request.
@@ -1465,7 +1465,7 @@ async fn a_private_only_endpoint_out_of_reach_fails_finally_before_any_access_en
     assert!(bed.writes().is_empty());
 }
 
-// ---- issue 15, item 5: a new cell in a second account ----------------------------------------
+// ---- a new cell in a second account ----------------------------------------
 
 const ACCOUNT_B: &str = "210987654321";
 const ROLE_B: &str = "arn:aws:iam::210987654321:role/cellbridge-bootstrap";
@@ -1486,7 +1486,7 @@ fn access_log_in(account: &str, cluster: &str) -> Vec<String> {
         .collect()
 }
 
-/// Issue 15, item 5's "done when": a new cell's cluster in a second account, found by its tag
+/// A new cell's cluster in a second account, found by its tag
 /// before the cell's pull request merges (no `clusters/<cell>/` on main: the template), is
 /// reached through the role `CELLBRIDGE_ACCOUNT_ROLES` gives the event's account, never through
 /// the home account's cluster of the same name; an account not in the map is refused, finally,
@@ -1575,7 +1575,7 @@ async fn a_new_cell_in_a_second_account_bootstraps_from_its_clusters_tag_before_
     assert!(access_log_in("333333333333", NAME).is_empty());
 }
 
-/// Issue 15, item 4, through moto's EKS and STS: the daily sweep finds the clusters tagged with a
+/// Through moto's EKS and STS: the daily sweep finds the clusters tagged with a
 /// cell that is not merged yet (ListClusters and DescribeCluster, in cellbridge's own account and,
 /// through `CELLBRIDGE_ACCOUNT_ROLES`, in account B) and deletes the temporary access entries a
 /// killed run left there once they are older than the TTL; a fresh one is kept.

@@ -35,7 +35,7 @@ PRODUCT_AGENT = "cellbridge/"
 # NAME = METHOD "path" "operationId" "permission";
 ENTRY = re.compile(r'^\s*([A-Z_]+)\s*=\s*(GET|POST|PATCH|PUT|DELETE)\s+"([^"]+)"\s+"([^"]+)"\s+"[^"]*";', re.M)
 # NAME = query|mutation "operation name" "permission" DOCUMENT; lines of the `graphql_operations!`
-# table (auto-merge, issue 16): their ids are `graphql/<operation name>`.
+# table (auto-merge): their ids are `graphql/<operation name>`.
 GRAPHQL_ENTRY = re.compile(r'^\s*([A-Z_]+)\s*=\s*(query|mutation)\s+"([^"]+)"\s+"[^"]*"\s+[A-Z_]+;', re.M)
 
 

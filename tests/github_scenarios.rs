@@ -136,7 +136,7 @@ trait Bed: Sized {
     /// The repository's issues are turned off in its settings.
     fn disable_issues(&self, repo: &Self::Repo);
 
-    // auto-merge (issue 16)
+    // auto-merge
     /// The login cellbridge's credentials act as on this GitHub.
     const CELLBRIDGE: &'static str;
     /// An administrator sets the repository's "Allow auto-merge".
@@ -1510,7 +1510,7 @@ async fn people_and_racing_deliveries_lose_nothing<B: Bed>() {
     }
 }
 
-/// i. The fleet dashboard (issue 16): one issue labelled `cellbridge-dashboard`, listing every
+/// i. The fleet dashboard: one issue labelled `cellbridge-dashboard`, listing every
 /// cell that needs attention (a pull request open with its status, a refusal naming the key and
 /// never the value, a fleet cell no state names) and the cells in sync; rewritten only when what
 /// it shows changed; a racing run's duplicate closed as a duplicate of the oldest.
@@ -1633,7 +1633,7 @@ async fn thousands_of_cells_needing_attention_fit_githubs_body_limit<B: Bed>() {
     assert!(!body.contains(PLANTED_SECRET));
 }
 
-// --- auto-merge (issue 16) ----------------------------------------------------------------------
+// --- auto-merge ----------------------------------------------------------------------
 
 const OPT_IN: &str = ".cellbridge/auto-merge.yaml";
 const CI: &str = "ci/build";
@@ -1946,7 +1946,7 @@ impl<B: Bed> World<B> {
     }
 }
 
-/// Issue 16 item 1 on both GitHubs: a destroyed stack whose cluster EKS no longer knows gets
+/// A destroyed stack whose cluster EKS no longer knows gets
 /// one pull request removing exactly its directory, built on main, labelled `decommission`; a
 /// replay writes nothing; a re-apply closes it as cellbridge's own close.
 async fn a_destroyed_cell_whose_cluster_is_gone_gets_one_decommission_and_a_reapply_closes_it<B: Bed>() {
@@ -2827,7 +2827,7 @@ async fn http_the_request_budget_per_outcome_is_the_readmes() {
     w.apply(CELL, 7, "vpc-3");
     step("back in sync, pull request closed (`closed`)", "closed").await;
 
-    // Auto-merge (issue 16): the cell opted in, main protected by the strict check and a CI.
+    // Auto-merge: the cell opted in, main protected by the strict check and a CI.
     w.bed
         .commit(w.repo(), "main", &[(OPT_IN, "cells: [eu-c1]\n")], "opt eu-c1 in");
     w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT, CI], 0, false)));
@@ -2990,7 +2990,7 @@ fn assert_budget(table: &BTreeMap<String, (usize, usize)>, measured: &BTreeMap<S
     );
 }
 
-/// Issue 14, item 4: content-creating requests keep the process's share of GitHub's limits
+/// Content-creating requests keep the process's share of GitHub's limits
 /// (here 3 in any 2 s); a write that would wait past the deadline is not sent, and the state
 /// fails retryably.
 #[tokio::test]

@@ -1130,7 +1130,7 @@ async fn state_sync_reaches_a_cells_account_narrowed_to_describe_cluster() {
     }
 }
 
-/// Issue 15, item 5: the state bucket in another account, read through
+/// The state bucket in another account, read through
 /// `CELLBRIDGE_STATE_ROLE_ARN`. moto is multi-account: the bucket is made with account B's
 /// credentials, and moto's own record of assumed roles (`/moto-api/data.json`) shows the role
 /// state-sync assumed, with its session name.
@@ -1218,7 +1218,7 @@ async fn a_state_bucket_in_another_account_is_read_through_the_configured_role()
     }
 }
 
-/// Issue 15, item 2: a record that failed retryably comes back after a backoff that doubles
+/// A record that failed retryably comes back after a backoff that doubles
 /// with each delivery (`ChangeMessageVisibility` on the in-flight message, before the answer),
 /// not after the queue's visibility timeout (moto's default, 30 s, here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1263,7 +1263,7 @@ async fn a_retryable_failure_comes_back_after_a_backoff_that_doubles() {
     }
 }
 
-/// Issue 14, item 3, through moto's SQS: sync-all sends one message per state to state-sync's
+/// Through moto's SQS: sync-all sends one message per state to state-sync's
 /// own queue (SendMessageBatch); delivered back, each message syncs its cell.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sync_all_fans_out_through_the_queue_and_each_message_syncs_its_cell() {
@@ -1309,7 +1309,7 @@ async fn sync_all_fans_out_through_the_queue_and_each_message_syncs_its_cell() {
     assert_eq!(bed.pulls().len(), 2);
 }
 
-/// Issue 16, item 3, end to end: after a sync-all over a fleet with a cell in sync, one with its
+/// End to end: after a sync-all over a fleet with a cell in sync, one with its
 /// pull request open, a refused one (a planted secret), two destroyed by a real `terraform
 /// destroy` (one's cluster gone from moto's EKS, so decommissioned; one's still there) and a
 /// fleet cell no state names, the fleet dashboard lists exactly the cells that
@@ -1517,7 +1517,7 @@ async fn the_fleet_dashboard_after_a_sync_all_lists_every_cell_needing_attention
     assert!(!body.contains(SECRET));
 }
 
-/// Issue 16's "done when", first part: a real `terraform destroy` of a cell's stack leads through
+/// A real `terraform destroy` of a cell's stack leads through
 /// moto (S3, its notification to SQS, EKS) and the fake GitHub to one decommission pull request
 /// removing exactly `clusters/<cell>/`, but only once EKS no longer knows the cluster (its
 /// DeleteCluster, as CloudTrail reports it through EventBridge, brings the cell back); a re-apply

@@ -1,5 +1,5 @@
 //! `cargo bench -p cellbridge-tests --bench fleet`: state-sync on synthetic fleets of 10, 100
-//! and 1,000 cells (issue 14, item 6), side by side in one run, against moto and the fake GitHub.
+//! and 1,000 cells, side by side in one run, against moto and the fake GitHub.
 //!
 //! - One state sync per outcome, each in a fresh child process (this binary re-run with
 //!   `--child`, as Lambda runs an invocation in a process of its own): peak resident memory
@@ -53,7 +53,7 @@ fn main() {
     if args.iter().any(|a| a == "--list") {
         return; // `cargo bench -- --list` and test harness probes
     }
-    println!("== Fleet scale: synthetic fleets of 10, 100 and 1,000 cells (issue 14, item 6) ==");
+    println!("== Fleet scale: synthetic fleets of 10, 100 and 1,000 cells ==");
     if let Some(why) = missing_tools() {
         println!("SKIPPED: {why}");
         return;

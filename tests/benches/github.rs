@@ -79,7 +79,7 @@ async fn main() {
 
     writeln!(out, "== GitHub requests per sync and event-to-pull-request latency ==").unwrap();
     // The budget is the README's table, read now: the bench fails when a measured outcome
-    // needs more requests than its row says (issue 14, item 5).
+    // needs more requests than its row says.
     let budget = fleetgen::readme_budget();
     match &budget {
         Ok(rows) => writeln!(

@@ -383,7 +383,7 @@ def merge_pull(full, repo, pr, body):
         raise ApiError(405, NOT_MERGEABLE)
     if body.get("sha") is not None and body["sha"] != head_sha:
         raise ApiError(409, "Head branch was modified. Review and try the merge again.")
-    # Branch protection decides whoever merges (auto-merge, issue 16): 405 with GitHub's words.
+    # Branch protection decides whoever merges (auto-merge): 405 with GitHub's words.
     unmet = protection_unmet(repo, pr)
     if unmet is not None:
         raise ApiError(405, unmet, documentation_url="https://docs.github.com/articles/about-protected-branches")
@@ -441,7 +441,7 @@ def touch(pr):
     pr["updated_at"] = iso_now(pr["updated"])
 
 
-# --- branch protection, merge state, auto-merge (issue 16) -----------------------------------------
+# --- branch protection, merge state, auto-merge -----------------------------------------
 #
 # Branch protection ("Update branch protection", https://docs.github.com/rest/branches/branch-protection#update-branch-protection,
 # `PUT /repos/{owner}/{repo}/branches/{branch}/protection`, a person's request the fake serves):
@@ -942,7 +942,7 @@ PERMISSIONS = {
     "issues/list-labels-on-issue": [{"issues": _R}, {"pull_requests": _R}],
     "issues/add-labels": [{"issues": _W}, {"pull_requests": _W}],
     "issues/set-labels": [{"issues": _W}, {"pull_requests": _W}],
-    # auto-merge (issue 16): a person's settings and reviews.
+    # auto-merge: a person's settings and reviews.
     "repos/update": [{"administration": _W}],
     "repos/update-branch-protection": [{"administration": _W}],
     "repos/delete-branch-protection": [{"administration": _W}],
@@ -1960,7 +1960,7 @@ class Handler(BaseHTTPRequestHandler):
         if rest == "" and method == "GET":
             return 200, repo_json(full, repo)
         if rest == "" and method == "PATCH":
-            # "Update a repository": the fake keeps `allow_auto_merge` (auto-merge, issue 16).
+            # "Update a repository": the fake keeps `allow_auto_merge` (auto-merge).
             if "allow_auto_merge" in body:
                 repo["allow_auto_merge"] = bool(body["allow_auto_merge"])
             return 200, dict(repo_json(full, repo), allow_auto_merge=bool(repo.get("allow_auto_merge")))
@@ -2512,7 +2512,7 @@ class Handler(BaseHTTPRequestHandler):
                     j["commits"] = self._commits_between(j["base"]["sha"], j["head"]["sha"])
                     j["comments"] = [c["body"] for c in pr.get("comments") or ()]
                     j["closed_by"] = pr.get("closed_by") if pr["state"] == "closed" else None
-                    # auto-merge (issue 16)
+                    # auto-merge
                     am = pr.get("auto_merge")
                     j["auto_merge"] = {"enabled_by": am["enabled_by"], "merge_method": am["merge_method"]} if am else None
                     j["merged_by"] = pr.get("merged_by")

@@ -899,7 +899,7 @@ def test_a_cut_download_announces_the_whole_body_and_sends_part_of_it(gh):
     call(gh.url, "DELETE", "/_fake/faults")
 
 
-# auto-merge (issue 16): GraphQL checked against GitHub's schema, branch protection, auto-merge --
+# auto-merge: GraphQL checked against GitHub's schema, branch protection, auto-merge --
 
 MERGE_STATE = """query pullRequestMergeState($owner: String!, $name: String!, $number: Int!) {
   viewer { login }

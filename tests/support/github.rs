@@ -11,7 +11,7 @@ use crate::process::Service;
 pub const TOKEN: &str = "ghp_cellbridge_test_token_0123456789";
 /// The login [`TOKEN`] acts as on the fake (GraphQL's `viewer`): cellbridge's identity there.
 pub const TOKEN_LOGIN: &str = "cellbridge-machine-user";
-/// A reviewer's own token (auto-merge, issue 16): approvals, CI statuses and a person's
+/// A reviewer's own token (auto-merge): approvals, CI statuses and a person's
 /// auto-merge go through it, so that they are not cellbridge's.
 pub const REVIEWER_TOKEN: &str = "ghp_reviewer_alice_0123456789abcdefghij";
 pub const REVIEWER_LOGIN: &str = "alice";
@@ -65,7 +65,7 @@ impl FakeGithub {
         gh
     }
 
-    // auto-merge (issue 16)
+    // auto-merge
     /// [`FakeGithub::call`] with another token (a reviewer's).
     pub fn call_as(&self, token: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
         http(

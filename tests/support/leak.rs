@@ -1,4 +1,4 @@
-//! Suite-wide secret-leak capture (issue 6, item 4).
+//! Suite-wide secret-leak capture.
 //!
 //! Tests register every secret value they hand to cellbridge (`secret`), and everything
 //! cellbridge says goes to capture files: every tracing event of the test binary (`init`, or

@@ -1,4 +1,4 @@
-//! The bad input corpus at the command line (issue 6, item 2), for the cases cli.rs does not
+//! The bad input corpus at the command line, for the cases cli.rs does not
 //! already cover: a 200 MB state (whole and truncated), broken fleet repos (a path outside the
 //! repo, a symlink loop, malformed `${`, a cell-metadata.yaml that is not a ConfigMap or not
 //! YAML) and events of the wrong shape. Every case must end in an error that names the cause and

@@ -584,7 +584,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         report.cell = Some(cell.name.clone());
         info.check_access_entries()?;
         // Before the Git secret is read or an access entry created: a cluster this function
-        // cannot reach fails once, finally, saying why (issue 15).
+        // cannot reach fails once, finally, saying why.
         let network = self
             .network
             .clone()

@@ -1,4 +1,4 @@
-//! The sweep of cellbridge's temporary access entries (issue 15, "No standing admin").
+//! The sweep of cellbridge's temporary access entries ("No standing admin").
 //!
 //! A bootstrap run creates an access entry with cluster-admin rights for its own principal and
 //! deletes it at the end (`access.rs`); a run killed in between leaves it. The sweep visits the

@@ -751,7 +751,7 @@ impl GithubRepo for GithubFleet {
         .await?;
         Ok(())
     }
-    // auto-merge (issue 16)
+    // auto-merge
     async fn merge_state(&self, number: u64, deadline: Instant) -> Result<MergeState> {
         let what = format!("reading the merge state of pull request #{number}");
         let answer = self
@@ -844,7 +844,7 @@ impl GithubRepo for GithubFleet {
         }
     }
 
-    // dashboard (issue 16)
+    // dashboard
     async fn open_pulls(&self, head_prefix: &str, deadline: Instant) -> Result<Vec<OpenPull>> {
         let what = "listing the open pull requests".to_owned();
         let mut pulls = Vec::new();
@@ -909,7 +909,7 @@ fn epoch_secs(iso: &str) -> Option<u64> {
     u64::try_from(DateTime::from_str(iso, DateTimeFormat::DateTime).ok()?.secs()).ok()
 }
 
-// auto-merge (issue 16): GraphQL over the transport.
+// auto-merge: GraphQL over the transport.
 
 /// A GraphQL answer: GitHub answers 200 with `data` and, when something was refused, `errors`
 /// ("Forming calls with GraphQL"; a refused mutation leaves its field `null`).

@@ -1,4 +1,4 @@
-//! Auto-merge, wired to GitHub (issue 16): for a metadata pull request cellbridge opened, updated
+//! Auto-merge, wired to GitHub: for a metadata pull request cellbridge opened, updated
 //! or left unchanged, whether its current head may merge without a person
 //! ([`crate::automerge::eligibility`], under the base branch's `.cellbridge/auto-merge.yaml`),
 //! and GitHub's own auto-merge made to agree with it. Never a bypass: GitHub's auto-merge waits

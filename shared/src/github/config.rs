@@ -102,7 +102,7 @@ pub(super) struct Crabs {
     /// The App itself (requests signed with its JWT) and its installation's id; `None` for a
     /// token.
     pub(super) app: Option<(Arc<Octocrab>, u64)>,
-    // auto-merge (issue 16)
+    // auto-merge
     /// GraphQL where it is not below the REST API's base (GitHub Enterprise Server: REST at
     /// `https://HOST/api/v3`, GraphQL at `https://HOST/api/graphql`): a client whose base is
     /// `https://HOST/api`. With a token it carries the token; for an App it carries none and is
@@ -111,7 +111,7 @@ pub(super) struct Crabs {
     pub(super) graphql: Option<Arc<Octocrab>>,
 }
 
-// auto-merge (issue 16)
+// auto-merge
 /// Where GraphQL lives for the REST API at `api_url`: GitHub Enterprise Server's REST API is
 /// `http(s)://HOST/api/v3` and its GraphQL endpoint `http(s)://HOST/api/graphql` ("Forming calls
 /// with GraphQL", <https://docs.github.com/enterprise-server@3.19/graphql/guides/forming-calls-with-graphql#the-graphql-endpoint>);

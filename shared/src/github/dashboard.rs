@@ -1,4 +1,4 @@
-//! The fleet dashboard on GitHub (issue 16): one issue labelled `cellbridge-dashboard`, found by
+//! The fleet dashboard on GitHub: one issue labelled `cellbridge-dashboard`, found by
 //! the marker its body ends with, opened only when none is open, rewritten only when what it
 //! shows changed, and a duplicate (two runs that raced to open it) closed pointing at the oldest;
 //! and what GitHub holds for the cells it shows: the open `cellbridge/*` pull requests (one paged

@@ -81,7 +81,7 @@ pub struct MemPull {
     /// Who closed it: `cellbridge`, or `a person`.
     pub closed_by: Option<String>,
     pub comments: Vec<String>,
-    // auto-merge (issue 16)
+    // auto-merge
     /// GitHub's auto-merge, while it is on.
     pub auto_merge: Option<MemAutoMerge>,
     /// The logins whose approving review stands.
@@ -96,7 +96,7 @@ pub struct MemPull {
     pub closed_head: Option<String>,
 }
 
-// auto-merge (issue 16)
+// auto-merge
 /// The login cellbridge's credentials act as (GraphQL `viewer`): an App installation's bot.
 pub const VIEWER: &str = "cellbridge[bot]";
 
@@ -291,7 +291,7 @@ struct Store {
     blobs: HashMap<String, String>,
     /// Seeded interleaving: each call yields to the scheduler a pseudo-random number of times.
     jitter: Option<u64>,
-    // auto-merge (issue 16)
+    // auto-merge
     /// The repository's "Allow auto-merge" setting (`allow_auto_merge`, off unless set: "Default:
     /// `false`", https://docs.github.com/rest/repos/repos#update-a-repository).
     allow_auto_merge: bool,
@@ -301,7 +301,7 @@ struct Store {
     checks: HashMap<String, Vec<(String, CheckState)>>,
     /// Every merge of a pull request, in order.
     merges: Vec<MemMerge>,
-    // dashboard (issue 16)
+    // dashboard
     /// When each pull request was opened (seconds since the epoch), by number.
     pull_created: HashMap<u64, u64>,
     /// Why each closed issue was closed (`completed`, `duplicate`), by number.
@@ -564,7 +564,7 @@ impl Store {
     }
 }
 
-// auto-merge (issue 16): branch protection, GitHub's merge state and its auto-merge.
+// auto-merge: branch protection, GitHub's merge state and its auto-merge.
 //
 // - A pull request's `mergeStateStatus` (https://docs.github.com/graphql/reference/enums#mergestatestatus)
 //   is derived from the store: DIRTY when it cannot merge (the module's three-way rule), BEHIND
@@ -972,7 +972,7 @@ impl MemGithub {
         self.with(|s| s.issues.clone())
     }
 
-    // dashboard (issue 16)
+    // dashboard
     /// Why issue `number` was closed (`completed`, `duplicate`), `None` while it is open.
     pub fn issue_state_reason(&self, number: u64) -> Option<&'static str> {
         self.with(|s| {
@@ -1086,7 +1086,7 @@ impl MemGithub {
     /// nothing changed.
     pub fn try_merge(&self, number: u64) -> std::result::Result<String, MergeRefused> {
         self.with(|s| {
-            // A person's merge is held to the base's protection too (auto-merge, issue 16).
+            // A person's merge is held to the base's protection too (auto-merge).
             let sha = s.merge_pr(number, MergeMethod::Merge, None, "a person", true)?;
             s.settle();
             Ok(sha)
@@ -1100,7 +1100,7 @@ impl MemGithub {
             .unwrap_or_else(|e| panic!("merging pull request #{number}: GitHub refuses: {e}"))
     }
 
-    // auto-merge (issue 16): what administrators and reviewers do.
+    // auto-merge: what administrators and reviewers do.
 
     /// The repository's "Allow auto-merge" setting, as an administrator sets it ("Managing
     /// auto-merge for pull requests in your repository",
@@ -1898,7 +1898,7 @@ impl GithubRepo for MemGithub {
             Ok(())
         })
     }
-    // auto-merge (issue 16)
+    // auto-merge
     async fn merge_state(&self, number: u64, _deadline: Instant) -> Result<MergeState> {
         self.pause().await;
         self.with(|s| {
@@ -2002,7 +2002,7 @@ impl GithubRepo for MemGithub {
         })
     }
 
-    // dashboard (issue 16)
+    // dashboard
     async fn open_pulls(&self, head_prefix: &str, _deadline: Instant) -> Result<Vec<OpenPull>> {
         self.pause().await;
         self.with(|s| {

@@ -33,7 +33,7 @@ use crate::redact::Secret;
 mod api;
 mod archive;
 pub mod branch;
-// auto-merge (issue 16)
+// auto-merge
 pub mod auto_merge;
 pub mod config;
 pub mod dashboard;
@@ -54,7 +54,7 @@ pub use port::{
     BranchCommit, ChangedFile, CloseReason, Comparison, GithubRepo, Issue, Merge, OpenPull, PullRequest, PullState,
     Relation, TreeFiles,
 };
-// auto-merge (issue 16)
+// auto-merge
 pub use port::{
     Actor, AutoMergeAnswer, AutoMergeRequest, CheckState, MergeAnswer, MergeMethod, MergeState, MergeStateStatus,
     RequiredCheck,

@@ -58,14 +58,14 @@ operations! {
     APPS_GET_INSTALLATION = GET "/app/installations/{installation_id}" "apps/get-installation" "";
     // Sent by octocrab itself when cellbridge authenticates as a GitHub App.
     APPS_CREATE_INSTALLATION_ACCESS_TOKEN = POST "/app/installations/{installation_id}/access_tokens" "apps/create-installation-access-token" "";
-    // auto-merge (issue 16)
+    // auto-merge
     // "Merge a pull request" (https://docs.github.com/rest/pulls/pulls#merge-a-pull-request), with
     // the head's `sha`, once GitHub refused to wait (the pull request can merge now). Listed under
     // "Contents" (write) in "Permissions required for GitHub Apps".
     PULLS_MERGE = PUT "/repos/{owner}/{repo}/pulls/{pull_number}/merge" "pulls/merge" "contents=write";
 }
 
-// auto-merge (issue 16)
+// auto-merge
 /// The GraphQL operations cellbridge sends (<https://docs.github.com/graphql>), one document each,
 /// to `{GITHUB_API_URL}/graphql` on github.com and `https://HOST/api/graphql` on GitHub Enterprise
 /// Server. Their `id` is `graphql/<operation name>`, the name the document gives itself; the

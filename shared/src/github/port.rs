@@ -127,7 +127,7 @@ pub enum Merge {
     Conflict,
 }
 
-// auto-merge (issue 16)
+// auto-merge
 
 pub use crate::automerge::MergeMethod;
 
@@ -455,7 +455,7 @@ pub trait GithubRepo: Send + Sync {
     /// Closes the pull request, its body replaced by `body` in the same write.
     fn close_pull(&self, number: u64, body: &str, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
 
-    // auto-merge (issue 16)
+    // auto-merge
     /// Where pull request `number` stands for merging ([`MergeState`]), in one GraphQL query.
     fn merge_state(&self, number: u64, deadline: Instant) -> impl Future<Output = Result<MergeState>> + Send;
     /// Enables GitHub's auto-merge on the pull request `node_id` (from [`MergeState`]) for the
@@ -480,7 +480,7 @@ pub trait GithubRepo: Send + Sync {
         deadline: Instant,
     ) -> impl Future<Output = Result<MergeAnswer>> + Send;
 
-    // dashboard (issue 16)
+    // dashboard
     /// Every open pull request whose head is a branch of this repository starting with
     /// `head_prefix` (not a fork's), oldest first, all pages of the listing.
     fn open_pulls(&self, head_prefix: &str, deadline: Instant) -> impl Future<Output = Result<Vec<OpenPull>>> + Send;
@@ -505,7 +505,7 @@ impl CloseReason {
     }
 }
 
-// dashboard (issue 16)
+// dashboard
 
 /// An open pull request, as the fleet dashboard lists them.
 #[derive(Debug, Clone, PartialEq, Eq)]

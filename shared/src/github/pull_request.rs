@@ -250,7 +250,7 @@ async fn set_status<G: GithubRepo>(gh: &G, commit: &str, plan: &Plan, deadline: 
 /// The body cellbridge writes: the plan's, with what it was computed from and left behind.
 fn body_for(plan: &Plan, digest: &str, base: &str, head: &str, previous: Option<&PullRequest>, am: &Run) -> String {
     let mut body = fit_body(&plan.body, plan.serial, &plan.lineage);
-    // Why the head is or is not eligible for auto-merge (issue 16).
+    // Why the head is or is not eligible for auto-merge.
     body.push_str("\n\n");
     body.push_str(&am.block());
     if let Some(prev) = previous {
@@ -268,7 +268,7 @@ fn body_for(plan: &Plan, digest: &str, base: &str, head: &str, previous: Option<
     )
 }
 
-// auto-merge (issue 16)
+// auto-merge
 /// `body` with the marker fields of `am` (`optin=`, `automerge=`) as they are now.
 fn with_marker_fields(body: &str, am: &Run) -> String {
     let fields = am.marker_fields();

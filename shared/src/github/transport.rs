@@ -42,7 +42,7 @@ pub(super) enum Try {
     Stop(GithubError),
 }
 
-// auto-merge (issue 16)
+// auto-merge
 /// Where a request goes: the REST API, or the GraphQL endpoint (`mutation`: content-creating).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Target {

@@ -1,4 +1,4 @@
-//! The fleet dashboard (issue 16): where every cell stands, computed at fleet scale and shown in
+//! The fleet dashboard: where every cell stands, computed at fleet scale and shown in
 //! one GitHub issue ([`crate::github::dashboard`]). Rebuilt by every sync-all (after its messages
 //! are sent, or after it synced every cell without a queue) and by `{"action": "dashboard"}`;
 //! never by a single cell's sync.

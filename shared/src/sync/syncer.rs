@@ -81,7 +81,7 @@ pub struct CellResult {
     /// This good state found no open pull request: its cell's refused issue is to be closed.
     #[serde(skip)]
     resolve_issue: bool,
-    // auto-merge (issue 16)
+    // auto-merge
     /// Whether the metadata pull request's head may merge without a person, why, and what was
     /// done about GitHub's auto-merge ([`crate::github::auto_merge`]).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -1,4 +1,4 @@
-//! Auto-merge, opted into in Git (issue 16 item 2), over the in-memory GitHub: a value-only change
+//! Auto-merge, opted into in Git, over the in-memory GitHub: a value-only change
 //! of an opted-in cell gets GitHub's auto-merge (or is merged with its head's sha when GitHub
 //! refuses to wait), while a schema change, a new cell, a failing check, a person's push and a
 //! cell not opted in never do; GitHub's protections always decide.

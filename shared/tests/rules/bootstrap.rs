@@ -924,7 +924,7 @@ async fn the_branch_flux_follows_is_the_files_else_the_base_branch_never_a_guess
     assert!(entries(&bed).is_empty());
 }
 
-// The pause switch (issue 15, item 6) and the outcome metrics (item 1).
+// The pause switch and the outcome metrics.
 
 /// The fleet with `.cellbridge/settings.yaml`.
 fn fleet_with_settings(settings: &str) -> MemFleet {
@@ -1077,7 +1077,7 @@ async fn every_cluster_outcome_is_one_metric_record_with_the_cell_as_a_property(
     }
 }
 
-// Issue 15, item 3: private and restricted endpoints. The function's network is what the module
+// Private and restricted endpoints. The function's network is what the module
 // declares (CELLBRIDGE_VPC_ID, CELLBRIDGE_REACHABLE_VPCS, CELLBRIDGE_EGRESS_CIDRS).
 
 use cellbridge::bootstrap::eks::{EndpointAccess, Network};
@@ -1208,7 +1208,7 @@ async fn an_open_or_admitting_public_endpoint_proceeds_and_no_network_means_no_d
     }
 }
 
-// Cells in other accounts (issue 15, item 5): the event's account selects the role through
+// Cells in other accounts: the event's account selects the role through
 // CELLBRIDGE_ACCOUNT_ROLES; nothing from an unmerged branch selects a role.
 
 const NEW_CELL: &str = "payments-eu-west-1";
@@ -1377,7 +1377,7 @@ async fn a_tagged_cells_merged_role_must_be_the_role_the_cluster_was_reached_wit
     );
 }
 
-// ---- retry only what may succeed (issue 15): SQS and direct invocations ----
+// ---- retry only what may succeed: SQS and direct invocations ----
 
 #[tokio::test]
 async fn on_sqs_a_final_failure_is_dropped_and_counted_and_only_a_retryable_one_comes_back() {

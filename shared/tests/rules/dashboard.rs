@@ -1,4 +1,4 @@
-//! The fleet dashboard (issue 16, item 3) over the in-memory ports: one issue labelled
+//! The fleet dashboard over the in-memory ports: one issue labelled
 //! `cellbridge-dashboard`, rebuilt by every sync-all and by `{"action": "dashboard"}`, never by a
 //! single cell's sync, listing every cell that needs attention and never a value.
 

@@ -1171,7 +1171,7 @@ async fn back_in_sync_a_pull_request_people_changed_stays_open_and_its_head_is_c
     assert_eq!(bed.fleet.statuses(&head).len(), 1, "the reviewer's head is checked");
 }
 
-// The pause switch (issue 15, item 6) and the outcome metrics (item 1).
+// The pause switch and the outcome metrics.
 
 pub(super) fn paused_by_env() -> Option<cellbridge::pause::Pause> {
     Some(cellbridge::pause::Pause {
@@ -1414,7 +1414,7 @@ async fn directly_invoked_a_final_failure_is_a_handled_answer_and_only_a_retryab
     assert!(bed.fleet.pulls().is_empty());
 }
 
-// Failures told where the cell's team works (issue 15, item 1).
+// Failures told where the cell's team works.
 
 /// A state of `cell` that carries a secret-looking value under `api_token`: refused.
 pub(super) fn secret_state(cell: &str, serial: u64) -> (String, &'static str) {
@@ -1674,7 +1674,7 @@ async fn paused_from_the_fleet_repo_a_refusal_is_not_reported() {
     assert_eq!(bed.fleet.writes(), 0, "{:?}", bed.fleet.calls());
 }
 
-// One snapshot of the base per invocation (issue 14, item 1).
+// One snapshot of the base per invocation.
 
 fn archive_reads(bed: &Bed) -> usize {
     bed.fleet
@@ -1800,7 +1800,7 @@ async fn a_batch_of_states_reads_the_base_once_and_again_only_after_a_lost_race(
     assert_eq!(archive_reads(&bed), 1, "{:?}", bed.fleet.calls());
 }
 
-// Never the whole repository (issue 14, item 2).
+// Never the whole repository.
 
 /// The layer a `layers.yaml` adds when it builds `path` (a Flux Kustomization).
 fn layer(name: &str, path: &str) -> String {
@@ -1911,7 +1911,7 @@ async fn a_new_cell_builds_its_tree_on_the_tree_github_gives_not_one_computed_fr
     assert!(base.keys().all(|p| head.contains_key(p)), "nothing of the base deleted");
 }
 
-// sync-all fans out (issue 14, item 3).
+// sync-all fans out.
 
 /// The queue as the fan-out sees it: what was sent, or a failure to send.
 #[derive(Default)]

@@ -88,7 +88,7 @@ impl Classify for ApplyError {
             | ApplyError::CrdTimeout { .. }
             | ApplyError::Connect { .. }
             | ApplyError::OutOfTime { .. } => Class::Retryable,
-            // Final, as issue 15 asks: the same network answers the same silence; a retry only
+            // Final: the same network answers the same silence; a retry only
             // repeats the wait. Someone has to change the endpoint access or the network.
             ApplyError::Api { .. }
             | ApplyError::UnknownKind { .. }
