@@ -57,6 +57,7 @@ $(OPENAPI)/.installed: tests/github-openapi/package.json tests/github-openapi/pa
 TEST_ENV := CELLBRIDGE_TEST_PYTHON=$(abspath $(PY)) CELLBRIDGE_GITHUB_OPENAPI_DIR=$(abspath $(OPENAPI_DIR))
 test: testbed
 	rm -rf target/leak-capture target/github-conformance
+	$(PY) tests/delivery_numbers.py
 	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
 	$(TEST_ENV) $(PY) -m pytest -q tests/fakes
 	$(CARGO) build --workspace --bins --quiet

@@ -648,15 +648,15 @@ def test_issues_share_numbers_with_pull_requests_and_are_listed_with_them(gh):
 
 def test_issue_list_filters_by_state_and_every_label_and_pages(gh):
     for n in range(5):
-        new_issue(gh, f"issue {n}", labels=["drift"] + (["cell:a"] if n % 2 == 0 else []))
+        new_issue(gh, f"drift report {n}", labels=["drift"] + (["cell:a"] if n % 2 == 0 else []))
     r = gh("GET", "/repos/{repo}/issues?labels=drift,cell:a")
-    assert [i["title"] for i in r.body] == ["issue 4", "issue 2", "issue 0"], "every label, newest first"
+    assert [i["title"] for i in r.body] == ["drift report 4", "drift report 2", "drift report 0"], "every label, newest first"
     r = gh("GET", "/repos/{repo}/issues?per_page=2&direction=asc")
-    assert [i["title"] for i in r.body] == ["issue 0", "issue 1"]
+    assert [i["title"] for i in r.body] == ["drift report 0", "drift report 1"]
     link = header(r, "Link")
     assert 'rel="next"' in link and "page=3" in link and 'rel="last"' in link
     r = gh("GET", "/repos/{repo}/issues?per_page=2&page=3&direction=asc")
-    assert [i["title"] for i in r.body] == ["issue 4"] and 'rel="prev"' in header(r, "Link")
+    assert [i["title"] for i in r.body] == ["drift report 4"] and 'rel="prev"' in header(r, "Link")
     assert gh("PATCH", "/repos/{repo}/issues/1", {"state": "closed"}).status == 200
     assert [i["number"] for i in gh("GET", "/repos/{repo}/issues?state=closed").body] == [1]
     assert len(gh("GET", "/repos/{repo}/issues?state=all").body) == 5
