@@ -38,6 +38,7 @@ pub mod events;
 pub mod fleet;
 pub mod github;
 pub mod lambda;
+mod markdown;
 pub mod metadata;
 pub mod metrics;
 pub mod pause;
