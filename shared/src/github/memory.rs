@@ -1810,7 +1810,7 @@ impl GithubRepo for MemGithub {
                     .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
                     .collect(),
             );
-            let missing = super::api::missing_permissions(&as_json);
+            let missing = super::permissions::missing(&as_json);
             if missing.is_empty() {
                 return Ok(());
             }

@@ -30,6 +30,7 @@ use crate::error::{Class, Classify};
 use crate::fleet::{Keep, MemFleet};
 use crate::redact::Secret;
 
+mod answers;
 mod api;
 mod archive;
 pub mod branch;
@@ -42,6 +43,7 @@ pub mod decommission;
 pub mod memory;
 pub mod operations;
 pub mod pacing;
+mod permissions;
 mod port;
 pub mod proposal;
 pub mod pull_request;
