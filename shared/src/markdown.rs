@@ -16,6 +16,15 @@ pub(crate) fn table_code(s: &str) -> String {
     code(&s.replace('|', "\\|"))
 }
 
+/// `items` as inline code, comma-separated; `none` when there are none.
+pub(crate) fn code_list(items: &[&str]) -> String {
+    if items.is_empty() {
+        "none".to_owned()
+    } else {
+        items.iter().map(|k| code(k)).collect::<Vec<_>>().join(", ")
+    }
+}
+
 /// `s` at most `max` characters long: one cut ends in `…`.
 pub(crate) fn cut(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
@@ -36,6 +45,8 @@ mod tests {
         assert_eq!(code("a`b"), "`` a`b ``");
         assert_eq!(table_code("a|b"), "`a\\|b`");
         assert_eq!(table_code("a`b"), "`` a`b ``");
+        assert_eq!(code_list(&[]), "none");
+        assert_eq!(code_list(&["a", "b`c"]), "`a`, `` b`c ``");
     }
 
     #[test]
