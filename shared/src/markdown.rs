@@ -16,6 +16,11 @@ pub(crate) fn table_code(s: &str) -> String {
     code(&s.replace('|', "\\|"))
 }
 
+/// Text of a table cell: a `|` would end the cell, a line break the row.
+pub(crate) fn table_text(s: &str) -> String {
+    s.replace('|', "\\|").replace(['\n', '\r'], " ")
+}
+
 /// `items` as inline code, comma-separated; `none` when there are none.
 pub(crate) fn code_list(items: &[&str]) -> String {
     if items.is_empty() {
@@ -45,6 +50,7 @@ mod tests {
         assert_eq!(code("a`b"), "`` a`b ``");
         assert_eq!(table_code("a|b"), "`a\\|b`");
         assert_eq!(table_code("a`b"), "`` a`b ``");
+        assert_eq!(table_text("a | b\nc"), "a \\| b c");
         assert_eq!(code_list(&[]), "none");
         assert_eq!(code_list(&["a", "b`c"]), "`a`, `` b`c ``");
     }
