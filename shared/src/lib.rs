@@ -53,3 +53,4 @@ pub mod sync;
 pub mod telemetry;
 pub mod template;
 pub mod tfstate;
+mod yaml;

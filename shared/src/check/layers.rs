@@ -78,7 +78,7 @@ pub(super) fn flux_layer(doc: &yaml::Node, file: &str) -> Result<Option<FluxLaye
         });
     }
     let inline = match post.get("substitute") {
-        Some(yaml::Node::Map(entries, _)) => entries
+        Some(yaml::Node::Map(entries, ..)) => entries
             .iter()
             .filter_map(|(k, _)| k.str().map(|s| (s.to_owned(), k.line())))
             .collect(),

@@ -39,7 +39,8 @@
 //! `build.rs` collects the files kustomize would read to build one, `sources.rs` resolves what
 //! each layer substitutes from (`in_cluster.rs` reads the declarations), `scan.rs` walks the
 //! files value by value and makes every finding with its file and line, `report.rs` holds the
-//! report and finding types, and `yaml.rs` the YAML tree with source positions they all read.
+//! report and finding types; they all read the YAML tree with source positions of
+//! [`crate::yaml`].
 
 mod build;
 mod in_cluster;
@@ -49,12 +50,12 @@ mod scan;
 mod sources;
 #[cfg(test)]
 mod tests;
-mod yaml;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::configmap::{self, ConfigMapError};
 use crate::fleet::{EntryKind, FleetError, FleetRead};
+use crate::yaml;
 
 use build::{Build, Role, Unit};
 pub use in_cluster::IN_CLUSTER_SOURCES;

@@ -93,7 +93,7 @@ pub(super) fn collect(
             };
             let mut keys = Vec::new();
             for m in maps {
-                if let Some(yaml::Node::Map(entries, _)) = doc.get(m) {
+                if let Some(yaml::Node::Map(entries, ..)) = doc.get(m) {
                     for (k, _) in entries {
                         if let Some(key) = k.str() {
                             keys.push(GeneratedKey {
