@@ -39,8 +39,8 @@
 //! `build.rs` collects the files kustomize would read to build one, `sources.rs` resolves what
 //! each layer substitutes from (`in_cluster.rs` reads the declarations), `scan.rs` walks the
 //! files value by value and makes every finding with its file and line, `report.rs` holds the
-//! report and finding types; they all read the YAML tree with source positions of
-//! [`crate::yaml`].
+//! report and finding types; they all read the crate's YAML tree with source positions
+//! (`yaml.rs`, which a new cell's `gotk-sync.yaml` is written with too).
 
 mod build;
 mod in_cluster;
