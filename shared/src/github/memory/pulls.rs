@@ -35,8 +35,8 @@ pub struct MemPull {
     pub auto_merge: Option<MemAutoMerge>,
     /// The logins whose approving review stands.
     pub approvals: Vec<String>,
-    /// Who merged it: [`VIEWER`](super::VIEWER) for cellbridge's merge, the login that enabled auto-merge when
-    /// GitHub's auto-merge merged it, `a person` for a person's merge.
+    /// Who merged it: [`VIEWER`](super::VIEWER) for cellbridge's merge, the login that enabled
+    /// auto-merge when GitHub's auto-merge merged it, `a person` for a person's merge.
     pub merged_by: Option<String>,
     /// The head when it was closed or merged: GitHub pins a closed pull request's head ("a closed
     /// PR does not track pushes", open-gsd/gsd-core#4426; it keeps "the stored head sha (which is
@@ -46,6 +46,26 @@ pub struct MemPull {
 }
 
 impl MemPull {
+    /// A pull request as GitHub opens it: no labels, reviews or comments yet.
+    pub(super) fn opened(number: u64, head: &str, base: &str, title: &str, body: &str) -> Self {
+        MemPull {
+            number,
+            head: head.to_owned(),
+            base: base.to_owned(),
+            title: title.to_owned(),
+            body: body.to_owned(),
+            labels: Vec::new(),
+            open: true,
+            merged: false,
+            closed_by: None,
+            comments: Vec::new(),
+            auto_merge: None,
+            approvals: Vec::new(),
+            merged_by: None,
+            closed_head: None,
+        }
+    }
+
     /// Where it stands, as GitHub tells it.
     pub(super) fn state(&self) -> PullState {
         match (self.open, self.merged) {
@@ -96,22 +116,7 @@ impl Store {
             return Err(refused(format!("No commits between {base} and {head}")));
         }
         let number = self.next_number();
-        self.pulls.push(MemPull {
-            number,
-            head: head.to_owned(),
-            base: base.to_owned(),
-            title: title.to_owned(),
-            body: body.to_owned(),
-            labels: Vec::new(),
-            open: true,
-            merged: false,
-            closed_by: None,
-            comments: Vec::new(),
-            auto_merge: None,
-            approvals: Vec::new(),
-            merged_by: None,
-            closed_head: None,
-        });
+        self.pulls.push(MemPull::opened(number, head, base, title, body));
         self.pull_created.insert(number, now_secs());
         Ok((number, format!("https://github.example/acme/fleet/pull/{number}")))
     }

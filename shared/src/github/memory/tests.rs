@@ -13,24 +13,7 @@ fn files(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 fn repo_with_pull() -> MemGithub {
     let gh = MemGithub::new("main", &files(&[("a", "a\n"), ("b", "b\n")]));
     gh.commit("topic", &[("cell", "vpc: 1\n")], "the cell");
-    gh.with(|s| {
-        s.pulls.push(MemPull {
-            number: 1,
-            head: "topic".into(),
-            base: "main".into(),
-            title: "cell".into(),
-            body: String::new(),
-            labels: Vec::new(),
-            open: true,
-            merged: false,
-            closed_by: None,
-            comments: Vec::new(),
-            auto_merge: None,
-            approvals: Vec::new(),
-            merged_by: None,
-            closed_head: None,
-        })
-    });
+    gh.with(|s| s.pulls.push(MemPull::opened(1, "topic", "main", "cell", "")));
     gh
 }
 
