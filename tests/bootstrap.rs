@@ -735,8 +735,7 @@ async fn the_fleet_is_read_from_github_as_the_lambda_reads_it() {
     let bed = Bed::new("eks-gh-fleet", &[("cellbridge.dev/cell", "prod-eu")], None).await;
     let (gh, service) = github_fleet_service(&bed).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    let inv = service
-        .handle(&create_cluster_event("eks-gh-fleet"), deadline)
+    let inv = cellbridge_tests::handle(&service, &create_cluster_event("eks-gh-fleet"), deadline)
         .await
         .unwrap();
     leak::capture("bootstrap from the GitHub fleet", &inv.response.to_string());
@@ -767,7 +766,8 @@ async fn the_fleet_is_read_from_github_as_the_lambda_reads_it() {
 /// cluster or the reading of the fleet repo from GitHub.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retryable_failure_is_reported_to_lambda_as_retryable() {
-    use cellbridge::bootstrap::handler::{BootstrapService, LocalSource, lambda_handler};
+    use cellbridge::bootstrap::handler::{BootstrapService, LocalSource};
+    use cellbridge_tests::lambda_handler;
     let bed = Bed::new("eks-lambda-class", &[("cellbridge.dev/cell", "prod-eu")], None).await;
     let invoke = |service: BootstrapService, secs: u64| async move {
         let ctx = cellbridge_tests::lambda_context(secs);
@@ -824,7 +824,7 @@ async fn the_handler_answers_sqs_batches_record_by_record() {
         ("m-other", other),
     ]);
     let deadline = std::time::Instant::now() + Duration::from_secs(300);
-    let inv = service.handle(&event, deadline).await.unwrap();
+    let inv = cellbridge_tests::handle(&service, &event, deadline).await.unwrap();
     assert_eq!(
         inv.response,
         json!({"batchItemFailures": [{"itemIdentifier": "m-creating"}]})
@@ -834,8 +834,7 @@ async fn the_handler_answers_sqs_batches_record_by_record() {
 
     // Delivered directly by EventBridge, a cluster still CREATING fails the invocation (so that
     // EventBridge retries it), and says why.
-    let inv = service
-        .handle(&create_cluster_event("eks-sqs-creating"), deadline)
+    let inv = cellbridge_tests::handle(&service, &create_cluster_event("eks-sqs-creating"), deadline)
         .await
         .unwrap();
     assert!(inv.failed());
@@ -847,7 +846,7 @@ async fn the_handler_answers_sqs_batches_record_by_record() {
 
     // The manual payload through the same handler: a dry run answers with the plan.
     let manual = json!({"action": "bootstrap", "cluster": "eks-sqs-ready", "region": REGION, "dry_run": true});
-    let inv = service.handle(&manual, deadline).await.unwrap();
+    let inv = cellbridge_tests::handle(&service, &manual, deadline).await.unwrap();
     assert!(!inv.failed());
     assert_eq!(inv.response["outcome"], "planned");
     assert_eq!(inv.response["objects"].as_array().unwrap().len(), 34);
@@ -1106,12 +1105,12 @@ async fn teams_service(
 async fn handle_create(
     bed: &Bed,
     service: &cellbridge::bootstrap::handler::BootstrapService,
-) -> cellbridge::bootstrap::handler::BootstrapInvocation {
+) -> cellbridge::lambda::Invocation {
     let mut event = create_cluster_event(&bed.cluster);
     event["region"] = json!(bed.region);
     event["detail"]["awsRegion"] = json!(bed.region);
     let deadline = std::time::Instant::now() + Duration::from_secs(600);
-    let inv = service.handle(&event, deadline).await.unwrap();
+    let inv = cellbridge_tests::handle(service, &event, deadline).await.unwrap();
     leak::capture(&format!("bootstrap of {}", bed.cluster), &inv.response.to_string());
     logs().clone().write_all(inv.response.to_string().as_bytes()).unwrap();
     inv
@@ -1493,7 +1492,8 @@ fn access_log_in(account: &str, cluster: &str) -> Vec<String> {
 /// before anything is looked up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_cell_in_a_second_account_bootstraps_from_its_clusters_tag_before_its_pull_request_merges() {
-    use cellbridge::bootstrap::handler::{BootstrapService, LocalSource, lambda_handler};
+    use cellbridge::bootstrap::handler::{BootstrapService, LocalSource};
+    use cellbridge_tests::lambda_handler;
     const NAME: &str = "cross-acct-cell";
     const CELL: &str = "cross-acct";
     // The home account's cluster of the same name, untagged; its API server is the bed's.
@@ -1531,7 +1531,9 @@ async fn a_new_cell_in_a_second_account_bootstraps_from_its_clusters_tag_before_
         e
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    let inv = service.handle(&from(ACCOUNT_B), deadline).await.unwrap();
+    let inv = cellbridge_tests::handle(&service, &from(ACCOUNT_B), deadline)
+        .await
+        .unwrap();
     let r = &inv.response;
     leak::capture("bootstrap in account B", &r.to_string());
     assert!(!inv.failed(), "{r}");
@@ -1624,7 +1626,9 @@ async fn the_sweep_finds_tagged_clusters_of_unmerged_cells_in_every_account() {
         fleets: Box::new(LocalSource(LocalFleet::open(fixture_fleet()).unwrap())),
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let inv = service.handle(&json!({"action": "sweep"}), deadline).await.unwrap();
+    let inv = cellbridge_tests::handle(&service, &json!({"action": "sweep"}), deadline)
+        .await
+        .unwrap();
     let r = &inv.response;
     leak::capture("the sweep's report", &r.to_string());
     let result_of = |cluster: &str| {

@@ -147,7 +147,7 @@ impl Bed {
             .unwrap()
             .as_millis() as u64;
         ctx.deadline = now_ms + secs * 1000;
-        let r = cellbridge::sync::lambda_handler(&self.service, lambda_runtime::LambdaEvent::new(event.clone(), ctx))
+        let r = cellbridge_tests::lambda_handler(&self.service, lambda_runtime::LambdaEvent::new(event.clone(), ctx))
             .await
             .map_err(|e| format!("{}: {}", e.error_type, e.error_message));
         let text = match &r {

@@ -814,9 +814,7 @@ impl<B: Bed> World<B> {
 
     /// Delivers the event "this cell's state may have changed"; the cell's one result.
     async fn deliver(&self, cell: &str) -> Value {
-        let inv = self
-            .sync
-            .handle(&json!({"action": "sync", "cell": cell}), deadline())
+        let inv = cellbridge_tests::handle(&self.sync, &json!({"action": "sync", "cell": cell}), deadline())
             .await
             .unwrap();
         leak::capture("github_scenarios: state-sync's answer", &inv.response.to_string());
@@ -826,8 +824,8 @@ impl<B: Bed> World<B> {
     }
 
     /// Invokes with `event` (a manual payload); the answer.
-    async fn handle(&self, event: Value) -> cellbridge::sync::SyncInvocation {
-        let inv = self.sync.handle(&event, deadline()).await.unwrap();
+    async fn handle(&self, event: Value) -> cellbridge::lambda::Invocation {
+        let inv = cellbridge_tests::handle(&self.sync, &event, deadline()).await.unwrap();
         leak::capture("github_scenarios: state-sync's answer", &inv.response.to_string());
         inv
     }
@@ -3029,14 +3027,13 @@ async fn http_writes_are_paced_to_the_processs_share_of_githubs_limits() {
 
     // With too little time left for the next window, the write is not sent: retryable.
     w.apply(CELL, 2, "vpc-2");
-    let inv = w
-        .sync
-        .handle(
-            &json!({"action": "sync", "cell": CELL}),
-            Instant::now() + Duration::from_secs(4),
-        )
-        .await
-        .unwrap();
+    let inv = cellbridge_tests::handle(
+        &w.sync,
+        &json!({"action": "sync", "cell": CELL}),
+        Instant::now() + Duration::from_secs(4),
+    )
+    .await
+    .unwrap();
     let r = &inv.response["cells"][0];
     assert_eq!(
         (r["action"].as_str(), r["retryable"].as_bool()),

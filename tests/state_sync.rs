@@ -374,7 +374,7 @@ impl Bed {
             .unwrap()
             .as_millis() as u64;
         ctx.deadline = now_ms + secs * 1000;
-        let r = cellbridge::sync::lambda_handler(&self.service, lambda_runtime::LambdaEvent::new(event, ctx))
+        let r = cellbridge_tests::lambda_handler(&self.service, lambda_runtime::LambdaEvent::new(event, ctx))
             .await
             .map_err(|e| format!("{}: {}", e.error_type, e.error_message));
         let text = match &r {
@@ -1179,13 +1179,13 @@ async fn a_state_bucket_in_another_account_is_read_through_the_configured_role()
         flux_git_branch: None,
     };
     let service = Syncer::new(config, cellbridge::sync::state_source(&conf, Some(ROLE)).await, fleet);
-    let inv = service
-        .handle(
-            &json!({"action": "sync", "cell": cell}),
-            Instant::now() + Duration::from_secs(60),
-        )
-        .await
-        .unwrap();
+    let inv = cellbridge_tests::handle(
+        &service,
+        &json!({"action": "sync", "cell": cell}),
+        Instant::now() + Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
     leak::capture("state-sync cross-account: answer", &inv.response.to_string());
     assert_eq!(only_cell(&inv.response)["action"], "opened", "{}", inv.response);
     assert!(
@@ -1278,7 +1278,7 @@ async fn sync_all_fans_out_through_the_queue_and_each_message_syncs_its_cell() {
         cellbridge::sync::fanout::SqsQueue::new(&conf, bed.queue_url.clone()),
     ));
     let ctx = cellbridge_tests::lambda_context(60);
-    let resp = cellbridge::sync::lambda_handler(
+    let resp = cellbridge_tests::lambda_handler(
         &fanning,
         lambda_runtime::LambdaEvent::new(json!({"action": "sync-all"}), ctx),
     )

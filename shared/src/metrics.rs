@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 use crate::config::{self, ConfigError};
+use crate::error::Class;
 
 /// The metric namespace when `CELLBRIDGE_METRICS_NAMESPACE` is unset.
 pub const DEFAULT_NAMESPACE: &str = "cellbridge";
@@ -76,6 +77,7 @@ impl Sink for Captured {
 }
 
 /// Where and under which names a function's outcomes are counted.
+#[derive(Clone)]
 pub struct Metrics<'a> {
     pub namespace: String,
     /// The `Function` dimension: the Lambda function's name (`AWS_LAMBDA_FUNCTION_NAME`, so two
@@ -105,9 +107,14 @@ impl<'a> Metrics<'a> {
     }
 
     /// Counts one outcome; `properties` are plain members (`cell`, `cluster`), never dimensions.
-    pub fn count(&self, outcome: &str, properties: &[(&str, Option<&str>)]) {
-        self.sink
-            .emit(&record(&self.namespace, &self.function, outcome, properties, now_ms()));
+    pub fn count(&self, outcome: Outcome, properties: &[(&str, Option<&str>)]) {
+        self.sink.emit(&record(
+            &self.namespace,
+            &self.function,
+            outcome.as_str(),
+            properties,
+            now_ms(),
+        ));
     }
 }
 
@@ -223,47 +230,77 @@ impl Metrics<'_> {
     }
 }
 
-/// The metric outcome of a state-sync cell result (`action`, and whether a failure is
-/// retryable): README, "Outcomes" and "Metrics and alarms".
-pub fn sync_outcome(action: &str, retryable: bool) -> &'static str {
-    match action {
-        "opened" | "updated" | "closed" | "decommission-opened" | "decommission-updated" => "synced",
-        "unchanged" | "in-sync" | "decommission-unchanged" => "unchanged",
-        "destroyed" => "destroyed",
-        "refused" => "refused",
-        "failed" if retryable => "retried",
-        "failed" => "failed_final",
-        "paused" => "paused",
-        "stale" => "stale",
-        "declined" => "declined",
-        "conflicted" => "conflicted",
-        "planned" => "planned",
-        "ignored" => "ignored",
-        "enqueued" => "enqueued",
-        _ => "other",
+/// The `Outcome` dimension: what one cell's, cluster's or dashboard's run came to (README,
+/// "Outcomes" and "Metrics and alarms"). Each result type says which of these it is; the
+/// module's alarms watch `refused` and `failed_final`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    Synced,
+    Unchanged,
+    Refused,
+    FailedFinal,
+    Retried,
+    Paused,
+    Destroyed,
+    Stale,
+    Declined,
+    Conflicted,
+    Planned,
+    Enqueued,
+    Ignored,
+}
+
+impl Outcome {
+    /// Every outcome, in the order the README lists them.
+    pub const ALL: [Outcome; 13] = [
+        Outcome::Synced,
+        Outcome::Unchanged,
+        Outcome::Refused,
+        Outcome::FailedFinal,
+        Outcome::Retried,
+        Outcome::Paused,
+        Outcome::Destroyed,
+        Outcome::Stale,
+        Outcome::Declined,
+        Outcome::Conflicted,
+        Outcome::Planned,
+        Outcome::Enqueued,
+        Outcome::Ignored,
+    ];
+
+    /// Its value in the `Outcome` dimension.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Synced => "synced",
+            Outcome::Unchanged => "unchanged",
+            Outcome::Refused => "refused",
+            Outcome::FailedFinal => "failed_final",
+            Outcome::Retried => "retried",
+            Outcome::Paused => "paused",
+            Outcome::Destroyed => "destroyed",
+            Outcome::Stale => "stale",
+            Outcome::Declined => "declined",
+            Outcome::Conflicted => "conflicted",
+            Outcome::Planned => "planned",
+            Outcome::Enqueued => "enqueued",
+            Outcome::Ignored => "ignored",
+        }
+    }
+
+    /// A failure of this class: retried (SQS redelivers it, or Lambda retries the asynchronous
+    /// invocation), refused (the input cannot be used), failed for good.
+    pub const fn of_failure(class: Class) -> Self {
+        match class {
+            Class::Retryable => Outcome::Retried,
+            Class::InvalidInput => Outcome::Refused,
+            Class::Final => Outcome::FailedFinal,
+        }
     }
 }
 
-/// The metric outcome of a cluster-bootstrap report's `outcome`.
-pub fn bootstrap_outcome(outcome: &str) -> &'static str {
-    match outcome {
-        "bootstrapped" => "synced",
-        "already_bootstrapped" => "unchanged",
-        "planned" => "planned",
-        "not_a_cell" => "ignored",
-        "cluster_not_ready" => "retried",
-        "paused" => "paused",
-        _ => "other",
-    }
-}
-
-/// The metric outcome of a failure of this class: retried (SQS redelivers it, or Lambda retries
-/// the asynchronous invocation), refused (the input cannot be used), failed for good.
-pub fn failure_outcome(class: crate::error::Class) -> &'static str {
-    match class {
-        crate::error::Class::Retryable => "retried",
-        crate::error::Class::InvalidInput => "refused",
-        crate::error::Class::Final => "failed_final",
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -309,7 +346,7 @@ mod tests {
         let captured = Captured::default();
         let m = Metrics::new("state-sync", &captured);
         for i in 0..50 {
-            m.count("synced", &[("cell", Some(&format!("c{i}")))]);
+            m.count(Outcome::Synced, &[("cell", Some(&format!("c{i}")))]);
         }
         let metrics: std::collections::BTreeSet<String> = captured
             .records()
@@ -328,13 +365,171 @@ mod tests {
         assert_eq!(captured.outcomes()[7], ("synced".into(), Some("c7".into())));
     }
 
+    /// The README's Outcomes section up to "Metrics and alarms": its table's rows, each as its
+    /// outcome column (lower case) and its metric column.
+    fn readme_rows() -> Vec<(String, String)> {
+        let readme = include_str!("../../README.md");
+        let start = readme.find("### Outcomes").expect("an Outcomes section");
+        let end = start + readme[start..].find("#### Metrics and alarms").expect("its metrics");
+        readme[start..end]
+            .lines()
+            .filter(|l| l.starts_with("| ") && !l.starts_with("| outcome"))
+            .map(|l| {
+                let cells: Vec<&str> = l.trim_matches('|').split(" | ").collect();
+                (cells[0].trim().to_lowercase(), cells[cells.len() - 1].trim().to_owned())
+            })
+            .collect()
+    }
+
+    /// The names a metric column lists for `metric`: "`synced` (opened, updated; bootstrapped)".
+    fn listed(column: &str, metric: Outcome) -> Option<Vec<String>> {
+        let at = column.find(&format!("`{metric}`"))?;
+        let rest = column[at..]
+            .split_once('`')
+            .map(|(_, r)| r.split_once('`').map_or("", |(_, r)| r))?;
+        let inner = rest.strip_prefix(" (")?.split(')').next()?;
+        Some(inner.split([',', ';']).map(|s| s.trim().to_owned()).collect())
+    }
+
+    /// Where the README says a result is counted: its outcome's row (a failure's class row);
+    /// among the results done, listed under its metric when the metric stands for several.
+    fn assert_counted_as_the_readme_says(rows: &[(String, String)], row: &str, name: &str, metric: Outcome) {
+        let (_, column) = rows
+            .iter()
+            .find(|(outcome, _)| outcome.starts_with(row))
+            .unwrap_or_else(|| panic!("no README row {row:?}"));
+        assert!(
+            column.contains(&format!("`{metric}`")),
+            "{name}: `{metric}` is not in row {row:?}"
+        );
+        if row == "done"
+            && let Some(list) = listed(column, metric)
+        {
+            assert!(
+                list.iter().any(|l| l == name) || name == metric.as_str(),
+                "{name}: not listed under `{metric}` in row {row:?}: {list:?}"
+            );
+        }
+    }
+
     #[test]
-    fn every_action_has_its_outcome() {
-        assert_eq!(sync_outcome("opened", false), "synced");
-        assert_eq!(sync_outcome("in-sync", false), "unchanged");
-        assert_eq!(sync_outcome("failed", true), "retried");
-        assert_eq!(sync_outcome("failed", false), "failed_final");
-        assert_eq!(sync_outcome("refused", false), "refused");
-        assert_eq!(sync_outcome("paused", false), "paused");
+    fn every_result_is_named_and_counted_as_the_readmes_outcomes_table_says() {
+        use crate::bootstrap::BootstrapOutcome;
+        use crate::sync::{Action, DashboardAction};
+        let rows = readme_rows();
+
+        // state-sync: each cell's `action` and its metric.
+        let actions: Vec<(String, String, Outcome)> = Action::ALL
+            .iter()
+            .map(|a| {
+                let v = serde_json::to_value(a).unwrap();
+                (
+                    v["action"].as_str().unwrap().to_owned(),
+                    v["retryable"].to_string(),
+                    a.metric(),
+                )
+            })
+            .collect();
+        let pinned: Vec<(String, String, Outcome)> = [
+            ("opened", false, Outcome::Synced),
+            ("updated", false, Outcome::Synced),
+            ("unchanged", false, Outcome::Unchanged),
+            ("closed", false, Outcome::Synced),
+            ("in-sync", false, Outcome::Unchanged),
+            ("stale", false, Outcome::Stale),
+            ("declined", false, Outcome::Declined),
+            ("conflicted", false, Outcome::Conflicted),
+            ("planned", false, Outcome::Planned),
+            ("ignored", false, Outcome::Ignored),
+            ("paused", false, Outcome::Paused),
+            ("enqueued", false, Outcome::Enqueued),
+            ("destroyed", false, Outcome::Destroyed),
+            ("decommission-opened", false, Outcome::Synced),
+            ("decommission-updated", false, Outcome::Synced),
+            ("decommission-unchanged", false, Outcome::Unchanged),
+            ("refused", false, Outcome::Refused),
+            ("failed", true, Outcome::Retried),
+            ("failed", false, Outcome::FailedFinal),
+        ]
+        .into_iter()
+        .map(|(a, r, m)| (a.to_owned(), r.to_string(), m))
+        .collect();
+        assert_eq!(actions, pinned);
+        for a in Action::ALL {
+            let row = match (a, a.class()) {
+                (Action::Paused, _) => "paused",
+                (_, None) => "done",
+                (_, Some(Class::Retryable)) => "retryable",
+                (_, Some(_)) => "final failure",
+            };
+            assert_counted_as_the_readme_says(&rows, row, a.as_str(), a.metric());
+        }
+
+        // cluster-bootstrap: each report's `outcome` and its metric (a cluster still CREATING is
+        // answered as a retryable failure).
+        let outcomes: Vec<(String, Outcome)> = [
+            BootstrapOutcome::Bootstrapped,
+            BootstrapOutcome::AlreadyBootstrapped,
+            BootstrapOutcome::Planned,
+            BootstrapOutcome::NotACell,
+            BootstrapOutcome::ClusterNotReady,
+        ]
+        .into_iter()
+        .map(|o| {
+            (
+                serde_json::to_value(o).unwrap().as_str().unwrap().to_owned(),
+                o.metric(),
+            )
+        })
+        .collect();
+        assert_eq!(
+            outcomes,
+            [
+                ("bootstrapped".to_owned(), Outcome::Synced),
+                ("already_bootstrapped".to_owned(), Outcome::Unchanged),
+                ("planned".to_owned(), Outcome::Planned),
+                ("not_a_cell".to_owned(), Outcome::Ignored),
+                ("cluster_not_ready".to_owned(), Outcome::Retried),
+            ]
+        );
+        assert_counted_as_the_readme_says(&rows, "done", "bootstrapped", Outcome::Synced);
+        assert_counted_as_the_readme_says(&rows, "done", "already bootstrapped", Outcome::Unchanged);
+        assert_counted_as_the_readme_says(&rows, "done", "planned", Outcome::Planned);
+        assert_counted_as_the_readme_says(&rows, "done", "a cluster of no cell", Outcome::Ignored);
+        assert_counted_as_the_readme_says(&rows, "retryable", "retried", Outcome::Retried);
+
+        // The fleet dashboard: its run's `action` (and a failure's `class`) and its metric.
+        let runs: Vec<(Value, Outcome)> = DashboardAction::ALL
+            .iter()
+            .map(|a| (serde_json::to_value(a).unwrap(), a.metric()))
+            .collect();
+        assert_eq!(
+            runs,
+            [
+                (json!({"action": "created"}), Outcome::Synced),
+                (json!({"action": "updated"}), Outcome::Synced),
+                (json!({"action": "unchanged"}), Outcome::Unchanged),
+                (json!({"action": "planned"}), Outcome::Planned),
+                (json!({"action": "paused"}), Outcome::Paused),
+                (json!({"action": "failed", "class": "retryable"}), Outcome::Retried),
+                (json!({"action": "failed", "class": "final"}), Outcome::FailedFinal),
+                (json!({"action": "failed", "class": "invalid_input"}), Outcome::Refused),
+            ]
+        );
+        let (_, dashboard) = rows.iter().find(|(o, _)| o.starts_with("the fleet dashboard")).unwrap();
+        for a in DashboardAction::ALL
+            .into_iter()
+            .filter(|a| a.class() != Some(Class::InvalidInput))
+        {
+            assert!(dashboard.contains(&format!("`{}`", a.metric())), "{a:?}");
+        }
+        assert_eq!(listed(dashboard, Outcome::Synced).unwrap(), ["created", "updated"]);
+
+        // The `Outcome` dimension's values, as "Metrics and alarms" lists them.
+        let readme = include_str!("../../README.md");
+        let line_start = readme.find("dimensions `Function`").expect("the dimensions");
+        let list = &readme[line_start..line_start + readme[line_start..].find(";\n").unwrap()];
+        let named: Vec<&str> = list.split('`').skip(11).step_by(2).collect();
+        assert_eq!(named, Outcome::ALL.map(Outcome::as_str));
     }
 }

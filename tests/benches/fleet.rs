@@ -152,7 +152,7 @@ fn child(spec: Value) {
             )));
         }
         let t = Instant::now();
-        let answer = cellbridge::sync::lambda_handler(
+        let answer = cellbridge_tests::lambda_handler(
             &service,
             lambda_runtime::LambdaEvent::new(
                 spec["event"].clone(),
@@ -780,7 +780,7 @@ async fn consume(
             .collect();
         let mut ctx = lambda_runtime::Context::default();
         ctx.deadline = epoch_ms() + TIMEOUT.as_millis() as u64;
-        let answer = cellbridge::sync::lambda_handler(
+        let answer = cellbridge_tests::lambda_handler(
             service,
             lambda_runtime::LambdaEvent::new(json!({ "Records": records }), ctx),
         )

@@ -149,7 +149,7 @@ async fn main() {
                 .unwrap()
                 + Duration::from_secs(60))
             .as_millis() as u64;
-            let resp = cellbridge::sync::lambda_handler(&service, lambda_runtime::LambdaEvent::new(event, ctx))
+            let resp = cellbridge_tests::lambda_handler(&service, lambda_runtime::LambdaEvent::new(event, ctx))
                 .await
                 .expect("sync");
             let ms = t.elapsed().as_secs_f64() * 1000.0;

@@ -20,3 +20,27 @@ pub fn lambda_context(secs: u64) -> lambda_runtime::Context {
         + secs * 1000;
     ctx
 }
+
+/// One invocation through the functions' one handler, as `cellbridge invoke` runs it: not
+/// paused, no metric record, no postponement.
+pub async fn handle<J: cellbridge::lambda::Job>(
+    job: &J,
+    event: &serde_json::Value,
+    deadline: std::time::Instant,
+) -> Result<cellbridge::lambda::Invocation, J::Error> {
+    cellbridge::lambda::handler(job, event, deadline, &cellbridge::lambda::Shell::quiet()).await
+}
+
+/// What Lambda gets for one invocation, composed as the functions' mains compose it: the
+/// environment's shell, the one handler, Lambda's answer.
+pub async fn lambda_handler<J: cellbridge::lambda::Job>(
+    job: &J,
+    event: lambda_runtime::LambdaEvent<serde_json::Value>,
+) -> Result<serde_json::Value, lambda_runtime::Diagnostic> {
+    let deadline = cellbridge::lambda::deadline_from_epoch_ms(event.context.deadline);
+    let shell = cellbridge::lambda::Shell::lambda(J::NAME, &cellbridge::metrics::Stdout);
+    cellbridge::lambda::respond(
+        J::NAME,
+        cellbridge::lambda::handler(job, &event.payload, deadline, &shell).await,
+    )
+}

@@ -2,10 +2,13 @@
 //! Thin over `cellbridge::bootstrap::handler`; everything it does is testable without Lambda.
 
 use cellbridge::bootstrap::handler::{self, Config};
-use cellbridge::lambda::Deferred;
+use cellbridge::lambda::{self, Deferred, Shell};
+use cellbridge::metrics::Stdout;
 use lambda_runtime::{LambdaEvent, service_fn};
 use serde_json::Value;
 use std::process::ExitCode;
+
+const NAME: &str = "cluster-bootstrap";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -25,8 +28,12 @@ async fn main() -> ExitCode {
     };
     let service = Deferred::new(config);
     let service = &service;
+    // Each invocation: the environment's shell, the one handler, Lambda's answer.
     match lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
-        handler::lambda_handler(service.get(handler::service_with).await, event).await
+        let deadline = lambda::deadline_from_epoch_ms(event.context.deadline);
+        let shell = Shell::lambda(NAME, &Stdout);
+        let service = service.get(handler::service_with).await;
+        lambda::respond(NAME, lambda::handler(service, &event.payload, deadline, &shell).await)
     }))
     .await
     {

@@ -1,11 +1,14 @@
 //! The state-sync Lambda: every Terraform state update becomes a reviewed pull request.
 //! Thin over `cellbridge::sync`; everything it does is testable without Lambda.
 
-use cellbridge::lambda::Deferred;
+use cellbridge::lambda::{self, Deferred, Shell};
+use cellbridge::metrics::Stdout;
 use cellbridge::sync::{self, SyncConfig};
 use lambda_runtime::{LambdaEvent, service_fn};
 use serde_json::Value;
 use std::process::ExitCode;
+
+const NAME: &str = "state-sync";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -24,8 +27,12 @@ async fn main() -> ExitCode {
     };
     let service = Deferred::new(config);
     let service = &service;
+    // Each invocation: the environment's shell, the one handler, Lambda's answer.
     match lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
-        sync::lambda_handler(service.get(sync::service_with).await, event).await
+        let deadline = lambda::deadline_from_epoch_ms(event.context.deadline);
+        let shell = Shell::lambda(NAME, &Stdout);
+        let service = service.get(sync::service_with).await;
+        lambda::respond(NAME, lambda::handler(service, &event.payload, deadline, &shell).await)
     }))
     .await
     {

@@ -5,26 +5,34 @@
 //! and validate the Git credentials before touching anything, get temporary access through
 //! an EKS access entry, and server-side apply the plan unless Flux is already there. Every step
 //! is idempotent, so a run that died half-way is completed by the next one.
+//!
+//! Files: `job.rs` (the Lambda's work: each cluster of an event, the sweep after it), `handler.rs`
+//! (the service and where it reads the fleet repo), `report.rs` (what a run answers),
+//! `error.rs` (why it failed), `local.rs` (`cellbridge bootstrap`), and the steps of a run:
+//! `eks.rs`, `access.rs`, `plan.rs`, `gitsecret.rs`, `apply/`; `sweep.rs` the expired access.
 
 pub mod access;
 pub mod apply;
 pub mod aws;
 pub mod config;
 pub mod eks;
+mod error;
 pub mod gitsecret;
 pub mod handler;
+mod job;
+mod local;
 #[cfg(feature = "test-support")]
 pub mod memory;
 pub mod plan;
 pub mod ports;
+mod report;
 pub mod sweep;
 pub mod token;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
-use aws_config::{Region, SdkConfig};
-use serde::Serialize;
+use aws_config::SdkConfig;
 use tracing::Instrument as _;
 
 pub use apply::{Applied, ClusterAuth, Kubes, SourceStatus, Tuning};
@@ -34,13 +42,18 @@ pub use gitsecret::CredentialKind;
 pub use plan::{KubeRef, Phase};
 pub use ports::{AccessEntry, Accounts, ClusterApi, KubeApi, KubeConnect};
 
+pub use error::BootstrapError;
+pub use job::{Asked, BootstrapPlan, ClusterResult, SharedFleet};
+pub use local::{LocalOptions, run_local};
+pub use report::{AccessReport, BootstrapOutcome, Report};
+
 pub use crate::events::bootstrap::Request;
 
 use crate::cells as cell;
 use crate::error::{Class, Classify};
-use crate::fleet::{FleetRead, LocalFleet};
-use crate::secrets::{SecretStore, SecretsError};
-use crate::template;
+use crate::fleet::FleetRead;
+use crate::lambda::CHAIN;
+use crate::secrets::SecretStore;
 
 /// [`crate::cells::ClusterProbe`] through the bootstrap's own ports: DescribeCluster in `region`
 /// as `role`, for any [`Accounts`].
@@ -68,160 +81,6 @@ pub async fn presence_via<A: Accounts>(
             retryable: retryable(e.class()),
             reason: e.to_string(),
         }),
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BootstrapOutcome {
-    /// Flux was installed (or completed) by this run.
-    Bootstrapped,
-    /// The Kustomization `flux-system` exists: Flux owns the cluster, nothing was written.
-    AlreadyBootstrapped,
-    /// `dry_run`: `objects` lists what would be applied, in order.
-    Planned,
-    /// The cluster belongs to no cell: skipped.
-    NotACell,
-    /// The cluster is still being created; run again later.
-    ClusterNotReady,
-}
-
-impl BootstrapOutcome {
-    /// Its name in the report's `outcome`, for the log line too: operators match one with the
-    /// other.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BootstrapOutcome::Bootstrapped => "bootstrapped",
-            BootstrapOutcome::AlreadyBootstrapped => "already_bootstrapped",
-            BootstrapOutcome::Planned => "planned",
-            BootstrapOutcome::NotACell => "not_a_cell",
-            BootstrapOutcome::ClusterNotReady => "cluster_not_ready",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct AccessReport {
-    pub principal_arn: String,
-    /// The entry was cellbridge's for this run (and deleted after it).
-    pub temporary: bool,
-    pub removed: bool,
-}
-
-/// The result of a run. It names objects and files, never a value of the Git secret.
-#[derive(Debug, Clone, Serialize)]
-pub struct Report {
-    pub cluster: String,
-    pub region: String,
-    pub cell: Option<String>,
-    pub outcome: BootstrapOutcome,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cluster_status: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub components_file: Option<String>,
-    /// Where the sync objects come from: the cell's own `gotk-sync.yaml`, or the template's
-    /// written for the cell.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sync_file: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub credentials: Option<CredentialKind>,
-    /// Applied (or, for a dry run, to be applied), in order.
-    pub objects: Vec<Applied>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub access_entry: Option<AccessReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub git_repository: Option<SourceStatus>,
-    pub duration_ms: u64,
-}
-
-impl Report {
-    fn new(req: &Request, outcome: BootstrapOutcome) -> Self {
-        Report {
-            cluster: req.cluster.clone(),
-            region: req.region.clone(),
-            cell: None,
-            outcome,
-            cluster_status: None,
-            components_file: None,
-            sync_file: None,
-            credentials: None,
-            objects: Vec::new(),
-            access_entry: None,
-            git_repository: None,
-            duration_ms: 0,
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum BootstrapError {
-    #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
-    #[error(transparent)]
-    Cell(#[from] cell::CellError),
-    #[error(transparent)]
-    Eks(#[from] eks::EksError),
-    #[error(transparent)]
-    Access(#[from] access::AccessError),
-    #[error(transparent)]
-    Plan(#[from] plan::BootstrapPlanError),
-    #[error(transparent)]
-    Template(#[from] template::TemplateError),
-    #[error(transparent)]
-    GitSecret(#[from] gitsecret::GitSecretError),
-    #[error("cluster {cluster} (cell {cell}): {source}")]
-    Apply {
-        cluster: String,
-        cell: String,
-        #[source]
-        source: Box<apply::ApplyError>,
-    },
-    #[error(transparent)]
-    Secrets(#[from] SecretsError),
-    #[error("CELLBRIDGE_FLUX_GIT_SECRET is not set: name the Secrets Manager secret that holds Flux's Git credentials")]
-    NoGitSecret,
-    #[error(
-        "cluster {cluster}: no cell given and none found in the fleet repo (clusters/*/cell-metadata.yaml with cluster_name and aws_region); pass --cell"
-    )]
-    NoCell { cluster: String },
-    #[error("invalid request: {0}")]
-    Event(#[from] crate::events::bootstrap::BootstrapEventError),
-    #[error("invalid request: {what} {value:?} is not {expected}")]
-    InvalidRequest {
-        what: &'static str,
-        value: String,
-        expected: &'static str,
-    },
-    /// A file or folder named on the command line cannot be used.
-    #[error("{path}: {reason}")]
-    Input { path: String, reason: String },
-    #[error("cannot read the fleet repo: {0}")]
-    Fleet(#[from] crate::github::GithubError),
-    /// Which account and role reach the cluster cannot be decided safely.
-    #[error("cluster {cluster}: {reason}")]
-    Account { cluster: String, reason: String },
-}
-
-impl Classify for BootstrapError {
-    fn class(&self) -> Class {
-        match self {
-            BootstrapError::Eks(e) => e.class(),
-            BootstrapError::Access(e) => e.class(),
-            BootstrapError::GitSecret(e) => e.class(),
-            BootstrapError::Secrets(e) => e.class(),
-            BootstrapError::Apply { source, .. } => source.class(),
-            BootstrapError::Fleet(e) => e.class(),
-            BootstrapError::Event(_) | BootstrapError::InvalidRequest { .. } | BootstrapError::Input { .. } => {
-                Class::InvalidInput
-            }
-            BootstrapError::Config(_)
-            | BootstrapError::Cell(_)
-            | BootstrapError::Plan(_)
-            | BootstrapError::Template(_)
-            | BootstrapError::NoGitSecret
-            | BootstrapError::NoCell { .. }
-            | BootstrapError::Account { .. } => Class::Final,
-        }
     }
 }
 
@@ -378,7 +237,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
     /// Like [`Self::run`], with the name of the branch `fleet` was read from (GitHub's default
     /// branch unless `CELLBRIDGE_BASE_BRANCH` names another): the branch Flux follows when
     /// neither the configuration nor the template's `gotk-sync.yaml` names one
-    /// ([`template::FluxGit::branch_for`]). Waits at most `cluster_wait` (else the configured
+    /// ([`crate::template::FluxGit::branch_for`]). Waits at most `cluster_wait` (else the configured
     /// time) for a cluster that is still being created: what is left of a Lambda invocation.
     pub async fn run_until(
         &self,
@@ -396,6 +255,12 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
     /// and waits) stops [`RELEASE_RESERVE`] before it, so that the temporary access entry is
     /// still deleted in time; a run cut short fails retryably naming what is left
     /// ([`apply::ApplyError::OutOfTime`]), and the next delivery completes it.
+    #[tracing::instrument(
+        target = "cellbridge::chain",
+        level = "trace",
+        name = "Bootstrapper.run_before",
+        skip_all
+    )]
     pub async fn run_before(
         &self,
         fleet: &dyn FleetRead,
@@ -530,6 +395,12 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         })
     }
 
+    #[tracing::instrument(
+        target = "cellbridge::chain",
+        level = "trace",
+        name = "Bootstrapper.run_eks",
+        skip_all
+    )]
     async fn run_eks(
         &self,
         fleet: &dyn FleetRead,
@@ -667,6 +538,12 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
 
     /// The plan, applied in order unless Flux is already there: CRDs Established before any
     /// later phase, then the GitRepository's first Ready (reported, not required).
+    #[tracing::instrument(
+        target = "cellbridge::chain",
+        level = "trace",
+        name = "Bootstrapper.install",
+        skip_all
+    )]
     async fn install(
         &self,
         auth: ClusterAuth,
@@ -720,7 +597,11 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
                 kube.wait_established(&crds).await.map_err(wrap)?;
                 waited = true;
             }
-            let applied = kube.apply(step).await.map_err(wrap)?;
+            let applied = kube
+                .apply(step)
+                .instrument(tracing::trace_span!(target: CHAIN, "KubeApi.apply"))
+                .await
+                .map_err(wrap)?;
             report.objects.push(applied);
         }
         report.outcome = BootstrapOutcome::Bootstrapped;
@@ -775,59 +656,4 @@ fn cut_short(req: &Request, cell: &str, steps: &[String], report: &mut Report) -
             left,
         }),
     })
-}
-
-/// What the command line's `cellbridge bootstrap` passes.
-#[derive(Debug, Clone, Default)]
-pub struct LocalOptions {
-    pub cluster: String,
-    pub region: String,
-    pub cell: Option<String>,
-    /// The account the cluster is in (default: the profile's, or the merged role's).
-    pub account: Option<String>,
-    /// Talk to this cluster directly; EKS is not used.
-    pub kubeconfig: Option<PathBuf>,
-    pub dry_run: bool,
-    pub force: bool,
-}
-
-/// `cellbridge bootstrap` from a laptop: the same code as the Lambda, configured from the
-/// environment, against a fleet checkout; its base branch is [`config::checkout_base_branch`].
-pub async fn run_local(fleet: &LocalFleet, opts: &LocalOptions) -> Result<Report, BootstrapError> {
-    crate::telemetry::install_crypto_provider();
-    let settings = Settings::from_env()?;
-    // The profile's region is cellbridge's home (where the Git secret lives); the cluster's
-    // region is used for EKS whatever it is.
-    let mut aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
-    if aws.region().is_none() {
-        aws = aws.to_builder().region(Region::new(opts.region.clone())).build();
-    }
-    let req = Request {
-        cluster: opts.cluster.clone(),
-        region: opts.region.clone(),
-        cell: opts.cell.clone(),
-        account: opts.account.clone(),
-        force: opts.force,
-        dry_run: opts.dry_run,
-    };
-    let target = match &opts.kubeconfig {
-        Some(p) => Target::Kubeconfig(p),
-        None => Target::Eks,
-    };
-    let base_branch = config::checkout_base_branch(fleet.root());
-    Bootstrapper::new(aws, settings)
-        .run_until(fleet, base_branch.as_deref(), &req, target, None)
-        .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::BootstrapOutcome::*;
-
-    #[test]
-    fn the_log_line_names_the_outcome_as_the_report_does() {
-        for outcome in [Bootstrapped, AlreadyBootstrapped, Planned, NotACell, ClusterNotReady] {
-            assert_eq!(serde_json::to_value(outcome).unwrap(), outcome.as_str());
-        }
-    }
 }

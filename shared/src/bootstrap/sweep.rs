@@ -326,7 +326,7 @@ pub fn span() -> tracing::Span {
     tracing::info_span!("sweep", scope = "fleet")
 }
 
-/// The handler's answer to `{"action":"sweep"}`: reads the fleet's base branch, sweeps every
+/// The sweep `{"action":"sweep"}` asks for: reads the fleet's base branch, sweeps every
 /// cell's cluster and records one `AccessSweeps` heartbeat with `OldestTemporaryAccessSeconds`
 /// (the module alarms when the age passes its limit, or when the heartbeat stops). The pause
 /// switch does not stop it: it only ever removes cellbridge's own expired access.
@@ -381,12 +381,12 @@ impl<A: Accounts, K: super::KubeConnect, S: crate::secrets::SecretStore> super::
         &self,
         deadline: std::time::Instant,
         metrics: &crate::metrics::Metrics<'_>,
-    ) -> Result<super::handler::BootstrapInvocation, super::BootstrapError> {
+    ) -> Result<(SweepReport, Option<Class>), super::BootstrapError> {
         let ttl = match access::ttl_from_env() {
             Ok(ttl) => ttl,
             Err(e) => {
                 metrics.count(
-                    crate::metrics::failure_outcome(Class::Final),
+                    crate::metrics::Outcome::of_failure(Class::Final),
                     &[("action", Some("sweep"))],
                 );
                 return Err(e.into());
@@ -398,7 +398,10 @@ impl<A: Accounts, K: super::KubeConnect, S: crate::secrets::SecretStore> super::
             Err(e) => {
                 // No heartbeat: the module's alarm on the missing sweep metric tells.
                 tracing::error!(error = %e, "sweep: cannot read the fleet repo");
-                metrics.count(crate::metrics::failure_outcome(e.class()), &[("action", Some("sweep"))]);
+                metrics.count(
+                    crate::metrics::Outcome::of_failure(e.class()),
+                    &[("action", Some("sweep"))],
+                );
                 return Err(super::BootstrapError::from(e));
             }
         };
@@ -407,7 +410,10 @@ impl<A: Accounts, K: super::KubeConnect, S: crate::secrets::SecretStore> super::
             Err(e) => {
                 tracing::error!(error = %e, "sweep: cannot list the fleet's cells");
                 let e = super::BootstrapError::from(e);
-                metrics.count(crate::metrics::failure_outcome(e.class()), &[("action", Some("sweep"))]);
+                metrics.count(
+                    crate::metrics::Outcome::of_failure(e.class()),
+                    &[("action", Some("sweep"))],
+                );
                 return Err(e);
             }
         };
@@ -426,10 +432,7 @@ impl<A: Accounts, K: super::KubeConnect, S: crate::secrets::SecretStore> super::
             all if all.iter().all(|c| *c == Class::Retryable) => Some(Class::Retryable),
             _ => Some(Class::Final),
         };
-        Ok(super::handler::BootstrapInvocation {
-            response: serde_json::json!({"action": "sweep", "report": report}),
-            class,
-        })
+        Ok((report, class))
     }
 }
 

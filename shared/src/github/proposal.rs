@@ -59,6 +59,7 @@ impl Proposal<'_> {
 }
 
 /// Converges the cell's pull request to `proposal`, computed against `snap`.
+#[tracing::instrument(target = "cellbridge::chain", level = "trace", name = "proposal.converge", skip_all)]
 pub async fn converge<G: GithubRepo>(
     gh: &G,
     snap: &Snapshot,
@@ -93,12 +94,22 @@ pub async fn converge<G: GithubRepo>(
                 body: closed_body(&pr.body, None),
                 ..pr
             };
-            let converged = pull_request::converge_from(gh, snap, plan, Some(closed), true, deadline).await?;
-            Ok(Proposed::Values(converged))
+            let mut report = None;
+            let published =
+                pull_request::converge_from(gh, snap, plan, Some(closed), true, &mut report, deadline).await?;
+            Ok(Proposed::Values(Converged {
+                published,
+                auto_merge: report,
+            }))
         }
-        (Proposal::Values(plan), latest, _) => Ok(Proposed::Values(
-            pull_request::converge_from(gh, snap, plan, latest, false, deadline).await?,
-        )),
+        (Proposal::Values(plan), latest, _) => {
+            let mut report = None;
+            let published = pull_request::converge_from(gh, snap, plan, latest, false, &mut report, deadline).await?;
+            Ok(Proposed::Values(Converged {
+                published,
+                auto_merge: report,
+            }))
+        }
         (Proposal::Removal(d), Some(pr), Some(Kind::Metadata)) => Ok(Proposed::Removal(
             decommission::supersede(gh, snap, d, pr, deadline).await?,
         )),

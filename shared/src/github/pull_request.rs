@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use sha1::Digest as _;
+use tracing::Instrument as _;
 
 use super::archive::{git_object_id, hex};
 use super::auto_merge::{self, AutoMergeReport, OptInFile, Run};
@@ -39,23 +40,14 @@ pub struct Converged {
 /// the newest pull request of its branch as [`super::proposal::converge`] read it (never an open
 /// decommission: that one was closed first, `withdrawn`): opens it, updates it in place, leaves
 /// it alone when it already holds the plan, or closes it when the base branch holds the plan.
-pub(super) async fn converge_from<G: GithubRepo>(
-    gh: &G,
-    snap: &Snapshot,
-    plan: &Plan,
-    latest: Option<PullRequest>,
-    withdrawn: bool,
-    deadline: Instant,
-) -> Result<Converged> {
-    let mut report = None;
-    let published = converge_inner(gh, snap, plan, latest, withdrawn, &mut report, deadline).await?;
-    Ok(Converged {
-        published,
-        auto_merge: report,
-    })
-}
-
-async fn converge_inner<G: GithubRepo>(
+/// `report` gets what auto-merge decided for the pull request left open.
+#[tracing::instrument(
+    target = "cellbridge::chain",
+    level = "trace",
+    name = "pull_request.converge_from",
+    skip_all
+)]
+pub(crate) async fn converge_from<G: GithubRepo>(
     gh: &G,
     snap: &Snapshot,
     plan: &Plan,
@@ -674,7 +666,8 @@ async fn conflicted<G: GithubRepo>(
 
 /// A new pull request: its branch (recreated from the base when it was a closed or merged pull
 /// request's, or the branch a cut-off run left), its status, the pull request, its labels.
-async fn open<G: GithubRepo>(
+#[tracing::instrument(target = "cellbridge::chain", level = "trace", name = "pull_request.open", skip_all)]
+pub(crate) async fn open<G: GithubRepo>(
     gh: &G,
     snap: &Snapshot,
     plan: &Plan,
@@ -761,6 +754,7 @@ async fn open<G: GithubRepo>(
     let body = body_for(plan, digest, &snap.base_sha, &commit, previous.as_ref(), &run);
     let (number, url) = gh
         .create_pull(branch, &snap.base_branch, &plan.title, &body, deadline)
+        .instrument(tracing::trace_span!(target: "cellbridge::chain", "GithubRepo.create_pull"))
         .await?;
     gh.add_labels(number, &plan.labels, deadline).await?;
     run.after_status(gh, number, &commit, &snap.base_branch, deadline)

@@ -87,12 +87,92 @@ pub struct IssueRef {
     pub url: String,
 }
 
+/// What a run of the dashboard did: the answer's `"action"` (and, for a failure, its
+/// `"class"`), and its metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DashboardAction {
+    /// What was written to the issue.
+    Created,
+    Updated,
+    Unchanged,
+    /// A dry run: the body, nothing written.
+    Planned,
+    Paused,
+    Failed(Class),
+}
+
+impl DashboardAction {
+    /// Every action.
+    pub const ALL: [DashboardAction; 8] = [
+        DashboardAction::Created,
+        DashboardAction::Updated,
+        DashboardAction::Unchanged,
+        DashboardAction::Planned,
+        DashboardAction::Paused,
+        DashboardAction::Failed(Class::Retryable),
+        DashboardAction::Failed(Class::Final),
+        DashboardAction::Failed(Class::InvalidInput),
+    ];
+
+    /// Its name in the answer.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DashboardAction::Created => "created",
+            DashboardAction::Updated => "updated",
+            DashboardAction::Unchanged => "unchanged",
+            DashboardAction::Planned => "planned",
+            DashboardAction::Paused => "paused",
+            DashboardAction::Failed(_) => "failed",
+        }
+    }
+
+    /// What its failure means (`None`: the run did not fail).
+    pub const fn class(self) -> Option<Class> {
+        match self {
+            DashboardAction::Failed(class) => Some(class),
+            _ => None,
+        }
+    }
+
+    /// Its metric (README, "Metrics and alarms").
+    pub const fn metric(self) -> metrics::Outcome {
+        use metrics::Outcome;
+        match self {
+            DashboardAction::Created | DashboardAction::Updated => Outcome::Synced,
+            DashboardAction::Unchanged => Outcome::Unchanged,
+            DashboardAction::Planned => Outcome::Planned,
+            DashboardAction::Paused => Outcome::Paused,
+            DashboardAction::Failed(class) => Outcome::of_failure(class),
+        }
+    }
+}
+
+/// `"action"`, and a failure's `"class"` (`retryable`, `final`, `invalid_input`).
+impl Serialize for DashboardAction {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("action", self.as_str())?;
+        if let DashboardAction::Failed(class) = self {
+            m.serialize_entry("class", class)?;
+        }
+        m.end()
+    }
+}
+
+/// An error written in words in the answer.
+fn in_words<S: serde::Serializer>(e: &Option<DashboardError>, s: S) -> Result<S::Ok, S::Error> {
+    match e {
+        Some(e) => s.serialize_str(&e.to_string()),
+        None => s.serialize_none(),
+    }
+}
+
 /// One run of the dashboard: the answer's `"dashboard"` object.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Serialize)]
 pub struct DashboardRun {
-    /// `created`, `updated`, `unchanged` (what was written to the issue), `planned` (a dry
-    /// run), `paused`, `failed`.
-    pub action: &'static str,
+    #[serde(flatten)]
+    pub action: DashboardAction,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub issue: Option<IssueRef>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -105,17 +185,12 @@ pub struct DashboardRun {
     pub markdown: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paused: Option<Pause>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// A failure's class (`retryable`, `final`, `invalid_input`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub class: Option<&'static str>,
-    #[serde(skip)]
-    pub failure: Option<Class>,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "in_words")]
+    pub error: Option<DashboardError>,
 }
 
 impl DashboardRun {
-    fn new(action: &'static str) -> Self {
+    fn new(action: DashboardAction) -> Self {
         Self {
             action,
             issue: None,
@@ -124,28 +199,24 @@ impl DashboardRun {
             markdown: None,
             paused: None,
             error: None,
-            class: None,
-            failure: None,
         }
     }
 
     fn paused(p: Pause) -> Self {
         Self {
             paused: Some(p),
-            ..Self::new("paused")
+            ..Self::new(DashboardAction::Paused)
         }
     }
 
-    /// The metric outcome of this run (README, "Metrics and alarms").
-    fn outcome(&self) -> &'static str {
-        match (self.action, self.failure) {
-            (_, Some(class)) => metrics::failure_outcome(class),
-            ("created" | "updated", _) => "synced",
-            ("unchanged", _) => "unchanged",
-            ("planned", _) => "planned",
-            ("paused", _) => "paused",
-            _ => "other",
-        }
+    /// What its failure means (`None`: it did not fail).
+    pub fn class(&self) -> Option<Class> {
+        self.action.class()
+    }
+
+    /// Its error in words (empty when it did not fail).
+    pub fn error_text(&self) -> String {
+        self.error.as_ref().map(ToString::to_string).unwrap_or_default()
     }
 }
 
@@ -325,7 +396,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
     /// changed (`dry_run`: returns the body, writes nothing). Paused by `switch`
     /// (`CELLBRIDGE_PAUSED`, checked before anything is read) or `.cellbridge/settings.yaml`:
     /// nothing is written. One metric record for the run. Never fails the invocation itself:
-    /// the caller decides what a failure means (`DashboardRun::failure`).
+    /// the caller decides what a failure means ([`DashboardRun::class`]).
     pub async fn dashboard(
         &self,
         dry_run: bool,
@@ -346,10 +417,8 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                         let class = e.class();
                         tracing::error!(class = class.as_str(), error = %e, "the fleet dashboard was not rebuilt");
                         DashboardRun {
-                            error: Some(e.to_string()),
-                            class: Some(class.as_str()),
-                            failure: Some(class),
-                            ..DashboardRun::new("failed")
+                            error: Some(e),
+                            ..DashboardRun::new(DashboardAction::Failed(class))
                         }
                     }
                 },
@@ -357,7 +426,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             if let Some(p) = &run.paused {
                 tracing::warn!(paused = %p.describe(), "the fleet dashboard is not rebuilt: cellbridge is paused");
             }
-            metrics.count(run.outcome(), &[("dashboard", Some(dashboard::LABEL_DASHBOARD))]);
+            metrics.count(run.action.metric(), &[("dashboard", Some(dashboard::LABEL_DASHBOARD))]);
             run
         }
         .instrument(tracing::info_span!("dashboard", scope = "fleet"))
@@ -440,18 +509,18 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             return Ok(DashboardRun {
                 summary: Some(summary),
                 markdown: Some(body),
-                ..DashboardRun::new("planned")
+                ..DashboardRun::new(DashboardAction::Planned)
             });
         }
         self.fleet.check_write_access(deadline).await?;
         let published = dashboard::publish(&self.fleet, &snapshot.base_branch, &body, deadline).await?;
         let action = match published.written {
-            Written::Created => "created",
-            Written::Updated => "updated",
-            Written::Unchanged => "unchanged",
+            Written::Created => DashboardAction::Created,
+            Written::Updated => DashboardAction::Updated,
+            Written::Unchanged => DashboardAction::Unchanged,
         };
         tracing::info!(
-            action,
+            action = action.as_str(),
             issue = published.number,
             cells = summary.cells,
             needs_attention = summary.needs_attention,

@@ -1,17 +1,18 @@
-//! state-sync as Lambda runs it: the service built once per execution environment, the handler
-//! that answers each invocation, and the same handler on an event file for the command line.
+//! state-sync as Lambda runs it: the service built once per execution environment (the mains
+//! answer each invocation with [`crate::lambda::handler`]), and the same handler on an event file
+//! for the command line.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{ClusterAccess, SyncConfig, SyncError, SyncInvocation, Syncer};
+use super::{ClusterAccess, SyncConfig, SyncError, Syncer};
 use crate::cells::EksProbe;
 use crate::config::{self, ConfigError};
-use crate::error::{Class, Classify};
-use crate::github::{GithubFleet, GithubRepo};
-use crate::s3::{S3States, StateSource};
+use crate::github::GithubFleet;
+use crate::lambda::{Invocation, Shell};
+use crate::s3::S3States;
 
 /// The real service: S3 states and the GitHub fleet repo, configured from the environment.
 pub type SyncService = Syncer<S3States, GithubFleet>;
@@ -101,38 +102,10 @@ pub async fn service_from_env() -> Result<SyncService, SyncError> {
     Ok(service_with(SyncConfig::from_env()?).await)
 }
 
-/// The Lambda handler: the invocation's answer ([`crate::lambda::answer`]): an SQS batch lists
-/// the records to redeliver (retryable failures only); a direct invocation fails as a Lambda
-/// error only when its failures are retryable (so the asynchronous invocation is retried), and
-/// answers a final or invalid-input failure as a handled result with its `"class"`.
-pub async fn lambda_handler<S: StateSource, G: GithubRepo>(
-    service: &Syncer<S, G>,
-    event: lambda_runtime::LambdaEvent<Value>,
-) -> Result<Value, lambda_runtime::Diagnostic> {
-    use crate::lambda::{answer, answer_error, deadline_from_epoch_ms};
-    use crate::metrics::{Metrics, Stdout};
-    const NAME: &str = "state-sync";
-    let deadline = deadline_from_epoch_ms(event.context.deadline);
-    // Both were checked at init (`SyncConfig::from_env`); the pause switch before anything else.
-    let switch = match crate::pause::from_env() {
-        Ok(s) => s,
-        Err(e) => return answer_error(NAME, Class::Final, e),
-    };
-    let metrics = match Metrics::from_env(NAME, &Stdout) {
-        Ok(m) => m,
-        Err(e) => return answer_error(NAME, Class::Final, e),
-    };
-    let answered = match service.handle_with(&event.payload, deadline, switch, &metrics).await {
-        Ok(inv) => answer(NAME, inv.response, inv.class),
-        Err(e) => answer_error(NAME, e.class(), e),
-    };
-    crate::lambda::answer_sqs(NAME, &event.payload, answered, deadline).await
-}
-
 /// `cellbridge invoke state-sync --event FILE`: runs the handler locally on an event file
 /// against whatever `AWS_ENDPOINT_URL` and `GITHUB_API_URL` point at. The deadline is
 /// `CELLBRIDGE_DEADLINE_SECS` from now (default 900, Lambda's longest).
-pub async fn invoke_from_file(path: &Path) -> Result<SyncInvocation, SyncError> {
+pub async fn invoke_from_file(path: &Path) -> Result<Invocation, SyncError> {
     let text = std::fs::read_to_string(path).map_err(|e| SyncError::EventFile {
         path: path.display().to_string(),
         reason: e.to_string(),
@@ -150,5 +123,6 @@ pub async fn invoke_from_file(path: &Path) -> Result<SyncInvocation, SyncError> 
         })?,
     };
     let service = service_from_env().await?;
-    service.handle(&event, Instant::now() + Duration::from_secs(secs)).await
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    crate::lambda::handler(&service, &event, deadline, &Shell::command_line()).await
 }

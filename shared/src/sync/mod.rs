@@ -6,10 +6,11 @@
 //! reordered and replayed events end in the same place. A lost race is redone from the start.
 //!
 //! Files: `config` (the function's variables, where a cell's state lives), `syncer` (the
-//! orchestrator: one invocation, one state, one attempt; `syncer/decommission.rs` a destroyed
-//! stack's decommission and the cell an EKS DeleteCluster names), `dashboard` (the fleet dashboard's
-//! rows and its run), `handler` (the Lambda handler, the service as the Lambda and the command
-//! line build it).
+//! orchestrator as a [`crate::lambda::Job`]: one state, its attempts; `syncer/decommission.rs` a
+//! destroyed stack's decommission and the cell an EKS DeleteCluster names), `invocation` (what an
+//! event asks for, the dashboard after a sync-all, the answer), `outcome` (a state's answer,
+//! action and error), `dashboard` (the fleet dashboard's rows and its run), `handler` (the
+//! service as the Lambda and the command line build it).
 
 use crate::config::ConfigError;
 use crate::error::{Class, Classify};
@@ -20,15 +21,19 @@ mod config;
 mod dashboard;
 pub mod fanout;
 mod handler;
+mod invocation;
+mod outcome;
 mod syncer;
 
 pub use config::{DEFAULT_KEY_PATTERN, KeyPattern, SyncConfig};
-pub use dashboard::{DashboardError, DashboardRun, IssueRef};
+pub use dashboard::{DashboardAction, DashboardError, DashboardRun, IssueRef};
 pub use handler::{
-    SyncService, cluster_access, invoke_from_file, lambda_handler, service_for, service_from_env, service_with,
-    state_role_from_env, state_source,
+    SyncService, cluster_access, invoke_from_file, service_for, service_from_env, service_with, state_role_from_env,
+    state_source,
 };
-pub use syncer::{CellResult, ClusterAccess, SyncInvocation, Syncer};
+pub use invocation::{SyncPlan, Target};
+pub use outcome::{Action, CellError, CellResult, Redo};
+pub use syncer::{ClusterAccess, SharedBase, Syncer};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {

@@ -19,7 +19,7 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 const REGION: &str = "eu-west-1";
-const CLUSTER: &str = "prod-eu-west-1";
+pub(super) const CLUSTER: &str = "prod-eu-west-1";
 const CELL: &str = "prod-eu-west-1";
 const FUNCTION_ROLE: &str = "arn:aws:iam::111111111111:role/cellbridge-bootstrap";
 const CELL_ROLE: &str = "arn:aws:iam::222222222222:role/cellbridge-cell";
@@ -28,7 +28,7 @@ const ACCOUNT_B: &str = "222222222222";
 const GIT_SECRET: &str = "cellbridge/flux-git";
 const PASSWORD: &str = "hunter2-do-not-log";
 
-type Bed = Bootstrapper<MemAws, MemKube, MemSecrets>;
+pub(super) type Bed = Bootstrapper<MemAws, MemKube, MemSecrets>;
 
 /// Flux's components, cut to what the sequence cares about: a Namespace, the two CRDs the sync
 /// objects need, a controller.
@@ -184,7 +184,7 @@ fn metadata(cell: &str, cluster: &str, extra: &[(&str, &str)]) -> String {
 }
 
 /// A fleet with the template and the cell `CELL` (merged), whose cluster is `CLUSTER`.
-fn fleet(extra: &[(&str, &str)]) -> MemFleet {
+pub(super) fn fleet(extra: &[(&str, &str)]) -> MemFleet {
     let mut f = MemFleet::new();
     f.insert("clusters/_template/flux-system/gotk-components.yaml", COMPONENTS);
     f.insert("clusters/_template/flux-system/gotk-sync.yaml", SYNC);
@@ -208,7 +208,7 @@ fn settings() -> Settings {
     }
 }
 
-fn bed() -> Bed {
+pub(super) fn bed() -> Bed {
     bed_with(settings())
 }
 
@@ -598,7 +598,10 @@ async fn a_kubeconfig_target_skips_eks_entirely() {
 
 /// The fleet as the handler reads it (with the name of its base branch), failing like GitHub
 /// can.
-struct Fleet(Result<MemFleet, fn() -> GithubError>, Option<&'static str>);
+pub(super) struct Fleet(
+    pub(super) Result<MemFleet, fn() -> GithubError>,
+    pub(super) Option<&'static str>,
+);
 
 impl FleetSource for Fleet {
     fn fleet<'a>(&'a self, _keep: &'a Keep, _deadline: Instant) -> BoxFuture<'a, Result<BaseFleet, GithubError>> {
@@ -613,14 +616,14 @@ impl FleetSource for Fleet {
     }
 }
 
-fn service(bed: Bed, fleet: Fleet) -> BootstrapService<MemAws, MemKube, MemSecrets> {
+pub(super) fn service(bed: Bed, fleet: Fleet) -> BootstrapService<MemAws, MemKube, MemSecrets> {
     BootstrapService {
         bootstrapper: bed,
         fleets: Box::new(fleet),
     }
 }
 
-fn created(cluster: &str) -> Value {
+pub(super) fn created(cluster: &str) -> Value {
     json!({"version": "0", "id": "e1", "detail-type": "AWS API Call via CloudTrail", "source": "aws.eks",
            "account": "111111111111", "region": REGION, "time": "2026-12-01T00:00:00Z", "resources": [],
            "detail": {"eventSource": "eks.amazonaws.com", "eventName": "CreateCluster",
@@ -644,7 +647,7 @@ fn deadline() -> Instant {
 async fn a_per_cluster_failure_is_retryable_for_lambda_and_listed_for_sqs() {
     let svc = service(bed(), Fleet(Ok(fleet(&[])), Some("main")));
     svc.bootstrapper.kube().fail("apply", "Deployment", 100, 503);
-    let inv = svc.handle(&created(CLUSTER), deadline()).await.unwrap();
+    let inv = super::handle(&svc, &created(CLUSTER), deadline()).await.unwrap();
     assert_eq!(inv.class, Some(Class::Retryable), "{}", inv.response);
     assert_eq!(inv.class.unwrap().error_type(), "cellbridge.Retryable");
 
@@ -653,8 +656,7 @@ async fn a_per_cluster_failure_is_retryable_for_lambda_and_listed_for_sqs() {
     b.accounts().add_cluster(MemCluster::active("other", REGION));
     let svc = service(b, Fleet(Ok(fleet(&[])), Some("main")));
     svc.bootstrapper.kube().fail("apply", "Deployment", 100, 503);
-    let inv = svc
-        .handle(&sqs(&[created("other"), created(CLUSTER)]), deadline())
+    let inv = super::handle(&svc, &sqs(&[created("other"), created(CLUSTER)]), deadline())
         .await
         .unwrap();
     assert_eq!(
@@ -673,12 +675,14 @@ async fn a_github_outage_while_reading_the_fleet_is_retryable_not_invalid_input(
         detail: "HTTP 502".into(),
     };
     let svc = service(bed(), Fleet(Err(transient), None));
-    let err = svc.handle(&created(CLUSTER), deadline()).await.unwrap_err();
+    let err = super::handle(&svc, &created(CLUSTER), deadline()).await.unwrap_err();
     assert_eq!(err.class(), Class::Retryable, "{err}");
     assert_eq!(err.class().exit_code(), 3);
 
     let svc = service(bed(), Fleet(Err(transient), None));
-    let inv = svc.handle(&sqs(&[created(CLUSTER)]), deadline()).await.unwrap();
+    let inv = super::handle(&svc, &sqs(&[created(CLUSTER)]), deadline())
+        .await
+        .unwrap();
     assert_eq!(inv.response["batchItemFailures"], json!([{"itemIdentifier": "m0"}]));
     assert_eq!(inv.class, Some(Class::Retryable));
 }
@@ -867,7 +871,7 @@ async fn a_cell_found_by_its_tag_that_the_fleet_read_kept_out_is_read_again_and_
         bootstrapper: bed,
         fleets: Box::new(Keeping(f, reads.clone())),
     };
-    let inv = svc.handle(&created("renamed"), deadline()).await.unwrap();
+    let inv = super::handle(&svc, &created("renamed"), deadline()).await.unwrap();
     assert!(!inv.failed(), "{}", inv.response);
     assert_eq!(inv.response["outcome"], "bootstrapped", "{}", inv.response);
     assert_eq!(inv.response["cell"], CELL, "{}", inv.response);
@@ -896,13 +900,13 @@ async fn the_branch_flux_follows_is_the_files_else_the_base_branch_never_a_guess
 
     // No branch in the template: the base branch the handler read the fleet from.
     let svc = service(bed(), Fleet(Ok(with_template_sync(&no_ref)), Some("trunk")));
-    let inv = svc.handle(&created(CLUSTER), deadline()).await.unwrap();
+    let inv = super::handle(&svc, &created(CLUSTER), deadline()).await.unwrap();
     assert!(!inv.failed(), "{}", inv.response);
     assert_eq!(branch_of(&svc.bootstrapper), "trunk");
 
     // The template's branch wins over the base branch.
     let svc = service(bed(), Fleet(Ok(with_template_sync(SYNC)), Some("trunk")));
-    svc.handle(&created(CLUSTER), deadline()).await.unwrap();
+    super::handle(&svc, &created(CLUSTER), deadline()).await.unwrap();
     assert_eq!(branch_of(&svc.bootstrapper), "main");
 
     // A configured branch wins over both.
@@ -911,7 +915,7 @@ async fn the_branch_flux_follows_is_the_files_else_the_base_branch_never_a_guess
         ..settings()
     });
     let svc = service(configured, Fleet(Ok(with_template_sync(SYNC)), Some("trunk")));
-    svc.handle(&created(CLUSTER), deadline()).await.unwrap();
+    super::handle(&svc, &created(CLUSTER), deadline()).await.unwrap();
     assert_eq!(branch_of(&svc.bootstrapper), "release");
 
     // No branch anywhere and the base branch unknown: refused before the cluster is touched,
@@ -948,15 +952,15 @@ async fn paused_by_the_environment_no_cluster_is_touched_and_the_fleet_is_not_re
         Fleet(Err(|| panic!("the fleet repo is not read when paused")), None),
     );
     let captured = Captured::default();
-    let inv = svc
-        .handle_with(
-            &created(CLUSTER),
-            deadline(),
-            paused_by_env(),
-            &Metrics::new("cluster-bootstrap", &captured),
-        )
-        .await
-        .unwrap();
+    let inv = super::handle_with(
+        &svc,
+        &created(CLUSTER),
+        deadline(),
+        paused_by_env(),
+        &Metrics::new("cluster-bootstrap", &captured),
+    )
+    .await
+    .unwrap();
     assert_eq!(inv.class, None, "paused is a success: {}", inv.response);
     assert_eq!(inv.response["outcome"], "paused");
     assert_eq!(
@@ -974,15 +978,15 @@ async fn paused_by_the_environment_no_cluster_is_touched_and_the_fleet_is_not_re
 
     // From SQS: nothing to redeliver.
     let svc = service(bed(), Fleet(Ok(fleet(&[])), Some("main")));
-    let inv = svc
-        .handle_with(
-            &sqs(&[created(CLUSTER)]),
-            deadline(),
-            paused_by_env(),
-            &Metrics::new("cluster-bootstrap", &captured),
-        )
-        .await
-        .unwrap();
+    let inv = super::handle_with(
+        &svc,
+        &sqs(&[created(CLUSTER)]),
+        deadline(),
+        paused_by_env(),
+        &Metrics::new("cluster-bootstrap", &captured),
+    )
+    .await
+    .unwrap();
     assert_eq!(inv.response["batchItemFailures"], json!([]), "{}", inv.response);
     assert!(svc.bootstrapper.kube().applied().is_empty());
 }
@@ -999,8 +1003,7 @@ async fn the_fleet_repos_settings_pause_bootstrap_and_a_wrong_file_is_named() {
             Some("main"),
         ),
     );
-    let inv = svc
-        .handle_with(&created(CLUSTER), deadline(), None, &metrics)
+    let inv = super::handle_with(&svc, &created(CLUSTER), deadline(), None, &metrics)
         .await
         .unwrap();
     assert_eq!(inv.class, None, "{}", inv.response);
@@ -1015,8 +1018,7 @@ async fn the_fleet_repos_settings_pause_bootstrap_and_a_wrong_file_is_named() {
         bed(),
         Fleet(Ok(fleet_with_settings("paused: true\nwhy: x\n")), Some("main")),
     );
-    let inv = svc
-        .handle_with(&created(CLUSTER), deadline(), None, &metrics)
+    let inv = super::handle_with(&svc, &created(CLUSTER), deadline(), None, &metrics)
         .await
         .unwrap();
     assert_eq!(inv.class, Some(Class::Final), "{}", inv.response);
@@ -1030,8 +1032,7 @@ async fn the_fleet_repos_settings_pause_bootstrap_and_a_wrong_file_is_named() {
 
     // paused: false is the usual run.
     let svc = service(bed(), Fleet(Ok(fleet_with_settings("paused: false\n")), Some("main")));
-    let inv = svc
-        .handle_with(&created(CLUSTER), deadline(), None, &metrics)
+    let inv = super::handle_with(&svc, &created(CLUSTER), deadline(), None, &metrics)
         .await
         .unwrap();
     assert_eq!(inv.response["outcome"], "bootstrapped", "{}", inv.response);
@@ -1043,17 +1044,17 @@ async fn every_cluster_outcome_is_one_metric_record_with_the_cell_as_a_property(
     let captured = Captured::default();
     let metrics = Metrics::new("cluster-bootstrap", &captured);
     let svc = service(bed(), Fleet(Ok(fleet(&[])), Some("main")));
-    svc.handle_with(&created(CLUSTER), deadline(), None, &metrics)
+    super::handle_with(&svc, &created(CLUSTER), deadline(), None, &metrics)
         .await
         .unwrap();
-    svc.handle_with(&created(CLUSTER), deadline(), None, &metrics)
+    super::handle_with(&svc, &created(CLUSTER), deadline(), None, &metrics)
         .await
         .unwrap();
     let b = bed();
     b.accounts().add_cluster(MemCluster::active("other", REGION));
     let svc = service(b, Fleet(Ok(fleet(&[])), Some("main")));
     svc.bootstrapper.kube().fail("apply", "Deployment", 100, 503);
-    svc.handle_with(&created(CLUSTER), deadline(), None, &metrics)
+    super::handle_with(&svc, &created(CLUSTER), deadline(), None, &metrics)
         .await
         .unwrap();
     assert_eq!(
@@ -1393,7 +1394,9 @@ async fn on_sqs_a_final_failure_is_dropped_and_counted_and_only_a_retryable_one_
         .as_array_mut()
         .unwrap()
         .push(json!({"messageId": "m2", "body": "not JSON", "eventSource": "aws:sqs"}));
-    let inv = svc.handle_with(&event, deadline(), None, &metrics).await.unwrap();
+    let inv = super::handle_with(&svc, &event, deadline(), None, &metrics)
+        .await
+        .unwrap();
     assert_eq!(
         inv.response["batchItemFailures"],
         json!([{"itemIdentifier": "m1"}]),
@@ -1414,8 +1417,7 @@ async fn on_sqs_a_final_failure_is_dropped_and_counted_and_only_a_retryable_one_
     b.accounts()
         .add_cluster(MemCluster::active(CLUSTER, REGION).authentication_mode("CONFIG_MAP"));
     let svc = service(b, Fleet(Ok(fleet(&[])), Some("main")));
-    let inv = svc
-        .handle(&sqs(&[created("never-made"), created(CLUSTER)]), deadline())
+    let inv = super::handle(&svc, &sqs(&[created("never-made"), created(CLUSTER)]), deadline())
         .await
         .unwrap();
     assert_eq!(inv.response["batchItemFailures"], json!([]), "{}", inv.response);
@@ -1428,7 +1430,9 @@ async fn on_sqs_a_final_failure_is_dropped_and_counted_and_only_a_retryable_one_
         message: "Not Found".into(),
     };
     let svc = service(bed(), Fleet(Err(refused), None));
-    let inv = svc.handle(&sqs(&[created(CLUSTER)]), deadline()).await.unwrap();
+    let inv = super::handle(&svc, &sqs(&[created(CLUSTER)]), deadline())
+        .await
+        .unwrap();
     assert_eq!(inv.response["batchItemFailures"], json!([]), "{}", inv.response);
     assert_eq!(inv.class, Some(Class::Final));
 }
@@ -1443,7 +1447,7 @@ async fn direct(
         .unwrap()
         .as_millis() as u64
         + 600_000;
-    cellbridge::bootstrap::handler::lambda_handler(svc, lambda_runtime::LambdaEvent::new(event, ctx)).await
+    super::lambda_handler(svc, lambda_runtime::LambdaEvent::new(event, ctx)).await
 }
 
 #[tokio::test]
@@ -1583,8 +1587,7 @@ async fn every_bootstrap_run_sweeps_expired_temporary_access_elsewhere() {
     let svc = with_an_expired_entry_elsewhere();
     let captured = Captured::default();
     let metrics = Metrics::new("cluster-bootstrap", &captured);
-    let inv = svc
-        .handle_with(&created(CLUSTER), deadline(), None, &metrics)
+    let inv = super::handle_with(&svc, &created(CLUSTER), deadline(), None, &metrics)
         .await
         .unwrap();
     assert_eq!(inv.response["outcome"], "bootstrapped", "{}", inv.response);
@@ -1617,7 +1620,9 @@ async fn a_dry_run_never_sweeps() {
     let captured = Captured::default();
     let metrics = Metrics::new("cluster-bootstrap", &captured);
     let dry = json!({"action": "bootstrap", "cluster": CLUSTER, "region": REGION, "dry_run": true});
-    let inv = svc.handle_with(&dry, deadline(), None, &metrics).await.unwrap();
+    let inv = super::handle_with(&svc, &dry, deadline(), None, &metrics)
+        .await
+        .unwrap();
     assert_eq!(inv.response["outcome"], "planned", "{}", inv.response);
     assert!(inv.response.get("sweep").is_none(), "{}", inv.response);
     assert_eq!(

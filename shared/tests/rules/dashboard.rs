@@ -30,7 +30,7 @@ async fn dashboard(bed: &Bed) -> Value {
 }
 
 async fn run(bed: &Bed, event: Value) -> Value {
-    let inv = bed.handle(&event, deadline()).await.unwrap();
+    let inv = super::handle(bed, &event, deadline()).await.unwrap();
     assert_eq!(inv.class, None, "{}", inv.response);
     inv.response
 }
@@ -316,10 +316,15 @@ async fn a_dry_run_returns_the_markdown_and_paused_writes_nothing() {
     bed.fleet.clear_calls();
     let captured = Captured::default();
     let metrics = Metrics::new("state-sync", &captured);
-    let inv = bed
-        .handle_with(&json!({"action": "dashboard"}), deadline(), paused_by_env(), &metrics)
-        .await
-        .unwrap();
+    let inv = super::handle_with(
+        &bed,
+        &json!({"action": "dashboard"}),
+        deadline(),
+        paused_by_env(),
+        &metrics,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         (inv.class, &inv.response["dashboard"]["action"]),
         (None, &json!("paused"))
@@ -339,8 +344,7 @@ async fn a_dashboard_failure_never_fails_the_sync_all_but_fails_its_own_payload(
 
     // GitHub keeps failing the dashboard's write: the fan-out stands, nothing is sent twice.
     bed.fleet.fail(&ops::ISSUES_CREATE, 1, Fault::Transient);
-    let inv = bed
-        .handle_with(&json!({"action": "sync-all"}), deadline(), None, &metrics)
+    let inv = super::handle_with(&bed, &json!({"action": "sync-all"}), deadline(), None, &metrics)
         .await
         .unwrap();
     assert_eq!(inv.class, None, "{}", inv.response);
@@ -365,19 +369,21 @@ async fn a_dashboard_failure_never_fails_the_sync_all_but_fails_its_own_payload(
     // Asked for alone, its failure is the invocation's: retried (a Lambda error), and as an SQS
     // message handed back, while a sync-all's message is not.
     bed.fleet.fail(&ops::ISSUES_CREATE, 1, Fault::Transient);
-    let inv = bed.handle(&json!({"action": "dashboard"}), deadline()).await.unwrap();
-    assert_eq!(inv.class, Some(cellbridge::error::Class::Retryable), "{}", inv.response);
-    bed.fleet.fail(&ops::ISSUES_CREATE, 1, Fault::Transient);
-    let inv = bed
-        .handle(
-            &sqs_bodies(&[
-                json!({"action": "dashboard"}).to_string(),
-                json!({"action": "sync-all"}).to_string(),
-            ]),
-            deadline(),
-        )
+    let inv = super::handle(&bed, &json!({"action": "dashboard"}), deadline())
         .await
         .unwrap();
+    assert_eq!(inv.class, Some(cellbridge::error::Class::Retryable), "{}", inv.response);
+    bed.fleet.fail(&ops::ISSUES_CREATE, 1, Fault::Transient);
+    let inv = super::handle(
+        &bed,
+        &sqs_bodies(&[
+            json!({"action": "dashboard"}).to_string(),
+            json!({"action": "sync-all"}).to_string(),
+        ]),
+        deadline(),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         inv.response["batchItemFailures"],
         json!([{"itemIdentifier": "q0"}]),
@@ -388,12 +394,16 @@ async fn a_dashboard_failure_never_fails_the_sync_all_but_fails_its_own_payload(
 
     // Issues turned off: 410, final, not retried; the sync-all still stands.
     bed.fleet.disable_issues();
-    let inv = bed.handle(&json!({"action": "sync-all"}), deadline()).await.unwrap();
+    let inv = super::handle(&bed, &json!({"action": "sync-all"}), deadline())
+        .await
+        .unwrap();
     assert_eq!(inv.class, None, "{}", inv.response);
     let d = &inv.response["dashboard"];
     assert_eq!(d["class"], "final", "{d}");
     assert!(d["error"].as_str().unwrap().contains("410"), "{d}");
-    let inv = bed.handle(&json!({"action": "dashboard"}), deadline()).await.unwrap();
+    let inv = super::handle(&bed, &json!({"action": "dashboard"}), deadline())
+        .await
+        .unwrap();
     assert_eq!(inv.class, Some(cellbridge::error::Class::Final), "{}", inv.response);
 }
 

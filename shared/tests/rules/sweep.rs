@@ -262,15 +262,15 @@ mod handler {
             fleets: Box::new(Base(fleet())),
         };
         let captured = Captured::default();
-        let inv = svc
-            .handle_with(
-                &json!({"action": "sweep"}),
-                Instant::now() + Duration::from_secs(60),
-                None,
-                &Metrics::new("cluster-bootstrap", &captured),
-            )
-            .await
-            .unwrap();
+        let inv = super::super::handle_with(
+            &svc,
+            &json!({"action": "sweep"}),
+            Instant::now() + Duration::from_secs(60),
+            None,
+            &Metrics::new("cluster-bootstrap", &captured),
+        )
+        .await
+        .unwrap();
         assert_eq!(inv.class, None, "{}", inv.response);
         assert!(principals(&aws, HOME, "cluster-a").is_empty());
         assert_eq!(principals(&aws, HOME, "cluster-b"), vec![FUNCTION_ROLE]);

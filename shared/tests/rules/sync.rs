@@ -96,8 +96,7 @@ pub(super) async fn sync(bed: &Bed, cell: &str) -> Value {
 }
 
 async fn sync_until(bed: &Bed, cell: &str, deadline: Instant) -> Value {
-    let inv = bed
-        .handle(&json!({"action": "sync", "cell": cell}), deadline)
+    let inv = super::handle(bed, &json!({"action": "sync", "cell": cell}), deadline)
         .await
         .unwrap();
     let cells = inv.response["cells"].as_array().unwrap();
@@ -550,10 +549,13 @@ async fn two_workspaces_claiming_one_cell_are_refused_naming_both_keys() {
     let other = state("eu-c1", 9, "vpc-9").replace(LINEAGE, "0e0e0e0e-0000-4000-8000-00000000beef");
     let key = "env:/staging/cells/eu-c1/terraform.tfstate";
     bed.states.put(BUCKET, key, other);
-    let inv = bed
-        .handle(&json!({"action": "sync", "bucket": BUCKET, "key": key}), deadline())
-        .await
-        .unwrap();
+    let inv = super::handle(
+        &bed,
+        &json!({"action": "sync", "bucket": BUCKET, "key": key}),
+        deadline(),
+    )
+    .await
+    .unwrap();
     let r = &inv.response["cells"][0];
     assert_eq!(r["action"], "refused", "{r}");
     let e = r["error"].as_str().unwrap();
@@ -1099,7 +1101,9 @@ async fn with_workspace_in_the_key_pattern_each_workspace_is_a_cell_of_its_own()
         let key = format!("env:/{cell}/stacks/eks/terraform.tfstate");
         bed.states.put(BUCKET, &key, state(cell, 1, "vpc-1"));
     }
-    let inv = bed.handle(&json!({"action": "sync-all"}), deadline()).await.unwrap();
+    let inv = super::handle(&bed, &json!({"action": "sync-all"}), deadline())
+        .await
+        .unwrap();
     let cells: Vec<&str> = inv.response["cells"]
         .as_array()
         .unwrap()
@@ -1187,15 +1191,15 @@ async fn paused_by_the_environment_nothing_is_read_or_written_and_nothing_is_red
     apply(&bed, "eu-c1", 1, "vpc-1");
     let captured = Captured::default();
     let metrics = Metrics::new("state-sync", &captured);
-    let inv = bed
-        .handle_with(
-            &json!({"action": "sync", "cell": "eu-c1"}),
-            deadline(),
-            paused_by_env(),
-            &metrics,
-        )
-        .await
-        .unwrap();
+    let inv = super::handle_with(
+        &bed,
+        &json!({"action": "sync", "cell": "eu-c1"}),
+        deadline(),
+        paused_by_env(),
+        &metrics,
+    )
+    .await
+    .unwrap();
     assert_eq!(inv.class, None, "paused is a success: {}", inv.response);
     let r = &inv.response["cells"][0];
     assert_eq!(r["action"], "paused", "{r}");
@@ -1206,18 +1210,22 @@ async fn paused_by_the_environment_nothing_is_read_or_written_and_nothing_is_red
     assert!(bed.fleet.pulls().is_empty());
 
     // sync-all lists nothing; an SQS batch has nothing to redeliver.
-    let inv = bed
-        .handle_with(&json!({"action": "sync-all"}), deadline(), paused_by_env(), &metrics)
-        .await
-        .unwrap();
+    let inv = super::handle_with(
+        &bed,
+        &json!({"action": "sync-all"}),
+        deadline(),
+        paused_by_env(),
+        &metrics,
+    )
+    .await
+    .unwrap();
     assert_eq!(inv.response["cells"], json!([]), "{}", inv.response);
     assert_eq!(inv.response["paused"]["by"], "CELLBRIDGE_PAUSED");
     let event = json!({"Records": [{"messageId": "m1", "eventSource": "aws:sqs", "body": json!({
         "source": "aws.s3", "detail-type": "Object Created",
         "detail": {"bucket": {"name": BUCKET}, "object": {"key": "cells/eu-c1/terraform.tfstate"}},
     }).to_string()}]});
-    let inv = bed
-        .handle_with(&event, deadline(), paused_by_env(), &metrics)
+    let inv = super::handle_with(&bed, &event, deadline(), paused_by_env(), &metrics)
         .await
         .unwrap();
     assert_eq!(inv.response["batchItemFailures"], json!([]), "{}", inv.response);
@@ -1243,10 +1251,15 @@ async fn the_fleet_repos_settings_on_the_base_branch_pause_every_write() {
     apply(&bed, "eu-c1", 1, "vpc-1");
     let captured = Captured::default();
     let metrics = Metrics::new("state-sync", &captured);
-    let inv = bed
-        .handle_with(&json!({"action": "sync", "cell": "eu-c1"}), deadline(), None, &metrics)
-        .await
-        .unwrap();
+    let inv = super::handle_with(
+        &bed,
+        &json!({"action": "sync", "cell": "eu-c1"}),
+        deadline(),
+        None,
+        &metrics,
+    )
+    .await
+    .unwrap();
     let r = &inv.response["cells"][0];
     assert_eq!(r["action"], "paused", "{r}");
     assert_eq!(
@@ -1289,7 +1302,7 @@ async fn every_cell_result_is_one_metric_record_with_the_cell_as_a_property() {
     let run = |cell: &'static str| {
         let (bed, metrics) = (&bed, &metrics);
         async move {
-            bed.handle_with(&json!({"action": "sync", "cell": cell}), deadline(), None, metrics)
+            super::handle_with(bed, &json!({"action": "sync", "cell": cell}), deadline(), None, metrics)
                 .await
                 .unwrap()
         }
@@ -1351,7 +1364,9 @@ async fn on_sqs_only_a_retryable_failure_is_redelivered_and_a_final_or_unreadabl
         .as_array_mut()
         .unwrap()
         .push(json!({"messageId": "m3", "eventSource": "aws:sqs", "body": "not JSON"}));
-    let inv = bed.handle_with(&event, deadline(), None, &metrics).await.unwrap();
+    let inv = super::handle_with(&bed, &event, deadline(), None, &metrics)
+        .await
+        .unwrap();
     assert_eq!(
         inv.response["batchItemFailures"],
         json!([{"itemIdentifier": "m2"}]),
@@ -1366,15 +1381,15 @@ async fn on_sqs_only_a_retryable_failure_is_redelivered_and_a_final_or_unreadabl
         captured.records()
     );
     // The redelivered record converges; the refused one was never to come back.
-    let inv = bed
-        .handle_with(
-            &json!({"Records": [sqs_record("m2", "eu-c2")]}),
-            deadline(),
-            None,
-            &metrics,
-        )
-        .await
-        .unwrap();
+    let inv = super::handle_with(
+        &bed,
+        &json!({"Records": [sqs_record("m2", "eu-c2")]}),
+        deadline(),
+        None,
+        &metrics,
+    )
+    .await
+    .unwrap();
     assert_eq!(inv.response["batchItemFailures"], json!([]), "{}", inv.response);
     assert_eq!(inv.response["cells"][0]["action"], "opened", "{}", inv.response);
 }
@@ -1386,7 +1401,7 @@ async fn direct(bed: &Bed, event: Value) -> Result<Value, lambda_runtime::Diagno
         .unwrap()
         .as_millis() as u64
         + 60_000;
-    cellbridge::sync::lambda_handler(bed, lambda_runtime::LambdaEvent::new(event, ctx)).await
+    super::lambda_handler(bed, lambda_runtime::LambdaEvent::new(event, ctx)).await
 }
 
 #[tokio::test]
@@ -1703,7 +1718,9 @@ async fn the_refused_issues_are_listed_once_per_invocation_whatever_the_number_o
             .filter(|c| **c == ops::ISSUES_LIST_FOR_REPO.id)
             .count()
     };
-    let inv = bed.handle(&json!({"action": "sync-all"}), deadline()).await.unwrap();
+    let inv = super::handle(&bed, &json!({"action": "sync-all"}), deadline())
+        .await
+        .unwrap();
     let reported = inv.response["cells"]
         .as_array()
         .unwrap()
@@ -1726,7 +1743,9 @@ async fn the_refused_issues_are_listed_once_per_invocation_whatever_the_number_o
     for c in &cells {
         apply(&bed, c, 2, "vpc-1");
     }
-    let inv = bed.handle(&json!({"action": "sync-all"}), deadline()).await.unwrap();
+    let inv = super::handle(&bed, &json!({"action": "sync-all"}), deadline())
+        .await
+        .unwrap();
     assert_eq!(refused(&bed), 0, "{}", inv.response);
     assert_eq!(listings(&bed), 2, "{:?}", bed.fleet.calls());
 }
@@ -1753,7 +1772,7 @@ async fn a_batch_of_states_reads_the_base_once_and_again_only_after_a_lost_race(
     for c in cells {
         apply(&bed, c, 1, "vpc-1");
     }
-    let inv = bed.handle(&sqs_batch(&cells), deadline()).await.unwrap();
+    let inv = super::handle(&bed, &sqs_batch(&cells), deadline()).await.unwrap();
     let actions: Vec<&str> = inv.response["cells"]
         .as_array()
         .unwrap()
@@ -1779,7 +1798,7 @@ async fn a_batch_of_states_reads_the_base_once_and_again_only_after_a_lost_race(
         &branch("eu-c3"),
         &[("NOTES.md", "someone else\n")],
     );
-    let inv = bed.handle(&sqs_batch(&["eu-c3"]), deadline()).await.unwrap();
+    let inv = super::handle(&bed, &sqs_batch(&["eu-c3"]), deadline()).await.unwrap();
     let r = &inv.response["cells"][0];
     assert_eq!(
         (r["action"].as_str(), r["attempts"].as_u64()),
@@ -1789,7 +1808,7 @@ async fn a_batch_of_states_reads_the_base_once_and_again_only_after_a_lost_race(
     assert_eq!(archive_reads(&bed), 2, "{:?}", bed.fleet.calls());
     // The rest of the batch, on one snapshot again.
     bed.fleet.clear_calls();
-    let inv = bed.handle(&sqs_batch(&cells), deadline()).await.unwrap();
+    let inv = super::handle(&bed, &sqs_batch(&cells), deadline()).await.unwrap();
     let results = inv.response["cells"].as_array().unwrap();
     assert_eq!(
         results.iter().filter(|c| c["action"] == "updated").count(),
@@ -1877,7 +1896,9 @@ async fn a_sync_all_without_a_queue_reads_the_base_once_per_ten_cells_keeping_on
     for c in &cells {
         apply(&bed, c, 1, "vpc-1");
     }
-    let inv = bed.handle(&json!({"action": "sync-all"}), deadline()).await.unwrap();
+    let inv = super::handle(&bed, &json!({"action": "sync-all"}), deadline())
+        .await
+        .unwrap();
     let results = inv.response["cells"].as_array().unwrap();
     assert_eq!(
         results.iter().filter(|c| c["action"] == "opened").count(),
@@ -1955,7 +1976,9 @@ async fn sync_all_sends_one_message_per_cell_and_each_is_synced_and_retried_on_i
     }
     bed.states
         .put(BUCKET, "cells/eu-c2/terraform.tfstate", secret_state("eu-c2", 2).0);
-    let inv = bed.handle(&json!({"action": "sync-all"}), deadline()).await.unwrap();
+    let inv = super::handle(&bed, &json!({"action": "sync-all"}), deadline())
+        .await
+        .unwrap();
     assert_eq!(inv.class, None, "{}", inv.response);
     assert_eq!(inv.response["enqueued"], 3, "{}", inv.response);
     let cells: Vec<(&str, &str)> = inv.response["cells"]
@@ -1992,7 +2015,7 @@ async fn sync_all_sends_one_message_per_cell_and_each_is_synced_and_retried_on_i
     // The messages come back one per record; the refused cell's record alone is dropped, and
     // a retryable failure hands back only its own record.
     bed.fleet.fail(&ops::GIT_CREATE_TREE, 1, Fault::Transient);
-    let inv = bed.handle(&sqs_bodies(&sent), deadline()).await.unwrap();
+    let inv = super::handle(&bed, &sqs_bodies(&sent), deadline()).await.unwrap();
     let by_cell: std::collections::BTreeMap<&str, &str> = inv.response["cells"]
         .as_array()
         .unwrap()
@@ -2027,7 +2050,7 @@ async fn every_payload_survives_a_dead_letter_redrive() {
         json!({"action": "sync", "cell": "eu-c2", "dry_run": true}).to_string(),
         json!({"action": "sync", "cell": "Not A Label"}).to_string(),
     ];
-    let inv = bed.handle(&sqs_bodies(&bodies), deadline()).await.unwrap();
+    let inv = super::handle(&bed, &sqs_bodies(&bodies), deadline()).await.unwrap();
     let cells = inv.response["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 1, "{}", inv.response);
     assert_eq!(
@@ -2044,8 +2067,7 @@ async fn every_payload_survives_a_dead_letter_redrive() {
 
     // A queue that refuses: the direct sync-all fails retryably, a queued one is handed back.
     queue.fail.store(true, std::sync::atomic::Ordering::Relaxed);
-    let err = bed
-        .handle(&json!({"action": "sync-all"}), deadline())
+    let err = super::handle(&bed, &json!({"action": "sync-all"}), deadline())
         .await
         .unwrap_err();
     assert!(err.to_string().contains("ThrottlingException"), "{err}");
@@ -2053,10 +2075,13 @@ async fn every_payload_survives_a_dead_letter_redrive() {
         cellbridge::error::Classify::class(&err),
         cellbridge::error::Class::Retryable
     );
-    let inv = bed
-        .handle(&sqs_bodies(&[json!({"action": "sync-all"}).to_string()]), deadline())
-        .await
-        .unwrap();
+    let inv = super::handle(
+        &bed,
+        &sqs_bodies(&[json!({"action": "sync-all"}).to_string()]),
+        deadline(),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         inv.response["batchItemFailures"],
         json!([{"itemIdentifier": "q0"}]),
@@ -2069,8 +2094,7 @@ async fn every_payload_survives_a_dead_letter_redrive() {
 async fn a_dry_run_sync_all_plans_every_cell_in_place_and_sends_nothing() {
     let (bed, queue) = queued_bed();
     apply(&bed, "eu-c1", 1, "vpc-1");
-    let inv = bed
-        .handle(&json!({"action": "sync-all", "dry_run": true}), deadline())
+    let inv = super::handle(&bed, &json!({"action": "sync-all", "dry_run": true}), deadline())
         .await
         .unwrap();
     assert_eq!(inv.response["cells"][0]["action"], "planned", "{}", inv.response);
@@ -2084,8 +2108,7 @@ async fn a_dry_run_sync_all_plans_every_cell_in_place_and_sends_nothing() {
 #[tokio::test]
 async fn a_manual_sync_of_a_cell_with_no_state_is_a_final_failure_naming_what_to_check() {
     let bed = bed();
-    let inv = bed
-        .handle(&json!({"action": "sync", "cell": "eu-typo"}), deadline())
+    let inv = super::handle(&bed, &json!({"action": "sync", "cell": "eu-typo"}), deadline())
         .await
         .unwrap();
     let r = &inv.response["cells"][0];
@@ -2101,13 +2124,13 @@ async fn a_manual_sync_of_a_cell_with_no_state_is_a_final_failure_naming_what_to
         "{error}"
     );
     assert_eq!(inv.class, Some(cellbridge::error::Class::Final), "{}", inv.response);
-    let inv = bed
-        .handle(
-            &json!({"action": "sync", "bucket": BUCKET, "key": "elsewhere/eu-c1.tfstate"}),
-            deadline(),
-        )
-        .await
-        .unwrap();
+    let inv = super::handle(
+        &bed,
+        &json!({"action": "sync", "bucket": BUCKET, "key": "elsewhere/eu-c1.tfstate"}),
+        deadline(),
+    )
+    .await
+    .unwrap();
     let r = &inv.response["cells"][0];
     assert_eq!(r["action"], "failed", "{r}");
     assert!(
@@ -2118,7 +2141,7 @@ async fn a_manual_sync_of_a_cell_with_no_state_is_a_final_failure_naming_what_to
 
     // The same absence reached by an event: ignored, as ever.
     let event = json!({"Records": [sqs_record("m1", "eu-typo")]});
-    let inv = bed.handle(&event, deadline()).await.unwrap();
+    let inv = super::handle(&bed, &event, deadline()).await.unwrap();
     assert_eq!(inv.response["batchItemFailures"], json!([]), "{}", inv.response);
     assert_eq!(inv.class, None, "{}", inv.response);
 }

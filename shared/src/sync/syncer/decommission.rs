@@ -5,11 +5,11 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::{Attempt, CellResult, SharedBase, Syncer, github_fail};
+use super::{Attempt, SharedBase, Syncer, github_fail};
 use crate::cells::{self, Presence};
 use crate::configmap;
 use crate::decommission::{self, ClusterCheck};
-use crate::error::{Class, Classify};
+use crate::error::Classify;
 use crate::events::sync::{DeletedCluster, StateObject, SyncItem};
 use crate::fleet::{FleetRead, Overlay};
 use crate::github::decommission::{self as gh_decommission, Decommissioned};
@@ -17,6 +17,7 @@ use crate::github::proposal::{self, Proposal, Proposed};
 use crate::github::{GithubRepo, Snapshot};
 use crate::s3::StateSource;
 use crate::sync::SyncError;
+use crate::sync::outcome::{Action, CellError, CellResult};
 
 /// A destroyed stack's state: the decommission it would propose before EKS was asked (`None`:
 /// the base has no `clusters/<cell>/`).
@@ -40,7 +41,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
     /// cell's account and region. A cluster still there proposes nothing (and withdraws an open
     /// decommission); one still `DELETING` is asked again later (retryable); a cell whose
     /// metadata names no cluster, or a function with no EKS access, proposes nothing. A cell the
-    /// base never had is [`Syncer::unmerged`]'s.
+    /// base never had is `unmerged`'s.
     pub(super) async fn decommission(
         &self,
         snap: &Snapshot,
@@ -50,13 +51,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         deadline: Instant,
         result: &mut CellResult,
     ) -> Result<(), Attempt> {
-        let fleet_failure = |e: decommission::DecommissionError| Attempt::Fail {
-            error: e.to_string(),
-            retryable: false,
-            refused: false,
-            report: true,
-        };
-        let Some(dry) = destroyed.decommission.map_err(fleet_failure)? else {
+        let Some(dry) = destroyed.decommission.map_err(CellError::Decommission)? else {
             return self.unmerged(snap, cell, dry_run, deadline, result).await;
         };
         let Some(target) = dry.cluster.clone() else {
@@ -99,7 +94,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 let d = dry.checked(&gone);
                 let detail = json!({"cluster": target.cluster, "region": target.region, "account": account, "eks": {"presence": "gone"}, "proposed": true, "removed": d.removed.len()});
                 if dry_run {
-                    result.action = "planned".into();
+                    result.action = Action::Planned;
                     result.plan = Some(
                         json!({"outcome": "decommission", "title": d.title, "body": d.body, "labels": d.labels, "removed": d.removed}),
                     );
@@ -160,7 +155,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             Eks::Gone { account } => {
                 let detail = json!({"cluster": target.cluster, "region": target.region, "account": account, "eks": {"presence": "gone"}, "proposed": false, "closed": pr.number});
                 if dry_run {
-                    result.action = "planned".into();
+                    result.action = Action::Planned;
                     result.plan = Some(json!({"outcome": "close", "number": pr.number}));
                     result.decommission = Some(detail);
                     return Ok(());
@@ -173,7 +168,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 gh_decommission::close_unmerged(&self.fleet, snap, cell, &pr, &text, deadline)
                     .await
                     .map_err(github_fail)?;
-                result.action = "closed".into();
+                result.action = Action::Closed;
                 result.decommission = Some(detail);
                 return Ok(());
             }
@@ -203,32 +198,22 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 "EKS is not reachable from here: nothing can confirm that the cluster is gone".into(),
             )));
         };
-        let merged = cells::named(fleet, &target.cluster, cell, "the state's key").map_err(|e| Attempt::Fail {
-            error: format!("cell {cell}: {e}"),
-            retryable: false,
-            refused: false,
-            report: true,
-        })?;
+        let merged =
+            cells::named(fleet, &target.cluster, cell, "the state's key").map_err(|source| CellError::Cell {
+                cell: cell.to_owned(),
+                source,
+            })?;
         // An account whose role the configuration and the metadata disagree on is the
         // operators' to settle, as a bootstrap run would refuse it.
-        let role = cells::role_of(&merged, &access.account_roles).map_err(|error| Attempt::Fail {
-            error,
-            retryable: false,
-            refused: false,
-            report: false,
-        })?;
+        let role = cells::role_of(&merged, &access.account_roles).map_err(|reason| CellError::Role { reason })?;
         let left = deadline.saturating_duration_since(Instant::now());
-        let no_answer = |what: &str| Attempt::Fail {
-            error: format!("cell {cell}: {what}: no answer before the function's deadline"),
-            retryable: true,
-            refused: false,
-            report: false,
+        let no_answer = |what: &str| CellError::NoAnswer {
+            cell: cell.to_owned(),
+            what: what.to_owned(),
         };
-        let refused = |e: cells::ProbeError| Attempt::Fail {
-            retryable: e.class() == Class::Retryable,
-            error: format!("cell {cell}: {e}"),
-            refused: false,
-            report: false,
+        let refused = |source: cells::ProbeError| CellError::Probe {
+            cell: cell.to_owned(),
+            source,
         };
         // Which account answers: the role's, or cellbridge's own. "Not found" proves a cluster
         // gone only in the cell's own account: a cell of another account with no role to reach
@@ -260,15 +245,12 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         .map_err(|_| no_answer(&format!("EKS DescribeCluster {} in {}", target.cluster, target.region)))?
         .map_err(refused)?;
         match presence {
-            Presence::Exists { status } if status == "DELETING" => Err(Attempt::Fail {
-                error: format!(
-                    "cell {cell}: the stack was destroyed and EKS cluster {} in {} is still DELETING: it is asked again once EKS no longer knows it",
-                    target.cluster, target.region
-                ),
-                retryable: true,
-                refused: false,
-                report: false,
-            }),
+            Presence::Exists { status } if status == "DELETING" => Err(CellError::Deleting {
+                cell: cell.to_owned(),
+                cluster: target.cluster.clone(),
+                region: target.region.clone(),
+            }
+            .into()),
             Presence::Exists { status } => Ok(Eks::Exists { status }),
             Presence::Gone => Ok(Eks::Gone { account }),
         }
@@ -278,7 +260,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
     /// cluster and its region (the lookup cluster-bootstrap makes too, [`cells::find_by_cluster`]):
     /// synced again, it proposes the cell's decommission once the stack is destroyed and the
     /// cluster gone. A cluster of no cell is ignored.
-    pub(super) async fn cell_of_deleted(
+    pub(in crate::sync) async fn cell_of_deleted(
         &self,
         deleted: &DeletedCluster,
         index: &SharedBase,
@@ -322,7 +304,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
 
 /// Nothing proposed for a destroyed stack: the result says why (`detail`).
 fn nothing(result: &mut CellResult, detail: Value) -> Result<(), Attempt> {
-    result.action = "destroyed".into();
+    result.action = Action::Destroyed;
     tracing::warn!(cell = result.cell.as_deref().unwrap_or_default(), decommission = %detail, "the stack was destroyed; no decommission is proposed");
     result.decommission = Some(detail);
     Ok(())
@@ -330,7 +312,7 @@ fn nothing(result: &mut CellResult, detail: Value) -> Result<(), Attempt> {
 
 impl CellResult {
     /// What converging the decommission did.
-    fn decommissioned(&mut self, published: &Decommissioned, mut detail: Value) {
+    pub(in crate::sync) fn decommissioned(&mut self, published: &Decommissioned, mut detail: Value) {
         let pr = |number: u64, url: &str| Some(json!({"number": number, "url": url}));
         let (action, pull) = match published {
             Decommissioned::Opened {
@@ -342,23 +324,23 @@ impl CellResult {
                 if let Some(n) = superseded {
                     detail["superseded"] = json!(n);
                 }
-                ("decommission-opened", pr(*number, url))
+                (Action::DecommissionOpened, pr(*number, url))
             }
-            Decommissioned::Updated { number, url, .. } => ("decommission-updated", pr(*number, url)),
-            Decommissioned::Unchanged { number, url } => ("decommission-unchanged", pr(*number, url)),
-            Decommissioned::Declined { number, url } => ("declined", pr(*number, url)),
-            Decommissioned::Conflicted { number, url } => ("conflicted", pr(*number, url)),
-            Decommissioned::Stale { number, url, .. } => ("stale", pr(*number, url)),
+            Decommissioned::Updated { number, url, .. } => (Action::DecommissionUpdated, pr(*number, url)),
+            Decommissioned::Unchanged { number, url } => (Action::DecommissionUnchanged, pr(*number, url)),
+            Decommissioned::Declined { number, url } => (Action::Declined, pr(*number, url)),
+            Decommissioned::Conflicted { number, url } => (Action::Conflicted, pr(*number, url)),
+            Decommissioned::Stale { number, url, .. } => (Action::Stale, pr(*number, url)),
             // The stack is destroyed; a person decides about the pull request their commits are on.
             Decommissioned::Held { number, url } => {
                 detail["proposed"] = json!(false);
                 detail["reason"] = json!(format!(
                     "pull request #{number} holds a commit cellbridge did not write: a person merges or closes it, then the decommission is proposed"
                 ));
-                ("destroyed", pr(*number, url))
+                (Action::Destroyed, pr(*number, url))
             }
         };
-        self.action = action.into();
+        self.action = action;
         self.pull_request = pull;
         self.decommission = Some(detail);
         // A refusal reported in a cellbridge-refused issue (no pull request was open) is moot

@@ -7,14 +7,25 @@
 //! first invocation, that cost is paid once, by that invocation, and the init phase stays close
 //! to a hello-world's (`make bench` shows both). A bad configuration variable still fails the
 //! init phase, naming the variable.
+//!
+//! Each invocation goes through the one [`handler`] of every [`Job`] (`job.rs`: what a function
+//! does item by item; `invocation.rs`: what an invocation runs with, and the handler: pause, the
+//! item loop, metrics, the SQS batch answer and its backoff); [`respond`] makes its result
+//! Lambda's answer. The mains compose the two.
 
 use std::future::Future;
 use std::time::Instant;
 
 use lambda_runtime::Diagnostic;
 
-use crate::error::Class;
+use crate::error::{Class, Classify};
 use tokio::sync::OnceCell;
+
+mod invocation;
+mod job;
+
+pub use invocation::{CHAIN, Invocation, Shell, handler};
+pub use job::{After, Ctx, Failed, Fails, ItemOutcome, Job, Record, Work};
 
 /// A failed invocation as Lambda reports it: its `errorType` is the class's (see
 /// [`Class::error_type`]); without this, it is the Rust type name of a boxed error.
@@ -145,26 +156,6 @@ pub fn sqs_redeliver(function: &str, failed: impl IntoIterator<Item = RecordFail
     ids
 }
 
-/// An SQS batch's answer, after the records it hands back were postponed by their backoff
-/// ([`crate::backoff`]): the postponements must be made before the answer, while the receipt
-/// handles are valid. `deadline` is the handler's; they may use the second kept before Lambda's.
-pub async fn answer_sqs(
-    function: &str,
-    event: &serde_json::Value,
-    answered: Result<serde_json::Value, Diagnostic>,
-    deadline: Instant,
-) -> Result<serde_json::Value, Diagnostic> {
-    if let Ok(response) = &answered
-        && response["batchItemFailures"].as_array().is_some_and(|f| !f.is_empty())
-    {
-        // Checked at init; a bad value there failed the cold start.
-        let backoff = crate::backoff::Backoff::from_env().unwrap_or_default();
-        let until = deadline + std::time::Duration::from_millis(800);
-        crate::backoff::postpone_failures(crate::backoff::sqs().await, function, event, response, backoff, until).await;
-    }
-    answered
-}
-
 /// A handled invocation as Lambda gets it. An SQS batch always answers with its response: the
 /// records to redeliver are in `batchItemFailures` ([`sqs_redeliver`]). A direct invocation
 /// (console, `aws lambda invoke`, EventBridge Scheduler's asynchronous invocation) whose
@@ -220,6 +211,18 @@ pub fn answer_error(
         serde_json::json!({ "error": message.to_string() }),
         Some(class),
     )
+}
+
+/// The Lambda's answer for a [`handler`]'s result: [`answer`] for a handled invocation,
+/// [`answer_error`] for one that failed before its items.
+pub fn respond<E: std::fmt::Display + Classify>(
+    function: &str,
+    handled: Result<Invocation, E>,
+) -> Result<serde_json::Value, Diagnostic> {
+    match handled {
+        Ok(inv) => answer(function, inv.response, inv.class),
+        Err(e) => answer_error(function, e.class(), e),
+    }
 }
 
 /// A service built from a checked configuration `C` on first use.
