@@ -30,7 +30,7 @@
 //! ported: `scan.rs` (`parse/scan.go`), `node.rs` (`parse/node.go`), `parse.rs`
 //! (`parse/parse.go`), `template.rs` (`template.go`), `eval.rs` (`eval.go`), `funcs.rs`
 //! (`funcs.go`) and `glob.rs` (`path/match.go`). This file, the package documentation
-//! (`doc.go`), also holds what has no upstream counterpart: the error type, [`scan`] (which
+//! (`doc.go`), also holds what has no upstream counterpart: the error type, [`scan()`] (which
 //! reports the references instead of substituting them) and Flux's key-name rule
 //! [`valid_name`].
 
@@ -93,7 +93,7 @@ impl Reference<'_> {
     }
 }
 
-/// A malformed expression found by [`scan`].
+/// A malformed expression found by [`scan()`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Malformed {
     pub kind: ParseErrorKind,

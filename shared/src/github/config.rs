@@ -124,7 +124,7 @@ pub(super) fn graphql_base(api_url: &str) -> Option<String> {
         .map(|host| format!("{host}/api"))
 }
 
-/// The octocrab clients of one [`GithubFleet`]: built once, kept for the life of the process,
+/// The octocrab clients of one [`GithubFleet`](super::GithubFleet): built once, kept for the life of the process,
 /// rebuilt from the secret after a 401. Shared behind an `Arc` because a clone of an App
 /// client would not share its cached installation token.
 pub(super) struct Client {

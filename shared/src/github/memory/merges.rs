@@ -23,7 +23,7 @@ use super::{MemGithub, Result, Store, api};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemMerge {
     pub number: u64,
-    /// [`MemPull::merged_by`].
+    /// [`MemPull::merged_by`](super::MemPull::merged_by).
     pub by: String,
     /// The pull request's head that was merged.
     pub head: String,
