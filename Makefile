@@ -58,6 +58,7 @@ TEST_ENV := CELLBRIDGE_TEST_PYTHON=$(abspath $(PY)) CELLBRIDGE_GITHUB_OPENAPI_DI
 test: testbed
 	rm -rf target/leak-capture target/github-conformance
 	$(PY) tests/delivery_numbers.py
+	$(PY) tests/file_sizes.py
 	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
 	RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links" $(CARGO) doc --workspace --no-deps --document-private-items --quiet
 	$(TEST_ENV) $(PY) -m pytest -q tests/fakes
