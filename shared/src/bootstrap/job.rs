@@ -389,15 +389,21 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Job for BootstrapService<A, K,
                 fails: Fails::Invocation,
             }));
         }
+        // Paused (by the environment or the fleet's settings), nothing is swept; a settings file
+        // people got wrong fails the clusters, not the sweep of cellbridge's own expired access.
         let Some(SharedFleet {
             base: Some(base),
-            settings: Ok(None),
+            settings,
             ..
         }) = read
         else {
             return Ok(None);
         };
-        if pause.is_some() || plan.dry_only || deadline.saturating_duration_since(Instant::now()) <= SWEEP_AFTER_RUN {
+        if pause.is_some()
+            || matches!(settings, Ok(Some(_)))
+            || plan.dry_only
+            || deadline.saturating_duration_since(Instant::now()) <= SWEEP_AFTER_RUN
+        {
             return Ok(None);
         }
         let ttl = super::access::ttl_from_env().unwrap_or(super::access::DEFAULT_TTL);

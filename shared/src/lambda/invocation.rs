@@ -10,7 +10,7 @@ use futures::StreamExt as _;
 use serde_json::Value;
 use tracing::Instrument as _;
 
-use super::job::{After, Ctx, Failed, Fails, ItemOutcome, Job, Work};
+use super::job::{After, Ctx, Failed, Fails, ItemOutcome, Job, Record, Work};
 use super::{About, RecordFailure, sqs_redeliver};
 use crate::backoff::Backoff;
 use crate::config::ConfigError;
@@ -215,47 +215,8 @@ pub async fn handler<J: Job>(
                 classes.push(*class);
             }
             let class = Class::of_all(classes);
-            let handed_back = records.map(|records| {
-                for f in &failed {
-                    metrics.count(Outcome::of_failure(f.class), &[]);
-                }
-                let mut failures = failed;
-                for r in records {
-                    match r.items {
-                        // A body nobody can read will not read better later.
-                        Err(f) => {
-                            metrics.count(Outcome::of_failure(f.class), &[]);
-                            failures.push(f);
-                        }
-                        Ok(items) => {
-                            let failed = items.iter().filter_map(|i| match &slots[*i] {
-                                Ok(o) => outcomes[*o].failure(),
-                                Err(f) => Some(f.clone()),
-                            });
-                            failures.extend(Failed::of_record(&r.message_id, failed.collect()));
-                        }
-                    }
-                }
-                let mut ids = sqs_redeliver(J::NAME, failures);
-                // Messages that asked for the after-step alone are answered by it.
-                if let Some(After {
-                    failure: Some((class, reason)),
-                    fails: Fails::Records(messages),
-                    ..
-                }) = &after
-                {
-                    ids.extend(sqs_redeliver(
-                        J::NAME,
-                        messages.iter().map(|id| RecordFailure {
-                            message_id: id.clone(),
-                            about: About::fleet(),
-                            class: *class,
-                            reason: reason.clone(),
-                        }),
-                    ));
-                }
-                ids
-            });
+            let handed_back =
+                records.map(|records| hand_back::<J>(records, failed, &slots, &outcomes, after.as_ref(), metrics));
             let mut response = job.answer(plan, outcomes, after, pause, &ctx);
             if let Some(ids) = handed_back {
                 let postpone = !ids.is_empty();
@@ -285,6 +246,57 @@ pub async fn handler<J: Job>(
         .instrument(tracing::trace_span!(target: CHAIN, "lambda.handler")),
     );
     invocation.await
+}
+
+/// The SQS records to hand back: those a retry may fix ([`sqs_redeliver`]), each after its
+/// line. Records that failed before their items (and the bodies nobody can read, which will not
+/// read better later) are counted here, having no outcome of their own; a record naming several
+/// items fails with them; messages that asked for the after-step alone fail with it.
+fn hand_back<J: Job>(
+    records: Vec<Record>,
+    failed: Vec<RecordFailure>,
+    slots: &[Result<usize, Failed>],
+    outcomes: &[J::Outcome],
+    after: Option<&After>,
+    metrics: &Metrics<'_>,
+) -> Vec<String> {
+    for f in &failed {
+        metrics.count(Outcome::of_failure(f.class), &[]);
+    }
+    let mut failures = failed;
+    for r in records {
+        match r.items {
+            Err(f) => {
+                metrics.count(Outcome::of_failure(f.class), &[]);
+                failures.push(f);
+            }
+            Ok(items) => {
+                let failed = items.iter().filter_map(|i| match &slots[*i] {
+                    Ok(o) => outcomes[*o].failure(),
+                    Err(f) => Some(f.clone()),
+                });
+                failures.extend(Failed::of_record(&r.message_id, failed.collect()));
+            }
+        }
+    }
+    let mut ids = sqs_redeliver(J::NAME, failures);
+    if let Some(After {
+        failure: Some((class, reason)),
+        fails: Fails::Records(messages),
+        ..
+    }) = after
+    {
+        ids.extend(sqs_redeliver(
+            J::NAME,
+            messages.iter().map(|id| RecordFailure {
+                message_id: id.clone(),
+                about: About::fleet(),
+                class: *class,
+                reason: reason.clone(),
+            }),
+        ));
+    }
+    ids
 }
 
 /// The target of the spans that mark the steps of the two chains `lib.rs` documents, one span

@@ -56,12 +56,12 @@ pub enum SyncError {
     #[error("sync-all: sending one message per state to state-sync's queue: {reason} (retryable)")]
     Enqueue { reason: String },
     /// An EKS DeleteCluster's cluster could not be matched to a cell.
-    #[error("EKS cluster {cluster} in {region}: finding its cell in the fleet repo: {reason}")]
+    #[error("EKS cluster {cluster} in {region}: finding its cell in the fleet repo: {source}")]
     ClusterLookup {
         cluster: String,
         region: String,
-        reason: String,
-        retryable: bool,
+        #[source]
+        source: Box<CellLookupError>,
     },
     /// The sync-all listing did not end in time: the same invocation later may well succeed.
     #[error("listing states under s3://{bucket}/{prefix} did not finish before the function's deadline (retryable)")]
@@ -77,8 +77,24 @@ impl Classify for SyncError {
                 _ => Class::Final,
             },
             SyncError::ListingTimedOut { .. } | SyncError::Enqueue { .. } => Class::Retryable,
-            SyncError::ClusterLookup { retryable: true, .. } => Class::Retryable,
+            SyncError::ClusterLookup { source, .. } if matches!(&**source, CellLookupError::Github(e) if e.retryable()) => {
+                Class::Retryable
+            }
             SyncError::ClusterLookup { .. } | SyncError::Config(_) => Class::Final,
         }
     }
+}
+
+/// Why the cell an EKS DeleteCluster names cannot be told.
+#[derive(Debug, thiserror::Error)]
+pub enum CellLookupError {
+    /// The base branch's index of cells cannot be read.
+    #[error(transparent)]
+    Github(#[from] crate::github::GithubError),
+    #[error(transparent)]
+    Cell(#[from] crate::cells::CellError),
+    #[error(
+        "cell {cell}: CELLBRIDGE_STATE_KEY_PATTERN names both {{cell}} and {{workspace}}, so the cell's state cannot be told; sync it with \"bucket\" and \"key\""
+    )]
+    KeyUntold { cell: String },
 }

@@ -9,15 +9,14 @@ use super::{Attempt, SharedBase, Syncer, github_fail};
 use crate::cells::{self, Presence};
 use crate::configmap;
 use crate::decommission::{self, ClusterCheck};
-use crate::error::Classify;
 use crate::events::sync::{DeletedCluster, StateObject, SyncItem};
 use crate::fleet::{FleetRead, Overlay};
 use crate::github::decommission::{self as gh_decommission, Decommissioned};
 use crate::github::proposal::{self, Proposal, Proposed};
 use crate::github::{GithubRepo, Snapshot};
 use crate::s3::StateSource;
-use crate::sync::SyncError;
 use crate::sync::outcome::{Action, CellError, CellResult};
+use crate::sync::{CellLookupError, SyncError};
 
 /// A destroyed stack's state: the decommission it would propose before EKS was asked (`None`:
 /// the base has no `clusters/<cell>/`).
@@ -266,18 +265,14 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         index: &SharedBase,
         deadline: Instant,
     ) -> Result<SyncItem, SyncError> {
-        let lookup = |reason: String, retryable: bool| SyncError::ClusterLookup {
+        let lookup = |source: CellLookupError| SyncError::ClusterLookup {
             cluster: deleted.cluster.clone(),
             region: deleted.region.clone(),
-            reason,
-            retryable,
+            source: Box::new(source),
         };
-        let base = index
-            .get(&self.fleet, deadline)
-            .await
-            .map_err(|e| lookup(e.to_string(), e.retryable()))?;
-        let found = cells::find_by_cluster(&base.fleet, &deleted.cluster, &deleted.region)
-            .map_err(|e| lookup(e.to_string(), false))?;
+        let base = index.get(&self.fleet, deadline).await.map_err(|e| lookup(e.into()))?;
+        let found =
+            cells::find_by_cluster(&base.fleet, &deleted.cluster, &deleted.region).map_err(|e| lookup(e.into()))?;
         let Some(cell) = found else {
             return Ok(SyncItem::Ignored {
                 what: format!("EKS cluster {} in {}", deleted.cluster, deleted.region),
@@ -285,13 +280,9 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             });
         };
         let Some(key) = self.config.key_pattern.key_for(&cell.name) else {
-            return Err(lookup(
-                format!(
-                    "cell {}: CELLBRIDGE_STATE_KEY_PATTERN names both {{cell}} and {{workspace}}, so the cell's state cannot be told; sync it with \"bucket\" and \"key\"",
-                    cell.name
-                ),
-                false,
-            ));
+            return Err(lookup(CellLookupError::KeyUntold {
+                cell: cell.name.clone(),
+            }));
         };
         tracing::info!(cluster = %deleted.cluster, region = %deleted.region, cell = %cell.name, "EKS DeleteCluster: the cell is synced again");
         Ok(SyncItem::Object(StateObject {
