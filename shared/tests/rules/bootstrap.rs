@@ -1611,6 +1611,44 @@ async fn every_bootstrap_run_sweeps_expired_temporary_access_elsewhere() {
     );
 }
 
+/// A settings file people got wrong fails the run's cluster, naming the file, but not the sweep:
+/// cellbridge's own expired access elsewhere still goes; paused from the file, nothing is swept.
+#[tokio::test]
+async fn a_wrong_settings_file_fails_the_cluster_but_not_the_sweep_and_a_pause_stops_both() {
+    let expired_entries = |svc: &BootstrapService<MemAws, MemKube, MemSecrets>| {
+        svc.bootstrapper
+            .accounts()
+            .entries_in(HOME, REGION, "left-behind")
+            .len()
+    };
+    let with_settings = |settings: &str| {
+        let svc = with_an_expired_entry_elsewhere();
+        BootstrapService {
+            fleets: Box::new(Fleet(Ok(fleet_with_settings(settings)), Some("main"))),
+            ..svc
+        }
+    };
+    let svc = with_settings("paused: true\nwhy: x\n");
+    let inv = super::handle(&svc, &created(CLUSTER), deadline()).await.unwrap();
+    assert_eq!(inv.class, Some(Class::Final), "{}", inv.response);
+    assert!(
+        inv.response["error"]
+            .as_str()
+            .unwrap()
+            .contains(".cellbridge/settings.yaml"),
+        "{}",
+        inv.response
+    );
+    assert!(svc.bootstrapper.kube().applied().is_empty());
+    assert_eq!(expired_entries(&svc), 0, "swept: {}", inv.response);
+
+    let svc = with_settings("paused: true\n");
+    let inv = super::handle(&svc, &created(CLUSTER), deadline()).await.unwrap();
+    assert_eq!(inv.response["outcome"], "paused", "{}", inv.response);
+    assert!(inv.response.get("sweep").is_none(), "{}", inv.response);
+    assert_eq!(expired_entries(&svc), 1, "nothing swept while paused");
+}
+
 /// A dry run writes nothing, so it does not sweep either: an expired temporary entry elsewhere
 /// stays for the next real run or the schedule, and the answer has no sweep.
 #[tokio::test]
