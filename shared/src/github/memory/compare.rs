@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::super::operations as ops;
 use super::super::port::{BranchCommit, COMPARE_FILES_MAX, ChangedFile, Comparison, Relation};
-use super::git::blob_id;
+use super::super::pull_request::blob_id;
 use super::{Result, Store, api};
 
 /// The most commits a comparison lists (the most files: [`COMPARE_FILES_MAX`]).

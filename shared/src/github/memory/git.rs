@@ -20,9 +20,10 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use sha1::Digest as _;
 
-use super::super::archive::{Keeper, git_object_id, hex};
+use super::super::archive::{Keeper, hex};
 use super::super::operations::{self as ops, Operation};
 use super::super::port::TreeFiles;
+use super::super::pull_request::blob_id;
 use super::{GithubError, MemGithub, Result, Snapshot, Store, api};
 use crate::fleet::{FileMode, FileWrite, Keep};
 
@@ -37,11 +38,6 @@ pub(super) struct Commit {
 
 /// A file of a tree: its mode and text (a symlink's target).
 pub(super) type Entry = (FileMode, String);
-
-/// A blob's id as git computes it.
-pub(super) fn blob_id(content: &str) -> String {
-    hex(&git_object_id("blob", content.as_bytes()))
-}
 
 /// How the store, which keeps texts, keeps a file's bytes ([`MemGithub::commit_bytes`]).
 const BYTES_MARKER: &str = "\u{0}bytes:";
