@@ -60,7 +60,7 @@ test: testbed
 	$(PY) tests/delivery_numbers.py
 	$(PY) tests/file_sizes.py
 	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
-	RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links" $(CARGO) doc --workspace --no-deps --document-private-items --quiet
+	RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links -A rustdoc::private_intra_doc_links" $(CARGO) doc --workspace --no-deps --document-private-items --quiet
 	$(TEST_ENV) $(PY) -m pytest -q tests/fakes
 	$(CARGO) build --workspace --bins --quiet
 	$(TEST_ENV) bash tests/infra/run.sh deployed > target/infra-deployed.log 2>&1 & deployed=$$!; \
