@@ -23,7 +23,7 @@ class Function:
     """`bin` started with `env` and the Runtime API's address; `invoke(event)` hands it one event
     and returns ("response" | "error", body)."""
 
-    def __init__(self, binary, env, deadline_secs=120):
+    def __init__(self, binary, env, function_arn, deadline_secs=120):
         self.events = queue.Queue()
         self.answers = queue.Queue()
         self.deadline_secs = deadline_secs
@@ -45,7 +45,7 @@ class Function:
                 self.reply(200, event, {
                     "Lambda-Runtime-Aws-Request-Id": request_id,
                     "Lambda-Runtime-Deadline-Ms": str(deadline),
-                    "Lambda-Runtime-Invoked-Function-Arn": env.get("_FUNCTION_ARN", ""),
+                    "Lambda-Runtime-Invoked-Function-Arn": function_arn,
                     "Lambda-Runtime-Trace-Id": "Root=1-00000000-000000000000000000000000",
                 })
 
@@ -80,7 +80,7 @@ class Function:
 
         self.server = Server(("127.0.0.1", 0), Api)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        full = {k: v for k, v in env.items() if not k.startswith("_")}
+        full = dict(env)
         full["AWS_LAMBDA_RUNTIME_API"] = f"127.0.0.1:{self.server.server_address[1]}"
         full.setdefault("PATH", os.environ.get("PATH", ""))
         self.output = []

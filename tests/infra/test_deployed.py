@@ -212,8 +212,9 @@ def bed(tmp_path_factory):
         outputs = {k: v["value"] for k, v in json.loads(terraform(example, env, "output", "-json")).items()}
         yield {
             "tmp": tmp, "moto": moto_url, "github": f"http://127.0.0.1:{github.port}",
-            "kube": kube, "ca_pem": (tmp / "ca.pem").read_text(), "outputs": outputs["cellbridge"]
-            if "cellbridge" in outputs else outputs,
+            "kube": kube, "ca_pem": (tmp / "ca.pem").read_text(),
+            # The example's one output is the module's whole output object.
+            "outputs": outputs["cellbridge"],
         }
     finally:
         for s in (kube, github, moto):
@@ -394,14 +395,14 @@ def run_as_deployed(bed, function, event):
         "AWS_LAMBDA_FUNCTION_NAME": conf["FunctionName"], "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
         "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(conf["MemorySize"]),
         "AWS_LAMBDA_LOG_GROUP_NAME": conf.get("LoggingConfig", {}).get("LogGroup", f"/aws/lambda/{conf['FunctionName']}"),
-        "AWS_LAMBDA_LOG_STREAM_NAME": "deployed", "_FUNCTION_ARN": conf["FunctionArn"],
+        "AWS_LAMBDA_LOG_STREAM_NAME": "deployed",
         # What differs from AWS: where AWS and GitHub are.
         "AWS_ENDPOINT_URL": bed["moto"], "GITHUB_API_URL": bed["github"],
     })
     fmt = conf.get("LoggingConfig", {}).get("LogFormat")
     if fmt:
         env["AWS_LAMBDA_LOG_FORMAT"] = fmt
-    f = Function(binary(function.replace("_", "-")), env, deadline_secs=conf["Timeout"])
+    f = Function(binary(function.replace("_", "-")), env, conf["FunctionArn"], deadline_secs=conf["Timeout"])
     try:
         kind, answer = f.invoke(event, within=120)
     finally:
