@@ -723,7 +723,7 @@ async fn github_fleet_service(
     let github = GithubConfig::checked("acme".into(), "fleet".into(), None, secret, gh.url()).unwrap();
     let service = BootstrapService {
         bootstrapper: Bootstrapper::new(bed.aws.clone(), settings(&bed.secret)),
-        fleets: Box::new(GithubSource::new(github, &bed.aws)),
+        fleets: GithubSource::new(github, &bed.aws).into(),
     };
     (gh, service)
 }
@@ -782,7 +782,7 @@ async fn a_retryable_failure_is_reported_to_lambda_as_retryable() {
         .fault(json!({"method": "PATCH", "path": "/deployments/", "status": 503, "count": 1000}));
     let service = BootstrapService {
         bootstrapper: Bootstrapper::new(bed.aws.clone(), settings(&bed.secret)),
-        fleets: Box::new(LocalSource(LocalFleet::open(fixture_fleet()).unwrap())),
+        fleets: LocalSource(LocalFleet::open(fixture_fleet()).unwrap()).into(),
     };
     let err = invoke(service, 120).await;
     assert_eq!(err.error_type, "cellbridge.Retryable", "{}", err.error_message);
@@ -814,7 +814,7 @@ async fn the_handler_answers_sqs_batches_record_by_record() {
     };
     let service = BootstrapService {
         bootstrapper: Bootstrapper::new(ready.aws.clone(), s),
-        fleets: Box::new(LocalSource(LocalFleet::open(fixture_fleet()).unwrap())),
+        fleets: LocalSource(LocalFleet::open(fixture_fleet()).unwrap()).into(),
     };
     let mut other = create_cluster_event("x");
     other["detail"]["eventName"] = json!("UpdateClusterConfig");
@@ -1097,7 +1097,7 @@ async fn teams_service(
     };
     BootstrapService {
         bootstrapper: Bootstrapper::new(bed.aws.clone(), settings),
-        fleets: Box::new(GithubSource::new(github, &bed.aws)),
+        fleets: GithubSource::new(github, &bed.aws).into(),
     }
 }
 
@@ -1522,7 +1522,7 @@ async fn a_new_cell_in_a_second_account_bootstraps_from_its_clusters_tag_before_
     };
     let service = BootstrapService {
         bootstrapper: Bootstrapper::new(bed.aws.clone(), settings),
-        fleets: Box::new(LocalSource(LocalFleet::open(fixture_fleet()).unwrap())),
+        fleets: LocalSource(LocalFleet::open(fixture_fleet()).unwrap()).into(),
     };
     let from = |account: &str| {
         let mut e = create_cluster_event(NAME);
@@ -1623,7 +1623,7 @@ async fn the_sweep_finds_tagged_clusters_of_unmerged_cells_in_every_account() {
     };
     let service = BootstrapService {
         bootstrapper: Bootstrapper::new(home.clone(), settings),
-        fleets: Box::new(LocalSource(LocalFleet::open(fixture_fleet()).unwrap())),
+        fleets: LocalSource(LocalFleet::open(fixture_fleet()).unwrap()).into(),
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let inv = cellbridge_tests::handle(&service, &json!({"action": "sweep"}), deadline)

@@ -1937,7 +1937,7 @@ impl<B: Bed> World<B> {
     /// EKS as `aws` has it (the cells' clusters: none, unless added).
     fn with_eks(mut self, aws: &cellbridge::bootstrap::memory::MemAws) -> Self {
         self.sync.clusters = Some(cellbridge::sync::ClusterAccess {
-            probe: std::sync::Arc::new(aws.clone()),
+            probe: aws.clone().into(),
             account_roles: BTreeMap::new(),
         });
         self

@@ -3,11 +3,11 @@
 //! ([`crate::lambda::handler`], the [`crate::lambda::Job`] of `job.rs`) on an event file for
 //! `cellbridge invoke cluster-bootstrap --event FILE`.
 
+use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::{BootstrapError, Bootstrapper, Settings};
@@ -29,7 +29,46 @@ pub struct BaseFleet {
 /// Where a run reads the fleet repo from: the base branch as it is now, keeping at least what
 /// `keep` keeps.
 pub trait FleetSource: Send + Sync {
-    fn fleet<'a>(&'a self, keep: &'a Keep, deadline: Instant) -> BoxFuture<'a, Result<BaseFleet, GithubError>>;
+    fn fleet(&self, keep: &Keep, deadline: Instant) -> impl Future<Output = Result<BaseFleet, GithubError>> + Send;
+}
+
+/// The fleet source a service holds: a checkout, GitHub, or the in-memory fleet of the
+/// `test-support` feature ([`super::memory::MemSource`]).
+pub enum Fleets {
+    Local(LocalSource),
+    Github(GithubSource),
+    #[cfg(feature = "test-support")]
+    Mem(super::memory::MemSource),
+}
+
+impl From<LocalSource> for Fleets {
+    fn from(s: LocalSource) -> Self {
+        Fleets::Local(s)
+    }
+}
+
+impl From<GithubSource> for Fleets {
+    fn from(s: GithubSource) -> Self {
+        Fleets::Github(s)
+    }
+}
+
+#[cfg(feature = "test-support")]
+impl From<super::memory::MemSource> for Fleets {
+    fn from(s: super::memory::MemSource) -> Self {
+        Fleets::Mem(s)
+    }
+}
+
+impl FleetSource for Fleets {
+    async fn fleet(&self, keep: &Keep, deadline: Instant) -> Result<BaseFleet, GithubError> {
+        match self {
+            Fleets::Local(s) => s.fleet(keep, deadline).await,
+            Fleets::Github(s) => s.fleet(keep, deadline).await,
+            #[cfg(feature = "test-support")]
+            Fleets::Mem(s) => s.fleet(keep, deadline).await,
+        }
+    }
 }
 
 /// A checked-out fleet repo (the command line); its base branch is
@@ -37,12 +76,11 @@ pub trait FleetSource: Send + Sync {
 pub struct LocalSource(pub LocalFleet);
 
 impl FleetSource for LocalSource {
-    fn fleet<'a>(&'a self, _keep: &'a Keep, _deadline: Instant) -> BoxFuture<'a, Result<BaseFleet, GithubError>> {
-        let base = BaseFleet {
+    async fn fleet(&self, _keep: &Keep, _deadline: Instant) -> Result<BaseFleet, GithubError> {
+        Ok(BaseFleet {
             fleet: Arc::new(self.0.clone()),
             branch: super::config::checkout_base_branch(self.0.root()),
-        };
-        Box::pin(async move { Ok(base) })
+        })
     }
 }
 
@@ -64,13 +102,11 @@ impl GithubSource {
 }
 
 impl FleetSource for GithubSource {
-    fn fleet<'a>(&'a self, keep: &'a Keep, deadline: Instant) -> BoxFuture<'a, Result<BaseFleet, GithubError>> {
-        Box::pin(async move {
-            let snap = self.0.read_base(keep, deadline).await?;
-            Ok(BaseFleet {
-                fleet: Arc::new(snap.fleet),
-                branch: Some(snap.base_branch),
-            })
+    async fn fleet(&self, keep: &Keep, deadline: Instant) -> Result<BaseFleet, GithubError> {
+        let snap = self.0.read_base(keep, deadline).await?;
+        Ok(BaseFleet {
+            fleet: Arc::new(snap.fleet),
+            branch: Some(snap.base_branch),
         })
     }
 }
@@ -78,7 +114,7 @@ impl FleetSource for GithubSource {
 /// The function: configuration and clients, built once per process.
 pub struct BootstrapService<A = super::AwsAccounts, K = super::Kubes, S = aws_sdk_secretsmanager::Client> {
     pub bootstrapper: Bootstrapper<A, K, S>,
-    pub fleets: Box<dyn FleetSource>,
+    pub fleets: Fleets,
 }
 
 /// The function's configuration, read and checked from the environment without building any
@@ -108,7 +144,7 @@ impl Config {
 /// call; the cost is the HTTPS client's trust store (see `crate::lambda`).
 pub async fn service_with(config: Config) -> BootstrapService {
     let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
-    let fleets = Box::new(GithubSource::new(config.github, &aws));
+    let fleets = GithubSource::new(config.github, &aws).into();
     BootstrapService {
         bootstrapper: Bootstrapper::new(aws, config.settings),
         fleets,
@@ -132,9 +168,9 @@ pub async fn invoke_from_file(path: &Path, fleet_dir: Option<&Path>) -> Result<I
     crate::telemetry::install_crypto_provider();
     let settings = Settings::from_env()?;
     let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
-    let fleets: Box<dyn FleetSource> = match fleet_dir {
-        Some(d) => Box::new(LocalSource(LocalFleet::open(d).map_err(|e| bad(e.to_string()))?)),
-        None => Box::new(GithubSource::from_env(&aws)?),
+    let fleets = match fleet_dir {
+        Some(d) => Fleets::Local(LocalSource(LocalFleet::open(d).map_err(|e| bad(e.to_string()))?)),
+        None => Fleets::Github(GithubSource::from_env(&aws)?),
     };
     let service = BootstrapService {
         bootstrapper: Bootstrapper::new(aws, settings),

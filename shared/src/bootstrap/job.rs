@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tracing::Instrument as _;
 
-use super::handler::{BaseFleet, BootstrapService};
+use super::handler::{BaseFleet, BootstrapService, FleetSource};
 use super::{Accounts, BootstrapError, BootstrapOutcome, KubeConnect, Report, Target};
 use crate::error::Classify;
 use crate::events::bootstrap::{self as ev, BootstrapEvent, BootstrapEventError, BootstrapItem};

@@ -393,7 +393,8 @@ impl<A: Accounts, K: super::KubeConnect, S: crate::secrets::SecretStore> super::
             }
         };
         // Which cells are merged is all a sweep reads: every cell's `cell-metadata.yaml`.
-        let base = match self.fleets.fleet(&Keep::default().with_index(), deadline).await {
+        let base = match super::handler::FleetSource::fleet(&self.fleets, &Keep::default().with_index(), deadline).await
+        {
             Ok(base) => base,
             Err(e) => {
                 // No heartbeat: the module's alarm on the missing sweep metric tells.

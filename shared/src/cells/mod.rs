@@ -16,7 +16,7 @@ use crate::fleet::{EntryKind, FleetError, FleetRead};
 
 pub mod probe;
 
-pub use probe::{ClusterProbe, EksProbe, Presence, ProbeError};
+pub use probe::{ClusterProbe, EksProbe, Presence, Probe, ProbeError};
 
 pub const CELL_TAG: &str = "cellbridge.dev/cell";
 

@@ -11,7 +11,6 @@
 //! accounts use too.
 
 use std::future::Future;
-use std::pin::Pin;
 
 use aws_config::{Region, SdkConfig};
 use aws_credential_types::provider::error::CredentialsError;
@@ -61,16 +60,58 @@ impl Classify for ProbeError {
     }
 }
 
-pub type Probed<'a> = Pin<Box<dyn Future<Output = Result<Presence, ProbeError>> + Send + 'a>>;
-pub type Identified<'a> = Pin<Box<dyn Future<Output = Result<String, ProbeError>> + Send + 'a>>;
-
 /// Asks EKS about one cluster, in `region`, as `role` when given (else cellbridge's own
 /// identity, in its own account).
 pub trait ClusterProbe: Send + Sync {
-    fn presence<'a>(&'a self, cluster: &'a str, region: &'a str, role: Option<&'a str>) -> Probed<'a>;
+    fn presence(
+        &self,
+        cluster: &str,
+        region: &str,
+        role: Option<&str>,
+    ) -> impl Future<Output = Result<Presence, ProbeError>> + Send;
     /// cellbridge's own account: where a question asked without a role is answered. EKS's "not
     /// found" there says nothing of a cluster in another account.
-    fn home_account(&self) -> Identified<'_>;
+    fn home_account(&self) -> impl Future<Output = Result<String, ProbeError>> + Send;
+}
+
+/// The probe state-sync holds: EKS ([`EksProbe`]), or the in-memory accounts of the
+/// `test-support` feature.
+#[derive(Clone)]
+pub enum Probe {
+    Eks(EksProbe),
+    #[cfg(feature = "test-support")]
+    Mem(crate::bootstrap::memory::MemAws),
+}
+
+impl From<EksProbe> for Probe {
+    fn from(p: EksProbe) -> Self {
+        Probe::Eks(p)
+    }
+}
+
+#[cfg(feature = "test-support")]
+impl From<crate::bootstrap::memory::MemAws> for Probe {
+    fn from(p: crate::bootstrap::memory::MemAws) -> Self {
+        Probe::Mem(p)
+    }
+}
+
+impl ClusterProbe for Probe {
+    async fn presence(&self, cluster: &str, region: &str, role: Option<&str>) -> Result<Presence, ProbeError> {
+        match self {
+            Probe::Eks(p) => p.presence(cluster, region, role).await,
+            #[cfg(feature = "test-support")]
+            Probe::Mem(p) => p.presence(cluster, region, role).await,
+        }
+    }
+
+    async fn home_account(&self) -> Result<String, ProbeError> {
+        match self {
+            Probe::Eks(p) => p.home_account().await,
+            #[cfg(feature = "test-support")]
+            Probe::Mem(p) => p.home_account().await,
+        }
+    }
 }
 
 /// The session policy of the role [`EksProbe`] assumes: the cell's role is cluster-bootstrap's,
@@ -102,45 +143,41 @@ impl EksProbe {
 }
 
 impl ClusterProbe for EksProbe {
-    fn presence<'a>(&'a self, cluster: &'a str, region: &'a str, role: Option<&'a str>) -> Probed<'a> {
-        Box::pin(async move {
-            let conf = regional(&self.aws, region, role, self.session, Some(DESCRIBE_ONLY))
-                .await
-                .map_err(|f| ProbeError::AssumeRole {
-                    role: role.unwrap_or_default().to_owned(),
-                    reason: f.reason,
-                    retryable: f.retryable,
-                })?;
-            let eks = aws_sdk_eks::Client::new(&conf);
-            match eks.describe_cluster().name(cluster).send().await {
-                Ok(out) => Ok(Presence::Exists {
-                    status: out
-                        .cluster()
-                        .and_then(|c| c.status())
-                        .map_or_else(|| "UNKNOWN".to_owned(), |s| s.as_str().to_owned()),
-                }),
-                Err(e) if e.code() == Some(NOT_FOUND) => Ok(Presence::Gone),
-                Err(e) => Err(ProbeError::Describe {
-                    cluster: cluster.to_owned(),
-                    region: region.to_owned(),
-                    reason: eks_reason(&e),
-                    retryable: eks_retryable(&e),
-                }),
-            }
-        })
+    async fn presence(&self, cluster: &str, region: &str, role: Option<&str>) -> Result<Presence, ProbeError> {
+        let conf = regional(&self.aws, region, role, self.session, Some(DESCRIBE_ONLY))
+            .await
+            .map_err(|f| ProbeError::AssumeRole {
+                role: role.unwrap_or_default().to_owned(),
+                reason: f.reason,
+                retryable: f.retryable,
+            })?;
+        let eks = aws_sdk_eks::Client::new(&conf);
+        match eks.describe_cluster().name(cluster).send().await {
+            Ok(out) => Ok(Presence::Exists {
+                status: out
+                    .cluster()
+                    .and_then(|c| c.status())
+                    .map_or_else(|| "UNKNOWN".to_owned(), |s| s.as_str().to_owned()),
+            }),
+            Err(e) if e.code() == Some(NOT_FOUND) => Ok(Presence::Gone),
+            Err(e) => Err(ProbeError::Describe {
+                cluster: cluster.to_owned(),
+                region: region.to_owned(),
+                reason: eks_reason(&e),
+                retryable: eks_retryable(&e),
+            }),
+        }
     }
 
-    fn home_account(&self) -> Identified<'_> {
-        Box::pin(async move {
-            self.home
-                .get_or_try_init(|| caller_account(&self.aws))
-                .await
-                .cloned()
-                .map_err(|f| ProbeError::Identity {
-                    reason: f.reason,
-                    retryable: f.retryable,
-                })
-        })
+    async fn home_account(&self) -> Result<String, ProbeError> {
+        self.home
+            .get_or_try_init(|| caller_account(&self.aws))
+            .await
+            .cloned()
+            .map_err(|f| ProbeError::Identity {
+                reason: f.reason,
+                retryable: f.retryable,
+            })
     }
 }
 

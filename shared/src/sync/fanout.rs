@@ -5,24 +5,115 @@
 //! a record brought back from the dead-letter queue by a redrive is synced as it was meant to be.
 
 use std::future::Future;
-use std::pin::Pin;
 
+use aws_sdk_sqs::error::SdkError;
+use aws_sdk_sqs::operation::send_message_batch::SendMessageBatchError;
 use serde_json::json;
 
 use crate::config::{self, ConfigError};
+use crate::error::{Class, Classify};
 use crate::events::sync::StateObject;
 
 /// SQS takes at most ten messages per `SendMessageBatch`
 /// (<https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessageBatch.html>).
 pub const BATCH: usize = 10;
 
-pub type Sent<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+/// Why fanned-out messages were not all sent (those sent stay sent).
+#[derive(Debug, thiserror::Error)]
+pub enum EnqueueError {
+    /// A message SQS's client refused to build (an entry without its id or body).
+    #[error("SendMessageBatch to {queue}: {}", crate::redact::chain(source))]
+    Entry {
+        queue: String,
+        #[source]
+        source: aws_sdk_sqs::error::BuildError,
+    },
+    /// The call itself failed (no answer, throttled, refused), said with its causes.
+    #[error("SendMessageBatch to {queue}: {}", crate::redact::chain(source))]
+    Send {
+        queue: String,
+        #[source]
+        source: SdkError<SendMessageBatchError>,
+    },
+    /// The call answered, but left entries unsent, twice: `code` is the first one's.
+    #[error("SendMessageBatch to {queue}: {count} messages not sent ({code})")]
+    NotSent { queue: String, count: usize, code: String },
+    /// The function's deadline came before every message was sent.
+    #[error("sending did not finish before the function's deadline")]
+    Deadline,
+}
 
-/// Where fanned-out messages go: state-sync's queue ([`SqsQueue`]), or a test's record.
+impl Classify for EnqueueError {
+    /// A queue that refused or did not answer may take the messages on the next run; a message
+    /// that cannot be built never will.
+    fn class(&self) -> Class {
+        match self {
+            EnqueueError::Entry { .. } => Class::Final,
+            EnqueueError::Send { .. } | EnqueueError::NotSent { .. } | EnqueueError::Deadline => Class::Retryable,
+        }
+    }
+}
+
+/// Where fanned-out messages go: state-sync's queue ([`SqsQueue`]), or the in-memory record of
+/// the `test-support` feature ([`MemQueue`]).
 pub trait Enqueue: Send + Sync {
     /// Sends every body, or fails naming how many were not sent (those sent stay sent: a
     /// cell synced twice is synced once, the sync is level-triggered).
-    fn enqueue<'a>(&'a self, bodies: &'a [String]) -> Sent<'a>;
+    fn enqueue(&self, bodies: &[String]) -> impl Future<Output = Result<(), EnqueueError>> + Send;
+}
+
+/// The queue state-sync holds: SQS, or the in-memory record of the `test-support` feature.
+pub enum Queue {
+    Sqs(SqsQueue),
+    #[cfg(feature = "test-support")]
+    Mem(std::sync::Arc<MemQueue>),
+}
+
+impl From<SqsQueue> for Queue {
+    fn from(q: SqsQueue) -> Self {
+        Queue::Sqs(q)
+    }
+}
+
+#[cfg(feature = "test-support")]
+impl From<std::sync::Arc<MemQueue>> for Queue {
+    fn from(q: std::sync::Arc<MemQueue>) -> Self {
+        Queue::Mem(q)
+    }
+}
+
+impl Enqueue for Queue {
+    async fn enqueue(&self, bodies: &[String]) -> Result<(), EnqueueError> {
+        match self {
+            Queue::Sqs(q) => q.enqueue(bodies).await,
+            #[cfg(feature = "test-support")]
+            Queue::Mem(q) => q.enqueue(bodies).await,
+        }
+    }
+}
+
+/// A queue in memory (feature `test-support`): what was sent, or a refusal to send when `fail`
+/// is set.
+#[cfg(feature = "test-support")]
+#[derive(Default)]
+pub struct MemQueue {
+    pub sent: std::sync::Mutex<Vec<String>>,
+    pub fail: std::sync::atomic::AtomicBool,
+}
+
+#[cfg(feature = "test-support")]
+impl Enqueue for MemQueue {
+    async fn enqueue(&self, bodies: &[String]) -> Result<(), EnqueueError> {
+        if self.fail.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(EnqueueError::NotSent {
+                queue: "memory".into(),
+                count: bodies.len(),
+                code: "ThrottlingException".into(),
+            });
+        }
+        self.sent.lock().unwrap().extend(bodies.iter().cloned());
+        Ok(())
+    }
 }
 
 /// The message that makes state-sync sync one state object.
@@ -60,7 +151,7 @@ impl SqsQueue {
 
     /// One `SendMessageBatch`; the entries it did not take (a batch succeeds entry by entry),
     /// sent once more.
-    async fn send_batch(&self, bodies: &[String]) -> Result<(), String> {
+    async fn send_batch(&self, bodies: &[String]) -> Result<(), EnqueueError> {
         let mut pending: Vec<(String, &String)> = bodies.iter().enumerate().map(|(i, b)| (i.to_string(), b)).collect();
         for attempt in 1..=2 {
             let entries = pending
@@ -70,7 +161,10 @@ impl SqsQueue {
                         .id(id)
                         .message_body(*body)
                         .build()
-                        .map_err(|e| e.to_string())
+                        .map_err(|source| EnqueueError::Entry {
+                            queue: self.url.clone(),
+                            source,
+                        })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             let out = self
@@ -80,18 +174,20 @@ impl SqsQueue {
                 .set_entries(Some(entries))
                 .send()
                 .await
-                .map_err(|e| format!("SendMessageBatch to {}: {}", self.url, crate::redact::chain(&e)))?;
+                .map_err(|source| EnqueueError::Send {
+                    queue: self.url.clone(),
+                    source,
+                })?;
             let failed: Vec<String> = out.failed().iter().map(|f| f.id().to_owned()).collect();
             if failed.is_empty() {
                 return Ok(());
             }
             if attempt == 2 {
-                let why = out.failed().first().map(|f| f.code().to_owned()).unwrap_or_default();
-                return Err(format!(
-                    "SendMessageBatch to {}: {} messages not sent ({why})",
-                    self.url,
-                    failed.len()
-                ));
+                return Err(EnqueueError::NotSent {
+                    queue: self.url.clone(),
+                    count: failed.len(),
+                    code: out.failed().first().map(|f| f.code().to_owned()).unwrap_or_default(),
+                });
             }
             pending.retain(|(id, _)| failed.contains(id));
         }
@@ -100,13 +196,11 @@ impl SqsQueue {
 }
 
 impl Enqueue for SqsQueue {
-    fn enqueue<'a>(&'a self, bodies: &'a [String]) -> Sent<'a> {
-        Box::pin(async move {
-            for chunk in bodies.chunks(BATCH) {
-                self.send_batch(chunk).await?;
-            }
-            Ok(())
-        })
+    async fn enqueue(&self, bodies: &[String]) -> Result<(), EnqueueError> {
+        for chunk in bodies.chunks(BATCH) {
+            self.send_batch(chunk).await?;
+        }
+        Ok(())
     }
 }
 

@@ -32,7 +32,7 @@ pub async fn service_with(config: SyncConfig) -> SyncService {
     .with_clusters(cluster_access(&aws));
     // Checked at init too.
     match super::fanout::queue_url_from_env().ok().flatten() {
-        Some(url) => service.with_queue(std::sync::Arc::new(super::fanout::SqsQueue::new(&aws, url))),
+        Some(url) => service.with_queue(super::fanout::SqsQueue::new(&aws, url)),
         None => service,
     }
 }
@@ -42,7 +42,7 @@ pub async fn service_with(config: SyncConfig) -> SyncService {
 /// reaches it), in session `cellbridge-state-sync`.
 pub fn cluster_access(aws: &aws_config::SdkConfig) -> ClusterAccess {
     ClusterAccess {
-        probe: std::sync::Arc::new(EksProbe::new(aws.clone(), "cellbridge-state-sync")),
+        probe: EksProbe::new(aws.clone(), "cellbridge-state-sync").into(),
         // Checked at init (`SyncConfig::from_env`).
         account_roles: crate::cells::account_roles_from_env().unwrap_or_default(),
     }

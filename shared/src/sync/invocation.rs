@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::fanout;
+use super::fanout::{self, Enqueue};
 use super::outcome::{Action, CellResult};
 use super::syncer::SharedBase;
 use super::{SyncError, Syncer};
@@ -308,10 +308,10 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         let left = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout(left, queue.enqueue(&bodies)).await {
             Ok(Ok(())) => {}
-            Ok(Err(reason)) => return Err(SyncError::Enqueue { reason }),
+            Ok(Err(source)) => return Err(SyncError::Enqueue { source }),
             Err(_) => {
                 return Err(SyncError::Enqueue {
-                    reason: "sending did not finish before the function's deadline".into(),
+                    source: fanout::EnqueueError::Deadline,
                 });
             }
         }

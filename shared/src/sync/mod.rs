@@ -53,8 +53,11 @@ pub enum SyncError {
     },
     /// sync-all could not send its messages to the queue: the next run sends them (a state
     /// synced twice is synced once).
-    #[error("sync-all: sending one message per state to state-sync's queue: {reason} (retryable)")]
-    Enqueue { reason: String },
+    #[error("sync-all: sending one message per state to state-sync's queue: {source} (retryable)")]
+    Enqueue {
+        #[source]
+        source: fanout::EnqueueError,
+    },
     /// An EKS DeleteCluster's cluster could not be matched to a cell.
     #[error("EKS cluster {cluster} in {region}: finding its cell in the fleet repo: {source}")]
     ClusterLookup {

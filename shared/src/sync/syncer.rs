@@ -13,7 +13,7 @@ use tracing::Instrument;
 use super::invocation::{SyncPlan, Target};
 use super::outcome::{Action, CellError, CellResult, RACE_ATTEMPTS, Redo};
 use super::{SyncConfig, SyncError};
-use crate::cells::ClusterProbe;
+use crate::cells::Probe;
 use crate::decommission::{self as decommission_plan, ClusterCheck};
 use crate::events::sync::StateObject;
 use crate::fleet::{FleetRead, Keep};
@@ -41,7 +41,7 @@ pub struct Syncer<S, G> {
     pub fleet: G,
     /// state-sync's own queue: sync-all sends one message per cell there ([`super::fanout`]);
     /// `None`: sync-all syncs every cell in the invocation.
-    pub queue: Option<Arc<dyn super::fanout::Enqueue>>,
+    pub queue: Option<super::fanout::Queue>,
     /// EKS, asked whether a destroyed cell's cluster is gone before its directory's removal is
     /// proposed; `None`: nobody can confirm it, so no decommission is ever opened.
     pub clusters: Option<ClusterAccess>,
@@ -51,7 +51,7 @@ pub struct Syncer<S, G> {
 /// (`CELLBRIDGE_ACCOUNT_ROLES`, as cluster-bootstrap has them).
 #[derive(Clone)]
 pub struct ClusterAccess {
-    pub probe: Arc<dyn ClusterProbe>,
+    pub probe: Probe,
     pub account_roles: BTreeMap<String, String>,
 }
 
@@ -165,8 +165,8 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
     }
 
     /// sync-all fans out to `queue`, one message per cell.
-    pub fn with_queue(mut self, queue: Arc<dyn super::fanout::Enqueue>) -> Self {
-        self.queue = Some(queue);
+    pub fn with_queue(mut self, queue: impl Into<super::fanout::Queue>) -> Self {
+        self.queue = Some(queue.into());
         self
     }
 

@@ -3,19 +3,17 @@
 //! the cluster's Kubernetes API in memory. Each rule in milliseconds; `tests/bootstrap.rs` runs
 //! the same code against moto and the fake Kubernetes API server.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cellbridge::bootstrap::handler::{BaseFleet, BootstrapService, FleetSource};
-use cellbridge::bootstrap::memory::{MemAws, MemCluster, MemKube};
+use cellbridge::bootstrap::handler::BootstrapService;
+use cellbridge::bootstrap::memory::{MemAws, MemCluster, MemKube, MemSource};
 use cellbridge::bootstrap::{
     BootstrapError, BootstrapOutcome, Bootstrapper, Phase, Report, Request, Settings, SourceStatus, Target, Tuning,
 };
 use cellbridge::error::{Class, Classify};
-use cellbridge::fleet::{FleetRead, Keep, MemFleet};
+use cellbridge::fleet::MemFleet;
 use cellbridge::github::GithubError;
 use cellbridge::secrets::memory::MemSecrets;
-use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 const REGION: &str = "eu-west-1";
@@ -596,30 +594,12 @@ async fn a_kubeconfig_target_skips_eks_entirely() {
     assert!(err.to_string().contains("/nowhere"), "{err}");
 }
 
-/// The fleet as the handler reads it (with the name of its base branch), failing like GitHub
-/// can.
-pub(super) struct Fleet(
-    pub(super) Result<MemFleet, fn() -> GithubError>,
-    pub(super) Option<&'static str>,
-);
-
-impl FleetSource for Fleet {
-    fn fleet<'a>(&'a self, _keep: &'a Keep, _deadline: Instant) -> BoxFuture<'a, Result<BaseFleet, GithubError>> {
-        let r = match &self.0 {
-            Ok(f) => Ok(BaseFleet {
-                fleet: Arc::new(f.clone()) as Arc<dyn FleetRead>,
-                branch: self.1.map(str::to_owned),
-            }),
-            Err(e) => Err(e()),
-        };
-        Box::pin(async move { r })
-    }
-}
-
-pub(super) fn service(bed: Bed, fleet: Fleet) -> BootstrapService<MemAws, MemKube, MemSecrets> {
+/// The service over `bed`, reading the fleet from `fleet` (with the name of its base branch,
+/// or failing like GitHub can).
+pub(super) fn service(bed: Bed, fleet: MemSource) -> BootstrapService<MemAws, MemKube, MemSecrets> {
     BootstrapService {
         bootstrapper: bed,
-        fleets: Box::new(fleet),
+        fleets: fleet.into(),
     }
 }
 
@@ -645,7 +625,7 @@ fn deadline() -> Instant {
 
 #[tokio::test]
 async fn a_per_cluster_failure_is_retryable_for_lambda_and_listed_for_sqs() {
-    let svc = service(bed(), Fleet(Ok(fleet(&[])), Some("main")));
+    let svc = service(bed(), MemSource::new(fleet(&[])).on_branch("main"));
     svc.bootstrapper.kube().fail("apply", "Deployment", 100, 503);
     let inv = super::handle(&svc, &created(CLUSTER), deadline()).await.unwrap();
     assert_eq!(inv.class, Some(Class::Retryable), "{}", inv.response);
@@ -654,7 +634,7 @@ async fn a_per_cluster_failure_is_retryable_for_lambda_and_listed_for_sqs() {
     // Two clusters in one batch: only the one that failed comes back.
     let b = bed();
     b.accounts().add_cluster(MemCluster::active("other", REGION));
-    let svc = service(b, Fleet(Ok(fleet(&[])), Some("main")));
+    let svc = service(b, MemSource::new(fleet(&[])).on_branch("main"));
     svc.bootstrapper.kube().fail("apply", "Deployment", 100, 503);
     let inv = super::handle(&svc, &sqs(&[created("other"), created(CLUSTER)]), deadline())
         .await
@@ -674,12 +654,12 @@ async fn a_github_outage_while_reading_the_fleet_is_retryable_not_invalid_input(
         what: "GET /repos/acme/fleet/tarball/main".into(),
         detail: "HTTP 502".into(),
     };
-    let svc = service(bed(), Fleet(Err(transient), None));
+    let svc = service(bed(), MemSource::failing(transient));
     let err = super::handle(&svc, &created(CLUSTER), deadline()).await.unwrap_err();
     assert_eq!(err.class(), Class::Retryable, "{err}");
     assert_eq!(err.class().exit_code(), 3);
 
-    let svc = service(bed(), Fleet(Err(transient), None));
+    let svc = service(bed(), MemSource::failing(transient));
     let inv = super::handle(&svc, &sqs(&[created(CLUSTER)]), deadline())
         .await
         .unwrap();
@@ -832,29 +812,6 @@ async fn a_merged_cells_own_gotk_sync_is_applied_as_it_is() {
     assert_eq!(applied_object(&bed, "ConfigMap", "extra"), want[2]);
 }
 
-/// The fleet as GitHub's archive is read: what `keep` keeps, the rest of each cell read past
-/// (no cell found by its metadata in the same pass: the cluster here is found by its tag). Each
-/// read's keep is recorded.
-struct Keeping(MemFleet, Arc<std::sync::Mutex<Vec<Keep>>>);
-
-impl FleetSource for Keeping {
-    fn fleet<'a>(&'a self, keep: &'a Keep, _deadline: Instant) -> BoxFuture<'a, Result<BaseFleet, GithubError>> {
-        self.1.lock().unwrap().push(keep.clone());
-        let mut f = MemFleet::kept(keep);
-        for (p, (m, b)) in self.0.files() {
-            match keep.read_past(p) {
-                Some(dir) => f.insert_read_past(dir),
-                None => f.insert_mode(p.clone(), *m, b.clone()),
-            }
-        }
-        let base = BaseFleet {
-            fleet: Arc::new(f) as Arc<dyn FleetRead>,
-            branch: Some("main".into()),
-        };
-        Box::pin(async move { Ok(base) })
-    }
-}
-
 #[tokio::test]
 async fn a_cell_found_by_its_tag_that_the_fleet_read_kept_out_is_read_again_and_its_own_files_applied() {
     // The renamed cluster's tag names CELL, whose metadata names another cluster: the first read
@@ -866,11 +823,11 @@ async fn a_cell_found_by_its_tag_that_the_fleet_read_kept_out_is_read_again_and_
     let bed = bed();
     bed.accounts()
         .add_cluster(MemCluster::active("renamed", REGION).tag("cellbridge.dev/cell", CELL));
-    let reads = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let svc = BootstrapService {
-        bootstrapper: bed,
-        fleets: Box::new(Keeping(f, reads.clone())),
-    };
+    // The fleet as GitHub's archive is read: what each read's keep keeps, the rest of each cell
+    // read past (no cell found by its metadata in the same pass: the cluster here is found by
+    // its tag).
+    let source = MemSource::new(f).on_branch("main").as_archive();
+    let svc = service(bed, source.clone());
     let inv = super::handle(&svc, &created("renamed"), deadline()).await.unwrap();
     assert!(!inv.failed(), "{}", inv.response);
     assert_eq!(inv.response["outcome"], "bootstrapped", "{}", inv.response);
@@ -884,7 +841,7 @@ async fn a_cell_found_by_its_tag_that_the_fleet_read_kept_out_is_read_again_and_
         Some(documents(&own)[1].clone()),
         "the cell's own gotk-sync.yaml, not the template's"
     );
-    let keeps = reads.lock().unwrap().clone();
+    let keeps = source.reads();
     assert_eq!(keeps.len(), 2, "read again once: {keeps:?}");
     assert!(keeps[0].index && !keeps[0].cells.contains(CELL), "{keeps:?}");
     assert!(
@@ -899,13 +856,13 @@ async fn the_branch_flux_follows_is_the_files_else_the_base_branch_never_a_guess
     let no_ref = SYNC.replace("  ref:\n    branch: main\n", "");
 
     // No branch in the template: the base branch the handler read the fleet from.
-    let svc = service(bed(), Fleet(Ok(with_template_sync(&no_ref)), Some("trunk")));
+    let svc = service(bed(), MemSource::new(with_template_sync(&no_ref)).on_branch("trunk"));
     let inv = super::handle(&svc, &created(CLUSTER), deadline()).await.unwrap();
     assert!(!inv.failed(), "{}", inv.response);
     assert_eq!(branch_of(&svc.bootstrapper), "trunk");
 
     // The template's branch wins over the base branch.
-    let svc = service(bed(), Fleet(Ok(with_template_sync(SYNC)), Some("trunk")));
+    let svc = service(bed(), MemSource::new(with_template_sync(SYNC)).on_branch("trunk"));
     super::handle(&svc, &created(CLUSTER), deadline()).await.unwrap();
     assert_eq!(branch_of(&svc.bootstrapper), "main");
 
@@ -914,7 +871,7 @@ async fn the_branch_flux_follows_is_the_files_else_the_base_branch_never_a_guess
         flux_git_branch: Some("release".into()),
         ..settings()
     });
-    let svc = service(configured, Fleet(Ok(with_template_sync(SYNC)), Some("trunk")));
+    let svc = service(configured, MemSource::new(with_template_sync(SYNC)).on_branch("trunk"));
     super::handle(&svc, &created(CLUSTER), deadline()).await.unwrap();
     assert_eq!(branch_of(&svc.bootstrapper), "release");
 
@@ -949,7 +906,7 @@ async fn paused_by_the_environment_no_cluster_is_touched_and_the_fleet_is_not_re
     use cellbridge::metrics::{Captured, Metrics};
     let svc = service(
         bed(),
-        Fleet(Err(|| panic!("the fleet repo is not read when paused")), None),
+        MemSource::failing(|| panic!("the fleet repo is not read when paused")),
     );
     let captured = Captured::default();
     let inv = super::handle_with(
@@ -977,7 +934,7 @@ async fn paused_by_the_environment_no_cluster_is_touched_and_the_fleet_is_not_re
     assert_eq!(captured.records()[0]["cluster"], CLUSTER);
 
     // From SQS: nothing to redeliver.
-    let svc = service(bed(), Fleet(Ok(fleet(&[])), Some("main")));
+    let svc = service(bed(), MemSource::new(fleet(&[])).on_branch("main"));
     let inv = super::handle_with(
         &svc,
         &sqs(&[created(CLUSTER)]),
@@ -998,10 +955,7 @@ async fn the_fleet_repos_settings_pause_bootstrap_and_a_wrong_file_is_named() {
     let metrics = Metrics::new("cluster-bootstrap", &captured);
     let svc = service(
         bed(),
-        Fleet(
-            Ok(fleet_with_settings("paused: true\nreason: fleet freeze\n")),
-            Some("main"),
-        ),
+        MemSource::new(fleet_with_settings("paused: true\nreason: fleet freeze\n")).on_branch("main"),
     );
     let inv = super::handle_with(&svc, &created(CLUSTER), deadline(), None, &metrics)
         .await
@@ -1016,7 +970,7 @@ async fn the_fleet_repos_settings_pause_bootstrap_and_a_wrong_file_is_named() {
 
     let svc = service(
         bed(),
-        Fleet(Ok(fleet_with_settings("paused: true\nwhy: x\n")), Some("main")),
+        MemSource::new(fleet_with_settings("paused: true\nwhy: x\n")).on_branch("main"),
     );
     let inv = super::handle_with(&svc, &created(CLUSTER), deadline(), None, &metrics)
         .await
@@ -1031,7 +985,10 @@ async fn the_fleet_repos_settings_pause_bootstrap_and_a_wrong_file_is_named() {
     );
 
     // paused: false is the usual run.
-    let svc = service(bed(), Fleet(Ok(fleet_with_settings("paused: false\n")), Some("main")));
+    let svc = service(
+        bed(),
+        MemSource::new(fleet_with_settings("paused: false\n")).on_branch("main"),
+    );
     let inv = super::handle_with(&svc, &created(CLUSTER), deadline(), None, &metrics)
         .await
         .unwrap();
@@ -1043,7 +1000,7 @@ async fn every_cluster_outcome_is_one_metric_record_with_the_cell_as_a_property(
     use cellbridge::metrics::{Captured, Metrics};
     let captured = Captured::default();
     let metrics = Metrics::new("cluster-bootstrap", &captured);
-    let svc = service(bed(), Fleet(Ok(fleet(&[])), Some("main")));
+    let svc = service(bed(), MemSource::new(fleet(&[])).on_branch("main"));
     super::handle_with(&svc, &created(CLUSTER), deadline(), None, &metrics)
         .await
         .unwrap();
@@ -1052,7 +1009,7 @@ async fn every_cluster_outcome_is_one_metric_record_with_the_cell_as_a_property(
         .unwrap();
     let b = bed();
     b.accounts().add_cluster(MemCluster::active("other", REGION));
-    let svc = service(b, Fleet(Ok(fleet(&[])), Some("main")));
+    let svc = service(b, MemSource::new(fleet(&[])).on_branch("main"));
     svc.bootstrapper.kube().fail("apply", "Deployment", 100, 503);
     super::handle_with(&svc, &created(CLUSTER), deadline(), None, &metrics)
         .await
@@ -1385,7 +1342,7 @@ async fn on_sqs_a_final_failure_is_dropped_and_counted_and_only_a_retryable_one_
     use cellbridge::metrics::{Captured, Metrics};
     let captured = Captured::default();
     let metrics = Metrics::new("cluster-bootstrap", &captured);
-    let svc = service(bed(), Fleet(Ok(fleet(&[])), Some("main")));
+    let svc = service(bed(), MemSource::new(fleet(&[])).on_branch("main"));
     svc.bootstrapper.kube().fail("apply", "Deployment", 100, 503);
     // m0: EKS knows no such cluster (final); m1: the cluster answers 503 (retryable); m2: a body
     // that is no event at all (invalid input).
@@ -1416,7 +1373,7 @@ async fn on_sqs_a_final_failure_is_dropped_and_counted_and_only_a_retryable_one_
     let b = bed();
     b.accounts()
         .add_cluster(MemCluster::active(CLUSTER, REGION).authentication_mode("CONFIG_MAP"));
-    let svc = service(b, Fleet(Ok(fleet(&[])), Some("main")));
+    let svc = service(b, MemSource::new(fleet(&[])).on_branch("main"));
     let inv = super::handle(&svc, &sqs(&[created("never-made"), created(CLUSTER)]), deadline())
         .await
         .unwrap();
@@ -1429,7 +1386,7 @@ async fn on_sqs_a_final_failure_is_dropped_and_counted_and_only_a_retryable_one_
         status: 404,
         message: "Not Found".into(),
     };
-    let svc = service(bed(), Fleet(Err(refused), None));
+    let svc = service(bed(), MemSource::failing(refused));
     let inv = super::handle(&svc, &sqs(&[created(CLUSTER)]), deadline())
         .await
         .unwrap();
@@ -1452,7 +1409,7 @@ async fn direct(
 
 #[tokio::test]
 async fn directly_invoked_a_final_failure_is_a_handled_answer_and_only_a_retryable_one_a_lambda_error() {
-    let svc = service(bed(), Fleet(Ok(fleet(&[])), Some("main")));
+    let svc = service(bed(), MemSource::new(fleet(&[])).on_branch("main"));
     // Final: answered (Lambda retries a returned error of an asynchronous invocation).
     let ok = direct(&svc, created("never-made")).await.unwrap();
     assert_eq!(ok["class"], "final", "{ok}");
@@ -1575,7 +1532,7 @@ fn with_an_expired_entry_elsewhere() -> BootstrapService<MemAws, MemKube, MemSec
         .add_cluster(MemCluster::active("left-behind", REGION).tag("cellbridge.dev/cell", "new-cell"));
     b.accounts()
         .add_entry_in(HOME, REGION, "left-behind", FUNCTION_ROLE, true, hour_ago);
-    service(b, Fleet(Ok(fleet(&[])), Some("main")))
+    service(b, MemSource::new(fleet(&[])).on_branch("main"))
 }
 
 /// Every bootstrap run also sweeps, with the time it has left, the expired
@@ -1624,7 +1581,7 @@ async fn a_wrong_settings_file_fails_the_cluster_but_not_the_sweep_and_a_pause_s
     let with_settings = |settings: &str| {
         let svc = with_an_expired_entry_elsewhere();
         BootstrapService {
-            fleets: Box::new(Fleet(Ok(fleet_with_settings(settings)), Some("main"))),
+            fleets: MemSource::new(fleet_with_settings(settings)).on_branch("main").into(),
             ..svc
         }
     };

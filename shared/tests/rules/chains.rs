@@ -85,8 +85,9 @@ async fn sync_new_cell() -> serde_json::Value {
 /// CloudTrail's CreateCluster for a cell's cluster, through the cluster-bootstrap handler: the
 /// answer.
 async fn bootstrap_new_cluster() -> serde_json::Value {
-    use super::bootstrap::{CLUSTER, Fleet, bed, created, fleet, service};
-    let svc = service(bed(), Fleet(Ok(fleet(&[])), Some("main")));
+    use super::bootstrap::{CLUSTER, bed, created, fleet, service};
+    use cellbridge::bootstrap::memory::MemSource;
+    let svc = service(bed(), MemSource::new(fleet(&[])).on_branch("main"));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
     let inv = lambda::handler(&svc, &created(CLUSTER), deadline, &Shell::quiet())
         .await

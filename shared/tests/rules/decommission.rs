@@ -4,7 +4,6 @@
 //! opens the pull request that removes `clusters/<cell>/`; a person merges it.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use cellbridge::bootstrap::memory::{MemAws, MemCluster};
 use cellbridge::sync::ClusterAccess;
@@ -20,7 +19,7 @@ const REGION: &str = "eu-west-1";
 /// A bed whose EKS is `aws`.
 fn with_eks(aws: &MemAws) -> Bed {
     bed().with_clusters(ClusterAccess {
-        probe: Arc::new(aws.clone()),
+        probe: aws.clone().into(),
         account_roles: BTreeMap::new(),
     })
 }

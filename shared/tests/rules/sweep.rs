@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use cellbridge::bootstrap::memory::{MemAws, MemCluster};
 use cellbridge::bootstrap::sweep::{self, Swept};
-use cellbridge::fleet::{Keep, MemFleet};
+use cellbridge::fleet::MemFleet;
 
 const REGION: &str = "eu-west-1";
 const HOME: &str = "111111111111";
@@ -211,33 +211,17 @@ async fn a_merged_role_disagreeing_with_the_account_map_is_refused_not_assumed()
 }
 
 mod handler {
-    use std::sync::Arc;
     use std::time::Instant;
 
     use cellbridge::bootstrap::apply::Tuning;
-    use cellbridge::bootstrap::handler::{BaseFleet, BootstrapService, FleetSource};
-    use cellbridge::bootstrap::memory::MemKube;
+    use cellbridge::bootstrap::handler::BootstrapService;
+    use cellbridge::bootstrap::memory::{MemKube, MemSource};
     use cellbridge::bootstrap::{Bootstrapper, Settings};
-    use cellbridge::fleet::FleetRead;
-    use cellbridge::github::GithubError;
     use cellbridge::metrics::{Captured, Metrics};
     use cellbridge::secrets::memory::MemSecrets;
-    use futures::future::BoxFuture;
     use serde_json::json;
 
     use super::*;
-
-    struct Base(MemFleet);
-
-    impl FleetSource for Base {
-        fn fleet<'a>(&'a self, _keep: &'a Keep, _deadline: Instant) -> BoxFuture<'a, Result<BaseFleet, GithubError>> {
-            let base = BaseFleet {
-                fleet: Arc::new(self.0.clone()) as Arc<dyn FleetRead>,
-                branch: None,
-            };
-            Box::pin(async move { Ok(base) })
-        }
-    }
 
     fn settings() -> Settings {
         Settings {
@@ -259,7 +243,7 @@ mod handler {
         aws.add_entry_in(HOME, REGION, "cluster-b", FUNCTION_ROLE, true, ago(100));
         let svc = BootstrapService {
             bootstrapper: Bootstrapper::with_ports(aws.clone(), MemKube::new(&aws), MemSecrets::new(), settings()),
-            fleets: Box::new(Base(fleet())),
+            fleets: MemSource::new(fleet()).into(),
         };
         let captured = Captured::default();
         let inv = super::super::handle_with(

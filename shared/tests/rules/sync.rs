@@ -668,7 +668,7 @@ async fn one_schedule(seed: u64) -> (Bed, Done, Vec<Value>, cellbridge::bootstra
         cluster
     });
     let bed = bed().with_clusters(cellbridge::sync::ClusterAccess {
-        probe: std::sync::Arc::new(aws.clone()),
+        probe: aws.clone().into(),
         account_roles: Default::default(),
     });
     if world.auto_merge {
@@ -1934,26 +1934,8 @@ async fn a_new_cell_builds_its_tree_on_the_tree_github_gives_not_one_computed_fr
 
 // sync-all fans out.
 
-/// The queue as the fan-out sees it: what was sent, or a failure to send.
-#[derive(Default)]
-pub(super) struct MemQueue {
-    pub(super) sent: std::sync::Mutex<Vec<String>>,
-    pub(super) fail: std::sync::atomic::AtomicBool,
-}
-
-impl cellbridge::sync::fanout::Enqueue for MemQueue {
-    fn enqueue<'a>(&'a self, bodies: &'a [String]) -> cellbridge::sync::fanout::Sent<'a> {
-        Box::pin(async move {
-            if self.fail.load(std::sync::atomic::Ordering::Relaxed) {
-                return Err("ThrottlingException".into());
-            }
-            self.sent.lock().unwrap().extend(bodies.iter().cloned());
-            Ok(())
-        })
-    }
-}
-
-pub(super) fn queued_bed() -> (Bed, std::sync::Arc<MemQueue>) {
+pub(super) fn queued_bed() -> (Bed, std::sync::Arc<cellbridge::sync::fanout::MemQueue>) {
+    use cellbridge::sync::fanout::MemQueue;
     let q = std::sync::Arc::new(MemQueue::default());
     (bed().with_queue(q.clone()), q)
 }

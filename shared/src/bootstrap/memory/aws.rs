@@ -366,18 +366,17 @@ impl Accounts for MemAws {
 
 /// What state-sync asks of EKS, answered by the same accounts and clusters the bootstrap sees.
 impl crate::cells::ClusterProbe for MemAws {
-    fn presence<'a>(
-        &'a self,
-        cluster: &'a str,
-        region: &'a str,
-        role: Option<&'a str>,
-    ) -> crate::cells::probe::Probed<'a> {
-        Box::pin(super::super::presence_via(self, cluster, region, role))
+    async fn presence(
+        &self,
+        cluster: &str,
+        region: &str,
+        role: Option<&str>,
+    ) -> Result<crate::cells::Presence, crate::cells::ProbeError> {
+        super::super::presence_via(self, cluster, region, role).await
     }
 
-    fn home_account(&self) -> crate::cells::probe::Identified<'_> {
-        let home = self.home();
-        Box::pin(async move { Ok(home) })
+    async fn home_account(&self) -> Result<String, crate::cells::ProbeError> {
+        Ok(self.home())
     }
 }
 

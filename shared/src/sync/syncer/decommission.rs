@@ -6,7 +6,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::{Attempt, SharedBase, Syncer, github_fail};
-use crate::cells::{self, Presence};
+use crate::cells::{self, ClusterProbe, Presence};
 use crate::configmap;
 use crate::decommission::{self, ClusterCheck};
 use crate::events::sync::{DeletedCluster, StateObject, SyncItem};
