@@ -1,18 +1,20 @@
 //! The fleet's status, one row per cell (per state, when workspaces give a cell several): what
 //! `cellbridge status` prints and what the GitHub dashboard issue shows. Pure: the caller reads
-//! the states and the fleet (local files, or S3 and the base branch); the rules that make a
-//! state's row ([`contract_row`], [`CellState::destroyed`], [`CellState::planned`]) are here, and
-//! `render.rs` renders the rows.
+//! the states and the fleet (local files, or S3 and the base branch); the rule that makes a
+//! state's row ([`state_row`], in `row.rs`) and the fleet's list of cells ([`FleetCells`]) are
+//! here, written once for both, and `render.rs` renders the rows.
 //!
 //! A row never holds a value of `cell_metadata`: a refused state's reason is the contract's
 //! error message, which names the key and never the value.
 
 mod render;
+mod row;
 
 #[cfg(test)]
 mod tests;
 
 pub use render::{render_markdown, render_text};
+pub use row::{Classified, Depth, FleetCells, state_row};
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -177,7 +179,7 @@ impl CellState {
 /// metadata when the state keeps the contract, else the row's state. `cell` is the cell the
 /// state's key names; `setting`, where the key pattern is set (named in the refusal);
 /// `dir_in_fleet`, whether the fleet has `clusters/<cell>/`, asked for a destroyed stack only.
-pub fn contract_row(
+fn contract_row(
     cell: &str,
     state: &StateOutputs,
     setting: &str,

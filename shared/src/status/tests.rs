@@ -1,5 +1,6 @@
 use super::*;
 use crate::tfstate::Output;
+use crate::fleet::FleetRead;
 
 fn row(cell: &str, state: CellState) -> CellStatus {
     CellStatus {
@@ -308,5 +309,136 @@ fn a_planned_state_is_pending_only_when_files_change() {
             check_ok: None,
             keys_changed: 3
         }
+    );
+}
+
+/// What both callers compute for one state: the command line's full plan and the dashboard's
+/// outcome against the base.
+fn both_depths(key_cell: &str, state: StateOutputs, fleet: &dyn FleetRead) -> [CellStatus; 2] {
+    let cells = FleetCells::read(fleet).unwrap();
+    let opts = crate::plan::PlanOptions::default();
+    let key = format!("cells/{key_cell}/terraform.tfstate");
+    [Depth::Plan(&opts), Depth::Outcome].map(|depth| {
+        state_row(&key, key_cell, Ok(state.clone()), "--key-pattern", fleet, &cells, depth).status
+    })
+}
+
+fn kept_state(cell: &str) -> StateOutputs {
+    let mut s = state_of(Some(serde_json::json!({"cell_name": cell, "schema": "1", "vpc_id": "vpc-1"})));
+    s.has_resources = true;
+    s
+}
+
+#[test]
+fn a_cell_part_that_is_no_dns_1123_label_is_refused_by_both_callers() {
+    let fleet = crate::plan::fixtures::fleet_with(None);
+    for row in both_depths("Pay_1", kept_state("Pay_1"), &fleet) {
+        assert_eq!(
+            row.state,
+            CellState::Refused {
+                reason: "the cell part \"Pay_1\" of the key is not a DNS-1123 label".into()
+            }
+        );
+        assert_eq!(row.serial, Some(4));
+    }
+}
+
+#[test]
+fn a_symlinked_cell_directory_fails_for_both_callers_and_a_destroyed_stack_is_still_there() {
+    let mut fleet = crate::plan::fixtures::fleet_with(None);
+    fleet.insert("clusters/real-eu-1/kustomization.yaml", "resources: []\n");
+    fleet.insert_symlink("clusters/pay-eu-1", "real-eu-1");
+    let expect = CellState::Failed {
+        reason: "fleet path clusters/pay-eu-1 is a symlink (→ real-eu-1): Flux leaves symlinks out of its source artifact, so nothing is there for it".into(),
+    };
+    for row in both_depths("pay-eu-1", kept_state("pay-eu-1"), &fleet) {
+        assert_eq!(row.state, expect);
+    }
+    for row in both_depths("pay-eu-1", state_of(None), &fleet) {
+        assert_eq!(row.state, CellState::Destroyed, "the link is what a decommission removes");
+    }
+    for row in both_depths("gone-eu-1", state_of(None), &fleet) {
+        assert_eq!(row.state, CellState::Decommissioned);
+    }
+}
+
+#[test]
+fn both_callers_agree_on_where_a_kept_state_stands_but_for_the_strict_check() {
+    let meta = crate::plan::fixtures::meta("pay-eu-1", 4, &[("vpc_id", "vpc-1")]);
+    let in_sync = crate::plan::fixtures::fleet_with(Some(&meta));
+    for row in both_depths("pay-eu-1", kept_state("pay-eu-1"), &in_sync) {
+        assert_eq!(row.state, CellState::InSync);
+    }
+    let changed = crate::plan::fixtures::meta("pay-eu-1", 4, &[("vpc_id", "vpc-0")]);
+    let fleet = crate::plan::fixtures::fleet_with(Some(&changed));
+    let [cli, dashboard] = both_depths("pay-eu-1", kept_state("pay-eu-1"), &fleet);
+    assert!(
+        matches!(
+            cli.state,
+            CellState::Pending {
+                new_cell: false,
+                check_ok: Some(_),
+                keys_changed: 1
+            }
+        ),
+        "{cli:?}"
+    );
+    assert_eq!(
+        dashboard.state,
+        CellState::Pending {
+            new_cell: false,
+            check_ok: None,
+            keys_changed: 1
+        }
+    );
+    let new = crate::plan::fixtures::fleet_with(None);
+    let [cli, dashboard] = both_depths("pay-eu-1", kept_state("pay-eu-1"), &new);
+    assert!(matches!(cli.state, CellState::Pending { new_cell: true, .. }), "{cli:?}");
+    assert!(matches!(dashboard.state, CellState::Pending { new_cell: true, .. }), "{dashboard:?}");
+    assert_eq!(cli.state.detail().split(';').next(), Some(dashboard.state.detail().as_str()));
+}
+
+#[test]
+fn the_setting_named_is_the_caller_s_and_an_unread_state_fails() {
+    let fleet = crate::plan::fixtures::fleet_with(None);
+    let cells = FleetCells::read(&fleet).unwrap();
+    let row = state_row(
+        "cells/pay-eu-2/terraform.tfstate",
+        "pay-eu-2",
+        Ok(kept_state("pay-eu-1")),
+        "CELLBRIDGE_STATE_KEY_PATTERN",
+        &fleet,
+        &cells,
+        Depth::Outcome,
+    );
+    assert_eq!(
+        row.status.state,
+        CellState::Refused {
+            reason: "the key says cell `pay-eu-2` (CELLBRIDGE_STATE_KEY_PATTERN) but cell_metadata.cell_name is `pay-eu-1`"
+                .into()
+        }
+    );
+    assert_eq!(row.meta, None);
+    let row = state_row("k", "pay-eu-1", Err("k: not JSON".into()), "x", &fleet, &cells, Depth::Outcome);
+    assert_eq!(row.status.state, CellState::Failed { reason: "k: not JSON".into() });
+    assert_eq!((row.status.serial, row.status.source.as_deref()), (None, Some("k")));
+}
+
+#[test]
+fn the_fleet_s_cells_are_its_directories_and_links_under_clusters_but_the_underscore_ones() {
+    let mut fleet = crate::plan::fixtures::fleet_with(None);
+    fleet.insert("clusters/_shared/kustomization.yaml", "resources: []\n");
+    fleet.insert("clusters/a-eu-1/kustomization.yaml", "resources: []\n");
+    fleet.insert("clusters/README.md", "cells\n");
+    fleet.insert_symlink("clusters/b-eu-1", "a-eu-1");
+    fleet.insert_symlink("clusters/_alias", "a-eu-1");
+    let cells = FleetCells::read(&fleet).unwrap();
+    assert_eq!(cells.names().collect::<Vec<_>>(), ["a-eu-1", "b-eu-1"]);
+    let rows = [row("a-eu-1", CellState::InSync)];
+    let missing = cells.state_missing(&rows);
+    assert_eq!(missing.len(), 1);
+    assert_eq!(
+        (missing[0].cell.as_str(), &missing[0].state, &missing[0].source),
+        ("b-eu-1", &CellState::StateMissing, &None)
     );
 }
