@@ -1,15 +1,12 @@
 //! `cellbridge status`: every cell of a local fleet checkout against a directory of states laid
-//! out as the state bucket is (the key pattern), in the dashboard's model
-//! ([`cellbridge::status`]).
+//! out as the state bucket is (the key pattern), each row made by the rule the fleet dashboard
+//! shares ([`cellbridge::status::state_row`]), with the whole plan and its strict check.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use cellbridge::fleet::{EntryKind, FleetRead, LocalFleet};
-use cellbridge::metadata::{self, ContractError};
-use cellbridge::plan::{self, Outcome, PlanOptions, StateRef};
-use cellbridge::status::{self, CellState, CellStatus};
+use cellbridge::plan::PlanOptions;
+use cellbridge::status::{self, CellStatus, Depth, FleetCells};
 use cellbridge::sync::{DEFAULT_KEY_PATTERN, KeyPattern};
 use cellbridge::template::FluxGit;
 use cellbridge::tfstate;
@@ -58,7 +55,7 @@ pub fn status(args: &StatusArgs, json: bool) -> Result<ExitCode, StatusError> {
         reason,
     })?;
     let fleet = crate::local::open_fleet(&args.fleet)?;
-    let fleet_cells = fleet_cells(&fleet)?;
+    let cells = FleetCells::read(&fleet)?;
     let opts = PlanOptions {
         sync_source: FluxGit {
             url: None,
@@ -72,20 +69,11 @@ pub fn status(args: &StatusArgs, json: bool) -> Result<ExitCode, StatusError> {
         let Some((cell, _workspace)) = pattern.cell_of(&key) else {
             continue;
         };
-        rows.push(row(&args.states.join(&key), key, cell, &fleet, &opts));
+        let read = tfstate::read_state_file(&args.states.join(&key)).map_err(|e| e.to_string());
+        let row = status::state_row(&key, &cell, read, "--key-pattern", &fleet, &cells, Depth::Plan(&opts));
+        rows.push(row.status);
     }
-    let named: BTreeSet<&str> = rows.iter().map(|r| r.cell.as_str()).collect();
-    let missing: Vec<CellStatus> = fleet_cells
-        .iter()
-        .filter(|c| !named.contains(c.as_str()))
-        .map(|c| CellStatus {
-            cell: c.clone(),
-            state: CellState::StateMissing,
-            source: None,
-            serial: None,
-            github: None,
-        })
-        .collect();
+    let missing = cells.state_missing(&rows);
     rows.extend(missing);
     rows.sort_by(|a, b| (&a.cell, &a.source).cmp(&(&b.cell, &b.source)));
 
@@ -100,17 +88,6 @@ pub fn status(args: &StatusArgs, json: bool) -> Result<ExitCode, StatusError> {
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// The directories under `clusters/`, but the template and any other `_` directory.
-fn fleet_cells(fleet: &LocalFleet) -> Result<Vec<String>, StatusError> {
-    Ok(fleet
-        .list("clusters")?
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|e| e.kind == EntryKind::Dir && !e.name.starts_with('_'))
-        .map(|e| e.name)
-        .collect())
 }
 
 /// Every file below `dir` as a `/`-separated path relative to it (its key), sorted; symlinks
@@ -139,65 +116,4 @@ fn state_keys(dir: &Path) -> Result<Vec<String>, StatusError> {
     }
     keys.sort();
     Ok(keys)
-}
-
-/// One state's row: read, the contract, the plan against the fleet, as `cellbridge plan` does.
-fn row(path: &Path, key: String, cell: String, fleet: &LocalFleet, opts: &PlanOptions) -> CellStatus {
-    let mut out = CellStatus {
-        cell,
-        state: CellState::InSync,
-        source: Some(key.clone()),
-        serial: None,
-        github: None,
-    };
-    let state = match tfstate::read_state_file(path) {
-        Ok(s) => s,
-        Err(e) => {
-            out.state = CellState::Failed { reason: e.to_string() };
-            return out;
-        }
-    };
-    out.serial = Some(state.serial);
-    let meta = match metadata::from_state(&state) {
-        Ok(m) => m,
-        Err(ContractError::Destroyed) => {
-            out.state = match fleet.is_dir(&format!("clusters/{}", out.cell)) {
-                Ok(false) => CellState::Decommissioned,
-                _ => CellState::Destroyed,
-            };
-            return out;
-        }
-        // The contract's message names the key, never the value.
-        Err(e) => {
-            out.state = CellState::Refused { reason: e.to_string() };
-            return out;
-        }
-    };
-    if meta.cell != out.cell {
-        out.state = CellState::Refused {
-            reason: format!(
-                "the key says cell `{}` (--key-pattern) but cell_metadata.cell_name is `{}`",
-                out.cell, meta.cell
-            ),
-        };
-        return out;
-    }
-    let source = StateRef {
-        bucket: None,
-        key,
-        version_id: None,
-    };
-    out.state = match plan::plan(&meta, source, fleet, opts) {
-        Err(e) => CellState::Failed { reason: e.to_string() },
-        Ok(p) => match p.outcome {
-            Outcome::InSync => CellState::InSync,
-            Outcome::Stale => CellState::Stale,
-            Outcome::Change => CellState::Pending {
-                new_cell: p.new_cell,
-                check_ok: Some(p.status_ok()),
-                keys_changed: p.key_changes.len(),
-            },
-        },
-    };
-    out
 }

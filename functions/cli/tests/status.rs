@@ -422,3 +422,40 @@ fn an_unreadable_states_dir_or_a_bad_pattern_exits_2_naming_it() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains(m), "{err}");
 }
+
+/// The rows the fleet dashboard makes of the same states and fleet: a cell part of the key that
+/// is no DNS-1123 label is refused, and a symlinked `clusters/<cell>` (which Flux leaves out of
+/// its artifact) is a cell that fails, or lacks a state.
+#[test]
+fn a_non_dns_1123_cell_is_refused_and_a_symlinked_cell_fails_as_on_the_dashboard() {
+    let fleet = fleet_copy();
+    let clusters = fleet.path().join("clusters");
+    std::os::unix::fs::symlink("prod-eu-west-1", clusters.join("alias-eu-west-1")).unwrap();
+    std::os::unix::fs::symlink("prod-eu-west-1", clusters.join("link-eu-west-1")).unwrap();
+    let states = tempfile::tempdir().unwrap();
+    let prod: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(example_state("prod-eu-west-1")).unwrap()).unwrap();
+    for cell in ["Prod_EU", "alias-eu-west-1"] {
+        let mut state = prod.clone();
+        state["outputs"]["cell_metadata"]["value"]["cell_name"] = cell.into();
+        put_json(states.path(), &format!("cells/{cell}/terraform.tfstate"), &state);
+    }
+    let (f, s) = (fleet.path().to_str().unwrap(), states.path().to_str().unwrap());
+    let o = cellbridge(&["status", "--fleet", f, "--states", s]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}{err}");
+    let refused = text_row(&out, "Prod_EU", "cells/Prod_EU/terraform.tfstate");
+    assert_eq!(text_state(&out, "Prod_EU", "cells/Prod_EU/terraform.tfstate"), "refused");
+    assert!(refused.contains("the cell part \"Prod_EU\" of the key is not a DNS-1123 label"), "{out}");
+    let linked = text_row(&out, "alias-eu-west-1", "cells/alias-eu-west-1/terraform.tfstate");
+    assert_eq!(
+        text_state(&out, "alias-eu-west-1", "cells/alias-eu-west-1/terraform.tfstate"),
+        "failed"
+    );
+    assert!(
+        linked.contains("fleet path clusters/alias-eu-west-1 is a symlink (→ prod-eu-west-1)"),
+        "{out}"
+    );
+    assert_eq!(text_state(&out, "link-eu-west-1", "-"), "state missing");
+    assert_eq!(text_state(&out, "prod-eu-west-1", "-"), "state missing");
+}

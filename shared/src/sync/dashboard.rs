@@ -20,20 +20,17 @@ use serde::Serialize;
 use tracing::Instrument;
 
 use super::{SyncError, Syncer};
-use crate::configmap;
 use crate::decommission::LABEL_DECOMMISSION;
 use crate::error::{Class, Classify};
 use crate::events::sync::StateObject;
-use crate::fleet::{EntryKind, FleetRead, Keep};
+use crate::fleet::{FleetRead, Keep};
 use crate::github::dashboard::{self, Written};
 use crate::github::pull_request::values_digest_of;
 use crate::github::{GithubError, GithubRepo, OpenPull};
-use crate::metadata::{self, ContractError};
 use crate::metrics::{self, Metrics};
 use crate::pause::{self, Pause};
-use crate::plan::{self, Outcome};
 use crate::s3::{S3Error, StateSource};
-use crate::status::{self, CellState, CellStatus, OnGithub, Summary};
+use crate::status::{self, CellState, CellStatus, Classified, Depth, FleetCells, OnGithub, Summary};
 
 /// States read from S3 at once (each streamed, keeping only its outputs).
 const READS: usize = 16;
@@ -229,109 +226,41 @@ struct StateRow {
     digest: Option<String>,
 }
 
-/// The cells of the base branch: every directory of `clusters/` but `_template` and any `_`
-/// one (as the command line's `cellbridge status` counts them), and what each is.
-fn fleet_cells(fleet: &dyn FleetRead) -> Result<BTreeMap<String, EntryKind>, DashboardError> {
-    let entries = fleet.list("clusters")?.unwrap_or_default();
-    Ok(entries
-        .into_iter()
-        .filter(|e| !e.name.starts_with('_') && e.kind != EntryKind::File)
-        .map(|e| (e.name, e.kind))
-        .collect())
-}
-
 /// A state's row: `read` is what S3 gave for `obj`, `cells` and `fleet` the base branch (the
-/// index kept). `Ok(None)`: the object is gone since it was listed.
+/// index kept), made by the rule the command line's `cellbridge status` shares
+/// ([`status::state_row`]). `Ok(None)`: the object is gone since it was listed.
 fn classify(
     obj: &StateObject,
-    cell: String,
+    cell: &str,
     read: Result<crate::tfstate::StateOutputs, S3Error>,
-    cells: &BTreeMap<String, EntryKind>,
+    cells: &FleetCells,
     fleet: &dyn FleetRead,
 ) -> Result<Option<StateRow>, DashboardError> {
-    let mut row = StateRow {
-        status: CellStatus {
-            cell: cell.clone(),
-            state: CellState::InSync,
-            source: Some(obj.key.clone()),
-            serial: None,
-            github: None,
-        },
-        lineage: None,
-        digest: None,
-    };
-    let state = match read {
-        Ok(s) => s,
+    let read = match read {
+        Ok(s) => Ok(s),
         Err(S3Error::NotFound { .. }) => return Ok(None),
         Err(e) if e.class() == Class::Retryable => return Err(DashboardError::Read(Box::new(e))),
         // Not a state, not JSON, access refused for this object: the row says which and why.
-        Err(e) => {
-            row.status.state = CellState::Failed { reason: e.to_string() };
-            return Ok(Some(row));
-        }
+        Err(e) => Err(e.to_string()),
     };
-    row.status.serial = Some(state.serial);
-    let refused = |reason: String| CellState::Refused { reason };
-    if !metadata::is_dns1123_label(&cell) {
-        row.status.state = refused(format!("the cell part {cell:?} of the key is not a DNS-1123 label"));
-        return Ok(Some(row));
-    }
-    let meta = match metadata::from_state(&state) {
-        Ok(m) => m,
-        // Destroyed: pending its decommission while the base still has the cell's directory,
-        // done once the decommission merged.
-        Err(ContractError::Destroyed) => {
-            row.status.state = if cells.contains_key(&cell) {
-                CellState::Destroyed
-            } else {
-                CellState::Decommissioned
-            };
-            return Ok(Some(row));
-        }
-        // The contract's message names the key, never the value.
-        Err(e) => {
-            row.status.state = refused(e.to_string());
-            return Ok(Some(row));
-        }
-    };
-    drop(state);
-    if meta.cell != cell {
-        row.status.state = refused(format!(
-            "the key says cell `{cell}` (CELLBRIDGE_STATE_KEY_PATTERN) but cell_metadata.cell_name is `{}`",
-            meta.cell
-        ));
-        return Ok(Some(row));
-    }
-    row.lineage = Some(meta.lineage.clone());
-    let cm_path = configmap::path_for(&cell);
-    let existing = match cells.get(&cell) {
-        None => Ok(None),
-        Some(EntryKind::Dir) => fleet.read_text(&cm_path).map_err(|e| e.to_string()).and_then(|text| {
-            text.as_deref()
-                .map(|t| configmap::parse(t, &cm_path))
-                .transpose()
-                .map_err(|e| e.to_string())
-        }),
-        Some(_) => Err(format!(
-            "clusters/{cell} is a symlink: Flux leaves symlinks out of its source artifact, so the cell's directory is not there for it"
-        )),
-    };
-    row.status.state = match existing {
-        Err(reason) => CellState::Failed { reason },
-        Ok(existing) => match plan::outcome_for(existing.as_ref(), &meta, !cells.contains_key(&cell)) {
-            Outcome::InSync => CellState::InSync,
-            Outcome::Stale => CellState::Stale,
-            Outcome::Change => CellState::Pending {
-                new_cell: !cells.contains_key(&cell),
-                check_ok: None,
-                keys_changed: plan::diff_keys(&existing.map(|e| e.data).unwrap_or_default(), &meta.data).len(),
-            },
-        },
-    };
-    if matches!(row.status.state, CellState::Pending { .. }) {
-        row.digest = Some(values_digest_of(&meta.data));
-    }
-    Ok(Some(row))
+    let Classified { status, meta } = status::state_row(
+        &obj.key,
+        cell,
+        read,
+        "CELLBRIDGE_STATE_KEY_PATTERN",
+        fleet,
+        cells,
+        Depth::Outcome,
+    );
+    let digest = meta
+        .as_ref()
+        .filter(|_| matches!(status.state, CellState::Pending { .. }))
+        .map(|m| values_digest_of(&m.data));
+    Ok(Some(StateRow {
+        status,
+        lineage: meta.map(|m| m.lineage),
+        digest,
+    }))
 }
 
 /// Two states of different lineages naming one cell (workspaces mapped to the same cell): each
@@ -452,7 +381,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             Ok(Some(p)) => return Ok(DashboardRun::paused(p)),
             Err(e) => return Err(DashboardError::Settings(e.to_string())),
         }
-        let cells = fleet_cells(&snapshot.fleet)?;
+        let cells = FleetCells::read(&snapshot.fleet)?;
         let objects = self.all_states(deadline).await?;
         let total = objects.len();
         let reading_until = deadline.checked_sub(PUBLISH_MARGIN).unwrap_or(deadline);
@@ -465,7 +394,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                     .await
                     .map_err(|_| ())?
                     .map(|(state, _)| state);
-                Ok::<_, ()>(classify(&obj, cell, read, cells_ref, fleet))
+                Ok::<_, ()>(classify(&obj, &cell, read, cells_ref, fleet))
             })
         });
         let mut read = 0;
@@ -482,20 +411,12 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         }
         drop(stream);
         refuse_claims(&mut rows);
-        let named: BTreeSet<String> = rows.iter().map(|r| r.status.cell.clone()).collect();
-        for (cell, _) in cells.iter().filter(|(c, _)| !named.contains(*c)) {
-            rows.push(StateRow {
-                status: CellStatus {
-                    cell: cell.clone(),
-                    state: CellState::StateMissing,
-                    source: None,
-                    serial: None,
-                    github: None,
-                },
-                lineage: None,
-                digest: None,
-            });
-        }
+        let missing = cells.state_missing(rows.iter().map(|r| &r.status));
+        rows.extend(missing.into_iter().map(|status| StateRow {
+            status,
+            lineage: None,
+            digest: None,
+        }));
         self.read_github(&mut rows, deadline).await?;
         let rows: Vec<CellStatus> = rows.into_iter().map(|r| r.status).collect();
         let body = render(
