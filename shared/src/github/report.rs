@@ -21,9 +21,12 @@ use crate::plan;
 pub const CONTRACT_CONTEXT: &str = "cellbridge/contract";
 /// The label of the issue that reports a cell's refused state when no pull request is open.
 pub const LABEL_REFUSED: &str = "cellbridge-refused";
-/// GitHub refuses a status description over 140 characters
-/// (<https://docs.github.com/rest/commits/statuses#create-a-commit-status>).
-const DESCRIPTION_MAX: usize = 140;
+/// The longest commit status description GitHub takes, in characters: "The maximum description
+/// length is 140 characters" ("Create a commit status",
+/// <https://docs.github.com/rest/commits/statuses#create-a-commit-status>); a longer one is
+/// refused with 422. Every status cellbridge posts, and the GitHub double's check, use this one
+/// number.
+pub const STATUS_DESCRIPTION_MAX: usize = 140;
 
 /// What was refused, and why.
 #[derive(Debug, Clone)]
@@ -227,17 +230,17 @@ pub async fn resolve_issue<G: GithubRepo>(
 
 /// A status description within GitHub's limit, cut on a character boundary.
 fn status_description(reason: &str) -> String {
-    // The state object is in the comment and the issue; the 140 characters go to the reason.
+    // The state object is in the comment and the issue; GitHub's few characters go to the reason.
     let reason = match reason.strip_prefix("s3://") {
         Some(rest) => rest.split_once(": ").map_or(reason, |(_, r)| r),
         None => reason,
     };
     let one_line = reason.split_whitespace().collect::<Vec<_>>().join(" ");
     let text = format!("refused: {one_line}");
-    if text.chars().count() <= DESCRIPTION_MAX {
+    if text.chars().count() <= STATUS_DESCRIPTION_MAX {
         return text;
     }
-    let cut: String = text.chars().take(DESCRIPTION_MAX - 1).collect();
+    let cut: String = text.chars().take(STATUS_DESCRIPTION_MAX - 1).collect();
     format!("{cut}…")
 }
 
@@ -249,7 +252,7 @@ mod tests {
     fn descriptions_fit_github_s_limit() {
         let long = "cell_metadata.x: ".repeat(40);
         let d = status_description(&long);
-        assert_eq!(d.chars().count(), DESCRIPTION_MAX);
+        assert_eq!(d.chars().count(), STATUS_DESCRIPTION_MAX);
         assert!(d.starts_with("refused: cell_metadata.x:"));
         assert_eq!(status_description("a\n  b"), "refused: a b");
         assert_eq!(

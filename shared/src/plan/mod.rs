@@ -192,7 +192,8 @@ impl Plan {
         self.check.passed() && self.check_error.is_none() && !self.schema_violation
     }
 
-    /// One line for the commit status (GitHub keeps 140 characters of it).
+    /// One line for the commit status, within GitHub's limit
+    /// ([`STATUS_DESCRIPTION_MAX`](crate::github::report::STATUS_DESCRIPTION_MAX)).
     pub fn status_description(&self) -> String {
         let mut d = if let Some(e) = &self.check_error {
             format!("check failed: {e}")
@@ -222,7 +223,7 @@ impl Plan {
         if self.schema_violation && !d.contains("schema") {
             d = format!("key set changed without a schema bump; {d}");
         }
-        markdown::cut(&d, 140)
+        markdown::cut(&d, crate::github::report::STATUS_DESCRIPTION_MAX)
     }
 
     /// Every file as a unified diff against the fleet repo, `a/` and `b/` prefixed like git; an

@@ -136,7 +136,7 @@ fn status_names_unset_variables_and_malformed_expressions() {
     p.check.findings = vec![finding("", 12)];
     assert_eq!(p.status_description(), "infrastructure/x.yaml:12: bad substitution");
 
-    // GitHub keeps 140 characters of a status: the schema rule survives a long finding.
+    // GitHub keeps few characters of a status: the schema rule survives a long finding.
     p.schema_violation = true;
     p.check.findings = vec![check::Finding {
         file: format!("clusters/eu-c1/{}/layer.yaml", "deep/".repeat(30)),
@@ -144,5 +144,5 @@ fn status_names_unset_variables_and_malformed_expressions() {
     }];
     let d = p.status_description();
     assert!(d.starts_with("key set changed without a schema bump; "), "{d}");
-    assert_eq!(d.chars().count(), 140, "{d}");
+    assert_eq!(d.chars().count(), crate::github::report::STATUS_DESCRIPTION_MAX, "{d}");
 }

@@ -1,7 +1,8 @@
 //! Checks and merging as GitHub gates it: commit statuses and check runs, branch protection,
 //! GitHub's merge state and its auto-merge.
 //!
-//! - a status needs an existing commit and a description of at most 140 characters (422,
+//! - a status needs an existing commit and a description of at most
+//!   [`STATUS_DESCRIPTION_MAX`] characters (422,
 //!   https://docs.github.com/rest/commits/statuses#create-a-commit-status);
 //! - A pull request's `mergeStateStatus` (https://docs.github.com/graphql/reference/enums#mergestatestatus)
 //!   is derived from the store: DIRTY when it cannot merge (the three-way rule of `merges`), BEHIND
@@ -40,6 +41,7 @@ use std::collections::BTreeMap;
 
 use super::super::answers::{self, GraphqlError};
 use super::super::operations::{self as ops, Operation};
+use super::super::report::STATUS_DESCRIPTION_MAX;
 use super::super::port::{
     Actor, AutoMergeAnswer, AutoMergeRequest, CheckState, MergeMethod, MergeState, MergeStateStatus, RequiredCheck,
 };
@@ -248,11 +250,11 @@ impl Store {
                 format!("No commit found for SHA: {commit}"),
             ));
         }
-        if description.chars().count() > 140 {
+        if description.chars().count() > STATUS_DESCRIPTION_MAX {
             return Err(api(
                 &ops::REPOS_CREATE_COMMIT_STATUS,
                 422,
-                "description is too long (maximum is 140 characters)",
+                format!("description is too long (maximum is {STATUS_DESCRIPTION_MAX} characters)"),
             ));
         }
         let list = self.statuses.entry(commit.to_owned()).or_default();
