@@ -308,12 +308,6 @@ async fn open<G: GithubRepo>(
         .await?;
     let commit = match claim_branch(gh, snap, branch, &fresh, deadline).await? {
         Claimed::Created => fresh,
-        Claimed::OpenedMeanwhile => {
-            return Err(GithubError::Conflict {
-                what: format!("creating branch {branch}"),
-                detail: "a pull request was opened on it meanwhile".into(),
-            });
-        }
         Claimed::Held { head, message } => {
             let previous_head = previous.as_ref().map(|p| p.head_sha.as_str());
             if trailers(&message).get("Cellbridge-Digest").map(String::as_str) == Some(digest)

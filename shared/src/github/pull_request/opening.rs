@@ -63,12 +63,6 @@ pub(crate) async fn open<G: GithubRepo>(
         .await?;
     let commit = match claim_branch(gh, snap, branch, &fresh, deadline).await? {
         Claimed::Created => fresh,
-        Claimed::OpenedMeanwhile => {
-            return Err(GithubError::Conflict {
-                what: format!("creating branch {branch}"),
-                detail: "its pull request was opened meanwhile".into(),
-            });
-        }
         Claimed::Held { head, message } => {
             let t = trailers(&message);
             if let (Some(s), Some(l)) = (
@@ -128,17 +122,17 @@ pub(crate) async fn open<G: GithubRepo>(
 pub(in crate::github) enum Claimed {
     /// The branch was created at the fresh commit.
     Created,
-    /// It exists and a pull request is open on it now: another run opened it.
-    OpenedMeanwhile,
     /// It exists with no open pull request, and every commit it has beyond the base is
     /// cellbridge's, or it is the head of a closed pull request that keeps them: its head and
     /// that commit's message.
     Held { head: String, message: String },
 }
 
-/// Creates `branch` at `fresh` (built on the base), or tells what holds it. A branch that holds
-/// someone else's commit that no pull request shows is never built on, reset or deleted:
-/// [`GithubError::Foreign`], final, naming the commit and what to do.
+/// Creates `branch` at `fresh` (built on the base), or tells what holds it. A branch with a pull
+/// request open on it now (another run opened it) is [`GithubError::Conflict`]: the caller's run
+/// is redone on a fresh read. A branch that holds someone else's commit that no pull request
+/// shows is never built on, reset or deleted: [`GithubError::Foreign`], final, naming the commit
+/// and what to do.
 pub(in crate::github) async fn claim_branch<G: GithubRepo>(
     gh: &G,
     snap: &Snapshot,
@@ -164,7 +158,12 @@ pub(in crate::github) async fn claim_branch<G: GithubRepo>(
     let cmp = gh.compare(&snap.base_branch, &head, deadline).await?;
     let owner = super::super::branch::owner(&cmp, &snap.base_branch, branch);
     match gh.latest_pull(branch, deadline).await? {
-        Some(p) if p.state == PullState::Open => return Ok(Claimed::OpenedMeanwhile),
+        Some(p) if p.state == PullState::Open => {
+            return Err(GithubError::Conflict {
+                what: format!("creating branch {branch}"),
+                detail: format!("pull request #{} was opened on it meanwhile", p.number),
+            });
+        }
         // Merged meanwhile, with the head read: what was read is history; redo on a fresh read.
         Some(p) if p.state == PullState::Merged && p.head_sha == head => {
             return Err(GithubError::Conflict {
