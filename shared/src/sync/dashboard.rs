@@ -28,7 +28,7 @@ use crate::github::dashboard::{self, Written};
 use crate::github::pull_request::values_digest_of;
 use crate::github::{GithubError, GithubRepo, OpenPull};
 use crate::metrics::{self, Metrics};
-use crate::pause::{self, Pause};
+use crate::pause::{self, Pause, SettingsError};
 use crate::s3::{S3Error, StateSource};
 use crate::status::{self, CellState, CellStatus, Classified, Depth, FleetCells, OnGithub, Summary};
 
@@ -60,7 +60,7 @@ pub enum DashboardError {
     Github(#[from] GithubError),
     /// `.cellbridge/settings.yaml` cannot be read: the fleet's to fix.
     #[error("fleet dashboard: {0}")]
-    Settings(String),
+    Settings(#[from] SettingsError),
     /// The base branch's `clusters/` cannot be listed.
     #[error("fleet dashboard: {0}")]
     Fleet(#[from] crate::fleet::FleetError),
@@ -379,7 +379,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         match pause::from_fleet(&snapshot.fleet) {
             Ok(None) => {}
             Ok(Some(p)) => return Ok(DashboardRun::paused(p)),
-            Err(e) => return Err(DashboardError::Settings(e.to_string())),
+            Err(e) => return Err(DashboardError::Settings(e)),
         }
         let cells = FleetCells::read(&snapshot.fleet)?;
         let objects = self.all_states(deadline).await?;
