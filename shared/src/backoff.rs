@@ -17,10 +17,14 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_sqs::operation::change_message_visibility::ChangeMessageVisibilityError;
+use aws_sdk_sqs::operation::get_queue_url::GetQueueUrlError;
 use serde_json::Value;
 use tokio::sync::{Mutex, OnceCell};
 
 use crate::config::{self, ConfigError};
+use crate::error::{Class, Classify};
 
 /// The longest visibility timeout SQS takes: twelve hours.
 pub const SQS_MAX: Duration = Duration::from_secs(43_200);
@@ -124,9 +128,59 @@ pub fn postponements(event: &Value, response: &Value, backoff: Backoff) -> Vec<P
         .collect()
 }
 
+/// Why a record could not be postponed (it then comes back after the queue's own timeout).
+#[derive(Debug, thiserror::Error)]
+pub enum PostponeError {
+    /// The record's `eventSourceARN` names no SQS queue.
+    #[error("{arn} is not an SQS queue ARN")]
+    NotAQueue { arn: String },
+    /// The queue's URL could not be asked, said with its causes.
+    #[error("GetQueueUrl {arn}: {}", crate::redact::chain(source))]
+    QueueUrl {
+        arn: String,
+        #[source]
+        source: SdkError<GetQueueUrlError>,
+    },
+    /// SQS did not change the message's visibility timeout, said with its causes.
+    #[error("ChangeMessageVisibility on {queue}: {}", crate::redact::chain(source))]
+    Change {
+        queue: String,
+        #[source]
+        source: SdkError<ChangeMessageVisibilityError>,
+    },
+}
+
+impl Classify for PostponeError {
+    /// Throttling, SQS's server errors and no answer at all may pass; a refusal (a missing
+    /// permission, a stale receipt handle) or an ARN that is no queue will not.
+    fn class(&self) -> Class {
+        let passes = match self {
+            PostponeError::NotAQueue { .. } => false,
+            PostponeError::QueueUrl { source, .. } => sqs_retryable(source),
+            PostponeError::Change { source, .. } => sqs_retryable(source),
+        };
+        if passes { Class::Retryable } else { Class::Final }
+    }
+}
+
+/// Whether an SQS call that failed may succeed later: server errors and throttling, and any
+/// failure to get an answer at all.
+fn sqs_retryable<E: ProvideErrorMetadata>(e: &SdkError<E>) -> bool {
+    match e {
+        SdkError::ServiceError(se) => {
+            se.raw().status().is_server_error()
+                || matches!(
+                    e.code(),
+                    Some("ThrottlingException" | "RequestThrottled" | "AWS.SimpleQueueService.RequestThrottled")
+                )
+        }
+        _ => true,
+    }
+}
+
 /// Where postponements go: SQS ([`SqsVisibility`]), or a test's record of them.
 pub trait Visibility: Send + Sync {
-    fn postpone(&self, p: &Postponement) -> impl std::future::Future<Output = Result<(), String>> + Send;
+    fn postpone(&self, p: &Postponement) -> impl std::future::Future<Output = Result<(), PostponeError>> + Send;
 }
 
 /// SQS's `ChangeMessageVisibility`, with each queue's URL asked once (`GetQueueUrl`, which also
@@ -144,14 +198,14 @@ impl SqsVisibility {
         }
     }
 
-    async fn url(&self, arn: &str) -> Result<String, String> {
+    async fn url(&self, arn: &str) -> Result<String, PostponeError> {
         if let Some(u) = self.urls.lock().await.get(arn) {
             return Ok(u.clone());
         }
         // arn:<partition>:sqs:<region>:<account>:<name>
         let parts: Vec<&str> = arn.splitn(6, ':').collect();
         let [_, _, "sqs", _, account, name] = parts[..] else {
-            return Err(format!("{arn} is not an SQS queue ARN"));
+            return Err(PostponeError::NotAQueue { arn: arn.to_owned() });
         };
         let out = self
             .sqs
@@ -160,7 +214,10 @@ impl SqsVisibility {
             .queue_owner_aws_account_id(account)
             .send()
             .await
-            .map_err(|e| crate::redact::chain(&e))?;
+            .map_err(|source| PostponeError::QueueUrl {
+                arn: arn.to_owned(),
+                source,
+            })?;
         let url = out.queue_url().unwrap_or_default().to_owned();
         self.urls.lock().await.insert(arn.to_owned(), url.clone());
         Ok(url)
@@ -168,17 +225,17 @@ impl SqsVisibility {
 }
 
 impl Visibility for SqsVisibility {
-    async fn postpone(&self, p: &Postponement) -> Result<(), String> {
+    async fn postpone(&self, p: &Postponement) -> Result<(), PostponeError> {
         let url = self.url(&p.queue_arn).await?;
         self.sqs
             .change_message_visibility()
-            .queue_url(url)
+            .queue_url(&url)
             .receipt_handle(&p.receipt_handle)
             .visibility_timeout(p.delay.as_secs().min(SQS_MAX.as_secs()) as i32)
             .send()
             .await
             .map(drop)
-            .map_err(|e| crate::redact::chain(&e))
+            .map_err(|source| PostponeError::Change { queue: url, source })
     }
 }
 

@@ -51,8 +51,12 @@ pub enum BootstrapError {
     #[error("cannot read the fleet repo: {0}")]
     Fleet(#[from] crate::github::GithubError),
     /// Which account and role reach the cluster cannot be decided safely.
-    #[error("cluster {cluster}: {reason}")]
-    Account { cluster: String, reason: String },
+    #[error("cluster {cluster}: {source}")]
+    Account {
+        cluster: String,
+        #[source]
+        source: crate::cells::RoleError,
+    },
     /// An SQS message that is no cluster-bootstrap event, said as the event's reader says it.
     #[error(transparent)]
     Unreadable(crate::events::bootstrap::BootstrapEventError),

@@ -317,9 +317,10 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
     ///   any other account is refused, naming the account and the variable, and nothing is
     ///   looked up (never the home account's cluster of the same name).
     async fn role_for(&self, req: &Request, merged: Option<&cell::Cell>) -> Result<Option<String>, BootstrapError> {
-        let refuse = |reason: String| BootstrapError::Account {
+        use crate::cells::RoleError;
+        let refuse = |source: RoleError| BootstrapError::Account {
             cluster: req.cluster.clone(),
-            reason,
+            source,
         };
         let merged_role = merged.and_then(|c| c.bootstrap_role_arn().map(|r| (c.name.as_str(), r)));
         let account = match (&req.account, merged_role) {
@@ -329,9 +330,10 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         };
         let Some(account) = account else {
             return match merged_role {
-                Some((cell, role)) => Err(refuse(format!(
-                    "cell {cell}'s merged bootstrap_role_arn {role:?} is not an IAM role ARN"
-                ))),
+                Some((cell, role)) => Err(refuse(RoleError::NotARole {
+                    cell: cell.to_owned(),
+                    role: role.to_owned(),
+                })),
                 None => Ok(None),
             };
         };
@@ -339,9 +341,12 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
             if let Some((cell, role)) = merged_role
                 && role != configured
             {
-                return Err(refuse(format!(
-                    "cell {cell}'s merged bootstrap_role_arn {role} differs from {configured}, the role CELLBRIDGE_ACCOUNT_ROLES gives account {account}; the configuration decides which role is assumed: make them agree (or remove bootstrap_role_arn from the cell's metadata)"
-                )));
+                return Err(refuse(RoleError::Differs {
+                    cell: cell.to_owned(),
+                    merged: role.to_owned(),
+                    configured: configured.clone(),
+                    account,
+                }));
             }
             return Ok(Some(configured.clone()));
         }
@@ -349,17 +354,17 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
             if crate::cells::role_account(role) == Some(account.as_str()) {
                 return Ok(Some(role.to_owned()));
             }
-            return Err(refuse(format!(
-                "the cluster is in account {account}, but cell {cell}'s merged bootstrap_role_arn {role} is not a role of that account; set CELLBRIDGE_ACCOUNT_ROLES for {account} (the module's account_roles) and correct the cell's metadata"
-            )));
+            return Err(refuse(RoleError::OtherAccount {
+                account,
+                cell: cell.to_owned(),
+                role: role.to_owned(),
+            }));
         }
         let home = self.accounts.home_account().await?;
         if account == home {
             return Ok(None);
         }
-        Err(refuse(format!(
-            "the event is from account {account}, which is neither cellbridge's own ({home}) nor in CELLBRIDGE_ACCOUNT_ROLES: add {account}'s bootstrap role there (the module's account_roles, e.g. {{\"{account}\" = \"arn:aws:iam::{account}:role/cellbridge-bootstrap\"}}); nothing was looked up"
-        )))
+        Err(refuse(RoleError::Unmapped { account, home }))
     }
 
     /// Everything that can be checked without the cluster: manifests, sync objects, and the
@@ -437,11 +442,11 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
                 {
                     return Err(BootstrapError::Account {
                         cluster: req.cluster.clone(),
-                        reason: format!(
-                            "tagged cell {}'s merged bootstrap_role_arn {merged} is not the role this cluster was reached with ({}); make the cell's metadata and CELLBRIDGE_ACCOUNT_ROLES agree",
-                            c.name,
-                            role.as_deref().unwrap_or("cellbridge's own identity")
-                        ),
+                        source: crate::cells::RoleError::NotReachedWith {
+                            cell: c.name.clone(),
+                            merged: merged.to_owned(),
+                            reached: role.clone(),
+                        },
                     });
                 }
                 Some(c)

@@ -128,7 +128,7 @@ pub fn targets(
         };
         out.push(match role_of(&c, account_roles) {
             Ok(role) => Ok(target(role)),
-            Err(reason) => Err((target(None), reason)),
+            Err(reason) => Err((target(None), reason.to_string())),
         });
     }
     Ok(out)

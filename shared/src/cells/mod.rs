@@ -177,7 +177,7 @@ pub fn role_account(arn: &str) -> Option<&str> {
 /// refused; no merged role: the role `account_roles` gives the cell's `aws_account_id`, else
 /// cellbridge's own identity in its own account (`None`). A bootstrap run that has an event's
 /// account decides with it first (`Bootstrapper::role_for`).
-pub fn role_of(cell: &Cell, account_roles: &BTreeMap<String, String>) -> Result<Option<String>, String> {
+pub fn role_of(cell: &Cell, account_roles: &BTreeMap<String, String>) -> Result<Option<String>, RoleError> {
     let Some(merged) = cell.bootstrap_role_arn() else {
         // No merged role: the cell's `aws_account_id` (the contract's usual key) reaches a
         // mapped account through its configured role, as a run with that event's account does.
@@ -188,18 +188,61 @@ pub fn role_of(cell: &Cell, account_roles: &BTreeMap<String, String>) -> Result<
             .cloned());
     };
     let Some(account) = role_account(merged) else {
-        return Err(format!(
-            "cell {}'s merged bootstrap_role_arn {merged:?} is not an IAM role ARN",
-            cell.name
-        ));
+        return Err(RoleError::NotARole {
+            cell: cell.name.clone(),
+            role: merged.to_owned(),
+        });
     };
     match account_roles.get(account) {
-        Some(configured) if configured != merged => Err(format!(
-            "cell {}'s merged bootstrap_role_arn {merged} differs from {configured}, the role CELLBRIDGE_ACCOUNT_ROLES gives account {account}",
-            cell.name
-        )),
+        Some(configured) if configured != merged => Err(RoleError::Differs {
+            cell: cell.name.clone(),
+            merged: merged.to_owned(),
+            configured: configured.clone(),
+            account: account.to_owned(),
+        }),
         _ => Ok(Some(merged.to_owned())),
     }
+}
+
+/// Why the role that reaches a cell's cluster cannot be decided safely: the configuration
+/// (`CELLBRIDGE_ACCOUNT_ROLES`), the cell's merged metadata and the event disagree, and a
+/// disagreement is a mistake to correct, not to guess at.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RoleError {
+    #[error("cell {cell}'s merged bootstrap_role_arn {role:?} is not an IAM role ARN")]
+    NotARole { cell: String, role: String },
+    #[error(
+        "cell {cell}'s merged bootstrap_role_arn {merged} differs from {configured}, the role CELLBRIDGE_ACCOUNT_ROLES gives account {account}; the configuration decides which role is assumed: make them agree (or remove bootstrap_role_arn from the cell's metadata)"
+    )]
+    Differs {
+        cell: String,
+        merged: String,
+        configured: String,
+        account: String,
+    },
+    #[error(
+        "the cluster is in account {account}, but cell {cell}'s merged bootstrap_role_arn {role} is not a role of that account; set CELLBRIDGE_ACCOUNT_ROLES for {account} (the module's account_roles) and correct the cell's metadata"
+    )]
+    OtherAccount {
+        account: String,
+        cell: String,
+        role: String,
+    },
+    #[error(
+        "the event is from account {account}, which is neither cellbridge's own ({home}) nor in CELLBRIDGE_ACCOUNT_ROLES: add {account}'s bootstrap role there (the module's account_roles, e.g. {{\"{account}\" = \"arn:aws:iam::{account}:role/cellbridge-bootstrap\"}}); nothing was looked up"
+    )]
+    Unmapped { account: String, home: String },
+    /// A cluster's tag names a cell whose merged role is not the one the cluster was reached
+    /// with (`reached`: `None` for cellbridge's own identity).
+    #[error(
+        "tagged cell {cell}'s merged bootstrap_role_arn {merged} is not the role this cluster was reached with ({}); make the cell's metadata and CELLBRIDGE_ACCOUNT_ROLES agree",
+        reached.as_deref().unwrap_or("cellbridge's own identity")
+    )]
+    NotReachedWith {
+        cell: String,
+        merged: String,
+        reached: Option<String>,
+    },
 }
 
 /// `CELLBRIDGE_ACCOUNT_ROLES` from the environment (both functions read it): empty when unset.

@@ -214,8 +214,8 @@ pub enum CellError {
         source: cells::CellError,
     },
     /// The configuration and the cell's metadata disagree on the role that reaches its account.
-    #[error("{reason}")]
-    Role { reason: String },
+    #[error(transparent)]
+    Role { source: cells::RoleError },
     #[error("cell {cell}: {what}: no answer before the function's deadline")]
     NoAnswer { cell: String, what: String },
     #[error("cell {cell}: {source}")]

@@ -204,7 +204,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             })?;
         // An account whose role the configuration and the metadata disagree on is the
         // operators' to settle, as a bootstrap run would refuse it.
-        let role = cells::role_of(&merged, &access.account_roles).map_err(|reason| CellError::Role { reason })?;
+        let role = cells::role_of(&merged, &access.account_roles).map_err(|source| CellError::Role { source })?;
         let left = deadline.saturating_duration_since(Instant::now());
         let no_answer = |what: &str| CellError::NoAnswer {
             cell: cell.to_owned(),
