@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use cellbridge::fleet::Keep;
 use cellbridge::github::memory::{Fault, MemGithub};
 use cellbridge::github::operations::{self as ops, Operation};
-use cellbridge::github::{Credentials, GithubConfig, GithubFleet, GithubRepo};
+use cellbridge::github::{Credentials, GitData as _, GithubConfig, GithubFleet, GithubRepo};
 use cellbridge::plan::{LABEL_CELLBRIDGE, LABEL_NEW_CELL, STATUS_CONTEXT};
 use cellbridge::redact::Secret;
 use cellbridge::s3::memory::MemStates;

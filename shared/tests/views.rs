@@ -18,7 +18,7 @@ use cellbridge::configmap;
 use cellbridge::fleet::{FileMode, FleetError, FleetRead, Keep, LocalFleet, MemFleet};
 use cellbridge::github::memory::MemGithub;
 use cellbridge::github::proposal::{self, Proposal, Proposed};
-use cellbridge::github::{ArchiveError, GithubRepo, Published, read_archive, read_archive_from};
+use cellbridge::github::{ArchiveError, GitData as _, Published, read_archive, read_archive_from};
 use cellbridge::metadata::CellMetadata;
 use cellbridge::plan::{self, FileChange, PlanOptions, StateRef};
 use cellbridge::template::{SyncSource, render_gotk_sync};

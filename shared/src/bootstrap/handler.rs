@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::{BootstrapError, Bootstrapper, Settings};
 use crate::config::ConfigError;
 use crate::fleet::{FleetRead, Keep, LocalFleet};
-use crate::github::{GithubConfig, GithubError, GithubFleet, GithubRepo};
+use crate::github::{GitData, GithubConfig, GithubError, GithubFleet};
 use crate::lambda::{Invocation, Shell};
 use crate::metrics;
 use crate::pause;

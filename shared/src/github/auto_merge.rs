@@ -27,7 +27,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::port::{AutoMergeAnswer, GithubRepo, MergeAnswer, MergeMethod, MergeState, MergeStateStatus, PullState};
+use super::port::{
+    AutoMergeAnswer, GitData, MergeAnswer, MergeMethod, MergeState, MergeStateStatus, Merges, PullState,
+};
 use super::{GithubError, Result};
 use crate::automerge::{self, AutoMergeError, Eligibility, OptIn};
 use crate::fleet::FleetRead;
@@ -223,7 +225,7 @@ impl Run {
 
     /// Before the status of a head that is not eligible: cellbridge's own auto-merge turned off,
     /// so that the status cannot merge it. Reads GitHub only when the cell is or was opted in.
-    pub(super) async fn before_status<G: GithubRepo>(&mut self, gh: &G, number: u64, deadline: Instant) -> Result<()> {
+    pub(super) async fn before_status<G: Merges>(&mut self, gh: &G, number: u64, deadline: Instant) -> Result<()> {
         if self.eligibility.eligible || !(self.covered || self.was_covered) {
             return Ok(());
         }
@@ -263,7 +265,7 @@ impl Run {
 
     /// After the status of an eligible head `head`: GitHub's auto-merge on for it, or, when
     /// GitHub says it can merge now, a merge with its sha prepared for [`Run::finish`].
-    pub(super) async fn after_status<G: GithubRepo>(
+    pub(super) async fn after_status<G: GitData + Merges>(
         &mut self,
         gh: &G,
         number: u64,
@@ -392,7 +394,7 @@ impl Run {
 
     /// The merge prepared by [`Run::after_status`], sent once the body says what it merges.
     /// Returns the body's paragraph when it must change (GitHub refused the merge).
-    pub(super) async fn finish<G: GithubRepo>(
+    pub(super) async fn finish<G: GitData + Merges>(
         &mut self,
         gh: &G,
         number: u64,
@@ -456,7 +458,7 @@ impl Run {
 
     /// The merge state, or `None` when GitHub refuses to tell (said, not a failed sync);
     /// retryable failures and lost races stay errors.
-    async fn read<G: GithubRepo>(&mut self, gh: &G, number: u64, deadline: Instant) -> Result<Option<MergeState>> {
+    async fn read<G: Merges>(&mut self, gh: &G, number: u64, deadline: Instant) -> Result<Option<MergeState>> {
         match gh.merge_state(number, deadline).await {
             Ok(st) => Ok(Some(st)),
             Err(e @ (GithubError::Transient { .. } | GithubError::Conflict { .. })) => Err(e),

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::Result;
-use super::port::{CloseReason, GithubRepo, OpenPull};
+use super::port::{CloseReason, Issues, Merges, OpenPull, Pulls};
 use super::pull_request::declined;
 use crate::plan;
 use crate::status::HeadCheck;
@@ -59,7 +59,7 @@ pub struct Published {
 /// among the open issues labelled [`LABEL_DASHBOARD`], opened when there is none, rewritten only
 /// when its title or body differ. Newer ones with the marker are closed as duplicates of the
 /// oldest, which stays (its number is the one people have bookmarked).
-pub async fn publish<G: GithubRepo>(gh: &G, base_branch: &str, body: &str, deadline: Instant) -> Result<Published> {
+pub async fn publish<G: Issues + Pulls>(gh: &G, base_branch: &str, body: &str, deadline: Instant) -> Result<Published> {
     let mark = marker(base_branch);
     let title = title(base_branch);
     let mut found: Vec<_> = gh
@@ -116,7 +116,7 @@ pub async fn publish<G: GithubRepo>(gh: &G, base_branch: &str, body: &str, deadl
 
 /// The open pull requests on cellbridge's branches (`cellbridge/<cell>`), by cell: one paged
 /// listing of the repository's open pull requests, whatever the number of cells.
-pub async fn open_cell_pulls<G: GithubRepo>(gh: &G, deadline: Instant) -> Result<BTreeMap<String, OpenPull>> {
+pub async fn open_cell_pulls<G: Pulls>(gh: &G, deadline: Instant) -> Result<BTreeMap<String, OpenPull>> {
     let prefix = plan::branch_for("");
     Ok(gh
         .open_pulls(&prefix, deadline)
@@ -129,7 +129,7 @@ pub async fn open_cell_pulls<G: GithubRepo>(gh: &G, deadline: Instant) -> Result
 
 /// The `cellbridge/strict-substitution` status of `head` (one request: its statuses, newest
 /// first).
-pub async fn head_check<G: GithubRepo>(gh: &G, head: &str, deadline: Instant) -> Result<HeadCheck> {
+pub async fn head_check<G: Merges>(gh: &G, head: &str, deadline: Instant) -> Result<HeadCheck> {
     Ok(match gh.status(head, plan::STATUS_CONTEXT, deadline).await? {
         Some((true, _)) => HeadCheck::Passes,
         Some((false, description)) => HeadCheck::Fails { description },
@@ -141,7 +141,7 @@ pub async fn head_check<G: GithubRepo>(gh: &G, head: &str, deadline: Instant) ->
 /// the values of `digest` ([`values_digest_of`](super::pull_request::values_digest_of) of the
 /// state's map): those values are declined, and cellbridge opens
 /// nothing for them (one request: the branch's newest pull request).
-pub async fn declined_pull<G: GithubRepo>(
+pub async fn declined_pull<G: Pulls>(
     gh: &G,
     cell: &str,
     digest: &str,

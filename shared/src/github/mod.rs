@@ -53,8 +53,8 @@ mod transport;
 pub use archive::{Archive, ArchiveError, read_archive, read_archive_from};
 pub use config::{DEFAULT_GITHUB_API_URL, GithubConfig};
 pub use port::{
-    BranchCommit, ChangedFile, CloseReason, Comparison, GithubRepo, Issue, Merge, OpenPull, PullRequest, PullState,
-    Relation, TreeFiles,
+    BranchCommit, ChangedFile, CloseReason, Comparison, GitData, GithubRepo, Issue, Issues, Merge, Merges, OpenPull,
+    PullRequest, PullState, Pulls, Relation, TreeFiles,
 };
 // auto-merge
 pub use port::{

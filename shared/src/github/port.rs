@@ -3,6 +3,10 @@
 //! above ([`super::pull_request`]) runs the same whatever implements this: [`super::GithubFleet`]
 //! over the REST API, or the in-memory store of the `test-support` feature.
 //!
+//! The primitives come in slices by what their consumers need: [`GitData`] (the base, trees,
+//! blobs, commits and refs), [`Pulls`], [`Issues`] and [`Merges`] (statuses, auto-merge, a
+//! merge); [`GithubRepo`] is all of them.
+//!
 //! Each method answers what GitHub answers, classified: a ref that moved under a fast-forward
 //! is [`Conflict`](super::GithubError::Conflict) (redo on a fresh base), a repository rule
 //! refusing a ref update is [`Refused`](super::GithubError::Refused), a 5xx or rate limit that
@@ -311,8 +315,9 @@ pub enum MergeAnswer {
     NotMergeable(String),
 }
 
-/// The primitives of one GitHub repository.
-pub trait GithubRepo: Send + Sync {
+/// Git's data in one repository: the base branch, trees, blobs and commits, comparisons, the
+/// refs cellbridge moves, and whether the credentials may write at all.
+pub trait GitData: Send + Sync {
     /// Whether the credentials may write what cellbridge writes, where GitHub tells before any
     /// write (a GitHub App installation's permissions):
     /// [`MissingPermissions`](super::GithubError::MissingPermissions) names what is missing.
@@ -327,8 +332,6 @@ pub trait GithubRepo: Send + Sync {
     /// The base branch's head commit and the files `keep` keeps (the rest read past), within
     /// the memory limit ([`TooLarge`](super::GithubError::TooLarge) beyond it).
     fn read_base(&self, keep: &Keep, deadline: Instant) -> impl Future<Output = Result<Snapshot>> + Send;
-    /// The newest pull request whose head is `branch`, open, closed or merged.
-    fn latest_pull(&self, branch: &str, deadline: Instant) -> impl Future<Output = Result<Option<PullRequest>>> + Send;
     /// How `head` relates to `base`, and the files `head` changed since their merge base.
     fn compare(&self, base: &str, head: &str, deadline: Instant) -> impl Future<Output = Result<Comparison>> + Send;
     /// The files of `commit`'s tree, all of them (`git/trees/{sha}?recursive=1`): path → blob
@@ -394,21 +397,13 @@ pub trait GithubRepo: Send + Sync {
         message: &str,
         deadline: Instant,
     ) -> impl Future<Output = Result<Merge>> + Send;
-    /// The newest status of `context` on `commit`: (success, description).
-    fn status(
-        &self,
-        commit: &str,
-        context: &str,
-        deadline: Instant,
-    ) -> impl Future<Output = Result<Option<(bool, String)>>> + Send;
-    fn set_status(
-        &self,
-        commit: &str,
-        success: bool,
-        context: &str,
-        description: &str,
-        deadline: Instant,
-    ) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// Pull requests: a branch's newest, opening one, its text, labels and comments, closing it,
+/// and the open ones (the dashboard's listing).
+pub trait Pulls: Send + Sync {
+    /// The newest pull request whose head is `branch`, open, closed or merged.
+    fn latest_pull(&self, branch: &str, deadline: Instant) -> impl Future<Output = Result<Option<PullRequest>>> + Send;
     /// Opens a pull request; [`Conflict`](super::GithubError::Conflict) when one is already open
     /// for `head`, or `head` is gone (another run deleted it meanwhile).
     fn create_pull(
@@ -419,6 +414,30 @@ pub trait GithubRepo: Send + Sync {
         body: &str,
         deadline: Instant,
     ) -> impl Future<Output = Result<(u64, String)>> + Send;
+    /// Title, body and the whole label set of a pull request or an issue, in one write; whether
+    /// it is still open, as GitHub's answer to the write says (a pull request a person merged
+    /// meanwhile is closed).
+    fn update_pull_text(
+        &self,
+        number: u64,
+        title: &str,
+        body: &str,
+        labels: &[String],
+        deadline: Instant,
+    ) -> impl Future<Output = Result<bool>> + Send;
+    /// Adds labels; the pull request keeps the ones it has.
+    fn add_labels(&self, number: u64, labels: &[String], deadline: Instant) -> impl Future<Output = Result<()>> + Send;
+    /// A comment on the pull request's conversation.
+    fn comment(&self, number: u64, body: &str, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
+    /// Closes the pull request, its body replaced by `body` in the same write.
+    fn close_pull(&self, number: u64, body: &str, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
+    /// Every open pull request whose head is a branch of this repository starting with
+    /// `head_prefix` (not a fork's), oldest first, all pages of the listing.
+    fn open_pulls(&self, head_prefix: &str, deadline: Instant) -> impl Future<Output = Result<Vec<OpenPull>>> + Send;
+}
+
+/// Issues (pull requests left out): the open ones carrying a label, opening and closing one.
+pub trait Issues: Send + Sync {
     /// The open issues (pull requests left out) carrying `label`, oldest first.
     fn open_issues(&self, label: &str, deadline: Instant) -> impl Future<Output = Result<Vec<Issue>>> + Send;
     /// Opens an issue with `labels`.
@@ -437,25 +456,26 @@ pub trait GithubRepo: Send + Sync {
         reason: CloseReason,
         deadline: Instant,
     ) -> impl Future<Output = Result<()>> + Send;
-    /// Title, body and the whole label set of a pull request or an issue, in one write; whether
-    /// it is still open, as GitHub's answer to the write says (a pull request a person merged
-    /// meanwhile is closed).
-    fn update_pull_text(
-        &self,
-        number: u64,
-        title: &str,
-        body: &str,
-        labels: &[String],
-        deadline: Instant,
-    ) -> impl Future<Output = Result<bool>> + Send;
-    /// Adds labels; the pull request keeps the ones it has.
-    fn add_labels(&self, number: u64, labels: &[String], deadline: Instant) -> impl Future<Output = Result<()>> + Send;
-    /// A comment on the pull request's conversation.
-    fn comment(&self, number: u64, body: &str, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
-    /// Closes the pull request, its body replaced by `body` in the same write.
-    fn close_pull(&self, number: u64, body: &str, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
+}
 
-    // auto-merge
+/// Commit statuses, and merging a pull request: where it stands for merging, GitHub's
+/// auto-merge, a merge by cellbridge.
+pub trait Merges: Send + Sync {
+    /// The newest status of `context` on `commit`: (success, description).
+    fn status(
+        &self,
+        commit: &str,
+        context: &str,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<Option<(bool, String)>>> + Send;
+    fn set_status(
+        &self,
+        commit: &str,
+        success: bool,
+        context: &str,
+        description: &str,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<()>> + Send;
     /// Where pull request `number` stands for merging ([`MergeState`]), in one GraphQL query.
     fn merge_state(&self, number: u64, deadline: Instant) -> impl Future<Output = Result<MergeState>> + Send;
     /// Enables GitHub's auto-merge on the pull request `node_id` (from [`MergeState`]) for the
@@ -479,12 +499,14 @@ pub trait GithubRepo: Send + Sync {
         method: MergeMethod,
         deadline: Instant,
     ) -> impl Future<Output = Result<MergeAnswer>> + Send;
-
-    // dashboard
-    /// Every open pull request whose head is a branch of this repository starting with
-    /// `head_prefix` (not a fork's), oldest first, all pages of the listing.
-    fn open_pulls(&self, head_prefix: &str, deadline: Instant) -> impl Future<Output = Result<Vec<OpenPull>>> + Send;
 }
+
+/// The primitives of one GitHub repository: every slice of it ([`GitData`], [`Pulls`],
+/// [`Issues`], [`Merges`]), implemented for whatever implements them all. A consumer that needs
+/// only some slices is bounded by those.
+pub trait GithubRepo: GitData + Pulls + Issues + Merges {}
+
+impl<T: GitData + Pulls + Issues + Merges> GithubRepo for T {}
 
 /// Why an issue is closed: GitHub's `state_reason` ("completed", "not_planned", "duplicate";
 /// <https://docs.github.com/rest/issues/issues#update-an-issue>).

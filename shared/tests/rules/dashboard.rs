@@ -2,7 +2,7 @@
 //! `cellbridge-dashboard`, rebuilt by every sync-all and by `{"action": "dashboard"}`, never by a
 //! single cell's sync, listing every cell that needs attention and never a value.
 
-use cellbridge::github::GithubRepo as _;
+use cellbridge::github::Pulls as _;
 use cellbridge::github::dashboard::LABEL_DASHBOARD;
 use cellbridge::github::memory::{Fault, MemIssue};
 use cellbridge::github::operations as ops;

@@ -502,7 +502,7 @@ async fn cellbridges_own_close_is_not_a_persons_and_a_merged_pull_request_is_nev
 
 #[tokio::test]
 async fn a_run_that_read_an_older_base_than_the_pull_request_writes_nothing() {
-    use cellbridge::github::GithubRepo;
+    use cellbridge::github::GitData as _;
     use cellbridge::github::proposal::{self, Proposal};
     let bed = bed();
     apply(&bed, "eu-c1", 1, "vpc-1");
@@ -1119,7 +1119,7 @@ async fn with_workspace_in_the_key_pattern_each_workspace_is_a_cell_of_its_own()
 
 #[tokio::test]
 async fn a_pull_request_of_the_previous_release_is_carried_on() {
-    use cellbridge::github::GithubRepo;
+    use cellbridge::github::Pulls as _;
     let bed = bed();
     apply(&bed, "eu-c1", 1, "vpc-1");
     sync(&bed, "eu-c1").await;
@@ -1575,7 +1575,7 @@ async fn a_refused_cell_without_a_pull_request_gets_one_issue_updated_in_place_a
 
 #[tokio::test]
 async fn a_duplicate_refused_issue_left_by_a_race_is_closed() {
-    use cellbridge::github::GithubRepo as _;
+    use cellbridge::github::Issues as _;
     let bed = bed();
     bed.states
         .put(BUCKET, "cells/eu-c1/terraform.tfstate", secret_state("eu-c1", 1).0);

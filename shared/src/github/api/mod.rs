@@ -1,5 +1,5 @@
-//! The typed calls: GitHub's primitives ([`GithubRepo`]) over the REST API, one documented
-//! operation of [`super::operations`] each, naming what they do in their errors.
+//! The typed calls: GitHub's primitives ([`GithubRepo`](super::GithubRepo)) over the REST API,
+//! one documented operation of [`super::operations`] each, naming what they do in their errors.
 //!
 //! One file per area of GitHub's API: `repository` (the repository, the App installation's
 //! permissions, commit statuses), `git` (trees, commits, blobs, refs), `pulls`, `issues` (and
@@ -10,8 +10,8 @@
 use std::time::Instant;
 
 use super::port::{
-    AutoMergeAnswer, CloseReason, Comparison, GithubRepo, Issue, Merge, MergeAnswer, MergeMethod, MergeState, OpenPull,
-    PullRequest, TreeFiles,
+    AutoMergeAnswer, CloseReason, Comparison, GitData, Issue, Issues, Merge, MergeAnswer, MergeMethod, MergeState,
+    Merges, OpenPull, PullRequest, Pulls, TreeFiles,
 };
 use super::{GithubError, GithubFleet, Result, Snapshot};
 use crate::fleet::{FileWrite, Keep};
@@ -23,9 +23,9 @@ mod merges;
 mod pulls;
 mod repository;
 
-/// Each primitive is the inherent method of the same name in its area's file: method
-/// resolution takes an inherent method before a trait's, so none of these calls itself.
-impl GithubRepo for GithubFleet {
+/// Each primitive (of every slice) is the inherent method of the same name in its area's file:
+/// method resolution takes an inherent method before a trait's, so none of these calls itself.
+impl GitData for GithubFleet {
     fn write_room(&self, deadline: Instant) -> Result<()> {
         self.pacer.room_before(deadline).map_err(|too_soon| GithubError::Transient {
             what: "pacing writes".into(),
@@ -40,30 +40,8 @@ impl GithubRepo for GithubFleet {
         self.download_snapshot(keep, deadline).await
     }
 
-    async fn latest_pull(&self, branch: &str, deadline: Instant) -> Result<Option<PullRequest>> {
-        self.latest_pull(branch, deadline).await
-    }
-
     async fn check_write_access(&self, deadline: Instant) -> Result<()> {
         self.check_write_access(deadline).await
-    }
-
-    async fn open_issues(&self, label: &str, deadline: Instant) -> Result<Vec<Issue>> {
-        self.open_issues(label, deadline).await
-    }
-
-    async fn create_issue(
-        &self,
-        title: &str,
-        body: &str,
-        labels: &[String],
-        deadline: Instant,
-    ) -> Result<(u64, String)> {
-        self.create_issue(title, body, labels, deadline).await
-    }
-
-    async fn close_issue(&self, number: u64, body: &str, reason: CloseReason, deadline: Instant) -> Result<()> {
-        self.close_issue(number, body, reason, deadline).await
     }
 
     async fn compare(&self, base: &str, head: &str, deadline: Instant) -> Result<Comparison> {
@@ -105,35 +83,26 @@ impl GithubRepo for GithubFleet {
         self.branch_head(branch, deadline).await
     }
 
-    async fn set_status(
-        &self,
-        commit: &str,
-        success: bool,
-        context: &str,
-        description: &str,
-        deadline: Instant,
-    ) -> Result<()> {
-        self.set_status(commit, success, context, description, deadline).await
+    async fn merge_into(&self, branch: &str, commit: &str, message: &str, deadline: Instant) -> Result<Merge> {
+        self.merge_into(branch, commit, message, deadline).await
+    }
+
+    async fn delete_branch_at(&self, branch: &str, head: &str, deadline: Instant) -> Result<bool> {
+        self.delete_branch_at(branch, head, deadline).await
+    }
+}
+
+impl Pulls for GithubFleet {
+    async fn latest_pull(&self, branch: &str, deadline: Instant) -> Result<Option<PullRequest>> {
+        self.latest_pull(branch, deadline).await
     }
 
     async fn close_pull(&self, number: u64, body: &str, deadline: Instant) -> Result<()> {
         self.close_pull(number, body, deadline).await
     }
 
-    async fn merge_into(&self, branch: &str, commit: &str, message: &str, deadline: Instant) -> Result<Merge> {
-        self.merge_into(branch, commit, message, deadline).await
-    }
-
-    async fn status(&self, commit: &str, context: &str, deadline: Instant) -> Result<Option<(bool, String)>> {
-        self.status(commit, context, deadline).await
-    }
-
     async fn comment(&self, number: u64, body: &str, deadline: Instant) -> Result<()> {
         self.comment(number, body, deadline).await
-    }
-
-    async fn delete_branch_at(&self, branch: &str, head: &str, deadline: Instant) -> Result<bool> {
-        self.delete_branch_at(branch, head, deadline).await
     }
 
     async fn create_pull(
@@ -162,6 +131,47 @@ impl GithubRepo for GithubFleet {
         self.add_labels(number, labels, deadline).await
     }
 
+    async fn open_pulls(&self, head_prefix: &str, deadline: Instant) -> Result<Vec<OpenPull>> {
+        self.open_pulls(head_prefix, deadline).await
+    }
+}
+
+impl Issues for GithubFleet {
+    async fn open_issues(&self, label: &str, deadline: Instant) -> Result<Vec<Issue>> {
+        self.open_issues(label, deadline).await
+    }
+
+    async fn create_issue(
+        &self,
+        title: &str,
+        body: &str,
+        labels: &[String],
+        deadline: Instant,
+    ) -> Result<(u64, String)> {
+        self.create_issue(title, body, labels, deadline).await
+    }
+
+    async fn close_issue(&self, number: u64, body: &str, reason: CloseReason, deadline: Instant) -> Result<()> {
+        self.close_issue(number, body, reason, deadline).await
+    }
+}
+
+impl Merges for GithubFleet {
+    async fn set_status(
+        &self,
+        commit: &str,
+        success: bool,
+        context: &str,
+        description: &str,
+        deadline: Instant,
+    ) -> Result<()> {
+        self.set_status(commit, success, context, description, deadline).await
+    }
+
+    async fn status(&self, commit: &str, context: &str, deadline: Instant) -> Result<Option<(bool, String)>> {
+        self.status(commit, context, deadline).await
+    }
+
     async fn merge_state(&self, number: u64, deadline: Instant) -> Result<MergeState> {
         self.merge_state(number, deadline).await
     }
@@ -182,9 +192,5 @@ impl GithubRepo for GithubFleet {
 
     async fn merge_pull(&self, number: u64, sha: &str, method: MergeMethod, deadline: Instant) -> Result<MergeAnswer> {
         self.merge_pull(number, sha, method, deadline).await
-    }
-
-    async fn open_pulls(&self, head_prefix: &str, deadline: Instant) -> Result<Vec<OpenPull>> {
-        self.open_pulls(head_prefix, deadline).await
     }
 }

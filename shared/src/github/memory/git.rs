@@ -334,7 +334,7 @@ impl Store {
     pub(super) fn delete_branch_at(&mut self, branch: &str, expected: &str) -> Result<bool> {
         self.enter(&GRAPHQL_UPDATE_REFS)?;
         // `beforeOid`: the ref must point at `expected`, or nothing is updated (the
-        // mutation's refusal; see `port::GithubRepo::delete_branch_at`).
+        // mutation's refusal; see `port::GitData::delete_branch_at`).
         if self.refs.get(branch).map(String::as_str) != Some(expected) {
             return Ok(false);
         }

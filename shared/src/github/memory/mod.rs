@@ -1,7 +1,7 @@
 //! GitHub in memory (feature `test-support`): a store with GitHub's rules for the primitives
-//! cellbridge uses ([`GithubRepo`]), so the pull request logic and the orchestrator above it run
-//! in every test in milliseconds. It holds no cellbridge logic: what to write and when is
-//! decided above the port, in the code the product runs.
+//! cellbridge uses ([`GithubRepo`](super::GithubRepo), in its slices), so the pull request logic
+//! and the orchestrator above it run in every test in milliseconds. It holds no cellbridge
+//! logic: what to write and when is decided above the port, in the code the product runs.
 //!
 //! Each rule of GitHub's that the store keeps lives beside the primitives it governs, with where
 //! GitHub documents it (the HTTP fake in `tests/fakes/github_fake.py` models the same and is
@@ -32,8 +32,8 @@ use std::time::Instant;
 
 use super::operations::Operation;
 use super::port::{
-    AutoMergeAnswer, CheckState, CloseReason, Comparison, GithubRepo, Issue, Merge, MergeAnswer, MergeMethod,
-    MergeState, OpenPull, PullRequest, TreeFiles,
+    AutoMergeAnswer, CheckState, CloseReason, Comparison, GitData, Issue, Issues, Merge, MergeAnswer, MergeMethod,
+    MergeState, Merges, OpenPull, PullRequest, Pulls, TreeFiles,
 };
 use super::{GithubError, Result, Snapshot};
 use crate::fleet::{FileWrite, Keep, MemFleet};
@@ -166,14 +166,10 @@ impl MemGithub {
     }
 }
 
-/// Each primitive is answered where its rules live (see the module's list).
-impl GithubRepo for MemGithub {
+/// Each primitive (of every slice) is answered where its rules live (see the module's list).
+impl GitData for MemGithub {
     async fn read_base(&self, keep: &Keep, _deadline: Instant) -> Result<Snapshot> {
         self.call(|s| s.read_base(keep)).await
-    }
-
-    async fn latest_pull(&self, branch: &str, _deadline: Instant) -> Result<Option<PullRequest>> {
-        self.call(|s| s.latest_pull(branch)).await
     }
 
     async fn compare(&self, base: &str, head: &str, _deadline: Instant) -> Result<Comparison> {
@@ -223,19 +219,14 @@ impl GithubRepo for MemGithub {
         self.call(|s| s.merge_into(branch, commit, message)).await
     }
 
-    async fn status(&self, commit: &str, context: &str, _deadline: Instant) -> Result<Option<(bool, String)>> {
-        self.call(|s| s.status(commit, context)).await
+    async fn check_write_access(&self, _deadline: Instant) -> Result<()> {
+        self.call(|s| s.check_write_access()).await
     }
+}
 
-    async fn set_status(
-        &self,
-        commit: &str,
-        success: bool,
-        context: &str,
-        description: &str,
-        _deadline: Instant,
-    ) -> Result<()> {
-        self.call(|s| s.set_status(commit, success, context, description)).await
+impl Pulls for MemGithub {
+    async fn latest_pull(&self, branch: &str, _deadline: Instant) -> Result<Option<PullRequest>> {
+        self.call(|s| s.latest_pull(branch)).await
     }
 
     async fn create_pull(
@@ -247,24 +238,6 @@ impl GithubRepo for MemGithub {
         _deadline: Instant,
     ) -> Result<(u64, String)> {
         self.call(|s| s.create_pull(head, base, title, body)).await
-    }
-
-    async fn open_issues(&self, label: &str, _deadline: Instant) -> Result<Vec<Issue>> {
-        self.call(|s| s.open_issues(label)).await
-    }
-
-    async fn create_issue(
-        &self,
-        title: &str,
-        body: &str,
-        labels: &[String],
-        _deadline: Instant,
-    ) -> Result<(u64, String)> {
-        self.call(|s| s.create_issue(title, body, labels)).await
-    }
-
-    async fn close_issue(&self, number: u64, body: &str, reason: CloseReason, _deadline: Instant) -> Result<()> {
-        self.call(|s| s.close_issue(number, body, reason)).await
     }
 
     async fn update_pull_text(
@@ -290,8 +263,45 @@ impl GithubRepo for MemGithub {
         self.call(|s| s.close_pull(number, body)).await
     }
 
-    async fn check_write_access(&self, _deadline: Instant) -> Result<()> {
-        self.call(|s| s.check_write_access()).await
+    async fn open_pulls(&self, head_prefix: &str, _deadline: Instant) -> Result<Vec<OpenPull>> {
+        self.call(|s| s.open_pulls(head_prefix)).await
+    }
+}
+
+impl Issues for MemGithub {
+    async fn open_issues(&self, label: &str, _deadline: Instant) -> Result<Vec<Issue>> {
+        self.call(|s| s.open_issues(label)).await
+    }
+
+    async fn create_issue(
+        &self,
+        title: &str,
+        body: &str,
+        labels: &[String],
+        _deadline: Instant,
+    ) -> Result<(u64, String)> {
+        self.call(|s| s.create_issue(title, body, labels)).await
+    }
+
+    async fn close_issue(&self, number: u64, body: &str, reason: CloseReason, _deadline: Instant) -> Result<()> {
+        self.call(|s| s.close_issue(number, body, reason)).await
+    }
+}
+
+impl Merges for MemGithub {
+    async fn status(&self, commit: &str, context: &str, _deadline: Instant) -> Result<Option<(bool, String)>> {
+        self.call(|s| s.status(commit, context)).await
+    }
+
+    async fn set_status(
+        &self,
+        commit: &str,
+        success: bool,
+        context: &str,
+        description: &str,
+        _deadline: Instant,
+    ) -> Result<()> {
+        self.call(|s| s.set_status(commit, success, context, description)).await
     }
 
     async fn merge_state(&self, number: u64, _deadline: Instant) -> Result<MergeState> {
@@ -314,9 +324,5 @@ impl GithubRepo for MemGithub {
 
     async fn merge_pull(&self, number: u64, sha: &str, method: MergeMethod, _deadline: Instant) -> Result<MergeAnswer> {
         self.call(|s| s.merge_pull(number, sha, method)).await
-    }
-
-    async fn open_pulls(&self, head_prefix: &str, _deadline: Instant) -> Result<Vec<OpenPull>> {
-        self.call(|s| s.open_pulls(head_prefix)).await
     }
 }

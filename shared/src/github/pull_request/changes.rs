@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::super::archive::{git_object_id, hex};
-use super::super::port::{Comparison, GithubRepo};
+use super::super::port::{Comparison, GitData, GithubRepo, Merges};
 use super::super::{GithubError, Result, Snapshot};
 use super::updating::set_status;
 use crate::configmap;
@@ -27,7 +27,7 @@ pub(super) struct HeadChanges {
 }
 
 impl HeadChanges {
-    pub(super) async fn of<G: GithubRepo>(gh: &G, cmp: &Comparison, head: &str, deadline: Instant) -> Result<Self> {
+    pub(super) async fn of<G: GitData>(gh: &G, cmp: &Comparison, head: &str, deadline: Instant) -> Result<Self> {
         if !cmp.lists_every_file() {
             return Self::from_trees(gh, &cmp.merge_base, head, deadline).await;
         }
@@ -51,7 +51,7 @@ impl HeadChanges {
     }
 
     /// From the whole trees of `merge_base` and `head` (gitlinks are no files there).
-    async fn from_trees<G: GithubRepo>(gh: &G, merge_base: &str, head: &str, deadline: Instant) -> Result<Self> {
+    async fn from_trees<G: GitData>(gh: &G, merge_base: &str, head: &str, deadline: Instant) -> Result<Self> {
         let at_head = gh.tree_files(head, deadline).await?.files;
         let at_base = gh.tree_files(merge_base, deadline).await?.files;
         let removed = at_base.keys().filter(|p| !at_head.contains_key(*p)).cloned().collect();
@@ -90,7 +90,7 @@ impl HeadChanges {
 /// their merge base (`written` is cellbridge's file as it now stands on the branch). A file
 /// whose blob is one cellbridge wrote is not read again, and keeps the mode cellbridge gave it
 /// (a comparison names no mode: another changed file is taken as a regular one).
-async fn head_content<G: GithubRepo>(
+async fn head_content<G: GitData>(
     gh: &G,
     plan: &Plan,
     changes: &HeadChanges,
@@ -174,7 +174,7 @@ pub(super) async fn checked_head<G: GithubRepo>(
 
 /// The status of `head` as `checked` says, posted unless the newest one says the same
 /// (`fresh`: a commit just made has none).
-pub(super) async fn post_status<G: GithubRepo>(
+pub(super) async fn post_status<G: Merges>(
     gh: &G,
     head: &str,
     checked: &Plan,

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use super::super::auto_merge::{self, AutoMergeReport, OptInFile};
-use super::super::port::{GithubRepo, Merge, PullRequest};
+use super::super::port::{GithubRepo, Merge, Merges, PullRequest};
 use super::super::{GithubError, Published, Result, Snapshot};
 use super::changes::{HeadChanges, checked_head, post_status};
 use super::text::{body_for, clear_refusal, labels_for, message_for, recorded_digest, with_marker_fields, write_text};
@@ -14,7 +14,7 @@ use crate::fleet::{FileWrite, FleetRead};
 use crate::plan::{self, Plan};
 use crate::record;
 
-pub(super) async fn set_status<G: GithubRepo>(gh: &G, commit: &str, plan: &Plan, deadline: Instant) -> Result<()> {
+pub(super) async fn set_status<G: Merges>(gh: &G, commit: &str, plan: &Plan, deadline: Instant) -> Result<()> {
     gh.set_status(
         commit,
         plan.status_ok(),
