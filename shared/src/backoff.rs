@@ -139,14 +139,14 @@ pub enum PostponeError {
     QueueUrl {
         arn: String,
         #[source]
-        source: SdkError<GetQueueUrlError>,
+        source: Box<SdkError<GetQueueUrlError>>,
     },
     /// SQS did not change the message's visibility timeout, said with its causes.
     #[error("ChangeMessageVisibility on {queue}: {}", crate::redact::chain(source))]
     Change {
         queue: String,
         #[source]
-        source: SdkError<ChangeMessageVisibilityError>,
+        source: Box<SdkError<ChangeMessageVisibilityError>>,
     },
 }
 
@@ -216,7 +216,7 @@ impl SqsVisibility {
             .await
             .map_err(|source| PostponeError::QueueUrl {
                 arn: arn.to_owned(),
-                source,
+                source: Box::new(source),
             })?;
         let url = out.queue_url().unwrap_or_default().to_owned();
         self.urls.lock().await.insert(arn.to_owned(), url.clone());
@@ -235,7 +235,10 @@ impl Visibility for SqsVisibility {
             .send()
             .await
             .map(drop)
-            .map_err(|source| PostponeError::Change { queue: url, source })
+            .map_err(|source| PostponeError::Change {
+                queue: url,
+                source: Box::new(source),
+            })
     }
 }
 

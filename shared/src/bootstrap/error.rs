@@ -55,7 +55,7 @@ pub enum BootstrapError {
     Account {
         cluster: String,
         #[source]
-        source: crate::cells::RoleError,
+        source: Box<crate::cells::RoleError>,
     },
     /// An SQS message that is no cluster-bootstrap event, said as the event's reader says it.
     #[error(transparent)]

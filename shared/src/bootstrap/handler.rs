@@ -36,7 +36,7 @@ pub trait FleetSource: Send + Sync {
 /// `test-support` feature ([`super::memory::MemSource`]).
 pub enum Fleets {
     Local(LocalSource),
-    Github(GithubSource),
+    Github(Box<GithubSource>),
     #[cfg(feature = "test-support")]
     Mem(super::memory::MemSource),
 }
@@ -49,7 +49,7 @@ impl From<LocalSource> for Fleets {
 
 impl From<GithubSource> for Fleets {
     fn from(s: GithubSource) -> Self {
-        Fleets::Github(s)
+        Fleets::Github(Box::new(s))
     }
 }
 
@@ -170,7 +170,7 @@ pub async fn invoke_from_file(path: &Path, fleet_dir: Option<&Path>) -> Result<I
     let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
     let fleets = match fleet_dir {
         Some(d) => Fleets::Local(LocalSource(LocalFleet::open(d).map_err(|e| bad(e.to_string()))?)),
-        None => Fleets::Github(GithubSource::from_env(&aws)?),
+        None => GithubSource::from_env(&aws)?.into(),
     };
     let service = BootstrapService {
         bootstrapper: Bootstrapper::new(aws, settings),

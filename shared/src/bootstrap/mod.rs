@@ -320,7 +320,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         use crate::cells::RoleError;
         let refuse = |source: RoleError| BootstrapError::Account {
             cluster: req.cluster.clone(),
-            source,
+            source: Box::new(source),
         };
         let merged_role = merged.and_then(|c| c.bootstrap_role_arn().map(|r| (c.name.as_str(), r)));
         let account = match (&req.account, merged_role) {
@@ -442,11 +442,11 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
                 {
                     return Err(BootstrapError::Account {
                         cluster: req.cluster.clone(),
-                        source: crate::cells::RoleError::NotReachedWith {
+                        source: Box::new(crate::cells::RoleError::NotReachedWith {
                             cell: c.name.clone(),
                             merged: merged.to_owned(),
                             reached: role.clone(),
-                        },
+                        }),
                     });
                 }
                 Some(c)

@@ -78,14 +78,14 @@ pub trait ClusterProbe: Send + Sync {
 /// `test-support` feature.
 #[derive(Clone)]
 pub enum Probe {
-    Eks(EksProbe),
+    Eks(Box<EksProbe>),
     #[cfg(feature = "test-support")]
     Mem(crate::bootstrap::memory::MemAws),
 }
 
 impl From<EksProbe> for Probe {
     fn from(p: EksProbe) -> Self {
-        Probe::Eks(p)
+        Probe::Eks(Box::new(p))
     }
 }
 

@@ -33,7 +33,7 @@ pub enum EnqueueError {
     Send {
         queue: String,
         #[source]
-        source: SdkError<SendMessageBatchError>,
+        source: Box<SdkError<SendMessageBatchError>>,
     },
     /// The call answered, but left entries unsent, twice: `code` is the first one's.
     #[error("SendMessageBatch to {queue}: {count} messages not sent ({code})")]
@@ -176,7 +176,7 @@ impl SqsQueue {
                 .await
                 .map_err(|source| EnqueueError::Send {
                     queue: self.url.clone(),
-                    source,
+                    source: Box::new(source),
                 })?;
             let failed: Vec<String> = out.failed().iter().map(|f| f.id().to_owned()).collect();
             if failed.is_empty() {

@@ -308,10 +308,10 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         let left = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout(left, queue.enqueue(&bodies)).await {
             Ok(Ok(())) => {}
-            Ok(Err(source)) => return Err(SyncError::Enqueue { source }),
+            Ok(Err(source)) => return Err(SyncError::Enqueue { source: Box::new(source) }),
             Err(_) => {
                 return Err(SyncError::Enqueue {
-                    source: fanout::EnqueueError::Deadline,
+                    source: Box::new(fanout::EnqueueError::Deadline),
                 });
             }
         }

@@ -56,7 +56,7 @@ pub enum SyncError {
     #[error("sync-all: sending one message per state to state-sync's queue: {source} (retryable)")]
     Enqueue {
         #[source]
-        source: fanout::EnqueueError,
+        source: Box<fanout::EnqueueError>,
     },
     /// An EKS DeleteCluster's cluster could not be matched to a cell.
     #[error("EKS cluster {cluster} in {region}: finding its cell in the fleet repo: {source}")]
