@@ -8,7 +8,7 @@
 //! drives both handlers on the in-memory doubles and checks the path taken against these lines.
 //!
 //! **A state event becomes a pull request** (`functions/state-sync`):
-//! [`lambda::handler`] → [`Syncer::run`](lambda::Job::run) → [`proposal::converge`](github::proposal::converge) → [`pull_request::converge_from`](github::pull_request::converge_from) → [`pull_request::open`](github::pull_request::open) → [`Pulls::create_pull`](github::Pulls::create_pull)
+//! [`lambda::handler`] → [`Syncer::run`](lambda::Job::run) → [`proposal::converge`](github::proposal::converge) → [`pull_request::converge_from`](github::pull_request::converge_from) → [`pull_request::open`](github::pull_request::open) → [`GithubRepo::create_pull`](github::Pulls::create_pull)
 //!
 //! [`Syncer::run`](lambda::Job::run) ([`sync::Syncer`]'s) is one state: read whole from the [`s3::StateSource`],
 //! planned against the fleet repo's base branch with [`plan`], redone on a lost race;
