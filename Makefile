@@ -53,12 +53,13 @@ $(OPENAPI)/.installed: tests/github-openapi/package.json tests/github-openapi/pa
 # over lines, a WARN or ERROR naming no cell or cluster nor saying what it concerns instead).
 # Every GitHub request of the suite goes through the fake's check against GitHub's description;
 # github_conformance.py prints the operations the product called and fails on any violation or
-# on an operation of shared/src/github/operations.rs that no test exercised.
+# on an operation of shared/src/adapters/github/operations.rs that no test exercised.
 TEST_ENV := CELLBRIDGE_TEST_PYTHON=$(abspath $(PY)) CELLBRIDGE_GITHUB_OPENAPI_DIR=$(abspath $(OPENAPI_DIR))
 test: testbed
 	rm -rf target/leak-capture target/github-conformance
 	$(PY) tests/delivery_numbers.py
 	$(PY) tests/file_sizes.py
+	$(PY) tests/layers.py
 	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
 	RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links -A rustdoc::private_intra_doc_links" $(CARGO) doc --workspace --no-deps --document-private-items --quiet
 	$(TEST_ENV) $(PY) -m pytest -q tests/fakes

@@ -8,11 +8,20 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use cellbridge::bootstrap::{
-    self, BootstrapError, BootstrapOutcome, Bootstrapper, Phase, Report, Request, Settings, Target, Tuning,
+use cellbridge::pure::fleet::LocalFleet;
+use cellbridge::shell::error::Classify;
+use cellbridge::{
+    adapters::kube::Tuning,
+    rules::bootstrap::BootstrapError,
+    rules::bootstrap::Bootstrapper,
+    rules::bootstrap::Phase,
+    rules::bootstrap::Request,
+    rules::bootstrap::Target,
+    rules::bootstrap::config::Settings,
+    rules::bootstrap::report::BootstrapOutcome,
+    rules::bootstrap::report::Report,
+    rules::bootstrap::{self},
 };
-use cellbridge::error::Classify;
-use cellbridge::fleet::LocalFleet;
 use cellbridge_tests::kube::{KubeFake, http_json, ssh_keypair};
 use cellbridge_tests::{leak, moto};
 use serde_json::{Value, json};
@@ -692,10 +701,10 @@ async fn github_fleet_service(
     bed: &Bed,
 ) -> (
     cellbridge_tests::github::FakeGithub,
-    cellbridge::bootstrap::handler::BootstrapService,
+    cellbridge::jobs::bootstrap::handler::BootstrapService,
 ) {
-    use cellbridge::bootstrap::handler::{BootstrapService, GithubSource};
-    use cellbridge::github::GithubConfig;
+    use cellbridge::adapters::github::GithubConfig;
+    use cellbridge::jobs::bootstrap::handler::{BootstrapService, GithubSource};
     use cellbridge_tests::github::{FakeGithub, TOKEN, fleet_files};
     let gh = FakeGithub::start();
     // As a merged cell's metadata does: it names the cell's cluster.
@@ -766,7 +775,7 @@ async fn the_fleet_is_read_from_github_as_the_lambda_reads_it() {
 /// cluster or the reading of the fleet repo from GitHub.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retryable_failure_is_reported_to_lambda_as_retryable() {
-    use cellbridge::bootstrap::handler::{BootstrapService, LocalSource};
+    use cellbridge::jobs::bootstrap::handler::{BootstrapService, LocalSource};
     use cellbridge_tests::lambda_handler;
     let bed = Bed::new("eks-lambda-class", &[("cellbridge.dev/cell", "prod-eu")], None).await;
     let invoke = |service: BootstrapService, secs: u64| async move {
@@ -800,7 +809,7 @@ async fn a_retryable_failure_is_reported_to_lambda_as_retryable() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_handler_answers_sqs_batches_record_by_record() {
-    use cellbridge::bootstrap::handler::{BootstrapService, LocalSource};
+    use cellbridge::jobs::bootstrap::handler::{BootstrapService, LocalSource};
     let ready = Bed::new("eks-sqs-ready", &[("cellbridge.dev/cell", "sqs-ready")], None).await;
     let creating = Bed::new("eks-sqs-creating", &[("cellbridge.dev/cell", "sqs-creating")], None).await;
     moto_control(
@@ -854,7 +863,7 @@ async fn the_handler_answers_sqs_batches_record_by_record() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cells_bootstrap_role_is_assumed_before_any_eks_or_kubernetes_call() {
-    use cellbridge::fleet::Overlay;
+    use cellbridge::pure::fleet::Overlay;
     let bed = Bed::new("eks-xacct", &[], None).await;
     // The cell is known only from the fleet (no tag), and names the role to use.
     let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cell-metadata\n  namespace: flux-system\ndata:\n  aws_region: \"eu-west-1\"\n  cell_name: \"xacct\"\n  cluster_name: \"eks-xacct\"\n  bootstrap_role_arn: \"arn:aws:iam::123456789012:role/cells/xacct-bootstrap\"\n  schema: \"1\"\n";
@@ -1074,9 +1083,9 @@ fn flux_app_secret(gh: &cellbridge_tests::github::FakeGithub) -> Value {
 async fn teams_service(
     bed: &Bed,
     gh: &cellbridge_tests::github::FakeGithub,
-) -> cellbridge::bootstrap::handler::BootstrapService {
-    use cellbridge::bootstrap::handler::{BootstrapService, GithubSource};
-    use cellbridge::github::GithubConfig;
+) -> cellbridge::jobs::bootstrap::handler::BootstrapService {
+    use cellbridge::adapters::github::GithubConfig;
+    use cellbridge::jobs::bootstrap::handler::{BootstrapService, GithubSource};
     let app = gh.app();
     let secret = format!("{}-github", bed.cluster);
     aws_sdk_secretsmanager::Client::new(&bed.aws)
@@ -1104,8 +1113,8 @@ async fn teams_service(
 /// CloudTrail's `eks:CreateCluster` for `bed`'s cluster, in its region, through the handler.
 async fn handle_create(
     bed: &Bed,
-    service: &cellbridge::bootstrap::handler::BootstrapService,
-) -> cellbridge::lambda::Invocation {
+    service: &cellbridge::jobs::bootstrap::handler::BootstrapService,
+) -> cellbridge::shell::lambda::Invocation {
     let mut event = create_cluster_event(&bed.cluster);
     event["region"] = json!(bed.region);
     event["detail"]["awsRegion"] = json!(bed.region);
@@ -1277,7 +1286,7 @@ async fn a_new_cell_of_the_teams_fleet_gets_the_templates_github_app_sync_and_so
 /// shows none of its values; with the App in the secret, the next run bootstraps.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_teams_cell_with_ssh_or_password_credentials_is_refused_before_anything_is_applied() {
-    use cellbridge::error::Class;
+    use cellbridge::shell::error::Class;
     let gh = teams_github();
     // A second cluster of the cell (blue/green): found by its tag, as the first.
     let bed = Bed::new_in(
@@ -1428,7 +1437,7 @@ async fn the_merged_teams_cell_gets_exactly_its_own_gotk_sync_yaml() {
 /// one final failure that says why, before any access entry or Kubernetes request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_private_only_endpoint_out_of_reach_fails_finally_before_any_access_entry() {
-    use cellbridge::bootstrap::eks::Network;
+    use cellbridge::rules::bootstrap::eks::Network;
     let bed = Bed::new("eks-private-only", &[("cellbridge.dev/cell", "private")], None).await;
     let eks = aws_sdk_eks::Client::new(&bed.aws);
     eks.update_cluster_config()
@@ -1453,7 +1462,7 @@ async fn a_private_only_endpoint_out_of_reach_fails_finally_before_any_access_en
         .run(&bed.fleet, &bed.request(), Target::Eks)
         .await
         .unwrap_err();
-    assert_eq!(err.class(), cellbridge::error::Class::Final, "{err}");
+    assert_eq!(err.class(), cellbridge::shell::error::Class::Final, "{err}");
     let msg = err.to_string();
     assert!(
         msg.contains("eks-private-only") && msg.contains("private only") && msg.contains("outside any VPC"),
@@ -1492,7 +1501,7 @@ fn access_log_in(account: &str, cluster: &str) -> Vec<String> {
 /// before anything is looked up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_cell_in_a_second_account_bootstraps_from_its_clusters_tag_before_its_pull_request_merges() {
-    use cellbridge::bootstrap::handler::{BootstrapService, LocalSource};
+    use cellbridge::jobs::bootstrap::handler::{BootstrapService, LocalSource};
     use cellbridge_tests::lambda_handler;
     const NAME: &str = "cross-acct-cell";
     const CELL: &str = "cross-acct";
@@ -1583,8 +1592,8 @@ async fn a_new_cell_in_a_second_account_bootstraps_from_its_clusters_tag_before_
 /// killed run left there once they are older than the TTL; a fresh one is kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sweep_finds_tagged_clusters_of_unmerged_cells_in_every_account() {
-    use cellbridge::bootstrap::access::{CREATED_AT_TAG, TEMPORARY_TAG};
-    use cellbridge::bootstrap::handler::{BootstrapService, LocalSource};
+    use cellbridge::jobs::bootstrap::handler::{BootstrapService, LocalSource};
+    use cellbridge::rules::bootstrap::access::{CREATED_AT_TAG, TEMPORARY_TAG};
     let home = role_config().await;
     let b = moto::assumed(&moto::sdk_config().await, ROLE_B, "test-account-b").await;
     let entry = |conf: &aws_config::SdkConfig, cluster: &'static str, principal: &'static str| {

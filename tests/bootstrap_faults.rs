@@ -33,11 +33,13 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use aws_credential_types::Credentials;
-use cellbridge::bootstrap::{
-    BootstrapError, BootstrapOutcome, Bootstrapper, Report, Request, Settings, Target, Tuning,
+use cellbridge::pure::fleet::{LocalFleet, Overlay};
+use cellbridge::shell::error::Classify;
+use cellbridge::{
+    adapters::kube::Tuning, rules::bootstrap::BootstrapError, rules::bootstrap::Bootstrapper,
+    rules::bootstrap::Request, rules::bootstrap::Target, rules::bootstrap::config::Settings,
+    rules::bootstrap::report::BootstrapOutcome, rules::bootstrap::report::Report,
 };
-use cellbridge::error::Classify;
-use cellbridge::fleet::{LocalFleet, Overlay};
 use cellbridge_tests::kube::{KubeFake, http_json, ssh_keypair};
 use cellbridge_tests::{leak, moto};
 use serde_json::{Value, json};
@@ -81,7 +83,7 @@ fn components() -> &'static str {
     TEXT.get_or_init(|| {
         let path = "tests/fixtures/flux/fleet/clusters/_template/flux-system/gotk-components.yaml";
         let text = std::fs::read_to_string(cellbridge_tests::process::repo_root().join(path)).unwrap();
-        let docs: Vec<String> = cellbridge::bootstrap::plan::parse_objects(&text, path)
+        let docs: Vec<String> = cellbridge::rules::bootstrap::plan::parse_objects(&text, path)
             .unwrap()
             .into_iter()
             .map(|(_, mut o)| {

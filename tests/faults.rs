@@ -12,9 +12,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use cellbridge::github::{GithubConfig, GithubFleet};
-use cellbridge::s3::S3States;
-use cellbridge::sync::{KeyPattern, SyncConfig, Syncer};
+use cellbridge::adapters::github::{GithubConfig, GithubFleet};
+use cellbridge::adapters::s3::S3States;
+use cellbridge::jobs::sync::{KeyPattern, SyncConfig, Syncer};
 use cellbridge_tests::github::{FakeGithub, TOKEN};
 use cellbridge_tests::kube::http_json;
 use cellbridge_tests::{leak, moto, process};
@@ -109,11 +109,11 @@ impl Bed {
             // No base branch, so the default-branch lookup is one of the calls under test.
             github: GithubConfig::checked(OWNER.into(), REPO_NAME.into(), None, secret_name.clone(), gh.url()).unwrap(),
             state_bucket: bucket.clone(),
-            key_pattern: KeyPattern::parse(cellbridge::sync::DEFAULT_KEY_PATTERN).unwrap(),
+            key_pattern: KeyPattern::parse(cellbridge::jobs::sync::DEFAULT_KEY_PATTERN).unwrap(),
             flux_git_url: None,
             flux_git_branch: None,
         };
-        let service = cellbridge::sync::service_for(config, &conf);
+        let service = cellbridge::jobs::sync::service_for(config, &conf);
         Bed {
             id: id.into(),
             gh,

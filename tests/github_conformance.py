@@ -13,7 +13,7 @@ the documented operation it matched, the caller's User-Agent and what broke GitH
   - fails on any violation, from any caller, that a test did not plant on purpose and clear
     (`DELETE /_fake/conformance` writes a `{"cleared": true}` line);
   - fails when an operation the product's code can call (the `operations!` table of
-    shared/src/github/operations.rs, and its `graphql_operations!` for GraphQL: ids
+    shared/src/adapters/github/operations.rs, and its `graphql_operations!` for GraphQL: ids
     `graphql/<operation name>`) was never exercised against the github.com fake, or when the
     product called an operation those tables do not list. A GraphQL document or its variables
     that GitHub's published schema (@octokit/graphql-schema) refuses is a violation like any
@@ -91,7 +91,7 @@ def main(argv):
                     mine.clear()
                     continue
                 requests += 1
-                # The product names itself (shared/src/github/transport.rs, USER_AGENT); the tests'
+                # The product names itself (shared/src/adapters/github/transport/client.rs, USER_AGENT); the tests'
                 # own client is `cellbridge-tests`. A product request under any other name counts
                 # as the tests', and the operations it exercised are then reported unexercised.
                 who = product if rec.get("user_agent", "").startswith(PRODUCT_AGENT) else tests
@@ -122,7 +122,7 @@ def main(argv):
     described, wrong = undocumented(ops, openapi_dir)
     if wrong:
         failed = True
-        print("FAILED: shared/src/github/operations.rs declares operations GitHub does not describe so:\n  " + "\n  ".join(wrong))
+        print("FAILED: shared/src/adapters/github/operations.rs declares operations GitHub does not describe so:\n  " + "\n  ".join(wrong))
     else:
         print(f"github conformance: the {len(ops)} declared REST operations are in {' and '.join(described)}; "
               f"{len(gql)} GraphQL operations ({', '.join(sorted(gql))}), each document checked against "
@@ -141,7 +141,7 @@ def main(argv):
     undeclared = sorted({o for c in product.values() for o in c} - set(ops) - set(gql))
     if undeclared:
         failed = True
-        print("FAILED: the product called operations shared/src/github/operations.rs does not declare: " + ", ".join(undeclared))
+        print("FAILED: the product called operations shared/src/adapters/github/operations.rs does not declare: " + ", ".join(undeclared))
     if not failed:
         ghes = set(product.get("ghes", {}))
         every = set(ops) | set(gql)

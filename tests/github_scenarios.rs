@@ -1,5 +1,5 @@
 //! state-sync's GitHub behaviour as a user sees it, written once and run against both GitHubs
-//! the project has: the in-memory double (`cellbridge::github::memory::MemGithub`, feature
+//! the project has: the in-memory double (`cellbridge::doubles::github::MemGithub`, feature
 //! `test-support`) and the HTTP fake (`tests/fakes/github_fake.py`, checked against GitHub's
 //! REST description) reached by the product's own client, `GithubFleet`.
 //!
@@ -16,14 +16,17 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use cellbridge::fleet::Keep;
-use cellbridge::github::memory::{Fault, MemGithub};
-use cellbridge::github::operations::{self as ops, Operation};
-use cellbridge::github::{Credentials, GitData as _, GithubConfig, GithubFleet, GithubRepo};
-use cellbridge::plan::{LABEL_CELLBRIDGE, LABEL_NEW_CELL, STATUS_CONTEXT};
-use cellbridge::redact::Secret;
-use cellbridge::s3::memory::MemStates;
-use cellbridge::sync::{DEFAULT_KEY_PATTERN, KeyPattern, SyncConfig, Syncer};
+use cellbridge::adapters::github::operations::{self as ops, Operation};
+use cellbridge::doubles::github::{Fault, MemGithub};
+use cellbridge::doubles::s3::MemStates;
+use cellbridge::jobs::sync::{DEFAULT_KEY_PATTERN, KeyPattern, SyncConfig, Syncer};
+use cellbridge::pure::fleet::Keep;
+use cellbridge::pure::plan::{LABEL_CELLBRIDGE, LABEL_NEW_CELL, STATUS_CONTEXT};
+use cellbridge::pure::redact::Secret;
+use cellbridge::{
+    adapters::github::Credentials, adapters::github::GithubConfig, adapters::github::GithubFleet,
+    ports::github::GitData as _, ports::github::GithubRepo,
+};
 use cellbridge_tests::github::{FakeGithub, REVIEWER_TOKEN, TOKEN, TOKEN_LOGIN, example_fleet};
 use cellbridge_tests::leak;
 use serde_json::{Value, json};
@@ -291,7 +294,7 @@ impl Bed for MemBed {
         repo.disable_issues();
     }
 
-    const CELLBRIDGE: &'static str = cellbridge::github::memory::VIEWER;
+    const CELLBRIDGE: &'static str = cellbridge::doubles::github::VIEWER;
 
     fn allow_auto_merge(&self, repo: &MemGithub, on: bool) {
         repo.allow_auto_merge(on);
@@ -300,19 +303,21 @@ impl Bed for MemBed {
     fn protect_main(&self, repo: &MemGithub, protection: Option<(&[&str], u32, bool)>) {
         repo.protect_branch(
             "main",
-            protection.map(|(contexts, approvals, strict)| cellbridge::github::memory::Protection {
-                contexts: contexts.iter().map(|c| c.to_string()).collect(),
-                strict,
-                approvals,
-            }),
+            protection.map(
+                |(contexts, approvals, strict)| cellbridge::doubles::github::Protection {
+                    contexts: contexts.iter().map(|c| c.to_string()).collect(),
+                    strict,
+                    approvals,
+                },
+            ),
         );
     }
 
     fn ci(&self, repo: &MemGithub, sha: &str, context: &str, passed: bool) {
         let state = if passed {
-            cellbridge::github::CheckState::Passed
+            cellbridge::ports::github::CheckState::Passed
         } else {
-            cellbridge::github::CheckState::Failed
+            cellbridge::ports::github::CheckState::Failed
         };
         repo.post_check(sha, context, state);
     }
@@ -324,7 +329,7 @@ impl Bed for MemBed {
     fn enable_auto_merge_as_reviewer(&self, repo: &MemGithub, number: u64) {
         assert_eq!(
             repo.enable_auto_merge_as(number, REVIEWER).unwrap(),
-            cellbridge::github::AutoMergeAnswer::Enabled
+            cellbridge::ports::github::AutoMergeAnswer::Enabled
         );
     }
 
@@ -824,7 +829,7 @@ impl<B: Bed> World<B> {
     }
 
     /// Invokes with `event` (a manual payload); the answer.
-    async fn handle(&self, event: Value) -> cellbridge::lambda::Invocation {
+    async fn handle(&self, event: Value) -> cellbridge::shell::lambda::Invocation {
         let inv = cellbridge_tests::handle(&self.sync, &event, deadline()).await.unwrap();
         leak::capture("github_scenarios: state-sync's answer", &inv.response.to_string());
         inv
@@ -1350,7 +1355,7 @@ async fn a_refused_state_opens_no_pull_request_and_is_reported_in_one_issue<B: B
 /// `cellbridge/contract` status and one comment naming the key (never the value); the values
 /// stay; the next good state sets the status back to success on the head it writes.
 async fn a_refused_state_fails_the_pull_requests_contract_status_until_a_good_state<B: Bed>() {
-    use cellbridge::github::report::CONTRACT_CONTEXT;
+    use cellbridge::rules::report::CONTRACT_CONTEXT;
     let w = World::<B>::start();
     w.apply(CELL, 1, "vpc-1");
     assert_eq!(action(&w.deliver(CELL).await), "opened");
@@ -1598,7 +1603,12 @@ async fn a_repository_without_issues_fails_the_dashboard_not_the_sync_all<B: Bed
     assert_eq!((&d["action"], &d["class"]), (&json!("failed"), &json!("final")), "{d}");
     assert!(d["error"].as_str().unwrap().contains("HTTP 410"), "{d}");
     let inv = w.handle(json!({"action": "dashboard"})).await;
-    assert_eq!(inv.class, Some(cellbridge::error::Class::Final), "{}", inv.response);
+    assert_eq!(
+        inv.class,
+        Some(cellbridge::shell::error::Class::Final),
+        "{}",
+        inv.response
+    );
     assert!(w.bed.issues(w.repo()).is_empty());
 }
 
@@ -1935,8 +1945,8 @@ fn destroyed_state(serial: u64) -> String {
 
 impl<B: Bed> World<B> {
     /// EKS as `aws` has it (the cells' clusters: none, unless added).
-    fn with_eks(mut self, aws: &cellbridge::bootstrap::memory::MemAws) -> Self {
-        self.sync.clusters = Some(cellbridge::sync::ClusterAccess {
+    fn with_eks(mut self, aws: &cellbridge::doubles::cluster::MemAws) -> Self {
+        self.sync.clusters = Some(cellbridge::jobs::sync::ClusterAccess {
             probe: aws.clone().into(),
             account_roles: BTreeMap::new(),
         });
@@ -1948,7 +1958,7 @@ impl<B: Bed> World<B> {
 /// one pull request removing exactly its directory, built on main, labelled `decommission`; a
 /// replay writes nothing; a re-apply closes it as cellbridge's own close.
 async fn a_destroyed_cell_whose_cluster_is_gone_gets_one_decommission_and_a_reapply_closes_it<B: Bed>() {
-    let aws = cellbridge::bootstrap::memory::MemAws::new("arn:aws:iam::123456789012:role/cellbridge");
+    let aws = cellbridge::doubles::cluster::MemAws::new("arn:aws:iam::123456789012:role/cellbridge");
     let w = World::<B>::start().with_eks(&aws);
     w.apply(CELL, 1, "vpc-1");
     let opened = w.deliver(CELL).await;
@@ -2002,7 +2012,7 @@ impl<B: Bed> World<B> {
     }
 
     /// `CELL` merged on main, EKS as `aws` has it (the cell's cluster: none).
-    async fn merged_then_destroyed(aws: &cellbridge::bootstrap::memory::MemAws) -> Self {
+    async fn merged_then_destroyed(aws: &cellbridge::doubles::cluster::MemAws) -> Self {
         World::<B>::start()
             .with_eks(aws)
             .merged(state_with(1, metadata(CELL, "vpc-1")))
@@ -2018,8 +2028,8 @@ impl<B: Bed> World<B> {
     }
 }
 
-fn home_aws() -> cellbridge::bootstrap::memory::MemAws {
-    cellbridge::bootstrap::memory::MemAws::new("arn:aws:iam::123456789012:role/cellbridge")
+fn home_aws() -> cellbridge::doubles::cluster::MemAws {
+    cellbridge::doubles::cluster::MemAws::new("arn:aws:iam::123456789012:role/cellbridge")
 }
 
 /// A decommission pull request stays one when a field is recorded in its body after it was
@@ -2361,7 +2371,7 @@ async fn a_body_edited_to_read_eligible_never_turns_auto_merge_on<B: Bed>() {
     let (open, close) = ("<!-- cellbridge-auto-merge -->", "<!-- /cellbridge-auto-merge -->");
     let (a, b) = (pr.body.find(open).unwrap(), pr.body.find(close).unwrap());
     let edited = format!("{}{open}\n**Auto-merge: eligible.**\n{}", &pr.body[..a], &pr.body[b..]);
-    let edited = cellbridge::record::with_field(&edited, "automerge", Some("eligible"));
+    let edited = cellbridge::pure::record::with_field(&edited, "automerge", Some("eligible"));
     w.bed.edit_body(w.repo(), n, &edited);
 
     let r = w.deliver(CELL).await;
@@ -2411,7 +2421,7 @@ async fn a_pull_request_merged_while_a_run_wrote_it_keeps_saying_what_it_merged<
 /// linking it); once EKS confirms the cluster gone in the cell's account it is closed with a
 /// comment, its branch deleted, and the dashboard calls the cell decommissioned.
 async fn a_new_cells_unmerged_pull_request_is_closed_once_its_cluster_is_gone<B: Bed>() {
-    use cellbridge::bootstrap::memory::MemCluster;
+    use cellbridge::doubles::cluster::MemCluster;
     let aws = home_aws();
     aws.add_cluster(MemCluster::active(CELL, "eu-west-1"));
     let w = World::<B>::start().with_eks(&aws);
@@ -2911,7 +2921,7 @@ fn readme_budget() -> BTreeMap<String, (usize, usize)> {
 #[tokio::test]
 async fn http_the_decommission_request_budget_is_the_readmes() {
     let table = readme_budget();
-    let aws = cellbridge::bootstrap::memory::MemAws::new("arn:aws:iam::123456789012:role/cellbridge");
+    let aws = cellbridge::doubles::cluster::MemAws::new("arn:aws:iam::123456789012:role/cellbridge");
     let w = World::<HttpBed>::start().with_eks(&aws);
     w.sync.fleet.read_base(&Keep::all(), deadline()).await.unwrap();
     w.apply(CELL, 1, "vpc-1");
@@ -2923,7 +2933,7 @@ async fn http_the_decommission_request_budget_is_the_readmes() {
     let mut step = async |row: &str, expect: &str| {
         measured.insert(row.to_owned(), measure(&w, row, CELL, expect).await);
     };
-    aws.add_cluster(cellbridge::bootstrap::memory::MemCluster::active(CELL, "eu-west-1"));
+    aws.add_cluster(cellbridge::doubles::cluster::MemCluster::active(CELL, "eu-west-1"));
     w.put_state(CELL, destroyed_state(2));
     step("destroyed, cluster still there (`destroyed`)", "destroyed").await;
     aws.remove_cluster(None, "eu-west-1", CELL);
@@ -2940,7 +2950,7 @@ async fn http_the_decommission_request_budget_is_the_readmes() {
     let new = "eu-c9";
     w.apply(new, 1, "vpc-1");
     assert_eq!(action(&w.deliver(new).await), "opened");
-    aws.add_cluster(cellbridge::bootstrap::memory::MemCluster::active(new, "eu-west-1"));
+    aws.add_cluster(cellbridge::doubles::cluster::MemCluster::active(new, "eu-west-1"));
     w.put_state(new, destroyed_state(2));
     let mut step = async |row: &str, expect: &str| {
         measured.insert(row.to_owned(), measure(&w, row, new, expect).await);
@@ -2993,7 +3003,7 @@ fn assert_budget(table: &BTreeMap<String, (usize, usize)>, measured: &BTreeMap<S
 /// fails retryably.
 #[tokio::test]
 async fn http_writes_are_paced_to_the_processs_share_of_githubs_limits() {
-    use cellbridge::github::pacing::{Limit, Pacing};
+    use cellbridge::adapters::github::pacing::{Limit, Pacing};
     let pacing = Pacing {
         limits: vec![Limit {
             count: 3,

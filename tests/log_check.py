@@ -44,7 +44,7 @@ SPAN_NAME = re.compile(r"[A-Za-z_][\w.-]*")
 TARGET = re.compile(r"([A-Za-z_]\w*(?:::\w+)*): ")
 # A field of the text format: `key=value`, the value quoted (Debug of a str) or up to a space.
 SUBJECT = re.compile(r'(?:^|\s)(cell|cluster|scope)=("(?:[^"\\]|\\.)*"|\S*)')
-# What a line concerning no one cell or cluster says it concerns (shared/src/lambda/mod.rs, `About`).
+# What a line concerning no one cell or cluster says it concerns (shared/src/shell/lambda/mod.rs, `About`).
 SCOPES = ("fleet", "event")
 # A block a test wrote with a Debug rendering of its own (tests/support/leak.rs, TEST_DEBUG): for
 # the leak check only, since no operator is shown it.

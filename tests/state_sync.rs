@@ -12,9 +12,9 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use cellbridge::github::{GithubConfig, GithubFleet};
-use cellbridge::s3::{S3States, StateSource};
-use cellbridge::sync::{KeyPattern, SyncConfig, Syncer};
+use cellbridge::adapters::github::{GithubConfig, GithubFleet};
+use cellbridge::jobs::sync::{KeyPattern, SyncConfig, Syncer};
+use cellbridge::{adapters::s3::S3States, ports::state::StateSource};
 use cellbridge_tests::github::{FakeGithub, TOKEN};
 use cellbridge_tests::{leak, moto, process};
 use serde_json::{Value, json};
@@ -145,11 +145,11 @@ impl Bed {
             // No base branch: the adapter asks GitHub for the default branch, once per process.
             github: GithubConfig::checked("acme".into(), "fleet".into(), None, secret_name, gh.url()).unwrap(),
             state_bucket: bucket.clone(),
-            key_pattern: KeyPattern::parse(cellbridge::sync::DEFAULT_KEY_PATTERN).unwrap(),
+            key_pattern: KeyPattern::parse(cellbridge::jobs::sync::DEFAULT_KEY_PATTERN).unwrap(),
             flux_git_url: None,
             flux_git_branch: None,
         };
-        let service = cellbridge::sync::service_for(config, &conf);
+        let service = cellbridge::jobs::sync::service_for(config, &conf);
         let terraform = terraform_available();
         if !terraform {
             println!(
@@ -686,7 +686,7 @@ async fn invoke_from_file_uses_the_environment() {
     unsafe {
         std::env::remove_var("CELLBRIDGE_FLEET_REPO");
     }
-    let err = cellbridge::sync::invoke_from_file(&event)
+    let err = cellbridge::jobs::sync::invoke_from_file(&event)
         .await
         .unwrap_err()
         .to_string();
@@ -700,7 +700,7 @@ async fn invoke_from_file_uses_the_environment() {
         std::env::set_var("GITHUB_API_URL", bed.gh.url());
         std::env::set_var("CELLBRIDGE_STATE_KEY_PATTERN", "cells/{cell}/terraform.tfstate");
     }
-    let inv = cellbridge::sync::invoke_from_file(&event).await.unwrap();
+    let inv = cellbridge::jobs::sync::invoke_from_file(&event).await.unwrap();
     assert!(!inv.failed(), "{}", inv.response);
     assert_eq!(only_cell(&inv.response)["action"], "opened", "{}", inv.response);
     assert_eq!(bed.pulls().len(), 1);
@@ -781,7 +781,7 @@ async fn key_added_without_schema_bump_fails_the_status() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn twenty_concurrent_invocations_make_one_pull_request() {
-    use cellbridge::github::pacing::{Limit, Pacing};
+    use cellbridge::adapters::github::pacing::{Limit, Pacing};
     let mut bed = Bed::new("race", false).await;
     // The race is what is tested here, not GitHub's write limits: twenty racing invocations send
     // more than the 80 content-creating requests a minute the default pacing keeps to, and one
@@ -1051,15 +1051,17 @@ async fn teams_fleet_new_cell_is_the_template_and_its_status_matches_a_checkout(
     // A checkout of the pull request's branch, symlinks and modes included.
     let checkout = tempfile::tempdir().unwrap();
     for (path, text) in files {
-        let f = cellbridge::fleet::FileWrite {
+        let f = cellbridge::pure::fleet::FileWrite {
             path: path.clone(),
-            mode: cellbridge::fleet::FileMode::from_git_mode(modes[path].as_str().unwrap_or("100644")).unwrap(),
+            mode: cellbridge::pure::fleet::FileMode::from_git_mode(modes[path].as_str().unwrap_or("100644")).unwrap(),
             content: text.as_str().unwrap().to_owned(),
         };
         f.write_at(&checkout.path().join(path)).unwrap();
     }
-    let fleet = cellbridge::fleet::LocalFleet::open(checkout.path()).unwrap();
-    let report = cellbridge::check::check_fleet(&fleet, Some(cell)).unwrap().remove(0);
+    let fleet = cellbridge::pure::fleet::LocalFleet::open(checkout.path()).unwrap();
+    let report = cellbridge::pure::check::check_fleet(&fleet, Some(cell))
+        .unwrap()
+        .remove(0);
     let pulls = bed.pulls();
     let pr = pulls.iter().find(|p| p["head"]["ref"] == branch.as_str()).unwrap();
     let st = &pr["statuses"][0];
@@ -1103,7 +1105,7 @@ async fn teams_fleet_new_cell_is_the_template_and_its_status_matches_a_checkout(
 /// cluster of that account is found through it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn state_sync_reaches_a_cells_account_narrowed_to_describe_cluster() {
-    use cellbridge::cells::{ClusterProbe, EksProbe, Presence};
+    use cellbridge::{adapters::probe::EksProbe, ports::probe::ClusterProbe, ports::probe::Presence};
     const ROLE: &str = "arn:aws:iam::333333333333:role/cellbridge-bootstrap";
     leak::init();
     let conf = moto::sdk_config().await;
@@ -1168,17 +1170,21 @@ async fn a_state_bucket_in_another_account_is_read_through_the_configured_role()
         "acme",
         "fleet",
         None,
-        &cellbridge::github::Credentials::Token(cellbridge::redact::Secret::new(TOKEN.to_owned())),
+        &cellbridge::adapters::github::Credentials::Token(cellbridge::pure::redact::Secret::new(TOKEN.to_owned())),
     )
     .unwrap();
     let config = SyncConfig {
         github: GithubConfig::checked("acme".into(), "fleet".into(), None, "unused".into(), gh.url()).unwrap(),
         state_bucket: bucket.into(),
-        key_pattern: KeyPattern::parse(cellbridge::sync::DEFAULT_KEY_PATTERN).unwrap(),
+        key_pattern: KeyPattern::parse(cellbridge::jobs::sync::DEFAULT_KEY_PATTERN).unwrap(),
         flux_git_url: None,
         flux_git_branch: None,
     };
-    let service = Syncer::new(config, cellbridge::sync::state_source(&conf, Some(ROLE)).await, fleet);
+    let service = Syncer::new(
+        config,
+        cellbridge::jobs::sync::state_source(&conf, Some(ROLE)).await,
+        fleet,
+    );
     let inv = cellbridge_tests::handle(
         &service,
         &json!({"action": "sync", "cell": cell}),
@@ -1210,7 +1216,7 @@ async fn a_state_bucket_in_another_account_is_read_through_the_configured_role()
     unsafe {
         std::env::set_var("CELLBRIDGE_STATE_ROLE_ARN", "arn:aws:iam::222222222222:user/someone");
     }
-    let err = cellbridge::sync::state_role_from_env().unwrap_err().to_string();
+    let err = cellbridge::jobs::sync::state_role_from_env().unwrap_err().to_string();
     assert!(err.starts_with("CELLBRIDGE_STATE_ROLE_ARN="), "{err}");
     #[allow(unsafe_code)]
     unsafe {
@@ -1274,8 +1280,9 @@ async fn sync_all_fans_out_through_the_queue_and_each_message_syncs_its_cell() {
     // The S3 notifications are not this test's subject.
     let _ = bed.receive().await;
     let conf = moto::sdk_config().await;
-    let fanning = cellbridge::sync::service_for(bed.service.config.clone(), &conf)
-        .with_queue(cellbridge::sync::fanout::SqsQueue::new(&conf, bed.queue_url.clone()));
+    let fanning = cellbridge::jobs::sync::service_for(bed.service.config.clone(), &conf).with_queue(
+        cellbridge::jobs::sync::fanout::SqsQueue::new(&conf, bed.queue_url.clone()),
+    );
     let ctx = cellbridge_tests::lambda_context(60);
     let resp = cellbridge_tests::lambda_handler(
         &fanning,

@@ -1,7 +1,7 @@
 //! One fleet repository, two views of it: the checkout the command line reads
 //! (`LocalFleet`) and the GitHub archive of the same commit the Lambda functions read
 //! (`read_archive` → `MemFleet`). Both must show what Flux's source artifact holds (no
-//! symlinks; see `cellbridge::fleet`), so `check` and `plan` say the same through either, and
+//! symlinks; see `cellbridge::pure::fleet`), so `check` and `plan` say the same through either, and
 //! a new cell copies the template's executable bit and symlinks.
 //!
 //! The archive is made by `git archive --format=tar.gz` of the commit, which is what GitHub
@@ -13,15 +13,18 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cellbridge::check;
-use cellbridge::configmap;
-use cellbridge::fleet::{FileMode, FleetError, FleetRead, Keep, LocalFleet, MemFleet};
-use cellbridge::github::memory::MemGithub;
-use cellbridge::github::proposal::{self, Proposal, Proposed};
-use cellbridge::github::{ArchiveError, GitData as _, Published, read_archive, read_archive_from};
-use cellbridge::metadata::CellMetadata;
-use cellbridge::plan::{self, FileChange, PlanOptions, StateRef};
-use cellbridge::template::{SyncSource, render_gotk_sync};
+use cellbridge::doubles::github::MemGithub;
+use cellbridge::pure::check;
+use cellbridge::pure::configmap;
+use cellbridge::pure::fleet::{FileMode, FleetError, FleetRead, Keep, LocalFleet, MemFleet};
+use cellbridge::pure::metadata::CellMetadata;
+use cellbridge::pure::plan::{self, FileChange, PlanOptions, StateRef};
+use cellbridge::pure::template::{SyncSource, render_gotk_sync};
+use cellbridge::rules::proposal::{self, Proposal, Proposed};
+use cellbridge::{
+    adapters::github::ArchiveError, adapters::github::read_archive, adapters::github::read_archive_from,
+    ports::github::GitData as _, ports::github::Published,
+};
 
 const CELL: &str = "prod-eu";
 
@@ -243,7 +246,7 @@ fn make_fleet(dir: &Path) -> String {
     .map(|(p, m, c)| (p.to_owned(), m, c))
     .collect();
     for (p, mode, content) in &files {
-        let f = cellbridge::fleet::FileWrite {
+        let f = cellbridge::pure::fleet::FileWrite {
             path: p.clone(),
             mode: *mode,
             content: content.to_string(),

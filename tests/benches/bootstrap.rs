@@ -12,9 +12,12 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cellbridge::bootstrap::{BootstrapOutcome, Bootstrapper, Request, Settings, Target, Tuning};
-use cellbridge::fleet::LocalFleet;
-use cellbridge::template::{SyncSource, render_gotk_sync};
+use cellbridge::pure::fleet::LocalFleet;
+use cellbridge::pure::template::{SyncSource, render_gotk_sync};
+use cellbridge::{
+    adapters::kube::Tuning, rules::bootstrap::Bootstrapper, rules::bootstrap::Request, rules::bootstrap::Target,
+    rules::bootstrap::config::Settings, rules::bootstrap::report::BootstrapOutcome,
+};
 use cellbridge_tests::kube::{KubeFake, ssh_keypair};
 use cellbridge_tests::{moto, process::repo_root};
 use serde_json::{Value, json};
@@ -70,7 +73,7 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
-    cellbridge::telemetry::install_crypto_provider();
+    cellbridge::shell::telemetry::install_crypto_provider();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let fleet_dir = repo_root().join("tests/fixtures/flux/fleet");
     let components = fleet_dir.join("clusters/_template/flux-system/gotk-components.yaml");

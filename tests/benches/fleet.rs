@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use cellbridge::github::GithubConfig;
-use cellbridge::sync::{KeyPattern, SyncConfig};
+use cellbridge::adapters::github::GithubConfig;
+use cellbridge::jobs::sync::{KeyPattern, SyncConfig};
 use cellbridge_tests::fleetgen;
 use cellbridge_tests::github::{FakeGithub, TOKEN};
 use cellbridge_tests::moto;
@@ -99,7 +99,7 @@ fn config(gh_url: &str, repo: &str, bucket: &str) -> SyncConfig {
         )
         .unwrap(),
         state_bucket: bucket.into(),
-        key_pattern: KeyPattern::parse(cellbridge::sync::DEFAULT_KEY_PATTERN).unwrap(),
+        key_pattern: KeyPattern::parse(cellbridge::jobs::sync::DEFAULT_KEY_PATTERN).unwrap(),
         flux_git_url: None,
         flux_git_branch: None,
     }
@@ -123,7 +123,7 @@ fn epoch_ms() -> u64 {
 /// mode `event`, `"event"` (and `"queue_url"` for a sync-all that fans out); for mode `consume`,
 /// `"queue_url"`, `"arn"`, `"end_ms"`.
 fn child(spec: Value) {
-    cellbridge::telemetry::install_crypto_provider();
+    cellbridge::shell::telemetry::install_crypto_provider();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -131,7 +131,7 @@ fn child(spec: Value) {
     let s = |k: &str| spec[k].as_str().unwrap_or_default().to_owned();
     let result = rt.block_on(async {
         let conf = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
-        let mut service = cellbridge::sync::service_for(config(&s("gh"), &s("repo"), &s("bucket")), &conf);
+        let mut service = cellbridge::jobs::sync::service_for(config(&s("gh"), &s("repo"), &s("bucket")), &conf);
         if spec["mode"] == "consume" {
             let sqs = aws_sdk_sqs::Client::new(&conf);
             consume(
@@ -146,7 +146,7 @@ fn child(spec: Value) {
         }
         if spec["queue_url"].is_string() {
             // What `service_with` does when CELLBRIDGE_SYNC_QUEUE_URL is set.
-            service = service.with_queue(cellbridge::sync::fanout::SqsQueue::new(&conf, s("queue_url")));
+            service = service.with_queue(cellbridge::jobs::sync::fanout::SqsQueue::new(&conf, s("queue_url")));
         }
         let t = Instant::now();
         let answer = cellbridge_tests::lambda_handler(
@@ -739,7 +739,7 @@ impl Tally {
 /// a batch, invoke the handler, delete the records its answer does not return; the tally so far
 /// printed after each invocation.
 async fn consume(
-    service: &cellbridge::sync::SyncService,
+    service: &cellbridge::jobs::sync::SyncService,
     sqs: &aws_sdk_sqs::Client,
     url: &str,
     arn: &str,

@@ -8,8 +8,8 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use cellbridge::github::GithubConfig;
-use cellbridge::sync::{KeyPattern, SyncConfig};
+use cellbridge::adapters::github::GithubConfig;
+use cellbridge::jobs::sync::{KeyPattern, SyncConfig};
 use cellbridge_tests::fleetgen;
 use cellbridge_tests::github::{FakeGithub, TOKEN};
 use cellbridge_tests::moto;
@@ -70,11 +70,11 @@ async fn main() {
         )
         .unwrap(),
         state_bucket: bucket.into(),
-        key_pattern: KeyPattern::parse(cellbridge::sync::DEFAULT_KEY_PATTERN).unwrap(),
+        key_pattern: KeyPattern::parse(cellbridge::jobs::sync::DEFAULT_KEY_PATTERN).unwrap(),
         flux_git_url: None,
         flux_git_branch: None,
     };
-    let service = cellbridge::sync::service_for(config, &conf);
+    let service = cellbridge::jobs::sync::service_for(config, &conf);
     let mut out = report_out();
 
     writeln!(out, "== GitHub requests per sync and event-to-pull-request latency ==").unwrap();

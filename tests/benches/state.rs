@@ -15,8 +15,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() == 3 && args[1] == "--child-read-state" {
         // The measured side: exactly what state-sync does with a state, in a fresh process.
-        let s = cellbridge::tfstate::read_state_file(Path::new(&args[2])).expect("state reads");
-        let m = cellbridge::metadata::from_state(&s).expect("contract holds");
+        let s = cellbridge::pure::tfstate::read_state_file(Path::new(&args[2])).expect("state reads");
+        let m = cellbridge::pure::metadata::from_state(&s).expect("contract holds");
         println!("{} keys, serial {}", m.data.len(), s.serial);
         return;
     }

@@ -112,7 +112,7 @@ where
         .with_ansi(false)
         .with_writer(|| Writer)
         .with_filter(filter)
-        .with_filter(cellbridge::telemetry::credential_safe())
+        .with_filter(cellbridge::shell::telemetry::credential_safe())
 }
 
 /// Installs the process-wide subscriber that writes every event to the capture file. Call it

@@ -23,24 +23,24 @@ pub fn lambda_context(secs: u64) -> lambda_runtime::Context {
 
 /// One invocation through the functions' one handler, as `cellbridge invoke` runs it: not
 /// paused, no metric record, no postponement.
-pub async fn handle<J: cellbridge::lambda::Job>(
+pub async fn handle<J: cellbridge::shell::lambda::Job>(
     job: &J,
     event: &serde_json::Value,
     deadline: std::time::Instant,
-) -> Result<cellbridge::lambda::Invocation, J::Error> {
-    cellbridge::lambda::handler(job, event, deadline, &cellbridge::lambda::Shell::quiet()).await
+) -> Result<cellbridge::shell::lambda::Invocation, J::Error> {
+    cellbridge::shell::lambda::handler(job, event, deadline, &cellbridge::shell::lambda::Shell::quiet()).await
 }
 
 /// What Lambda gets for one invocation, composed as the functions' mains compose it: the
 /// environment's shell, the one handler, Lambda's answer.
-pub async fn lambda_handler<J: cellbridge::lambda::Job>(
+pub async fn lambda_handler<J: cellbridge::shell::lambda::Job>(
     job: &J,
     event: lambda_runtime::LambdaEvent<serde_json::Value>,
 ) -> Result<serde_json::Value, lambda_runtime::Diagnostic> {
-    let deadline = cellbridge::lambda::deadline_from_epoch_ms(event.context.deadline);
-    let shell = cellbridge::lambda::Shell::lambda(J::NAME, &cellbridge::metrics::Stdout);
-    cellbridge::lambda::respond(
+    let deadline = cellbridge::shell::lambda::deadline_from_epoch_ms(event.context.deadline);
+    let shell = cellbridge::shell::lambda::Shell::lambda(J::NAME, &cellbridge::shell::metrics::Stdout);
+    cellbridge::shell::lambda::respond(
         J::NAME,
-        cellbridge::lambda::handler(job, &event.payload, deadline, &shell).await,
+        cellbridge::shell::lambda::handler(job, &event.payload, deadline, &shell).await,
     )
 }

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use cellbridge::fleet::FileWrite;
+use cellbridge::pure::fleet::FileWrite;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
@@ -138,7 +138,7 @@ fn tempfile_dir(root: &Path) -> Result<std::path::PathBuf, GitError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cellbridge::fleet::FileMode;
+    use cellbridge::pure::fleet::FileMode;
 
     #[test]
     fn commits_keep_each_files_mode() {

@@ -3,10 +3,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use cellbridge::fleet::{FileWrite, FleetError, FleetRead, LocalFleet};
-use cellbridge::plan::{self, Outcome, Plan, PlanOptions, StateRef};
-use cellbridge::template::{self, FluxGit};
-use cellbridge::{check, metadata, tfstate};
+use cellbridge::pure::fleet::{FileWrite, FleetError, FleetRead, LocalFleet};
+use cellbridge::pure::plan::{self, Outcome, Plan, PlanOptions, StateRef};
+use cellbridge::pure::template::{self, FluxGit};
+use cellbridge::pure::{check, metadata, tfstate};
 
 use crate::git;
 
@@ -47,7 +47,7 @@ pub enum CliError {
         source: metadata::ContractError,
     },
     #[error(transparent)]
-    Fleet(#[from] cellbridge::fleet::FleetError),
+    Fleet(#[from] cellbridge::pure::fleet::FleetError),
     #[error(transparent)]
     Plan(#[from] plan::PlanError),
     #[error(transparent)]
@@ -61,7 +61,7 @@ pub enum CliError {
     #[error("{file}: cell_metadata.cell_name is `{state}` but --cell says `{given}`")]
     OtherCell { file: String, state: String, given: String },
     #[error(transparent)]
-    Decommission(#[from] cellbridge::decommission::DecommissionError),
+    Decommission(#[from] cellbridge::pure::decommission::DecommissionError),
     #[error("{path}: {source}")]
     Write {
         path: String,
@@ -107,7 +107,7 @@ pub fn plan(args: &StateArgs, json: bool, apply: bool) -> Result<ExitCode, CliEr
         sync_source: FluxGit {
             url: args.flux_git_url.clone(),
             branch: args.flux_branch.clone(),
-            base_branch: cellbridge::bootstrap::config::checkout_base_branch(&args.fleet),
+            base_branch: cellbridge::rules::bootstrap::config::checkout_base_branch(&args.fleet),
         },
     };
     let source = StateRef {
@@ -155,13 +155,13 @@ fn decommission(args: &StateArgs, state: &tfstate::StateOutputs, json: bool) -> 
         key: file,
         version_id: None,
     };
-    let d = cellbridge::decommission::plan(
+    let d = cellbridge::pure::decommission::plan(
         &cell,
         state.serial,
         &state.lineage,
         source,
         &fleet,
-        &cellbridge::decommission::ClusterCheck::NotAsked,
+        &cellbridge::pure::decommission::ClusterCheck::NotAsked,
     )?;
     if json {
         let v = serde_json::json!({"cell": cell, "outcome": "decommission", "decommission": d});

@@ -80,8 +80,8 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
-    cellbridge::telemetry::init_cli(cli.output == Output::Json, cli.verbose);
-    cellbridge::telemetry::install_crypto_provider();
+    cellbridge::shell::telemetry::init_cli(cli.output == Output::Json, cli.verbose);
+    cellbridge::shell::telemetry::install_crypto_provider();
     let json = cli.output == Output::Json || matches!(&cli.command, Command::Status(a) if a.json());
     let result = match cli.command {
         Command::Plan(args) => local::plan(&args, json, false).map_err(|e| (e.to_string(), 2)),

@@ -4,9 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use cellbridge::bootstrap::{self, LocalOptions};
-use cellbridge::error::{Class, Classify};
-use cellbridge::fleet::LocalFleet;
+use cellbridge::jobs::bootstrap::local::LocalOptions;
+use cellbridge::pure::fleet::LocalFleet;
+use cellbridge::rules::bootstrap;
+use cellbridge::shell::error::{Class, Classify};
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Function {
@@ -17,11 +18,11 @@ pub enum Function {
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
     #[error(transparent)]
-    Sync(#[from] cellbridge::sync::SyncError),
+    Sync(#[from] cellbridge::jobs::sync::SyncError),
     #[error(transparent)]
     Bootstrap(#[from] bootstrap::BootstrapError),
     #[error(transparent)]
-    Fleet(#[from] cellbridge::fleet::FleetError),
+    Fleet(#[from] cellbridge::pure::fleet::FleetError),
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
 }
@@ -55,11 +56,11 @@ pub fn invoke(function: Function, event: &Path, fleet: Option<&Path>) -> Result<
     let rt = runtime()?;
     let (response, class) = match function {
         Function::StateSync => {
-            let inv = rt.block_on(cellbridge::sync::invoke_from_file(event))?;
+            let inv = rt.block_on(cellbridge::jobs::sync::invoke_from_file(event))?;
             (inv.response, inv.class)
         }
         Function::ClusterBootstrap => {
-            let inv = rt.block_on(bootstrap::handler::invoke_from_file(event, fleet))?;
+            let inv = rt.block_on(cellbridge::jobs::bootstrap::handler::invoke_from_file(event, fleet))?;
             (inv.response, inv.class)
         }
     };
@@ -108,7 +109,7 @@ pub fn bootstrap(args: &BootstrapArgs, json: bool) -> Result<ExitCode, RemoteErr
         dry_run: args.dry_run,
         force: args.force,
     };
-    let report = runtime()?.block_on(bootstrap::run_local(&fleet, &opts))?;
+    let report = runtime()?.block_on(cellbridge::jobs::bootstrap::local::run_local(&fleet, &opts))?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report).expect("json"));
     } else {

@@ -1,15 +1,15 @@
 //! `cellbridge status`: every cell of a local fleet checkout against a directory of states laid
 //! out as the state bucket is (the key pattern), each row made by the rule the fleet dashboard
-//! shares ([`cellbridge::status::state_row`]), with the whole plan and its strict check.
+//! shares ([`cellbridge::pure::status::state_row`]), with the whole plan and its strict check.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use cellbridge::plan::PlanOptions;
-use cellbridge::status::{self, CellStatus, Depth, FleetCells};
-use cellbridge::sync::{DEFAULT_KEY_PATTERN, KeyPattern};
-use cellbridge::template::FluxGit;
-use cellbridge::tfstate;
+use cellbridge::jobs::sync::{DEFAULT_KEY_PATTERN, KeyPattern};
+use cellbridge::pure::plan::PlanOptions;
+use cellbridge::pure::status::{self, CellStatus, Depth, FleetCells};
+use cellbridge::pure::template::FluxGit;
+use cellbridge::pure::tfstate;
 
 #[derive(clap::Args)]
 pub struct StatusArgs {
@@ -46,7 +46,7 @@ pub enum StatusError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Fleet(#[from] cellbridge::fleet::FleetError),
+    Fleet(#[from] cellbridge::pure::fleet::FleetError),
 }
 
 pub fn status(args: &StatusArgs, json: bool) -> Result<ExitCode, StatusError> {
@@ -60,7 +60,7 @@ pub fn status(args: &StatusArgs, json: bool) -> Result<ExitCode, StatusError> {
         sync_source: FluxGit {
             url: None,
             branch: None,
-            base_branch: cellbridge::bootstrap::config::checkout_base_branch(&args.fleet),
+            base_branch: cellbridge::rules::bootstrap::config::checkout_base_branch(&args.fleet),
         },
     };
 

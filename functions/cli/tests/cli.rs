@@ -540,9 +540,9 @@ fn recorded_fixtures_match_what_terraform_writes_today() {
         return;
     }
     for name in ["staging-us-east-1", "prod-eu-west-1", "sensitive", "nested"] {
-        let fresh = cellbridge::tfstate::read_state_file(&state(name)).unwrap();
+        let fresh = cellbridge::pure::tfstate::read_state_file(&state(name)).unwrap();
         let recorded =
-            cellbridge::tfstate::read_state_file(&root().join(format!("tests/fixtures/states/{name}.tfstate")))
+            cellbridge::pure::tfstate::read_state_file(&root().join(format!("tests/fixtures/states/{name}.tfstate")))
                 .unwrap();
         assert_eq!(
             fresh.outputs, recorded.outputs,

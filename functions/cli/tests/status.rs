@@ -445,8 +445,14 @@ fn a_non_dns_1123_cell_is_refused_and_a_symlinked_cell_fails_as_on_the_dashboard
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{out}{err}");
     let refused = text_row(&out, "Prod_EU", "cells/Prod_EU/terraform.tfstate");
-    assert_eq!(text_state(&out, "Prod_EU", "cells/Prod_EU/terraform.tfstate"), "refused");
-    assert!(refused.contains("the cell part \"Prod_EU\" of the key is not a DNS-1123 label"), "{out}");
+    assert_eq!(
+        text_state(&out, "Prod_EU", "cells/Prod_EU/terraform.tfstate"),
+        "refused"
+    );
+    assert!(
+        refused.contains("the cell part \"Prod_EU\" of the key is not a DNS-1123 label"),
+        "{out}"
+    );
     let linked = text_row(&out, "alias-eu-west-1", "cells/alias-eu-west-1/terraform.tfstate");
     assert_eq!(
         text_state(&out, "alias-eu-west-1", "cells/alias-eu-west-1/terraform.tfstate"),

@@ -1,9 +1,9 @@
 //! The cluster-bootstrap Lambda: the first Flux bootstrap of each new EKS cluster.
-//! Thin over `cellbridge::bootstrap::handler`; everything it does is testable without Lambda.
+//! Thin over `cellbridge::jobs::bootstrap::handler`; everything it does is testable without Lambda.
 
-use cellbridge::bootstrap::handler::{self, Config};
-use cellbridge::lambda::{self, Deferred, Shell};
-use cellbridge::metrics::Stdout;
+use cellbridge::jobs::bootstrap::handler::{self, Config};
+use cellbridge::shell::lambda::{self, Deferred, Shell};
+use cellbridge::shell::metrics::Stdout;
 use lambda_runtime::{LambdaEvent, service_fn};
 use serde_json::Value;
 use std::process::ExitCode;
@@ -13,10 +13,10 @@ const NAME: &str = "cluster-bootstrap";
 #[tokio::main]
 async fn main() -> ExitCode {
     // One crypto provider for rustls, chosen before any client exists (kube panics otherwise).
-    cellbridge::telemetry::install_crypto_provider();
-    cellbridge::telemetry::init_lambda();
+    cellbridge::shell::telemetry::install_crypto_provider();
+    cellbridge::shell::telemetry::init_lambda();
     // Init checks the configuration, so a bad variable fails the cold start with an error that
-    // names it; the clients are built by the first invocation (see `cellbridge::lambda`).
+    // names it; the clients are built by the first invocation (see `cellbridge::shell::lambda`).
     let config = match Config::from_env() {
         Ok(c) => c,
         Err(e) => {

@@ -1,9 +1,9 @@
 //! The state-sync Lambda: every Terraform state update becomes a reviewed pull request.
-//! Thin over `cellbridge::sync`; everything it does is testable without Lambda.
+//! Thin over `cellbridge::jobs::sync`; everything it does is testable without Lambda.
 
-use cellbridge::lambda::{self, Deferred, Shell};
-use cellbridge::metrics::Stdout;
-use cellbridge::sync::{self, SyncConfig};
+use cellbridge::jobs::sync::{self, SyncConfig};
+use cellbridge::shell::lambda::{self, Deferred, Shell};
+use cellbridge::shell::metrics::Stdout;
 use lambda_runtime::{LambdaEvent, service_fn};
 use serde_json::Value;
 use std::process::ExitCode;
@@ -12,10 +12,10 @@ const NAME: &str = "state-sync";
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    cellbridge::telemetry::install_crypto_provider();
-    cellbridge::telemetry::init_lambda();
+    cellbridge::shell::telemetry::install_crypto_provider();
+    cellbridge::shell::telemetry::init_lambda();
     // Init checks the configuration, so a bad variable fails the cold start with an error that
-    // names it; the clients are built by the first invocation (see `cellbridge::lambda`).
+    // names it; the clients are built by the first invocation (see `cellbridge::shell::lambda`).
     let config = match SyncConfig::from_env() {
         Ok(c) => c,
         Err(e) => {

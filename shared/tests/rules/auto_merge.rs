@@ -5,9 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use cellbridge::github::CheckState;
-use cellbridge::github::memory::{MemGithub, Protection, VIEWER};
-use cellbridge::github::operations as ops;
+use cellbridge::adapters::github::operations as ops;
+use cellbridge::doubles::github::{MemGithub, Protection, VIEWER};
+use cellbridge::ports::github::CheckState;
 use serde_json::{Value, json};
 
 use super::sync::{BUCKET, Bed, LINEAGE, apply, bed, branch, sync};
@@ -81,7 +81,7 @@ fn graphql_calls(gh: &MemGithub) -> Vec<&'static str> {
         .collect()
 }
 
-fn open_pull(gh: &MemGithub, cell: &str) -> cellbridge::github::memory::MemPull {
+fn open_pull(gh: &MemGithub, cell: &str) -> cellbridge::doubles::github::MemPull {
     gh.pulls()
         .into_iter()
         .rev()
@@ -327,7 +327,7 @@ async fn a_person_who_enabled_auto_merge_on_an_ineligible_pull_request_keeps_it(
     let n = open_pull(&bed.fleet, CELL).number;
     assert_eq!(
         bed.fleet.enable_auto_merge_as(n, "alice").unwrap(),
-        cellbridge::github::AutoMergeAnswer::Enabled
+        cellbridge::ports::github::AutoMergeAnswer::Enabled
     );
     // New values: a new head, checked again; alice's auto-merge stays.
     put_state(&bed, CELL, 3, "vpc-3", &[("queue_url", "q-1")], "2");

@@ -5,15 +5,17 @@
 
 use std::time::{Duration, Instant};
 
-use cellbridge::bootstrap::handler::BootstrapService;
-use cellbridge::bootstrap::memory::{MemAws, MemCluster, MemKube, MemSource};
-use cellbridge::bootstrap::{
-    BootstrapError, BootstrapOutcome, Bootstrapper, Phase, Report, Request, Settings, SourceStatus, Target, Tuning,
+use cellbridge::doubles::cluster::{MemAws, MemCluster, MemKube, MemSource};
+use cellbridge::doubles::secrets::MemSecrets;
+use cellbridge::jobs::bootstrap::handler::BootstrapService;
+use cellbridge::ports::github::GithubError;
+use cellbridge::pure::fleet::MemFleet;
+use cellbridge::shell::error::{Class, Classify};
+use cellbridge::{
+    adapters::kube::SourceStatus, adapters::kube::Tuning, rules::bootstrap::BootstrapError,
+    rules::bootstrap::Bootstrapper, rules::bootstrap::Phase, rules::bootstrap::Request, rules::bootstrap::Target,
+    rules::bootstrap::config::Settings, rules::bootstrap::report::BootstrapOutcome, rules::bootstrap::report::Report,
 };
-use cellbridge::error::{Class, Classify};
-use cellbridge::fleet::MemFleet;
-use cellbridge::github::GithubError;
-use cellbridge::secrets::memory::MemSecrets;
 use serde_json::{Value, json};
 
 const REGION: &str = "eu-west-1";
@@ -691,7 +693,7 @@ async fn a_cluster_eks_does_not_know_is_a_final_error_naming_it() {
 
 /// Every document of a sync object file, as applied.
 fn documents(text: &str) -> Vec<Value> {
-    cellbridge::bootstrap::plan::parse_objects(text, "gotk-sync.yaml")
+    cellbridge::rules::bootstrap::plan::parse_objects(text, "gotk-sync.yaml")
         .unwrap()
         .into_iter()
         .map(|(_, v)| v)
@@ -753,7 +755,7 @@ async fn the_templates_sync_objects_reach_the_cluster_unchanged_but_for_the_path
     assert_eq!(applied_object(&bed, "ConfigMap", "fleet-settings"), want[2]);
     assert_eq!(
         report.credentials,
-        Some(cellbridge::bootstrap::CredentialKind::GithubApp)
+        Some(cellbridge::rules::bootstrap::CredentialKind::GithubApp)
     );
 }
 
@@ -894,16 +896,16 @@ fn fleet_with_settings(settings: &str) -> MemFleet {
     f
 }
 
-fn paused_by_env() -> Option<cellbridge::pause::Pause> {
-    Some(cellbridge::pause::Pause {
-        by: cellbridge::pause::ENV,
+fn paused_by_env() -> Option<cellbridge::shell::pause::Pause> {
+    Some(cellbridge::shell::pause::Pause {
+        by: cellbridge::shell::pause::ENV,
         reason: Some("maintenance".into()),
     })
 }
 
 #[tokio::test]
 async fn paused_by_the_environment_no_cluster_is_touched_and_the_fleet_is_not_read() {
-    use cellbridge::metrics::{Captured, Metrics};
+    use cellbridge::shell::metrics::{Captured, Metrics};
     let svc = service(
         bed(),
         MemSource::failing(|| panic!("the fleet repo is not read when paused")),
@@ -950,7 +952,7 @@ async fn paused_by_the_environment_no_cluster_is_touched_and_the_fleet_is_not_re
 
 #[tokio::test]
 async fn the_fleet_repos_settings_pause_bootstrap_and_a_wrong_file_is_named() {
-    use cellbridge::metrics::{Captured, Metrics};
+    use cellbridge::shell::metrics::{Captured, Metrics};
     let captured = Captured::default();
     let metrics = Metrics::new("cluster-bootstrap", &captured);
     let svc = service(
@@ -997,7 +999,7 @@ async fn the_fleet_repos_settings_pause_bootstrap_and_a_wrong_file_is_named() {
 
 #[tokio::test]
 async fn every_cluster_outcome_is_one_metric_record_with_the_cell_as_a_property() {
-    use cellbridge::metrics::{Captured, Metrics};
+    use cellbridge::shell::metrics::{Captured, Metrics};
     let captured = Captured::default();
     let metrics = Metrics::new("cluster-bootstrap", &captured);
     let svc = service(bed(), MemSource::new(fleet(&[])).on_branch("main"));
@@ -1038,7 +1040,7 @@ async fn every_cluster_outcome_is_one_metric_record_with_the_cell_as_a_property(
 // Private and restricted endpoints. The function's network is what the module
 // declares (CELLBRIDGE_VPC_ID, CELLBRIDGE_REACHABLE_VPCS, CELLBRIDGE_EGRESS_CIDRS).
 
-use cellbridge::bootstrap::eks::{EndpointAccess, Network};
+use cellbridge::rules::bootstrap::eks::{EndpointAccess, Network};
 
 const CLUSTER_VPC: &str = "vpc-0cluster";
 const HUB_VPC: &str = "vpc-0hub";
@@ -1339,7 +1341,7 @@ async fn a_tagged_cells_merged_role_must_be_the_role_the_cluster_was_reached_wit
 
 #[tokio::test]
 async fn on_sqs_a_final_failure_is_dropped_and_counted_and_only_a_retryable_one_comes_back() {
-    use cellbridge::metrics::{Captured, Metrics};
+    use cellbridge::shell::metrics::{Captured, Metrics};
     let captured = Captured::default();
     let metrics = Metrics::new("cluster-bootstrap", &captured);
     let svc = service(bed(), MemSource::new(fleet(&[])).on_branch("main"));
@@ -1428,49 +1430,49 @@ async fn directly_invoked_a_final_failure_is_a_handled_answer_and_only_a_retryab
 
 /// [`MemKube`] whose every apply takes `delay`: an API server slower than the invocation.
 struct SlowKube(MemKube, Duration);
-struct SlowKubeApi(<MemKube as cellbridge::bootstrap::KubeConnect>::Api, Duration);
+struct SlowKubeApi(<MemKube as cellbridge::ports::cluster::KubeConnect>::Api, Duration);
 
-impl cellbridge::bootstrap::KubeConnect for SlowKube {
+impl cellbridge::ports::cluster::KubeConnect for SlowKube {
     type Api = SlowKubeApi;
     async fn connect(
         &self,
-        auth: cellbridge::bootstrap::ClusterAuth,
+        auth: cellbridge::adapters::kube::ClusterAuth,
         tuning: &Tuning,
         fresh_entry: bool,
-    ) -> Result<SlowKubeApi, cellbridge::bootstrap::apply::ApplyError> {
+    ) -> Result<SlowKubeApi, cellbridge::adapters::kube::ApplyError> {
         Ok(SlowKubeApi(self.0.connect(auth, tuning, fresh_entry).await?, self.1))
     }
 }
 
-impl cellbridge::bootstrap::KubeApi for SlowKubeApi {
+impl cellbridge::ports::cluster::KubeApi for SlowKubeApi {
     async fn exists(
         &mut self,
-        target: &cellbridge::bootstrap::KubeRef,
+        target: &cellbridge::rules::bootstrap::KubeRef,
         plural: &str,
-    ) -> Result<bool, cellbridge::bootstrap::apply::ApplyError> {
+    ) -> Result<bool, cellbridge::adapters::kube::ApplyError> {
         self.0.exists(target, plural).await
     }
     async fn apply(
         &mut self,
-        step: &cellbridge::bootstrap::plan::Step,
-    ) -> Result<cellbridge::bootstrap::Applied, cellbridge::bootstrap::apply::ApplyError> {
+        step: &cellbridge::rules::bootstrap::plan::Step,
+    ) -> Result<cellbridge::adapters::kube::Applied, cellbridge::adapters::kube::ApplyError> {
         tokio::time::sleep(self.1).await;
         self.0.apply(step).await
     }
-    async fn wait_established(&mut self, crds: &[String]) -> Result<(), cellbridge::bootstrap::apply::ApplyError> {
+    async fn wait_established(&mut self, crds: &[String]) -> Result<(), cellbridge::adapters::kube::ApplyError> {
         self.0.wait_established(crds).await
     }
     async fn wait_source_ready(
         &mut self,
-        target: &cellbridge::bootstrap::KubeRef,
-    ) -> Result<SourceStatus, cellbridge::bootstrap::apply::ApplyError> {
+        target: &cellbridge::rules::bootstrap::KubeRef,
+    ) -> Result<SourceStatus, cellbridge::adapters::kube::ApplyError> {
         self.0.wait_source_ready(target).await
     }
 }
 
 #[tokio::test]
 async fn an_install_slower_than_the_invocation_stops_before_the_deadline_and_gives_access_back() {
-    use cellbridge::bootstrap::RELEASE_RESERVE;
+    use cellbridge::rules::bootstrap::RELEASE_RESERVE;
     let secrets = || {
         let s = MemSecrets::new();
         s.put(GIT_SECRET, json!({"username": "git", "password": PASSWORD}).to_string());
@@ -1540,7 +1542,7 @@ fn with_an_expired_entry_elsewhere() -> BootstrapService<MemAws, MemKube, MemSec
 /// pull request is still open), and records the sweep's heartbeat; a young entry stays.
 #[tokio::test]
 async fn every_bootstrap_run_sweeps_expired_temporary_access_elsewhere() {
-    use cellbridge::metrics::{Captured, Metrics};
+    use cellbridge::shell::metrics::{Captured, Metrics};
     let svc = with_an_expired_entry_elsewhere();
     let captured = Captured::default();
     let metrics = Metrics::new("cluster-bootstrap", &captured);
@@ -1610,7 +1612,7 @@ async fn a_wrong_settings_file_fails_the_cluster_but_not_the_sweep_and_a_pause_s
 /// stays for the next real run or the schedule, and the answer has no sweep.
 #[tokio::test]
 async fn a_dry_run_never_sweeps() {
-    use cellbridge::metrics::{Captured, Metrics};
+    use cellbridge::shell::metrics::{Captured, Metrics};
     let svc = with_an_expired_entry_elsewhere();
     let captured = Captured::default();
     let metrics = Metrics::new("cluster-bootstrap", &captured);

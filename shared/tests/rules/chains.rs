@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use cellbridge::lambda::{self, CHAIN, Shell};
+use cellbridge::shell::lambda::{self, CHAIN, Shell};
 use serde_json::json;
 use tracing_subscriber::layer::{Context, SubscriberExt as _};
 use tracing_subscriber::registry::LookupSpan;
@@ -86,7 +86,7 @@ async fn sync_new_cell() -> serde_json::Value {
 /// answer.
 async fn bootstrap_new_cluster() -> serde_json::Value {
     use super::bootstrap::{CLUSTER, bed, created, fleet, service};
-    use cellbridge::bootstrap::memory::MemSource;
+    use cellbridge::doubles::cluster::MemSource;
     let svc = service(bed(), MemSource::new(fleet(&[])).on_branch("main"));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
     let inv = lambda::handler(&svc, &created(CLUSTER), deadline, &Shell::quiet())

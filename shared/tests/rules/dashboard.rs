@@ -2,11 +2,11 @@
 //! `cellbridge-dashboard`, rebuilt by every sync-all and by `{"action": "dashboard"}`, never by a
 //! single cell's sync, listing every cell that needs attention and never a value.
 
-use cellbridge::github::Pulls as _;
-use cellbridge::github::dashboard::LABEL_DASHBOARD;
-use cellbridge::github::memory::{Fault, MemIssue};
-use cellbridge::github::operations as ops;
-use cellbridge::metrics::{Captured, Metrics};
+use cellbridge::adapters::github::operations as ops;
+use cellbridge::doubles::github::{Fault, MemIssue};
+use cellbridge::ports::github::Pulls as _;
+use cellbridge::rules::dashboard::LABEL_DASHBOARD;
+use cellbridge::shell::metrics::{Captured, Metrics};
 use serde_json::{Value, json};
 
 use super::sync::{
@@ -372,7 +372,12 @@ async fn a_dashboard_failure_never_fails_the_sync_all_but_fails_its_own_payload(
     let inv = super::handle(&bed, &json!({"action": "dashboard"}), deadline())
         .await
         .unwrap();
-    assert_eq!(inv.class, Some(cellbridge::error::Class::Retryable), "{}", inv.response);
+    assert_eq!(
+        inv.class,
+        Some(cellbridge::shell::error::Class::Retryable),
+        "{}",
+        inv.response
+    );
     bed.fleet.fail(&ops::ISSUES_CREATE, 1, Fault::Transient);
     let inv = super::handle(
         &bed,
@@ -404,7 +409,12 @@ async fn a_dashboard_failure_never_fails_the_sync_all_but_fails_its_own_payload(
     let inv = super::handle(&bed, &json!({"action": "dashboard"}), deadline())
         .await
         .unwrap();
-    assert_eq!(inv.class, Some(cellbridge::error::Class::Final), "{}", inv.response);
+    assert_eq!(
+        inv.class,
+        Some(cellbridge::shell::error::Class::Final),
+        "{}",
+        inv.response
+    );
 }
 
 #[tokio::test]

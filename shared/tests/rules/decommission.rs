@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use cellbridge::bootstrap::memory::{MemAws, MemCluster};
-use cellbridge::sync::ClusterAccess;
+use cellbridge::doubles::cluster::{MemAws, MemCluster};
+use cellbridge::jobs::sync::ClusterAccess;
 use serde_json::{Value, json};
 
 use super::sync::{BUCKET, Bed, LINEAGE, apply, bed, branch, state, sync};
@@ -438,7 +438,7 @@ async fn an_eks_delete_cluster_syncs_the_cell_again_until_the_cluster_is_gone() 
 
 #[tokio::test]
 async fn each_decommission_outcome_is_one_metric_record_the_alarms_do_not_take_for_a_failure() {
-    use cellbridge::metrics::{Captured, Metrics};
+    use cellbridge::shell::metrics::{Captured, Metrics};
     let aws = MemAws::new(IDENTITY);
     aws.add_cluster(MemCluster::active(CELL, REGION));
     let bed = with_eks(&aws);

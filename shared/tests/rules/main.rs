@@ -14,9 +14,9 @@ mod sync;
 
 use std::time::Instant;
 
-use cellbridge::lambda::{self, Invocation, Job, Shell};
-use cellbridge::metrics::Metrics;
-use cellbridge::pause::Pause;
+use cellbridge::shell::lambda::{self, Invocation, Job, Shell};
+use cellbridge::shell::metrics::Metrics;
+use cellbridge::shell::pause::Pause;
 use serde_json::Value;
 
 /// One invocation through the functions' one handler, as `cellbridge invoke` runs it: not
@@ -42,6 +42,6 @@ async fn lambda_handler<J: Job>(
     event: lambda_runtime::LambdaEvent<Value>,
 ) -> Result<Value, lambda_runtime::Diagnostic> {
     let deadline = lambda::deadline_from_epoch_ms(event.context.deadline);
-    let shell = Shell::lambda(J::NAME, &cellbridge::metrics::Stdout);
+    let shell = Shell::lambda(J::NAME, &cellbridge::shell::metrics::Stdout);
     lambda::respond(J::NAME, lambda::handler(job, &event.payload, deadline, &shell).await)
 }

@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use cellbridge::bootstrap::memory::{MemAws, MemCluster};
-use cellbridge::bootstrap::sweep::{self, Swept};
-use cellbridge::fleet::MemFleet;
+use cellbridge::doubles::cluster::{MemAws, MemCluster};
+use cellbridge::jobs::bootstrap::sweep::{self, Swept};
+use cellbridge::pure::fleet::MemFleet;
 
 const REGION: &str = "eu-west-1";
 const HOME: &str = "111111111111";
@@ -213,12 +213,12 @@ async fn a_merged_role_disagreeing_with_the_account_map_is_refused_not_assumed()
 mod handler {
     use std::time::Instant;
 
-    use cellbridge::bootstrap::apply::Tuning;
-    use cellbridge::bootstrap::handler::BootstrapService;
-    use cellbridge::bootstrap::memory::{MemKube, MemSource};
-    use cellbridge::bootstrap::{Bootstrapper, Settings};
-    use cellbridge::metrics::{Captured, Metrics};
-    use cellbridge::secrets::memory::MemSecrets;
+    use cellbridge::adapters::kube::Tuning;
+    use cellbridge::doubles::cluster::{MemKube, MemSource};
+    use cellbridge::doubles::secrets::MemSecrets;
+    use cellbridge::jobs::bootstrap::handler::BootstrapService;
+    use cellbridge::shell::metrics::{Captured, Metrics};
+    use cellbridge::{rules::bootstrap::Bootstrapper, rules::bootstrap::config::Settings};
     use serde_json::json;
 
     use super::*;
@@ -275,8 +275,8 @@ mod handler {
 
 #[tokio::test]
 async fn a_run_deletes_an_expired_leftover_before_creating_a_fresh_entry() {
-    use cellbridge::bootstrap::access;
-    use cellbridge::bootstrap::ports::Accounts;
+    use cellbridge::ports::cluster::Accounts;
+    use cellbridge::rules::bootstrap::access;
 
     let aws = aws();
     aws.add_entry_in(HOME, REGION, "cluster-a", FUNCTION_ROLE, true, ago(7200));

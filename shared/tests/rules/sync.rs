@@ -6,12 +6,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cellbridge::fleet::Keep;
-use cellbridge::github::GithubConfig;
-use cellbridge::github::memory::{Fault, MemGithub};
-use cellbridge::github::operations as ops;
-use cellbridge::s3::memory::MemStates;
-use cellbridge::sync::{DEFAULT_KEY_PATTERN, KeyPattern, SyncConfig, Syncer};
+use cellbridge::adapters::github::GithubConfig;
+use cellbridge::adapters::github::operations as ops;
+use cellbridge::doubles::github::{Fault, MemGithub};
+use cellbridge::doubles::s3::MemStates;
+use cellbridge::jobs::sync::{DEFAULT_KEY_PATTERN, KeyPattern, SyncConfig, Syncer};
+use cellbridge::pure::fleet::Keep;
 use serde_json::{Value, json};
 
 pub(super) const BUCKET: &str = "tfstate";
@@ -502,24 +502,27 @@ async fn cellbridges_own_close_is_not_a_persons_and_a_merged_pull_request_is_nev
 
 #[tokio::test]
 async fn a_run_that_read_an_older_base_than_the_pull_request_writes_nothing() {
-    use cellbridge::github::GitData as _;
-    use cellbridge::github::proposal::{self, Proposal};
+    use cellbridge::ports::github::GitData as _;
+    use cellbridge::rules::proposal::{self, Proposal};
     let bed = bed();
     apply(&bed, "eu-c1", 1, "vpc-1");
     let old = bed.fleet.read_base(&Keep::all(), deadline()).await.unwrap();
-    let meta_state = cellbridge::tfstate::read_state(state("eu-c1", 1, "vpc-1").as_bytes(), "s").unwrap();
-    let meta = cellbridge::metadata::from_state(&meta_state).unwrap();
+    let meta_state = cellbridge::pure::tfstate::read_state(state("eu-c1", 1, "vpc-1").as_bytes(), "s").unwrap();
+    let meta = cellbridge::pure::metadata::from_state(&meta_state).unwrap();
     // main moves, and a newer run writes the pull request from it.
     bed.fleet
         .commit("main", &[("NOTES.md", "merged meanwhile\n")], "someone on main");
     sync(&bed, "eu-c1").await;
     // The older run's plan, against the base it read: GitHub is not touched.
-    let plan = cellbridge::plan::plan(&meta, Default::default(), &old.fleet, &Default::default()).unwrap();
+    let plan = cellbridge::pure::plan::plan(&meta, Default::default(), &old.fleet, &Default::default()).unwrap();
     bed.fleet.clear_calls();
     let err = proposal::converge(&bed.fleet, &old, Proposal::Values(&plan), deadline())
         .await
         .unwrap_err();
-    assert!(matches!(err, cellbridge::github::GithubError::Conflict { .. }), "{err}");
+    assert!(
+        matches!(err, cellbridge::ports::github::GithubError::Conflict { .. }),
+        "{err}"
+    );
     assert_eq!(bed.fleet.writes(), 0, "{:?}", bed.fleet.calls());
 }
 
@@ -651,8 +654,8 @@ fn schedule_state(world: World, serial: u64, vpc: Option<&str>) -> String {
 /// pushing to the cell's branch with no pull request, EKS deleting the cluster, and GitHub's
 /// auto-merge; every GitHub call of cellbridge yields a `seed`-drawn number of times, so the seed
 /// is the interleaving.
-async fn one_schedule(seed: u64) -> (Bed, Done, Vec<Value>, cellbridge::bootstrap::memory::MemAws, World) {
-    use cellbridge::bootstrap::memory::{MemAws, MemCluster};
+async fn one_schedule(seed: u64) -> (Bed, Done, Vec<Value>, cellbridge::doubles::cluster::MemAws, World) {
+    use cellbridge::doubles::cluster::{MemAws, MemCluster};
     let mut dice = Dice(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let world = World {
         other_account: dice.roll(4) == 0,
@@ -667,7 +670,7 @@ async fn one_schedule(seed: u64) -> (Bed, Done, Vec<Value>, cellbridge::bootstra
     } else {
         cluster
     });
-    let bed = bed().with_clusters(cellbridge::sync::ClusterAccess {
+    let bed = bed().with_clusters(cellbridge::jobs::sync::ClusterAccess {
         probe: aws.clone().into(),
         account_roles: Default::default(),
     });
@@ -682,8 +685,8 @@ async fn one_schedule(seed: u64) -> (Bed, Done, Vec<Value>, cellbridge::bootstra
     if world.strict {
         bed.fleet.protect_branch(
             "main",
-            Some(cellbridge::github::memory::Protection {
-                contexts: vec![cellbridge::plan::STATUS_CONTEXT.to_owned()],
+            Some(cellbridge::doubles::github::Protection {
+                contexts: vec![cellbridge::pure::plan::STATUS_CONTEXT.to_owned()],
                 strict: true,
                 approvals: 0,
             }),
@@ -1041,7 +1044,7 @@ fn check_schedules(seeds: impl Iterator<Item = u64>) -> std::collections::BTreeM
         for m in gh
             .merges()
             .iter()
-            .filter(|m| m.by == cellbridge::github::memory::VIEWER)
+            .filter(|m| m.by == cellbridge::doubles::github::VIEWER)
         {
             let (before, after) = (gh.files_at(&m.base_before), gh.files_at(&m.commit));
             let changed: Vec<&String> = before
@@ -1119,7 +1122,7 @@ async fn with_workspace_in_the_key_pattern_each_workspace_is_a_cell_of_its_own()
 
 #[tokio::test]
 async fn a_pull_request_of_the_previous_release_is_carried_on() {
-    use cellbridge::github::Pulls as _;
+    use cellbridge::ports::github::Pulls as _;
     let bed = bed();
     apply(&bed, "eu-c1", 1, "vpc-1");
     sync(&bed, "eu-c1").await;
@@ -1177,16 +1180,16 @@ async fn back_in_sync_a_pull_request_people_changed_stays_open_and_its_head_is_c
 
 // The pause switch and the outcome metrics.
 
-pub(super) fn paused_by_env() -> Option<cellbridge::pause::Pause> {
-    Some(cellbridge::pause::Pause {
-        by: cellbridge::pause::ENV,
+pub(super) fn paused_by_env() -> Option<cellbridge::shell::pause::Pause> {
+    Some(cellbridge::shell::pause::Pause {
+        by: cellbridge::shell::pause::ENV,
         reason: Some("maintenance".into()),
     })
 }
 
 #[tokio::test]
 async fn paused_by_the_environment_nothing_is_read_or_written_and_nothing_is_redelivered() {
-    use cellbridge::metrics::{Captured, Metrics};
+    use cellbridge::shell::metrics::{Captured, Metrics};
     let bed = bed();
     apply(&bed, "eu-c1", 1, "vpc-1");
     let captured = Captured::default();
@@ -1240,7 +1243,7 @@ async fn paused_by_the_environment_nothing_is_read_or_written_and_nothing_is_red
 
 #[tokio::test]
 async fn the_fleet_repos_settings_on_the_base_branch_pause_every_write() {
-    use cellbridge::metrics::{Captured, Metrics};
+    use cellbridge::shell::metrics::{Captured, Metrics};
     let bed = bed();
     bed.fleet.commit(
         "main",
@@ -1295,7 +1298,7 @@ async fn the_fleet_repos_settings_on_the_base_branch_pause_every_write() {
 
 #[tokio::test]
 async fn every_cell_result_is_one_metric_record_with_the_cell_as_a_property() {
-    use cellbridge::metrics::{Captured, Metrics};
+    use cellbridge::shell::metrics::{Captured, Metrics};
     let bed = bed();
     let captured = Captured::default();
     let metrics = Metrics::new("state-sync", &captured);
@@ -1351,8 +1354,8 @@ fn refused_state(bed: &Bed, cell: &str) {
 
 #[tokio::test]
 async fn on_sqs_only_a_retryable_failure_is_redelivered_and_a_final_or_unreadable_record_is_counted_and_dropped() {
-    use cellbridge::error::Class;
-    use cellbridge::metrics::{Captured, Metrics};
+    use cellbridge::shell::error::Class;
+    use cellbridge::shell::metrics::{Captured, Metrics};
     let bed = bed();
     refused_state(&bed, "eu-c1");
     apply(&bed, "eu-c2", 1, "vpc-1");
@@ -1443,7 +1446,7 @@ fn contract_statuses(bed: &Bed, commit: &str) -> Vec<(bool, String)> {
     bed.fleet
         .statuses(commit)
         .into_iter()
-        .filter(|s| s.context == cellbridge::github::report::CONTRACT_CONTEXT)
+        .filter(|s| s.context == cellbridge::rules::report::CONTRACT_CONTEXT)
         .map(|s| (s.success, s.description))
         .collect()
 }
@@ -1502,7 +1505,7 @@ async fn a_refused_state_fails_the_open_pull_requests_contract_status_and_commen
     let new_head = bed.fleet.head(&branch("eu-c1")).unwrap();
     assert_eq!(
         contract_statuses(&bed, &new_head),
-        [(true, cellbridge::github::pull_request::CONTRACT_KEPT.to_owned())]
+        [(true, cellbridge::rules::pull_request::CONTRACT_KEPT.to_owned())]
     );
     let pr = &bed.fleet.pulls()[0];
     assert_eq!(pr.comments.len(), 2, "a good state adds no comment");
@@ -1515,7 +1518,7 @@ async fn a_refused_state_fails_the_open_pull_requests_contract_status_and_commen
 
 #[tokio::test]
 async fn a_refused_cell_without_a_pull_request_gets_one_issue_updated_in_place_and_closed_by_the_next_good_state() {
-    use cellbridge::github::report::LABEL_REFUSED;
+    use cellbridge::rules::report::LABEL_REFUSED;
     let bed = bed();
     let (text, secret) = secret_state("eu-c1", 1);
     bed.states.put(BUCKET, "cells/eu-c1/terraform.tfstate", text);
@@ -1575,7 +1578,7 @@ async fn a_refused_cell_without_a_pull_request_gets_one_issue_updated_in_place_a
 
 #[tokio::test]
 async fn a_duplicate_refused_issue_left_by_a_race_is_closed() {
-    use cellbridge::github::Issues as _;
+    use cellbridge::ports::github::Issues as _;
     let bed = bed();
     bed.states
         .put(BUCKET, "cells/eu-c1/terraform.tfstate", secret_state("eu-c1", 1).0);
@@ -1934,8 +1937,8 @@ async fn a_new_cell_builds_its_tree_on_the_tree_github_gives_not_one_computed_fr
 
 // sync-all fans out.
 
-pub(super) fn queued_bed() -> (Bed, std::sync::Arc<cellbridge::sync::fanout::MemQueue>) {
-    use cellbridge::sync::fanout::MemQueue;
+pub(super) fn queued_bed() -> (Bed, std::sync::Arc<cellbridge::doubles::queue::MemQueue>) {
+    use cellbridge::doubles::queue::MemQueue;
     let q = std::sync::Arc::new(MemQueue::default());
     (bed().with_queue(q.clone()), q)
 }
@@ -2054,8 +2057,8 @@ async fn every_payload_survives_a_dead_letter_redrive() {
         .unwrap_err();
     assert!(err.to_string().contains("ThrottlingException"), "{err}");
     assert_eq!(
-        cellbridge::error::Classify::class(&err),
-        cellbridge::error::Class::Retryable
+        cellbridge::shell::error::Classify::class(&err),
+        cellbridge::shell::error::Class::Retryable
     );
     let inv = super::handle(
         &bed,
@@ -2105,7 +2108,12 @@ async fn a_manual_sync_of_a_cell_with_no_state_is_a_final_failure_naming_what_to
             && error.contains("check the cell name or CELLBRIDGE_STATE_KEY_PATTERN"),
         "{error}"
     );
-    assert_eq!(inv.class, Some(cellbridge::error::Class::Final), "{}", inv.response);
+    assert_eq!(
+        inv.class,
+        Some(cellbridge::shell::error::Class::Final),
+        "{}",
+        inv.response
+    );
     let inv = super::handle(
         &bed,
         &json!({"action": "sync", "bucket": BUCKET, "key": "elsewhere/eu-c1.tfstate"}),

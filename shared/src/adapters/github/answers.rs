@@ -1,0 +1,121 @@
+//! What GitHub's refusals mean for cellbridge: a lost race to redo, an answer about the pull
+//! request, or a failure. One reading, which the REST adapter (`api`) applies to GitHub's
+//! answers and the in-memory double (`memory`) to the answers it gives as GitHub does, so that
+//! the two cannot read the same answer two ways.
+
+use crate::ports::github::{AutoMergeAnswer, MergeAnswer};
+use crate::ports::github::{GithubError, Result};
+
+/// "Create a pull request" refused because another run or a person was there first: 422 for a
+/// pull request already open for the head, a head that is gone ("head" "invalid" in `errors`),
+/// or one already merged ("No commits between"). `None`: another answer.
+pub(crate) fn lost_opening(what: &str, status: u16, message: &str) -> Option<GithubError> {
+    let lost = status == 422
+        && (message.contains("already exists")
+            || message.contains("head invalid")
+            || message.contains("No commits between"));
+    lost.then(|| GithubError::Conflict {
+        what: what.to_owned(),
+        detail: message.to_owned(),
+    })
+}
+
+/// "Merge a branch" refused: 404, the branch vanished, or 422 or 403 naming a rule, the branch
+/// is protected: someone else's doing, redo, or a person must change the rule. `None`: another
+/// answer.
+pub(crate) fn merge_into_refused(what: &str, status: u16, message: &str) -> Option<GithubError> {
+    match status {
+        404 => Some(GithubError::Conflict {
+            what: what.to_owned(),
+            detail: message.to_owned(),
+        }),
+        422 | 403 if message.contains("rule") || message.contains("protected") => Some(GithubError::Refused {
+            what: what.to_owned(),
+            rule: message.to_owned(),
+        }),
+        _ => None,
+    }
+}
+
+/// "Merge a pull request" refused: 405, "Method Not Allowed if merge cannot be performed" (a
+/// protection not met, a conflict, a method the repository does not allow), is an answer; 409,
+/// "Conflict if sha was provided and pull request head did not match", a lost race. `None`:
+/// another answer.
+pub(crate) fn merge_refused(what: &str, status: u16, message: &str) -> Option<Result<MergeAnswer>> {
+    match status {
+        405 => Some(Ok(MergeAnswer::NotMergeable(message.to_owned()))),
+        409 => Some(Err(GithubError::Conflict {
+            what: what.to_owned(),
+            detail: message.to_owned(),
+        })),
+        _ => None,
+    }
+}
+
+/// One of `errors`: its `type` (GitHub's extension: `NOT_FOUND`, `FORBIDDEN`, `UNPROCESSABLE`,
+/// `RATE_LIMITED`...) and `message`.
+pub(crate) struct GraphqlError {
+    pub(crate) kind: String,
+    pub(crate) message: String,
+}
+
+impl GraphqlError {
+    pub(super) fn as_error(&self, what: &str) -> GithubError {
+        let status = match self.kind.as_str() {
+            "NOT_FOUND" => 404,
+            "FORBIDDEN" => 403,
+            _ => 422,
+        };
+        GithubError::from_status(what, status, self.message.clone(), None)
+    }
+}
+
+/// GitHub's refusal `e` of `enablePullRequestAutoMerge`: an answer about the pull request, a
+/// head that moved (a lost race), or, for a pull request GitHub cannot find, a failure.
+pub(crate) fn enable_answer(what: &str, e: &GraphqlError) -> Result<AutoMergeAnswer> {
+    Ok(match enable_refusal(&e.message) {
+        Refusal::MergeableNow => AutoMergeAnswer::MergeableNow(e.message.clone()),
+        Refusal::NotAllowed => AutoMergeAnswer::NotAllowed(e.message.clone()),
+        Refusal::HeadMoved => {
+            return Err(GithubError::Conflict {
+                what: what.to_owned(),
+                detail: e.message.clone(),
+            });
+        }
+        Refusal::Other if e.kind == "NOT_FOUND" => return Err(e.as_error(what)),
+        Refusal::Other => AutoMergeAnswer::Refused(e.message.clone()),
+    })
+}
+
+/// What an `enablePullRequestAutoMerge` refusal means, by GitHub's message (the API documents
+/// none of them; the messages are GitHub's as clients quote them, see the fakes).
+enum Refusal {
+    /// "Pull request is in clean status" (also "unstable" and "has_hooks"): nothing to wait for.
+    MergeableNow,
+    /// "Auto merge is not allowed for this repository".
+    NotAllowed,
+    /// The head is not `expectedHeadOid`.
+    HeadMoved,
+    Other,
+}
+
+fn enable_refusal(message: &str) -> Refusal {
+    let m = message.to_ascii_lowercase();
+    if [
+        "clean status",
+        "unstable status",
+        "has_hooks status",
+        "has hooks status",
+    ]
+    .iter()
+    .any(|s| m.contains(s))
+    {
+        Refusal::MergeableNow
+    } else if m.contains("auto merge is not allowed") || m.contains("auto-merge is not allowed") {
+        Refusal::NotAllowed
+    } else if m.contains("expected head") || m.contains("expectedheadoid") || m.contains("head oid") {
+        Refusal::HeadMoved
+    } else {
+        Refusal::Other
+    }
+}

@@ -1,0 +1,71 @@
+//! GraphQL over the transport: one operation, its retries and pacing, and GitHub's errors.
+
+use std::time::Instant;
+
+use http::Method;
+use serde_json::{Value, json};
+
+use crate::adapters::github::answers::GraphqlError;
+use crate::adapters::github::operations::GraphqlOperation;
+use crate::adapters::github::transport::Target;
+use crate::{adapters::github::GithubFleet, ports::github::GithubError, ports::github::Result};
+
+/// A GraphQL answer: GitHub answers 200 with `data` and, when something was refused, `errors`
+/// ("Forming calls with GraphQL"; a refused mutation leaves its field `null`).
+pub(super) struct Graphql {
+    pub(super) data: Value,
+    pub(super) errors: Vec<GraphqlError>,
+}
+
+impl GithubFleet {
+    /// One GraphQL operation with `variables`, through the transport (its retries, and its
+    /// pacing for a mutation). An HTTP refusal is an error; GraphQL's own refusals are in the
+    /// answer, except its rate limit, which is retryable.
+    pub(super) async fn graphql(
+        &self,
+        what: &str,
+        op: &GraphqlOperation,
+        variables: Value,
+        deadline: Instant,
+    ) -> Result<Graphql> {
+        let mut r = self
+            .send_to(
+                what,
+                Method::POST,
+                "/graphql",
+                Some(&json!({"query": op.document, "operationName": op.name, "variables": variables})),
+                None,
+                deadline,
+                Target::Graphql { mutation: op.mutation },
+            )
+            .await?;
+        r.permission = op.permission;
+        if !r.status.is_success() {
+            return Err(r.api_error(what));
+        }
+        let v = r.json(what)?;
+        let errors: Vec<GraphqlError> = v["errors"]
+            .as_array()
+            .map(|es| {
+                es.iter()
+                    .map(|e| GraphqlError {
+                        kind: e["type"].as_str().unwrap_or_default().to_owned(),
+                        message: e["message"].as_str().unwrap_or("GraphQL error").to_owned(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        // "If you exceed your primary rate limit ... the response ... errors ... RATE_LIMITED"
+        // ("Rate limits and query limits for the GraphQL API"): try later.
+        if let Some(e) = errors.iter().find(|e| e.kind == "RATE_LIMITED") {
+            return Err(GithubError::Transient {
+                what: what.to_owned(),
+                detail: e.message.clone(),
+            });
+        }
+        Ok(Graphql {
+            data: v["data"].clone(),
+            errors,
+        })
+    }
+}

@@ -1,0 +1,173 @@
+//! Pull requests: the newest of a branch, opening, closing, and the open ones the dashboard
+//! lists.
+
+use std::time::Instant;
+
+use serde_json::json;
+
+use super::issues::label_names;
+use crate::adapters::github::answers;
+use crate::adapters::github::operations as ops;
+use crate::adapters::github::transport::url_query;
+use crate::ports::github::{OpenPull, PullRequest, PullState};
+use crate::{adapters::github::GithubFleet, ports::github::GithubError, ports::github::Result};
+
+impl GithubFleet {
+    pub(super) async fn latest_pull(&self, branch: &str, deadline: Instant) -> Result<Option<PullRequest>> {
+        let what = format!("listing the pull requests of {branch}");
+        let q: String = url_query(&[
+            ("state", "all"),
+            ("head", &format!("{}:{branch}", self.owner)),
+            ("sort", "created"),
+            ("direction", "desc"),
+            ("per_page", "1"),
+        ]);
+        let r = self
+            .repo_call(&what, &ops::PULLS_LIST, &format!("/pulls?{q}"), None, deadline)
+            .await?;
+        let list = r.json(&what)?;
+        let Some(pr) = list.as_array().and_then(|a| a.first()) else {
+            return Ok(None);
+        };
+        let state = match (pr["state"].as_str(), pr["merged_at"].is_string()) {
+            (_, true) => PullState::Merged,
+            (Some("open"), _) => PullState::Open,
+            _ => PullState::Closed,
+        };
+        Ok(Some(PullRequest {
+            number: pr["number"].as_u64().ok_or_else(|| GithubError::Protocol {
+                what: what.clone(),
+                detail: "pull request without number".into(),
+            })?,
+            url: pr["html_url"].as_str().unwrap_or_default().to_owned(),
+            branch: branch.to_owned(),
+            title: pr["title"].as_str().unwrap_or_default().to_owned(),
+            state,
+            head_sha: pr["head"]["sha"].as_str().unwrap_or_default().to_owned(),
+            labels: label_names(pr),
+            body: pr["body"].as_str().unwrap_or_default().to_owned(),
+        }))
+    }
+
+    pub(super) async fn create_pull(
+        &self,
+        head: &str,
+        base: &str,
+        title: &str,
+        body: &str,
+        deadline: Instant,
+    ) -> Result<(u64, String)> {
+        let what = format!("opening the pull request for {head}");
+        let r = self
+            .repo_send(
+                &what,
+                &ops::PULLS_CREATE,
+                "/pulls",
+                Some(
+                    &json!({"title": title, "head": head, "base": base, "body": body, "maintainer_can_modify": false}),
+                ),
+                deadline,
+            )
+            .await?;
+        if let Some(lost) = answers::lost_opening(&what, r.status.as_u16(), &r.message()) {
+            return Err(lost);
+        }
+        if !r.status.is_success() {
+            return Err(r.api_error(&what));
+        }
+        let pr = r.json(&what)?;
+        let number = pr["number"].as_u64().ok_or_else(|| GithubError::Protocol {
+            what: what.clone(),
+            detail: "no number".into(),
+        })?;
+        Ok((number, pr["html_url"].as_str().unwrap_or_default().to_owned()))
+    }
+
+    pub(super) async fn close_pull(&self, number: u64, body: &str, deadline: Instant) -> Result<()> {
+        let what = format!("closing pull request #{number}");
+        self.repo_call(
+            &what,
+            &ops::PULLS_UPDATE,
+            &format!("/pulls/{number}"),
+            Some(&json!({"state": "closed", "body": body})),
+            deadline,
+        )
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn open_pulls(&self, head_prefix: &str, deadline: Instant) -> Result<Vec<OpenPull>> {
+        let what = "listing the open pull requests".to_owned();
+        let mut pulls = Vec::new();
+        // "List pull requests" (https://docs.github.com/rest/pulls/pulls#list-pull-requests):
+        // `head` filters on one branch only, so every open pull request is listed, 100 a page,
+        // oldest first: one opened meanwhile lands on a later page, none moves ahead.
+        for page in 1.. {
+            let page = page.to_string();
+            let q = url_query(&[
+                ("state", "open"),
+                ("sort", "created"),
+                ("direction", "asc"),
+                ("per_page", "100"),
+                ("page", &page),
+            ]);
+            let r = self
+                .repo_call(&what, &ops::PULLS_LIST, &format!("/pulls?{q}"), None, deadline)
+                .await?;
+            let list = r.json(&what)?;
+            let items = list.as_array().cloned().unwrap_or_default();
+            let full = items.len() == 100;
+            for pr in &items {
+                let head = pr["head"]["ref"].as_str().unwrap_or_default();
+                // A fork's branch of the same name is not cellbridge's: its label is the
+                // fork owner's (`owner:ref`).
+                if !head.starts_with(head_prefix)
+                    || pr["head"]["label"].as_str() != Some(format!("{}:{head}", self.owner).as_str())
+                {
+                    continue;
+                }
+                let protocol = |detail: String| GithubError::Protocol {
+                    what: what.clone(),
+                    detail,
+                };
+                let number = pr["number"]
+                    .as_u64()
+                    .ok_or_else(|| protocol("pull request without number".into()))?;
+                let created = pr["created_at"].as_str().unwrap_or_default();
+                let created_at = epoch_secs(created)
+                    .ok_or_else(|| protocol(format!("pull request #{number}: created_at {created:?} is no date")))?;
+                pulls.push(OpenPull {
+                    number,
+                    url: pr["html_url"].as_str().unwrap_or_default().to_owned(),
+                    head: head.to_owned(),
+                    head_sha: pr["head"]["sha"].as_str().unwrap_or_default().to_owned(),
+                    created_at,
+                    labels: label_names(pr),
+                });
+            }
+            if !full {
+                break;
+            }
+        }
+        Ok(pulls)
+    }
+}
+
+/// Seconds since the epoch of an ISO 8601 time as GitHub writes them (`2026-12-02T10:00:00Z`),
+/// read with the SDK's RFC 3339 parser (aws-smithy-types, already linked).
+fn epoch_secs(iso: &str) -> Option<u64> {
+    use aws_sdk_s3::primitives::{DateTime, DateTimeFormat};
+    u64::try_from(DateTime::from_str(iso, DateTimeFormat::DateTime).ok()?.secs()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn githubs_times_are_read_to_the_second() {
+        assert_eq!(epoch_secs("2026-12-02T10:00:00Z"), Some(1_796_205_600));
+        assert_eq!(epoch_secs("1970-01-01T00:00:01Z"), Some(1));
+        assert_eq!(epoch_secs("yesterday"), None);
+    }
+}

@@ -1,0 +1,476 @@
+//! One request to GitHub, with retries: octocrab builds and sends it (credentials, the one
+//! `X-GitHub-Api-Version`), this file decides what is worth another try.
+//!
+//! Retries are ours, not octocrab's: octocrab would sleep for whatever `Retry-After` says,
+//! however long, while a Lambda has a deadline. Every request here retries 5xx, transport
+//! errors and rate limits with bounded exponential backoff, honours `Retry-After`, and gives up
+//! with a retryable error as soon as waiting would cross the deadline.
+//!
+//! The octocrab clients themselves, and a [`GithubFleet`]'s construction, are in `client`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode};
+use http_body_util::BodyExt;
+use octocrab::Octocrab;
+use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
+use serde_json::Value;
+
+use super::operations::Operation;
+use crate::shell::retry::{Again, GaveUp, Policy, retry};
+use crate::{adapters::github::GithubFleet, ports::github::GithubError, ports::github::Result};
+
+mod client;
+#[cfg(test)]
+mod tests;
+
+pub(super) use client::{Auth, client, download_client, execute};
+
+pub(super) const MAX_ATTEMPTS: u32 = 6;
+pub(super) const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(8);
+/// Never start a request with less time left than this: a half-done write is worse than none.
+pub(super) const DEADLINE_MARGIN: Duration = Duration::from_millis(500);
+pub(super) const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One try's failure: worth another, or final.
+pub(super) enum Try {
+    Again {
+        detail: String,
+        retry_after: Option<Duration>,
+    },
+    Stop(GithubError),
+}
+
+// auto-merge
+/// Where a request goes: the REST API, or the GraphQL endpoint (`mutation`: content-creating).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Target {
+    Rest,
+    Graphql { mutation: bool },
+}
+
+pub(super) struct Response {
+    pub(super) status: StatusCode,
+    pub(super) headers: HeaderMap,
+    pub(super) body: Bytes,
+    /// The permission the documented operation needs ([`Operation::permission`]), for a 403.
+    pub(super) permission: &'static str,
+}
+
+impl Response {
+    pub(super) fn json(&self, what: &str) -> Result<Value> {
+        serde_json::from_slice(&self.body).map_err(|e| GithubError::Protocol {
+            what: what.to_owned(),
+            detail: format!("not JSON: {e}"),
+        })
+    }
+
+    pub(super) fn message(&self) -> String {
+        let v: Value = serde_json::from_slice(&self.body).unwrap_or(Value::Null);
+        let mut m = v.get("message").and_then(Value::as_str).unwrap_or("").to_owned();
+        // Validation details ("A pull request already exists for ...") sit in `errors`.
+        if let Some(errs) = v.get("errors").and_then(Value::as_array) {
+            for e in errs {
+                if let Some(s) = e.get("message").and_then(Value::as_str) {
+                    m.push_str(": ");
+                    m.push_str(s);
+                } else if let Some(code) = e.get("code").and_then(Value::as_str) {
+                    m.push_str(&format!(
+                        ": {} {}",
+                        e.get("field").and_then(Value::as_str).unwrap_or(""),
+                        code
+                    ));
+                }
+            }
+        }
+        if m.is_empty() {
+            self.status.canonical_reason().unwrap_or("error").to_owned()
+        } else {
+            m
+        }
+    }
+
+    /// A final answer as an error ([`GithubError::from_status`]); a 403 names the permission
+    /// GitHub's `X-Accepted-GitHub-Permissions` header gives (App installations and
+    /// fine-grained tokens get it), else the operation's documented one when GitHub says the
+    /// resource is "not accessible" to the credentials.
+    pub(super) fn api_error(&self, what: &str) -> GithubError {
+        let message = self.message();
+        let permission = (self.status == StatusCode::FORBIDDEN)
+            .then(|| {
+                let accepted = self
+                    .headers
+                    .get("x-accepted-github-permissions")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::trim)
+                    .filter(|v| !v.is_empty());
+                accepted.map(str::to_owned).or_else(|| {
+                    (!self.permission.is_empty() && message.contains("not accessible"))
+                        .then(|| self.permission.to_owned())
+                })
+            })
+            .flatten();
+        GithubError::from_status(what, self.status.as_u16(), message, permission)
+    }
+}
+
+/// Path segments keep `/` (branch names have them) and escape what a URL path cannot hold.
+pub(super) const PATH: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}');
+
+pub(super) fn enc(s: &str) -> String {
+    utf8_percent_encode(s, PATH).to_string()
+}
+
+impl GithubFleet {
+    /// One request with retries ([`crate::shell::retry`]). Returns any final HTTP answer (the caller
+    /// reads 404 and 422); fails only when retrying cannot help or time ran out.
+    pub(super) async fn send(
+        &self,
+        what: &str,
+        method: Method,
+        uri: &str,
+        body: Option<&Value>,
+        accept: Option<&str>,
+        deadline: Instant,
+    ) -> Result<Response> {
+        self.send_to(what, method, uri, body, accept, deadline, Target::Rest)
+            .await
+    }
+
+    /// [`Self::send`] to `target`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn send_to(
+        &self,
+        what: &str,
+        method: Method,
+        uri: &str,
+        body: Option<&Value>,
+        accept: Option<&str>,
+        deadline: Instant,
+        target: Target,
+    ) -> Result<Response> {
+        let download = uri.starts_with("http://") || uri.starts_with("https://");
+        let policy = Policy {
+            first: FIRST_BACKOFF,
+            max: MAX_BACKOFF,
+            attempts: MAX_ATTEMPTS,
+            jitter: true,
+            deadline: Some((deadline, DEADLINE_MARGIN)),
+        };
+        let reread = AtomicBool::new(false);
+        let once = || async {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left <= DEADLINE_MARGIN {
+                return Err(Try::Stop(GithubError::Transient {
+                    what: what.to_owned(),
+                    detail: "the function's deadline is too close to send it".into(),
+                }));
+            }
+            // Content-creating requests keep this process's share of GitHub's limits: REST's
+            // writes, and GraphQL's mutations ("Content creation limits include actions taken
+            // ... via the REST API and GraphQL API", "Rate limits for the REST API"); a GraphQL
+            // query is a POST that creates nothing.
+            let writes = match target {
+                Target::Rest => !download && !matches!(method, Method::GET | Method::HEAD),
+                Target::Graphql { mutation } => mutation,
+            };
+            if writes
+                && let Err(too_soon) = self
+                    .pacer
+                    .acquire(deadline.checked_sub(DEADLINE_MARGIN).unwrap_or(deadline))
+                    .await
+            {
+                return Err(Try::Stop(GithubError::Transient {
+                    what: what.to_owned(),
+                    detail: format!(
+                        "paced: the next write keeps GitHub's limits on content-creating requests only in {} s, after the deadline",
+                        too_soon.wait.as_secs()
+                    ),
+                }));
+            }
+            let crabs = self.client.get(&self.api_url, deadline).await.map_err(Try::Stop)?;
+            // The App's own routes are signed with its JWT, every other with the token.
+            let crab = match (&crabs.app, uri.starts_with("/app/"), target, &crabs.graphql) {
+                (Some((app, _)), true, Target::Rest, _) => app.clone(),
+                // GitHub Enterprise Server's GraphQL beside the REST API: its own client, given
+                // the installation's token (cached by octocrab, minted when it is due).
+                (Some(_), _, Target::Graphql { .. }, Some(g)) => match crabs.repo.installation_token().await {
+                    Ok(token) => Arc::new(g.user_access_token(token).map_err(|e| {
+                        Try::Stop(GithubError::Setup {
+                            api_url: self.api_url.clone(),
+                            reason: octocrab_message(&e),
+                        })
+                    })?),
+                    Err(e) => {
+                        return Err(match classify_octocrab(&e) {
+                            Some(status) if !transient_status(status) => Try::Stop(GithubError::Access {
+                                what: what.to_owned(),
+                                status: status.as_u16(),
+                                message: octocrab_message(&e),
+                                permission: None,
+                            }),
+                            _ => Try::Again {
+                                detail: octocrab_message(&e),
+                                retry_after: None,
+                            },
+                        });
+                    }
+                },
+                (None, _, Target::Graphql { .. }, Some(g)) => g.clone(),
+                _ => crabs.repo.clone(),
+            };
+            // Credentials GitHub refuses were probably rotated in Secrets Manager while this
+            // process kept the old ones: read the secret again and try once more.
+            let refused = |status: StatusCode| {
+                status == StatusCode::UNAUTHORIZED
+                    && !download
+                    && self.client.rereadable()
+                    && !reread.swap(true, Ordering::Relaxed)
+            };
+            let reread_secret = || async {
+                tracing::warn!(
+                    request = what,
+                    "GitHub refused the credentials; reading the secret again"
+                );
+                self.client.forget().await;
+                Err(Try::Again {
+                    detail: "GitHub refused the credentials".into(),
+                    retry_after: Some(Duration::ZERO),
+                })
+            };
+            if download {
+                &self.counts.downloads
+            } else {
+                &self.counts.api
+            }
+            .fetch_add(1, Ordering::Relaxed);
+            // Archive downloads go elsewhere (codeload, or `/_codeload/` on GitHub Enterprise
+            // Server): a client of their own, without our credentials (the URL carries a token)
+            // and without the API's base path, which octocrab would otherwise prepend.
+            // (A clone of the API client would not share its cached installation token.)
+            let elsewhere = match download_client(uri) {
+                Ok(c) => c,
+                Err(reason) => {
+                    return Err(Try::Again {
+                        detail: reason,
+                        retry_after: None,
+                    });
+                }
+            };
+            let (crab, uri) = match &elsewhere {
+                Some((client, path)) => (client, path.as_str()),
+                None => (&*crab, uri),
+            };
+            let limit = left.min(REQUEST_TIMEOUT);
+            match tokio::time::timeout(limit, send_once(crab, method.clone(), uri, body, accept)).await {
+                Err(_) => Err(Try::Again {
+                    detail: format!("no answer within {} ms", limit.as_millis()),
+                    retry_after: None,
+                }),
+                Ok(Err(e)) if classify_octocrab(&e).is_some_and(refused) => reread_secret().await,
+                Ok(Ok(resp)) if refused(resp.status) => reread_secret().await,
+                Ok(Err(e)) => match classify_octocrab(&e) {
+                    // octocrab reports an installation token refused or failed as a GitHub error.
+                    // 401: the App's key or id refused; 403: the installation suspended; 404:
+                    // the App is not installed (any more).
+                    Some(status) if !transient_status(status) => Err(Try::Stop(GithubError::Access {
+                        what: what.to_owned(),
+                        status: status.as_u16(),
+                        message: octocrab_message(&e),
+                        permission: None,
+                    })),
+                    _ => Err(Try::Again {
+                        detail: octocrab_message(&e),
+                        retry_after: None,
+                    }),
+                },
+                Ok(Ok(resp)) if !is_transient(&resp) => Ok(resp),
+                Ok(Ok(resp)) => Err(Try::Again {
+                    detail: format!("HTTP {}: {}", resp.status.as_u16(), resp.message()),
+                    retry_after: retry_after(&resp.headers),
+                }),
+            }
+        };
+        let judge = |t: &Try| match t {
+            Try::Stop(_) => Again::No,
+            Try::Again {
+                retry_after: Some(ra), ..
+            } => Again::After((*ra).max(Duration::from_millis(100))),
+            Try::Again { .. } => Again::Yes,
+        };
+        let notify = |t: &Try, attempt: u32, wait: Duration| {
+            if let Try::Again { detail, .. } = t {
+                tracing::warn!(request = what, attempt, wait_ms = wait.as_millis() as u64, error = %detail, "GitHub request failed, retrying");
+            }
+        };
+        // Boxed: every GitHub call nests this future, and the callers' futures stay small.
+        Box::pin(retry(&policy, once, judge, notify))
+            .await
+            .map_err(|gave_up| match gave_up {
+                GaveUp::Final(Try::Stop(e)) | GaveUp::Attempts(Try::Stop(e), _) | GaveUp::Deadline(Try::Stop(e), _) => {
+                    e
+                }
+                GaveUp::Attempts(Try::Again { detail, .. }, n) => GithubError::Transient {
+                    what: what.to_owned(),
+                    detail: format!("{detail}, after {n} attempts"),
+                },
+                GaveUp::Deadline(Try::Again { detail, .. }, wait) => GithubError::Transient {
+                    what: what.to_owned(),
+                    detail: format!(
+                        "{detail}; the next try (in {} ms) would pass the function's deadline",
+                        wait.as_millis()
+                    ),
+                },
+                GaveUp::Final(Try::Again { detail, .. }) => GithubError::Transient {
+                    what: what.to_owned(),
+                    detail,
+                },
+            })
+    }
+
+    /// A request to this repository's API (`path` under `/repos/{owner}/{repo}`), with retries.
+    pub(super) async fn repo_send(
+        &self,
+        what: &str,
+        op: &Operation,
+        path: &str,
+        body: Option<&Value>,
+        deadline: Instant,
+    ) -> Result<Response> {
+        debug_assert!(
+            op.path.starts_with("/repos/{owner}/{repo}"),
+            "{} is not a repository operation",
+            op.id
+        );
+        let mut r = self
+            .send(what, op.method.clone(), &self.repo_path(path), body, None, deadline)
+            .await?;
+        r.permission = op.permission;
+        Ok(r)
+    }
+
+    /// A repository request that must succeed: any other final answer is an API error naming `what`.
+    pub(super) async fn repo_call(
+        &self,
+        what: &str,
+        op: &Operation,
+        path: &str,
+        body: Option<&Value>,
+        deadline: Instant,
+    ) -> Result<Response> {
+        let r = self.repo_send(what, op, path, body, deadline).await?;
+        if !r.status.is_success() {
+            return Err(r.api_error(what));
+        }
+        Ok(r)
+    }
+}
+
+/// One try through `crab`, no retry.
+async fn send_once(
+    crab: &Octocrab,
+    method: Method,
+    uri: &str,
+    body: Option<&Value>,
+    accept: Option<&str>,
+) -> std::result::Result<Response, octocrab::Error> {
+    let resp = execute(crab, method, uri, body, accept).await?;
+    let (parts, body) = resp.into_parts();
+    let body = body.collect().await?.to_bytes();
+    Ok(Response {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+        permission: "",
+    })
+}
+
+pub(super) fn url_query(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                "{k}={}",
+                percent_encoding::utf8_percent_encode(v, percent_encoding::NON_ALPHANUMERIC)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+pub(super) fn sha_of(r: &Response, what: &str) -> Result<String> {
+    r.json(what)?["sha"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| GithubError::Protocol {
+            what: what.to_owned(),
+            detail: "no sha".into(),
+        })
+}
+
+pub(super) fn is_transient(r: &Response) -> bool {
+    if r.status.is_server_error() || r.status == StatusCode::TOO_MANY_REQUESTS {
+        return true;
+    }
+    // Secondary rate limits are 403s: tell them from a real "forbidden" by GitHub's signals.
+    r.status == StatusCode::FORBIDDEN
+        && (r.headers.contains_key(http::header::RETRY_AFTER)
+            || r.headers.get("x-ratelimit-remaining").and_then(|v| v.to_str().ok()) == Some("0")
+            || r.message().to_ascii_lowercase().contains("rate limit"))
+}
+
+pub(super) fn transient_status(s: StatusCode) -> bool {
+    s.is_server_error() || s == StatusCode::TOO_MANY_REQUESTS || s == StatusCode::FORBIDDEN
+}
+
+pub(super) fn retry_after(h: &HeaderMap) -> Option<Duration> {
+    if let Some(secs) = h
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        return Some(Duration::from_secs(secs));
+    }
+    if h.get("x-ratelimit-remaining").and_then(|v| v.to_str().ok()) == Some("0") {
+        let reset = h
+            .get("x-ratelimit-reset")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_secs();
+        return Some(Duration::from_secs(reset.saturating_sub(now).max(1)));
+    }
+    None
+}
+
+pub(super) fn classify_octocrab(e: &octocrab::Error) -> Option<StatusCode> {
+    match e {
+        octocrab::Error::GitHub { source, .. } => Some(source.status_code),
+        _ => None,
+    }
+}
+
+/// octocrab's error text, never with credentials (it carries none: headers are not printed).
+pub(super) fn octocrab_message(e: &octocrab::Error) -> String {
+    match e {
+        octocrab::Error::GitHub { source, .. } => format!("HTTP {}: {}", source.status_code.as_u16(), source.message),
+        other => crate::pure::redact::chain(other),
+    }
+}

@@ -1,0 +1,289 @@
+//! The Kubernetes side: a client that trusts the cluster's CA and renews its EKS token, and
+//! server-side apply of any kind through discovery, with bounded retries.
+//!
+//! Files: `session` (the client: CA, EKS token, renewal, timeouts), `calls` (one Kubernetes call
+//! with retries, and what its failures mean), this file (discovery and server-side apply),
+//! `wait` (CRDs Established, the GitRepository Ready).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::discovery::{ApiCapabilities, ApiResource, Scope};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::ports::cluster::{KubeApi, KubeConnect};
+use crate::rules::bootstrap::plan::{KubeRef, Phase, Step};
+use crate::shell::error::{Class, Classify};
+
+mod calls;
+mod session;
+pub mod token;
+mod wait;
+
+pub use session::{ClusterAuth, Session, Tuning, pem_to_der};
+pub use wait::SourceStatus;
+
+use calls::retry;
+
+pub const FIELD_MANAGER: &str = "cellbridge";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("cannot connect to the cluster: {reason}")]
+    Connect { reason: String },
+    /// No connection to the API server within the connect timeout, and it never answered in
+    /// this run: the endpoint's network access excludes where the function runs.
+    #[error(
+        "cannot reach the cluster's API endpoint {endpoint} from where cellbridge runs: no connection within {waited_ms} ms ({reason}); check the cluster's endpoint access (private only, or publicAccessCidrs without this function's egress addresses), the route to its VPC and the cluster security group (TCP 443 from this function)"
+    )]
+    Unreachable {
+        endpoint: String,
+        waited_ms: u64,
+        reason: String,
+    },
+    #[error("kubeconfig {path}: {reason}")]
+    Kubeconfig { path: String, reason: String },
+    #[error("{operation} {target}: HTTP {code} {reason}: {message}")]
+    Api {
+        operation: &'static str,
+        target: String,
+        code: u16,
+        reason: String,
+        message: String,
+    },
+    #[error("{operation} {target}: {reason}")]
+    Transport {
+        operation: &'static str,
+        target: String,
+        reason: String,
+    },
+    #[error("{target}: the cluster serves no kind {kind} in {api_version}{hint}")]
+    UnknownKind {
+        target: String,
+        api_version: String,
+        kind: String,
+        hint: &'static str,
+    },
+    #[error("CRDs not Established after {waited_secs}s: {pending}")]
+    CrdTimeout { pending: String, waited_secs: u64 },
+    /// The invocation's deadline came first; the temporary access entry is still deleted.
+    #[error(
+        "the invocation's deadline came before the install finished: applied {applied} of {total} objects, left: {left} (the next run completes it)"
+    )]
+    OutOfTime { applied: usize, total: usize, left: String },
+}
+
+impl Classify for ApplyError {
+    /// Worth another run later when the cluster or the network had a bad moment (401 and 403
+    /// included: a new access entry takes a while to reach the API server).
+    fn class(&self) -> Class {
+        match self {
+            ApplyError::Api {
+                code: 401 | 403 | 409 | 429 | 500 | 502 | 503 | 504,
+                ..
+            } => Class::Retryable,
+            ApplyError::Transport { .. }
+            | ApplyError::CrdTimeout { .. }
+            | ApplyError::Connect { .. }
+            | ApplyError::OutOfTime { .. } => Class::Retryable,
+            // Final: the same network answers the same silence; a retry only
+            // repeats the wait. Someone has to change the endpoint access or the network.
+            ApplyError::Api { .. }
+            | ApplyError::UnknownKind { .. }
+            | ApplyError::Kubeconfig { .. }
+            | ApplyError::Unreachable { .. } => Class::Final,
+        }
+    }
+}
+
+/// What happened to one object.
+#[derive(Debug, Clone, Serialize)]
+pub struct Applied {
+    pub phase: Phase,
+    #[serde(flatten)]
+    pub target: KubeRef,
+}
+
+/// Applies steps with server-side apply, resolving each kind through discovery once per
+/// group/version.
+pub struct Applier {
+    pub(super) session: Session,
+    pub(super) manager: String,
+    pub(super) discovered: HashMap<String, Vec<(ApiResource, ApiCapabilities)>>,
+}
+
+pub(super) fn crd_resource() -> ApiResource {
+    ApiResource {
+        group: "apiextensions.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "apiextensions.k8s.io/v1".into(),
+        kind: "CustomResourceDefinition".into(),
+        plural: "customresourcedefinitions".into(),
+    }
+}
+
+pub(super) fn split_api_version(av: &str) -> (&str, &str) {
+    match av.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", av),
+    }
+}
+
+impl Applier {
+    pub fn new(session: Session) -> Self {
+        Self {
+            session,
+            manager: FIELD_MANAGER.into(),
+            discovered: HashMap::new(),
+        }
+    }
+
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    pub(super) async fn resolve(
+        &mut self,
+        target: &KubeRef,
+        after_crds: bool,
+    ) -> Result<(ApiResource, ApiCapabilities), ApplyError> {
+        let (group, version) = split_api_version(&target.api_version);
+        let key = target.api_version.clone();
+        let find =
+            |list: &Vec<(ApiResource, ApiCapabilities)>| list.iter().find(|(ar, _)| ar.kind == target.kind).cloned();
+        if let Some(hit) = self.discovered.get(&key).and_then(find) {
+            return Ok(hit);
+        }
+        // A CRD's kinds can reach discovery a moment after it is Established: look again a
+        // few times before calling the kind unknown.
+        let tries = if after_crds { 30 } else { 1 };
+        let gv = kube::core::GroupVersion::gv(group, version);
+        for i in 0..tries {
+            let client = self.session.client().await?;
+            let tstr = target.to_string();
+            let res = retry(&self.session, "discover", &tstr, false, || {
+                kube::discovery::pinned_group(&client, &gv)
+            })
+            .await;
+            match res {
+                Ok(g) => {
+                    let list = g.versioned_resources(version);
+                    let hit = find(&list);
+                    self.discovered.insert(key.clone(), list);
+                    if let Some(hit) = hit {
+                        return Ok(hit);
+                    }
+                }
+                Err(ApplyError::Api { code: 404, .. }) => {}
+                Err(e) => return Err(e),
+            }
+            if i + 1 < tries {
+                tokio::time::sleep(self.session.tuning.poll.min(Duration::from_millis(300))).await;
+            }
+        }
+        Err(ApplyError::UnknownKind {
+            target: target.to_string(),
+            api_version: target.api_version.clone(),
+            kind: target.kind.clone(),
+            hint: if group.ends_with(".k8s.io") || group.is_empty() || group == "apps" {
+                ""
+            } else {
+                " (is its CRD in gotk-components.yaml?)"
+            },
+        })
+    }
+}
+
+/// The real [`KubeConnect`]: kube-rs clients ([`Session`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Kubes;
+
+impl KubeConnect for Kubes {
+    type Api = Applier;
+
+    async fn connect(&self, auth: ClusterAuth, tuning: &Tuning, fresh_entry: bool) -> Result<Applier, ApplyError> {
+        Ok(Applier::new(Session::connect(auth, tuning.clone(), fresh_entry).await?))
+    }
+}
+
+impl KubeApi for Applier {
+    async fn exists(&mut self, target: &KubeRef, plural: &str) -> Result<bool, ApplyError> {
+        let (group, version) = split_api_version(&target.api_version);
+        let ar = ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version: target.api_version.clone(),
+            kind: target.kind.clone(),
+            plural: plural.into(),
+        };
+        let client = self.session.client().await?;
+        let api: Api<DynamicObject> = match &target.namespace {
+            Some(ns) => Api::namespaced_with(client, ns, &ar),
+            None => Api::all_with(client, &ar),
+        };
+        let tstr = target.to_string();
+        let found = retry(&self.session, "get", &tstr, false, || api.get_opt(&target.name)).await;
+        match found {
+            Ok(o) => Ok(o.is_some()),
+            // A group that does not exist yet answers 404 with a plain-text page.
+            Err(ApplyError::Api { code: 404, .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn apply(&mut self, step: &Step) -> Result<Applied, ApplyError> {
+        let after_crds = step.phase > Phase::Crd;
+        let (ar, caps) = self.resolve(&step.target, after_crds).await?;
+        let client = self.session.client().await?;
+        let api: Api<DynamicObject> = match caps.scope {
+            Scope::Cluster => Api::all_with(client, &ar),
+            Scope::Namespaced => {
+                let ns = step
+                    .target
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| self.session.default_namespace.clone());
+                Api::namespaced_with(client, &ns, &ar)
+            }
+        };
+        let pp = PatchParams::apply(&self.manager).force();
+        let target = step.target.to_string();
+        let quiet = step.phase == Phase::GitSecret;
+        let patch = Patch::Apply(Opaque(step.object()));
+        retry(&self.session, "apply", &target, quiet, || {
+            api.patch(&step.target.name, &pp, &patch)
+        })
+        .await?;
+        tracing::info!(phase = step.phase.describe(), object = %target, "applied");
+        Ok(Applied {
+            phase: step.phase,
+            target: step.target.clone(),
+        })
+    }
+
+    async fn wait_established(&mut self, crds: &[String]) -> Result<(), ApplyError> {
+        self.established(crds).await
+    }
+
+    async fn wait_source_ready(&mut self, target: &KubeRef) -> Result<SourceStatus, ApplyError> {
+        self.source_ready(target).await
+    }
+}
+
+/// Serializes as the JSON it holds; `Debug` never shows it (a Step may carry credentials).
+pub(super) struct Opaque<'a>(&'a Value);
+
+impl Serialize for Opaque<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl fmt::Debug for Opaque<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<object>")
+    }
+}

@@ -1,0 +1,367 @@
+//! The clusters' Kubernetes APIs in memory, authenticating EKS tokens against [`MemAws`]'s
+//! access entries.
+//!
+//! - The Kubernetes API authenticates an EKS token as the IAM principal that signed it: with no
+//!   access entry the request is `401 Unauthorized`; with an entry but no access policy it is
+//!   `403 Forbidden` (<https://docs.aws.amazon.com/eks/latest/userguide/access-policies.html>).
+//! - Kubernetes serves the built-in groups; a custom kind only once a CRD defines its group,
+//!   kind and version (<https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/>),
+//!   and a namespaced object only in a namespace that exists (`404 NotFound`). Server-side apply
+//!   creates or updates; the last applied object is kept
+//!   (<https://kubernetes.io/docs/reference/using-api/server-side-apply/>).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use aws_credential_types::provider::ProvideCredentials;
+use serde_json::Value;
+
+use super::MemAws;
+use crate::adapters::kube::{Applied, ApplyError, ClusterAuth, SourceStatus, Tuning};
+use crate::ports::cluster::{KubeApi, KubeConnect};
+use crate::rules::bootstrap::plan::{KubeRef, Step};
+
+/// A fault of the Kubernetes API: the next `times` calls of `operation` (`get`, `apply`,
+/// `list`) on objects of `kind` answer HTTP `code`.
+#[derive(Debug, Clone)]
+struct KubeFault {
+    operation: &'static str,
+    kind: String,
+    times: usize,
+    code: u16,
+}
+
+type ObjectKey = (String, String, Option<String>, String);
+
+#[derive(Default)]
+struct KubeWorld {
+    objects: BTreeMap<(String, String), BTreeMap<ObjectKey, Value>>,
+    applied: Vec<String>,
+    faults: Vec<KubeFault>,
+    kubeconfigs: BTreeMap<PathBuf, (String, String)>,
+    stuck_crds: BTreeSet<String>,
+    source_status: Option<SourceStatus>,
+}
+
+/// The Kubernetes APIs of [`MemAws`]'s clusters.
+#[derive(Clone)]
+pub struct MemKube {
+    aws: MemAws,
+    world: Arc<Mutex<KubeWorld>>,
+}
+
+impl MemKube {
+    /// Authenticates EKS tokens against `aws`'s access entries.
+    pub fn new(aws: &MemAws) -> Self {
+        Self {
+            aws: aws.clone(),
+            world: Arc::default(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, KubeWorld> {
+        self.world.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Puts an object in the cluster, as another client would (Flux already installed, say).
+    pub fn put(&self, region: &str, cluster: &str, object: Value) {
+        let key = object_key(&object).expect("an object with apiVersion, kind and metadata.name");
+        self.lock()
+            .objects
+            .entry((region.to_owned(), cluster.to_owned()))
+            .or_default()
+            .insert(key, object);
+    }
+
+    /// The object, if the cluster has it.
+    pub fn get(&self, region: &str, cluster: &str, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        let w = self.lock();
+        w.objects
+            .get(&(region.to_owned(), cluster.to_owned()))?
+            .iter()
+            .find(|((_, k, ns, n), _)| k == kind && ns.as_deref() == namespace && n == name)
+            .map(|(_, v)| v.clone())
+    }
+
+    /// Every apply so far, in order, as `Kind namespace/name`.
+    pub fn applied(&self) -> Vec<String> {
+        self.lock().applied.clone()
+    }
+
+    /// A kubeconfig file that points at a cluster of [`MemAws`] (with admin credentials).
+    pub fn kubeconfig(&self, path: &Path, region: &str, cluster: &str) {
+        self.lock()
+            .kubeconfigs
+            .insert(path.to_owned(), (region.to_owned(), cluster.to_owned()));
+    }
+
+    pub fn fail(&self, operation: &'static str, kind: &str, times: usize, code: u16) {
+        self.lock().faults.push(KubeFault {
+            operation,
+            kind: kind.to_owned(),
+            times,
+            code,
+        });
+    }
+
+    /// The named CRD never becomes Established (its conversion webhook is broken, say).
+    pub fn stuck_crd(&self, name: &str) {
+        self.lock().stuck_crds.insert(name.to_owned());
+    }
+
+    /// What the GitRepository's status says once applied (default: Ready, with a revision).
+    pub fn source_status(&self, status: SourceStatus) {
+        self.lock().source_status = Some(status);
+    }
+}
+
+fn object_key(object: &Value) -> Option<ObjectKey> {
+    let s = |p: &str| object.pointer(p).and_then(Value::as_str).map(str::to_owned);
+    Some((
+        s("/apiVersion")?,
+        s("/kind")?,
+        s("/metadata/namespace"),
+        s("/metadata/name")?,
+    ))
+}
+
+/// Groups every Kubernetes API server serves without a CRD.
+fn built_in(group: &str) -> bool {
+    group.is_empty() || group == "apps" || group == "batch" || group == "policy" || group.ends_with(".k8s.io")
+}
+
+/// Kinds of the built-in groups that are cluster-scoped.
+const CLUSTER_SCOPED: &[&str] = &[
+    "Namespace",
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "PriorityClass",
+    "StorageClass",
+    "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
+];
+
+impl KubeConnect for MemKube {
+    type Api = MemKubeApi;
+
+    async fn connect(&self, auth: ClusterAuth, _tuning: &Tuning, _fresh_entry: bool) -> Result<MemKubeApi, ApplyError> {
+        let (region, cluster, principal) = match auth {
+            ClusterAuth::Eks {
+                credentials,
+                region,
+                cluster,
+                ..
+            } => {
+                let creds = credentials
+                    .provide_credentials()
+                    .await
+                    .map_err(|e| ApplyError::Connect {
+                        reason: format!("no AWS credentials to sign the EKS token: {e}"),
+                    })?;
+                (region, cluster, Some(creds.access_key_id().to_owned()))
+            }
+            ClusterAuth::Kubeconfig(path) => {
+                let (region, cluster) =
+                    self.lock()
+                        .kubeconfigs
+                        .get(&path)
+                        .cloned()
+                        .ok_or_else(|| ApplyError::Kubeconfig {
+                            path: path.display().to_string(),
+                            reason: "No such file or directory (os error 2)".into(),
+                        })?;
+                (region, cluster, None)
+            }
+        };
+        Ok(MemKubeApi {
+            kube: self.clone(),
+            cluster: (region, cluster),
+            principal,
+        })
+    }
+}
+
+/// One connection to a [`MemKube`] cluster.
+pub struct MemKubeApi {
+    kube: MemKube,
+    cluster: (String, String),
+    /// `None`: a kubeconfig's own credentials, always accepted.
+    principal: Option<String>,
+}
+
+impl MemKubeApi {
+    /// Authentication, then a matching fault, for one call.
+    fn call(&self, operation: &'static str, target: &KubeRef) -> Result<(), ApplyError> {
+        if let Some(p) = &self.principal
+            && let Err(code) = self.kube.aws.authorize(&self.cluster.0, &self.cluster.1, p)
+        {
+            return Err(api_error(operation, target, code));
+        }
+        let mut w = self.kube.lock();
+        if let Some(f) = w
+            .faults
+            .iter_mut()
+            .find(|f| f.operation == operation && f.kind == target.kind && f.times > 0)
+        {
+            f.times -= 1;
+            return Err(api_error(operation, target, f.code));
+        }
+        Ok(())
+    }
+
+    /// The CRD that serves `target`'s kind, if any: (its scope is namespaced).
+    fn served(&self, objects: &BTreeMap<ObjectKey, Value>, target: &KubeRef) -> Option<bool> {
+        let (group, version) = target.api_version.split_once('/').unwrap_or(("", &target.api_version));
+        if built_in(group) {
+            return Some(!CLUSTER_SCOPED.contains(&target.kind.as_str()));
+        }
+        objects.values().find_map(|crd| {
+            let spec = crd.get("spec")?;
+            let serves = crd.get("kind")? == "CustomResourceDefinition"
+                && spec.get("group")? == group
+                && spec.pointer("/names/kind")? == target.kind.as_str()
+                && spec
+                    .get("versions")?
+                    .as_array()?
+                    .iter()
+                    .any(|v| v.get("name").and_then(Value::as_str) == Some(version));
+            serves.then(|| spec.get("scope").and_then(Value::as_str) != Some("Cluster"))
+        })
+    }
+}
+
+fn api_error(operation: &'static str, target: &KubeRef, code: u16) -> ApplyError {
+    let reason = match code {
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        409 => "Conflict",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        500 => "InternalError",
+        503 => "ServiceUnavailable",
+        _ => "Unknown",
+    };
+    ApplyError::Api {
+        operation,
+        target: target.to_string(),
+        code,
+        reason: reason.into(),
+        message: format!("{reason} (in memory)"),
+    }
+}
+
+impl KubeApi for MemKubeApi {
+    async fn exists(&mut self, target: &KubeRef, _plural: &str) -> Result<bool, ApplyError> {
+        self.call("get", target)?;
+        let w = self.kube.lock();
+        let Some(objects) = w.objects.get(&self.cluster) else {
+            return Ok(false);
+        };
+        let key = (
+            target.api_version.clone(),
+            target.kind.clone(),
+            target.namespace.clone(),
+            target.name.clone(),
+        );
+        Ok(objects.contains_key(&key))
+    }
+
+    async fn apply(&mut self, step: &Step) -> Result<Applied, ApplyError> {
+        let target = &step.target;
+        self.call("apply", target)?;
+        let mut w = self.kube.lock();
+        let objects = w.objects.entry(self.cluster.clone()).or_default();
+        let Some(namespaced) = self.served(objects, target) else {
+            let group = target.api_version.split_once('/').map_or("", |(g, _)| g);
+            return Err(ApplyError::UnknownKind {
+                target: target.to_string(),
+                api_version: target.api_version.clone(),
+                kind: target.kind.clone(),
+                hint: if built_in(group) {
+                    ""
+                } else {
+                    " (is its CRD in gotk-components.yaml?)"
+                },
+            });
+        };
+        let namespace = if namespaced {
+            let ns = target.namespace.clone().unwrap_or_else(|| "default".into());
+            let ns_exists = objects
+                .keys()
+                .any(|(av, k, _, n)| av == "v1" && k == "Namespace" && *n == ns);
+            if !ns_exists {
+                return Err(ApplyError::Api {
+                    operation: "apply",
+                    target: target.to_string(),
+                    code: 404,
+                    reason: "NotFound".into(),
+                    message: format!("namespaces \"{ns}\" not found"),
+                });
+            }
+            Some(ns)
+        } else {
+            None
+        };
+        let key = (
+            target.api_version.clone(),
+            target.kind.clone(),
+            namespace,
+            target.name.clone(),
+        );
+        objects.insert(key, step.object().clone());
+        w.applied.push(match &target.namespace {
+            Some(ns) => format!("{} {ns}/{}", target.kind, target.name),
+            None => format!("{} {}", target.kind, target.name),
+        });
+        Ok(Applied {
+            phase: step.phase,
+            target: target.clone(),
+        })
+    }
+
+    async fn wait_established(&mut self, crds: &[String]) -> Result<(), ApplyError> {
+        let list = KubeRef {
+            api_version: "apiextensions.k8s.io/v1".into(),
+            kind: "CustomResourceDefinition".into(),
+            namespace: None,
+            name: String::new(),
+        };
+        self.call("list", &list)?;
+        let w = self.kube.lock();
+        let objects = w.objects.get(&self.cluster);
+        let pending: Vec<&str> = crds
+            .iter()
+            .filter(|name| {
+                w.stuck_crds.contains(*name)
+                    || !objects.is_some_and(|o| {
+                        o.keys()
+                            .any(|(_, k, _, n)| k == "CustomResourceDefinition" && n == *name)
+                    })
+            })
+            .map(String::as_str)
+            .collect();
+        if pending.is_empty() {
+            Ok(())
+        } else {
+            Err(ApplyError::CrdTimeout {
+                pending: pending.join(", "),
+                waited_secs: 0,
+            })
+        }
+    }
+
+    async fn wait_source_ready(&mut self, target: &KubeRef) -> Result<SourceStatus, ApplyError> {
+        if !self.exists(target, "gitrepositories").await? {
+            return Err(api_error("get", target, 404));
+        }
+        Ok(self.kube.lock().source_status.clone().unwrap_or(SourceStatus {
+            ready: Some(true),
+            reason: Some("Succeeded".into()),
+            message: None,
+            revision: Some("main@sha1:0000000000000000000000000000000000000000".into()),
+        }))
+    }
+}

@@ -1,0 +1,42 @@
+//! The open pull requests as the fleet dashboard lists them.
+//!
+//! - "List pull requests" lists the open ones, oldest first with `direction=asc`, each with the
+//!   time it was opened (`created_at`, https://docs.github.com/rest/pulls/pulls#list-pull-requests).
+
+use super::{MemGithub, Result, Store};
+use crate::adapters::github::operations as ops;
+use crate::ports::github::OpenPull;
+
+/// Now, in seconds since the epoch: when a pull request opened through the port was opened.
+pub(super) fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+impl Store {
+    pub(super) fn open_pulls(&mut self, head_prefix: &str) -> Result<Vec<OpenPull>> {
+        self.enter(&ops::PULLS_LIST)?;
+        Ok(self
+            .pulls
+            .iter()
+            .filter(|p| p.open && p.head.starts_with(head_prefix))
+            .map(|p| OpenPull {
+                number: p.number,
+                url: format!("https://github.example/acme/fleet/pull/{}", p.number),
+                head: p.head.clone(),
+                head_sha: self.refs.get(&p.head).cloned().unwrap_or_default(),
+                created_at: self.pull_created.get(&p.number).copied().unwrap_or_else(now_secs),
+                labels: p.labels.clone(),
+            })
+            .collect())
+    }
+}
+
+impl MemGithub {
+    /// Pull request `number` was opened `days` days ago (as if).
+    pub fn opened_days_ago(&self, number: u64, days: u64) {
+        self.with(|s| s.pull_created.insert(number, now_secs().saturating_sub(days * 86_400)));
+    }
+}

@@ -1,0 +1,223 @@
+//! What a test makes happen around cellbridge's requests, and what it reads back: faults as the
+//! transport reports them after its retries, another writer racing a request, the App
+//! installation's permissions, a seeded schedule, and the journal of every call.
+
+use super::{GithubError, MemGithub, Result, Store, api};
+use crate::adapters::github::operations::{self as ops, Operation};
+use crate::adapters::github::permissions;
+use crate::ports::github::MergeMethod;
+
+/// How an injected fault fails the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// 5xx or rate limits past the retries, or no answer before the deadline.
+    Transient,
+    /// A final answer with this HTTP status (401, 403, 404, 422...).
+    Status(u16),
+}
+
+pub(super) struct Rule {
+    op: &'static str,
+    times: usize,
+    fault: Fault,
+}
+
+pub(super) struct Race {
+    op: &'static str,
+    branch: String,
+    files: Vec<(String, String)>,
+    /// A person merges this pull request instead of committing `files`.
+    merge: Option<u64>,
+}
+
+impl Store {
+    /// Records the call, runs a pending race, and answers an injected fault.
+    pub(super) fn enter(&mut self, op: &'static Operation) -> Result<()> {
+        self.calls.push(op.id);
+        self.journal.push(op.id.to_owned());
+        if let Some(i) = self.races.iter().position(|r| r.op == op.id) {
+            let race = self.races.remove(i);
+            if let Some(number) = race.merge {
+                // A person's merge lands just before this request: what the request acts on was
+                // read while the pull request was open.
+                if self
+                    .merge_pr(number, MergeMethod::Merge, None, "a person", false)
+                    .is_ok()
+                {
+                    self.settle();
+                }
+            } else {
+                let files: Vec<(String, Option<String>)> = race.files.into_iter().map(|(p, c)| (p, Some(c))).collect();
+                self.commit_on(&race.branch, &files, "another writer");
+            }
+        }
+        if let Some(granted) = &self.permissions
+            && !op.permission.is_empty()
+            && !op.permission.split("; ").any(|set| {
+                set.split(',').all(|p| {
+                    let (name, level) = p.trim().split_once('=').unwrap_or((p, "read"));
+                    permissions::grants(granted.get(name).map(String::as_str), level)
+                })
+            })
+        {
+            // "Resource not accessible by integration", with the permission GitHub's
+            // `X-Accepted-GitHub-Permissions` header names.
+            return Err(GithubError::from_status(
+                op.id,
+                403,
+                "Resource not accessible by integration".into(),
+                Some(op.permission.to_owned()),
+            ));
+        }
+        if let Some(rule) = self.rules.iter_mut().find(|r| r.op == op.id && r.times > 0) {
+            rule.times -= 1;
+            return Err(match rule.fault {
+                Fault::Transient => GithubError::Transient {
+                    what: op.id.to_owned(),
+                    detail: "injected: 502 after every retry".into(),
+                },
+                Fault::Status(s) => api(op, s, "injected"),
+            });
+        }
+        Ok(())
+    }
+
+    pub(super) fn check_write_access(&mut self) -> Result<()> {
+        // Credentials of a token until `grant` makes them an App installation's.
+        if self.permissions.is_none() {
+            return Ok(());
+        }
+        self.enter(&ops::APPS_GET_INSTALLATION)?;
+        let Some(granted) = &self.permissions else {
+            return Ok(());
+        };
+        let as_json = serde_json::Value::Object(
+            granted
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                .collect(),
+        );
+        let missing = permissions::missing(&as_json);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(GithubError::MissingPermissions {
+            installation: 777,
+            missing,
+            granted: granted
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+    }
+}
+
+impl MemGithub {
+    /// The next `times` calls of `op` fail with `fault`.
+    pub fn fail(&self, op: &Operation, times: usize, fault: Fault) {
+        self.with(|s| {
+            s.rules.push(Rule {
+                op: op.id,
+                times,
+                fault,
+            })
+        });
+    }
+
+    /// Just before the next call of `op`, another writer commits `files` on `branch`.
+    pub fn race(&self, op: &Operation, branch: &str, files: &[(&str, &str)]) {
+        let files = files.iter().map(|(p, c)| (p.to_string(), c.to_string())).collect();
+        self.with(|s| {
+            s.races.push(Race {
+                op: op.id,
+                branch: branch.to_owned(),
+                files,
+                merge: None,
+            })
+        });
+    }
+
+    /// A person merges pull request `number` just before cellbridge's next request of `op`.
+    pub fn merge_before(&self, op: &Operation, number: u64) {
+        self.with(|s| {
+            s.races.push(Race {
+                op: op.id,
+                branch: String::new(),
+                files: Vec::new(),
+                merge: Some(number),
+            })
+        });
+    }
+
+    /// The App installation's permissions from now on (`name` → `read`/`write`), as an
+    /// administrator edits them: what is not listed is not granted.
+    pub fn grant(&self, permissions: &[(&str, &str)]) {
+        self.with(|s| {
+            s.permissions = Some(
+                permissions
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            )
+        });
+    }
+
+    /// Interleaves concurrent callers: from now on every call first yields to the scheduler a
+    /// number of times drawn from `seed`'s sequence, so one seed is one reproducible schedule.
+    pub fn jitter(&self, seed: u64) {
+        self.with(|s| s.jitter = Some(seed.max(1)));
+    }
+
+    pub(super) async fn pause(&self) {
+        let n = self.with(|s| {
+            s.jitter.as_mut().map_or(0, |x| {
+                // xorshift64: no dependency for a test schedule.
+                *x ^= *x << 13;
+                *x ^= *x >> 7;
+                *x ^= *x << 17;
+                *x % 4
+            })
+        });
+        for _ in 0..n {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// Adds a line to the journal (what a person did, say).
+    pub fn note(&self, line: String) {
+        self.with(|s| s.journal.push(line));
+    }
+
+    /// Every call and note so far, in order.
+    pub fn journal(&self) -> Vec<String> {
+        self.with(|s| s.journal.clone())
+    }
+
+    /// The operation ids called so far, in order.
+    pub fn calls(&self) -> Vec<&'static str> {
+        self.with(|s| s.calls.clone())
+    }
+
+    /// Calls that write (every operation but the reads).
+    pub fn writes(&self) -> usize {
+        let reads = [
+            ops::REPOS_GET.id,
+            ops::REPOS_DOWNLOAD_TARBALL_ARCHIVE.id,
+            ops::PULLS_LIST.id,
+            ops::GIT_GET_COMMIT.id,
+            ops::REPOS_GET_COMMIT.id,
+            ops::REPOS_COMPARE_COMMITS.id,
+            ops::GIT_GET_BLOB.id,
+            ops::REPOS_LIST_COMMIT_STATUSES_FOR_REF.id,
+            ops::ISSUES_LIST_FOR_REPO.id,
+            ops::APPS_GET_INSTALLATION.id,
+            ops::GRAPHQL_MERGE_STATE.id,
+        ];
+        self.calls().iter().filter(|c| !reads.contains(c)).count()
+    }
+
+    pub fn clear_calls(&self) {
+        self.with(|s| s.calls.clear());
+    }
+}

@@ -1,0 +1,7 @@
+//! cluster-bootstrap as a job: the invocation's items and outcomes, the Lambda handler's parts
+//! and the command line's local run. The sequence itself is [`crate::rules::bootstrap`].
+
+pub mod handler;
+pub mod job;
+pub mod local;
+pub mod sweep;

@@ -1,0 +1,464 @@
+//! The sweep of cellbridge's temporary access entries ("No standing admin").
+//!
+//! A bootstrap run creates an access entry with cluster-admin rights for its own principal and
+//! deletes it at the end (`access.rs`); a run killed in between leaves it. The sweep visits the
+//! cluster of every cell of the fleet (merged `cell-metadata.yaml`: `cluster_name`,
+//! `aws_region`, and the role that reaches it), describes cellbridge's entry there and deletes
+//! it when it is cellbridge's (its principal AND [`access::TEMPORARY_TAG`]) and older than the
+//! TTL. Anyone else's entry (another principal, or ours without the tag) is never touched: the
+//! sweep only ever names cellbridge's principal (DescribeAccessEntry/DeleteAccessEntry take the
+//! principal ARN, <https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeAccessEntry.html>),
+//! so it never lists other principals' entries at all.
+//!
+//! The age is EKS's `createdAt` ("The Unix epoch timestamp at object creation",
+//! <https://docs.aws.amazon.com/eks/latest/APIReference/API_AccessEntry.html>), else cellbridge's
+//! [`access::CREATED_AT_TAG`]; a tagged entry with neither predates the tag and counts as old.
+//! One cluster failing (a refused role, throttling, a deleted cluster) is reported and the
+//! sweep goes on.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::ports::cluster::{Accounts, ClusterApi};
+use crate::pure::configmap;
+use crate::pure::fleet::{EntryKind, FleetRead, Keep};
+use crate::rules::bootstrap::access::{self, AccessError};
+use crate::rules::cells::{self as cell, Cell, role_of};
+use crate::shell::error::{Class, Classify};
+
+/// One cluster to visit, and how to reach it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Target {
+    pub cell: String,
+    pub cluster: String,
+    pub region: String,
+    /// The role assumed to reach it; `None`: cellbridge's own identity (its own account).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+}
+
+/// A cluster to visit, or (a cell whose role cannot be decided) why not.
+pub type Planned = Result<Target, (Target, String)>;
+
+/// What the sweep did on one cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "result")]
+pub enum Swept {
+    /// cellbridge's temporary entry is there and young: a run is using it.
+    Kept { age_secs: u64 },
+    /// cellbridge's temporary entry had expired and is gone.
+    Deleted { age_secs: Option<u64> },
+    /// No temporary entry of cellbridge's (none, or an entry it did not make).
+    None,
+    /// The cluster could not be looked at or cleaned; the next sweep tries again.
+    /// `remaining_secs`: the age of an expired entry whose delete failed.
+    Failed {
+        class: Class,
+        error: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        remaining_secs: Option<u64>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClusterSweep {
+    #[serde(flatten)]
+    pub target: Target,
+    #[serde(flatten)]
+    pub swept: Swept,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SweepReport {
+    pub ttl_secs: u64,
+    pub clusters: Vec<ClusterSweep>,
+    /// The age of the oldest temporary entry still there (kept, or failed to delete), seconds.
+    pub oldest_remaining_secs: u64,
+    /// Regions and accounts whose tagged clusters could not be listed ([`discover`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub discovery_errors: Vec<String>,
+}
+
+impl SweepReport {
+    pub fn count(&self, f: impl Fn(&Swept) -> bool) -> usize {
+        self.clusters.iter().filter(|c| f(&c.swept)).count()
+    }
+    pub fn failed(&self) -> usize {
+        self.count(|s| matches!(s, Swept::Failed { .. }))
+    }
+}
+
+/// The cells of the fleet whose merged metadata names a cluster and region, each with the role
+/// that reaches it or why none can be decided. Cells without metadata yet (pull request open)
+/// have no cluster to sweep and are left out; a file that does not parse is skipped with a
+/// warning, as the bootstrap's lookup does.
+pub fn targets(
+    fleet: &dyn FleetRead,
+    account_roles: &BTreeMap<String, String>,
+) -> Result<Vec<Planned>, cell::CellError> {
+    let mut out = Vec::new();
+    for e in fleet.list("clusters")?.unwrap_or_default() {
+        if e.kind != EntryKind::Dir || e.name.starts_with('_') || !cell::is_dns_label(&e.name) {
+            continue;
+        }
+        let file = configmap::path_for(&e.name);
+        let Some(text) = fleet.read_text(&file)? else { continue };
+        let metadata = match configmap::parse(&text, &file) {
+            Ok(x) => x.data,
+            Err(err) => {
+                tracing::warn!(%file, error = %err, "sweep: skipping a cell-metadata file that does not parse");
+                continue;
+            }
+        };
+        let (Some(cluster), Some(region)) = (metadata.get("cluster_name"), metadata.get("aws_region")) else {
+            continue;
+        };
+        let (cluster, region) = (cluster.clone(), region.clone());
+        let c = Cell {
+            name: e.name.clone(),
+            metadata,
+        };
+        let target = |role| Target {
+            cell: c.name.clone(),
+            cluster: cluster.clone(),
+            region: region.clone(),
+            role,
+        };
+        out.push(match role_of(&c, account_roles) {
+            Ok(role) => Ok(target(role)),
+            Err(reason) => Err((target(None), reason.to_string())),
+        });
+    }
+    Ok(out)
+}
+
+/// The clusters tagged `cellbridge.dev/cell` that no merged cell names yet: a new cell is
+/// bootstrapped from its cluster's tag before its pull request merges, so a run killed then
+/// leaves its entry on a cluster the fleet's metadata does not know. Looked for in every region
+/// of the fleet's cells and `home_region`, with cellbridge's own identity and with each role of
+/// `account_roles` (ListClusters, then DescribeCluster for the tag). A region or account that
+/// cannot be listed is reported in the second list and the sweep goes on.
+pub async fn discover<A: Accounts>(
+    accounts: &A,
+    known: &[Planned],
+    account_roles: &BTreeMap<String, String>,
+    home_region: Option<&str>,
+) -> (Vec<Planned>, Vec<String>) {
+    let target_of = |p: &Planned| match p {
+        Ok(t) | Err((t, _)) => t.clone(),
+    };
+    let known: Vec<Target> = known.iter().map(target_of).collect();
+    let mut regions: Vec<String> = known
+        .iter()
+        .map(|t| t.region.clone())
+        .chain(home_region.map(str::to_owned))
+        .collect();
+    regions.sort();
+    regions.dedup();
+    let roles: Vec<Option<String>> = std::iter::once(None)
+        .chain(account_roles.values().cloned().map(Some))
+        .collect();
+    let (mut found, mut errors) = (Vec::new(), Vec::new());
+    for region in &regions {
+        for role in &roles {
+            let whose = role.as_deref().unwrap_or("cellbridge's own account");
+            let api = match accounts.open(region, role.as_deref()).await {
+                Ok(api) => api,
+                Err(e) => {
+                    errors.push(format!("{region}, {whose}: {e}"));
+                    continue;
+                }
+            };
+            let names = match api.list_clusters().await {
+                Ok(n) => n,
+                Err(e) => {
+                    errors.push(format!("{region}, {whose}: {e}"));
+                    continue;
+                }
+            };
+            for cluster in names {
+                // A merged cell's cluster is already a target (through the role its account gives).
+                if known
+                    .iter()
+                    .any(|t| t.cluster == cluster && t.region == *region && t.role == *role)
+                {
+                    continue;
+                }
+                match api.describe_cluster(&cluster).await {
+                    Ok(Some(info)) => {
+                        if let Some(cell) = info.tags.get(cell::CELL_TAG) {
+                            found.push(Ok(Target {
+                                cell: cell.clone(),
+                                cluster,
+                                region: region.clone(),
+                                role: role.clone(),
+                            }));
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => errors.push(format!("{region}, {whose}: {e}")),
+                }
+            }
+        }
+    }
+    (found, errors)
+}
+
+/// Sweeps one cluster as `principal`.
+pub async fn sweep_cluster(
+    api: &impl ClusterApi,
+    cluster: &str,
+    principal: &str,
+    now: SystemTime,
+    ttl: Duration,
+) -> Swept {
+    let failed = |e: AccessError, remaining_secs| Swept::Failed {
+        class: e.class(),
+        error: e.to_string(),
+        remaining_secs,
+    };
+    let entry = match api.access_entry(cluster, principal).await {
+        Ok(Some(entry)) => entry,
+        Ok(None) => return Swept::None,
+        Err(e) => return failed(e.into(), None),
+    };
+    if !entry.temporary {
+        // Our principal, but an entry someone made for it on purpose: never ours to delete.
+        return Swept::None;
+    }
+    let age = access::age(&entry, now).map(|a| a.as_secs());
+    if !access::expired(&entry, now, ttl) {
+        return Swept::Kept {
+            age_secs: age.unwrap_or_default(),
+        };
+    }
+    match api.delete_access_entry(cluster, principal).await {
+        Ok(_) => {
+            tracing::warn!(
+                cluster,
+                principal,
+                age_secs = age,
+                "sweep: deleted an expired temporary access entry"
+            );
+            Swept::Deleted { age_secs: age }
+        }
+        // Still there: its age counts for the gauge (unknown age: as old as can be).
+        Err(e) => failed(e.into(), Some(age.unwrap_or(u64::MAX))),
+    }
+}
+
+/// Sweeps every target. `own_principal`: the IAM principal cellbridge's own identity has
+/// entries as (`CELLBRIDGE_ACCESS_PRINCIPAL_ARN`, else STS's answer); an assumed role's entry
+/// is the role's ARN, as in a bootstrap run.
+pub async fn sweep<A: Accounts>(
+    accounts: &A,
+    targets: Vec<Planned>,
+    own_principal: Option<&str>,
+    now: SystemTime,
+    ttl: Duration,
+) -> SweepReport {
+    let mut report = SweepReport {
+        ttl_secs: ttl.as_secs(),
+        ..SweepReport::default()
+    };
+    for t in targets {
+        let (target, swept) = match t {
+            Err((target, reason)) => (
+                target,
+                Swept::Failed {
+                    class: Class::Final,
+                    error: reason,
+                    remaining_secs: None,
+                },
+            ),
+            Ok(target) => {
+                let swept = visit(accounts, &target, own_principal, now, ttl).await;
+                (target, swept)
+            }
+        };
+        if let Swept::Failed { error, .. } = &swept {
+            tracing::error!(cell = %target.cell, cluster = %target.cluster, region = %target.region, %error, "sweep: cluster not swept");
+        }
+        match swept {
+            Swept::Kept { age_secs }
+            | Swept::Failed {
+                remaining_secs: Some(age_secs),
+                ..
+            } => report.oldest_remaining_secs = report.oldest_remaining_secs.max(age_secs),
+            _ => {}
+        }
+        report.clusters.push(ClusterSweep { target, swept });
+    }
+    report
+}
+
+async fn visit<A: Accounts>(
+    accounts: &A,
+    target: &Target,
+    own_principal: Option<&str>,
+    now: SystemTime,
+    ttl: Duration,
+) -> Swept {
+    let failed = |e: AccessError| Swept::Failed {
+        class: e.class(),
+        error: e.to_string(),
+        remaining_secs: None,
+    };
+    let api = match accounts.open(&target.region, target.role.as_deref()).await {
+        Ok(api) => api,
+        Err(e) => return failed(e),
+    };
+    let principal = match target.role.as_deref().or(own_principal) {
+        Some(p) => p.to_owned(),
+        None => match api.caller_principal().await {
+            Ok(p) => p,
+            Err(e) => return failed(e),
+        },
+    };
+    sweep_cluster(&api, &target.cluster, &principal, now, ttl).await
+}
+
+/// The span of a sweep, scheduled or after a run: it concerns the whole fleet's clusters, and its
+/// every line says so (each cluster's lines name the cluster too).
+pub fn span() -> tracing::Span {
+    tracing::info_span!("sweep", scope = "fleet")
+}
+
+/// The sweep `{"action":"sweep"}` asks for: reads the fleet's base branch, sweeps every
+/// cell's cluster and records one `AccessSweeps` heartbeat with `OldestTemporaryAccessSeconds`
+/// (the module alarms when the age passes its limit, or when the heartbeat stops). The pause
+/// switch does not stop it: it only ever removes cellbridge's own expired access.
+impl<A: Accounts, K: crate::ports::cluster::KubeConnect, S: crate::ports::secrets::SecretStore>
+    crate::jobs::bootstrap::handler::BootstrapService<A, K, S>
+{
+    /// Sweeps the clusters of `fleet`'s cells and the tagged clusters no merged cell names yet.
+    pub async fn sweep_fleet(&self, fleet: &dyn FleetRead, ttl: Duration) -> Result<SweepReport, cell::CellError> {
+        let settings = self.bootstrapper.settings();
+        let targets = targets(fleet, &settings.account_roles)?;
+        // AWS_REGION: the function's own region, where its own account's new clusters may be.
+        let home = std::env::var("AWS_REGION").ok();
+        let (found, discovery_errors) = discover(
+            self.bootstrapper.accounts(),
+            &targets,
+            &settings.account_roles,
+            home.as_deref(),
+        )
+        .await;
+        for e in &discovery_errors {
+            tracing::error!(error = %e, "sweep: cannot list the clusters there");
+        }
+        let targets: Vec<Planned> = targets.into_iter().chain(found).collect();
+        let mut report = sweep(
+            self.bootstrapper.accounts(),
+            targets,
+            settings.access_principal_arn.as_deref(),
+            SystemTime::now(),
+            ttl,
+        )
+        .await;
+        report.discovery_errors = discovery_errors;
+        Ok(report)
+    }
+
+    /// The sweep's heartbeat metric and log line.
+    pub fn record_sweep(&self, report: &SweepReport, metrics: &crate::shell::metrics::Metrics<'_>) {
+        let deleted = report.count(|s| matches!(s, Swept::Deleted { .. })).to_string();
+        let failed = (report.failed() + report.discovery_errors.len()).to_string();
+        metrics.sweep(
+            report.oldest_remaining_secs,
+            &[("deleted", Some(&deleted)), ("failed", Some(&failed))],
+        );
+        tracing::info!(
+            deleted,
+            failed,
+            oldest_remaining_secs = report.oldest_remaining_secs,
+            "sweep done"
+        );
+    }
+
+    /// The daily sweep (run in [`span`]).
+    pub async fn sweep(
+        &self,
+        deadline: std::time::Instant,
+        metrics: &crate::shell::metrics::Metrics<'_>,
+    ) -> Result<(SweepReport, Option<Class>), crate::rules::bootstrap::BootstrapError> {
+        let ttl = match access::ttl_from_env() {
+            Ok(ttl) => ttl,
+            Err(e) => {
+                metrics.count(
+                    crate::shell::metrics::Outcome::of_failure(Class::Final),
+                    &[("action", Some("sweep"))],
+                );
+                return Err(e.into());
+            }
+        };
+        // Which cells are merged is all a sweep reads: every cell's `cell-metadata.yaml`.
+        let base = match crate::ports::fleet::FleetSource::fleet(&self.fleets, &Keep::default().with_index(), deadline)
+            .await
+        {
+            Ok(base) => base,
+            Err(e) => {
+                // No heartbeat: the module's alarm on the missing sweep metric tells.
+                tracing::error!(error = %e, "sweep: cannot read the fleet repo");
+                metrics.count(
+                    crate::shell::metrics::Outcome::of_failure(e.class()),
+                    &[("action", Some("sweep"))],
+                );
+                return Err(crate::rules::bootstrap::BootstrapError::from(e));
+            }
+        };
+        let report = match self.sweep_fleet(base.fleet.as_ref(), ttl).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(error = %e, "sweep: cannot list the fleet's cells");
+                let e = crate::rules::bootstrap::BootstrapError::from(e);
+                metrics.count(
+                    crate::shell::metrics::Outcome::of_failure(e.class()),
+                    &[("action", Some("sweep"))],
+                );
+                return Err(e);
+            }
+        };
+        self.record_sweep(&report, metrics);
+        let classes: Vec<Class> = report
+            .clusters
+            .iter()
+            .filter_map(|c| match &c.swept {
+                Swept::Failed { class, .. } => Some(*class),
+                _ => None,
+            })
+            .collect();
+        // Retryable only when every failure is (Lambda then runs the whole sweep again).
+        let class = match classes.as_slice() {
+            [] => None,
+            all if all.iter().all(|c| *c == Class::Retryable) => Some(Class::Retryable),
+            _ => Some(Class::Final),
+        };
+        Ok((report, class))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cell_without_a_merged_role_is_reached_through_its_accounts_configured_role() {
+        let roles: BTreeMap<String, String> = [(
+            "210987654321".to_owned(),
+            "arn:aws:iam::210987654321:role/cellbridge".to_owned(),
+        )]
+        .into();
+        let cell = |account: &str| Cell {
+            name: "c".into(),
+            metadata: [("aws_account_id".to_owned(), account.to_owned())].into(),
+        };
+        assert_eq!(
+            role_of(&cell("210987654321"), &roles).unwrap().as_deref(),
+            Some("arn:aws:iam::210987654321:role/cellbridge")
+        );
+        assert_eq!(role_of(&cell("123456789012"), &roles).unwrap(), None);
+    }
+}

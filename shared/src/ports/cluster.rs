@@ -1,0 +1,106 @@
+//! The outside services as the bootstrap sees them: the cell's AWS account (EKS and STS, one
+//! region and identity at a time), a Kubernetes API to apply to, and the store of Flux's Git
+//! secret. [`crate::rules::bootstrap::Bootstrapper`] runs the same sequence whatever implements these: the AWS SDK
+//! and kube-rs (`adapters/aws.rs`, `adapters/kube/`), or the in-memory doubles of the
+//! `test-support` feature (`doubles/cluster/`), which keep the services' rules, not a second copy of the sequence.
+//!
+//! Each method answers what the service answers, already classified (see [`crate::shell::error`]): an
+//! absent object is `Ok(None)` / `Ok(false)`, not an error, because the sequence decides what
+//! absence means.
+
+use std::future::Future;
+
+use crate::adapters::kube::{Applied, ApplyError, ClusterAuth, SourceStatus, Tuning};
+use crate::rules::bootstrap::access::AccessError;
+use crate::rules::bootstrap::eks::{ClusterInfo, EksError};
+use crate::rules::bootstrap::plan::{KubeRef, Step};
+
+/// An access entry as DescribeAccessEntry shows it, as far as cellbridge needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessEntry {
+    /// Tagged [`crate::rules::bootstrap::access::TEMPORARY_TAG`]: cellbridge made it, and deletes it.
+    pub temporary: bool,
+    /// When it was made: EKS's `createdAt` (authoritative), else cellbridge's
+    /// [`crate::rules::bootstrap::access::CREATED_AT_TAG`]; `None` when neither says (an entry made before the tag
+    /// existed counts as old).
+    pub created_at: Option<std::time::SystemTime>,
+}
+
+/// The EKS and STS calls of a bootstrap, in one region with one identity.
+pub trait ClusterApi: Send + Sync {
+    /// ListClusters, every page: the clusters of this region and identity's account.
+    fn list_clusters(&self) -> impl Future<Output = Result<Vec<String>, EksError>> + Send;
+    /// DescribeCluster; `None` when there is no such cluster.
+    fn describe_cluster(&self, cluster: &str) -> impl Future<Output = Result<Option<ClusterInfo>, EksError>> + Send;
+    /// DescribeAccessEntry; `None` when the principal has none.
+    fn access_entry(
+        &self,
+        cluster: &str,
+        principal: &str,
+    ) -> impl Future<Output = Result<Option<AccessEntry>, EksError>> + Send;
+    /// CreateAccessEntry (type STANDARD, tagged temporary and with its creation time);
+    /// `Ok(false)` when the principal
+    /// already has one (ResourceInUseException).
+    fn create_access_entry(
+        &self,
+        cluster: &str,
+        principal: &str,
+    ) -> impl Future<Output = Result<bool, EksError>> + Send;
+    /// AssociateAccessPolicy: `AmazonEKSClusterAdminPolicy`, cluster scope.
+    fn associate_admin_policy(
+        &self,
+        cluster: &str,
+        principal: &str,
+    ) -> impl Future<Output = Result<(), EksError>> + Send;
+    /// DeleteAccessEntry; `Ok(false)` when there was none.
+    fn delete_access_entry(
+        &self,
+        cluster: &str,
+        principal: &str,
+    ) -> impl Future<Output = Result<bool, EksError>> + Send;
+    /// STS GetCallerIdentity, as the IAM principal an access entry names.
+    fn caller_principal(&self) -> impl Future<Output = Result<String, AccessError>> + Send;
+    /// How a Kubernetes client of this identity authenticates to the cluster at `endpoint`.
+    fn kube_auth(
+        &self,
+        cluster: &str,
+        endpoint: String,
+        ca_pem: Vec<u8>,
+    ) -> impl Future<Output = Result<ClusterAuth, AccessError>> + Send;
+}
+
+/// The accounts cells live in: a [`ClusterApi`] for a region, as cellbridge's own identity or
+/// as the cell's bootstrap role.
+pub trait Accounts: Send + Sync {
+    type Api: ClusterApi;
+    /// Assumes `role` when given (a refusal is [`AccessError::AssumeRole`]).
+    fn open(&self, region: &str, role: Option<&str>) -> impl Future<Output = Result<Self::Api, AccessError>> + Send;
+    /// cellbridge's own account (STS GetCallerIdentity's `Account`, with its own identity).
+    fn home_account(&self) -> impl Future<Output = Result<String, AccessError>> + Send;
+}
+
+/// One connection to a cluster's Kubernetes API.
+pub trait KubeApi: Send {
+    /// Whether the object exists; a kind the cluster does not serve counts as absent. `plural`
+    /// is given so that no discovery is needed for this one read.
+    fn exists(&mut self, target: &KubeRef, plural: &str) -> impl Future<Output = Result<bool, ApplyError>> + Send;
+    /// Server-side apply, forcing ownership of the step's fields for cellbridge's field manager.
+    fn apply(&mut self, step: &Step) -> impl Future<Output = Result<Applied, ApplyError>> + Send;
+    /// Until every named CRD is Established (bounded by the tuning's `crd_timeout`).
+    fn wait_established(&mut self, crds: &[String]) -> impl Future<Output = Result<(), ApplyError>> + Send;
+    /// Until the GitRepository reports Ready for its generation (bounded by `ready_timeout`);
+    /// the last status seen either way.
+    fn wait_source_ready(&mut self, target: &KubeRef) -> impl Future<Output = Result<SourceStatus, ApplyError>> + Send;
+}
+
+/// Opens [`KubeApi`] connections.
+pub trait KubeConnect: Send + Sync {
+    type Api: KubeApi;
+    /// `fresh_entry`: the access entry was made moments ago, so 401/403 may be it propagating.
+    fn connect(
+        &self,
+        auth: ClusterAuth,
+        tuning: &Tuning,
+        fresh_entry: bool,
+    ) -> impl Future<Output = Result<Self::Api, ApplyError>> + Send;
+}

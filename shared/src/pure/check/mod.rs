@@ -1,0 +1,276 @@
+//! The strict substitution check: what kustomize-controller would do to every layer of a cell
+//! (every Flux Kustomization with a `postBuild`), without a cluster.
+//!
+//! What is checked, and why it matches Flux:
+//!
+//! - The layers are the Flux Kustomizations (`kustomize.toolkit.fluxcd.io/*`, kind
+//!   `Kustomization`) that `kustomize build clusters/<cell>` would produce (the cell's
+//!   `kustomization.yaml`, or every YAML file when it has none; `flux-system/gotk-components.yaml`
+//!   is never read) and that have a `spec.postBuild`: Flux substitutes whatever the sources.
+//!   Their `spec.path` is followed in the fleet repo itself (a `sourceRef` to another repository
+//!   is not followed).
+//! - At each layer path the files kustomize would read are collected: a kustomization file's
+//!   `resources`/`bases`/`components` (files, or directories built recursively), `patches`,
+//!   `patchesStrategicMerge`, `patchesJson6902` (files and inline patches), `configMapGenerator`
+//!   `files`/`envs`/`literals`; without a kustomization file, every `.yaml`/`.yml` file below
+//!   it, a subdirectory with its own kustomization file being built as one (what
+//!   kustomize-controller generates). `secretGenerator` output is base64, which substitution
+//!   never sees, so it is skipped. Remote resources are listed as not checked (no network).
+//! - Flux substitutes the resource as kustomize re-serialises it (through JSON), so comments
+//!   are gone and only keys and values remain. The check therefore parses each YAML document
+//!   and scans the *values of its scalars* (keys included), which skips comments the way Flux
+//!   does and handles quoting, and maps every `${` back to its line in the original file. A
+//!   document labelled or annotated `kustomize.toolkit.fluxcd.io/substitute: disabled` is
+//!   skipped. Each scalar is scanned on its own: an expression cannot span two values here,
+//!   while in Flux an unclosed `${x:=` could swallow text up to a later `}`; both are mistakes,
+//!   and the check reports the unclosed one.
+//! - A variable is set when one of the layer's `substituteFrom` sources has the key or its
+//!   `spec.postBuild.substitute` has it; `sources.rs` resolves the sources as
+//!   kustomize-controller does (the layer's namespace, `optional`, generators' hashed names,
+//!   ConfigMaps and Secrets applied from Git, keys declared in [`IN_CLUSTER_SOURCES`]). A
+//!   default operator (`:=`, `=`, `:-`, ...) makes a reference fine when unset; every other
+//!   reference to an unset variable is a finding (with "did you mean" when a known key is
+//!   within two edits), as is every malformed expression (Flux's parser refuses the whole
+//!   resource), unless only an undeclared in-cluster source could supply it: then it is
+//!   *unverified*, reported but not failed. Keys of `cell-metadata` that no layer reading it
+//!   references (in any form) are reported as unused.
+//!
+//! Where each part lives: `layers.rs` says which Flux Kustomizations of the cell are layers,
+//! `build.rs` collects the files kustomize would read to build one, `sources.rs` resolves what
+//! each layer substitutes from (`in_cluster.rs` reads the declarations), `scan.rs` walks the
+//! files value by value and makes every finding with its file and line, `report.rs` holds the
+//! report and finding types; they all read the crate's YAML tree with source positions
+//! (`yaml.rs`, which a new cell's `gotk-sync.yaml` is written with too).
+
+mod build;
+mod in_cluster;
+mod layers;
+mod report;
+mod scan;
+mod sources;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::configmap::{self, ConfigMapError};
+use super::fleet::{EntryKind, FleetError, FleetRead};
+use super::yaml;
+
+use build::{Build, Role, Unit};
+pub use in_cluster::IN_CLUSTER_SOURCES;
+use layers::flux_layer;
+pub use report::{CheckReport, Finding, Layer, Unverified};
+use scan::scan_unit;
+
+/// The ConfigMap the layers substitute from.
+pub const CONFIGMAP_NAME: &str = "cell-metadata";
+/// The label or annotation that turns substitution off for one resource.
+pub const SUBSTITUTE_KEY: &str = "kustomize.toolkit.fluxcd.io/substitute";
+/// kustomize's recognised kustomization file names, in its order of preference.
+pub const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
+/// The Flux Kustomization that applies `clusters/<cell>` itself (from `gotk-sync.yaml`).
+const CELL_LAYER: &str = "flux-system";
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error(transparent)]
+    Fleet(#[from] FleetError),
+    #[error("{file}: {reason}")]
+    Invalid { file: String, reason: String },
+    #[error(transparent)]
+    ConfigMap(#[from] ConfigMapError),
+}
+
+fn invalid(file: &str, reason: impl Into<String>) -> CheckError {
+    CheckError::Invalid {
+        file: file.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+/// Checks every layer of `clusters/<cell>` against the ConfigMap data `vars`.
+pub fn check_cell(
+    fleet: &dyn FleetRead,
+    cell: &str,
+    vars: &BTreeMap<String, String>,
+) -> Result<CheckReport, CheckError> {
+    let cell_dir = format!("clusters/{cell}");
+    if let Some(report) = symlinked_cell(fleet, cell)? {
+        return Ok(report);
+    }
+    if !fleet.is_dir(&cell_dir)? {
+        return Err(invalid(&cell_dir, "no such cell directory in the fleet repo"));
+    }
+    let mut report = CheckReport {
+        cell: cell.to_owned(),
+        ..Default::default()
+    };
+
+    // What Flux applies from the cell directory itself.
+    let mut cell_build = Build::new(fleet, CELL_LAYER);
+    cell_build.dir(&cell_dir)?;
+    let mut layers = Vec::new();
+    for unit in &cell_build.units {
+        if let Unit::File {
+            path,
+            role: Role::Manifest,
+        } = unit
+        {
+            if path.ends_with("/gotk-components.yaml") {
+                continue;
+            }
+            let text = read(fleet, path)?;
+            for doc in yaml::documents(&text).map_err(|r| invalid(path, r))? {
+                if let Some(l) = flux_layer(&doc, path)? {
+                    layers.push(l);
+                }
+            }
+        }
+    }
+    report.findings.append(&mut cell_build.findings);
+    report.not_checked.append(&mut cell_build.not_checked);
+
+    // Every layer is built before any is scanned: a layer may substitute from a ConfigMap
+    // that the cell directory or another layer applies.
+    let mut git_sources = Vec::new();
+    sources::collect(fleet, &cell_build, None, &mut git_sources)?;
+    let mut builds = Vec::with_capacity(layers.len());
+    for l in &layers {
+        let mut build = Build::new(fleet, &l.name);
+        let found = if l.path.is_empty() {
+            true
+        } else {
+            fleet.is_dir(&l.path)?
+        };
+        if found {
+            build.dir(&l.path)?;
+        } else {
+            report.findings.push(Finding {
+                file: l.defined_in.clone(),
+                line: l.path_line,
+                variable: String::new(),
+                layer: l.name.clone(),
+                message: match fleet.symlink_on(&l.path)? {
+                    Some(link) => format!(
+                        "{}, so kustomize-controller fails with 'kustomization path not found'",
+                        build::dropped_symlink(&format!("spec.path `{}`", l.path), &l.path, &link)
+                    ),
+                    None => format!("spec.path `{}` is not a directory of the fleet repo", l.path),
+                },
+            });
+        }
+        sources::collect(fleet, &build, l.target_namespace.as_deref(), &mut git_sources)?;
+        builds.push(build);
+    }
+    let declared = in_cluster::read(fleet)?;
+
+    let mut used: BTreeSet<String> = BTreeSet::new();
+    for (l, mut build) in layers.into_iter().zip(builds) {
+        let layer_vars = sources::resolve(&l, vars, &git_sources, &declared, &mut report.findings);
+        let mut layer_used = BTreeSet::new();
+        let mut files = BTreeSet::new();
+        for unit in &build.units {
+            files.insert(unit.path().to_owned());
+            scan_unit(
+                fleet,
+                unit,
+                &l,
+                &layer_vars,
+                &mut layer_used,
+                (&mut report.findings, &mut report.unverified),
+            )?;
+        }
+        if layer_vars.reads_cell_metadata {
+            used.append(&mut layer_used);
+        }
+        report.findings.append(&mut build.findings);
+        report.not_checked.append(&mut build.not_checked);
+        report.layers.push(Layer {
+            name: l.name,
+            defined_in: l.defined_in,
+            path: l.path,
+            files: files.len(),
+        });
+    }
+
+    report.findings.sort();
+    report.findings.dedup();
+    report.not_checked.sort();
+    report.not_checked.dedup();
+    report.unverified.sort();
+    report.unverified.dedup();
+    report.unused_keys = vars.keys().filter(|k| !used.contains(*k)).cloned().collect();
+    Ok(report)
+}
+
+/// `cellbridge check`: every cell of the fleet repo (each directory under `clusters/` but
+/// `_template`), or only `cell`, against the cell's own `cell-metadata.yaml`.
+pub fn check_fleet(fleet: &dyn FleetRead, cell: Option<&str>) -> Result<Vec<CheckReport>, CheckError> {
+    let cells: Vec<String> = match cell {
+        Some(c) => vec![c.to_owned()],
+        None => fleet
+            .list("clusters")?
+            .ok_or_else(|| invalid("clusters", "the fleet repo has no clusters/ directory"))?
+            .into_iter()
+            .filter(|e| {
+                // A symlinked cell is listed so that it is reported, not silently skipped.
+                matches!(e.kind, EntryKind::Dir | EntryKind::Symlink)
+                    && e.name != "_template"
+                    && !e.name.starts_with('.')
+            })
+            .map(|e| e.name)
+            .collect(),
+    };
+    let mut reports = Vec::with_capacity(cells.len());
+    for c in cells {
+        if c.is_empty() || c.contains('/') || c == "." || c == ".." {
+            return Err(invalid(&c, "not a cell name"));
+        }
+        if let Some(report) = symlinked_cell(fleet, &c)? {
+            reports.push(report);
+            continue;
+        }
+        let path = configmap::path_for(&c);
+        if !fleet.is_dir(&format!("clusters/{c}"))? {
+            return Err(invalid(
+                &format!("clusters/{c}"),
+                "no such cell directory in the fleet repo",
+            ));
+        }
+        let text = fleet
+            .read_text(&path)?
+            .ok_or_else(|| invalid(&path, "missing: the check needs the cell's ConfigMap `cell-metadata`"))?;
+        let existing = configmap::parse(&text, &path)?;
+        reports.push(check_cell(fleet, &c, &existing.data)?);
+    }
+    Ok(reports)
+}
+
+/// A cell directory that is (or lies behind) a symlink: Flux's artifact has no such directory,
+/// so the cell's own `flux-system` Kustomization fails; one finding says so.
+fn symlinked_cell(fleet: &dyn FleetRead, cell: &str) -> Result<Option<CheckReport>, CheckError> {
+    let Some(link) = fleet.symlink_on(&format!("clusters/{cell}"))? else {
+        return Ok(None);
+    };
+    Ok(Some(CheckReport {
+        cell: cell.to_owned(),
+        findings: vec![Finding {
+            file: link.path.clone(),
+            line: 1,
+            variable: String::new(),
+            layer: CELL_LAYER.to_owned(),
+            message: format!(
+                "`{}` is a symlink (→ {}): Flux leaves symlinks out of its source artifact, so the `{CELL_LAYER}` Kustomization's path `./clusters/{cell}` is not found; make it a directory",
+                link.path, link.target
+            ),
+        }],
+        ..Default::default()
+    }))
+}
+
+fn read(fleet: &dyn FleetRead, path: &str) -> Result<String, CheckError> {
+    fleet
+        .read_text(path)?
+        .ok_or_else(|| invalid(path, "file disappeared while checking"))
+}

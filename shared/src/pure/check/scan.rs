@@ -1,0 +1,213 @@
+//! Scanning what a layer builds for `${...}`: each YAML document scalar by scalar (or a
+//! generator file as a whole), with every `${` mapped back to its line; the findings are made
+//! here.
+
+use std::collections::BTreeSet;
+
+use crate::pure::envsubst::{self, Item, ParseErrorKind};
+use crate::pure::fleet::FleetRead;
+
+use super::build::{Role, Unit};
+use super::layers::FluxLayer;
+use super::sources::{LayerVars, Verdict};
+use super::yaml;
+use super::{CheckError, Finding, SUBSTITUTE_KEY, Unverified, invalid, read};
+
+pub(super) fn scan_unit(
+    fleet: &dyn FleetRead,
+    unit: &Unit,
+    layer: &FluxLayer,
+    vars: &LayerVars,
+    used: &mut BTreeSet<String>,
+    out: (&mut Vec<Finding>, &mut Vec<Unverified>),
+) -> Result<(), CheckError> {
+    let mut sink = Sink {
+        file: unit.path(),
+        layer,
+        vars,
+        used,
+        findings: out.0,
+        unverified: out.1,
+    };
+    match unit {
+        Unit::File {
+            path,
+            role: Role::Manifest,
+        } => {
+            let text = read(fleet, path)?;
+            if !text.contains("${") {
+                return Ok(());
+            }
+            let lines = LineIndex::new(&text);
+            for doc in yaml::documents(&text).map_err(|r| invalid(path, r))? {
+                if substitution_disabled(&doc) {
+                    continue;
+                }
+                doc.walk_scalars(&mut |s| sink.scalar(&text, &lines, s));
+            }
+        }
+        Unit::File { path, role } => {
+            let text = read(fleet, path)?;
+            let env = *role == Role::Env;
+            envsubst::scan(&text, |item| {
+                let line = match item {
+                    Item::Reference(r) => r.line,
+                    Item::Malformed(m) => m.line,
+                };
+                // kustomize drops comment lines of env files.
+                let comment = env
+                    && text
+                        .lines()
+                        .nth(line - 1)
+                        .is_some_and(|l| l.trim_start().starts_with('#'));
+                if !comment {
+                    sink.item(&text, item, |_| line);
+                }
+            });
+        }
+        Unit::Inline { path, scalar } => {
+            let text = read(fleet, path)?;
+            let lines = LineIndex::new(&text);
+            sink.scalar(&text, &lines, scalar);
+        }
+    }
+    Ok(())
+}
+
+/// `kustomize.toolkit.fluxcd.io/substitute: disabled` as a label or an annotation.
+fn substitution_disabled(doc: &yaml::Node) -> bool {
+    let meta = doc.get("metadata");
+    ["labels", "annotations"].iter().any(|f| {
+        meta.and_then(|m| m.get(f))
+            .and_then(|m| m.get(SUBSTITUTE_KEY))
+            .and_then(yaml::Node::str)
+            == Some("disabled")
+    })
+}
+
+struct Sink<'a> {
+    file: &'a str,
+    layer: &'a FluxLayer,
+    vars: &'a LayerVars,
+    used: &'a mut BTreeSet<String>,
+    findings: &'a mut Vec<Finding>,
+    unverified: &'a mut Vec<Unverified>,
+}
+
+impl Sink<'_> {
+    fn scalar(&mut self, text: &str, lines: &LineIndex, s: &yaml::Scalar) {
+        if !s.value.contains("${") {
+            return;
+        }
+        // The n-th `${` of the value is the n-th `${` of its source text, unless YAML escapes
+        // or folding changed it; then fall back to the scalar's line plus the newlines before.
+        let raw = text.get(s.start..s.end).unwrap_or("");
+        let raw_at: Vec<usize> = raw.match_indices("${").map(|(i, _)| s.start + i).collect();
+        let value_at: Vec<usize> = s.value.match_indices("${").map(|(i, _)| i).collect();
+        let line_of = |offset: usize| -> usize {
+            match value_at.binary_search(&offset) {
+                Ok(n) if raw_at.len() == value_at.len() => lines.line(raw_at[n]),
+                _ => s.line + s.value[..offset.min(s.value.len())].matches('\n').count(),
+            }
+        };
+        let value = s.value.as_str();
+        envsubst::scan(value, |item| self.item(value, item, line_of));
+    }
+
+    fn item(&mut self, text: &str, item: Item<'_>, line_of: impl Fn(usize) -> usize) {
+        match item {
+            Item::Reference(r) => {
+                self.used.insert(r.name.to_owned());
+                if r.has_default() {
+                    return;
+                }
+                let did_you_mean = match self.vars.verdict(r.name) {
+                    Verdict::Set => return,
+                    Verdict::Unverified(sources) => {
+                        self.unverified.push(Unverified {
+                            file: self.file.to_owned(),
+                            line: line_of(r.offset),
+                            variable: r.name.to_owned(),
+                            layer: self.layer.name.clone(),
+                            sources: sources.to_vec(),
+                        });
+                        return;
+                    }
+                    Verdict::NotSet { did_you_mean } => did_you_mean,
+                };
+                let sources = LayerVars::describe(self.layer);
+                let mut message = if sources.is_empty() {
+                    format!(
+                        "variable not set (strict mode): `{}` has no inline substitute and no default, and the layer substitutes from no ConfigMap or Secret",
+                        r.name
+                    )
+                } else {
+                    format!(
+                        "variable not set (strict mode): `{}` is a key of none of the layer's sources ({sources}), has no inline substitute and no default",
+                        r.name
+                    )
+                };
+                if let Some(k) = did_you_mean {
+                    message.push_str(&format!("; did you mean `{k}`?"));
+                }
+                if !envsubst::valid_name(r.name) {
+                    message.push_str(&format!(
+                        "; `{}` can never be a key (names match {})",
+                        r.name,
+                        envsubst::NAME_PATTERN
+                    ));
+                }
+                self.push(line_of(r.offset), r.name.to_owned(), message);
+            }
+            Item::Malformed(m) => {
+                let rest = &text[m.offset..];
+                let end = rest.find('\n').unwrap_or(rest.len()).min(40);
+                let end = (0..=end).rev().find(|&i| rest.is_char_boundary(i)).unwrap_or(0);
+                let snippet = &rest[..end];
+                let mut message = format!(
+                    "bad substitution: {} in `{snippet}`; Flux refuses the whole resource",
+                    m.kind.message()
+                );
+                if m.kind == ParseErrorKind::MissingClosingBrace
+                    && let Some(c) = rest[2..]
+                        .trim_start_matches(|c: char| c.is_alphanumeric() || c == '_')
+                        .chars()
+                        .next()
+                    && matches!(c, '-' | '+' | '?')
+                {
+                    message.push_str(&format!(
+                        " (Flux has no `${{name{c}word}}` form: write `${{name:{c}word}}`)"
+                    ));
+                }
+                self.push(line_of(m.offset), String::new(), message);
+            }
+        }
+    }
+
+    fn push(&mut self, line: usize, variable: String, message: String) {
+        self.findings.push(Finding {
+            file: self.file.to_owned(),
+            line,
+            variable,
+            layer: self.layer.name.clone(),
+            message,
+        });
+    }
+}
+
+struct LineIndex {
+    starts: Vec<usize>,
+}
+
+impl LineIndex {
+    fn new(text: &str) -> Self {
+        let mut starts = vec![0];
+        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        LineIndex { starts }
+    }
+
+    /// 1-based line of a byte offset.
+    fn line(&self, offset: usize) -> usize {
+        self.starts.partition_point(|&s| s <= offset)
+    }
+}

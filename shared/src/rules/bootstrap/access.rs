@@ -1,0 +1,246 @@
+//! Temporary cluster access through an EKS access entry for our own role.
+//!
+//! The entry is tagged when cellbridge creates it, so a run that died before deleting it is
+//! recognised by the next run, which then deletes it; an entry someone else made is used as it
+//! is and never touched.
+
+use std::time::{Duration, SystemTime};
+
+use aws_sdk_eks::primitives::{DateTime, DateTimeFormat};
+
+use super::eks::EksError;
+use crate::ports::cluster::{AccessEntry, ClusterApi};
+use crate::shell::config::ConfigError;
+use crate::shell::error::{Class, Classify};
+
+pub const ADMIN_POLICY: &str = "AmazonEKSClusterAdminPolicy";
+pub const TEMPORARY_TAG: &str = "cellbridge.dev/temporary";
+/// When cellbridge made the entry (RFC 3339, UTC). EKS's own `createdAt` is authoritative when
+/// DescribeAccessEntry answers it; the tag keeps the time with the entry whatever reads it.
+pub const CREATED_AT_TAG: &str = "cellbridge.dev/created-at";
+/// `CELLBRIDGE_ACCESS_ENTRY_TTL_SECS`: a temporary entry older than this is a leftover (the run
+/// that made it is over: longer than any invocation, whose limit is 900 s) and is deleted.
+pub const TTL_ENV: &str = "CELLBRIDGE_ACCESS_ENTRY_TTL_SECS";
+pub const DEFAULT_TTL: Duration = Duration::from_secs(1800);
+
+/// The TTL from the environment; unset or empty: [`DEFAULT_TTL`]; anything but a whole number
+/// of seconds of at least 900 (a run's longest) is refused.
+pub fn ttl_from_env() -> Result<Duration, ConfigError> {
+    match crate::shell::config::optional(TTL_ENV) {
+        Some(v) => parse_ttl(&v).map_err(|reason| ConfigError::Invalid {
+            name: TTL_ENV,
+            value: v,
+            reason,
+        }),
+        None => Ok(DEFAULT_TTL),
+    }
+}
+
+pub fn parse_ttl(v: &str) -> Result<Duration, String> {
+    match v.trim().parse::<u64>() {
+        Ok(secs) if secs >= 900 => Ok(Duration::from_secs(secs)),
+        Ok(_) => Err("at least 900 s (a Lambda run's longest), or a live run's entry could be swept".into()),
+        Err(e) => Err(format!("a whole number of seconds: {e}")),
+    }
+}
+
+pub fn format_rfc3339(t: SystemTime) -> String {
+    DateTime::from(t)
+        .fmt(DateTimeFormat::DateTime)
+        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".into())
+}
+
+pub fn parse_rfc3339(v: &str) -> Option<SystemTime> {
+    DateTime::from_str(v, DateTimeFormat::DateTime)
+        .ok()
+        .and_then(|t| SystemTime::try_from(t).ok())
+}
+
+/// How old the entry is at `now`; an entry without a time counts as expired (`None`).
+pub fn age(entry: &AccessEntry, now: SystemTime) -> Option<Duration> {
+    entry.created_at.map(|t| now.duration_since(t).unwrap_or_default())
+}
+
+/// Whether cellbridge's temporary entry outlived `ttl` (no time known: it predates the tag,
+/// so it is old).
+pub fn expired(entry: &AccessEntry, now: SystemTime, ttl: Duration) -> bool {
+    entry.temporary && age(entry, now).is_none_or(|a| a > ttl)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AccessError {
+    #[error(transparent)]
+    Eks(#[from] EksError),
+    #[error("STS GetCallerIdentity: {reason}")]
+    Sts { reason: String, retryable: bool },
+    #[error("STS AssumeRole {role}: {reason}")]
+    AssumeRole {
+        role: String,
+        reason: String,
+        retryable: bool,
+    },
+    #[error("cannot map caller {arn} to an IAM principal for an access entry")]
+    Principal { arn: String },
+}
+
+impl Classify for AccessError {
+    fn class(&self) -> Class {
+        match self {
+            AccessError::Eks(e) => e.class(),
+            AccessError::Sts { retryable: true, .. } | AccessError::AssumeRole { retryable: true, .. } => {
+                Class::Retryable
+            }
+            _ => Class::Final,
+        }
+    }
+}
+
+/// The IAM principal an access entry is made for: an assumed-role session ARN becomes its
+/// role's ARN (`arn:aws:sts::1:assumed-role/R/s` → `arn:aws:iam::1:role/R`).
+pub fn principal_arn(caller: &str) -> Result<String, AccessError> {
+    let bad = || AccessError::Principal { arn: caller.to_owned() };
+    let parts: Vec<&str> = caller.splitn(6, ':').collect();
+    if parts.len() != 6 || parts[0] != "arn" {
+        return Err(bad());
+    }
+    let (partition, service, account, resource) = (parts[1], parts[2], parts[4], parts[5]);
+    match (service, resource.split('/').collect::<Vec<_>>().as_slice()) {
+        ("sts", ["assumed-role", role, _session]) => Ok(format!("arn:{partition}:iam::{account}:role/{role}")),
+        ("iam", [kind, ..]) if *kind == "role" || *kind == "user" => Ok(caller.to_owned()),
+        _ => Err(bad()),
+    }
+}
+
+/// How we hold access to the cluster for this run.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Grant {
+    pub principal_arn: String,
+    /// True when the entry is cellbridge's (created now, or left by a run that died) and is
+    /// deleted at the end.
+    pub temporary: bool,
+}
+
+/// The grant an existing entry gives, if there is one: cellbridge's own (tagged) entry gets
+/// its policy made sure of and is deleted after the run; anyone else's is used as it is.
+async fn existing(api: &impl ClusterApi, cluster: &str, principal: &str) -> Result<Option<Grant>, AccessError> {
+    let Some(entry) = api.access_entry(cluster, principal).await? else {
+        return Ok(None);
+    };
+    // An expired leftover of cellbridge's (a run that died long ago) is deleted rather than
+    // reused: its age would let a concurrent sweep delete it under this run, and a fresh
+    // entry starts a fresh clock. A bad TTL setting keeps the default here; the sweep reports it.
+    let ttl = ttl_from_env().unwrap_or(DEFAULT_TTL);
+    if expired(&entry, SystemTime::now(), ttl) {
+        tracing::info!(
+            cluster,
+            principal,
+            "deleting an expired temporary access entry a run left"
+        );
+        api.delete_access_entry(cluster, principal).await?;
+        return Ok(None);
+    }
+    if entry.temporary {
+        // A run that died left it: make sure its policy is there, and delete it after.
+        api.associate_admin_policy(cluster, principal).await?;
+    }
+    tracing::info!(cluster, principal, temporary = entry.temporary, "access entry exists");
+    Ok(Some(Grant {
+        principal_arn: principal.into(),
+        temporary: entry.temporary,
+    }))
+}
+
+/// Makes sure `principal` has an access entry with cluster-admin rights.
+pub async fn ensure(api: &impl ClusterApi, cluster: &str, principal: &str) -> Result<Grant, AccessError> {
+    if let Some(grant) = existing(api, cluster, principal).await? {
+        return Ok(grant);
+    }
+    if !api.create_access_entry(cluster, principal).await? {
+        // Created in between: by someone else, by another run, or by this very call (an attempt
+        // that worked but whose answer was lost, retried by the SDK). The tag tells.
+        return match existing(api, cluster, principal).await? {
+            Some(grant) => Ok(grant),
+            // Gone again already: let a later run sort it out.
+            None => Err(EksError::Api {
+                operation: "CreateAccessEntry",
+                cluster: cluster.into(),
+                reason: "the access entry was created and deleted again by someone else meanwhile".into(),
+                retryable: true,
+            }
+            .into()),
+        };
+    }
+    tracing::info!(cluster, principal, "created a temporary access entry");
+    let grant = Grant {
+        principal_arn: principal.into(),
+        temporary: true,
+    };
+    if let Err(e) = api.associate_admin_policy(cluster, principal).await {
+        // Do not leave a useless entry behind.
+        let _ = release(api, cluster, &grant).await;
+        return Err(e.into());
+    }
+    Ok(grant)
+}
+
+/// Deletes the entry when it is ours; an entry someone else made stays. `Ok(true)`: it is gone.
+pub async fn release(api: &impl ClusterApi, cluster: &str, grant: &Grant) -> Result<bool, AccessError> {
+    if !grant.temporary {
+        return Ok(false);
+    }
+    let existed = api.delete_access_entry(cluster, &grant.principal_arn).await?;
+    if existed {
+        tracing::info!(cluster, principal = %grant.principal_arn, "deleted the temporary access entry");
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assumed_role_becomes_role() {
+        assert_eq!(
+            principal_arn("arn:aws:sts::123456789012:assumed-role/cellbridge-bootstrap/fn-session").unwrap(),
+            "arn:aws:iam::123456789012:role/cellbridge-bootstrap"
+        );
+        assert_eq!(
+            principal_arn("arn:aws-cn:sts::1:assumed-role/r/s").unwrap(),
+            "arn:aws-cn:iam::1:role/r"
+        );
+        assert_eq!(
+            principal_arn("arn:aws:iam::1:user/alice").unwrap(),
+            "arn:aws:iam::1:user/alice"
+        );
+        assert!(principal_arn("arn:aws:sts::1:federated-user/x").is_err());
+        assert!(principal_arn("nonsense").is_err());
+    }
+
+    #[test]
+    fn ttl_and_expiry() {
+        assert_eq!(parse_ttl(" 3600 ").unwrap(), Duration::from_secs(3600));
+        assert!(parse_ttl("60").is_err());
+        assert!(parse_ttl("1h").is_err());
+        let now = SystemTime::now();
+        let entry = |temporary, ago: Option<u64>| AccessEntry {
+            temporary,
+            created_at: ago.map(|s| now - Duration::from_secs(s)),
+        };
+        let ttl = DEFAULT_TTL;
+        assert!(expired(&entry(true, Some(1801)), now, ttl));
+        assert!(!expired(&entry(true, Some(1800)), now, ttl));
+        assert!(expired(&entry(true, None), now, ttl));
+        // Not cellbridge's: never expired, however old.
+        assert!(!expired(&entry(false, Some(86_400)), now, ttl));
+        assert!(!expired(&entry(false, None), now, ttl));
+    }
+
+    #[test]
+    fn created_at_round_trips_as_rfc3339() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_764_576_000);
+        assert_eq!(format_rfc3339(t), "2025-12-01T08:00:00Z");
+        assert_eq!(parse_rfc3339("2025-12-01T08:00:00Z"), Some(t));
+        assert_eq!(parse_rfc3339("yesterday"), None);
+    }
+}

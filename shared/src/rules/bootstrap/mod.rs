@@ -1,0 +1,652 @@
+//! First Flux bootstrap of a new EKS cluster, create-if-missing.
+//!
+//! One run: find the cell (tag, else the fleet repo's `cell-metadata.yaml`), wait for the
+//! cluster to be ACTIVE, build the plan (Namespace, CRDs, components, Git secret, sync objects)
+//! and validate the Git credentials before touching anything, get temporary access through
+//! an EKS access entry, and server-side apply the plan unless Flux is already there. Every step
+//! is idempotent, so a run that died half-way is completed by the next one.
+//!
+//! Files: `config.rs` (the settings), `report.rs` (what a run answers), `error.rs` (why it
+//! failed), and the steps of a run: `eks.rs`, `access.rs`, `plan.rs`, `gitsecret/`. The job around
+//! it (each cluster of an event, the sweep of expired access after it, the command line's local
+//! run) is [`crate::jobs::bootstrap`]; the server-side apply is [`crate::adapters::kube`].
+
+pub mod access;
+pub mod config;
+pub mod eks;
+pub mod error;
+pub mod gitsecret;
+pub mod plan;
+pub mod report;
+
+use std::path::Path;
+use std::time::Instant;
+
+use aws_config::SdkConfig;
+use tracing::Instrument as _;
+
+pub use gitsecret::CredentialKind;
+pub use plan::{KubeRef, Phase};
+
+pub use error::BootstrapError;
+
+pub use crate::pure::events::bootstrap::Request;
+
+use super::cells as cell;
+use crate::adapters::aws::AwsAccounts;
+use crate::adapters::kube::{self as apply, Applied, ClusterAuth, Kubes};
+use crate::ports::cluster::{Accounts, ClusterApi as _, KubeApi as _, KubeConnect};
+use crate::ports::secrets::SecretStore;
+use crate::pure::fleet::FleetRead;
+use crate::shell::error::{Class, Classify};
+use crate::shell::lambda::CHAIN;
+pub use config::Settings;
+pub use report::{AccessReport, BootstrapOutcome, Report};
+
+/// [`crate::ports::probe::ClusterProbe`] through the bootstrap's own ports: DescribeCluster in `region`
+/// as `role`, for any [`Accounts`].
+pub async fn presence_via<A: Accounts>(
+    accounts: &A,
+    cluster: &str,
+    region: &str,
+    role: Option<&str>,
+) -> Result<crate::ports::probe::Presence, crate::ports::probe::ProbeError> {
+    use crate::ports::probe::{Presence, ProbeError};
+    let retryable = |c: Class| c == Class::Retryable;
+    let api = accounts.open(region, role).await.map_err(|e| ProbeError::AssumeRole {
+        role: role.unwrap_or_default().to_owned(),
+        retryable: retryable(e.class()),
+        reason: e.to_string(),
+    })?;
+    match api.describe_cluster(cluster).await {
+        Ok(None) => Ok(Presence::Gone),
+        Ok(Some(info)) => Ok(Presence::Exists {
+            status: info.status.as_str().to_owned(),
+        }),
+        Err(e) => Err(ProbeError::Describe {
+            cluster: cluster.to_owned(),
+            region: region.to_owned(),
+            retryable: retryable(e.class()),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// Where the Kubernetes API is.
+pub enum Target<'a> {
+    /// The EKS cluster of the request, found through the AWS API.
+    Eks,
+    /// A kubeconfig file (the command line's `--kubeconfig`): EKS is not used at all.
+    Kubeconfig(&'a Path),
+}
+
+/// Runs bootstraps; built once per process, over the outside services' [`ports`](crate::ports::cluster).
+pub struct Bootstrapper<A = AwsAccounts, K = Kubes, S = aws_sdk_secretsmanager::Client> {
+    accounts: A,
+    kube: K,
+    secrets: S,
+    settings: Settings,
+    /// Where the function runs ([`config::network_from_env`]); an invalid setting is reported
+    /// by every run, as a final configuration error.
+    network: Result<Option<eks::Network>, (&'static str, String, String)>,
+}
+
+fn check_request(req: &Request) -> Result<(), BootstrapError> {
+    let ok_name = !req.cluster.is_empty()
+        && req.cluster.len() <= 100
+        && req
+            .cluster
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !ok_name {
+        return Err(BootstrapError::InvalidRequest {
+            what: "cluster name",
+            value: req.cluster.clone(),
+            expected: "an EKS cluster name",
+        });
+    }
+    let ok_region = !req.region.is_empty()
+        && req
+            .region
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if !ok_region {
+        return Err(BootstrapError::InvalidRequest {
+            what: "region",
+            value: req.region.clone(),
+            expected: "an AWS region",
+        });
+    }
+    if let Some(a) = &req.account
+        && !crate::pure::events::bootstrap::is_account_id(a)
+    {
+        return Err(BootstrapError::InvalidRequest {
+            what: "account",
+            value: a.clone(),
+            expected: "a 12-digit AWS account id",
+        });
+    }
+    Ok(())
+}
+
+struct Prepared {
+    steps: Vec<plan::Step>,
+    components_file: String,
+    sync_file: String,
+    credentials: Option<CredentialKind>,
+}
+
+impl Prepared {
+    /// Notes what will be installed in the report; for a dry run, the whole plan, and says the
+    /// run is over (true).
+    fn record(&self, report: &mut Report, dry_run: bool) -> bool {
+        report.components_file = Some(self.components_file.clone());
+        report.sync_file = Some(self.sync_file.clone());
+        report.credentials = self.credentials;
+        if dry_run {
+            report.outcome = BootstrapOutcome::Planned;
+            report.objects = self
+                .steps
+                .iter()
+                .map(|s| Applied {
+                    phase: s.phase,
+                    target: s.target.clone(),
+                })
+                .collect();
+        }
+        dry_run
+    }
+}
+
+impl Bootstrapper {
+    /// The real services: the AWS SDK (EKS, STS, Secrets Manager) and kube-rs.
+    pub fn new(aws: SdkConfig, settings: Settings) -> Self {
+        let accounts = AwsAccounts::new(aws);
+        // The Git secret is cellbridge's own (its account, its region), not the cell's.
+        let secrets = aws_sdk_secretsmanager::Client::new(accounts.config());
+        let network = config::network_from_env().map_err(|e| match e {
+            crate::shell::config::ConfigError::Invalid { name, value, reason } => (name, value, reason),
+            crate::shell::config::ConfigError::Missing { name, hint } => (name, String::new(), hint.to_owned()),
+        });
+        Self {
+            network,
+            ..Self::with_ports(accounts, Kubes, secrets, settings)
+        }
+    }
+}
+
+impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
+    pub fn with_ports(accounts: A, kube: K, secrets: S, settings: Settings) -> Self {
+        Self {
+            accounts,
+            kube,
+            secrets,
+            settings,
+            network: Ok(None),
+        }
+    }
+
+    /// Where the function runs: with it, a cluster whose endpoint configuration excludes it
+    /// fails before anything is created ([`eks::ClusterInfo::check_reachable`]).
+    pub fn with_network(mut self, network: Option<eks::Network>) -> Self {
+        self.network = Ok(network);
+        self
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    pub fn accounts(&self) -> &A {
+        &self.accounts
+    }
+
+    pub fn kube(&self) -> &K {
+        &self.kube
+    }
+
+    pub fn secrets(&self) -> &S {
+        &self.secrets
+    }
+
+    /// One bootstrap. Errors carry what a retry may do ([`Classify`]). The name of the branch
+    /// `fleet` was read from is not known here: for a cell whose pull request is open, a
+    /// template `gotk-sync.yaml` that names no branch then needs `CELLBRIDGE_FLUX_GIT_BRANCH`
+    /// (see [`Self::run_until`]).
+    pub async fn run(
+        &self,
+        fleet: &dyn FleetRead,
+        req: &Request,
+        target: Target<'_>,
+    ) -> Result<Report, BootstrapError> {
+        self.run_until(fleet, None, req, target, None).await
+    }
+
+    /// Like [`Self::run`], with the name of the branch `fleet` was read from (GitHub's default
+    /// branch unless `CELLBRIDGE_BASE_BRANCH` names another): the branch Flux follows when
+    /// neither the configuration nor the template's `gotk-sync.yaml` names one
+    /// ([`crate::pure::template::FluxGit::branch_for`]). Waits at most `cluster_wait` (else the configured
+    /// time) for a cluster that is still being created: what is left of a Lambda invocation.
+    pub async fn run_until(
+        &self,
+        fleet: &dyn FleetRead,
+        base_branch: Option<&str>,
+        req: &Request,
+        target: Target<'_>,
+        cluster_wait: Option<std::time::Duration>,
+    ) -> Result<Report, BootstrapError> {
+        self.run_before(fleet, base_branch, req, target, cluster_wait, None)
+            .await
+    }
+
+    /// [`Self::run_until`] within a Lambda invocation ending at `deadline`: the install (apply
+    /// and waits) stops [`RELEASE_RESERVE`] before it, so that the temporary access entry is
+    /// still deleted in time; a run cut short fails retryably naming what is left
+    /// ([`apply::ApplyError::OutOfTime`]), and the next delivery completes it.
+    #[tracing::instrument(
+        target = "cellbridge::chain",
+        level = "trace",
+        name = "Bootstrapper.run_before",
+        skip_all
+    )]
+    pub async fn run_before(
+        &self,
+        fleet: &dyn FleetRead,
+        base_branch: Option<&str>,
+        req: &Request,
+        target: Target<'_>,
+        cluster_wait: Option<std::time::Duration>,
+        deadline: Option<Instant>,
+    ) -> Result<Report, BootstrapError> {
+        // Every line of the run carries the cluster and its region, whoever runs it (the
+        // Lambda, `cellbridge bootstrap`): operators filter on them.
+        let span = tracing::info_span!("bootstrap", cluster = %req.cluster, region = %req.region);
+        async move {
+            let start = Instant::now();
+            check_request(req)?;
+            let wait = cluster_wait.map_or(self.settings.cluster_wait, |w| w.min(self.settings.cluster_wait));
+            let install_by = deadline.map(|d| d.checked_sub(RELEASE_RESERVE).unwrap_or(start));
+            let mut report = match target {
+                Target::Eks => Box::pin(self.run_eks(fleet, base_branch, req, wait, install_by)).await?,
+                Target::Kubeconfig(path) => Box::pin(self.run_kubeconfig(fleet, base_branch, req, path)).await?,
+            };
+            report.duration_ms = start.elapsed().as_millis() as u64;
+            tracing::info!(
+                cluster = %report.cluster,
+                cell = report.cell.as_deref().unwrap_or(""),
+                outcome = report.outcome.as_str(),
+                objects = report.objects.len(),
+                duration_ms = report.duration_ms,
+                "bootstrap finished"
+            );
+            Ok(report)
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// The cell named in the request, else the fleet repo's match for cluster and region.
+    fn cell_from_fleet(&self, fleet: &dyn FleetRead, req: &Request) -> Result<Option<cell::Cell>, BootstrapError> {
+        match &req.cell {
+            Some(name) => Ok(Some(cell::named(fleet, &req.cluster, name, "the request")?)),
+            None => Ok(cell::find_by_cluster(fleet, &req.cluster, &req.region)?),
+        }
+    }
+
+    /// The role that reaches the cluster (`None`: cellbridge's own identity), decided only by
+    /// the configuration and the fleet's base branch, never by a pull request:
+    /// - the cluster's account is the request's (the event's), else the account of the merged
+    ///   `bootstrap_role_arn`, else cellbridge's own;
+    /// - an account of `CELLBRIDGE_ACCOUNT_ROLES` is reached through its role there; a merged
+    ///   `bootstrap_role_arn` that names another role is refused (configuration decides, and a
+    ///   disagreement is a mistake to correct, not to guess at);
+    /// - otherwise a merged `bootstrap_role_arn` in that account is used (as before the map);
+    /// - otherwise the account must be cellbridge's own (STS GetCallerIdentity): an event from
+    ///   any other account is refused, naming the account and the variable, and nothing is
+    ///   looked up (never the home account's cluster of the same name).
+    async fn role_for(&self, req: &Request, merged: Option<&cell::Cell>) -> Result<Option<String>, BootstrapError> {
+        use super::cells::RoleError;
+        let refuse = |source: RoleError| BootstrapError::Account {
+            cluster: req.cluster.clone(),
+            source: Box::new(source),
+        };
+        let merged_role = merged.and_then(|c| c.bootstrap_role_arn().map(|r| (c.name.as_str(), r)));
+        let account = match (&req.account, merged_role) {
+            (Some(a), _) => Some(a.clone()),
+            (None, Some((_, role))) => super::cells::role_account(role).map(str::to_owned),
+            (None, None) => None,
+        };
+        let Some(account) = account else {
+            return match merged_role {
+                Some((cell, role)) => Err(refuse(RoleError::NotARole {
+                    cell: cell.to_owned(),
+                    role: role.to_owned(),
+                })),
+                None => Ok(None),
+            };
+        };
+        if let Some(configured) = self.settings.account_roles.get(&account) {
+            if let Some((cell, role)) = merged_role
+                && role != configured
+            {
+                return Err(refuse(RoleError::Differs {
+                    cell: cell.to_owned(),
+                    merged: role.to_owned(),
+                    configured: configured.clone(),
+                    account,
+                }));
+            }
+            return Ok(Some(configured.clone()));
+        }
+        if let Some((cell, role)) = merged_role {
+            if super::cells::role_account(role) == Some(account.as_str()) {
+                return Ok(Some(role.to_owned()));
+            }
+            return Err(refuse(RoleError::OtherAccount {
+                account,
+                cell: cell.to_owned(),
+                role: role.to_owned(),
+            }));
+        }
+        let home = self.accounts.home_account().await?;
+        if account == home {
+            return Ok(None);
+        }
+        Err(refuse(RoleError::Unmapped { account, home }))
+    }
+
+    /// Everything that can be checked without the cluster: manifests, sync objects, and the
+    /// Git credentials (fetched and validated here, before anything is applied). The sync
+    /// objects are every document of the cell's `gotk-sync.yaml` ([`plan::sync_file`]), applied
+    /// unchanged; the credentials are checked against its GitRepository `flux-system`.
+    async fn prepare(
+        &self,
+        fleet: &dyn FleetRead,
+        base_branch: Option<&str>,
+        cell: &str,
+    ) -> Result<Prepared, BootstrapError> {
+        let (file, text) = plan::components_file(fleet, cell)?;
+        let components = plan::parse_objects(&text, &file)?;
+        let (sync_file, sync_text) = plan::sync_file(fleet, cell, &self.settings.flux_git(base_branch))?;
+        let sync = plan::parse_objects(&sync_text, &sync_file)?;
+        let repo = plan::sync_repository(&sync, &sync_file)?;
+        plan::check_sync_kinds(&components, &file, &sync, &sync_file)?;
+        let secret_name = self
+            .settings
+            .flux_git_secret
+            .as_deref()
+            .ok_or(BootstrapError::NoGitSecret)?;
+        let secret_text = self.secrets.secret_string(secret_name).await?;
+        let credentials = gitsecret::parse(secret_name, secret_text.expose(), &repo)?;
+        let kind = Some(credentials.kind);
+        let steps = plan::build(components, Some(&credentials), sync);
+        Ok(Prepared {
+            steps,
+            components_file: file,
+            sync_file,
+            credentials: kind,
+        })
+    }
+
+    #[tracing::instrument(
+        target = "cellbridge::chain",
+        level = "trace",
+        name = "Bootstrapper.run_eks",
+        skip_all
+    )]
+    async fn run_eks(
+        &self,
+        fleet: &dyn FleetRead,
+        base_branch: Option<&str>,
+        req: &Request,
+        wait: std::time::Duration,
+        install_by: Option<Instant>,
+    ) -> Result<Report, BootstrapError> {
+        let mut report = Report::new(req, BootstrapOutcome::NotACell);
+        let fleet_cell = self.cell_from_fleet(fleet, req)?;
+        // The cluster is looked up in the account the event names, as the role decided there.
+        let role = self.role_for(req, fleet_cell.as_ref()).await?;
+        let api = self.accounts.open(&req.region, role.as_deref()).await?;
+
+        let info = match eks::wait_active(&api, &req.cluster, &req.region, wait, self.settings.cluster_poll).await? {
+            eks::Waited::Active(info) => info,
+            eks::Waited::StillCreating(info) => {
+                tracing::info!(cluster = %req.cluster, status = info.status.as_str(), "cluster not ACTIVE yet; handing the event back to be retried later");
+                report.outcome = BootstrapOutcome::ClusterNotReady;
+                report.cluster_status = Some(info.status.as_str().to_owned());
+                return Ok(report);
+            }
+        };
+        report.cluster_status = Some(info.status.as_str().to_owned());
+
+        let cell = match (&req.cell, info.tags.get(cell::CELL_TAG)) {
+            (Some(_), _) => fleet_cell,
+            (None, Some(tag)) => {
+                // A new cell's tag (its pull request still open) names a cell whose metadata
+                // is not merged yet: the role was decided without it, which is the point.
+                let c = cell::named(fleet, &req.cluster, tag, "the cluster's tag")?;
+                if let Some(merged) = c.bootstrap_role_arn()
+                    && Some(merged) != role.as_deref()
+                {
+                    return Err(BootstrapError::Account {
+                        cluster: req.cluster.clone(),
+                        source: Box::new(super::cells::RoleError::NotReachedWith {
+                            cell: c.name.clone(),
+                            merged: merged.to_owned(),
+                            reached: role.clone(),
+                        }),
+                    });
+                }
+                Some(c)
+            }
+            (None, None) => fleet_cell,
+        };
+        let Some(cell) = cell else {
+            tracing::info!(cluster = %req.cluster, region = %req.region, "cluster belongs to no cell (no {} tag, no cell-metadata.yaml names it): skipped", cell::CELL_TAG);
+            return Ok(report);
+        };
+        report.cell = Some(cell.name.clone());
+        info.check_access_entries()?;
+        // Before the Git secret is read or an access entry created: a cluster this function
+        // cannot reach fails once, finally, saying why.
+        let network = self
+            .network
+            .clone()
+            .map_err(|(name, value, reason)| crate::shell::config::ConfigError::Invalid { name, value, reason })?;
+        info.check_reachable(network.as_ref())?;
+        let (endpoint, ca_pem) = info.connection()?;
+
+        let prepared = self.prepare(fleet, base_branch, &cell.name).await?;
+        if prepared.record(&mut report, req.dry_run) {
+            return Ok(report);
+        }
+
+        // The session ARN STS reports has lost the role's path; a known full ARN is better.
+        let principal = match role.as_deref().or(self.settings.access_principal_arn.as_deref()) {
+            Some(arn) => arn.to_owned(),
+            None => api.caller_principal().await?,
+        };
+        let grant = access::ensure(&api, &req.cluster, &principal).await?;
+        let result = match api.kube_auth(&req.cluster, endpoint, ca_pem).await {
+            Ok(auth) => {
+                let steps: Vec<String> = prepared.steps.iter().map(|s| s.target.to_string()).collect();
+                let install = self.install(auth, grant.temporary, &cell.name, req, prepared, &mut report);
+                match install_by {
+                    None => install.await,
+                    // Bounded, so that the access entry below is deleted before the invocation
+                    // ends (a Lambda timeout would leave it until the next run).
+                    Some(by) => match tokio::time::timeout_at(by.into(), install).await {
+                        Ok(r) => r,
+                        Err(_) => cut_short(req, &cell.name, &steps, &mut report),
+                    },
+                }
+            }
+            Err(e) => Err(e.into()),
+        };
+        // Access is given back whatever happened.
+        let released = access::release(&api, &req.cluster, &grant).await;
+        let removed = match &released {
+            Ok(r) => *r,
+            Err(e) => {
+                tracing::error!(cluster = %req.cluster, error = %e, "could not delete the temporary access entry");
+                false
+            }
+        };
+        report.access_entry = Some(AccessReport {
+            principal_arn: grant.principal_arn.clone(),
+            temporary: grant.temporary,
+            removed,
+        });
+        result?;
+        // Installed, but cellbridge's cluster-admin entry is still there: the run fails (retryably
+        // when EKS may answer later), so the event comes back and the next run, finding Flux
+        // installed, deletes the entry it recognises by its tag. A success would leave it for good.
+        released?;
+        Ok(report)
+    }
+
+    async fn run_kubeconfig(
+        &self,
+        fleet: &dyn FleetRead,
+        base_branch: Option<&str>,
+        req: &Request,
+        path: &Path,
+    ) -> Result<Report, BootstrapError> {
+        let mut report = Report::new(req, BootstrapOutcome::NotACell);
+        let cell = self
+            .cell_from_fleet(fleet, req)?
+            .ok_or_else(|| BootstrapError::NoCell {
+                cluster: req.cluster.clone(),
+            })?;
+        report.cell = Some(cell.name.clone());
+        let prepared = self.prepare(fleet, base_branch, &cell.name).await?;
+        if prepared.record(&mut report, req.dry_run) {
+            return Ok(report);
+        }
+        let auth = ClusterAuth::Kubeconfig(path.to_owned());
+        self.install(auth, false, &cell.name, req, prepared, &mut report)
+            .await?;
+        Ok(report)
+    }
+
+    /// The plan, applied in order unless Flux is already there: CRDs Established before any
+    /// later phase, then the GitRepository's first Ready (reported, not required).
+    #[tracing::instrument(
+        target = "cellbridge::chain",
+        level = "trace",
+        name = "Bootstrapper.install",
+        skip_all
+    )]
+    async fn install(
+        &self,
+        auth: ClusterAuth,
+        fresh_entry: bool,
+        cell: &str,
+        req: &Request,
+        prepared: Prepared,
+        report: &mut Report,
+    ) -> Result<(), BootstrapError> {
+        let wrap = |source: apply::ApplyError| BootstrapError::Apply {
+            cluster: req.cluster.clone(),
+            cell: cell.to_owned(),
+            source: Box::new(source),
+        };
+        let mut kube = self
+            .kube
+            .connect(auth, &self.settings.tuning, fresh_entry)
+            .await
+            .map_err(wrap)?;
+        let sync_object = |kind: &str| {
+            prepared
+                .steps
+                .iter()
+                .find(|s| s.phase == Phase::Sync && s.target.kind == kind)
+        };
+        if let Some(k) = sync_object("Kustomization") {
+            let target = KubeRef {
+                namespace: Some(
+                    k.target
+                        .namespace
+                        .clone()
+                        .unwrap_or_else(|| plan::FLUX_NAMESPACE.into()),
+                ),
+                ..k.target.clone()
+            };
+            if kube.exists(&target, "kustomizations").await.map_err(wrap)? && !req.force {
+                tracing::info!(cluster = %req.cluster, cell, "Kustomization flux-system exists: Flux owns this cluster, nothing to do");
+                report.outcome = BootstrapOutcome::AlreadyBootstrapped;
+                return Ok(());
+            }
+        }
+        let crds: Vec<String> = prepared
+            .steps
+            .iter()
+            .filter(|s| s.phase == Phase::Crd)
+            .map(|s| s.target.name.clone())
+            .collect();
+        let mut waited = false;
+        for step in &prepared.steps {
+            if step.phase > Phase::Crd && !waited {
+                kube.wait_established(&crds).await.map_err(wrap)?;
+                waited = true;
+            }
+            let applied = kube
+                .apply(step)
+                .instrument(tracing::trace_span!(target: CHAIN, "KubeApi.apply"))
+                .await
+                .map_err(wrap)?;
+            report.objects.push(applied);
+        }
+        report.outcome = BootstrapOutcome::Bootstrapped;
+        if let Some(repo) = sync_object("GitRepository") {
+            let status = kube.wait_source_ready(&repo.target).await.map_err(wrap)?;
+            match status.ready {
+                Some(true) => tracing::info!(
+                    revision = status.revision.as_deref().unwrap_or(""),
+                    "GitRepository flux-system is Ready"
+                ),
+                Some(false) => tracing::warn!(
+                    reason = status.reason.as_deref().unwrap_or(""),
+                    message = status.message.as_deref().unwrap_or(""),
+                    "GitRepository flux-system is not Ready"
+                ),
+                None => tracing::warn!("GitRepository flux-system reported no Ready condition in time"),
+            }
+            report.git_repository = Some(status);
+        }
+        Ok(())
+    }
+}
+
+/// Time kept at the end of an invocation to delete the temporary access entry (DeleteAccessEntry,
+/// with the SDK's retries) after an install the deadline cut short.
+pub const RELEASE_RESERVE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The answer of an install the deadline stopped: everything applied and only the
+/// GitRepository's first Ready not seen is a bootstrap (Ready is reported, not required);
+/// otherwise a retryable error naming what is left, for the next delivery to complete.
+fn cut_short(req: &Request, cell: &str, steps: &[String], report: &mut Report) -> Result<(), BootstrapError> {
+    if report.outcome == BootstrapOutcome::Bootstrapped {
+        tracing::warn!(cluster = %req.cluster, cell, "deadline reached while waiting for GitRepository flux-system to be Ready; everything is applied");
+        return Ok(());
+    }
+    let done = report.objects.len().min(steps.len());
+    let rest = &steps[done..];
+    const NAMED: usize = 5;
+    let mut left = rest.iter().take(NAMED).cloned().collect::<Vec<_>>().join(", ");
+    if rest.len() > NAMED {
+        left.push_str(&format!(" and {} more", rest.len() - NAMED));
+    }
+    if rest.is_empty() {
+        left = "none".into();
+    }
+    Err(BootstrapError::Apply {
+        cluster: req.cluster.clone(),
+        cell: cell.to_owned(),
+        source: Box::new(apply::ApplyError::OutOfTime {
+            applied: done,
+            total: steps.len(),
+            left,
+        }),
+    })
+}

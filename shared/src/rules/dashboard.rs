@@ -1,0 +1,167 @@
+//! The fleet dashboard on GitHub: one issue labelled `cellbridge-dashboard`, found by
+//! the marker its body ends with, opened only when none is open, rewritten only when what it
+//! shows changed, and a duplicate (two runs that raced to open it) closed pointing at the oldest;
+//! and what GitHub holds for the cells it shows: the open `cellbridge/*` pull requests (one paged
+//! listing), the strict-substitution status of a pending cell's head, and whether a pending
+//! cell's values were declined.
+//!
+//! What the body shows is computed elsewhere ([`crate::pure::status`], from S3 and the base branch:
+//! `jobs/sync/dashboard.rs`); it holds nothing that changes from one run to the next by itself (no
+//! time of generation), so that a run over an unchanged fleet writes nothing.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use super::pull_request::declined;
+use crate::ports::github::Result;
+use crate::ports::github::{CloseReason, Issues, Merges, OpenPull, Pulls};
+use crate::pure::plan;
+use crate::pure::status::HeadCheck;
+
+/// The label of the dashboard issue.
+pub const LABEL_DASHBOARD: &str = "cellbridge-dashboard";
+
+/// The line that tells cellbridge's dashboard of `base_branch` from any other issue with the
+/// label: one dashboard per base branch, so two deployments following two branches of one fleet
+/// repo keep one each.
+pub fn marker(base_branch: &str) -> String {
+    format!("<!-- cellbridge:dashboard={base_branch} -->")
+}
+
+pub fn title(base_branch: &str) -> String {
+    format!("cellbridge: fleet dashboard ({base_branch})")
+}
+
+/// What publishing wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Written {
+    /// No dashboard was open: this one was opened.
+    Created,
+    /// Its title or body differed: rewritten in one write.
+    Updated,
+    /// It already showed this: nothing written.
+    Unchanged,
+}
+
+/// The dashboard issue after publishing.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Published {
+    pub number: u64,
+    pub url: String,
+    pub written: Written,
+    /// Duplicates closed by this run (newer issues with the marker, another run's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub closed_duplicates: Vec<u64>,
+}
+
+/// Makes the open dashboard of `base_branch` show `body` (which ends with [`marker`]): found
+/// among the open issues labelled [`LABEL_DASHBOARD`], opened when there is none, rewritten only
+/// when its title or body differ. Newer ones with the marker are closed as duplicates of the
+/// oldest, which stays (its number is the one people have bookmarked).
+pub async fn publish<G: Issues + Pulls>(gh: &G, base_branch: &str, body: &str, deadline: Instant) -> Result<Published> {
+    let mark = marker(base_branch);
+    let title = title(base_branch);
+    let mut found: Vec<_> = gh
+        .open_issues(LABEL_DASHBOARD, deadline)
+        .await?
+        .into_iter()
+        .filter(|i| i.body.contains(&mark))
+        .collect();
+    found.sort_by_key(|i| i.number);
+    let mut found = found.into_iter();
+    let Some(first) = found.next() else {
+        let (number, url) = gh
+            .create_issue(&title, body, &[LABEL_DASHBOARD.to_owned()], deadline)
+            .await?;
+        tracing::info!(issue = number, "fleet dashboard opened");
+        return Ok(Published {
+            number,
+            url,
+            written: Written::Created,
+            closed_duplicates: Vec::new(),
+        });
+    };
+    let mut closed_duplicates = Vec::new();
+    for dup in found {
+        // The marker goes with the old body: reopened by hand, it is no dashboard any more.
+        let note = format!(
+            "Duplicate of #{}: cellbridge keeps one fleet dashboard for `{base_branch}`; another run opened this one at the same time.",
+            first.number
+        );
+        gh.close_issue(dup.number, &note, CloseReason::Duplicate, deadline)
+            .await?;
+        tracing::info!(
+            issue = dup.number,
+            kept = first.number,
+            "a duplicate fleet dashboard closed"
+        );
+        closed_duplicates.push(dup.number);
+    }
+    let written = if first.body == body && first.title == title {
+        Written::Unchanged
+    } else {
+        // A person's labels stay.
+        gh.update_pull_text(first.number, &title, body, &first.labels, deadline)
+            .await?;
+        Written::Updated
+    };
+    Ok(Published {
+        number: first.number,
+        url: first.url,
+        written,
+        closed_duplicates,
+    })
+}
+
+/// The open pull requests on cellbridge's branches (`cellbridge/<cell>`), by cell: one paged
+/// listing of the repository's open pull requests, whatever the number of cells.
+pub async fn open_cell_pulls<G: Pulls>(gh: &G, deadline: Instant) -> Result<BTreeMap<String, OpenPull>> {
+    let prefix = plan::branch_for("");
+    Ok(gh
+        .open_pulls(&prefix, deadline)
+        .await?
+        .into_iter()
+        .filter_map(|p| Some((p.head.strip_prefix(&prefix)?.to_owned(), p)))
+        // One open pull request per head branch (GitHub refuses a second): by cell is by head.
+        .collect())
+}
+
+/// The `cellbridge/strict-substitution` status of `head` (one request: its statuses, newest
+/// first).
+pub async fn head_check<G: Merges>(gh: &G, head: &str, deadline: Instant) -> Result<HeadCheck> {
+    Ok(match gh.status(head, plan::STATUS_CONTEXT, deadline).await? {
+        Some((true, _)) => HeadCheck::Passes,
+        Some((false, description)) => HeadCheck::Fails { description },
+        None => HeadCheck::NotPosted,
+    })
+}
+
+/// The cell's newest pull request when a person closed it without merging while it proposed
+/// the values of `digest` ([`values_digest_of`](super::pull_request::values_digest_of) of the
+/// state's map): those values are declined, and cellbridge opens
+/// nothing for them (one request: the branch's newest pull request).
+pub async fn declined_pull<G: Pulls>(
+    gh: &G,
+    cell: &str,
+    digest: &str,
+    deadline: Instant,
+) -> Result<Option<(u64, String)>> {
+    Ok(gh
+        .latest_pull(&plan::branch_for(cell), deadline)
+        .await?
+        .filter(|pr| declined(pr, digest))
+        .map(|pr| (pr.number, pr.url)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_branch_s_marker_is_not_another_s() {
+        assert_eq!(marker("main"), "<!-- cellbridge:dashboard=main -->");
+        assert!(!marker("main-2").contains(&marker("main")));
+        assert!(!marker("main").contains(&marker("mai")), "{}", marker("main"));
+    }
+}

@@ -1,0 +1,535 @@
+//! Every outcome as a CloudWatch metric, in the embedded metric format (EMF): one JSON line per
+//! outcome in the function's log, from which CloudWatch Logs extracts the metric `Count`
+//! (namespace `CELLBRIDGE_METRICS_NAMESPACE`, default `cellbridge`) with the dimensions
+//! `Function` and `Outcome`. README, "Metrics and alarms".
+//!
+//! The shape follows the specification,
+//! <https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html>:
+//! a root object with `_aws.Timestamp` (milliseconds since the epoch) and `_aws.CloudWatchMetrics`
+//! (a list of directives: `Namespace`, `Dimensions` as a list of dimension sets, `Metrics` with
+//! `Name` and `Unit`), and a root member for each dimension and metric named there. The root
+//! node "MAY contain any other members": the cell (and, for cluster-bootstrap, the cluster) is
+//! such a plain property — searchable with Logs Insights, never a dimension, so that a fleet of
+//! many cells does not make a metric per cell. A record carries names and outcomes only, never
+//! an error message or a value.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use super::config::{self, ConfigError};
+use super::error::Class;
+
+/// The metric namespace when `CELLBRIDGE_METRICS_NAMESPACE` is unset.
+pub const DEFAULT_NAMESPACE: &str = "cellbridge";
+/// The one metric: how many times an outcome happened.
+pub const METRIC: &str = "Count";
+
+/// Where the records go: stdout in Lambda (the function's log), a list in tests.
+pub trait Sink: Send + Sync {
+    fn emit(&self, record: &Value);
+}
+
+/// The function's log: one line on stdout per record, written at once.
+pub struct Stdout;
+
+impl Sink for Stdout {
+    fn emit(&self, record: &Value) {
+        let mut line = record.to_string();
+        line.push('\n');
+        let _ = std::io::stdout().lock().write_all(line.as_bytes());
+    }
+}
+
+/// No metrics (the command line, whose stdout is its answer).
+pub struct Discard;
+
+impl Sink for Discard {
+    fn emit(&self, _: &Value) {}
+}
+
+/// The records, kept (tests).
+#[derive(Clone, Default)]
+pub struct Captured(Arc<Mutex<Vec<Value>>>);
+
+impl Captured {
+    pub fn records(&self) -> Vec<Value> {
+        self.0.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// `(Outcome, cell)` of each record, in order.
+    pub fn outcomes(&self) -> Vec<(String, Option<String>)> {
+        // The sweep's heartbeat (`AccessSweeps`) is a metric of its own, with no outcome.
+        self.records()
+            .iter()
+            .filter_map(|r| Some((r["Outcome"].as_str()?.to_owned(), r["cell"].as_str().map(str::to_owned))))
+            .collect()
+    }
+}
+
+impl Sink for Captured {
+    fn emit(&self, record: &Value) {
+        if let Ok(mut r) = self.0.lock() {
+            r.push(record.clone());
+        }
+    }
+}
+
+/// Where and under which names a function's outcomes are counted.
+#[derive(Clone)]
+pub struct Metrics<'a> {
+    pub namespace: String,
+    /// The `Function` dimension: the Lambda function's name (`AWS_LAMBDA_FUNCTION_NAME`, so two
+    /// deployments in one account stay apart), else the function's kind.
+    pub function: String,
+    pub sink: &'a dyn Sink,
+}
+
+impl<'a> Metrics<'a> {
+    /// The default namespace, `kind` as the function's name.
+    pub fn new(kind: &str, sink: &'a dyn Sink) -> Self {
+        Self {
+            namespace: DEFAULT_NAMESPACE.into(),
+            function: kind.into(),
+            sink,
+        }
+    }
+
+    /// For a Lambda function: the namespace from `CELLBRIDGE_METRICS_NAMESPACE`, the function's
+    /// name from `AWS_LAMBDA_FUNCTION_NAME` (`kind` outside Lambda).
+    pub fn from_env(kind: &str, sink: &'a dyn Sink) -> Result<Self, ConfigError> {
+        Ok(Self {
+            namespace: namespace_from_env()?,
+            function: config::optional("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|| kind.into()),
+            sink,
+        })
+    }
+
+    /// Counts one outcome; `properties` are plain members (`cell`, `cluster`), never dimensions.
+    pub fn count(&self, outcome: Outcome, properties: &[(&str, Option<&str>)]) {
+        self.sink.emit(&record(
+            &self.namespace,
+            &self.function,
+            outcome.as_str(),
+            properties,
+            now_ms(),
+        ));
+    }
+}
+
+/// `CELLBRIDGE_METRICS_NAMESPACE`, checked: CloudWatch takes 1–255 characters and no namespace
+/// starting with `AWS/`.
+pub fn namespace_from_env() -> Result<String, ConfigError> {
+    let Some(ns) = config::optional("CELLBRIDGE_METRICS_NAMESPACE") else {
+        return Ok(DEFAULT_NAMESPACE.into());
+    };
+    let ok = ns.len() <= 255
+        && !ns.starts_with("AWS/")
+        && !ns.starts_with(':')
+        && ns
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || ".-_/#:".contains(c) || c == ' ');
+    if ok {
+        Ok(ns)
+    } else {
+        Err(ConfigError::Invalid {
+            name: "CELLBRIDGE_METRICS_NAMESPACE",
+            value: ns,
+            reason: "expected 1-255 of A-Z a-z 0-9 . - _ / # : and spaces, not starting with AWS/".into(),
+        })
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// One EMF record: `Count` = 1 for `(Function, Outcome)`, with `properties` as plain members
+/// (absent ones left out).
+pub fn record(
+    namespace: &str,
+    function: &str,
+    outcome: &str,
+    properties: &[(&str, Option<&str>)],
+    timestamp_ms: u64,
+) -> Value {
+    let mut r = json!({
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": namespace,
+                "Dimensions": [["Function", "Outcome"]],
+                "Metrics": [{"Name": METRIC, "Unit": "Count"}],
+            }],
+        },
+        "Function": function,
+        "Outcome": outcome,
+        METRIC: 1,
+    });
+    for (name, value) in properties {
+        if let Some(v) = value {
+            r[*name] = Value::String((*v).to_owned());
+        }
+    }
+    r
+}
+
+/// The gauge of the temporary access entries: the oldest one cellbridge still has, in seconds.
+pub const OLDEST_TEMPORARY_ACCESS: &str = "OldestTemporaryAccessSeconds";
+/// One per finished sweep (whatever it found): the heartbeat the module's alarm misses.
+pub const ACCESS_SWEEPS: &str = "AccessSweeps";
+
+/// One EMF record of the sweep, dimension `Function` only: `AccessSweeps` = 1 and
+/// `OldestTemporaryAccessSeconds` = the oldest remaining temporary entry's age (0 when none),
+/// `properties` as plain members.
+pub fn sweep_record(
+    namespace: &str,
+    function: &str,
+    oldest_secs: u64,
+    properties: &[(&str, Option<&str>)],
+    timestamp_ms: u64,
+) -> Value {
+    let mut r = json!({
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": namespace,
+                "Dimensions": [["Function"]],
+                "Metrics": [
+                    {"Name": ACCESS_SWEEPS, "Unit": "Count"},
+                    {"Name": OLDEST_TEMPORARY_ACCESS, "Unit": "Seconds"},
+                ],
+            }],
+        },
+        "Function": function,
+        ACCESS_SWEEPS: 1,
+        OLDEST_TEMPORARY_ACCESS: oldest_secs,
+    });
+    for (name, value) in properties {
+        if let Some(v) = value {
+            r[*name] = Value::String((*v).to_owned());
+        }
+    }
+    r
+}
+
+impl Metrics<'_> {
+    /// A sweep's record (see [`sweep_record`]).
+    pub fn sweep(&self, oldest_secs: u64, properties: &[(&str, Option<&str>)]) {
+        self.sink.emit(&sweep_record(
+            &self.namespace,
+            &self.function,
+            oldest_secs,
+            properties,
+            now_ms(),
+        ));
+    }
+}
+
+/// The `Outcome` dimension: what one cell's, cluster's or dashboard's run came to (README,
+/// "Outcomes" and "Metrics and alarms"). Each result type says which of these it is; the
+/// module's alarms watch `refused` and `failed_final`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    Synced,
+    Unchanged,
+    Refused,
+    FailedFinal,
+    Retried,
+    Paused,
+    Destroyed,
+    Stale,
+    Declined,
+    Conflicted,
+    Planned,
+    Enqueued,
+    Ignored,
+}
+
+impl Outcome {
+    /// Every outcome, in the order the README lists them.
+    pub const ALL: [Outcome; 13] = [
+        Outcome::Synced,
+        Outcome::Unchanged,
+        Outcome::Refused,
+        Outcome::FailedFinal,
+        Outcome::Retried,
+        Outcome::Paused,
+        Outcome::Destroyed,
+        Outcome::Stale,
+        Outcome::Declined,
+        Outcome::Conflicted,
+        Outcome::Planned,
+        Outcome::Enqueued,
+        Outcome::Ignored,
+    ];
+
+    /// Its value in the `Outcome` dimension.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Synced => "synced",
+            Outcome::Unchanged => "unchanged",
+            Outcome::Refused => "refused",
+            Outcome::FailedFinal => "failed_final",
+            Outcome::Retried => "retried",
+            Outcome::Paused => "paused",
+            Outcome::Destroyed => "destroyed",
+            Outcome::Stale => "stale",
+            Outcome::Declined => "declined",
+            Outcome::Conflicted => "conflicted",
+            Outcome::Planned => "planned",
+            Outcome::Enqueued => "enqueued",
+            Outcome::Ignored => "ignored",
+        }
+    }
+
+    /// A failure of this class: retried (SQS redelivers it, or Lambda retries the asynchronous
+    /// invocation), refused (the input cannot be used), failed for good.
+    pub const fn of_failure(class: Class) -> Self {
+        match class {
+            Class::Retryable => Outcome::Retried,
+            Class::InvalidInput => Outcome::Refused,
+            Class::Final => Outcome::FailedFinal,
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_is_one_emf_document_with_the_cell_as_a_property() {
+        let r = record(
+            "cellbridge",
+            "state-sync",
+            "synced",
+            &[("cell", Some("eu-c1")), ("cluster", None)],
+            1_700_000_000_000,
+        );
+        assert_eq!(
+            r,
+            json!({
+                "_aws": {"Timestamp": 1_700_000_000_000u64, "CloudWatchMetrics": [{
+                    "Namespace": "cellbridge",
+                    "Dimensions": [["Function", "Outcome"]],
+                    "Metrics": [{"Name": "Count", "Unit": "Count"}],
+                }]},
+                "Function": "state-sync", "Outcome": "synced", "Count": 1, "cell": "eu-c1",
+            })
+        );
+        // Every dimension and metric the directive names is a root member (the spec's "target
+        // members"); the cell is in no dimension set.
+        let directive = &r["_aws"]["CloudWatchMetrics"][0];
+        for set in directive["Dimensions"].as_array().unwrap() {
+            for d in set.as_array().unwrap() {
+                assert!(r.get(d.as_str().unwrap()).is_some(), "{d}");
+                assert_ne!(d, "cell");
+            }
+        }
+        assert!(r.get(directive["Metrics"][0]["Name"].as_str().unwrap()).is_some());
+        assert!(!r.to_string().contains('\n'), "one line");
+    }
+
+    #[test]
+    fn many_cells_make_one_metric_per_outcome() {
+        let captured = Captured::default();
+        let m = Metrics::new("state-sync", &captured);
+        for i in 0..50 {
+            m.count(Outcome::Synced, &[("cell", Some(&format!("c{i}")))]);
+        }
+        let metrics: std::collections::BTreeSet<String> = captured
+            .records()
+            .iter()
+            .map(|r| {
+                let dims = &r["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0];
+                dims.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|d| format!("{}={}", d.as_str().unwrap(), r[d.as_str().unwrap()]))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .collect();
+        assert_eq!(metrics.len(), 1, "{metrics:?}");
+        assert_eq!(captured.outcomes()[7], ("synced".into(), Some("c7".into())));
+    }
+
+    /// The README's Outcomes section up to "Metrics and alarms": its table's rows, each as its
+    /// outcome column (lower case) and its metric column.
+    fn readme_rows() -> Vec<(String, String)> {
+        let readme = include_str!("../../../README.md");
+        let start = readme.find("### Outcomes").expect("an Outcomes section");
+        let end = start + readme[start..].find("#### Metrics and alarms").expect("its metrics");
+        readme[start..end]
+            .lines()
+            .filter(|l| l.starts_with("| ") && !l.starts_with("| outcome"))
+            .map(|l| {
+                let cells: Vec<&str> = l.trim_matches('|').split(" | ").collect();
+                (cells[0].trim().to_lowercase(), cells[cells.len() - 1].trim().to_owned())
+            })
+            .collect()
+    }
+
+    /// The names a metric column lists for `metric`: "`synced` (opened, updated; bootstrapped)".
+    fn listed(column: &str, metric: Outcome) -> Option<Vec<String>> {
+        let at = column.find(&format!("`{metric}`"))?;
+        let rest = column[at..]
+            .split_once('`')
+            .map(|(_, r)| r.split_once('`').map_or("", |(_, r)| r))?;
+        let inner = rest.strip_prefix(" (")?.split(')').next()?;
+        Some(inner.split([',', ';']).map(|s| s.trim().to_owned()).collect())
+    }
+
+    /// Where the README says a result is counted: its outcome's row (a failure's class row);
+    /// among the results done, listed under its metric when the metric stands for several.
+    fn assert_counted_as_the_readme_says(rows: &[(String, String)], row: &str, name: &str, metric: Outcome) {
+        let (_, column) = rows
+            .iter()
+            .find(|(outcome, _)| outcome.starts_with(row))
+            .unwrap_or_else(|| panic!("no README row {row:?}"));
+        assert!(
+            column.contains(&format!("`{metric}`")),
+            "{name}: `{metric}` is not in row {row:?}"
+        );
+        if row == "done"
+            && let Some(list) = listed(column, metric)
+        {
+            assert!(
+                list.iter().any(|l| l == name) || name == metric.as_str(),
+                "{name}: not listed under `{metric}` in row {row:?}: {list:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_result_is_named_and_counted_as_the_readmes_outcomes_table_says() {
+        use crate::jobs::sync::{Action, DashboardAction};
+        use crate::rules::bootstrap::report::BootstrapOutcome;
+        let rows = readme_rows();
+
+        // state-sync: each cell's `action` and its metric.
+        let actions: Vec<(String, String, Outcome)> = Action::ALL
+            .iter()
+            .map(|a| {
+                let v = serde_json::to_value(a).unwrap();
+                (
+                    v["action"].as_str().unwrap().to_owned(),
+                    v["retryable"].to_string(),
+                    a.metric(),
+                )
+            })
+            .collect();
+        let pinned: Vec<(String, String, Outcome)> = [
+            ("opened", false, Outcome::Synced),
+            ("updated", false, Outcome::Synced),
+            ("unchanged", false, Outcome::Unchanged),
+            ("closed", false, Outcome::Synced),
+            ("in-sync", false, Outcome::Unchanged),
+            ("stale", false, Outcome::Stale),
+            ("declined", false, Outcome::Declined),
+            ("conflicted", false, Outcome::Conflicted),
+            ("planned", false, Outcome::Planned),
+            ("ignored", false, Outcome::Ignored),
+            ("paused", false, Outcome::Paused),
+            ("enqueued", false, Outcome::Enqueued),
+            ("destroyed", false, Outcome::Destroyed),
+            ("decommission-opened", false, Outcome::Synced),
+            ("decommission-updated", false, Outcome::Synced),
+            ("decommission-unchanged", false, Outcome::Unchanged),
+            ("refused", false, Outcome::Refused),
+            ("failed", true, Outcome::Retried),
+            ("failed", false, Outcome::FailedFinal),
+        ]
+        .into_iter()
+        .map(|(a, r, m)| (a.to_owned(), r.to_string(), m))
+        .collect();
+        assert_eq!(actions, pinned);
+        for a in Action::ALL {
+            let row = match (a, a.class()) {
+                (Action::Paused, _) => "paused",
+                (_, None) => "done",
+                (_, Some(Class::Retryable)) => "retryable",
+                (_, Some(_)) => "final failure",
+            };
+            assert_counted_as_the_readme_says(&rows, row, a.as_str(), a.metric());
+        }
+
+        // cluster-bootstrap: each report's `outcome` and its metric (a cluster still CREATING is
+        // answered as a retryable failure).
+        let outcomes: Vec<(String, Outcome)> = [
+            BootstrapOutcome::Bootstrapped,
+            BootstrapOutcome::AlreadyBootstrapped,
+            BootstrapOutcome::Planned,
+            BootstrapOutcome::NotACell,
+            BootstrapOutcome::ClusterNotReady,
+        ]
+        .into_iter()
+        .map(|o| {
+            (
+                serde_json::to_value(o).unwrap().as_str().unwrap().to_owned(),
+                o.metric(),
+            )
+        })
+        .collect();
+        assert_eq!(
+            outcomes,
+            [
+                ("bootstrapped".to_owned(), Outcome::Synced),
+                ("already_bootstrapped".to_owned(), Outcome::Unchanged),
+                ("planned".to_owned(), Outcome::Planned),
+                ("not_a_cell".to_owned(), Outcome::Ignored),
+                ("cluster_not_ready".to_owned(), Outcome::Retried),
+            ]
+        );
+        assert_counted_as_the_readme_says(&rows, "done", "bootstrapped", Outcome::Synced);
+        assert_counted_as_the_readme_says(&rows, "done", "already bootstrapped", Outcome::Unchanged);
+        assert_counted_as_the_readme_says(&rows, "done", "planned", Outcome::Planned);
+        assert_counted_as_the_readme_says(&rows, "done", "a cluster of no cell", Outcome::Ignored);
+        assert_counted_as_the_readme_says(&rows, "retryable", "retried", Outcome::Retried);
+
+        // The fleet dashboard: its run's `action` (and a failure's `class`) and its metric.
+        let runs: Vec<(Value, Outcome)> = DashboardAction::ALL
+            .iter()
+            .map(|a| (serde_json::to_value(a).unwrap(), a.metric()))
+            .collect();
+        assert_eq!(
+            runs,
+            [
+                (json!({"action": "created"}), Outcome::Synced),
+                (json!({"action": "updated"}), Outcome::Synced),
+                (json!({"action": "unchanged"}), Outcome::Unchanged),
+                (json!({"action": "planned"}), Outcome::Planned),
+                (json!({"action": "paused"}), Outcome::Paused),
+                (json!({"action": "failed", "class": "retryable"}), Outcome::Retried),
+                (json!({"action": "failed", "class": "final"}), Outcome::FailedFinal),
+                (json!({"action": "failed", "class": "invalid_input"}), Outcome::Refused),
+            ]
+        );
+        let (_, dashboard) = rows.iter().find(|(o, _)| o.starts_with("the fleet dashboard")).unwrap();
+        for a in DashboardAction::ALL
+            .into_iter()
+            .filter(|a| a.class() != Some(Class::InvalidInput))
+        {
+            assert!(dashboard.contains(&format!("`{}`", a.metric())), "{a:?}");
+        }
+        assert_eq!(listed(dashboard, Outcome::Synced).unwrap(), ["created", "updated"]);
+
+        // The `Outcome` dimension's values, as "Metrics and alarms" lists them.
+        let readme = include_str!("../../../README.md");
+        let line_start = readme.find("dimensions `Function`").expect("the dimensions");
+        let list = &readme[line_start..line_start + readme[line_start..].find(";\n").unwrap()];
+        let named: Vec<&str> = list.split('`').skip(11).step_by(2).collect();
+        assert_eq!(named, Outcome::ALL.map(Outcome::as_str));
+    }
+}

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""The library's layers hold: each folder of shared/src imports only the layers below it.
+
+    pure      the core: no I/O, imports no other layer
+    ports     the outside services as traits: pure
+    shell     the Lambda shell every job runs in (the Job trait, metrics, pause): pure, ports
+    rules     the rules over the ports: pure, ports, shell
+    adapters  the ports against the real services: pure, ports, shell
+    doubles   the ports in memory (test-support): pure, ports, shell, and the adapters'
+              classifiers of GitHub's answers, which the double shares
+    jobs      the two jobs, composed of rules and adapters: everything but the doubles
+
+`shell::error`, `shell::config`, `shell::retry` and `shell::telemetry` are the error model,
+settings, retries and logging every layer uses: any layer may import them. Every other edge not
+in the table is an error naming the file, the line and the import. An exception is allowed only
+with its reason, in EXCEPTIONS.
+"""
+import os
+import re
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "shared", "src")
+
+ALLOWED = {
+    "pure": set(),
+    "ports": {"pure"},
+    "shell": {"pure", "ports"},
+    "rules": {"pure", "ports", "shell"},
+    "adapters": {"pure", "ports", "shell"},
+    "doubles": {"pure", "ports", "shell", "adapters"},
+    "jobs": {"pure", "ports", "shell", "rules", "adapters"},
+}
+EVERYWHERE = {"shell::error", "shell::config", "shell::retry", "shell::telemetry"}
+
+# (importing module prefix, imported module prefix) -> why the edge is there.
+HOLDER = (
+    "a held port is an enum of its implementations, not a trait object (the ports are async);"
+    " its in-memory variant names the double and is compiled with the test-support feature only"
+)
+CLUSTER = (
+    "the cluster ports speak the bootstrap's vocabulary (ClusterInfo, EksError, AccessError,"
+    " KubeRef, Step: rules::bootstrap) and kube-rs's (ApplyError, ClusterAuth, Tuning:"
+    " adapters::kube), which still live where the bootstrap and its adapters were written;"
+    " Bootstrapper's default type parameters and from_env name the real adapters"
+)
+EXCEPTIONS = {
+    ("adapters::probe", "doubles::cluster"): HOLDER,
+    ("jobs::bootstrap::handler", "doubles::cluster"): HOLDER,
+    ("jobs::sync::fanout", "doubles::queue"): HOLDER,
+    ("ports::cluster", "rules::bootstrap"): CLUSTER,
+    ("ports::cluster", "adapters::kube"): CLUSTER,
+    ("adapters::aws", "rules::bootstrap"): CLUSTER,
+    ("adapters::kube", "rules::bootstrap"): CLUSTER,
+    ("doubles::cluster", "rules::bootstrap"): CLUSTER,
+    ("rules::bootstrap", "adapters::aws"): CLUSTER,
+    ("rules::bootstrap", "adapters::kube"): CLUSTER,
+    ("ports::github::error", "adapters::github"): (
+        "GithubError::TooLarge carries the archive reader's ArchiveError, whose message names"
+        " the memory setting the archive reader owns"
+    ),
+    ("shell::metrics", "jobs::sync"): "the unit test that checks every outcome against the README's table",
+    ("shell::metrics", "rules::bootstrap"): "the unit test that checks every outcome against the README's table",
+}
+
+REF = re.compile(r"\bcrate::(pure|ports|rules|adapters|doubles|jobs|shell)::(\w+)")
+
+
+def check(root=ROOT):
+    errors = []
+    for layer in ALLOWED:
+        base = os.path.join(root, layer)
+        for d, _, fs in os.walk(base):
+            for f in sorted(fs):
+                if not f.endswith(".rs"):
+                    continue
+                path = os.path.join(d, f)
+                rel = os.path.relpath(path, root)
+                module = rel[:-3].replace("/mod", "").replace("/", "::")
+                for n, line in enumerate(open(path, encoding="utf-8"), 1):
+                    # A doc comment may point anywhere: only code imports.
+                    if line.lstrip().startswith("//"):
+                        continue
+                    for m in REF.finditer(line):
+                        to_layer, to_mod = m.group(1), m.group(2)
+                        target = f"{to_layer}::{to_mod}"
+                        if to_layer == layer or to_layer in ALLOWED[layer] or target in EVERYWHERE:
+                            continue
+                        if any(module.startswith(a) and target.startswith(b) for a, b in EXCEPTIONS):
+                            continue
+                        errors.append(f"shared/src/{rel}:{n}: the {layer} layer imports {target} ({line.strip()})")
+    return errors
+
+
+def used_exceptions(root=ROOT):
+    """Exceptions no import needs any more: the table must not outlive the code."""
+    unused = []
+    for a, b in EXCEPTIONS:
+        found = False
+        for d, _, fs in os.walk(root):
+            for f in fs:
+                if not f.endswith(".rs"):
+                    continue
+                path = os.path.join(d, f)
+                module = os.path.relpath(path, root)[:-3].replace("/mod", "").replace("/", "::")
+                if module.startswith(a) and re.search(r"\bcrate::" + re.escape(b) + r"\b", open(path).read()):
+                    found = True
+        if not found:
+            unused.append(f"EXCEPTIONS[({a!r}, {b!r})] is no longer needed: remove it")
+    return unused
+
+
+if __name__ == "__main__":
+    problems = check() + used_exceptions()
+    for p in problems:
+        print(p, file=sys.stderr)
+    if problems:
+        sys.exit(1)
+    print(f"layers: every import of shared/src goes down the layers ({len(EXCEPTIONS)} exceptions, each with its reason)")
