@@ -29,7 +29,7 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TABLE = os.path.join(ROOT, "shared", "src", "github", "operations.rs")
+TABLE = os.path.join(ROOT, "shared", "src", "adapters", "github", "operations.rs")
 PRODUCT_AGENT = "cellbridge/"
 # `NAME = METHOD "path" "operation id";` lines of the `operations!` table.
 # NAME = METHOD "path" "operationId" "permission";

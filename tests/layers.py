@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The library's layers hold: each folder of shared/src imports only the layers below it.
+"""The library's layers hold: each folder of shared/src imports only the layers listed before it.
 
     pure      the core: no I/O, imports no other layer
     ports     the outside services as traits: pure
