@@ -2,7 +2,7 @@
 //! scanner the check uses must agree with the substitution itself.
 #![no_main]
 
-use cellbridge::envsubst::{self, EnvsubstError, Item};
+use cellbridge::pure::envsubst::{self, EnvsubstError, Item};
 use libfuzzer_sys::fuzz_target;
 
 /// A few names set, so both the set and the unset paths run.

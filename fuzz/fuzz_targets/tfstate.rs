@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let ours = cellbridge::tfstate::read_state(data, "fuzz");
+    let ours = cellbridge::pure::tfstate::read_state(data, "fuzz");
     if let Ok(state) = ours {
         // Numbers in skipped sections are checked loosely, so only compare where the full
         // parser also accepts the document.
@@ -17,6 +17,6 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(outputs, state.outputs.len());
         }
         // The contract on whatever came out must not panic either.
-        let _ = cellbridge::metadata::from_state(&state);
+        let _ = cellbridge::pure::metadata::from_state(&state);
     }
 });
