@@ -10,7 +10,7 @@ use cellbridge::doubles::github::{MemGithub, Protection, VIEWER};
 use cellbridge::ports::github::CheckState;
 use serde_json::{Value, json};
 
-use super::sync::{BUCKET, Bed, LINEAGE, apply, bed, branch, sync};
+use crate::support::sync::{BUCKET, Bed, LINEAGE, apply, bed, branch, sync};
 
 const CELL: &str = "eu-c1";
 const OPT_IN: &str = ".cellbridge/auto-merge.yaml";

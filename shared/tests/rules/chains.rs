@@ -70,13 +70,13 @@ fn documented(title: &str) -> Vec<String> {
 
 /// A state event for a new cell, through the state-sync handler: the answer.
 async fn sync_new_cell() -> serde_json::Value {
-    let bed = super::sync::bed();
-    super::sync::apply(&bed, "eu-c1", 1, "vpc-1");
+    let bed = crate::support::sync::bed();
+    crate::support::sync::apply(&bed, "eu-c1", 1, "vpc-1");
     let event = json!({"Records": [{"messageId": "m1", "eventSource": "aws:sqs", "body": json!({
         "source": "aws.s3", "detail-type": "Object Created",
-        "detail": {"bucket": {"name": super::sync::BUCKET}, "object": {"key": "cells/eu-c1/terraform.tfstate"}},
+        "detail": {"bucket": {"name": crate::support::sync::BUCKET}, "object": {"key": "cells/eu-c1/terraform.tfstate"}},
     }).to_string()}]});
-    let inv = lambda::handler(&bed, &event, super::sync::deadline(), &Shell::quiet())
+    let inv = lambda::handler(&bed, &event, crate::support::sync::deadline(), &Shell::quiet())
         .await
         .unwrap();
     inv.response
@@ -85,7 +85,7 @@ async fn sync_new_cell() -> serde_json::Value {
 /// CloudTrail's CreateCluster for a cell's cluster, through the cluster-bootstrap handler: the
 /// answer.
 async fn bootstrap_new_cluster() -> serde_json::Value {
-    use super::bootstrap::{CLUSTER, bed, created, fleet, service};
+    use crate::support::bootstrap::{CLUSTER, bed, created, fleet, service};
     use cellbridge::doubles::cluster::MemSource;
     let svc = service(bed(), MemSource::new(fleet(&[])).on_branch("main"));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);

@@ -9,7 +9,7 @@ use cellbridge::rules::dashboard::LABEL_DASHBOARD;
 use cellbridge::shell::metrics::{Captured, Metrics};
 use serde_json::{Value, json};
 
-use super::sync::{
+use crate::support::sync::{
     BUCKET, Bed, LINEAGE, apply, bed, branch, deadline, paused_by_env, queued_bed, secret_state, sqs_bodies, state,
     sync,
 };
@@ -30,7 +30,7 @@ async fn dashboard(bed: &Bed) -> Value {
 }
 
 async fn run(bed: &Bed, event: Value) -> Value {
-    let inv = super::handle(bed, &event, deadline()).await.unwrap();
+    let inv = crate::support::handle(bed, &event, deadline()).await.unwrap();
     assert_eq!(inv.class, None, "{}", inv.response);
     inv.response
 }
@@ -316,7 +316,7 @@ async fn a_dry_run_returns_the_markdown_and_paused_writes_nothing() {
     bed.fleet.clear_calls();
     let captured = Captured::default();
     let metrics = Metrics::new("state-sync", &captured);
-    let inv = super::handle_with(
+    let inv = crate::support::handle_with(
         &bed,
         &json!({"action": "dashboard"}),
         deadline(),
@@ -344,7 +344,7 @@ async fn a_dashboard_failure_never_fails_the_sync_all_but_fails_its_own_payload(
 
     // GitHub keeps failing the dashboard's write: the fan-out stands, nothing is sent twice.
     bed.fleet.fail(&ops::ISSUES_CREATE, 1, Fault::Transient);
-    let inv = super::handle_with(&bed, &json!({"action": "sync-all"}), deadline(), None, &metrics)
+    let inv = crate::support::handle_with(&bed, &json!({"action": "sync-all"}), deadline(), None, &metrics)
         .await
         .unwrap();
     assert_eq!(inv.class, None, "{}", inv.response);
@@ -369,7 +369,7 @@ async fn a_dashboard_failure_never_fails_the_sync_all_but_fails_its_own_payload(
     // Asked for alone, its failure is the invocation's: retried (a Lambda error), and as an SQS
     // message handed back, while a sync-all's message is not.
     bed.fleet.fail(&ops::ISSUES_CREATE, 1, Fault::Transient);
-    let inv = super::handle(&bed, &json!({"action": "dashboard"}), deadline())
+    let inv = crate::support::handle(&bed, &json!({"action": "dashboard"}), deadline())
         .await
         .unwrap();
     assert_eq!(
@@ -379,7 +379,7 @@ async fn a_dashboard_failure_never_fails_the_sync_all_but_fails_its_own_payload(
         inv.response
     );
     bed.fleet.fail(&ops::ISSUES_CREATE, 1, Fault::Transient);
-    let inv = super::handle(
+    let inv = crate::support::handle(
         &bed,
         &sqs_bodies(&[
             json!({"action": "dashboard"}).to_string(),
@@ -399,14 +399,14 @@ async fn a_dashboard_failure_never_fails_the_sync_all_but_fails_its_own_payload(
 
     // Issues turned off: 410, final, not retried; the sync-all still stands.
     bed.fleet.disable_issues();
-    let inv = super::handle(&bed, &json!({"action": "sync-all"}), deadline())
+    let inv = crate::support::handle(&bed, &json!({"action": "sync-all"}), deadline())
         .await
         .unwrap();
     assert_eq!(inv.class, None, "{}", inv.response);
     let d = &inv.response["dashboard"];
     assert_eq!(d["class"], "final", "{d}");
     assert!(d["error"].as_str().unwrap().contains("410"), "{d}");
-    let inv = super::handle(&bed, &json!({"action": "dashboard"}), deadline())
+    let inv = crate::support::handle(&bed, &json!({"action": "dashboard"}), deadline())
         .await
         .unwrap();
     assert_eq!(

@@ -9,7 +9,7 @@ use cellbridge::doubles::cluster::{MemAws, MemCluster};
 use cellbridge::jobs::sync::ClusterAccess;
 use serde_json::{Value, json};
 
-use super::sync::{BUCKET, Bed, LINEAGE, apply, bed, branch, state, sync};
+use crate::support::sync::{BUCKET, Bed, LINEAGE, apply, bed, branch, state, sync};
 
 const IDENTITY: &str = "arn:aws:iam::123456789012:role/cellbridge";
 const CELL: &str = "eu-c1";
@@ -405,7 +405,9 @@ async fn an_eks_delete_cluster_syncs_the_cell_again_until_the_cluster_is_gone() 
     destroy(&bed, 2);
     aws.add_cluster(MemCluster::active(CELL, REGION).status("DELETING"));
     let event = delete_cluster_record(CELL);
-    let inv = super::handle(&bed, &event, super::sync::deadline()).await.unwrap();
+    let inv = crate::support::handle(&bed, &event, crate::support::sync::deadline())
+        .await
+        .unwrap();
     let id = event["Records"][0]["messageId"].as_str().unwrap();
     assert_eq!(
         inv.response["batchItemFailures"],
@@ -418,7 +420,9 @@ async fn an_eks_delete_cluster_syncs_the_cell_again_until_the_cluster_is_gone() 
 
     // The redelivery, once EKS no longer knows the cluster.
     aws.remove_cluster(None, REGION, CELL);
-    let inv = super::handle(&bed, &event, super::sync::deadline()).await.unwrap();
+    let inv = crate::support::handle(&bed, &event, crate::support::sync::deadline())
+        .await
+        .unwrap();
     assert_eq!(inv.response["batchItemFailures"], json!([]), "{}", inv.response);
     assert_eq!(
         inv.response["cells"][0]["action"], "decommission-opened",
@@ -428,9 +432,13 @@ async fn an_eks_delete_cluster_syncs_the_cell_again_until_the_cluster_is_gone() 
 
     // A cluster no cell names: nothing read of the states, nothing written.
     bed.fleet.clear_calls();
-    let inv = super::handle(&bed, &delete_cluster_record("someone-elses"), super::sync::deadline())
-        .await
-        .unwrap();
+    let inv = crate::support::handle(
+        &bed,
+        &delete_cluster_record("someone-elses"),
+        crate::support::sync::deadline(),
+    )
+    .await
+    .unwrap();
     assert_eq!(inv.response["cells"], json!([]), "{}", inv.response);
     assert_eq!(inv.response["batchItemFailures"], json!([]));
     assert_eq!(bed.fleet.writes(), 0);
@@ -447,7 +455,7 @@ async fn each_decommission_outcome_is_one_metric_record_the_alarms_do_not_take_f
     let captured = Captured::default();
     let metrics = Metrics::new("state-sync", &captured);
     let event = json!({"action": "sync", "cell": CELL});
-    let run = || super::handle_with(&bed, &event, super::sync::deadline(), None, &metrics);
+    let run = || crate::support::handle_with(&bed, &event, crate::support::sync::deadline(), None, &metrics);
     run().await.unwrap();
     aws.add_cluster(MemCluster::active(CELL, REGION).status("DELETING"));
     run().await.unwrap();
@@ -485,7 +493,9 @@ async fn the_dashboard_shows_a_pending_decommission_and_once_merged_the_cell_as_
         open[0].body.clone()
     };
     let dashboard = json!({"action": "dashboard"});
-    super::handle(&bed, &dashboard, super::sync::deadline()).await.unwrap();
+    crate::support::handle(&bed, &dashboard, crate::support::sync::deadline())
+        .await
+        .unwrap();
     let pending = body(&bed);
     let row = pending
         .lines()
@@ -499,7 +509,9 @@ async fn the_dashboard_shows_a_pending_decommission_and_once_merged_the_cell_as_
     // A person merges the decommission: the cell is done, listed but needing no attention.
     bed.fleet.merge(number(&opened));
     assert_eq!(sync(&bed, CELL).await["action"], "destroyed");
-    super::handle(&bed, &dashboard, super::sync::deadline()).await.unwrap();
+    crate::support::handle(&bed, &dashboard, crate::support::sync::deadline())
+        .await
+        .unwrap();
     let done = body(&bed);
     assert!(!done.lines().any(|l| l.starts_with(&format!("| `{CELL}` |"))), "{done}");
     assert!(done.contains(&format!("(1): `{CELL}`")), "{done}");

@@ -1,47 +1,22 @@
-//! The orchestration rules over the in-memory ports (feature `test-support`), in one test binary:
-//! state-sync's (`sync.rs`) and its fleet dashboard's (`dashboard.rs`), cluster-bootstrap's
-//! (`bootstrap.rs`) and its access-entry sweep (`sweep.rs`), a destroyed cell's decommission
-//! (`decommission.rs`) and auto-merge (`auto_merge.rs`); the two chains `lib.rs` documents,
-//! as the handlers take them (`chains.rs`).
+//! The orchestration rules over the in-memory ports (feature `test-support`), in one test binary,
+//! one file per rule (each file's doc says which rules it holds):
+//!
+//! - `sync/`: state-sync's rules (the pull request, people and races, the seeded schedules,
+//!   failures, refusals, pause and metrics, what is read, the fan-out);
+//! - `dashboard.rs`: the fleet dashboard;
+//! - `decommission.rs`: a destroyed cell's decommission;
+//! - `auto_merge.rs`: auto-merge under branch protection;
+//! - `bootstrap/`: cluster-bootstrap's rules (the order of the apply, the access entry, readiness,
+//!   other accounts, the Git secret and sync objects, the answers, pause and metrics);
+//! - `sweep.rs`: the temporary access-entry sweep;
+//! - `chains.rs`: the two chains `lib.rs` documents, as the handlers take them;
+//! - `support/`: the beds and helpers they share.
 
 mod auto_merge;
 mod bootstrap;
 mod chains;
 mod dashboard;
 mod decommission;
+mod support;
 mod sweep;
 mod sync;
-
-use std::time::Instant;
-
-use cellbridge::shell::lambda::{self, Invocation, Job, Shell};
-use cellbridge::shell::metrics::Metrics;
-use cellbridge::shell::pause::Pause;
-use serde_json::Value;
-
-/// One invocation through the functions' one handler, as `cellbridge invoke` runs it: not
-/// paused, no metric record.
-async fn handle<J: Job>(job: &J, event: &Value, deadline: Instant) -> Result<Invocation, J::Error> {
-    lambda::handler(job, event, deadline, &Shell::quiet()).await
-}
-
-/// The same with the environment's pause switch `pause` and metric records to `metrics`.
-async fn handle_with<J: Job>(
-    job: &J,
-    event: &Value,
-    deadline: Instant,
-    pause: Option<Pause>,
-    metrics: &Metrics<'_>,
-) -> Result<Invocation, J::Error> {
-    lambda::handler(job, event, deadline, &Shell::new(pause, metrics)).await
-}
-
-/// What Lambda gets for one invocation, composed as the functions' mains compose it.
-async fn lambda_handler<J: Job>(
-    job: &J,
-    event: lambda_runtime::LambdaEvent<Value>,
-) -> Result<Value, lambda_runtime::Diagnostic> {
-    let deadline = lambda::deadline_from_epoch_ms(event.context.deadline);
-    let shell = Shell::lambda(J::NAME, &cellbridge::shell::metrics::Stdout);
-    lambda::respond(J::NAME, lambda::handler(job, &event.payload, deadline, &shell).await)
-}

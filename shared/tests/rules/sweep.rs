@@ -246,7 +246,7 @@ mod handler {
             fleets: MemSource::new(fleet()).into(),
         };
         let captured = Captured::default();
-        let inv = super::super::handle_with(
+        let inv = crate::support::handle_with(
             &svc,
             &json!({"action": "sweep"}),
             Instant::now() + Duration::from_secs(60),

@@ -1,0 +1,295 @@
+//! cluster-bootstrap: the temporary access entry. Removed after a failed apply, whatever the
+//! failure; a failed delete fails the run and the next run removes it; someone else's entry is used
+//! and never deleted; an entry without its policy is refused by Kubernetes as EKS does; an install
+//! slower than the invocation stops before the deadline and gives the access back; every run sweeps
+//! expired temporary access elsewhere (a wrong settings file fails the cluster, not the sweep; a
+//! pause stops both; a dry run never sweeps).
+
+use crate::support::bootstrap::*;
+use cellbridge::doubles::cluster::{MemAws, MemCluster, MemKube, MemSource};
+use cellbridge::doubles::secrets::MemSecrets;
+use cellbridge::jobs::bootstrap::handler::BootstrapService;
+use cellbridge::shell::error::{Class, Classify};
+use cellbridge::{
+    adapters::kube::SourceStatus, adapters::kube::Tuning, rules::bootstrap::Bootstrapper, rules::bootstrap::Target,
+    rules::bootstrap::report::BootstrapOutcome,
+};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+#[tokio::test]
+async fn access_is_removed_after_a_failed_apply_whatever_the_failure() {
+    for (code, class) in [(422, Class::Final), (503, Class::Retryable)] {
+        let bed = bed();
+        // A 503 outlives the adapter's retries in the real client; here it is simply answered
+        // more often than any retry budget.
+        bed.kube().fail("apply", "Deployment", 100, code);
+        let err = run(&bed, &fleet(&[])).await.unwrap_err();
+        assert_eq!(err.class(), class, "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains(CLUSTER) && msg.contains(CELL) && msg.contains("source-controller"),
+            "{msg}"
+        );
+        assert!(
+            entries(&bed).is_empty(),
+            "HTTP {code}: the access entry outlived the run"
+        );
+        assert!(bed.accounts().calls().contains(&format!("DeleteAccessEntry {CLUSTER}")));
+    }
+}
+
+#[tokio::test]
+async fn a_failed_delete_fails_the_run_and_the_next_run_removes_the_entry() {
+    let bed = bed();
+    bed.accounts().fail("DeleteAccessEntry", 1, true);
+    let err = run(&bed, &fleet(&[])).await.unwrap_err();
+    assert_eq!(err.class(), Class::Retryable, "{err}");
+    assert_eq!(entries(&bed), [FUNCTION_ROLE], "left behind by the failed delete");
+
+    // The event comes back: Flux is there, and the entry, recognised by its tag, is deleted.
+    let report = run(&bed, &fleet(&[])).await.unwrap();
+    assert_eq!(report.outcome, BootstrapOutcome::AlreadyBootstrapped);
+    assert!(report.access_entry.unwrap().removed);
+    assert!(entries(&bed).is_empty());
+}
+
+#[tokio::test]
+async fn someone_elses_access_entry_is_used_and_never_deleted() {
+    let bed = bed();
+    bed.accounts().add_entry(REGION, CLUSTER, FUNCTION_ROLE, false);
+    let report = run(&bed, &fleet(&[])).await.unwrap();
+    assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
+    let access = report.access_entry.unwrap();
+    assert!(!access.temporary && !access.removed);
+    assert_eq!(entries(&bed), [FUNCTION_ROLE]);
+    let calls = bed.accounts().calls();
+    assert!(
+        !calls
+            .iter()
+            .any(|c| c.starts_with("CreateAccessEntry") || c.starts_with("DeleteAccessEntry")),
+        "{calls:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_entry_without_its_policy_is_refused_by_kubernetes_as_eks_does() {
+    // The double's authorization rule, checked through the sequence: an entry created but whose
+    // policy association failed gives no access, and is not left behind.
+    let bed = bed();
+    bed.accounts().fail("AssociateAccessPolicy", 1, false);
+    let err = run(&bed, &fleet(&[])).await.unwrap_err();
+    assert_eq!(err.class(), Class::Final, "{err}");
+    assert!(err.to_string().contains("AssociateAccessPolicy"), "{err}");
+    assert!(entries(&bed).is_empty(), "a useless entry was left behind");
+    assert!(bed.kube().applied().is_empty());
+}
+
+/// [`MemKube`] whose every apply takes `delay`: an API server slower than the invocation.
+struct SlowKube(MemKube, Duration);
+
+struct SlowKubeApi(<MemKube as cellbridge::ports::cluster::KubeConnect>::Api, Duration);
+
+impl cellbridge::ports::cluster::KubeConnect for SlowKube {
+    type Api = SlowKubeApi;
+    async fn connect(
+        &self,
+        auth: cellbridge::adapters::kube::ClusterAuth,
+        tuning: &Tuning,
+        fresh_entry: bool,
+    ) -> Result<SlowKubeApi, cellbridge::adapters::kube::ApplyError> {
+        Ok(SlowKubeApi(self.0.connect(auth, tuning, fresh_entry).await?, self.1))
+    }
+}
+
+impl cellbridge::ports::cluster::KubeApi for SlowKubeApi {
+    async fn exists(
+        &mut self,
+        target: &cellbridge::rules::bootstrap::KubeRef,
+        plural: &str,
+    ) -> Result<bool, cellbridge::adapters::kube::ApplyError> {
+        self.0.exists(target, plural).await
+    }
+    async fn apply(
+        &mut self,
+        step: &cellbridge::rules::bootstrap::plan::Step,
+    ) -> Result<cellbridge::adapters::kube::Applied, cellbridge::adapters::kube::ApplyError> {
+        tokio::time::sleep(self.1).await;
+        self.0.apply(step).await
+    }
+    async fn wait_established(&mut self, crds: &[String]) -> Result<(), cellbridge::adapters::kube::ApplyError> {
+        self.0.wait_established(crds).await
+    }
+    async fn wait_source_ready(
+        &mut self,
+        target: &cellbridge::rules::bootstrap::KubeRef,
+    ) -> Result<SourceStatus, cellbridge::adapters::kube::ApplyError> {
+        self.0.wait_source_ready(target).await
+    }
+}
+
+#[tokio::test]
+async fn an_install_slower_than_the_invocation_stops_before_the_deadline_and_gives_access_back() {
+    use cellbridge::rules::bootstrap::RELEASE_RESERVE;
+    let secrets = || {
+        let s = MemSecrets::new();
+        s.put(GIT_SECRET, json!({"username": "git", "password": PASSWORD}).to_string());
+        s
+    };
+    let aws = MemAws::new(FUNCTION_ROLE);
+    aws.add_cluster(MemCluster::active(CLUSTER, REGION));
+    let kube = MemKube::new(&aws);
+    let slow = Bootstrapper::with_ports(
+        aws.clone(),
+        SlowKube(kube.clone(), Duration::from_millis(100)),
+        secrets(),
+        settings(),
+    );
+    let start = Instant::now();
+    // 350 ms for the install, then the reserve for the access entry.
+    let deadline = start + RELEASE_RESERVE + Duration::from_millis(350);
+    let err = slow
+        .run_before(&fleet(&[]), Some("main"), &request(), Target::Eks, None, Some(deadline))
+        .await
+        .unwrap_err();
+    assert!(
+        start.elapsed() < Duration::from_millis(1500),
+        "ran {:?}",
+        start.elapsed()
+    );
+    assert_eq!(err.class(), Class::Retryable, "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("deadline") && msg.contains("left: "), "{msg}");
+    assert!(msg.contains(CLUSTER), "{msg}");
+    let applied = slow.kube().0.applied();
+    assert!(!applied.is_empty() && applied.len() < 8, "{applied:?}");
+    assert!(
+        aws.entries(REGION, CLUSTER).is_empty(),
+        "the temporary access entry is deleted before the deadline"
+    );
+    assert!(
+        slow.accounts()
+            .calls()
+            .iter()
+            .any(|c| c.starts_with("DeleteAccessEntry"))
+    );
+
+    // The next delivery, with time enough, completes it.
+    let report = Bootstrapper::with_ports(aws.clone(), kube, secrets(), settings())
+        .run(&fleet(&[]), &request(), Target::Eks)
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
+}
+
+/// The service over a fleet where another cluster, tagged with a cell whose pull request is still
+/// open, has an hour-old temporary access entry of this function's (what a run killed elsewhere
+/// left).
+fn with_an_expired_entry_elsewhere() -> BootstrapService<MemAws, MemKube, MemSecrets> {
+    let b = bed();
+    let hour_ago = Some(std::time::SystemTime::now() - Duration::from_secs(3600));
+    b.accounts()
+        .add_cluster(MemCluster::active("left-behind", REGION).tag("cellbridge.dev/cell", "new-cell"));
+    b.accounts()
+        .add_entry_in(HOME, REGION, "left-behind", FUNCTION_ROLE, true, hour_ago);
+    service(b, MemSource::new(fleet(&[])).on_branch("main"))
+}
+
+/// Every bootstrap run also sweeps, with the time it has left, the expired
+/// temporary access a run killed elsewhere left (here on a cluster tagged with a cell whose
+/// pull request is still open), and records the sweep's heartbeat; a young entry stays.
+#[tokio::test]
+async fn every_bootstrap_run_sweeps_expired_temporary_access_elsewhere() {
+    use cellbridge::shell::metrics::{Captured, Metrics};
+    let svc = with_an_expired_entry_elsewhere();
+    let captured = Captured::default();
+    let metrics = Metrics::new("cluster-bootstrap", &captured);
+    let inv = crate::support::handle_with(&svc, &created(CLUSTER), deadline(), None, &metrics)
+        .await
+        .unwrap();
+    assert_eq!(inv.response["outcome"], "bootstrapped", "{}", inv.response);
+    let swept: Vec<(&str, &str)> = inv.response["sweep"]["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["cluster"].as_str().unwrap(), c["result"].as_str().unwrap()))
+        .collect();
+    assert!(swept.contains(&("left-behind", "deleted")), "{swept:?}");
+    assert!(
+        svc.bootstrapper
+            .accounts()
+            .entries_in(HOME, REGION, "left-behind")
+            .is_empty()
+    );
+    assert!(
+        captured.records().iter().any(|r| r["AccessSweeps"] == 1),
+        "the heartbeat: {:?}",
+        captured.records()
+    );
+}
+
+/// A settings file people got wrong fails the run's cluster, naming the file, but not the sweep:
+/// cellbridge's own expired access elsewhere still goes; paused from the file, nothing is swept.
+#[tokio::test]
+async fn a_wrong_settings_file_fails_the_cluster_but_not_the_sweep_and_a_pause_stops_both() {
+    let expired_entries = |svc: &BootstrapService<MemAws, MemKube, MemSecrets>| {
+        svc.bootstrapper
+            .accounts()
+            .entries_in(HOME, REGION, "left-behind")
+            .len()
+    };
+    let with_settings = |settings: &str| {
+        let svc = with_an_expired_entry_elsewhere();
+        BootstrapService {
+            fleets: MemSource::new(fleet_with_settings(settings)).on_branch("main").into(),
+            ..svc
+        }
+    };
+    let svc = with_settings("paused: true\nwhy: x\n");
+    let inv = crate::support::handle(&svc, &created(CLUSTER), deadline())
+        .await
+        .unwrap();
+    assert_eq!(inv.class, Some(Class::Final), "{}", inv.response);
+    assert!(
+        inv.response["error"]
+            .as_str()
+            .unwrap()
+            .contains(".cellbridge/settings.yaml"),
+        "{}",
+        inv.response
+    );
+    assert!(svc.bootstrapper.kube().applied().is_empty());
+    assert_eq!(expired_entries(&svc), 0, "swept: {}", inv.response);
+
+    let svc = with_settings("paused: true\n");
+    let inv = crate::support::handle(&svc, &created(CLUSTER), deadline())
+        .await
+        .unwrap();
+    assert_eq!(inv.response["outcome"], "paused", "{}", inv.response);
+    assert!(inv.response.get("sweep").is_none(), "{}", inv.response);
+    assert_eq!(expired_entries(&svc), 1, "nothing swept while paused");
+}
+
+/// A dry run writes nothing, so it does not sweep either: an expired temporary entry elsewhere
+/// stays for the next real run or the schedule, and the answer has no sweep.
+#[tokio::test]
+async fn a_dry_run_never_sweeps() {
+    use cellbridge::shell::metrics::{Captured, Metrics};
+    let svc = with_an_expired_entry_elsewhere();
+    let captured = Captured::default();
+    let metrics = Metrics::new("cluster-bootstrap", &captured);
+    let dry = json!({"action": "bootstrap", "cluster": CLUSTER, "region": REGION, "dry_run": true});
+    let inv = crate::support::handle_with(&svc, &dry, deadline(), None, &metrics)
+        .await
+        .unwrap();
+    assert_eq!(inv.response["outcome"], "planned", "{}", inv.response);
+    assert!(inv.response.get("sweep").is_none(), "{}", inv.response);
+    assert_eq!(
+        svc.bootstrapper
+            .accounts()
+            .entries_in(HOME, REGION, "left-behind")
+            .len(),
+        1,
+        "the expired entry stays"
+    );
+}
