@@ -4,7 +4,7 @@
 //! over HTTP the way the product does.)
 
 // The scenario suite run against both GitHubs shares this binary: one link less for the suite.
-#[path = "github_scenarios.rs"]
+#[path = "github_scenarios/mod.rs"]
 mod github_scenarios;
 
 use std::io::{Read, Write};

@@ -1,0 +1,144 @@
+//! The fleet dashboard on both GitHubs: one issue, rewritten only when what it shows changed (a
+//! duplicate closed as `duplicate`); a repository without issues fails the dashboard, not the
+//! sync-all; thousands of cells needing attention fit the body limit both GitHubs enforce.
+
+use super::support::*;
+use serde_json::json;
+
+/// i. The fleet dashboard: one issue labelled `cellbridge-dashboard`, listing every
+/// cell that needs attention (a pull request open with its status, a refusal naming the key and
+/// never the value, a fleet cell no state names) and the cells in sync; rewritten only when what
+/// it shows changed; a racing run's duplicate closed as a duplicate of the oldest.
+async fn the_fleet_dashboard_is_one_issue_rewritten_only_when_what_it_shows_changed<B: Bed>() {
+    let w = World::<B>::start();
+    w.apply(CELL, 1, "vpc-1");
+    let number = w.deliver(CELL).await["pull_request"]["number"].as_u64().unwrap();
+    let mut meta = metadata("eu-c2", "vpc-1");
+    meta["api_token"] = json!(PLANTED_SECRET);
+    w.put_state("eu-c2", state_with(1, meta));
+
+    let d = w.dashboard().await;
+    assert_eq!(d["action"], "created", "{d}");
+    let open = w.dashboards();
+    assert_eq!(open.len(), 1, "{open:?}");
+    let issue = &open[0];
+    assert_eq!(d["issue"]["number"], issue.number);
+    assert_eq!(issue.title, "cellbridge: fleet dashboard (main)");
+    assert_eq!(issue.labels, ["cellbridge-dashboard"]);
+    let body = issue.body.clone();
+    assert!(
+        body.contains(&format!(
+            "| `{CELL}` | pending | new cell (11 keys); pull request #{number} opened today; strict check passes"
+        )),
+        "{body}"
+    );
+    assert!(
+        body.contains("| `eu-c2` | refused | cell_metadata key `api_token`"),
+        "{body}"
+    );
+    assert!(body.contains("| `prod-eu-west-1` | state missing |"), "{body}");
+    assert!(!body.contains(PLANTED_SECRET) && !d.to_string().contains(PLANTED_SECRET));
+    assert!(body.ends_with("<!-- cellbridge:dashboard=main -->\n"), "{body}");
+
+    let writes = w.writes();
+    assert_eq!(w.dashboard().await["action"], "unchanged");
+    assert_eq!(w.writes(), writes, "nothing changed: nothing written");
+
+    // Another run, which found no dashboard either, opened one at the same time.
+    let dup = w.bed.open_issue(
+        w.repo(),
+        "cellbridge: fleet dashboard (main)",
+        &body,
+        &["cellbridge-dashboard"],
+    );
+    let d = w.dashboard().await;
+    assert_eq!(
+        (&d["action"], &d["closed_duplicates"]),
+        (&json!("unchanged"), &json!([dup])),
+        "{d}"
+    );
+    let closed = w.bed.issues(w.repo()).into_iter().find(|i| i.number == dup).unwrap();
+    assert_eq!(
+        (closed.open, closed.state_reason.as_deref()),
+        (false, Some("duplicate")),
+        "{closed:?}"
+    );
+    assert!(
+        closed.body.starts_with(&format!("Duplicate of #{}", issue.number)),
+        "{closed:?}"
+    );
+
+    // The reviewer merges: the cell is in sync, the dashboard rewritten in place.
+    w.bed.merge(w.repo(), number).unwrap();
+    let d = w.dashboard().await;
+    assert_eq!(d["action"], "updated", "{d}");
+    let open = w.dashboards();
+    assert_eq!((open.len(), open[0].number), (1, issue.number));
+    assert!(
+        open[0].body.contains(&format!("**In sync** (1): `{CELL}`")),
+        "{}",
+        open[0].body
+    );
+    assert!(!open[0].body.contains(&format!("| `{CELL}` |")), "{}", open[0].body);
+}
+
+/// j. A repository whose issues are turned off answers 410 to the dashboard: a final failure of
+/// the dashboard, in the answer, that leaves the sync-all's cells as they are.
+async fn a_repository_without_issues_fails_the_dashboard_not_the_sync_all<B: Bed>() {
+    let w = World::<B>::start();
+    w.bed.disable_issues(w.repo());
+    w.apply(CELL, 1, "vpc-1");
+    let inv = w.handle(json!({"action": "sync-all"})).await;
+    assert_eq!(inv.class, None, "{}", inv.response);
+    assert_eq!(inv.response["cells"][0]["action"], "opened", "{}", inv.response);
+    let d = &inv.response["dashboard"];
+    assert_eq!((&d["action"], &d["class"]), (&json!("failed"), &json!("final")), "{d}");
+    assert!(d["error"].as_str().unwrap().contains("HTTP 410"), "{d}");
+    let inv = w.handle(json!({"action": "dashboard"})).await;
+    assert_eq!(
+        inv.class,
+        Some(cellbridge::shell::error::Class::Final),
+        "{}",
+        inv.response
+    );
+    assert!(w.bed.issues(w.repo()).is_empty());
+}
+
+/// k. A fleet with thousands of cells needing attention: the dashboard stays within GitHub's
+/// 65,536-character body limit (both GitHubs refuse more) and says how many rows it left out.
+async fn thousands_of_cells_needing_attention_fit_githubs_body_limit<B: Bed>() {
+    let w = World::<B>::start();
+    for i in 0..2500 {
+        let cell = format!("eu-cell-{i:04}");
+        let mut meta = metadata(&cell, "vpc-1");
+        meta["api_token"] = json!(PLANTED_SECRET);
+        w.put_state(&cell, state_with(1, meta));
+    }
+    let d = w.dashboard().await;
+    assert_eq!(d["action"], "created", "{d}");
+    assert_eq!(d["summary"]["refused"], 2500, "{d}");
+    let body = w.dashboards().remove(0).body;
+    assert!(body.chars().count() <= 65_536, "{}", body.chars().count());
+    let shown = body.lines().filter(|l| l.starts_with("| `eu-cell-")).count();
+    assert!(shown > 100 && shown < 2500, "{shown}");
+    // The refused cells and the fleet's cell no state names.
+    assert!(
+        body.contains(&format!(
+            "… and {} more cells needing attention not shown",
+            2501 - shown
+        )),
+        "{}",
+        &body[body.len() - 300..]
+    );
+    assert!(!body.contains(PLANTED_SECRET));
+}
+
+scenarios!(
+    mem_github: super::MemBed,
+    http_fake: super::HttpBed;
+    [
+        the_fleet_dashboard_is_one_issue_rewritten_only_when_what_it_shows_changed,
+        a_repository_without_issues_fails_the_dashboard_not_the_sync_all,
+        thousands_of_cells_needing_attention_fit_githubs_body_limit,
+    ]
+);

@@ -1,0 +1,43 @@
+//! state-sync's GitHub behaviour as a user sees it, written once and run against both GitHubs
+//! the project has: the in-memory double (`cellbridge::doubles::github::MemGithub`, feature
+//! `test-support`) and the HTTP fake (`tests/fakes/github_fake.py`, checked against GitHub's
+//! REST description) reached by the product's own client, `GithubFleet`.
+//!
+//! Each scenario is one generic function over [`Bed`], the GitHub side of a test: what a
+//! scenario needs beyond the product's orchestrator (`Syncer`), which drives the repository the
+//! same way in both (any `GithubRepo` is a `FleetRepo`). The `scenarios!` macro instantiates every
+//! scenario once per bed, as `mem_github::<scenario>` and `http_fake::<scenario>`; run one half
+//! with the filter `mem_` or `http_`.
+//!
+//! Where the two GitHubs model a fault differently on purpose, the bed says so
+//! ([`Bed::RETRIES_IN_CLIENT`]); where they disagree on what GitHub does, the scenario says which
+//! one is wrong.
+//!
+//! One file per thing a GitHub user sees (each file's doc says which scenarios it holds); the
+//! beds, the world and the helpers they share are in `support`.
+
+macro_rules! scenarios {
+    ($($module:ident: $bed:ty),+ ; $scenarios:tt) => {
+        $(scenarios!(@bed $module, $bed, $scenarios);)+
+    };
+    (@bed $module:ident, $bed:ty, [$($(#[$meta:meta])* $scenario:ident),+ $(,)?]) => {
+        mod $module {
+            $(
+                #[tokio::test]
+                $(#[$meta])*
+                async fn $scenario() {
+                    super::$scenario::<$bed>().await
+                }
+            )+
+        }
+    };
+}
+
+mod auto_merge;
+mod dashboard;
+mod decommission;
+mod people;
+mod pull_request;
+mod refusals;
+mod requests;
+mod support;
