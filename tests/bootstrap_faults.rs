@@ -76,7 +76,7 @@ fn key() -> &'static (String, String) {
 }
 
 /// The fleet's Flux components with the CRDs' schemas left out: the same objects, kinds and
-/// requests as the Flux-sized fixture (which `bootstrap.rs` applies whole), at a fraction of the
+/// requests as the Flux-sized fixture (which `bootstrap/` applies whole), at a fraction of the
 /// parsing and storing, which a few hundred runs on 2 cores feel.
 fn components() -> &'static str {
     static TEXT: OnceLock<String> = OnceLock::new();
