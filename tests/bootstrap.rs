@@ -366,7 +366,7 @@ async fn new_cluster_is_bootstrapped_in_order_from_the_template() {
     );
     let template_text =
         std::fs::read_to_string(fixture_fleet().join("clusters/_template/flux-system/gotk-sync.yaml")).unwrap();
-    let template = bootstrap::plan::parse_objects(&template_text, "gotk-sync.yaml").unwrap();
+    let template = cellbridge::pure::bootstrap::plan::parse_objects(&template_text, "gotk-sync.yaml").unwrap();
     assert_eq!(repo["spec"], template[0].1["spec"]);
     let mut ks_spec = template[1].1["spec"].clone();
     ks_spec["path"] = json!("./clusters/staging-us");
@@ -661,7 +661,7 @@ fn the_fixture_is_flux_sized() {
     let text =
         std::fs::read_to_string(fixture_fleet().join("clusters/_template/flux-system/gotk-components.yaml")).unwrap();
     assert!(text.len() >= 250 * 1024, "{} bytes", text.len());
-    let objects = bootstrap::plan::parse_objects(&text, "gotk-components.yaml").unwrap();
+    let objects = cellbridge::pure::bootstrap::plan::parse_objects(&text, "gotk-components.yaml").unwrap();
     assert!(objects.len() >= 30);
     for kind in [
         "CustomResourceDefinition",
@@ -1132,7 +1132,7 @@ fn documents_on_main(gh: &cellbridge_tests::github::FakeGithub, path: &str) -> V
         .as_str()
         .unwrap_or_else(|| panic!("{path} is not on main"))
         .to_owned();
-    bootstrap::plan::parse_objects(&text, path).unwrap()
+    cellbridge::pure::bootstrap::plan::parse_objects(&text, path).unwrap()
 }
 
 /// path → text of every file on main, from the fake's state.

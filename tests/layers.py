@@ -50,7 +50,6 @@ EXCEPTIONS = {
     ("ports::cluster", "rules::bootstrap"): CLUSTER,
     ("ports::cluster", "adapters::kube"): CLUSTER,
     ("adapters::aws", "rules::bootstrap"): CLUSTER,
-    ("adapters::kube", "rules::bootstrap"): CLUSTER,
     ("doubles::cluster", "rules::bootstrap"): CLUSTER,
     ("rules::bootstrap", "adapters::aws"): CLUSTER,
     ("rules::bootstrap", "adapters::kube"): CLUSTER,

@@ -13,7 +13,7 @@ use std::future::Future;
 use crate::adapters::kube::{Applied, ApplyError, ClusterAuth, SourceStatus, Tuning};
 use crate::rules::bootstrap::access::AccessError;
 use crate::rules::bootstrap::eks::{ClusterInfo, EksError};
-use crate::rules::bootstrap::plan::{KubeRef, Step};
+use crate::pure::bootstrap::plan::{KubeRef, Step};
 
 /// An access entry as DescribeAccessEntry shows it, as far as cellbridge needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::ports::cluster::{KubeApi, KubeConnect};
-use crate::rules::bootstrap::plan::{KubeRef, Phase, Step};
+use crate::pure::bootstrap::plan::{KubeRef, Phase, Step};
 use crate::shell::error::{Class, Classify};
 
 mod calls;

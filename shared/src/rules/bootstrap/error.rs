@@ -1,6 +1,7 @@
 //! Why a bootstrap failed, and what each failure means for a retry ([`Classify`]).
 
-use super::{access, eks, gitsecret, plan};
+use super::{access, eks};
+use crate::pure::bootstrap::{gitsecret, plan};
 use crate::adapters::kube as apply;
 use crate::ports::secrets::SecretsError;
 use crate::pure::template;

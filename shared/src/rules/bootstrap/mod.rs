@@ -15,8 +15,6 @@ pub mod access;
 pub mod config;
 pub mod eks;
 pub mod error;
-pub mod gitsecret;
-pub mod plan;
 pub mod report;
 
 use std::path::Path;
@@ -25,8 +23,9 @@ use std::time::Instant;
 use aws_config::SdkConfig;
 use tracing::Instrument as _;
 
-pub use gitsecret::CredentialKind;
-pub use plan::{KubeRef, Phase};
+pub use crate::pure::bootstrap::gitsecret::CredentialKind;
+pub use crate::pure::bootstrap::plan::{KubeRef, Phase};
+use crate::pure::bootstrap::{gitsecret, plan};
 
 pub use error::BootstrapError;
 
