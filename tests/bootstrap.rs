@@ -11,7 +11,7 @@ use std::time::Duration;
 use cellbridge::pure::fleet::LocalFleet;
 use cellbridge::shell::error::Classify;
 use cellbridge::{
-    adapters::kube::Tuning,
+    ports::cluster::kube::Tuning,
     rules::bootstrap::BootstrapError,
     rules::bootstrap::Bootstrapper,
     rules::bootstrap::Phase,
@@ -1437,7 +1437,7 @@ async fn the_merged_teams_cell_gets_exactly_its_own_gotk_sync_yaml() {
 /// one final failure that says why, before any access entry or Kubernetes request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_private_only_endpoint_out_of_reach_fails_finally_before_any_access_entry() {
-    use cellbridge::rules::bootstrap::eks::Network;
+    use cellbridge::ports::cluster::eks::Network;
     let bed = Bed::new("eks-private-only", &[("cellbridge.dev/cell", "private")], None).await;
     let eks = aws_sdk_eks::Client::new(&bed.aws);
     eks.update_cluster_config()
@@ -1593,7 +1593,7 @@ async fn a_new_cell_in_a_second_account_bootstraps_from_its_clusters_tag_before_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sweep_finds_tagged_clusters_of_unmerged_cells_in_every_account() {
     use cellbridge::jobs::bootstrap::handler::{BootstrapService, LocalSource};
-    use cellbridge::rules::bootstrap::access::{CREATED_AT_TAG, TEMPORARY_TAG};
+    use cellbridge::ports::cluster::access::{CREATED_AT_TAG, TEMPORARY_TAG};
     let home = role_config().await;
     let b = moto::assumed(&moto::sdk_config().await, ROLE_B, "test-account-b").await;
     let entry = |conf: &aws_config::SdkConfig, cluster: &'static str, principal: &'static str| {

@@ -18,7 +18,7 @@ use aws_credential_types::provider::ProvideCredentials;
 use serde_json::Value;
 
 use super::MemAws;
-use crate::adapters::kube::{Applied, ApplyError, ClusterAuth, SourceStatus, Tuning};
+use crate::ports::cluster::kube::{Applied, ApplyError, ClusterAuth, SourceStatus, Tuning};
 use crate::ports::cluster::{KubeApi, KubeConnect};
 use crate::pure::bootstrap::plan::{KubeRef, Step};
 
