@@ -504,3 +504,41 @@ fn symlinks_are_findings_as_flux_leaves_them_out_in_every_view() {
     let local = crate::pure::fleet::LocalFleet::open(dir.path()).unwrap();
     assert_eq!(check_cell(&local, CELL, &vars()).unwrap(), r);
 }
+
+#[test]
+fn an_invalid_key_of_cell_metadata_fails_every_layer_that_reads_it() {
+    // Flux validates every variable name before substituting, the cell's ConfigMap's keys
+    // included (fluxcd/pkg kustomize/kustomize_varsub.go, varSubstitution): a hand-edited
+    // `my-var` fails each layer that substitutes from cell-metadata.
+    let mut f = fleet_with(
+        &layers_yaml(&[("infra", "./infrastructure/base", ""), ("apps", "./apps/base", "")]),
+        &[
+            ("infrastructure/base/kustomization.yaml", "resources: []\n"),
+            ("apps/base/kustomization.yaml", "resources: []\n"),
+        ],
+    );
+    f.insert(
+        format!("clusters/{CELL}/cell-metadata.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cell-metadata\n  namespace: flux-system\ndata:\n  cell_name: \"prod-eu-west-1\"\n  \"1abc\": \"x\"\n  my-var: \"y\"\n",
+    );
+    let mut v = vars();
+    v.insert("my-var".into(), "y".into());
+    v.insert("1abc".into(), "x".into());
+    let r = check_cell(&f, CELL, &v).unwrap();
+    let meta = format!("clusters/{CELL}/cell-metadata.yaml");
+    assert_eq!(
+        where_(&r),
+        vec![
+            format!("{meta}:8 1abc [apps]"),
+            format!("{meta}:8 1abc [infra]"),
+            format!("{meta}:9 my-var [apps]"),
+            format!("{meta}:9 my-var [infra]"),
+        ]
+    );
+    assert!(
+        r.findings[0].message.contains("'1abc' var name is invalid"),
+        "{}",
+        r.findings[0].message
+    );
+    assert!(!r.passed());
+}
