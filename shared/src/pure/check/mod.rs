@@ -172,8 +172,15 @@ pub fn check_cell(
         let layer_vars = sources::resolve(&l, vars, &git_sources, &declared, &mut report.findings);
         let mut layer_used = BTreeSet::new();
         let mut files = BTreeSet::new();
+        // kustomize-controller substitutes only when a variable is defined or the strategy is
+        // Always (fluxcd/pkg kustomize_varsub.go, `len(vars) > 0 || options.Always`): a layer
+        // with neither is applied as written. A source whose keys are unknown may define some.
+        let substituted = l.always || !layer_vars.known.is_empty() || !layer_vars.unknown.is_empty();
         for unit in &build.units {
             files.insert(unit.path().to_owned());
+            if !substituted {
+                continue;
+            }
             scan_unit(
                 fleet,
                 unit,

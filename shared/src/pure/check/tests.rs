@@ -542,3 +542,45 @@ fn an_invalid_key_of_cell_metadata_fails_every_layer_that_reads_it() {
     );
     assert!(!r.passed());
 }
+
+#[test]
+fn a_layer_with_no_variables_is_applied_unsubstituted_unless_its_strategy_is_always() {
+    // kustomize-controller substitutes only when some variable is defined (inline or from a
+    // source) or spec.postBuild.substituteStrategy is Always (api/v1 kustomization_types.go,
+    // SubstituteStrategy; fluxcd/pkg kustomize_varsub.go: `len(vars) > 0 || options.Always`).
+    let layer = |extra: &str| {
+        format!(
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: plain\n  namespace: flux-system\nspec:\n  path: ./apps/plain\n  postBuild:\n    substitute: {{}}\n{extra}    substituteFrom:\n      - kind: ConfigMap\n        name: empty-vars\n"
+        )
+    };
+    let files = [
+        (
+            "apps/plain/kustomization.yaml",
+            "resources:\n  - deploy.yaml\n  - vars.yaml\n",
+        ),
+        ("apps/plain/deploy.yaml", DEPLOY),
+        (
+            "apps/plain/vars.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: empty-vars\n  namespace: flux-system\ndata: {}\n",
+        ),
+    ];
+    let f = fleet_with(&layer(""), &files);
+    let r = run(&f);
+    assert_eq!(
+        where_(&r),
+        Vec::<String>::new(),
+        "no variable: Flux leaves ${{...}} as written"
+    );
+    assert!(r.passed());
+
+    let f = fleet_with(&layer("    substituteStrategy: Always\n"), &files);
+    let r = run(&f);
+    assert_eq!(
+        where_(&r),
+        vec![
+            "apps/plain/deploy.yaml:11 cluster_name [plain]",
+            "apps/plain/deploy.yaml:12 aws_region [plain]",
+            "apps/plain/deploy.yaml:12 vpc_id [plain]",
+        ]
+    );
+}
