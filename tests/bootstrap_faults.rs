@@ -36,7 +36,7 @@ use aws_credential_types::Credentials;
 use cellbridge::pure::fleet::{LocalFleet, Overlay};
 use cellbridge::shell::error::Classify;
 use cellbridge::{
-    adapters::kube::Tuning, rules::bootstrap::BootstrapError, rules::bootstrap::Bootstrapper,
+    ports::cluster::kube::Tuning, rules::bootstrap::BootstrapError, rules::bootstrap::Bootstrapper,
     rules::bootstrap::Request, rules::bootstrap::Target, rules::bootstrap::config::Settings,
     rules::bootstrap::report::BootstrapOutcome, rules::bootstrap::report::Report,
 };
@@ -83,7 +83,7 @@ fn components() -> &'static str {
     TEXT.get_or_init(|| {
         let path = "tests/fixtures/flux/fleet/clusters/_template/flux-system/gotk-components.yaml";
         let text = std::fs::read_to_string(cellbridge_tests::process::repo_root().join(path)).unwrap();
-        let docs: Vec<String> = cellbridge::rules::bootstrap::plan::parse_objects(&text, path)
+        let docs: Vec<String> = cellbridge::pure::bootstrap::plan::parse_objects(&text, path)
             .unwrap()
             .into_iter()
             .map(|(_, mut o)| {

@@ -37,23 +37,10 @@ HOLDER = (
     "a held port is an enum of its implementations, not a trait object (the ports are async);"
     " its in-memory variant names the double and is compiled with the test-support feature only"
 )
-CLUSTER = (
-    "the cluster ports speak the bootstrap's vocabulary (ClusterInfo, EksError, AccessError,"
-    " KubeRef, Step: rules::bootstrap) and kube-rs's (ApplyError, ClusterAuth, Tuning:"
-    " adapters::kube), which still live where the bootstrap and its adapters were written;"
-    " Bootstrapper's default type parameters and from_env name the real adapters"
-)
 EXCEPTIONS = {
     ("adapters::probe", "doubles::cluster"): HOLDER,
     ("jobs::bootstrap::handler", "doubles::cluster"): HOLDER,
     ("jobs::sync::fanout", "doubles::queue"): HOLDER,
-    ("ports::cluster", "rules::bootstrap"): CLUSTER,
-    ("ports::cluster", "adapters::kube"): CLUSTER,
-    ("adapters::aws", "rules::bootstrap"): CLUSTER,
-    ("adapters::kube", "rules::bootstrap"): CLUSTER,
-    ("doubles::cluster", "rules::bootstrap"): CLUSTER,
-    ("rules::bootstrap", "adapters::aws"): CLUSTER,
-    ("rules::bootstrap", "adapters::kube"): CLUSTER,
     ("ports::github::error", "adapters::github"): (
         "GithubError::TooLarge carries the archive reader's ArchiveError, whose message names"
         " the memory setting the archive reader owns"

@@ -35,7 +35,8 @@
 //!   substitution ([`pure::envsubst`], [`pure::check`]), the plan of a pull request
 //!   ([`pure::plan`], [`pure::record`]), a removal's and auto-merge's verdicts
 //!   ([`pure::decommission`], [`pure::automerge`]), the fleet's rows ([`pure::status`]), every
-//!   trigger's shape ([`pure::events`]), [`pure::redact`].
+//!   trigger's shape ([`pure::events`]), what a bootstrap applies ([`pure::bootstrap`]),
+//!   [`pure::redact`].
 //! - [`ports`]: the outside services as traits, one async style, typed errors — GitHub in slices
 //!   by consumer ([`ports::github`]: `GitData`, `Pulls`, `Issues`, `Merges`; `GithubRepo` their
 //!   union), the state source, secrets, the EKS probe, the queue, the cluster (EKS, STS,

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use cellbridge::pure::fleet::LocalFleet;
 use cellbridge::pure::template::{SyncSource, render_gotk_sync};
 use cellbridge::{
-    adapters::kube::Tuning, rules::bootstrap::Bootstrapper, rules::bootstrap::Request, rules::bootstrap::Target,
+    ports::cluster::kube::Tuning, rules::bootstrap::Bootstrapper, rules::bootstrap::Request, rules::bootstrap::Target,
     rules::bootstrap::config::Settings, rules::bootstrap::report::BootstrapOutcome,
 };
 use cellbridge_tests::kube::{KubeFake, ssh_keypair};

@@ -129,7 +129,7 @@ async fn a_new_cell_in_a_second_account_bootstraps_from_its_clusters_tag_before_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sweep_finds_tagged_clusters_of_unmerged_cells_in_every_account() {
     use cellbridge::jobs::bootstrap::handler::{BootstrapService, LocalSource};
-    use cellbridge::rules::bootstrap::access::{CREATED_AT_TAG, TEMPORARY_TAG};
+    use cellbridge::ports::cluster::access::{CREATED_AT_TAG, TEMPORARY_TAG};
     let home = role_config().await;
     let b = moto::assumed(&moto::sdk_config().await, ROLE_B, "test-account-b").await;
     let entry = |conf: &aws_config::SdkConfig, cluster: &'static str, principal: &'static str| {

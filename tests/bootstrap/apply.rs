@@ -7,15 +7,9 @@
 
 use crate::support::*;
 use cellbridge::{
-    adapters::kube::Tuning,
-    rules::bootstrap::Bootstrapper,
-    rules::bootstrap::Phase,
-    rules::bootstrap::Request,
-    rules::bootstrap::Target,
-    rules::bootstrap::config::Settings,
-    rules::bootstrap::report::BootstrapOutcome,
+    ports::cluster::kube::Tuning, rules::bootstrap::Bootstrapper, rules::bootstrap::Phase, rules::bootstrap::Request,
+    rules::bootstrap::Target, rules::bootstrap::config::Settings, rules::bootstrap::report::BootstrapOutcome,
     rules::bootstrap::report::Report,
-    rules::bootstrap::{self},
 };
 use cellbridge_tests::kube::KubeFake;
 use cellbridge_tests::moto;
@@ -109,7 +103,7 @@ async fn new_cluster_is_bootstrapped_in_order_from_the_template() {
     );
     let template_text =
         std::fs::read_to_string(fixture_fleet().join("clusters/_template/flux-system/gotk-sync.yaml")).unwrap();
-    let template = bootstrap::plan::parse_objects(&template_text, "gotk-sync.yaml").unwrap();
+    let template = cellbridge::pure::bootstrap::plan::parse_objects(&template_text, "gotk-sync.yaml").unwrap();
     assert_eq!(repo["spec"], template[0].1["spec"]);
     let mut ks_spec = template[1].1["spec"].clone();
     ks_spec["path"] = json!("./clusters/staging-us");
@@ -307,7 +301,7 @@ fn the_fixture_is_flux_sized() {
     let text =
         std::fs::read_to_string(fixture_fleet().join("clusters/_template/flux-system/gotk-components.yaml")).unwrap();
     assert!(text.len() >= 250 * 1024, "{} bytes", text.len());
-    let objects = bootstrap::plan::parse_objects(&text, "gotk-components.yaml").unwrap();
+    let objects = cellbridge::pure::bootstrap::plan::parse_objects(&text, "gotk-components.yaml").unwrap();
     assert!(objects.len() >= 30);
     for kind in [
         "CustomResourceDefinition",

@@ -105,7 +105,7 @@ async fn an_access_entry_someone_else_made_without_a_policy_is_not_changed() {
 /// one final failure that says why, before any access entry or Kubernetes request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_private_only_endpoint_out_of_reach_fails_finally_before_any_access_entry() {
-    use cellbridge::rules::bootstrap::eks::Network;
+    use cellbridge::ports::cluster::eks::Network;
     let bed = Bed::new("eks-private-only", &[("cellbridge.dev/cell", "private")], None).await;
     let eks = aws_sdk_eks::Client::new(&bed.aws);
     eks.update_cluster_config()

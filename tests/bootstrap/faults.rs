@@ -6,7 +6,7 @@
 use crate::support::*;
 use cellbridge::shell::error::Classify;
 use cellbridge::{
-    adapters::kube::Tuning, rules::bootstrap::Bootstrapper, rules::bootstrap::Target,
+    ports::cluster::kube::Tuning, rules::bootstrap::Bootstrapper, rules::bootstrap::Target,
     rules::bootstrap::config::Settings, rules::bootstrap::report::BootstrapOutcome,
 };
 use cellbridge_tests::kube::http_json;

@@ -4,7 +4,7 @@
 
 use cellbridge::pure::fleet::LocalFleet;
 use cellbridge::{
-    adapters::kube::Tuning, rules::bootstrap::BootstrapError, rules::bootstrap::Bootstrapper,
+    ports::cluster::kube::Tuning, rules::bootstrap::BootstrapError, rules::bootstrap::Bootstrapper,
     rules::bootstrap::Request, rules::bootstrap::Target, rules::bootstrap::config::Settings,
     rules::bootstrap::report::Report,
 };

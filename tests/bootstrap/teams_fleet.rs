@@ -109,7 +109,7 @@ fn documents_on_main(gh: &cellbridge_tests::github::FakeGithub, path: &str) -> V
         .as_str()
         .unwrap_or_else(|| panic!("{path} is not on main"))
         .to_owned();
-    bootstrap::plan::parse_objects(&text, path).unwrap()
+    cellbridge::pure::bootstrap::plan::parse_objects(&text, path).unwrap()
 }
 
 /// path → text of every file on main, from the fake's state.

@@ -10,14 +10,15 @@ use aws_sdk_eks::error::ProvideErrorMetadata;
 use aws_sdk_eks::types::{AccessScope, AccessScopeType};
 use base64::Engine as _;
 
-use super::kube::ClusterAuth;
 use super::kube::token;
 use super::probe::{self, NOT_FOUND, sts_retryable};
-use crate::ports::cluster::{AccessEntry, Accounts, ClusterApi};
-use crate::rules::bootstrap::access::{
-    ADMIN_POLICY, AccessError, CREATED_AT_TAG, TEMPORARY_TAG, format_rfc3339, parse_rfc3339, principal_arn,
+use crate::ports::cluster::AccessError;
+use crate::ports::cluster::access::{
+    ADMIN_POLICY, CREATED_AT_TAG, TEMPORARY_TAG, format_rfc3339, parse_rfc3339, principal_arn,
 };
-use crate::rules::bootstrap::eks::{ClusterInfo, ClusterStatus, EksError, EndpointAccess};
+use crate::ports::cluster::eks::{ClusterInfo, ClusterStatus, EksError, EndpointAccess};
+use crate::ports::cluster::kube::ClusterAuth;
+use crate::ports::cluster::{AccessEntry, Accounts, ClusterApi};
 
 /// cellbridge's AWS configuration; [`Accounts::open`] gives it a region and, for a cell in
 /// another account, the cell's role.

@@ -131,7 +131,7 @@ pub fn validate_map(value: &serde_json::Value) -> Result<BTreeMap<String, String
     let mut data = BTreeMap::new();
     let mut size = 0usize;
     for (key, v) in map {
-        if !is_flux_var_name(key) {
+        if !crate::pure::envsubst::valid_name(key) {
             return Err(ContractError::InvalidKey { key: key.clone() });
         }
         let rendered = match v {
@@ -186,13 +186,6 @@ fn check_value(key: &str, value: &str) -> Result<(), ContractError> {
         });
     }
     Ok(())
-}
-
-/// `^[_a-zA-Z][_a-zA-Z0-9]*$`: what Flux accepts as a variable name.
-pub fn is_flux_var_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
 }
 
 /// RFC 1123 label, as Kubernetes checks namespace names: also what keeps `../x` out of paths.

@@ -3,6 +3,7 @@
 //! milliseconds, and nothing here imports another layer.
 
 pub mod automerge;
+pub mod bootstrap;
 pub mod check;
 pub mod configmap;
 pub mod decommission;

@@ -33,6 +33,7 @@ use crate::ports::github::{
 use crate::ports::github::{GithubError, Result};
 use crate::pure::automerge::{self, AutoMergeError, Eligibility, OptIn};
 use crate::pure::fleet::FleetRead;
+use crate::pure::markdown;
 use crate::pure::plan::Plan;
 use crate::pure::record::field as marker;
 
@@ -256,7 +257,7 @@ impl Run {
                 self.detail = Some(format!("enabled by {who}"));
                 self.note = Some(format!(
                     "Auto-merge was turned on by {}: cellbridge leaves a person's choice alone, and branch protection still decides.",
-                    code(&who)
+                    markdown::code(&who)
                 ));
             }
         }
@@ -289,7 +290,7 @@ impl Run {
             .filter(|p| *p != cm)
             .collect();
         if !others.is_empty() || !brings.lists_every_file() {
-            let listed: Vec<String> = others.iter().take(5).map(|p| code(p)).collect();
+            let listed: Vec<String> = others.iter().take(5).map(|p| markdown::code(p)).collect();
             self.eligibility.eligible = false;
             self.eligibility.reasons = vec![format!(
                 "Merged into `{base_branch}` as it is now, this head changes files other than `{cm}`: {}.",
@@ -527,10 +528,6 @@ fn quote(s: &str) -> String {
         let cut: String = one_line.chars().take(QUOTE_MAX).collect();
         format!("{cut}…")
     }
-}
-
-fn code(s: &str) -> String {
-    format!("`{}`", s.replace('`', "'"))
 }
 
 #[cfg(test)]

@@ -213,10 +213,10 @@ async fn a_merged_role_disagreeing_with_the_account_map_is_refused_not_assumed()
 mod handler {
     use std::time::Instant;
 
-    use cellbridge::adapters::kube::Tuning;
     use cellbridge::doubles::cluster::{MemKube, MemSource};
     use cellbridge::doubles::secrets::MemSecrets;
     use cellbridge::jobs::bootstrap::handler::BootstrapService;
+    use cellbridge::ports::cluster::kube::Tuning;
     use cellbridge::shell::metrics::{Captured, Metrics};
     use cellbridge::{rules::bootstrap::Bootstrapper, rules::bootstrap::config::Settings};
     use serde_json::json;

@@ -174,7 +174,7 @@ mod tests {
 
     use super::super::{Applier, ApplyError, ClusterAuth, Session, Tuning};
     use crate::ports::cluster::KubeApi;
-    use crate::rules::bootstrap::plan::KubeRef;
+    use crate::pure::bootstrap::plan::KubeRef;
     use crate::shell::error::{Class, Classify};
 
     /// The black hole: a port that takes the TCP connection (the kernel's backlog) and never

@@ -14,98 +14,20 @@ use kube::discovery::{ApiCapabilities, ApiResource, Scope};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::ports::cluster::kube::{Applied, ApplyError, ClusterAuth, SourceStatus, Tuning};
 use crate::ports::cluster::{KubeApi, KubeConnect};
-use crate::rules::bootstrap::plan::{KubeRef, Phase, Step};
-use crate::shell::error::{Class, Classify};
+use crate::pure::bootstrap::plan::{KubeRef, Phase, Step};
 
 mod calls;
 mod session;
 pub mod token;
 mod wait;
 
-pub use session::{ClusterAuth, Session, Tuning, pem_to_der};
-pub use wait::SourceStatus;
+pub use session::{Session, pem_to_der};
 
 use calls::retry;
 
 pub const FIELD_MANAGER: &str = "cellbridge";
-
-#[derive(Debug, thiserror::Error)]
-pub enum ApplyError {
-    #[error("cannot connect to the cluster: {reason}")]
-    Connect { reason: String },
-    /// No connection to the API server within the connect timeout, and it never answered in
-    /// this run: the endpoint's network access excludes where the function runs.
-    #[error(
-        "cannot reach the cluster's API endpoint {endpoint} from where cellbridge runs: no connection within {waited_ms} ms ({reason}); check the cluster's endpoint access (private only, or publicAccessCidrs without this function's egress addresses), the route to its VPC and the cluster security group (TCP 443 from this function)"
-    )]
-    Unreachable {
-        endpoint: String,
-        waited_ms: u64,
-        reason: String,
-    },
-    #[error("kubeconfig {path}: {reason}")]
-    Kubeconfig { path: String, reason: String },
-    #[error("{operation} {target}: HTTP {code} {reason}: {message}")]
-    Api {
-        operation: &'static str,
-        target: String,
-        code: u16,
-        reason: String,
-        message: String,
-    },
-    #[error("{operation} {target}: {reason}")]
-    Transport {
-        operation: &'static str,
-        target: String,
-        reason: String,
-    },
-    #[error("{target}: the cluster serves no kind {kind} in {api_version}{hint}")]
-    UnknownKind {
-        target: String,
-        api_version: String,
-        kind: String,
-        hint: &'static str,
-    },
-    #[error("CRDs not Established after {waited_secs}s: {pending}")]
-    CrdTimeout { pending: String, waited_secs: u64 },
-    /// The invocation's deadline came first; the temporary access entry is still deleted.
-    #[error(
-        "the invocation's deadline came before the install finished: applied {applied} of {total} objects, left: {left} (the next run completes it)"
-    )]
-    OutOfTime { applied: usize, total: usize, left: String },
-}
-
-impl Classify for ApplyError {
-    /// Worth another run later when the cluster or the network had a bad moment (401 and 403
-    /// included: a new access entry takes a while to reach the API server).
-    fn class(&self) -> Class {
-        match self {
-            ApplyError::Api {
-                code: 401 | 403 | 409 | 429 | 500 | 502 | 503 | 504,
-                ..
-            } => Class::Retryable,
-            ApplyError::Transport { .. }
-            | ApplyError::CrdTimeout { .. }
-            | ApplyError::Connect { .. }
-            | ApplyError::OutOfTime { .. } => Class::Retryable,
-            // Final: the same network answers the same silence; a retry only
-            // repeats the wait. Someone has to change the endpoint access or the network.
-            ApplyError::Api { .. }
-            | ApplyError::UnknownKind { .. }
-            | ApplyError::Kubeconfig { .. }
-            | ApplyError::Unreachable { .. } => Class::Final,
-        }
-    }
-}
-
-/// What happened to one object.
-#[derive(Debug, Clone, Serialize)]
-pub struct Applied {
-    pub phase: Phase,
-    #[serde(flatten)]
-    pub target: KubeRef,
-}
 
 /// Applies steps with server-side apply, resolving each kind through discovery once per
 /// group/version.

@@ -1,78 +1,19 @@
 //! The client: it trusts the cluster's CA, signs a fresh EKS token before the 15 minutes EKS
 //! allows, and bounds every request with the tuning's timeouts.
 
-use std::fmt;
 use std::time::{Duration, Instant, SystemTime};
 
-use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use aws_credential_types::provider::ProvideCredentials;
 use base64::Engine as _;
 use http::{HeaderName, HeaderValue};
 use kube::Client;
 
-use super::ApplyError;
 use super::token;
-
-/// Timeouts and retry bounds; every wait of a bootstrap is bounded.
-#[derive(Debug, Clone)]
-pub struct Tuning {
-    pub request_timeout: Duration,
-    pub attempts: u32,
-    pub backoff: Duration,
-    pub max_backoff: Duration,
-    pub crd_timeout: Duration,
-    pub ready_timeout: Duration,
-    pub poll: Duration,
-    /// A new access entry takes a few seconds to reach the API server: 401/403 are retried
-    /// for this long after it was created.
-    pub auth_grace: Duration,
-    /// Age at which the EKS token is replaced (EKS refuses tokens older than 15 minutes).
-    pub token_refresh: Duration,
-}
-
-impl Default for Tuning {
-    fn default() -> Self {
-        Self {
-            request_timeout: Duration::from_secs(30),
-            attempts: 6,
-            backoff: Duration::from_millis(200),
-            max_backoff: Duration::from_secs(5),
-            crd_timeout: Duration::from_secs(120),
-            ready_timeout: Duration::from_secs(120),
-            poll: Duration::from_millis(500),
-            auth_grace: Duration::from_secs(60),
-            token_refresh: token::REFRESH_AFTER,
-        }
-    }
-}
+use crate::ports::cluster::kube::{ApplyError, ClusterAuth, Tuning};
 
 /// How long a connection to the API server may take: the request timeout, at most 10 s.
 pub(super) fn connect_timeout(tuning: &Tuning) -> Duration {
     tuning.request_timeout.min(Duration::from_secs(10))
-}
-
-/// How the client proves who it is.
-#[derive(Clone)]
-pub enum ClusterAuth {
-    /// An EKS cluster: a fresh token from these credentials, renewed before it expires.
-    Eks {
-        credentials: SharedCredentialsProvider,
-        region: String,
-        cluster: String,
-        sts_endpoint: String,
-        url: String,
-        ca_pem: Vec<u8>,
-    },
-    /// Whatever this kubeconfig file says (the command line's `--kubeconfig`).
-    Kubeconfig(std::path::PathBuf),
-}
-
-impl fmt::Debug for ClusterAuth {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ClusterAuth::Eks { cluster, url, .. } => write!(f, "Eks({cluster} at {url})"),
-            ClusterAuth::Kubeconfig(p) => write!(f, "Kubeconfig({})", p.display()),
-        }
-    }
 }
 
 /// PEM certificates → DER, what `kube::Config::root_cert` takes.

@@ -12,8 +12,6 @@ use base64::Engine as _;
 pub const TOKEN_PREFIX: &str = "k8s-aws-v1.";
 /// What the signature says; EKS itself accepts a token for 15 minutes from its signing time.
 pub const PRESIGN_EXPIRY: Duration = Duration::from_secs(60);
-/// Build a new token before this age: EKS refuses tokens older than 15 minutes.
-pub const REFRESH_AFTER: Duration = Duration::from_secs(14 * 60);
 
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {

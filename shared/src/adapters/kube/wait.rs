@@ -3,24 +3,10 @@
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject, ListParams};
-use serde::Serialize;
 use serde_json::Value;
 
 use super::calls::retry;
-use super::{Applier, ApplyError, KubeRef, crd_resource};
-
-/// The GitRepository's Ready condition, as the report shows it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct SourceStatus {
-    /// `None`: no Ready condition before the wait ran out.
-    pub ready: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub revision: Option<String>,
-}
+use super::{Applier, ApplyError, KubeRef, SourceStatus, crd_resource};
 
 impl Applier {
     /// Waits until every named CRD is Established (bounded by `crd_timeout`), listing all

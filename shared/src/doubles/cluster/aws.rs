@@ -25,10 +25,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use aws_credential_types::Credentials;
 use aws_credential_types::provider::SharedCredentialsProvider;
 
-use crate::adapters::kube::ClusterAuth;
+use crate::ports::cluster::AccessError;
+use crate::ports::cluster::access::principal_arn;
+use crate::ports::cluster::eks::{ClusterInfo, ClusterStatus, EksError, EndpointAccess};
+use crate::ports::cluster::kube::ClusterAuth;
 use crate::ports::cluster::{AccessEntry, Accounts, ClusterApi};
-use crate::rules::bootstrap::access::{AccessError, principal_arn};
-use crate::rules::bootstrap::eks::{ClusterInfo, ClusterStatus, EksError, EndpointAccess};
+use crate::shell::error::{Class, Classify};
 
 const PROVIDER: &str = "cellbridge-memory";
 const CA_PEM: &[u8] = b"-----BEGIN CERTIFICATE-----\nAAEC\n-----END CERTIFICATE-----\n";
@@ -372,7 +374,7 @@ impl crate::ports::probe::ClusterProbe for MemAws {
         region: &str,
         role: Option<&str>,
     ) -> Result<crate::ports::probe::Presence, crate::ports::probe::ProbeError> {
-        crate::rules::bootstrap::presence_via(self, cluster, region, role).await
+        presence_via(self, cluster, region, role).await
     }
 
     async fn home_account(&self) -> Result<String, crate::ports::probe::ProbeError> {
@@ -530,5 +532,34 @@ impl ClusterApi for MemEks {
             url: endpoint,
             ca_pem,
         })
+    }
+}
+
+/// [`crate::ports::probe::ClusterProbe`] through the bootstrap's own ports: DescribeCluster in `region`
+/// as `role`, for any [`Accounts`].
+async fn presence_via<A: Accounts>(
+    accounts: &A,
+    cluster: &str,
+    region: &str,
+    role: Option<&str>,
+) -> Result<crate::ports::probe::Presence, crate::ports::probe::ProbeError> {
+    use crate::ports::probe::{Presence, ProbeError};
+    let retryable = |c: Class| c == Class::Retryable;
+    let api = accounts.open(region, role).await.map_err(|e| ProbeError::AssumeRole {
+        role: role.unwrap_or_default().to_owned(),
+        retryable: retryable(e.class()),
+        reason: e.to_string(),
+    })?;
+    match api.describe_cluster(cluster).await {
+        Ok(None) => Ok(Presence::Gone),
+        Ok(Some(info)) => Ok(Presence::Exists {
+            status: info.status.as_str().to_owned(),
+        }),
+        Err(e) => Err(ProbeError::Describe {
+            cluster: cluster.to_owned(),
+            region: region.to_owned(),
+            retryable: retryable(e.class()),
+            reason: e.to_string(),
+        }),
     }
 }

@@ -18,9 +18,9 @@ use aws_credential_types::provider::ProvideCredentials;
 use serde_json::Value;
 
 use super::MemAws;
-use crate::adapters::kube::{Applied, ApplyError, ClusterAuth, SourceStatus, Tuning};
+use crate::ports::cluster::kube::{Applied, ApplyError, ClusterAuth, SourceStatus, Tuning};
 use crate::ports::cluster::{KubeApi, KubeConnect};
-use crate::rules::bootstrap::plan::{KubeRef, Step};
+use crate::pure::bootstrap::plan::{KubeRef, Step};
 
 /// A fault of the Kubernetes API: the next `times` calls of `operation` (`get`, `apply`,
 /// `list`) on objects of `kind` answer HTTP `code`.

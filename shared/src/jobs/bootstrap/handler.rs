@@ -7,7 +7,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use aws_config::SdkConfig;
 use serde_json::Value;
+
+use crate::adapters::aws::AwsAccounts;
+use crate::adapters::kube::Kubes;
 
 use crate::ports::fleet::{BaseFleet, FleetSource};
 use crate::pure::fleet::{Keep, LocalFleet};
@@ -170,4 +174,21 @@ pub async fn invoke_from_file(path: &Path, fleet_dir: Option<&Path>) -> Result<I
     };
     let deadline = Instant::now() + Duration::from_secs(900);
     crate::shell::lambda::handler(&service, &event, deadline, &Shell::command_line()).await
+}
+
+/// The real services: cluster-bootstrap's bootstrapper.
+impl Bootstrapper<AwsAccounts, Kubes, aws_sdk_secretsmanager::Client> {
+    /// The real services: the AWS SDK (EKS, STS, Secrets Manager) and kube-rs.
+    pub fn new(aws: SdkConfig, settings: Settings) -> Self {
+        let accounts = AwsAccounts::new(aws);
+        // The Git secret is cellbridge's own (its account, its region), not the cell's.
+        let secrets = aws_sdk_secretsmanager::Client::new(accounts.config());
+        let network = crate::rules::bootstrap::config::network_from_env().map_err(|e| match e {
+            crate::shell::config::ConfigError::Invalid { name, value, reason } => (name, value, reason),
+            crate::shell::config::ConfigError::Missing { name, hint } => (name, String::new(), hint.to_owned()),
+        });
+        let mut bootstrapper = Self::with_ports(accounts, Kubes, secrets, settings);
+        bootstrapper.network = network;
+        bootstrapper
+    }
 }

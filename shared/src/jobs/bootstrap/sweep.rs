@@ -4,7 +4,7 @@
 //! deletes it at the end (`access.rs`); a run killed in between leaves it. The sweep visits the
 //! cluster of every cell of the fleet (merged `cell-metadata.yaml`: `cluster_name`,
 //! `aws_region`, and the role that reaches it), describes cellbridge's entry there and deletes
-//! it when it is cellbridge's (its principal AND [`access::TEMPORARY_TAG`]) and older than the
+//! it when it is cellbridge's (its principal AND [`TEMPORARY_TAG`](crate::ports::cluster::access::TEMPORARY_TAG)) and older than the
 //! TTL. Anyone else's entry (another principal, or ours without the tag) is never touched: the
 //! sweep only ever names cellbridge's principal (DescribeAccessEntry/DeleteAccessEntry take the
 //! principal ARN, <https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeAccessEntry.html>),
@@ -12,7 +12,7 @@
 //!
 //! The age is EKS's `createdAt` ("The Unix epoch timestamp at object creation",
 //! <https://docs.aws.amazon.com/eks/latest/APIReference/API_AccessEntry.html>), else cellbridge's
-//! [`access::CREATED_AT_TAG`]; a tagged entry with neither predates the tag and counts as old.
+//! [`CREATED_AT_TAG`](crate::ports::cluster::access::CREATED_AT_TAG); a tagged entry with neither predates the tag and counts as old.
 //! One cluster failing (a refused role, throttling, a deleted cluster) is reported and the
 //! sweep goes on.
 
@@ -21,10 +21,11 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+use crate::ports::cluster::AccessError;
 use crate::ports::cluster::{Accounts, ClusterApi};
 use crate::pure::configmap;
 use crate::pure::fleet::{EntryKind, FleetRead, Keep};
-use crate::rules::bootstrap::access::{self, AccessError};
+use crate::rules::bootstrap::access;
 use crate::rules::cells::{self as cell, Cell, role_of};
 use crate::shell::error::{Class, Classify};
 

@@ -42,6 +42,9 @@ pub(super) struct FluxLayer {
     pub(super) inline: Vec<(String, usize)>,
     /// `spec.postBuild.substituteFrom`, in order (later entries override earlier ones).
     pub(super) sources: Vec<SourceRef>,
+    /// `spec.postBuild.substituteStrategy: Always`: substituted even when no variable is
+    /// defined (the default, `WithVariables`, skips substitution then).
+    pub(super) always: bool,
 }
 
 /// A Flux Kustomization with a `postBuild` (`substitute` or `substituteFrom`): Flux runs the
@@ -103,5 +106,6 @@ pub(super) fn flux_layer(doc: &yaml::Node, file: &str) -> Result<Option<FluxLaye
         path_line,
         inline,
         sources,
+        always: post.get("substituteStrategy").and_then(yaml::Node::str) == Some("Always"),
     }))
 }

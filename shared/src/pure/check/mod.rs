@@ -54,6 +54,7 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::configmap::{self, ConfigMapError};
+use super::envsubst;
 use super::fleet::{EntryKind, FleetError, FleetRead};
 use super::yaml;
 
@@ -164,14 +165,22 @@ pub fn check_cell(
         builds.push(build);
     }
     let declared = in_cluster::read(fleet)?;
+    let invalid_keys = invalid_metadata_keys(fleet, cell, vars)?;
 
     let mut used: BTreeSet<String> = BTreeSet::new();
     for (l, mut build) in layers.into_iter().zip(builds) {
         let layer_vars = sources::resolve(&l, vars, &git_sources, &declared, &mut report.findings);
         let mut layer_used = BTreeSet::new();
         let mut files = BTreeSet::new();
+        // kustomize-controller substitutes only when a variable is defined or the strategy is
+        // Always (fluxcd/pkg kustomize_varsub.go, `len(vars) > 0 || options.Always`): a layer
+        // with neither is applied as written. A source whose keys are unknown may define some.
+        let substituted = l.always || !layer_vars.known.is_empty() || !layer_vars.unknown.is_empty();
         for unit in &build.units {
             files.insert(unit.path().to_owned());
+            if !substituted {
+                continue;
+            }
             scan_unit(
                 fleet,
                 unit,
@@ -183,6 +192,18 @@ pub fn check_cell(
         }
         if layer_vars.reads_cell_metadata {
             used.append(&mut layer_used);
+            for (key, file, line) in &invalid_keys {
+                report.findings.push(Finding {
+                    file: file.clone(),
+                    line: *line,
+                    variable: key.clone(),
+                    layer: l.name.clone(),
+                    message: format!(
+                        "`{key}` (a key of ConfigMap/{CONFIGMAP_NAME}) is not a valid variable name ({}): Flux fails the whole layer with \"'{key}' var name is invalid\"",
+                        envsubst::NAME_PATTERN
+                    ),
+                });
+            }
         }
         report.findings.append(&mut build.findings);
         report.not_checked.append(&mut build.not_checked);
@@ -249,6 +270,36 @@ pub fn check_fleet(fleet: &dyn FleetRead, cell: Option<&str>) -> Result<Vec<Chec
 
 /// A cell directory that is (or lies behind) a symlink: Flux's artifact has no such directory,
 /// so the cell's own `flux-system` Kustomization fails; one finding says so.
+/// The keys of the cell's ConfigMap Flux refuses as variable names, with the file and line that
+/// hold each: Flux validates every variable before substituting, the cell's own ConfigMap's
+/// included (fluxcd/pkg `kustomize/kustomize_varsub.go`, `varSubstitution`), so one such key
+/// fails every layer that substitutes from it. cellbridge never writes one (the contract refuses
+/// it); a hand edit can.
+fn invalid_metadata_keys(
+    fleet: &dyn FleetRead,
+    cell: &str,
+    vars: &BTreeMap<String, String>,
+) -> Result<Vec<(String, String, usize)>, CheckError> {
+    let bad: Vec<&String> = vars.keys().filter(|k| !envsubst::valid_name(k)).collect();
+    if bad.is_empty() {
+        return Ok(Vec::new());
+    }
+    let path = configmap::path_for(cell);
+    let data = match fleet.read_text(&path)? {
+        Some(text) => yaml::documents(&text)
+            .ok()
+            .and_then(|docs| docs.into_iter().find_map(|d| d.get("data").cloned())),
+        None => None,
+    };
+    Ok(bad
+        .into_iter()
+        .map(|k| {
+            let line = data.as_ref().and_then(|d| d.key(k)).map(|s| s.line).unwrap_or(1);
+            (k.clone(), path.clone(), line)
+        })
+        .collect())
+}
+
 fn symlinked_cell(fleet: &dyn FleetRead, cell: &str) -> Result<Option<CheckReport>, CheckError> {
     let Some(link) = fleet.symlink_on(&format!("clusters/{cell}"))? else {
         return Ok(None);

@@ -20,8 +20,11 @@
 //! - `${`, `${}` and other malformed expressions fail the whole resource ("bad substitution").
 //! - A NUL character ends the input, as it does in the Go scanner.
 //!
-//! Known differences, all outside what a Kubernetes manifest with identifier values meets: name
-//! characters use Rust's `is_alphabetic`/`is_numeric` rather than Go's `IsLetter`/`IsDigit`;
+//! - A name's characters are Go's `unicode.IsLetter`/`IsDigit` and `_`, by Unicode general
+//!   category (letters and decimal digits only): `${a²}`, `${a½}`, `${Ⅰ}` and a combining mark
+//!   end or refuse the name as Flux does.
+//!
+//! Known differences, all outside what a Kubernetes manifest with identifier values meets:
 //! upper/lower-casing uses Rust's full Unicode mappings; substring and pattern trimming of
 //! non-ASCII values cut at character boundaries where Go cuts bytes; nesting deeper than
 //! [`MAX_DEPTH`] is refused instead of recursing.
@@ -282,7 +285,6 @@ mod tests {
             ("${path:-5}", "/home/bozo/ideas/thoughts.for.today"),
             ("${z/%abc/XYZ}", "abcABC123ABCXYZ"),
             ("${z/#abc/XYZ}", "XYZABC123ABCabc"),
-            ("${z/#/pre-}", "pre-abcABC123ABCabc"),
             ("${z//abc/xyz}", "xyzABC123ABCxyz"),
             ("${z/abc/xyz}", "xyzABC123ABCabc"),
             ("${f#*.}", "string.txt"),
@@ -337,6 +339,18 @@ mod tests {
             ("x\n${a b}", ParseErrorKind::MissingClosingBrace),
             ("x\n${a:=b", ParseErrorKind::ParseFuncSubstitution),
             ("x\n${a^x}", ParseErrorKind::BadSubstitution),
+            // An empty pattern is bash's, not Flux's: fluxcd/pkg's parseReplaceFunc reads the
+            // pattern with acceptNotSlash, which accepts no first `/` (envsubst/parse/parse.go).
+            ("x\n${a/#/prod-}", ParseErrorKind::ParseFuncSubstitution),
+            ("x\n${a/%/-svc}", ParseErrorKind::ParseFuncSubstitution),
+            ("x\n${a///}", ParseErrorKind::ParseFuncSubstitution),
+            // A name is Go's unicode.IsLetter / IsDigit / `_` (parse/scan.go, isAlphaNumeric):
+            // letter numbers (Nl), other numbers (No) and marks end it, where Rust's
+            // is_alphabetic / is_numeric would read on.
+            ("x\n${a\u{b2}:-x}", ParseErrorKind::MissingClosingBrace),
+            ("x\n${a\u{bd}:-x}", ParseErrorKind::MissingClosingBrace),
+            ("x\n${\u{2160}:-x}", ParseErrorKind::ParseVariableName),
+            ("x\n${\u{915}\u{93f}:-x}", ParseErrorKind::MissingClosingBrace),
         ] {
             match sub(input, &[("a", "1")], false) {
                 Err(EnvsubstError::Parse { kind: k, line, .. }) => {

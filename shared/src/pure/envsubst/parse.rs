@@ -216,17 +216,10 @@ impl<'a> Parser<'a> {
     fn parse_replace_func(&mut self, at: usize, name: (usize, usize)) -> PResult<usize> {
         let op = self.op_token(Accept::ReplaceFunc, ParseErrorKind::BadSubstitution)?;
         let mut args = Vec::with_capacity(2);
-        if self.s.peek() == '/' {
-            // An empty pattern (`${v/#/x}`): the next rune is already the delimiter.
-            let p = self.s.pos;
-            args.push(self.push(Node::Text {
-                start: p,
-                end: p,
-                esc: 0,
-            }));
-        } else {
-            args.push(self.parse_param(Accept::NotSlash, SCAN_IDENT | SCAN_ESCAPE)?);
-        }
+        // The pattern is read with acceptNotSlash, as Go's parseReplaceFunc does: an empty one
+        // (`${v/#/x}`, `${v/%/x}`, `${v///}`) is no token at all, and Flux fails the layer with
+        // "unable to parse substitution within function" where bash would prepend or append.
+        args.push(self.parse_param(Accept::NotSlash, SCAN_IDENT | SCAN_ESCAPE)?);
         self.s.accept = Accept::Slash;
         self.s.mode = SCAN_IDENT;
         if self.s.scan() != Tok::Ident {

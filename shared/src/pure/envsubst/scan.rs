@@ -34,7 +34,7 @@ pub(super) enum Accept {
 fn accepts(a: Accept, r: char, i: usize) -> bool {
     match a {
         Accept::Rune => true,
-        Accept::Ident => r.is_alphabetic() || r.is_numeric() || r == '_',
+        Accept::Ident => is_alpha_numeric(r),
         Accept::Colon => r == ':',
         Accept::OneHash => r == '#' && i == 1,
         Accept::NotClosing => r != '}',
@@ -199,4 +199,21 @@ impl<'a> Scanner<'a> {
     pub(super) fn text_escapes(&self) -> u8 {
         if self.mode & SCAN_ESCAPE != 0 { self.esc } else { 0 }
     }
+}
+
+/// Go's `isAlphaNumeric` (parse/scan.go): `_`, `unicode.IsLetter` (general category L) or
+/// `unicode.IsDigit` (Nd). Not Rust's `is_alphabetic`/`is_numeric`, which also take letter
+/// numbers, other numbers and alphabetic marks.
+fn is_alpha_numeric(r: char) -> bool {
+    use unicode_general_category::{GeneralCategory as G, get_general_category};
+    r == '_'
+        || matches!(
+            get_general_category(r),
+            G::UppercaseLetter
+                | G::LowercaseLetter
+                | G::TitlecaseLetter
+                | G::ModifierLetter
+                | G::OtherLetter
+                | G::DecimalNumber
+        )
 }

@@ -6,18 +6,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use aws_sdk_eks::primitives::{DateTime, DateTimeFormat};
-
-use super::eks::EksError;
-use crate::ports::cluster::{AccessEntry, ClusterApi};
+use crate::ports::cluster::eks::EksError;
+use crate::ports::cluster::{AccessEntry, AccessError, ClusterApi};
 use crate::shell::config::ConfigError;
-use crate::shell::error::{Class, Classify};
 
-pub const ADMIN_POLICY: &str = "AmazonEKSClusterAdminPolicy";
-pub const TEMPORARY_TAG: &str = "cellbridge.dev/temporary";
-/// When cellbridge made the entry (RFC 3339, UTC). EKS's own `createdAt` is authoritative when
-/// DescribeAccessEntry answers it; the tag keeps the time with the entry whatever reads it.
-pub const CREATED_AT_TAG: &str = "cellbridge.dev/created-at";
 /// `CELLBRIDGE_ACCESS_ENTRY_TTL_SECS`: a temporary entry older than this is a leftover (the run
 /// that made it is over: longer than any invocation, whose limit is 900 s) and is deleted.
 pub const TTL_ENV: &str = "CELLBRIDGE_ACCESS_ENTRY_TTL_SECS";
@@ -44,18 +36,6 @@ pub fn parse_ttl(v: &str) -> Result<Duration, String> {
     }
 }
 
-pub fn format_rfc3339(t: SystemTime) -> String {
-    DateTime::from(t)
-        .fmt(DateTimeFormat::DateTime)
-        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".into())
-}
-
-pub fn parse_rfc3339(v: &str) -> Option<SystemTime> {
-    DateTime::from_str(v, DateTimeFormat::DateTime)
-        .ok()
-        .and_then(|t| SystemTime::try_from(t).ok())
-}
-
 /// How old the entry is at `now`; an entry without a time counts as expired (`None`).
 pub fn age(entry: &AccessEntry, now: SystemTime) -> Option<Duration> {
     entry.created_at.map(|t| now.duration_since(t).unwrap_or_default())
@@ -65,50 +45,6 @@ pub fn age(entry: &AccessEntry, now: SystemTime) -> Option<Duration> {
 /// so it is old).
 pub fn expired(entry: &AccessEntry, now: SystemTime, ttl: Duration) -> bool {
     entry.temporary && age(entry, now).is_none_or(|a| a > ttl)
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum AccessError {
-    #[error(transparent)]
-    Eks(#[from] EksError),
-    #[error("STS GetCallerIdentity: {reason}")]
-    Sts { reason: String, retryable: bool },
-    #[error("STS AssumeRole {role}: {reason}")]
-    AssumeRole {
-        role: String,
-        reason: String,
-        retryable: bool,
-    },
-    #[error("cannot map caller {arn} to an IAM principal for an access entry")]
-    Principal { arn: String },
-}
-
-impl Classify for AccessError {
-    fn class(&self) -> Class {
-        match self {
-            AccessError::Eks(e) => e.class(),
-            AccessError::Sts { retryable: true, .. } | AccessError::AssumeRole { retryable: true, .. } => {
-                Class::Retryable
-            }
-            _ => Class::Final,
-        }
-    }
-}
-
-/// The IAM principal an access entry is made for: an assumed-role session ARN becomes its
-/// role's ARN (`arn:aws:sts::1:assumed-role/R/s` → `arn:aws:iam::1:role/R`).
-pub fn principal_arn(caller: &str) -> Result<String, AccessError> {
-    let bad = || AccessError::Principal { arn: caller.to_owned() };
-    let parts: Vec<&str> = caller.splitn(6, ':').collect();
-    if parts.len() != 6 || parts[0] != "arn" {
-        return Err(bad());
-    }
-    let (partition, service, account, resource) = (parts[1], parts[2], parts[4], parts[5]);
-    match (service, resource.split('/').collect::<Vec<_>>().as_slice()) {
-        ("sts", ["assumed-role", role, _session]) => Ok(format!("arn:{partition}:iam::{account}:role/{role}")),
-        ("iam", [kind, ..]) if *kind == "role" || *kind == "user" => Ok(caller.to_owned()),
-        _ => Err(bad()),
-    }
 }
 
 /// How we hold access to the cluster for this run.
@@ -200,24 +136,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn assumed_role_becomes_role() {
-        assert_eq!(
-            principal_arn("arn:aws:sts::123456789012:assumed-role/cellbridge-bootstrap/fn-session").unwrap(),
-            "arn:aws:iam::123456789012:role/cellbridge-bootstrap"
-        );
-        assert_eq!(
-            principal_arn("arn:aws-cn:sts::1:assumed-role/r/s").unwrap(),
-            "arn:aws-cn:iam::1:role/r"
-        );
-        assert_eq!(
-            principal_arn("arn:aws:iam::1:user/alice").unwrap(),
-            "arn:aws:iam::1:user/alice"
-        );
-        assert!(principal_arn("arn:aws:sts::1:federated-user/x").is_err());
-        assert!(principal_arn("nonsense").is_err());
-    }
-
-    #[test]
     fn ttl_and_expiry() {
         assert_eq!(parse_ttl(" 3600 ").unwrap(), Duration::from_secs(3600));
         assert!(parse_ttl("60").is_err());
@@ -234,13 +152,5 @@ mod tests {
         // Not cellbridge's: never expired, however old.
         assert!(!expired(&entry(false, Some(86_400)), now, ttl));
         assert!(!expired(&entry(false, None), now, ttl));
-    }
-
-    #[test]
-    fn created_at_round_trips_as_rfc3339() {
-        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_764_576_000);
-        assert_eq!(format_rfc3339(t), "2025-12-01T08:00:00Z");
-        assert_eq!(parse_rfc3339("2025-12-01T08:00:00Z"), Some(t));
-        assert_eq!(parse_rfc3339("yesterday"), None);
     }
 }

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::adapters::kube::Tuning;
+use crate::ports::cluster::eks::{Network, is_cidr};
+use crate::ports::cluster::kube::Tuning;
 use crate::pure::template::{self, FluxGit};
-use crate::rules::bootstrap::eks::{Network, is_cidr};
 use crate::shell::config::{ConfigError, optional};
 
 /// Settings of one deployment; read once at cold start.
@@ -97,7 +97,7 @@ impl Settings {
 }
 
 /// Where cluster-bootstrap runs, as the module declares it, to decide before anything is
-/// created whether the cluster's endpoint can be reached ([`crate::rules::bootstrap::eks::EndpointAccess`]):
+/// created whether the cluster's endpoint can be reached ([`crate::ports::cluster::eks::EndpointAccess`]):
 /// `CELLBRIDGE_VPC_ID` (the function's VPC; `none` outside any VPC), `CELLBRIDGE_REACHABLE_VPCS`
 /// (comma-separated VPCs connected by peering or a transit gateway whose private endpoints it
 /// reaches), `CELLBRIDGE_EGRESS_CIDRS` (comma-separated public CIDRs its traffic leaves from).

@@ -1,8 +1,8 @@
 //! Why a bootstrap failed, and what each failure means for a retry ([`Classify`]).
 
-use super::{access, eks, gitsecret, plan};
-use crate::adapters::kube as apply;
+use crate::ports::cluster::eks;
 use crate::ports::secrets::SecretsError;
+use crate::pure::bootstrap::{gitsecret, plan};
 use crate::pure::template;
 use crate::rules::cells as cell;
 use crate::shell::error::{Class, Classify};
@@ -16,7 +16,7 @@ pub enum BootstrapError {
     #[error(transparent)]
     Eks(#[from] eks::EksError),
     #[error(transparent)]
-    Access(#[from] access::AccessError),
+    Access(#[from] crate::ports::cluster::AccessError),
     #[error(transparent)]
     Plan(#[from] plan::BootstrapPlanError),
     #[error(transparent)]
@@ -28,7 +28,7 @@ pub enum BootstrapError {
         cluster: String,
         cell: String,
         #[source]
-        source: Box<apply::ApplyError>,
+        source: Box<crate::ports::cluster::kube::ApplyError>,
     },
     #[error(transparent)]
     Secrets(#[from] SecretsError),

@@ -12,65 +12,33 @@
 //! run) is [`crate::jobs::bootstrap`]; the server-side apply is [`crate::adapters::kube`].
 
 pub mod access;
+pub mod active;
 pub mod config;
-pub mod eks;
 pub mod error;
-pub mod gitsecret;
-pub mod plan;
 pub mod report;
 
 use std::path::Path;
 use std::time::Instant;
 
-use aws_config::SdkConfig;
 use tracing::Instrument as _;
 
-pub use gitsecret::CredentialKind;
-pub use plan::{KubeRef, Phase};
+pub use crate::pure::bootstrap::gitsecret::CredentialKind;
+pub use crate::pure::bootstrap::plan::{KubeRef, Phase};
+use crate::pure::bootstrap::{gitsecret, plan};
 
 pub use error::BootstrapError;
 
 pub use crate::pure::events::bootstrap::Request;
 
 use super::cells as cell;
-use crate::adapters::aws::AwsAccounts;
-use crate::adapters::kube::{self as apply, Applied, ClusterAuth, Kubes};
+use crate::ports::cluster::eks;
+use crate::ports::cluster::kube::{Applied, ClusterAuth};
 use crate::ports::cluster::{Accounts, ClusterApi as _, KubeApi as _, KubeConnect};
 use crate::ports::secrets::SecretStore;
 use crate::pure::fleet::FleetRead;
-use crate::shell::error::{Class, Classify};
 use crate::shell::lambda::CHAIN;
 pub use config::Settings;
 pub use report::{AccessReport, BootstrapOutcome, Report};
-
-/// [`crate::ports::probe::ClusterProbe`] through the bootstrap's own ports: DescribeCluster in `region`
-/// as `role`, for any [`Accounts`].
-pub async fn presence_via<A: Accounts>(
-    accounts: &A,
-    cluster: &str,
-    region: &str,
-    role: Option<&str>,
-) -> Result<crate::ports::probe::Presence, crate::ports::probe::ProbeError> {
-    use crate::ports::probe::{Presence, ProbeError};
-    let retryable = |c: Class| c == Class::Retryable;
-    let api = accounts.open(region, role).await.map_err(|e| ProbeError::AssumeRole {
-        role: role.unwrap_or_default().to_owned(),
-        retryable: retryable(e.class()),
-        reason: e.to_string(),
-    })?;
-    match api.describe_cluster(cluster).await {
-        Ok(None) => Ok(Presence::Gone),
-        Ok(Some(info)) => Ok(Presence::Exists {
-            status: info.status.as_str().to_owned(),
-        }),
-        Err(e) => Err(ProbeError::Describe {
-            cluster: cluster.to_owned(),
-            region: region.to_owned(),
-            retryable: retryable(e.class()),
-            reason: e.to_string(),
-        }),
-    }
-}
 
 /// Where the Kubernetes API is.
 pub enum Target<'a> {
@@ -81,14 +49,14 @@ pub enum Target<'a> {
 }
 
 /// Runs bootstraps; built once per process, over the outside services' [`ports`](crate::ports::cluster).
-pub struct Bootstrapper<A = AwsAccounts, K = Kubes, S = aws_sdk_secretsmanager::Client> {
+pub struct Bootstrapper<A, K, S> {
     accounts: A,
     kube: K,
     secrets: S,
     settings: Settings,
     /// Where the function runs ([`config::network_from_env`]); an invalid setting is reported
     /// by every run, as a final configuration error.
-    network: Result<Option<eks::Network>, (&'static str, String, String)>,
+    pub(crate) network: Result<Option<eks::Network>, (&'static str, String, String)>,
 }
 
 fn check_request(req: &Request) -> Result<(), BootstrapError> {
@@ -158,23 +126,6 @@ impl Prepared {
     }
 }
 
-impl Bootstrapper {
-    /// The real services: the AWS SDK (EKS, STS, Secrets Manager) and kube-rs.
-    pub fn new(aws: SdkConfig, settings: Settings) -> Self {
-        let accounts = AwsAccounts::new(aws);
-        // The Git secret is cellbridge's own (its account, its region), not the cell's.
-        let secrets = aws_sdk_secretsmanager::Client::new(accounts.config());
-        let network = config::network_from_env().map_err(|e| match e {
-            crate::shell::config::ConfigError::Invalid { name, value, reason } => (name, value, reason),
-            crate::shell::config::ConfigError::Missing { name, hint } => (name, String::new(), hint.to_owned()),
-        });
-        Self {
-            network,
-            ..Self::with_ports(accounts, Kubes, secrets, settings)
-        }
-    }
-}
-
 impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
     pub fn with_ports(accounts: A, kube: K, secrets: S, settings: Settings) -> Self {
         Self {
@@ -209,7 +160,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         &self.secrets
     }
 
-    /// One bootstrap. Errors carry what a retry may do ([`Classify`]). The name of the branch
+    /// One bootstrap. Errors carry what a retry may do ([`Classify`](crate::shell::error::Classify)). The name of the branch
     /// `fleet` was read from is not known here: for a cell whose pull request is open, a
     /// template `gotk-sync.yaml` that names no branch then needs `CELLBRIDGE_FLUX_GIT_BRANCH`
     /// (see [`Self::run_until`]).
@@ -242,7 +193,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
     /// [`Self::run_until`] within a Lambda invocation ending at `deadline`: the install (apply
     /// and waits) stops [`RELEASE_RESERVE`] before it, so that the temporary access entry is
     /// still deleted in time; a run cut short fails retryably naming what is left
-    /// ([`apply::ApplyError::OutOfTime`]), and the next delivery completes it.
+    /// ([`crate::ports::cluster::kube::ApplyError::OutOfTime`]), and the next delivery completes it.
     #[tracing::instrument(
         target = "cellbridge::chain",
         level = "trace",
@@ -408,9 +359,9 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         let role = self.role_for(req, fleet_cell.as_ref()).await?;
         let api = self.accounts.open(&req.region, role.as_deref()).await?;
 
-        let info = match eks::wait_active(&api, &req.cluster, &req.region, wait, self.settings.cluster_poll).await? {
-            eks::Waited::Active(info) => info,
-            eks::Waited::StillCreating(info) => {
+        let info = match active::wait_active(&api, &req.cluster, &req.region, wait, self.settings.cluster_poll).await? {
+            active::Waited::Active(info) => info,
+            active::Waited::StillCreating(info) => {
                 tracing::info!(cluster = %req.cluster, status = info.status.as_str(), "cluster not ACTIVE yet; handing the event back to be retried later");
                 report.outcome = BootstrapOutcome::ClusterNotReady;
                 report.cluster_status = Some(info.status.as_str().to_owned());
@@ -546,7 +497,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         prepared: Prepared,
         report: &mut Report,
     ) -> Result<(), BootstrapError> {
-        let wrap = |source: apply::ApplyError| BootstrapError::Apply {
+        let wrap = |source: crate::ports::cluster::kube::ApplyError| BootstrapError::Apply {
             cluster: req.cluster.clone(),
             cell: cell.to_owned(),
             source: Box::new(source),
@@ -643,7 +594,7 @@ fn cut_short(req: &Request, cell: &str, steps: &[String], report: &mut Report) -
     Err(BootstrapError::Apply {
         cluster: req.cluster.clone(),
         cell: cell.to_owned(),
-        source: Box::new(apply::ApplyError::OutOfTime {
+        source: Box::new(crate::ports::cluster::kube::ApplyError::OutOfTime {
             applied: done,
             total: steps.len(),
             left,

@@ -5,7 +5,8 @@ use serde::Serialize;
 
 use crate::shell::metrics::Outcome;
 use crate::{
-    adapters::kube::Applied, adapters::kube::SourceStatus, rules::bootstrap::CredentialKind, rules::bootstrap::Request,
+    ports::cluster::kube::Applied, ports::cluster::kube::SourceStatus, rules::bootstrap::CredentialKind,
+    rules::bootstrap::Request,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -11,8 +11,8 @@ use cellbridge::doubles::secrets::MemSecrets;
 use cellbridge::jobs::bootstrap::handler::BootstrapService;
 use cellbridge::shell::error::{Class, Classify};
 use cellbridge::{
-    adapters::kube::SourceStatus, adapters::kube::Tuning, rules::bootstrap::Bootstrapper, rules::bootstrap::Target,
-    rules::bootstrap::report::BootstrapOutcome,
+    ports::cluster::kube::SourceStatus, ports::cluster::kube::Tuning, rules::bootstrap::Bootstrapper,
+    rules::bootstrap::Target, rules::bootstrap::report::BootstrapOutcome,
 };
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -94,10 +94,10 @@ impl cellbridge::ports::cluster::KubeConnect for SlowKube {
     type Api = SlowKubeApi;
     async fn connect(
         &self,
-        auth: cellbridge::adapters::kube::ClusterAuth,
+        auth: cellbridge::ports::cluster::kube::ClusterAuth,
         tuning: &Tuning,
         fresh_entry: bool,
-    ) -> Result<SlowKubeApi, cellbridge::adapters::kube::ApplyError> {
+    ) -> Result<SlowKubeApi, cellbridge::ports::cluster::kube::ApplyError> {
         Ok(SlowKubeApi(self.0.connect(auth, tuning, fresh_entry).await?, self.1))
     }
 }
@@ -107,23 +107,23 @@ impl cellbridge::ports::cluster::KubeApi for SlowKubeApi {
         &mut self,
         target: &cellbridge::rules::bootstrap::KubeRef,
         plural: &str,
-    ) -> Result<bool, cellbridge::adapters::kube::ApplyError> {
+    ) -> Result<bool, cellbridge::ports::cluster::kube::ApplyError> {
         self.0.exists(target, plural).await
     }
     async fn apply(
         &mut self,
-        step: &cellbridge::rules::bootstrap::plan::Step,
-    ) -> Result<cellbridge::adapters::kube::Applied, cellbridge::adapters::kube::ApplyError> {
+        step: &cellbridge::pure::bootstrap::plan::Step,
+    ) -> Result<cellbridge::ports::cluster::kube::Applied, cellbridge::ports::cluster::kube::ApplyError> {
         tokio::time::sleep(self.1).await;
         self.0.apply(step).await
     }
-    async fn wait_established(&mut self, crds: &[String]) -> Result<(), cellbridge::adapters::kube::ApplyError> {
+    async fn wait_established(&mut self, crds: &[String]) -> Result<(), cellbridge::ports::cluster::kube::ApplyError> {
         self.0.wait_established(crds).await
     }
     async fn wait_source_ready(
         &mut self,
         target: &cellbridge::rules::bootstrap::KubeRef,
-    ) -> Result<SourceStatus, cellbridge::adapters::kube::ApplyError> {
+    ) -> Result<SourceStatus, cellbridge::ports::cluster::kube::ApplyError> {
         self.0.wait_source_ready(target).await
     }
 }

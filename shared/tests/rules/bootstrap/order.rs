@@ -6,7 +6,7 @@
 use crate::support::bootstrap::*;
 use cellbridge::shell::error::{Class, Classify};
 use cellbridge::{
-    adapters::kube::SourceStatus, rules::bootstrap::Phase, rules::bootstrap::Request, rules::bootstrap::Target,
+    ports::cluster::kube::SourceStatus, rules::bootstrap::Phase, rules::bootstrap::Request, rules::bootstrap::Target,
     rules::bootstrap::report::BootstrapOutcome,
 };
 use serde_json::json;

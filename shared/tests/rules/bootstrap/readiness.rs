@@ -8,7 +8,7 @@
 use crate::support::bootstrap::*;
 use cellbridge::doubles::cluster::{MemAws, MemCluster, MemKube};
 use cellbridge::doubles::secrets::MemSecrets;
-use cellbridge::rules::bootstrap::eks::{EndpointAccess, Network};
+use cellbridge::ports::cluster::eks::{EndpointAccess, Network};
 use cellbridge::shell::error::{Class, Classify};
 use cellbridge::{
     rules::bootstrap::Bootstrapper, rules::bootstrap::Request, rules::bootstrap::Target,

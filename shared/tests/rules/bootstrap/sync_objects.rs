@@ -120,7 +120,7 @@ async fn git_credentials_are_checked_before_the_cluster_is_touched() {
 
 /// Every document of a sync object file, as applied.
 fn documents(text: &str) -> Vec<Value> {
-    cellbridge::rules::bootstrap::plan::parse_objects(text, "gotk-sync.yaml")
+    cellbridge::pure::bootstrap::plan::parse_objects(text, "gotk-sync.yaml")
         .unwrap()
         .into_iter()
         .map(|(_, v)| v)

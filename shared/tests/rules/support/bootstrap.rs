@@ -8,7 +8,7 @@ use cellbridge::doubles::secrets::MemSecrets;
 use cellbridge::jobs::bootstrap::handler::BootstrapService;
 use cellbridge::pure::fleet::MemFleet;
 use cellbridge::{
-    adapters::kube::Tuning, rules::bootstrap::BootstrapError, rules::bootstrap::Bootstrapper,
+    ports::cluster::kube::Tuning, rules::bootstrap::BootstrapError, rules::bootstrap::Bootstrapper,
     rules::bootstrap::Request, rules::bootstrap::Target, rules::bootstrap::config::Settings,
     rules::bootstrap::report::Report,
 };

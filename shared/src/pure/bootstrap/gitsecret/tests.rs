@@ -1,6 +1,6 @@
 use super::credentials::validate_known_hosts;
 use super::fixtures::*;
-use crate::rules::bootstrap::gitsecret::*;
+use crate::pure::bootstrap::gitsecret::*;
 
 const HOSTS: &str = "github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl";
 

@@ -10,18 +10,22 @@
 
 use std::future::Future;
 
-use crate::adapters::kube::{Applied, ApplyError, ClusterAuth, SourceStatus, Tuning};
-use crate::rules::bootstrap::access::AccessError;
-use crate::rules::bootstrap::eks::{ClusterInfo, EksError};
-use crate::rules::bootstrap::plan::{KubeRef, Step};
+pub mod access;
+pub mod eks;
+pub mod kube;
+
+use crate::ports::cluster::eks::{ClusterInfo, EksError};
+use crate::pure::bootstrap::plan::{KubeRef, Step};
+use crate::shell::error::{Class, Classify};
+use kube::{Applied, ApplyError, ClusterAuth, SourceStatus, Tuning};
 
 /// An access entry as DescribeAccessEntry shows it, as far as cellbridge needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccessEntry {
-    /// Tagged [`crate::rules::bootstrap::access::TEMPORARY_TAG`]: cellbridge made it, and deletes it.
+    /// Tagged [`crate::ports::cluster::access::TEMPORARY_TAG`]: cellbridge made it, and deletes it.
     pub temporary: bool,
     /// When it was made: EKS's `createdAt` (authoritative), else cellbridge's
-    /// [`crate::rules::bootstrap::access::CREATED_AT_TAG`]; `None` when neither says (an entry made before the tag
+    /// [`crate::ports::cluster::access::CREATED_AT_TAG`]; `None` when neither says (an entry made before the tag
     /// existed counts as old).
     pub created_at: Option<std::time::SystemTime>,
 }
@@ -103,4 +107,32 @@ pub trait KubeConnect: Send + Sync {
         tuning: &Tuning,
         fresh_entry: bool,
     ) -> impl Future<Output = Result<Self::Api, ApplyError>> + Send;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AccessError {
+    #[error(transparent)]
+    Eks(#[from] EksError),
+    #[error("STS GetCallerIdentity: {reason}")]
+    Sts { reason: String, retryable: bool },
+    #[error("STS AssumeRole {role}: {reason}")]
+    AssumeRole {
+        role: String,
+        reason: String,
+        retryable: bool,
+    },
+    #[error("cannot map caller {arn} to an IAM principal for an access entry")]
+    Principal { arn: String },
+}
+
+impl Classify for AccessError {
+    fn class(&self) -> Class {
+        match self {
+            AccessError::Eks(e) => e.class(),
+            AccessError::Sts { retryable: true, .. } | AccessError::AssumeRole { retryable: true, .. } => {
+                Class::Retryable
+            }
+            _ => Class::Final,
+        }
+    }
 }

@@ -1,10 +1,9 @@
-//! The EKS side: what the cluster is (status, endpoint, CA, tags, authentication mode), and
-//! waiting for a cluster that is still being created.
+//! The EKS side, as EKS describes a cluster: its status, endpoint and the network that may reach
+//! it, CA, tags, authentication mode; and EKS's answers, classified ([`EksError`]). Waiting for a
+//! cluster still being created is a rule of the bootstrap (`rules/bootstrap/active.rs`).
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
 
-use crate::ports::cluster::ClusterApi;
 use crate::shell::error::{Class, Classify};
 
 #[derive(Debug, thiserror::Error)]
@@ -227,7 +226,7 @@ impl EndpointAccess {
         if net.egress_cidrs.is_empty() {
             // Not refused: a deployment that works (its NAT addresses in the CIDRs) must not
             // break for want of a setting. If they are not, the connection is dropped and the
-            // bounded connect fails once, finally ([`crate::adapters::kube::ApplyError::Unreachable`]).
+            // bounded connect fails once, finally ([`crate::ports::cluster::kube::ApplyError::Unreachable`]).
             tracing::warn!(
                 cidrs = %cidrs,
                 "the public endpoint is limited to some CIDRs and this function's egress addresses are unknown (CELLBRIDGE_EGRESS_CIDRS): trying"
@@ -283,49 +282,6 @@ impl ClusterInfo {
                 cluster: self.name.clone(),
                 reason: "DescribeCluster returned no endpoint or certificate authority".into(),
             }),
-        }
-    }
-}
-
-pub enum Waited {
-    Active(ClusterInfo),
-    /// Still not ACTIVE when the budget ran out.
-    StillCreating(ClusterInfo),
-}
-
-/// Polls until ACTIVE, FAILED/DELETING (an error), or `budget` has passed.
-pub async fn wait_active(
-    api: &impl ClusterApi,
-    cluster: &str,
-    region: &str,
-    budget: Duration,
-    poll: Duration,
-) -> Result<Waited, EksError> {
-    let start = Instant::now();
-    loop {
-        let info = api.describe_cluster(cluster).await?.ok_or_else(|| EksError::NotFound {
-            cluster: cluster.into(),
-            region: region.into(),
-        })?;
-        match info.status {
-            ClusterStatus::Active | ClusterStatus::Updating => return Ok(Waited::Active(info)),
-            ClusterStatus::Failed | ClusterStatus::Deleting => {
-                return Err(EksError::Unusable {
-                    cluster: cluster.into(),
-                    status: info.status.as_str().to_owned(),
-                });
-            }
-            _ => {
-                if start.elapsed() + poll > budget {
-                    return Ok(Waited::StillCreating(info));
-                }
-                tracing::info!(
-                    cluster,
-                    status = info.status.as_str(),
-                    "waiting for the cluster to become ACTIVE"
-                );
-                tokio::time::sleep(poll).await;
-            }
         }
     }
 }

@@ -1,0 +1,6 @@
+//! What a bootstrap applies, decided before any cluster is touched: the plan of objects in order
+//! ([`plan`], what `cellbridge bootstrap --dry-run` prints) and Flux's Git secret built from the
+//! credentials cellbridge is given ([`gitsecret`]).
+
+pub mod gitsecret;
+pub mod plan;
