@@ -5,8 +5,11 @@
 //! where it is, with the documented exit code, and must leave the fleet byte-identical (for a
 //! Git fleet: no new refs).
 //!
-//! The malformed SSH key in the Flux Git secret is covered in tests/bootstrap.rs
-//! (`a_malformed_git_secret_stops_before_anything_is_applied`), against the test bed.
+//! A malformed SSH key in the Flux Git secret is covered where the rule lives:
+//! `shared/src/pure/bootstrap/gitsecret/tests.rs`
+//! (`keys_flux_cannot_read_are_refused_before_anything_is_applied`), and a malformed secret
+//! stopping the run before the cluster is touched in `shared/tests/rules/bootstrap/sync_objects.rs`
+//! (`git_credentials_are_checked_before_the_cluster_is_touched`).
 
 mod common;
 
