@@ -35,7 +35,10 @@ pub(super) fn scan_unit(
             role: Role::Manifest,
         } => {
             let text = read(fleet, path)?;
-            if !text.contains("${") {
+            // A file with no `${` is skipped unless a double-quoted escape (`\x24`, `\u0024`,
+            // `\u007b`...) could write one: kustomize hands envsubst the parsed value
+            // re-serialised, where the escape is gone.
+            if !text.contains("${") && !["\\x", "\\u", "\\U"].iter().any(|e| text.contains(e)) {
                 return Ok(());
             }
             let lines = LineIndex::new(&text);

@@ -584,3 +584,26 @@ fn a_layer_with_no_variables_is_applied_unsubstituted_unless_its_strategy_is_alw
         ]
     );
 }
+
+#[test]
+fn a_reference_written_with_yaml_escapes_is_checked_as_kustomize_reserialises_it() {
+    // `"\x24{x}"`, `"\u0024{x}"` and `"$\u007bx}"` are `${x}` once YAML is parsed, and kustomize
+    // hands envsubst the value re-serialised (fluxcd/pkg kustomize_varsub.go: res.AsYAML), so
+    // Flux substitutes them: the check must look even when the raw text has no `${`.
+    let deploy = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: escaped\ndata:\n  a: \"\\x24{vpc_id}\"\n  b: \"\\u0024{aws_region}\"\n  c: \"$\\u007bsubnet_id}\"\n";
+    let f = fleet_with(
+        &layers_yaml(&[("infra", "./infrastructure/base", "")]),
+        &[
+            ("infrastructure/base/kustomization.yaml", "resources:\n  - cm.yaml\n"),
+            ("infrastructure/base/cm.yaml", deploy),
+        ],
+    );
+    let r = run(&f);
+    assert_eq!(
+        where_(&r),
+        vec![
+            "infrastructure/base/cm.yaml:7 aws_region [infra]",
+            "infrastructure/base/cm.yaml:8 subnet_id [infra]",
+        ]
+    );
+}
