@@ -52,6 +52,7 @@ pub(super) fn scan_unit(
         Unit::File { path, role } => {
             let text = read(fleet, path)?;
             let env = *role == Role::Env;
+            let text = flux_view(&text);
             envsubst::scan(&text, |item| {
                 let line = match item {
                     Item::Reference(r) => r.line,
@@ -75,6 +76,17 @@ pub(super) fn scan_unit(
         }
     }
     Ok(())
+}
+
+/// A value as envsubst meets it in kustomize-controller: yaml.v2 re-serialises it first, writing
+/// a NUL as the escape `\0`, so the Go scanner's end-of-input at a NUL never comes. One byte for
+/// one keeps every offset where it was.
+fn flux_view(value: &str) -> std::borrow::Cow<'_, str> {
+    if value.contains('\0') {
+        value.replace('\0', " ").into()
+    } else {
+        value.into()
+    }
 }
 
 /// `kustomize.toolkit.fluxcd.io/substitute: disabled` as a label or an annotation.
@@ -113,8 +125,8 @@ impl Sink<'_> {
                 _ => s.line + s.value[..offset.min(s.value.len())].matches('\n').count(),
             }
         };
-        let value = s.value.as_str();
-        envsubst::scan(value, |item| self.item(value, item, line_of));
+        let value = flux_view(&s.value);
+        envsubst::scan(&value, |item| self.item(&value, item, line_of));
     }
 
     fn item(&mut self, text: &str, item: Item<'_>, line_of: impl Fn(usize) -> usize) {

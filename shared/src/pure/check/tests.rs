@@ -607,3 +607,20 @@ fn a_reference_written_with_yaml_escapes_is_checked_as_kustomize_reserialises_it
         ]
     );
 }
+
+#[test]
+fn text_after_a_nul_in_a_value_is_still_checked() {
+    // The Go scanner ends its input at a NUL, but kustomize-controller never hands it one: yaml.v2
+    // re-serialises the value with the NUL written `\0` (fluxcd/pkg kustomize_varsub.go,
+    // res.AsYAML), so what follows is substituted.
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nul\ndata:\n  a: \"x\\0${vpc_idd}\"\n";
+    let f = fleet_with(
+        &layers_yaml(&[("infra", "./infrastructure/base", "")]),
+        &[
+            ("infrastructure/base/kustomization.yaml", "resources:\n  - cm.yaml\n"),
+            ("infrastructure/base/cm.yaml", cm),
+        ],
+    );
+    let r = run(&f);
+    assert_eq!(where_(&r), vec!["infrastructure/base/cm.yaml:6 vpc_idd [infra]"]);
+}
