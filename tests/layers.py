@@ -52,11 +52,16 @@ EXCEPTIONS = {
 REF = re.compile(r"\bcrate::(pure|ports|rules|adapters|doubles|jobs|shell)::(\w+)")
 
 
-def check(root=ROOT):
-    errors = []
+def within(path, prefix):
+    """`path` is the module `prefix` or one inside it (by `::` segments, not by letters)."""
+    return path == prefix or path.startswith(prefix + "::")
+
+
+def references(root=ROOT):
+    """Every code reference from one layer to another: (layer, module, file, line number, line,
+    target module). A doc comment may point anywhere: only code counts."""
     for layer in ALLOWED:
-        base = os.path.join(root, layer)
-        for d, _, fs in os.walk(base):
+        for d, _, fs in os.walk(os.path.join(root, layer)):
             for f in sorted(fs):
                 if not f.endswith(".rs"):
                     continue
@@ -64,36 +69,34 @@ def check(root=ROOT):
                 rel = os.path.relpath(path, root)
                 module = rel[:-3].replace("/mod", "").replace("/", "::")
                 for n, line in enumerate(open(path, encoding="utf-8"), 1):
-                    # A doc comment may point anywhere: only code imports.
                     if line.lstrip().startswith("//"):
                         continue
                     for m in REF.finditer(line):
-                        to_layer, to_mod = m.group(1), m.group(2)
-                        target = f"{to_layer}::{to_mod}"
-                        if to_layer == layer or to_layer in ALLOWED[layer] or target in EVERYWHERE:
-                            continue
-                        if any(module.startswith(a) and target.startswith(b) for a, b in EXCEPTIONS):
-                            continue
-                        errors.append(f"shared/src/{rel}:{n}: the {layer} layer imports {target} ({line.strip()})")
+                        if m.group(1) != layer:
+                            yield layer, module, rel, n, line, f"{m.group(1)}::{m.group(2)}"
+
+
+def excepted(module, target):
+    return any(within(module, a) and within(target, b) for a, b in EXCEPTIONS)
+
+
+def check(root=ROOT):
+    errors = []
+    for layer, module, rel, n, line, target in references(root):
+        if target.split("::")[0] in ALLOWED[layer] or target in EVERYWHERE or excepted(module, target):
+            continue
+        errors.append(f"shared/src/{rel}:{n}: the {layer} layer imports {target} ({line.strip()})")
     return errors
 
 
 def used_exceptions(root=ROOT):
     """Exceptions no import needs any more: the table must not outlive the code."""
-    unused = []
-    for a, b in EXCEPTIONS:
-        found = False
-        for d, _, fs in os.walk(root):
-            for f in fs:
-                if not f.endswith(".rs"):
-                    continue
-                path = os.path.join(d, f)
-                module = os.path.relpath(path, root)[:-3].replace("/mod", "").replace("/", "::")
-                if module.startswith(a) and re.search(r"\bcrate::" + re.escape(b) + r"\b", open(path).read()):
-                    found = True
-        if not found:
-            unused.append(f"EXCEPTIONS[({a!r}, {b!r})] is no longer needed: remove it")
-    return unused
+    seen = [(module, target) for _, module, _, _, _, target in references(root)]
+    return [
+        f"EXCEPTIONS[({a!r}, {b!r})] is no longer needed: remove it"
+        for a, b in EXCEPTIONS
+        if not any(within(module, a) and within(target, b) for module, target in seen)
+    ]
 
 
 if __name__ == "__main__":

@@ -42,3 +42,17 @@ def test_an_exception_allows_its_edge_and_is_reported_once_nothing_needs_it(tmp_
     assert layers.used_exceptions(root) == [
         "EXCEPTIONS[('pure::plan', 'rules::report')] is no longer needed: remove it"
     ]
+
+
+def test_an_exception_is_matched_by_module_not_by_letters_and_a_doc_comment_needs_none(tmp_path, monkeypatch):
+    root = tree(tmp_path, {
+        "adapters/probes.rs": "use crate::doubles::cluster::MemAws;\n",
+        "adapters/probe.rs": "/// Like [`crate::doubles::cluster::MemAws`].\npub struct EksProbe;\n",
+    })
+    monkeypatch.setattr(layers, "EXCEPTIONS", {("adapters::probe", "doubles::cluster"): "a holder"})
+    assert layers.check(root) == [
+        "shared/src/adapters/probes.rs:1: the adapters layer imports doubles::cluster (use crate::doubles::cluster::MemAws;)"
+    ]
+    assert layers.used_exceptions(root) == [
+        "EXCEPTIONS[('adapters::probe', 'doubles::cluster')] is no longer needed: remove it"
+    ]
