@@ -183,12 +183,6 @@ impl Bootstrapper<AwsAccounts, Kubes, aws_sdk_secretsmanager::Client> {
         let accounts = AwsAccounts::new(aws);
         // The Git secret is cellbridge's own (its account, its region), not the cell's.
         let secrets = aws_sdk_secretsmanager::Client::new(accounts.config());
-        let network = crate::rules::bootstrap::config::network_from_env().map_err(|e| match e {
-            crate::shell::config::ConfigError::Invalid { name, value, reason } => (name, value, reason),
-            crate::shell::config::ConfigError::Missing { name, hint } => (name, String::new(), hint.to_owned()),
-        });
-        let mut bootstrapper = Self::with_ports(accounts, Kubes, secrets, settings);
-        bootstrapper.network = network;
-        bootstrapper
+        Self::with_ports(accounts, Kubes, secrets, settings).with_network_from_env()
     }
 }

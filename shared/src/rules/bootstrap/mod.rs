@@ -56,7 +56,7 @@ pub struct Bootstrapper<A, K, S> {
     settings: Settings,
     /// Where the function runs ([`config::network_from_env`]); an invalid setting is reported
     /// by every run, as a final configuration error.
-    pub(crate) network: Result<Option<eks::Network>, (&'static str, String, String)>,
+    network: Result<Option<eks::Network>, (&'static str, String, String)>,
 }
 
 fn check_request(req: &Request) -> Result<(), BootstrapError> {
@@ -141,6 +141,16 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
     /// fails before anything is created ([`eks::ClusterInfo::check_reachable`]).
     pub fn with_network(mut self, network: Option<eks::Network>) -> Self {
         self.network = Ok(network);
+        self
+    }
+
+    /// Where the function runs, as its settings say ([`config::network_from_env`]); an invalid
+    /// setting is kept and reported by every run, as a final configuration error.
+    pub fn with_network_from_env(mut self) -> Self {
+        self.network = config::network_from_env().map_err(|e| match e {
+            crate::shell::config::ConfigError::Invalid { name, value, reason } => (name, value, reason),
+            crate::shell::config::ConfigError::Missing { name, hint } => (name, String::new(), hint.to_owned()),
+        });
         self
     }
 
