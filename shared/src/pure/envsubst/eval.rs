@@ -3,14 +3,14 @@
 
 use super::parse::Parser;
 use super::template::Eval;
-use super::{EnvsubstError, line_at};
+use super::{Dialect, EnvsubstError, line_at};
 
-/// Substitutes `text` as Flux's post-build does: `lookup` gives a variable's value, `None` when
-/// unset (an unset variable is the empty string unless `strict`).
+/// Substitutes `text` as Flux's post-build does under `dialect`: `lookup` gives a variable's
+/// value, `None` when unset (the empty string unless the dialect's strict mode fails on it).
 pub fn substitute<'v>(
     text: &str,
     lookup: impl Fn(&str) -> Option<&'v str>,
-    strict: bool,
+    dialect: Dialect,
 ) -> Result<String, EnvsubstError> {
     // Fast path: without `${` nothing but the `$$` escape can change, and without `$` nothing.
     let buf = text.as_bytes();
@@ -32,7 +32,7 @@ pub fn substitute<'v>(
         text,
         tree: &p.tree,
         lookup: &lookup,
-        strict,
+        dialect,
     };
     let mut out = String::with_capacity(text.len());
     for &id in &p.tree.top {

@@ -63,7 +63,7 @@ fn first_mapped(v: &str, f: impl Fn(char) -> String, out: &mut String) {
 }
 
 /// Go's `strconv.Atoi`: optional sign, ASCII digits, 64-bit range.
-fn atoi(s: &str) -> Option<i64> {
+pub(super) fn atoi(s: &str) -> Option<i64> {
     let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;

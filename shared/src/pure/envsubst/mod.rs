@@ -48,6 +48,44 @@ mod template;
 pub use eval::substitute;
 pub use parse::{MAX_DEPTH, ParseErrorKind};
 
+/// What strict post-build substitution fails on, which depends on the release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strict {
+    /// Strict mode off (the `StrictPostBuildSubstitutions` gate off, or a kustomize-controller
+    /// before v1.3.0, which had no strict mode): an unset variable is the empty string.
+    Off,
+    /// envsubst before v1.6.0 (kustomize-controller v1.3.0 to v1.8.x): only a bare `${name}` of
+    /// an unset variable fails (`node.Name == "" && !exists` in `template.go`).
+    Bare,
+    /// envsubst v1.6.0 and later (kustomize-controller v1.9.0 on): every operator but the
+    /// defaults fails on an unset variable (fluxcd/pkg commit 8c54c729, fluxcd/flux2#5836).
+    Operators,
+}
+
+/// The rules of one envsubst release, as kustomize-controller runs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Dialect {
+    pub strict: Strict,
+    /// `${v:pos:-n}` fails the layer: `toSubstr` sliced with the negative length and panicked,
+    /// which the controller recovers as a reconcile error, until fluxcd/pkg#1275 gave it bash's
+    /// meaning (backported as fluxcd/pkg#1287, shipped in kustomize-controller v1.9.5).
+    pub negative_length_fails: bool,
+}
+
+impl Dialect {
+    /// The newest release's rules.
+    pub const NEWEST: Dialect = Dialect {
+        strict: Strict::Operators,
+        negative_length_fails: false,
+    };
+    /// The newest release's rules, strict mode off.
+    pub const LAX: Dialect = Dialect {
+        strict: Strict::Off,
+        negative_length_fails: false,
+    };
+}
+
 use node::Node;
 use parse::Parser;
 
@@ -74,6 +112,9 @@ pub enum EnvsubstError {
     /// Strict mode: a variable without a value and without a default.
     #[error("line {line}: variable not set (strict mode): {name:?}")]
     NotSet { name: String, line: usize, offset: usize },
+    /// A substring with a negative length, on a release where that panics.
+    #[error("line {line}: substring with a negative length (the controller panics before v1.9.5)")]
+    NegativeLength { line: usize, offset: usize },
 }
 
 /// One `${...}` expression (nested ones are reported separately).
@@ -86,6 +127,8 @@ pub struct Reference<'a> {
     pub offset: usize,
     /// 1-based line of the `$` of `${`.
     pub line: usize,
+    /// `${v:pos:len}` with a literal negative `len`.
+    pub negative_length: bool,
 }
 
 impl Reference<'_> {
@@ -93,6 +136,11 @@ impl Reference<'_> {
     /// accepts it.
     pub fn has_default(&self) -> bool {
         template::is_default_op(self.op)
+    }
+
+    /// Whether strict mode `strict` fails this reference when its variable is unset.
+    pub fn fails_unset(&self, strict: Strict) -> bool {
+        template::fails_unset(strict, self.op)
     }
 }
 
@@ -111,8 +159,8 @@ pub enum Item<'a> {
     Malformed(Malformed),
 }
 
-/// A function's `${` offset, name range and operator range.
-type FuncAt = (usize, (usize, usize), (usize, usize));
+/// A function's `${` offset, name range, operator range and whether its length is negative.
+type FuncAt = (usize, (usize, usize), (usize, usize), bool);
 
 /// 1-based line of byte `offset`, counting from `from` (at line `line_at_from`).
 fn line_at(buf: &[u8], from: usize, line_at_from: usize, offset: usize) -> usize {
@@ -146,7 +194,10 @@ pub fn scan<'a>(text: &'a str, mut on: impl FnMut(Item<'a>)) {
             .nodes
             .iter()
             .filter_map(|n| match *n {
-                Node::Func { at, param, op, .. } => Some((at, param, op)),
+                Node::Func { at, param, op, args } => {
+                    let negative = template::negative_length(text, &p.tree, op, args);
+                    Some((at, param, op, negative))
+                }
                 Node::Text { .. } => None,
             })
             .collect();
@@ -155,7 +206,7 @@ pub fn scan<'a>(text: &'a str, mut on: impl FnMut(Item<'a>)) {
             funcs.retain(|f| f.0 < p.expr_at);
         }
         funcs.sort_by_key(|f| f.0);
-        for (at, param, op) in funcs {
+        for (at, param, op, negative_length) in funcs {
             let name = text.get(param.0..param.1).unwrap_or("");
             let op = text.get(op.0..op.1).unwrap_or("");
             on(Item::Reference(Reference {
@@ -163,6 +214,7 @@ pub fn scan<'a>(text: &'a str, mut on: impl FnMut(Item<'a>)) {
                 op,
                 offset: at,
                 line: line_of(at),
+                negative_length,
             }));
         }
         match result {
@@ -194,8 +246,12 @@ mod tests {
     }
 
     fn sub(text: &str, pairs: &[(&str, &str)], strict: bool) -> Result<String, EnvsubstError> {
+        sub_in(text, pairs, if strict { Dialect::NEWEST } else { Dialect::LAX })
+    }
+
+    fn sub_in(text: &str, pairs: &[(&str, &str)], dialect: Dialect) -> Result<String, EnvsubstError> {
         let v = vars(pairs);
-        substitute(text, |k| v.get(k).map(String::as_str), strict)
+        substitute(text, |k| v.get(k).map(String::as_str), dialect)
     }
 
     fn refs(text: &str) -> Vec<(String, String, usize, bool)> {
@@ -331,6 +387,88 @@ mod tests {
     }
 
     #[test]
+    fn strict_mode_before_envsubst_1_6_fails_only_a_bare_reference() {
+        let bare = Dialect {
+            strict: Strict::Bare,
+            negative_length_fails: false,
+        };
+        assert!(matches!(
+            sub_in("${missing}", &[], bare),
+            Err(EnvsubstError::NotSet { .. })
+        ));
+        assert!(matches!(
+            sub_in("${set:=${missing}}", &[("set", "1")], bare),
+            Err(EnvsubstError::NotSet { .. })
+        ));
+        for (input, want) in [
+            ("${#missing}", "0"),
+            ("${missing^^}", ""),
+            ("${missing:0:1}", ""),
+            ("${missing/a/b}", ""),
+            ("${missing%.*}", ""),
+        ] {
+            assert_eq!(sub_in(input, &[], bare).unwrap(), want, "{input}");
+        }
+        let mut seen = Vec::new();
+        scan("${a} ${#b} ${c:=x} ${d^^}", |i| {
+            if let Item::Reference(r) = i {
+                seen.push((
+                    r.name,
+                    r.fails_unset(Strict::Bare),
+                    r.fails_unset(Strict::Operators),
+                    r.fails_unset(Strict::Off),
+                ));
+            }
+        });
+        assert_eq!(
+            seen,
+            [
+                ("a", true, true, false),
+                ("b", false, true, false),
+                ("c", false, false, false),
+                ("d", false, true, false)
+            ]
+        );
+    }
+
+    #[test]
+    fn negative_substring_length_fails_before_the_fix_and_counts_from_the_end_after() {
+        let old = Dialect {
+            strict: Strict::Operators,
+            negative_length_fails: true,
+        };
+        let set = [("region", "eu-west-1")];
+        assert_eq!(sub("${region:0:-2}", &set, true).unwrap(), "eu-west");
+        assert_eq!(
+            sub_in("a\n${region:0:-2}", &set, old),
+            Err(EnvsubstError::NegativeLength { line: 2, offset: 2 })
+        );
+        // Go's toSubstr returns "" before slicing when pos+length >= len(s).
+        assert_eq!(sub_in("${region:12:-1}", &set, old).unwrap(), "");
+        // Not a negative length: an offset Go's Atoi refuses (bash's `${v: -3}` space), and an
+        // unparsable length; toSubstr returns the value for both.
+        assert_eq!(sub_in("${region: -3:-2}", &set, old).unwrap(), "eu-west-1");
+        assert_eq!(sub_in("${region:0:x}", &set, old).unwrap(), "eu-west-1");
+        let mut negative = Vec::new();
+        scan("${a:0:-1} ${a:1:2} ${a:-1} ${a:0:${n}} ${a: -1:-1}", |i| {
+            if let Item::Reference(r) = i {
+                negative.push((r.name, r.negative_length));
+            }
+        });
+        assert_eq!(
+            negative,
+            [
+                ("a", true),
+                ("a", false),
+                ("a", false),
+                ("a", false),
+                ("n", false),
+                ("a", false)
+            ]
+        );
+    }
+
+    #[test]
     fn malformed_input_is_a_parse_error_with_line() {
         for (input, kind) in [
             ("x\n${", ParseErrorKind::ParseVariableName),
@@ -426,7 +564,7 @@ mod tests {
             fn all_variables_set_never_reports_missing((names, text) in template()) {
                 let vars: BTreeMap<String, String> =
                     names.iter().map(|n| (n.clone(), format!("value-of-{n}"))).collect();
-                let result = substitute(&text, |k| vars.get(k).map(String::as_str), true);
+                let result = substitute(&text, |k| vars.get(k).map(String::as_str), Dialect::NEWEST);
                 prop_assert!(!matches!(result, Err(EnvsubstError::NotSet { .. })), "{result:?} for {text:?}");
                 let mut missing = Vec::new();
                 scan(&text, |i| match i {
@@ -438,12 +576,12 @@ mod tests {
 
             #[test]
             fn text_without_dollar_is_unchanged(text in "[^$\u{0}]{0,200}") {
-                prop_assert_eq!(substitute(&text, |_| None, true).unwrap(), text);
+                prop_assert_eq!(substitute(&text, |_| None, Dialect::NEWEST).unwrap(), text);
             }
 
             #[test]
             fn arbitrary_input_never_panics(text in "\\PC{0,64}|[${}:=#%/^,\\\\a-c-]{0,64}") {
-                let _ = substitute(&text, |k| (k == "a").then_some("v"), true);
+                let _ = substitute(&text, |k| (k == "a").then_some("v"), Dialect::NEWEST);
                 scan(&text, |_| {});
             }
         }
