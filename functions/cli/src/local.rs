@@ -298,6 +298,29 @@ pub fn check(fleet: &std::path::Path, cell: Option<&str>, json: bool) -> Result<
             serde_json::to_string_pretty(&serde_json::json!({ "passed": passed, "cells": reports })).expect("json")
         );
     } else {
+        // Once per run, not once per cell: on a fleet whose files name no release, the same
+        // sentence would otherwise open every cell's lines.
+        let unknown: Vec<&str> = reports
+            .iter()
+            .filter(|r| r.flux.notice.is_some())
+            .map(|r| r.cell.as_str())
+            .collect();
+        match unknown.as_slice() {
+            [] => {}
+            [_] => println!(
+                "notice: {}",
+                reports
+                    .iter()
+                    .find_map(|r| r.flux.notice.as_deref())
+                    .unwrap_or_default()
+            ),
+            cells => println!(
+                "notice: {} cells ({}) name no kustomize-controller release the check knows: the newest rules apply; set it in {}",
+                cells.len(),
+                cells.join(", "),
+                check::FLEET_SETTING
+            ),
+        }
         for r in &reports {
             let files: usize = r.layers.iter().map(|l| l.files).sum();
             if r.passed() {
@@ -307,6 +330,9 @@ pub fn check(fleet: &std::path::Path, cell: Option<&str>, json: bool) -> Result<
                 for f in &r.findings {
                     println!("      {}:{}: {} (layer {})", f.file, f.line, f.message, f.layer);
                 }
+            }
+            for w in &r.warnings {
+                println!("      warning {}:{}: {} (layer {})", w.file, w.line, w.message, w.layer);
             }
             for u in &r.unverified {
                 println!(

@@ -122,10 +122,11 @@ impl SharedBase {
 
 /// What a state asks of the fleet repo, planned against the base.
 enum Change {
-    /// The state's `cell_metadata` as the cell's ConfigMap.
-    Metadata(Plan),
+    /// The state's `cell_metadata` as the cell's ConfigMap. Both variants are boxed: each
+    /// carries a strict check's whole report.
+    Metadata(Box<Plan>),
     /// No outputs and no resources: the stack was destroyed.
-    Destroyed(Destroyed),
+    Destroyed(Box<Destroyed>),
 }
 
 /// One try at a cell's state failed: redo it on a fresh base (a lost race), or stop.
@@ -283,7 +284,7 @@ impl<S: StateSource, G: GithubRepo> Job for Syncer<S, G> {
                                 }
                                 Ok(Some((snapshot, Change::Destroyed(destroyed)))) => {
                                     planned_on = Some(snapshot.base_sha.clone());
-                                    self.decommission(&snapshot, &key_cell, destroyed, dry_run, deadline, &mut result)
+                                    self.decommission(&snapshot, &key_cell, *destroyed, dry_run, deadline, &mut result)
                                         .await
                                 }
                                 Err(e) => Err(e),
@@ -414,9 +415,9 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 let opts = PlanOptions {
                     sync_source: self.config.flux_git(&snapshot.base_branch),
                 };
-                plan::plan(&meta, source, &snapshot.fleet, &opts).map(Change::Metadata)
+                plan::plan(&meta, source, &snapshot.fleet, &opts).map(|p| Change::Metadata(Box::new(p)))
             }
-            None => Ok(Change::Destroyed(Destroyed {
+            None => Ok(Change::Destroyed(Box::new(Destroyed {
                 decommission: decommission_plan::plan(
                     key_cell,
                     serial,
@@ -425,7 +426,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                     &snapshot.fleet,
                     &ClusterCheck::NotAsked,
                 ),
-            })),
+            }))),
         };
         // Whatever the plan's verdict, it stands only if nothing it read was read past.
         let missed = snapshot.fleet.not_kept();

@@ -276,6 +276,11 @@ fn a_failing_check_is_not_eligible() {
         variable: variable.into(),
         layer: "infrastructure".into(),
         message: "variable not set".into(),
+        kind: if variable.is_empty() {
+            crate::pure::check::FindingKind::Malformed
+        } else {
+            crate::pure::check::FindingKind::Unset
+        },
     };
     p.check.findings = vec![finding("queue_url"), finding("queue_url"), finding("")];
     let e = eligibility(&p, &prod());

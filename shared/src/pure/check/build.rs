@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use crate::pure::fleet::{self, EntryKind, FleetRead, Symlink};
 
 use super::yaml;
-use super::{CheckError, Finding, KUSTOMIZATION_FILES, invalid, read};
+use super::{CheckError, Finding, FindingKind, KUSTOMIZATION_FILES, invalid, read};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Role {
@@ -216,6 +216,7 @@ impl<'f> Build<'f> {
             variable: String::new(),
             layer: self.layer.clone(),
             message,
+            kind: FindingKind::Layer,
         });
     }
 

@@ -45,6 +45,7 @@
 mod build;
 mod in_cluster;
 mod layers;
+mod release;
 mod report;
 mod scan;
 mod sources;
@@ -61,7 +62,8 @@ use super::yaml;
 use build::{Build, Role, Unit};
 pub use in_cluster::IN_CLUSTER_SOURCES;
 use layers::flux_layer;
-pub use report::{CheckReport, Finding, Layer, Unverified};
+pub use release::{FLEET_SETTING, FluxRelease, Version};
+pub use report::{CheckReport, Finding, FindingKind, Layer, Unverified};
 use scan::scan_unit;
 
 /// The ConfigMap the layers substitute from.
@@ -131,6 +133,19 @@ pub fn check_cell(
     }
     report.findings.append(&mut cell_build.findings);
     report.not_checked.append(&mut cell_build.not_checked);
+    let manifests: Vec<&str> = cell_build
+        .units
+        .iter()
+        .filter_map(|u| match u {
+            Unit::File {
+                path,
+                role: Role::Manifest,
+            } => Some(path.as_str()),
+            _ => None,
+        })
+        .collect();
+    report.flux = release::read_release(fleet, cell, &manifests)?;
+    let rules = report.flux.clone();
 
     // Every layer is built before any is scanned: a layer may substitute from a ConfigMap
     // that the cell directory or another layer applies.
@@ -159,6 +174,7 @@ pub fn check_cell(
                     ),
                     None => format!("spec.path `{}` is not a directory of the fleet repo", l.path),
                 },
+                kind: FindingKind::Layer,
             });
         }
         sources::collect(fleet, &build, l.target_namespace.as_deref(), &mut git_sources)?;
@@ -173,9 +189,11 @@ pub fn check_cell(
         let mut layer_used = BTreeSet::new();
         let mut files = BTreeSet::new();
         // kustomize-controller substitutes only when a variable is defined or the strategy is
-        // Always (fluxcd/pkg kustomize_varsub.go, `len(vars) > 0 || options.Always`): a layer
-        // with neither is applied as written. A source whose keys are unknown may define some.
-        let substituted = l.always || !layer_vars.known.is_empty() || !layer_vars.unknown.is_empty();
+        // Always (fluxcd/pkg kustomize_varsub.go, `len(vars) > 0 || options.Always`, the
+        // strategy from v1.9.0): a layer with neither is applied as written. A source whose
+        // keys are unknown may define some.
+        let always = l.always && rules.has_substitute_strategy();
+        let substituted = always || !layer_vars.known.is_empty() || !layer_vars.unknown.is_empty();
         for unit in &build.units {
             files.insert(unit.path().to_owned());
             if !substituted {
@@ -184,10 +202,10 @@ pub fn check_cell(
             scan_unit(
                 fleet,
                 unit,
-                &l,
+                (&l, &rules),
                 &layer_vars,
                 &mut layer_used,
-                (&mut report.findings, &mut report.unverified),
+                (&mut report.findings, &mut report.unverified, &mut report.warnings),
             )?;
         }
         if layer_vars.reads_cell_metadata {
@@ -202,6 +220,7 @@ pub fn check_cell(
                         "`{key}` (a key of ConfigMap/{CONFIGMAP_NAME}) is not a valid variable name ({}): Flux fails the whole layer with \"'{key}' var name is invalid\"",
                         envsubst::NAME_PATTERN
                     ),
+                    kind: FindingKind::Layer,
                 });
             }
         }
@@ -217,6 +236,8 @@ pub fn check_cell(
 
     report.findings.sort();
     report.findings.dedup();
+    report.warnings.sort();
+    report.warnings.dedup();
     report.not_checked.sort();
     report.not_checked.dedup();
     report.unverified.sort();
@@ -315,6 +336,7 @@ fn symlinked_cell(fleet: &dyn FleetRead, cell: &str) -> Result<Option<CheckRepor
                 "`{}` is a symlink (→ {}): Flux leaves symlinks out of its source artifact, so the `{CELL_LAYER}` Kustomization's path `./clusters/{cell}` is not found; make it a directory",
                 link.path, link.target
             ),
+            kind: FindingKind::Layer,
         }],
         ..Default::default()
     }))

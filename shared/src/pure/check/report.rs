@@ -1,5 +1,7 @@
 //! What the check reports: the layers it checked and the findings, one per file and line.
 
+use super::release::FluxRelease;
+
 /// One Flux Kustomization of the cell with a `postBuild` (substitution).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Layer {
@@ -13,8 +15,25 @@ pub struct Layer {
     pub files: usize,
 }
 
+/// What a finding is about.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FindingKind {
+    /// The layer itself: its path, a source, a key Flux refuses, what kustomize cannot build.
+    #[default]
+    Layer,
+    /// A variable nothing sets, where the cell's release fails on it.
+    Unset,
+    /// An expression Flux's parser refuses.
+    Malformed,
+    /// A known value that, substituted, makes the resource something Flux cannot read back.
+    Value,
+    /// An expression the cell's kustomize-controller release fails on (a negative length).
+    Release,
+}
+
 /// A `${var}` that would fail a strict post-build, or a malformed expression.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 pub struct Finding {
     /// Repo-relative path of the manifest.
     pub file: String,
@@ -26,6 +45,7 @@ pub struct Finding {
     pub layer: String,
     /// What is wrong, in words: "variable not set", "bad substitution: ...".
     pub message: String,
+    pub kind: FindingKind,
 }
 
 /// A `${var}` that only a source the check cannot see could supply (a Secret created in the
@@ -46,6 +66,12 @@ pub struct CheckReport {
     pub cell: String,
     pub layers: Vec<Layer>,
     pub findings: Vec<Finding>,
+    /// What Flux accepts on the cell's release but a reader wants to know: a variable nothing
+    /// sets where strict mode is off (Flux substitutes an empty string).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Finding>,
+    /// The kustomize-controller release whose rules were applied.
+    pub flux: FluxRelease,
     /// References only an undeclared in-cluster source could satisfy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unverified: Vec<Unverified>,
@@ -61,14 +87,13 @@ impl CheckReport {
         self.findings.is_empty()
     }
 
-    /// The variables the findings say are unset, sorted, each once (a malformed expression or a
-    /// build failure names none).
+    /// The variables the findings say are unset, sorted, each once.
     pub fn unset_variables(&self) -> Vec<&str> {
         let mut vars: Vec<&str> = self
             .findings
             .iter()
+            .filter(|f| f.kind == FindingKind::Unset)
             .map(|f| f.variable.as_str())
-            .filter(|v| !v.is_empty())
             .collect();
         vars.sort_unstable();
         vars.dedup();

@@ -4,30 +4,33 @@
 
 use std::collections::BTreeSet;
 
-use crate::pure::envsubst::{self, Item, ParseErrorKind};
+use crate::pure::envsubst::{self, Item, ParseErrorKind, Strict};
 use crate::pure::fleet::FleetRead;
 
 use super::build::{Role, Unit};
 use super::layers::FluxLayer;
+use super::release::FluxRelease;
 use super::sources::{LayerVars, Verdict};
 use super::yaml;
-use super::{CheckError, Finding, SUBSTITUTE_KEY, Unverified, invalid, read};
+use super::{CheckError, Finding, FindingKind, SUBSTITUTE_KEY, Unverified, invalid, read};
 
 pub(super) fn scan_unit(
     fleet: &dyn FleetRead,
     unit: &Unit,
-    layer: &FluxLayer,
+    (layer, release): (&FluxLayer, &FluxRelease),
     vars: &LayerVars,
     used: &mut BTreeSet<String>,
-    out: (&mut Vec<Finding>, &mut Vec<Unverified>),
+    out: (&mut Vec<Finding>, &mut Vec<Unverified>, &mut Vec<Finding>),
 ) -> Result<(), CheckError> {
     let mut sink = Sink {
         file: unit.path(),
         layer,
+        release,
         vars,
         used,
         findings: out.0,
         unverified: out.1,
+        warnings: out.2,
     };
     match unit {
         Unit::File {
@@ -103,10 +106,13 @@ fn substitution_disabled(doc: &yaml::Node) -> bool {
 struct Sink<'a> {
     file: &'a str,
     layer: &'a FluxLayer,
+    release: &'a FluxRelease,
     vars: &'a LayerVars,
     used: &'a mut BTreeSet<String>,
     findings: &'a mut Vec<Finding>,
     unverified: &'a mut Vec<Unverified>,
+    /// Unset variables the cell's release substitutes as empty.
+    warnings: &'a mut Vec<Finding>,
 }
 
 impl Sink<'_> {
@@ -133,6 +139,15 @@ impl Sink<'_> {
         match item {
             Item::Reference(r) => {
                 self.used.insert(r.name.to_owned());
+                let dialect = self.release.dialect();
+                if r.negative_length && dialect.negative_length_fails {
+                    let expr = expression_at(text, r.offset);
+                    let message = format!(
+                        "`{expr}`: a negative substring length makes {} panic, and the layer fails (bash's meaning, counting from the end, came with v1.9.5)",
+                        self.release.describe()
+                    );
+                    self.push(line_of(r.offset), r.name.to_owned(), message, FindingKind::Release);
+                }
                 if r.has_default() {
                     return;
                 }
@@ -172,7 +187,29 @@ impl Sink<'_> {
                         envsubst::NAME_PATTERN
                     ));
                 }
-                self.push(line_of(r.offset), r.name.to_owned(), message);
+                if r.fails_unset(dialect.strict) {
+                    self.push(line_of(r.offset), r.name.to_owned(), message, FindingKind::Unset);
+                } else {
+                    // The release applies it with an empty string: worth knowing, not a failure.
+                    let why = if dialect.strict == Strict::Off {
+                        String::new()
+                    } else {
+                        format!(" (only a bare `${{{}}}` fails before v1.9.0)", r.name)
+                    };
+                    let message = format!(
+                        "{}; Flux substitutes an empty string: {}{why}",
+                        message.replacen("variable not set (strict mode)", "variable not set", 1),
+                        self.release.describe()
+                    );
+                    self.warnings.push(Finding {
+                        file: self.file.to_owned(),
+                        line: line_of(r.offset),
+                        variable: r.name.to_owned(),
+                        layer: self.layer.name.clone(),
+                        message,
+                        kind: FindingKind::Unset,
+                    });
+                }
             }
             Item::Malformed(m) => {
                 let rest = &text[m.offset..];
@@ -194,20 +231,41 @@ impl Sink<'_> {
                         " (Flux has no `${{name{c}word}}` form: write `${{name:{c}word}}`)"
                     ));
                 }
-                self.push(line_of(m.offset), String::new(), message);
+                self.push(line_of(m.offset), String::new(), message, FindingKind::Malformed);
             }
         }
     }
 
-    fn push(&mut self, line: usize, variable: String, message: String) {
+    fn push(&mut self, line: usize, variable: String, message: String, kind: FindingKind) {
         self.findings.push(Finding {
             file: self.file.to_owned(),
             line,
             variable,
             layer: self.layer.name.clone(),
             message,
+            kind,
         });
     }
+}
+
+/// The `${...}` starting at `offset`, up to its closing brace (nesting counted), for a message.
+fn expression_at(text: &str, offset: usize) -> &str {
+    let rest = &text[offset..];
+    let mut depth = 0usize;
+    for (i, c) in rest.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return &rest[..=i];
+                }
+            }
+            '\n' => break,
+            _ => {}
+        }
+    }
+    rest.lines().next().unwrap_or(rest)
 }
 
 struct LineIndex {

@@ -30,7 +30,7 @@ use crate::pure::fleet::FleetRead;
 use super::build::{Build, GeneratedKey, Role, Unit};
 use super::in_cluster::Declared;
 use super::layers::{FluxLayer, SourceRef};
-use super::{CheckError, Finding, IN_CLUSTER_SOURCES, invalid, read, yaml};
+use super::{CheckError, Finding, FindingKind, IN_CLUSTER_SOURCES, invalid, read, yaml};
 
 /// A ConfigMap or Secret the cell's Flux tree applies from Git.
 #[derive(Debug, Clone)]
@@ -207,6 +207,7 @@ pub(super) fn resolve(
             variable: variable.to_owned(),
             layer: layer.name.clone(),
             message,
+            kind: FindingKind::Layer,
         })
     };
     for src in &layer.sources {

@@ -168,6 +168,32 @@ pub(super) fn body(p: &Plan, meta: &CellMetadata) -> String {
                 .join(", ")
         );
     }
+    if !p.check.layers.is_empty() {
+        // Which release's rules said so: strict mode and its operators differ by release.
+        let _ = writeln!(b, "\nChecked with the rules of {}.", p.check.flux.describe());
+        if let Some(notice) = &p.check.flux.notice {
+            let _ = writeln!(b, "\nℹ️ {notice}.");
+        }
+    }
+    if !p.check.warnings.is_empty() {
+        let _ = writeln!(
+            b,
+            "\n⚠️ {} variable{} nothing sets, which this release substitutes as an empty string (not a failure here; a failure once strict mode is on):\n",
+            p.check.warnings.len(),
+            if p.check.warnings.len() == 1 { "" } else { "s" },
+        );
+        let _ = writeln!(b, "| where | variable | layer |\n|---|---|---|");
+        for w in &p.check.warnings {
+            let _ = writeln!(
+                b,
+                "| `{}:{}` | {} | `{}` |",
+                w.file,
+                w.line,
+                table_code(&w.variable),
+                w.layer
+            );
+        }
+    }
     if !p.check.unverified.is_empty() {
         let _ = writeln!(
             b,

@@ -199,8 +199,8 @@ impl Plan {
             format!("check failed: {e}")
         } else if !self.check.passed() {
             let vars = self.check.unset_variables();
-            // Malformed expressions and build failures name no variable: point at the first one.
-            let other = self.check.findings.iter().find(|f| f.variable.is_empty());
+            // Every finding but an unset variable: point at the first one.
+            let other = self.check.findings.iter().find(|f| f.kind != check::FindingKind::Unset);
             match (vars.is_empty(), other) {
                 (false, None) => format!("unset: {}", vars.join(", ")),
                 (false, Some(f)) => format!("unset: {}; {}:{}: {}", vars.join(", "), f.file, f.line, f.message),

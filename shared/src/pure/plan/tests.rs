@@ -126,6 +126,11 @@ fn status_names_unset_variables_and_malformed_expressions() {
         } else {
             "variable not set".into()
         },
+        kind: if variable.is_empty() {
+            check::FindingKind::Malformed
+        } else {
+            check::FindingKind::Unset
+        },
     };
     p.check.findings = vec![finding("queue", 3), finding("queue", 9), finding("", 12)];
     assert!(!p.status_ok());
