@@ -173,7 +173,11 @@ fn check_value(key: &str, value: &str) -> Result<(), ContractError> {
         });
     }
     if value.contains(['\n', '\r']) {
-        // A multi-line value breaks the YAML it is substituted into in almost every manifest.
+        // Flux removes every newline from a value before substituting it, so a multi-line value
+        // would not break the manifest: it would arrive silently changed, its lines run
+        // together. An identifier has one line; refusing is the honest answer. What does break
+        // Flux (`: `, a leading `[`, a lone quote...) depends on where the value lands, so the
+        // strict check refuses it there, naming the file, line and key.
         return Err(ContractError::InvalidValue {
             key: key.to_owned(),
             why: "spans several lines; identifiers are single-line",

@@ -69,6 +69,8 @@ pub(super) struct GeneratedKey {
     pub(super) key: String,
     pub(super) file: String,
     pub(super) line: usize,
+    /// The value, where the check may read it (a ConfigMap's `data` in Git; never a Secret's).
+    pub(super) value: Option<String>,
 }
 
 /// A ConfigMap or Secret made by a `configMapGenerator` / `secretGenerator`.
@@ -385,6 +387,7 @@ impl<'f> Build<'f> {
                 key: key.to_owned(),
                 file: file.to_owned(),
                 line,
+                value: None,
             })
         };
         for item in generator.get("literals").map(yaml::Node::items).unwrap_or_default() {

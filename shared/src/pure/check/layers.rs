@@ -38,8 +38,8 @@ pub(super) struct FluxLayer {
     pub(super) defined_in: String,
     pub(super) path: String,
     pub(super) path_line: usize,
-    /// Keys of `spec.postBuild.substitute`, with their lines.
-    pub(super) inline: Vec<(String, usize)>,
+    /// Keys of `spec.postBuild.substitute`, with their lines and values.
+    pub(super) inline: Vec<(String, usize, Option<String>)>,
     /// `spec.postBuild.substituteFrom`, in order (later entries override earlier ones).
     pub(super) sources: Vec<SourceRef>,
     /// `spec.postBuild.substituteStrategy: Always`: substituted even when no variable is
@@ -83,7 +83,7 @@ pub(super) fn flux_layer(doc: &yaml::Node, file: &str) -> Result<Option<FluxLaye
     let inline = match post.get("substitute") {
         Some(yaml::Node::Map(entries, ..)) => entries
             .iter()
-            .filter_map(|(k, _)| k.str().map(|s| (s.to_owned(), k.line())))
+            .filter_map(|(k, v)| k.str().map(|s| (s.to_owned(), k.line(), v.str().map(str::to_owned))))
             .collect(),
         _ => Vec::new(),
     };

@@ -47,6 +47,7 @@ mod in_cluster;
 mod layers;
 mod release;
 mod report;
+mod reserialise;
 mod scan;
 mod sources;
 #[cfg(test)]
@@ -199,14 +200,7 @@ pub fn check_cell(
             if !substituted {
                 continue;
             }
-            scan_unit(
-                fleet,
-                unit,
-                (&l, &rules),
-                &layer_vars,
-                &mut layer_used,
-                (&mut report.findings, &mut report.unverified, &mut report.warnings),
-            )?;
+            scan_unit(fleet, unit, (&l, &rules), &layer_vars, &mut layer_used, &mut report)?;
         }
         if layer_vars.reads_cell_metadata {
             used.append(&mut layer_used);

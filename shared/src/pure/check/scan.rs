@@ -4,15 +4,16 @@
 
 use std::collections::BTreeSet;
 
-use crate::pure::envsubst::{self, Item, ParseErrorKind, Strict};
+use crate::pure::envsubst::{self, Dialect, Item, ParseErrorKind, Strict};
 use crate::pure::fleet::FleetRead;
 
 use super::build::{Role, Unit};
 use super::layers::FluxLayer;
 use super::release::FluxRelease;
+use super::reserialise::{self, Style};
 use super::sources::{LayerVars, Verdict};
 use super::yaml;
-use super::{CheckError, Finding, FindingKind, SUBSTITUTE_KEY, Unverified, invalid, read};
+use super::{CheckError, CheckReport, Finding, FindingKind, SUBSTITUTE_KEY, Unverified, invalid, read};
 
 pub(super) fn scan_unit(
     fleet: &dyn FleetRead,
@@ -20,7 +21,7 @@ pub(super) fn scan_unit(
     (layer, release): (&FluxLayer, &FluxRelease),
     vars: &LayerVars,
     used: &mut BTreeSet<String>,
-    out: (&mut Vec<Finding>, &mut Vec<Unverified>, &mut Vec<Finding>),
+    out: &mut CheckReport,
 ) -> Result<(), CheckError> {
     let mut sink = Sink {
         file: unit.path(),
@@ -28,9 +29,10 @@ pub(super) fn scan_unit(
         release,
         vars,
         used,
-        findings: out.0,
-        unverified: out.1,
-        warnings: out.2,
+        findings: &mut out.findings,
+        unverified: &mut out.unverified,
+        warnings: &mut out.warnings,
+        not_checked: &mut out.not_checked,
     };
     match unit {
         Unit::File {
@@ -68,7 +70,7 @@ pub(super) fn scan_unit(
                         .nth(line - 1)
                         .is_some_and(|l| l.trim_start().starts_with('#'));
                 if !comment {
-                    sink.item(&text, item, |_| line);
+                    sink.item(&text, item, &|_| line);
                 }
             });
         }
@@ -113,6 +115,7 @@ struct Sink<'a> {
     unverified: &'a mut Vec<Unverified>,
     /// Unset variables the cell's release substitutes as empty.
     warnings: &'a mut Vec<Finding>,
+    not_checked: &'a mut Vec<String>,
 }
 
 impl Sink<'_> {
@@ -132,10 +135,95 @@ impl Sink<'_> {
             }
         };
         let value = flux_view(&s.value);
-        envsubst::scan(&value, |item| self.item(&value, item, line_of));
+        envsubst::scan(&value, |item| self.item(&value, item, &line_of));
+        if let Some(first) = value.find("${") {
+            self.reserialised(&value, line_of(first));
+        }
     }
 
-    fn item(&mut self, text: &str, item: Item<'_>, line_of: impl Fn(usize) -> usize) {
+    /// With every value it references known, is the scalar still YAML once substituted the way
+    /// kustomize-controller substitutes it (see `reserialise.rs`)?
+    fn reserialised(&mut self, value: &str, line: usize) {
+        if self.vars.values.is_empty() && self.vars.unread_values.is_empty() {
+            return;
+        }
+        let mut names: Vec<(&str, bool)> = Vec::new();
+        let mut malformed = false;
+        envsubst::scan(value, |i| match i {
+            Item::Reference(r) => names.push((r.name, r.has_default())),
+            Item::Malformed(_) => malformed = true,
+        });
+        let mut unread = Vec::new();
+        for &(name, has_default) in &names {
+            match self.vars.values.get(name) {
+                Some(Some(_)) => {}
+                Some(None) => unread.push(name),
+                None if has_default => {}
+                // Unset: already a finding or a warning of its own.
+                None => return,
+            }
+        }
+        if malformed {
+            return;
+        }
+        if !unread.is_empty() {
+            for name in unread {
+                // Once per layer and variable: the same sentence for every use says nothing new.
+                self.not_checked.push(format!(
+                    "layer {}: whether `${{{name}}}` keeps each resource YAML once substituted: its value may come from {}, which the check does not read",
+                    self.layer.name,
+                    self.vars.unread_values.join(" or ")
+                ));
+            }
+            return;
+        }
+        let style = reserialise::style(value);
+        if style == Style::Literal {
+            return;
+        }
+        let emitted = reserialise::emit(value, style);
+        let substituted = |only: Option<&str>| {
+            envsubst::substitute(
+                &emitted,
+                |k| match only {
+                    // The others set to a value that cannot break anything, to find the culprit.
+                    Some(o) if o != k => Some("x"),
+                    _ => self.vars.values.get(k).and_then(|v| v.as_deref()),
+                },
+                Dialect::LAX,
+            )
+            .ok()
+        };
+        let Some(text) = substituted(None) else { return };
+        let Some((at, why)) = reserialise::refused(&text, style) else {
+            return;
+        };
+        let culprits: Vec<&str> = names
+            .iter()
+            .map(|(n, _)| *n)
+            .filter(|n| substituted(Some(n)).is_some_and(|t| reserialise::refused(&t, style).is_some()))
+            .collect();
+        let culprits = if culprits.is_empty() {
+            names.iter().map(|(n, _)| *n).collect()
+        } else {
+            culprits
+        };
+        let mut culprits = culprits;
+        culprits.dedup();
+        let c = text[at..].chars().next().unwrap_or(' ');
+        let message = format!(
+            "with the value of {} substituted, this value is no longer YAML Flux can read: {why} (at `{}`); Flux fails the whole layer (YAMLToJSON). kustomize re-serialises the resource without the quotes written here, so change the value",
+            culprits
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(" and "),
+            c.escape_default()
+        );
+        self.push(line, culprits[0].to_owned(), message, FindingKind::Value);
+    }
+
+    fn item(&mut self, text: &str, item: Item<'_>, line_of: &dyn Fn(usize) -> usize) {
         match item {
             Item::Reference(r) => {
                 self.used.insert(r.name.to_owned());

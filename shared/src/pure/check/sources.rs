@@ -94,12 +94,14 @@ pub(super) fn collect(
             let mut keys = Vec::new();
             for m in maps {
                 if let Some(yaml::Node::Map(entries, ..)) = doc.get(m) {
-                    for (k, _) in entries {
+                    for (k, v) in entries {
                         if let Some(key) = k.str() {
                             keys.push(GeneratedKey {
                                 key: key.to_owned(),
                                 file: path.clone(),
                                 line: k.line(),
+                                // A Secret's values are never read: no check may print them.
+                                value: (kind == "ConfigMap").then(|| v.str().map(str::to_owned)).flatten(),
                             });
                         }
                     }
@@ -145,6 +147,11 @@ pub(super) struct LayerVars {
     pub(super) unknown: Vec<String>,
     /// `ConfigMap/cell-metadata` is one of the sources.
     pub(super) reads_cell_metadata: bool,
+    /// Each variable's value as Flux would substitute it (newlines removed, the last source
+    /// and then the inline `substitute` winning), `None` where the check cannot know it.
+    pub(super) values: BTreeMap<String, Option<String>>,
+    /// The sources whose values the check cannot read, for what could not be checked.
+    pub(super) unread_values: Vec<String>,
 }
 
 pub(super) enum Verdict<'a> {
@@ -158,6 +165,12 @@ pub(super) enum Verdict<'a> {
 }
 
 impl LayerVars {
+    fn unread(&mut self, source: String) {
+        if !self.unread_values.contains(&source) {
+            self.unread_values.push(source);
+        }
+    }
+
     pub(super) fn verdict(&self, name: &str) -> Verdict<'_> {
         if self.known.contains(name) {
             return Verdict::Set;
@@ -226,6 +239,9 @@ pub(super) fn resolve(
             // cellbridge writes it: its keys are the metadata being checked.
             vars.reads_cell_metadata = true;
             vars.known.extend(cell_metadata.keys().cloned());
+            for (k, v) in cell_metadata {
+                vars.values.insert(k.clone(), Some(flux_value(v)));
+            }
             continue;
         }
         let same = |g: &&GitSource| g.kind == src.kind && g.name == src.name && ns_matches(g.namespace.as_deref(), ns);
@@ -248,6 +264,10 @@ pub(super) fn resolve(
                         );
                     }
                     vars.known.insert(k.key.clone());
+                    vars.values.insert(k.key.clone(), k.value.as_deref().map(flux_value));
+                    if k.value.is_none() {
+                        vars.unread(src.to_string());
+                    }
                 }
             }
             continue;
@@ -258,6 +278,10 @@ pub(super) fn resolve(
             .collect();
         if !decl.is_empty() {
             vars.known.extend(decl.iter().flat_map(|d| d.keys.iter().cloned()));
+            for k in decl.iter().flat_map(|d| d.keys.iter()) {
+                vars.values.insert(k.clone(), None);
+            }
+            vars.unread(src.to_string());
             continue;
         }
         if let Some(g) = hashed.first() {
@@ -286,8 +310,13 @@ pub(super) fn resolve(
             );
         }
         vars.unknown.push(src.to_string());
+        // Any key of an unread source may override what came before it.
+        for v in vars.values.values_mut() {
+            *v = None;
+        }
+        vars.unread(src.to_string());
     }
-    for (k, line) in &layer.inline {
+    for (k, line, value) in &layer.inline {
         if !envsubst::valid_name(k) {
             finding(
                 &layer.defined_in,
@@ -300,8 +329,14 @@ pub(super) fn resolve(
             );
         }
         vars.known.insert(k.clone());
+        vars.values.insert(k.clone(), value.as_deref().map(flux_value));
     }
     vars
+}
+
+/// kustomize-controller removes every newline from a value before substituting it.
+fn flux_value(v: &str) -> String {
+    v.replace('\n', "")
 }
 
 #[cfg(test)]

@@ -896,3 +896,64 @@ fn flux_releases_map_to_their_kustomize_controller() {
         );
     }
 }
+
+#[test]
+fn a_known_value_that_makes_the_resource_no_longer_yaml_is_a_finding_naming_it() {
+    // `url: "${db_host}:${db_port}"`: the quotes are gone once kustomize re-serialises it, so an
+    // empty port leaves `url: db:`, and a value with `: ` a mapping where a value was.
+    let layer = layers_yaml(&[(
+        "apps",
+        "./apps",
+        "    substitute:\n      db_host: db\n      db_port: \"\"\n      banner: \"a: b\"\n      fine: \"eu-west-1\"\n      quoted: \"it's\"\n",
+    )]);
+    let app = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  url: \"${db_host}:${db_port}\"\n  banner: '${banner}'\n  region: ${fine}\n  note: \"with: ${quoted}\"\n  block: |\n    ${banner}\n    more\n  default: ${nothing:=x}\n";
+    let r = run(&fleet_with(&layer, &[("apps/app.yaml", app)]));
+    let values: Vec<(usize, &str)> = r
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::Value)
+        .map(|f| (f.line, f.variable.as_str()))
+        .collect();
+    assert_eq!(
+        values,
+        [(6, "db_port"), (7, "banner"), (9, "quoted")],
+        "{:#?}",
+        r.findings
+    );
+    let port = r.findings.iter().find(|f| f.variable == "db_port").unwrap();
+    assert!(
+        port.message.contains("(at `:`)") && port.message.contains("YAMLToJSON"),
+        "{}",
+        port.message
+    );
+    // The value itself is never printed, only its offending character.
+    assert!(
+        !r.findings.iter().any(|f| f.message.contains("a: b")),
+        "{:?}",
+        r.findings
+    );
+}
+
+#[test]
+fn a_value_from_a_source_the_check_cannot_read_is_said_not_checked() {
+    let layer = layers_yaml(&[("apps", "./apps", "      - kind: Secret\n        name: in-cluster\n")]);
+    // A declared source names its keys: only `token` may come from it, twice here, said once.
+    let app = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  a: ${cluster_name}\n  b: ${token}\n  c: ${token}-2\n";
+    let r = run(&fleet_with(
+        &layer,
+        &[
+            ("apps/app.yaml", app),
+            (
+                ".cellbridge/in-cluster-sources.yaml",
+                "sources:\n  - kind: Secret\n    name: in-cluster\n    namespace: flux-system\n    keys: [token]\n",
+            ),
+        ],
+    ));
+    assert_eq!(r.findings, vec![]);
+    assert_eq!(
+        r.not_checked,
+        [
+            "layer apps: whether `${token}` keeps each resource YAML once substituted: its value may come from Secret/in-cluster, which the check does not read"
+        ]
+    );
+}
