@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use crate::pure::fleet::{self, EntryKind, FleetRead, Symlink};
 
+use super::naming::{self, Naming};
 use super::yaml;
 use super::{CheckError, Finding, FindingKind, KUSTOMIZATION_FILES, invalid, read};
 
@@ -36,30 +37,6 @@ impl Unit {
         match self {
             Unit::File { path, .. } | Unit::Inline { path, .. } => path,
         }
-    }
-}
-
-/// What kustomize's transformers do to the names and namespaces of the objects a file holds:
-/// only what finding a `substituteFrom` source needs. An outer kustomization's `namespace`
-/// replaces an inner one's; prefixes and suffixes accumulate outside-in.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct Naming {
-    pub(super) namespace: Option<String>,
-    pub(super) prefix: String,
-    pub(super) suffix: String,
-}
-
-impl Naming {
-    fn wrap(&mut self, outer: &Naming) {
-        if outer.namespace.is_some() {
-            self.namespace.clone_from(&outer.namespace);
-        }
-        self.prefix = format!("{}{}", outer.prefix, self.prefix);
-        self.suffix = format!("{}{}", self.suffix, outer.suffix);
-    }
-
-    pub(super) fn name(&self, name: &str) -> String {
-        format!("{}{name}{}", self.prefix, self.suffix)
     }
 }
 
@@ -282,10 +259,15 @@ impl<'f> Build<'f> {
             }
         }
 
-        for field in ["patches", "patchesJson6902"] {
+        // Each patch's target and body, for the renames among them.
+        let mut patch_bodies: [Vec<(Option<&yaml::Node>, String)>; 2] = Default::default();
+        for (i, field) in ["patches", "patchesJson6902"].into_iter().enumerate() {
             for item in root.get(field).map(yaml::Node::items).unwrap_or_default() {
-                self.patch_file(kfile, dir, field, item.get("path"))?;
+                if let Some(p) = self.patch_file(kfile, dir, field, item.get("path"))? {
+                    patch_bodies[i].push((item.get("target"), read(self.fleet, &p)?));
+                }
                 if let Some(yaml::Node::Scalar(s)) = item.get("patch") {
+                    patch_bodies[i].push((item.get("target"), s.value.clone()));
                     self.units.push(Unit::Inline {
                         path: kfile.to_owned(),
                         scalar: s.clone(),
@@ -344,13 +326,13 @@ impl<'f> Build<'f> {
             }
         }
 
-        let text_of = |key: &str| root.get(key).and_then(yaml::Node::str).map(str::to_owned);
-        let outer = Naming {
-            namespace: text_of("namespace").filter(|s| !s.is_empty()),
-            prefix: text_of("namePrefix").unwrap_or_default(),
-            suffix: text_of("nameSuffix").unwrap_or_default(),
-        };
-        if outer != Naming::default() {
+        for (line, what) in naming::renaming_replacements(&root) {
+            self.not_checked.push(format!(
+                "{kfile}:{line}: `replacements` write the name or namespace of {what}, from another object's field, which the check does not evaluate: a layer finds that source by the name written in its file"
+            ));
+        }
+        let outer = Naming::of_kustomization(&root, &patch_bodies[0], &patch_bodies[1]);
+        if !outer.is_empty() {
             for unit in &self.units[first_unit..] {
                 if let Unit::File {
                     path,
@@ -441,17 +423,25 @@ impl<'f> Build<'f> {
         Ok(())
     }
 
-    fn patch_file(&mut self, kfile: &str, dir: &str, field: &str, item: Option<&yaml::Node>) -> Result<(), CheckError> {
-        let Some(item) = item else { return Ok(()) };
-        let Some(entry) = item.str() else { return Ok(()) };
+    /// Adds a patch file; its path when it exists.
+    fn patch_file(
+        &mut self,
+        kfile: &str,
+        dir: &str,
+        field: &str,
+        item: Option<&yaml::Node>,
+    ) -> Result<Option<String>, CheckError> {
+        let Some(item) = item else { return Ok(None) };
+        let Some(entry) = item.str() else { return Ok(None) };
         let p = self.resolve(kfile, dir, field, entry)?;
         if self.fleet.read(&p)?.is_some() {
-            self.add(p, Role::Manifest);
+            self.add(p.clone(), Role::Manifest);
+            Ok(Some(p))
         } else {
             let message = self.not_found(entry, &p, format!("kustomize build fails: patch `{entry}` not found"))?;
             self.build_problem(kfile, item.line(), message);
+            Ok(None)
         }
-        Ok(())
     }
 
     fn generator_file(

@@ -45,6 +45,7 @@
 mod build;
 mod in_cluster;
 mod layers;
+mod naming;
 mod release;
 mod report;
 mod reserialise;

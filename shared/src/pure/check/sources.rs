@@ -107,13 +107,12 @@ pub(super) fn collect(
                     }
                 }
             }
+            let (name, namespace) = naming.apply(kind, name, field("namespace"));
             out.push(GitSource {
                 kind: kind.to_owned(),
-                name: naming.name(name),
-                namespace: target_namespace
-                    .map(str::to_owned)
-                    .or_else(|| naming.namespace.clone())
-                    .or_else(|| field("namespace").map(str::to_owned)),
+                name,
+                // The Flux Kustomization's targetNamespace is set last, on every object.
+                namespace: target_namespace.map(str::to_owned).or(namespace),
                 keys,
                 file: path.clone(),
                 line: doc.line(),
@@ -122,13 +121,11 @@ pub(super) fn collect(
         }
     }
     for g in &build.generated {
+        let (name, namespace) = g.naming.apply(g.kind, &g.name, g.namespace.as_deref());
         out.push(GitSource {
             kind: g.kind.to_owned(),
-            name: g.naming.name(&g.name),
-            namespace: target_namespace
-                .map(str::to_owned)
-                .or_else(|| g.naming.namespace.clone())
-                .or_else(|| g.namespace.clone()),
+            name,
+            namespace: target_namespace.map(str::to_owned).or(namespace),
             keys: g.keys.clone(),
             file: g.file.clone(),
             line: g.line,
@@ -199,8 +196,10 @@ impl LayerVars {
     }
 }
 
+/// An object matches a layer's source only in the layer's namespace (a layer without one is
+/// not held to any); an object without a namespace is never applied.
 fn ns_matches(object: Option<&str>, layer: Option<&str>) -> bool {
-    object.is_none() || layer.is_none() || object == layer
+    object.is_some() && (layer.is_none() || object == layer)
 }
 
 /// Resolves every source of `layer`; what Flux itself would fail on is pushed to `findings`.
@@ -244,8 +243,28 @@ pub(super) fn resolve(
             }
             continue;
         }
-        let same = |g: &&GitSource| g.kind == src.kind && g.name == src.name && ns_matches(g.namespace.as_deref(), ns);
+        let named = |g: &&GitSource| g.kind == src.kind && g.name == src.name;
+        let same = |g: &&GitSource| named(g) && ns_matches(g.namespace.as_deref(), ns);
         let found: Vec<&GitSource> = git.iter().filter(same).collect();
+        if found.is_empty()
+            && let Some(g) = git.iter().filter(named).find(|g| g.namespace.is_none())
+        {
+            // Flux applies a namespaced object without a namespace nowhere: server-side apply
+            // fails with "namespace not specified" (fluxcd/pkg ssa/errors), so the source never
+            // exists in the cluster.
+            finding(
+                &g.file,
+                g.line,
+                "",
+                format!(
+                    "{} `{}` has no namespace, and neither its kustomization's `namespace` nor the applying Flux Kustomization's `targetNamespace` gives it one: Flux fails to apply it (\"namespace not specified\"), so layer `{}`'s substituteFrom `{src}` finds nothing; set `metadata.namespace`",
+                    g.kind, g.name, layer.name
+                ),
+            );
+            vars.unknown.push(src.to_string());
+            vars.unread(src.to_string());
+            continue;
+        }
         let (plain, hashed): (Vec<&GitSource>, Vec<&GitSource>) = found.into_iter().partition(|g| !g.hashed);
         if !plain.is_empty() {
             for g in plain {
@@ -274,7 +293,12 @@ pub(super) fn resolve(
         }
         let decl: Vec<&Declared> = declared
             .iter()
-            .filter(|d| d.kind == src.kind && d.name == src.name && ns_matches(d.namespace.as_deref(), ns))
+            // A declaration without a namespace speaks for every namespace.
+            .filter(|d| {
+                d.kind == src.kind
+                    && d.name == src.name
+                    && (d.namespace.is_none() || ns_matches(d.namespace.as_deref(), ns))
+            })
             .collect();
         if !decl.is_empty() {
             vars.known.extend(decl.iter().flat_map(|d| d.keys.iter().cloned()));
