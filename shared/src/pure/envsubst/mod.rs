@@ -25,9 +25,11 @@
 //!   end or refuse the name as Flux does.
 //!
 //! Known differences, all outside what a Kubernetes manifest with identifier values meets:
-//! upper/lower-casing uses Rust's full Unicode mappings; substring and pattern trimming of
-//! non-ASCII values cut at character boundaries where Go cuts bytes; nesting deeper than
-//! [`MAX_DEPTH`] is refused instead of recursing.
+//! upper/lower-casing uses Rust's full Unicode mappings; pattern trimming (`#`, `%`) of
+//! non-ASCII values cuts at character boundaries where Go cuts bytes (a substring cuts the
+//! same bytes as Go, a broken character shown as U+FFFD); nesting deeper than [`MAX_DEPTH`] is
+//! refused instead of recursing. `tests/data/flux-envsubst/port_differences.json` has a case
+//! of each, with Go's result.
 //!
 //! The files follow the upstream package's (`envsubst/` in fluxcd/pkg), one for each Go file
 //! ported: `scan.rs` (`parse/scan.go`), `node.rs` (`parse/node.go`), `parse.rs`
