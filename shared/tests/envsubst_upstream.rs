@@ -175,6 +175,12 @@ impl Failures {
     }
 }
 
+/// Where a failing case comes from: upstream's file, tag and commit, the Go test and index, its
+/// label and input, and the release whose rules ran it.
+fn case_at(upstream: &str, test: &str, index: usize, label: &str, input: &str, release: &str) -> String {
+    format!("{upstream} {test}[{index}] {label:?}: {input:?} under {release}")
+}
+
 #[test]
 fn eval_test_tables_hold_for_every_release() {
     let mut failures = Failures::default();
@@ -184,14 +190,13 @@ fn eval_test_tables_hold_for_every_release() {
         for case in &table.cases {
             ran += 1;
             let at = || {
-                format!(
-                    "{} {}[{}] {:?}: {:?} under {}",
-                    table.upstream.at(),
-                    case.test,
+                case_at(
+                    &table.upstream.at(),
+                    &case.test,
                     case.index,
-                    case.label,
-                    case.input,
-                    release.name
+                    &case.label,
+                    &case.input,
+                    release.name,
                 )
             };
             let failure = if !case.strict {
@@ -329,14 +334,13 @@ fn parse_test_tables_hold_for_every_release() {
         for case in &table.cases {
             ran += 1;
             let at = || {
-                format!(
-                    "{} {}[{}] {:?}: {:?} under {}",
-                    table.upstream.at(),
-                    case.test,
+                case_at(
+                    &table.upstream.at(),
+                    &case.test,
                     case.index,
-                    case.label,
-                    case.text,
-                    release.name
+                    &case.label,
+                    &case.text,
+                    release.name,
                 )
             };
             let mut want = Vec::new();

@@ -176,48 +176,48 @@ pub(super) fn body(p: &Plan, meta: &CellMetadata) -> String {
         }
     }
     if !p.check.warnings.is_empty() {
-        let _ = writeln!(
-            b,
-            "\n⚠️ {} variable{} nothing sets, which this release substitutes as an empty string (not a failure here; a failure once strict mode is on):\n",
-            p.check.warnings.len(),
-            if p.check.warnings.len() == 1 { "" } else { "s" },
-        );
-        let _ = writeln!(b, "| where | variable | layer |\n|---|---|---|");
-        for w in &p.check.warnings {
-            let _ = writeln!(
-                b,
-                "| `{}:{}` | {} | `{}` |",
-                w.file,
-                w.line,
+        let n = p.check.warnings.len();
+        let rows = p.check.warnings.iter().map(|w| {
+            vec![
+                format!("`{}:{}`", w.file, w.line),
                 table_code(&w.variable),
-                w.layer
-            );
-        }
+                format!("`{}`", w.layer),
+            ]
+        });
+        reference_table(
+            &mut b,
+            &format!(
+                "⚠️ {n} variable{} nothing sets, which this release substitutes as an empty string (not a failure here; a failure once strict mode is on):",
+                if n == 1 { "" } else { "s" },
+            ),
+            &["where", "variable", "layer"],
+            rows,
+        );
     }
     if !p.check.unverified.is_empty() {
-        let _ = writeln!(
-            b,
-            "\n⚠️ {} reference{} only a source created in the cluster could supply (not verified, not a failure; declare the source's keys in `{}` to check them):\n",
-            p.check.unverified.len(),
-            if p.check.unverified.len() == 1 { "" } else { "s" },
-            crate::pure::check::IN_CLUSTER_SOURCES
-        );
-        let _ = writeln!(b, "| where | variable | layer | could come from |\n|---|---|---|---|");
-        for u in &p.check.unverified {
-            let _ = writeln!(
-                b,
-                "| `{}:{}` | {} | `{}` | {} |",
-                u.file,
-                u.line,
+        let n = p.check.unverified.len();
+        let rows = p.check.unverified.iter().map(|u| {
+            vec![
+                format!("`{}:{}`", u.file, u.line),
                 table_code(&u.variable),
-                u.layer,
+                format!("`{}`", u.layer),
                 u.sources
                     .iter()
                     .map(|s| format!("`{s}`"))
                     .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
+                    .join(", "),
+            ]
+        });
+        reference_table(
+            &mut b,
+            &format!(
+                "⚠️ {n} reference{} only a source created in the cluster could supply (not verified, not a failure; declare the source's keys in `{}` to check them):",
+                if n == 1 { "" } else { "s" },
+                crate::pure::check::IN_CLUSTER_SOURCES
+            ),
+            &["where", "variable", "layer", "could come from"],
+            rows,
+        );
     }
     if !p.check.unused_keys.is_empty() {
         let _ = writeln!(
@@ -251,5 +251,14 @@ fn list_or_none(v: &[&str]) -> String {
         "none".into()
     } else {
         v.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// A paragraph and a markdown table of references, one row each.
+fn reference_table(b: &mut String, intro: &str, headers: &[&str], rows: impl Iterator<Item = Vec<String>>) {
+    let _ = writeln!(b, "\n{intro}\n");
+    let _ = writeln!(b, "| {} |\n|{}", headers.join(" | "), "---|".repeat(headers.len()));
+    for row in rows {
+        let _ = writeln!(b, "| {} |", row.join(" | "));
     }
 }

@@ -83,6 +83,17 @@ fn renamed_source(kustomization: &str, vars_yaml: &str) -> CheckReport {
     run(&f)
 }
 
+/// The layer's `substituteFrom` finds no `ConfigMap/app-vars`: a finding says so.
+fn assert_not_found(r: &CheckReport) {
+    assert!(
+        r.findings
+            .iter()
+            .any(|f| f.message.contains("applies no ConfigMap `app-vars`")),
+        "{:#?}",
+        r.findings
+    );
+}
+
 const VARS: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: staging-vars\n  namespace: flux-system\ndata:\n  region: eu-west-1\n";
 
 #[test]
@@ -94,22 +105,10 @@ fn a_json6902_patch_that_renames_a_configmap_is_followed() {
     };
     // Without the patch the layer finds no `app-vars`: a finding.
     let r = renamed_source("resources:\n  - vars.yaml\n", VARS);
-    assert!(
-        r.findings
-            .iter()
-            .any(|f| f.message.contains("applies no ConfigMap `app-vars`")),
-        "{:#?}",
-        r.findings
-    );
+    assert_not_found(&r);
     // `patches` run before namePrefix: the prefix is added to the new name...
     let r = renamed_source(&by("patches", "x-"), VARS);
-    assert!(
-        r.findings
-            .iter()
-            .any(|f| f.message.contains("applies no ConfigMap `app-vars`")),
-        "{:#?}",
-        r.findings
-    );
+    assert_not_found(&r);
     let r = renamed_source(&by("patches", "\"\""), VARS);
     assert_eq!(r.findings, vec![]);
     // ...`patchesJson6902` after it, so its name is final.
@@ -118,13 +117,7 @@ fn a_json6902_patch_that_renames_a_configmap_is_followed() {
     // Re-namespaced away from the layer's namespace: not found there.
     let away = "resources:\n  - vars.yaml\npatches:\n  - target:\n      kind: ConfigMap\n      name: app-vars\n    patch: |\n      - op: replace\n        path: /metadata/namespace\n        value: elsewhere\n";
     let r = renamed_source(away, &VARS.replace("staging-vars", "app-vars"));
-    assert!(
-        r.findings
-            .iter()
-            .any(|f| f.message.contains("applies no ConfigMap `app-vars`")),
-        "{:#?}",
-        r.findings
-    );
+    assert_not_found(&r);
 }
 
 #[test]
