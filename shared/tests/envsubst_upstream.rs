@@ -107,6 +107,12 @@ enum Differs {
     MaxDepth,
 }
 
+impl UpstreamCase for EvalCase {
+    fn origin(&self) -> (&str, usize, &str, &str) {
+        (&self.test, self.index, &self.label, &self.input)
+    }
+}
+
 #[derive(Deserialize)]
 struct EvalCase {
     test: String,
@@ -175,82 +181,89 @@ impl Failures {
     }
 }
 
-/// Where a failing case comes from: upstream's file, tag and commit, the Go test and index, its
-/// label and input, and the release whose rules ran it.
-fn case_at(upstream: &str, test: &str, index: usize, label: &str, input: &str, release: &str) -> String {
-    format!("{upstream} {test}[{index}] {label:?}: {input:?} under {release}")
+/// A case of an upstream Go test table.
+trait UpstreamCase: for<'de> Deserialize<'de> {
+    /// The Go test, the case's index in its table, its label and the template it runs.
+    fn origin(&self) -> (&str, usize, &str, &str);
+}
+
+/// Runs `check` on every case of the table `<file>.<tag>.json` under each release's rules, with
+/// where the case comes from (upstream's file, tag and commit, the Go test and index, its label
+/// and input, and the release) for its failures; one run shows them all.
+fn each_case<C: UpstreamCase>(file: &str, mut check: impl FnMut(&Release, &C, &dyn Fn() -> String, &mut Failures)) {
+    let mut failures = Failures::default();
+    let mut ran = 0;
+    for release in RELEASES {
+        let table: Table<C> = load(&format!("{file}.{}.json", release.tag));
+        for case in &table.cases {
+            ran += 1;
+            let (test, index, label, input) = case.origin();
+            let at = || {
+                format!(
+                    "{} {test}[{index}] {label:?}: {input:?} under {}",
+                    table.upstream.at(),
+                    release.name
+                )
+            };
+            check(release, case, &at, &mut failures);
+        }
+    }
+    failures.finish(ran);
 }
 
 #[test]
 fn eval_test_tables_hold_for_every_release() {
-    let mut failures = Failures::default();
-    let mut ran = 0;
-    for release in RELEASES {
-        let table: Table<EvalCase> = load(&format!("eval_test.{}.json", release.tag));
-        for case in &table.cases {
-            ran += 1;
-            let at = || {
-                case_at(
-                    &table.upstream.at(),
-                    &case.test,
-                    case.index,
-                    &case.label,
-                    &case.input,
-                    release.name,
-                )
-            };
-            let failure = if !case.strict {
-                let got = envsubst::substitute(&case.input, every_name_set(&case.params), release.dialect);
-                let agrees = got.as_ref().ok() == case.output.as_ref();
-                if agrees == case.differs.is_none() {
-                    None
-                } else {
-                    Some(format!("want {:?}, got {}", case.output, show(&got)))
-                }
-            } else if release.dialect.strict == Strict::Off {
-                // Strict mode off, the controller's mapper says every name exists: the unset
-                // ones read as empty, and nothing fails.
-                let lax = envsubst::substitute(&case.input, every_name_set(&case.params), release.dialect);
-                let got = envsubst::substitute(&case.input, keys_set(&case.params), release.dialect);
-                let agrees =
-                    got.is_ok() && got == lax && (case.output.is_none() || got.as_ref().ok() == case.output.as_ref());
-                if agrees == case.differs.is_none() {
-                    None
-                } else {
-                    Some(format!(
-                        "strict off: want Ok and the same as every name set ({}), upstream output {:?}, got {}",
-                        show(&lax),
-                        case.output,
-                        show(&got)
-                    ))
-                }
+    each_case("eval_test", |release, case: &EvalCase, at, failures| {
+        let failure = if !case.strict {
+            let got = envsubst::substitute(&case.input, every_name_set(&case.params), release.dialect);
+            let agrees = got.as_ref().ok() == case.output.as_ref();
+            if agrees == case.differs.is_none() {
+                None
             } else {
-                let got = envsubst::substitute(&case.input, keys_set(&case.params), release.dialect);
-                let agrees = match (&got, case.error) {
-                    (Err(e), Some(want)) => class(e) == Some(want),
-                    (Ok(s), None) => Some(s) == case.output.as_ref(),
-                    _ => false,
-                };
-                if agrees == case.differs.is_none() {
-                    None
-                } else {
-                    Some(format!(
-                        "want {}, got {}",
-                        case.error
-                            .map_or_else(|| format!("{:?}", case.output), |e| format!("{e:?}")),
-                        show(&got)
-                    ))
-                }
-            };
-            if let Some(why) = failure {
-                let marked = case
-                    .differs
-                    .map_or(String::new(), |d| format!(" (marked {d:?}, but agrees)"));
-                failures.0.push(format!("{}: {why}{marked}", at()));
+                Some(format!("want {:?}, got {}", case.output, show(&got)))
             }
+        } else if release.dialect.strict == Strict::Off {
+            // Strict mode off, the controller's mapper says every name exists: the unset
+            // ones read as empty, and nothing fails.
+            let lax = envsubst::substitute(&case.input, every_name_set(&case.params), release.dialect);
+            let got = envsubst::substitute(&case.input, keys_set(&case.params), release.dialect);
+            let agrees =
+                got.is_ok() && got == lax && (case.output.is_none() || got.as_ref().ok() == case.output.as_ref());
+            if agrees == case.differs.is_none() {
+                None
+            } else {
+                Some(format!(
+                    "strict off: want Ok and the same as every name set ({}), upstream output {:?}, got {}",
+                    show(&lax),
+                    case.output,
+                    show(&got)
+                ))
+            }
+        } else {
+            let got = envsubst::substitute(&case.input, keys_set(&case.params), release.dialect);
+            let agrees = match (&got, case.error) {
+                (Err(e), Some(want)) => class(e) == Some(want),
+                (Ok(s), None) => Some(s) == case.output.as_ref(),
+                _ => false,
+            };
+            if agrees == case.differs.is_none() {
+                None
+            } else {
+                Some(format!(
+                    "want {}, got {}",
+                    case.error
+                        .map_or_else(|| format!("{:?}", case.output), |e| format!("{e:?}")),
+                    show(&got)
+                ))
+            }
+        };
+        if let Some(why) = failure {
+            let marked = case
+                .differs
+                .map_or(String::new(), |d| format!(" (marked {d:?}, but agrees)"));
+            failures.0.push(format!("{}: {why}{marked}", at()));
         }
-    }
-    failures.finish(ran);
+    });
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -266,6 +279,12 @@ struct FuncNode {
     param: String,
     name: String,
     args: Vec<Node>,
+}
+
+impl UpstreamCase for ParseCase {
+    fn origin(&self) -> (&str, usize, &str, &str) {
+        (&self.test, self.index, &self.label, &self.text)
+    }
 }
 
 #[derive(Deserialize)]
@@ -327,59 +346,42 @@ fn replace_witness(node: &Node) -> Option<(String, String, String)> {
 
 #[test]
 fn parse_test_tables_hold_for_every_release() {
-    let mut failures = Failures::default();
-    let mut ran = 0;
-    for release in RELEASES {
-        let table: Table<ParseCase> = load(&format!("parse_test.{}.json", release.tag));
-        for case in &table.cases {
-            ran += 1;
-            let at = || {
-                case_at(
-                    &table.upstream.at(),
-                    &case.test,
-                    case.index,
-                    &case.label,
-                    &case.text,
-                    release.name,
-                )
-            };
-            let mut want = Vec::new();
-            funcs_in_order(&case.tree, &mut want);
-            let mut got = Vec::new();
-            let mut malformed = Vec::new();
-            envsubst::scan(&case.text, |item| match item {
-                Item::Reference(r) => got.push((r.name, r.op)),
-                Item::Malformed(m) => malformed.push(m),
-            });
-            failures.check(malformed.is_empty(), || format!("{}: Parse fails: {malformed:?}", at()));
-            failures.check(got == want, || {
-                format!("{}: references (name, op) want {want:?}, scan found {got:?}", at())
-            });
+    each_case("parse_test", |release, case: &ParseCase, at, failures| {
+        let mut want = Vec::new();
+        funcs_in_order(&case.tree, &mut want);
+        let mut got = Vec::new();
+        let mut malformed = Vec::new();
+        envsubst::scan(&case.text, |item| match item {
+            Item::Reference(r) => got.push((r.name, r.op)),
+            Item::Malformed(m) => malformed.push(m),
+        });
+        failures.check(malformed.is_empty(), || format!("{}: Parse fails: {malformed:?}", at()));
+        failures.check(got == want, || {
+            format!("{}: references (name, op) want {want:?}, scan found {got:?}", at())
+        });
 
-            let none = BTreeMap::new();
-            let output = envsubst::substitute(&case.text, every_name_set(&none), release.dialect);
-            let expected = eval_all_empty(&case.tree);
-            failures.check(output.as_ref() == Ok(&expected), || {
+        let none = BTreeMap::new();
+        let output = envsubst::substitute(&case.text, every_name_set(&none), release.dialect);
+        let expected = eval_all_empty(&case.tree);
+        failures.check(output.as_ref() == Ok(&expected), || {
+            format!(
+                "{}: every variable empty, the tree gives {expected:?}, got {}",
+                at(),
+                show(&output)
+            )
+        });
+        if let Some((param, pat, rep)) = replace_witness(&case.tree) {
+            let vars = BTreeMap::from([(param, pat.clone())]);
+            let output = envsubst::substitute(&case.text, every_name_set(&vars), release.dialect);
+            failures.check(output.as_ref() == Ok(&rep), || {
                 format!(
-                    "{}: every variable empty, the tree gives {expected:?}, got {}",
+                    "{}: the value {pat:?} (the pattern) gives the replacement {rep:?}, got {}",
                     at(),
                     show(&output)
                 )
             });
-            if let Some((param, pat, rep)) = replace_witness(&case.tree) {
-                let vars = BTreeMap::from([(param, pat.clone())]);
-                let output = envsubst::substitute(&case.text, every_name_set(&vars), release.dialect);
-                failures.check(output.as_ref() == Ok(&rep), || {
-                    format!(
-                        "{}: the value {pat:?} (the pattern) gives the replacement {rep:?}, got {}",
-                        at(),
-                        show(&output)
-                    )
-                });
-            }
         }
-    }
-    failures.finish(ran);
+    });
 }
 
 #[derive(Deserialize)]
