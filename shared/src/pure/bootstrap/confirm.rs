@@ -571,6 +571,7 @@ fn one_line(s: &str) -> String {
 /// manifest's secret.
 fn scrub(s: &str, secrets: &[Secret<String>]) -> String {
     let mut out = redact::userinfo(s);
+    // A value of a few characters (a user name such as `git`) would blank common words.
     for secret in secrets.iter().map(|s| s.expose()).filter(|v| v.len() >= 4) {
         out = out.replace(secret.as_str(), "[redacted]");
     }
