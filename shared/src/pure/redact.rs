@@ -1,6 +1,7 @@
 //! What is safe to print: secret values in memory print as `[redacted]` in every `Debug` and
-//! `Display`, so a stray `{:?}` in a log line or an error cannot leak them; and the text of
-//! transport errors, with their causes.
+//! `Display`, so a stray `{:?}` in a log line or an error cannot leak them; the text of
+//! transport errors, with their causes; and URLs in any text without the credentials of their
+//! user info.
 
 use std::fmt;
 
@@ -38,6 +39,46 @@ impl<T> fmt::Display for Secret<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("[redacted]")
     }
+}
+
+/// The text with the credentials of every URL's user info cut: Flux reads a password from a
+/// URL's user info (fluxcd/pkg `git/options.go`), and source-controller quotes the URL it failed
+/// to clone in its messages. The user name stays (`https://flux:[redacted]@host/…`) unless it
+/// stands alone on a scheme other than SSH, where it is the token itself
+/// (`https://<token>@github.com/…` is a GitHub convention); an SSH user (`git@`) is an account,
+/// never a secret.
+pub fn userinfo(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let scheme_start = rest[..at]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+            .map_or(0, |i| i + 1);
+        let scheme = &rest[scheme_start..at];
+        let after = &rest[at + 3..];
+        let end = after
+            .find(|c: char| matches!(c, '/' | '?' | '#' | '\'' | '"' | '<' | '>' | '`') || c.is_whitespace())
+            .unwrap_or(after.len());
+        out.push_str(&rest[..at + 3]);
+        match after[..end].rsplit_once('@') {
+            Some((info, host)) => {
+                match info.split_once(':') {
+                    Some((user, _)) => {
+                        out.push_str(user);
+                        out.push_str(":[redacted]");
+                    }
+                    None if scheme.eq_ignore_ascii_case("ssh") => out.push_str(info),
+                    None => out.push_str("[redacted]"),
+                }
+                out.push('@');
+                out.push_str(host);
+            }
+            None => out.push_str(&after[..end]),
+        }
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// An error with its causes (`top: cause: root cause`): transport errors of HTTP clients say
@@ -116,6 +157,20 @@ mod tests {
             chain(&Unhandled(meta)),
             "unhandled error (Throttling): Throttling: Rate exceeded"
         );
+    }
+
+    #[test]
+    fn a_url_in_text_loses_the_credentials_of_its_user_info() {
+        assert_eq!(
+            userinfo("unable to clone 'https://flux:ghp_abc@github.com/o/fleet': authentication required"),
+            "unable to clone 'https://flux:[redacted]@github.com/o/fleet': authentication required"
+        );
+        assert_eq!(
+            userinfo("a https://ghp_abc@github.com/o/f and http://u:p@h:8080?x then ssh://git@github.com/o/f"),
+            "a https://[redacted]@github.com/o/f and http://u:[redacted]@h:8080?x then ssh://git@github.com/o/f"
+        );
+        assert_eq!(userinfo("no url, user@host: fine"), "no url, user@host: fine");
+        assert_eq!(userinfo("ends at https://a:b@c"), "ends at https://a:[redacted]@c");
     }
 
     #[test]

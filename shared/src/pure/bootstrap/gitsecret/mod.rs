@@ -216,18 +216,10 @@ impl Transport {
     }
 }
 
-/// The URL for a message: Flux also reads a password from the URL's user info (fluxcd/pkg
-/// `git/options.go`), so one there never reaches the message.
+/// The URL for a message: Flux also reads a password from the URL's user info, so one there
+/// never reaches the message.
 fn shown_url(url: &str) -> String {
-    if let Some((scheme, rest)) = url.split_once("://") {
-        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        if let Some((userinfo, host)) = rest[..end].rsplit_once('@')
-            && let Some((user, _)) = userinfo.split_once(':')
-        {
-            return format!("{scheme}://{user}:[redacted]@{host}{}", &rest[end..]);
-        }
-    }
-    url.to_owned()
+    crate::pure::redact::userinfo(url)
 }
 
 /// Parses the secret's JSON text and validates it against the GitRepository that will use it.
