@@ -3,6 +3,9 @@
 //! the check as it was before its Flux-exactness rework, both run on the same files in the same
 //! run. Goal: at most [`GOAL`] times the baseline's CPU time and peak memory.
 //!
+//! The fleet is `fleetgen`'s, read where the fleet bench keeps it (`target/bench-data/`) rather
+//! than copied to a temporary directory: it is already plain files, and the check writes nothing.
+//!
 //! Both binaries are built here with the bench profile, by the same command
 //! (`cargo build --profile bench -p cellbridge-cli`, the CLI's features alone, as it ships):
 //! - today's in this workspace's target directory (CARGO_TARGET_DIR if set), where `make bench`
