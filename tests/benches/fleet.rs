@@ -193,7 +193,7 @@ fn spawn_child(spec: &Value, env: &[(&str, String)]) -> (std::process::Child, te
 
 /// Waits for a child spawned by [`spawn_child`]; its result line and resource use.
 fn reap((child, out, start): (std::process::Child, tempfile::NamedTempFile, Instant)) -> Run {
-    let (status, usage) = wait_rusage(child.id() as i32);
+    let usage = cellbridge_tests::rusage::wait(&child);
     let wall = start.elapsed();
     let text = std::fs::read_to_string(out.path()).unwrap();
     let result = text
@@ -201,26 +201,13 @@ fn reap((child, out, start): (std::process::Child, tempfile::NamedTempFile, Inst
         .rev()
         .find_map(|l| l.strip_prefix(RESULT))
         .and_then(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| json!({"error": format!("the child exited {status} without a result")}));
-    let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
+        .unwrap_or_else(|| json!({"error": format!("the child ended ({}) without a result", usage.status)}));
     Run {
         result,
-        rss_kb: usage.ru_maxrss,
-        cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
+        rss_kb: usage.max_rss_kb,
+        cpu: usage.cpu,
         wall,
     }
-}
-
-// The child's peak memory and CPU time are only in wait4's rusage, which std does not expose.
-// (The children are reaped here, which std's Child::wait cannot replace.)
-#[allow(unsafe_code)]
-fn wait_rusage(pid: i32) -> (i32, libc::rusage) {
-    let mut status = 0;
-    // SAFETY: plain wait4 on our own child with valid out-pointers.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid, "wait4");
-    (libc::WEXITSTATUS(status), usage)
 }
 
 /// API requests, archive downloads and writes in the fake's log.

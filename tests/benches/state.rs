@@ -76,31 +76,20 @@ fn measure(cmd: impl Fn() -> Command) -> (Duration, i64) {
     for _ in 0..RUNS {
         let start = Instant::now();
         // terraform complains on stderr about a missing ~/.terraformrc; only the numbers matter.
-        // Reaped by wait_rusage (wait4), which std's Child::wait cannot replace.
+        // Reaped by rusage::wait (wait4), which std's Child::wait cannot replace.
         #[allow(clippy::zombie_processes)]
         let child = cmd()
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("spawn");
-        let (status, rss) = wait_rusage(child.id() as i32);
+        let usage = cellbridge_tests::rusage::wait(&child);
         times.push(start.elapsed());
-        assert!(status == 0, "child failed with status {status}");
-        peak = peak.max(rss);
+        assert!(usage.status.success(), "child failed: {}", usage.status);
+        peak = peak.max(usage.max_rss_kb);
     }
     times.sort();
     (times[RUNS / 2], peak)
-}
-
-// The child's peak memory is only in wait4's rusage, which std does not expose.
-#[allow(unsafe_code)]
-fn wait_rusage(pid: i32) -> (i32, i64) {
-    let mut status = 0;
-    // SAFETY: plain wait4 on our own child with valid out-pointers.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid, "wait4");
-    (libc::WEXITSTATUS(status), usage.ru_maxrss)
 }
 
 fn which(name: &str) -> Option<PathBuf> {

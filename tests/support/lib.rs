@@ -9,6 +9,7 @@ pub mod leak;
 pub mod moto;
 pub mod process;
 pub mod runtime_api;
+pub mod rusage;
 
 /// A Lambda invocation context whose deadline is `secs` from now, as the runtime hands it over.
 pub fn lambda_context(secs: u64) -> lambda_runtime::Context {
