@@ -18,7 +18,7 @@ fn main() {
     }
     let dir = bin_dir();
     println!("== Cold start (median of {RUNS}, the binaries taking turns) ==");
-    println!("init: process start to the first Runtime API request (`next`), the issue's measure");
+    println!("init: process start to the first Runtime API request (`next`), what Lambda reports as Init Duration");
     println!("first answer: process start to the answer to a first event that needs no network;");
     println!("  for cellbridge that includes building its AWS clients, which it defers to this point");
     let hello = dir.join("hello_lambda");
