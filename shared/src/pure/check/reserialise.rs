@@ -172,7 +172,9 @@ fn after(text: &str, end: usize) -> Option<(usize, &'static str)> {
 
 fn quoted(text: &str, at: usize) -> Option<(usize, &'static str)> {
     let bytes = text.as_bytes();
-    let quote = bytes[at];
+    let Some(&quote) = bytes.get(at) else {
+        return None; // nothing at all: a null value
+    };
     let mut i = at + 1;
     while i < bytes.len() {
         match (quote, bytes[i]) {
@@ -311,5 +313,27 @@ mod tests {
         assert!(breaks("${host}:${x}", ""));
         assert!(!breaks("${x}", "eu-west-1"));
         assert!(!breaks("line\n${x}", "a: b"));
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// What yaml.v2 writes it reads back: a string emitted in the style the emitter
+            /// picks is never refused, so a refusal is always the substituted value's doing.
+            #[test]
+            fn an_emitted_string_is_never_refused(s in "[ -~\t\u{a0}-\u{2fff}]{0,40}") {
+                let st = style(&s);
+                prop_assert_eq!(refused(&emit(&s, st), st), None, "{:?} as {:?}", s, st);
+            }
+
+            #[test]
+            fn any_text_is_judged_without_panicking(s in "\\PC{0,40}") {
+                for st in [Style::Plain, Style::SingleQuoted, Style::DoubleQuoted, Style::Literal] {
+                    let _ = refused(&s, st);
+                }
+            }
+        }
     }
 }
