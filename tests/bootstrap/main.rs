@@ -6,6 +6,7 @@
 
 mod accounts;
 mod apply;
+mod confirm;
 mod eks_access;
 mod faults;
 mod handler;

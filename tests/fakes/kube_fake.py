@@ -18,7 +18,12 @@ What it serves, with the real API's shapes and status codes:
 
 Control API under /_fake/ (no authentication): faults (5xx, 429, 409, sleeps) at chosen
 requests, the request log, stored objects (`?brief=1`: names only), GitRepository readiness,
-reset.
+what the cluster's own controllers write (`/_fake/status`: an object's status, as its controller
+writes it through the status subresource; `/_fake/object`: an object they create, such as a
+ReplicaSet's Pod, status included; `/_fake/nodes`: the Nodes that joined), reset.
+
+Lists honour `limit` and `continue`, with `metadata.remainingItemCount` while items remain, as
+the API server pages them (https://kubernetes.io/docs/reference/using-api/api-concepts/#retrieving-large-results-sets-in-chunks).
 
 Run: kube_fake.py --port 0 [--tls] [--ca-out FILE] [--token T] [--crd-delay S] [--discovery-lag S]
 Prints `CA=<pem path>` (with --tls), `CONTROL_PORT=<n>` (plain HTTP, the control API) and then
@@ -53,6 +58,7 @@ except ImportError:  # pragma: no cover
 # (group, version, kind, plural, namespaced, has_status)
 BUILTINS = [
     ("", "v1", "Namespace", "namespaces", False, True),
+    ("", "v1", "Node", "nodes", False, True),
     ("", "v1", "Secret", "secrets", True, False),
     ("", "v1", "ConfigMap", "configmaps", True, False),
     ("", "v1", "ServiceAccount", "serviceaccounts", True, False),
@@ -81,7 +87,7 @@ SHORT = {"namespaces": ["ns"], "deployments": ["deploy"], "customresourcedefinit
          "services": ["svc"], "serviceaccounts": ["sa"], "configmaps": ["cm"], "networkpolicies": ["netpol"],
          "resourcequotas": ["quota"], "pods": ["po"], "statefulsets": ["sts"], "daemonsets": ["ds"],
          "persistentvolumeclaims": ["pvc"], "ingresses": ["ing"], "poddisruptionbudgets": ["pdb"], "limitranges": ["limits"],
-         "events": ["ev"]}
+         "events": ["ev"], "nodes": ["no"]}
 
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
@@ -314,6 +320,49 @@ class State:
         cur["status"] = status
         cur["metadata"]["resourceVersion"] = self.next_rv()
         return True
+
+    def resource_of(self, api_version, kind):
+        group, _, version = api_version.rpartition("/")
+        for r in self.resources.values():
+            if (r.group, r.version, r.kind) == (group, version, kind):
+                return r
+        return None
+
+    def set_status(self, api_version, kind, ns, name, status):
+        """What a controller writes through the status subresource: the status replaced, the
+        spec and `metadata.generation` untouched, a new resourceVersion. False when the object
+        (or its kind) is not there."""
+        res = self.resource_of(api_version, kind)
+        cur = res and self.objects.get((res.group, res.plural, ns or "", name))
+        if not cur:
+            return False
+        cur["status"] = copy.deepcopy(status)
+        cur["metadata"]["resourceVersion"] = self.next_rv()
+        return True
+
+    def put_object(self, obj):
+        """An object the cluster's own controllers create (a ReplicaSet's Pod), status included.
+        None when its kind is not served or its namespace does not exist."""
+        res = self.resource_of(obj.get("apiVersion", ""), obj.get("kind", ""))
+        ns = (obj.get("metadata") or {}).get("namespace") if res and res.namespaced else None
+        if res is None or (ns and ("", "namespaces", "", ns) not in self.objects):
+            return None
+        return self._store(res, ns, copy.deepcopy(obj))
+
+    def set_nodes(self, count):
+        """`count` Nodes joined, Ready as the kubelet reports it (the Node reference's
+        NodeCondition); the ones before are gone."""
+        for key in [k for k in self.objects if k[:2] == ("", "nodes")]:
+            del self.objects[key]
+        res = self.resources[("", "v1", "nodes")]
+        for i in range(count):
+            self._store(res, None, {
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": f"ip-10-0-{i // 250}-{i % 250 + 1}.eu-west-1.compute.internal"},
+                "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                           "message": "kubelet is posting ready status",
+                                           "lastHeartbeatTime": now_rfc3339(),
+                                           "lastTransitionTime": now_rfc3339()}]}})
 
     def after_write(self, res, obj):
         if res.group == "apiextensions.k8s.io" and res.plural == "customresourcedefinitions":
@@ -565,6 +614,16 @@ class Handler(BaseHTTPRequestHandler):
                 ok = st.git_repository_ready(data.get("namespace", "flux-system"), data.get("name", "flux-system"),
                                              data.get("ready", True), data.get("message"), data.get("revision"))
                 return self.send_json(200 if ok else 404, {"ok": ok})
+            if path == "/_fake/status":
+                ok = st.set_status(data["apiVersion"], data["kind"], data.get("namespace"), data["name"],
+                                   data.get("status") or {})
+                return self.send_json(200 if ok else 404, {"ok": ok})
+            if path == "/_fake/object":
+                stored = st.put_object(data)
+                return self.send_json(200 if stored else 404, stored or {"error": "kind or namespace missing"})
+            if path == "/_fake/nodes":
+                st.set_nodes(int(data.get("count", 0)))
+                return self.send_json(200, {})
             if path == "/_fake/auto-ready":
                 st.auto_ready = data if data.get("enabled", True) else None
                 return self.send_json(200, {})
@@ -644,7 +703,7 @@ class Handler(BaseHTTPRequestHandler):
         dry = query.get("dryRun") == "All"
         if name is None:
             if method == "GET":
-                return 200, self.list(res, ns)
+                return 200, self.list(res, ns, query, self.headers.get("Accept") or "")
             if method == "POST":
                 obj = self.decode(body)
                 return self.create(res, ns, obj, dry)
@@ -762,12 +821,32 @@ class Handler(BaseHTTPRequestHandler):
                 new.pop("status", None)
         return new
 
-    def list(self, res, ns):
+    def list(self, res, ns, query=None, accept=""):
         st = STATE
+        query = query or {}
         items = [o for (g, p, n, _), o in sorted(st.objects.items())
                  if g == res.group and p == res.plural and (ns is None or n == ns)]
-        return {"kind": f"{res.kind}List", "apiVersion": res.api_version(),
-                "metadata": {"resourceVersion": str(st.rv)}, "items": items}
+        meta = {"resourceVersion": str(st.rv)}
+        # The continue token is opaque to clients; here it is the offset of the next page.
+        try:
+            start = int(base64.urlsafe_b64decode(query["continue"]).decode()) if query.get("continue") else 0
+        except ValueError:
+            raise ApiError(400, "BadRequest", "continue key is not valid")
+        limit = int(query.get("limit") or 0)
+        if limit > 0 or start:
+            end = start + limit if limit > 0 else len(items)
+            if end < len(items):
+                meta["continue"] = base64.urlsafe_b64encode(str(end).encode()).decode()
+                meta["remainingItemCount"] = len(items) - end
+            items = items[start:end]
+        if "as=PartialObjectMetadataList" in accept:
+            # Metadata only, as the API server answers this Accept since Kubernetes 1.15
+            # (meta.k8s.io/v1 PartialObjectMetadataList, kubernetes/kubernetes PR 77448; what
+            # client-go's `metadata` client and kube-rs's `list_metadata` ask for).
+            meta_only = {"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata"}
+            return {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
+                    "items": [dict(meta_only, metadata=o["metadata"]) for o in items]}
+        return {"kind": f"{res.kind}List", "apiVersion": res.api_version(), "metadata": meta, "items": items}
 
     def create(self, res, ns, obj, dry):
         st = STATE

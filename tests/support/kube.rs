@@ -115,6 +115,26 @@ impl KubeFake {
         self.control("POST", "/_fake/auto-ready", Some(json!({"delay": 0.2, "ready": ready})));
     }
 
+    /// Writes an object's status as its controller would (through the status subresource): the
+    /// object must be there.
+    pub fn set_status(&self, api_version: &str, kind: &str, namespace: Option<&str>, name: &str, status: Value) {
+        self.control(
+            "POST",
+            "/_fake/status",
+            Some(json!({"apiVersion": api_version, "kind": kind, "namespace": namespace, "name": name, "status": status})),
+        );
+    }
+
+    /// Stores an object the cluster's own controllers make (a ReplicaSet's Pod), status included.
+    pub fn put_object(&self, object: Value) {
+        self.control("POST", "/_fake/object", Some(object));
+    }
+
+    /// `count` Nodes have joined the cluster (none before).
+    pub fn nodes(&self, count: usize) {
+        self.control("POST", "/_fake/nodes", Some(json!({"count": count})));
+    }
+
     /// A kubeconfig for this server with its static admin token, as `kubectl` needs it.
     pub fn kubeconfig(&self) -> PathBuf {
         let ca = self.dir.path().join("ca.pem");

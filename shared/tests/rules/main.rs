@@ -7,7 +7,8 @@
 //! - `decommission.rs`: a destroyed cell's decommission;
 //! - `auto_merge.rs`: auto-merge under branch protection;
 //! - `bootstrap/`: cluster-bootstrap's rules (the order of the apply, the access entry, readiness,
-//!   other accounts, the Git secret and sync objects, the answers, pause and metrics);
+//!   other accounts, the Git secret and sync objects, the answers, pause and metrics, confirming
+//!   Flux took over);
 //! - `sweep.rs`: the temporary access-entry sweep;
 //! - `chains.rs`: the two chains `lib.rs` documents, as the handlers take them;
 //! - `support/`: the beds and helpers they share.

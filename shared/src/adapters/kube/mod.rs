@@ -3,7 +3,8 @@
 //!
 //! Files: `session` (the client: CA, EKS token, renewal, timeouts), `calls` (one Kubernetes call
 //! with retries, and what its failures mean), this file (discovery and server-side apply),
-//! `wait` (CRDs Established, the GitRepository Ready).
+//! `wait` (CRDs Established, the GitRepository Ready), `observe` (what the cluster reports about
+//! Flux, for the confirmation).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -14,11 +15,13 @@ use kube::discovery::{ApiCapabilities, ApiResource, Scope};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::ports::cluster::kube::{Applied, ApplyError, ClusterAuth, SourceStatus, Tuning};
+use crate::ports::cluster::kube::{Applied, ApplyError, ClusterAuth, Observe, SourceStatus, Tuning};
 use crate::ports::cluster::{KubeApi, KubeConnect};
+use crate::pure::bootstrap::confirm::Snapshot;
 use crate::pure::bootstrap::plan::{KubeRef, Phase, Step};
 
 mod calls;
+mod observe;
 mod session;
 pub mod token;
 mod wait;
@@ -192,6 +195,10 @@ impl KubeApi for Applier {
 
     async fn wait_source_ready(&mut self, target: &KubeRef) -> Result<SourceStatus, ApplyError> {
         self.source_ready(target).await
+    }
+
+    async fn observe(&mut self, what: &Observe) -> Result<Snapshot, ApplyError> {
+        self.observe_flux(what).await
     }
 }
 

@@ -9,6 +9,12 @@
 //!   and a namespaced object only in a namespace that exists (`404 NotFound`). Server-side apply
 //!   creates or updates; the last applied object is kept
 //!   (<https://kubernetes.io/docs/reference/using-api/server-side-apply/>).
+//! - An object's status is its controller's to write, never the applier's
+//!   (<https://kubernetes.io/docs/concepts/overview/working-with-objects/#object-spec-and-status>):
+//!   what the cluster reports ([`Reported`]) is read only for objects that were applied, and a
+//!   Deployment's pods exist only once the Deployment does (its ReplicaSet makes them,
+//!   <https://kubernetes.io/docs/concepts/workloads/controllers/deployment/>). Nodes are not
+//!   applied: they join.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -18,8 +24,10 @@ use aws_credential_types::provider::ProvideCredentials;
 use serde_json::Value;
 
 use super::MemAws;
-use crate::ports::cluster::kube::{Applied, ApplyError, ClusterAuth, SourceStatus, Tuning};
+use crate::ports::cluster::kube::{Applied, ApplyError, ClusterAuth, Observe, SourceStatus, Tuning};
 use crate::ports::cluster::{KubeApi, KubeConnect};
+use crate::pure::bootstrap::confirm::fixtures as upstream;
+use crate::pure::bootstrap::confirm::{Condition, ConditionStatus, Deployment, FluxObject, Pod, Snapshot};
 use crate::pure::bootstrap::plan::{KubeRef, Step};
 
 /// A fault of the Kubernetes API: the next `times` calls of `operation` (`get`, `apply`,
@@ -41,7 +49,59 @@ struct KubeWorld {
     faults: Vec<KubeFault>,
     kubeconfigs: BTreeMap<PathBuf, (String, String)>,
     stuck_crds: BTreeSet<String>,
-    source_status: Option<SourceStatus>,
+    reported: Reported,
+}
+
+/// The revision a working cluster's GitRepository fetched and its Kustomization applied, unless
+/// a test says otherwise.
+pub const SYNCED_REVISION: &str = "main@sha1:0000000000000000000000000000000000000000";
+
+/// What the cluster's own controllers report about the objects applied to it (kube-controller-
+/// manager, the scheduler, the kubelet, Flux) and how many Nodes joined: one report for every
+/// cluster of a [`MemKube`], as each test runs one. Without a test's word the cluster works: two
+/// Nodes, every Deployment Available with one Running pod, the GitRepository Ready at
+/// [`SYNCED_REVISION`], the Kustomization Ready having applied it, the FluxInstance Ready: upstream's
+/// shapes for each ([`upstream`]).
+#[derive(Clone)]
+struct Reported {
+    nodes: usize,
+    /// The `Available` condition by Deployment name; absent: Available.
+    available: BTreeMap<String, Option<Condition>>,
+    /// The pods of a Deployment, by its name; absent: one Running pod.
+    pods: BTreeMap<String, Vec<Pod>>,
+    git_repository: FluxObject,
+    kustomization: FluxObject,
+    flux_instance: FluxObject,
+}
+
+impl Default for Reported {
+    fn default() -> Self {
+        Reported {
+            nodes: 2,
+            available: BTreeMap::new(),
+            pods: BTreeMap::new(),
+            git_repository: upstream::git_ready(SYNCED_REVISION),
+            kustomization: upstream::kustomization_ready(SYNCED_REVISION),
+            flux_instance: upstream::flux_instance_ready(),
+        }
+    }
+}
+
+impl Reported {
+    fn available(&self, deployment: &str) -> Option<Condition> {
+        match self.available.get(deployment) {
+            Some(set) => set.clone(),
+            None => upstream::deployment_available(deployment).available,
+        }
+    }
+
+    fn pods(&self, deployment: &str) -> Vec<Pod> {
+        match self.pods.get(deployment) {
+            Some(set) => set.clone(),
+            // A ReplicaSet's pod: `<deployment>-<pod-template-hash>-<suffix>`.
+            None => vec![upstream::pod_running(&format!("{deployment}-6d8f7b9c4-x2x7k"))],
+        }
+    }
 }
 
 /// The Kubernetes APIs of [`MemAws`]'s clusters.
@@ -110,9 +170,59 @@ impl MemKube {
         self.lock().stuck_crds.insert(name.to_owned());
     }
 
-    /// What the GitRepository's status says once applied (default: Ready, with a revision).
+    /// What the GitRepository's status says once applied (default: Ready at [`SYNCED_REVISION`]), in
+    /// the report's words: the same status [`MemKube::git_repository_status`] sets.
     pub fn source_status(&self, status: SourceStatus) {
-        self.lock().source_status = Some(status);
+        let ready = status.ready.map(|ready| Condition {
+            status: if ready {
+                ConditionStatus::True
+            } else {
+                ConditionStatus::False
+            },
+            reason: status.reason.clone().unwrap_or_default(),
+            message: status.message.clone().unwrap_or_default(),
+            observed_generation: Some(1),
+        });
+        self.git_repository_status(FluxObject {
+            generation: Some(1),
+            observed_generation: Some(1),
+            ready,
+            revision: status.revision,
+        });
+    }
+
+    /// The number of Nodes that joined the cluster (default 2).
+    pub fn nodes(&self, count: usize) {
+        self.lock().reported.nodes = count;
+    }
+
+    /// The Deployment `d.name`'s `Available` condition, once it is applied (e.g.
+    /// `confirm::fixtures::deployment_unavailable`).
+    pub fn deployment_status(&self, d: Deployment) {
+        self.lock().reported.available.insert(d.name, d.available);
+    }
+
+    /// The pods the Deployment's ReplicaSet made, once the Deployment is applied (e.g.
+    /// `confirm::fixtures::pod_image_pull_backoff`); none is a Deployment scaled to zero.
+    pub fn pods(&self, deployment: &str, pods: Vec<Pod>) {
+        self.lock().reported.pods.insert(deployment.to_owned(), pods);
+    }
+
+    /// The GitRepository's status once applied (e.g. `confirm::fixtures::git_key_refused()`);
+    /// `generation` stands for the object's `metadata.generation`.
+    pub fn git_repository_status(&self, o: FluxObject) {
+        self.lock().reported.git_repository = o;
+    }
+
+    /// The Kustomization's status once applied (e.g.
+    /// `confirm::fixtures::kustomization_strict_unset()`).
+    pub fn kustomization_status(&self, o: FluxObject) {
+        self.lock().reported.kustomization = o;
+    }
+
+    /// The FluxInstance's status once applied.
+    pub fn flux_instance_status(&self, o: FluxObject) {
+        self.lock().reported.flux_instance = o;
     }
 }
 
@@ -357,11 +467,84 @@ impl KubeApi for MemKubeApi {
         if !self.exists(target, "gitrepositories").await? {
             return Err(api_error("get", target, 404));
         }
-        Ok(self.kube.lock().source_status.clone().unwrap_or(SourceStatus {
-            ready: Some(true),
-            reason: Some("Succeeded".into()),
-            message: None,
-            revision: Some("main@sha1:0000000000000000000000000000000000000000".into()),
-        }))
+        let o = self.kube.lock().reported.git_repository.clone();
+        let c = o.ready.as_ref();
+        // As the adapter waits: a Ready condition counts only for the object's generation, else
+        // the wait runs out with the last status seen.
+        let current = match (o.generation, o.observed_generation) {
+            (Some(g), Some(seen)) => seen >= g,
+            (Some(_), None) => false,
+            (None, _) => true,
+        };
+        let ready = c.filter(|_| current).and_then(|c| match c.status {
+            ConditionStatus::True => Some(true),
+            ConditionStatus::False => Some(false),
+            ConditionStatus::Unknown => None,
+        });
+        let words = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        Ok(SourceStatus {
+            ready,
+            reason: c.and_then(|c| words(&c.reason)),
+            message: c.and_then(|c| words(&c.message)),
+            revision: o.revision,
+        })
+    }
+
+    async fn observe(&mut self, what: &Observe) -> Result<Snapshot, ApplyError> {
+        let ns = what.namespace.as_str();
+        let at = |api_version: &str, kind: &str, name: &str| KubeRef {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: (kind != "Node").then(|| ns.to_owned()),
+            name: name.into(),
+        };
+        for (api_version, kind) in [("apps/v1", "Deployment"), ("v1", "Pod"), ("v1", "Node")] {
+            self.call("list", &at(api_version, kind, ""))?;
+        }
+        let mut flux = vec![
+            at("source.toolkit.fluxcd.io/v1", "GitRepository", &what.git_repository),
+            at("kustomize.toolkit.fluxcd.io/v1", "Kustomization", &what.kustomization),
+        ];
+        if let Some(name) = &what.flux_instance {
+            flux.push(at("fluxcd.controlplane.io/v1", "FluxInstance", name));
+        }
+        for target in &flux {
+            self.call("get", target)?;
+        }
+        let w = self.kube.lock();
+        let empty = BTreeMap::new();
+        let objects = w.objects.get(&self.cluster).unwrap_or(&empty);
+        let applied = |t: &KubeRef| {
+            objects.contains_key(&(
+                t.api_version.clone(),
+                t.kind.clone(),
+                t.namespace.clone(),
+                t.name.clone(),
+            ))
+        };
+        let names: Vec<&str> = objects
+            .keys()
+            .filter(|(av, k, n, _)| av == "apps/v1" && k == "Deployment" && n.as_deref() == Some(ns))
+            .map(|(_, _, _, name)| name.as_str())
+            .collect();
+        let r = &w.reported;
+        let reported = |t: &KubeRef, o: &FluxObject| applied(t).then(|| o.clone());
+        Ok(Snapshot {
+            controllers: what.controllers.clone(),
+            deployments: names
+                .iter()
+                .map(|name| Deployment {
+                    name: (*name).to_owned(),
+                    available: r.available(name),
+                })
+                .collect(),
+            pods: names.iter().flat_map(|name| r.pods(name)).collect(),
+            nodes: r.nodes,
+            git_repository: reported(&flux[0], &r.git_repository),
+            kustomization: reported(&flux[1], &r.kustomization),
+            operator: what.flux_instance.is_some(),
+            flux_instance: flux.get(2).and_then(|t| reported(t, &r.flux_instance)),
+            secrets: Vec::new(),
+        })
     }
 }

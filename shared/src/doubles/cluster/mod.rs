@@ -10,5 +10,5 @@ mod kube;
 mod source;
 
 pub use aws::{MemAws, MemCluster, MemEks, MemEntry};
-pub use kube::{MemKube, MemKubeApi};
+pub use kube::{MemKube, MemKubeApi, SYNCED_REVISION};
 pub use source::MemSource;

@@ -1,6 +1,7 @@
 //! The Kubernetes side, as the bootstrap sees it: how to reach a cluster ([`ClusterAuth`]), the
-//! bounds of every wait ([`Tuning`]), what an apply answers ([`Applied`], [`SourceStatus`]) and
-//! Kubernetes' refusals, classified ([`ApplyError`]). kube-rs speaks it in `adapters/kube/`.
+//! bounds of every wait ([`Tuning`]), what an apply answers ([`Applied`], [`SourceStatus`]), what
+//! to read to confirm Flux took over ([`Observe`]) and Kubernetes' refusals, classified
+//! ([`ApplyError`]). kube-rs speaks it in `adapters/kube/`.
 
 use std::fmt;
 use std::time::Duration;
@@ -100,6 +101,41 @@ pub struct SourceStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
 }
+
+/// What [`crate::ports::cluster::KubeApi::observe`] reads to fill a
+/// [`crate::pure::bootstrap::confirm::Snapshot`]: the Deployments and Pods of `namespace`, the
+/// number of Nodes, and the named Flux objects in `namespace`. Reads only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observe {
+    pub namespace: String,
+    /// The controller Deployments the applied components define (gotk-components.yaml's, or the
+    /// operator's): the caller knows them from what it applied, the cluster cannot say which
+    /// Deployments of the namespace matter.
+    pub controllers: Vec<String>,
+    /// `source.toolkit.fluxcd.io/v1` GitRepository.
+    pub git_repository: String,
+    /// `kustomize.toolkit.fluxcd.io/v1` Kustomization.
+    pub kustomization: String,
+    /// A Flux Operator cell: the `fluxcd.controlplane.io/v1` FluxInstance of this name (the
+    /// operator reconciles only one, named `flux`).
+    pub flux_instance: Option<String>,
+}
+
+impl Observe {
+    /// What `flux bootstrap` leaves: everything in `flux-system`, both sync objects named
+    /// `flux-system`.
+    pub fn flux_system(controllers: Vec<String>) -> Observe {
+        Observe {
+            namespace: FLUX_SYSTEM.into(),
+            controllers,
+            git_repository: FLUX_SYSTEM.into(),
+            kustomization: FLUX_SYSTEM.into(),
+            flux_instance: None,
+        }
+    }
+}
+
+const FLUX_SYSTEM: &str = "flux-system";
 
 /// Timeouts and retry bounds; every wait of a bootstrap is bounded.
 #[derive(Debug, Clone)]

@@ -15,9 +15,10 @@ pub mod eks;
 pub mod kube;
 
 use crate::ports::cluster::eks::{ClusterInfo, EksError};
+use crate::pure::bootstrap::confirm::Snapshot;
 use crate::pure::bootstrap::plan::{KubeRef, Step};
 use crate::shell::error::{Class, Classify};
-use kube::{Applied, ApplyError, ClusterAuth, SourceStatus, Tuning};
+use kube::{Applied, ApplyError, ClusterAuth, Observe, SourceStatus, Tuning};
 
 /// An access entry as DescribeAccessEntry shows it, as far as cellbridge needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +96,11 @@ pub trait KubeApi: Send {
     /// Until the GitRepository reports Ready for its generation (bounded by `ready_timeout`);
     /// the last status seen either way.
     fn wait_source_ready(&mut self, target: &KubeRef) -> impl Future<Output = Result<SourceStatus, ApplyError>> + Send;
+    /// One reading of what the cluster reports about Flux, for
+    /// [`crate::pure::bootstrap::confirm::classify`]: reads only, no wait. An object not there
+    /// yet, or of a kind the cluster does not serve (no FluxInstance CRD), is absent, not an
+    /// error; `controllers` and `operator` are the request's, `secrets` is left to the caller.
+    fn observe(&mut self, what: &Observe) -> impl Future<Output = Result<Snapshot, ApplyError>> + Send;
 }
 
 /// Opens [`KubeApi`] connections.

@@ -605,7 +605,8 @@ fn closing_quote(s: &str) -> Option<usize> {
     None
 }
 
-#[cfg(test)]
-mod fixtures;
+/// Upstream's status shapes, for the doubles and the rule tests too (feature `test-support`).
+#[cfg(any(test, feature = "test-support"))]
+pub mod fixtures;
 #[cfg(test)]
 mod tests;

@@ -126,6 +126,12 @@ impl cellbridge::ports::cluster::KubeApi for SlowKubeApi {
     ) -> Result<SourceStatus, cellbridge::ports::cluster::kube::ApplyError> {
         self.0.wait_source_ready(target).await
     }
+    async fn observe(
+        &mut self,
+        what: &cellbridge::ports::cluster::kube::Observe,
+    ) -> Result<cellbridge::pure::bootstrap::confirm::Snapshot, cellbridge::ports::cluster::kube::ApplyError> {
+        self.0.observe(what).await
+    }
 }
 
 #[tokio::test]

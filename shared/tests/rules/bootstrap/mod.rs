@@ -10,6 +10,8 @@ mod access_entries;
 mod accounts;
 /// What Lambda and SQS are answered.
 mod answers;
+/// Confirming Flux took over: each outcome from what the cluster reports.
+mod confirm;
 /// The order of the apply and what it writes.
 mod order;
 /// The pause switch and the outcome metrics.

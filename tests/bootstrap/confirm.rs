@@ -1,0 +1,168 @@
+//! cluster-bootstrap end to end: confirming Flux took over, through kube-rs against the fake API
+//! server. A bootstrapped cluster is read with GETs only; it is `ready` once the controllers are
+//! Available and the GitRepository and Kustomization are Ready at the same revision, and
+//! `image-pull` once a controller's container waits in ImagePullBackOff. The statuses are those
+//! the cluster's controllers write, set through the fake's control API.
+
+use crate::support::*;
+use cellbridge::adapters::kube::Kubes;
+use cellbridge::ports::cluster::kube::{ClusterAuth, Observe};
+use cellbridge::ports::cluster::{KubeApi, KubeConnect};
+use cellbridge::pure::bootstrap::confirm::{Outcome, Timing, classify};
+use cellbridge::rules::bootstrap::report::BootstrapOutcome;
+use cellbridge_tests::kube::KubeFake;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const MIN: Duration = Duration::from_secs(60);
+
+fn at(elapsed: Duration) -> Timing {
+    Timing {
+        elapsed,
+        grace: 5 * MIN,
+        deadline: 20 * MIN,
+    }
+}
+
+/// The Deployments of the components the bootstrap applied: the controllers to wait for.
+fn controllers() -> Vec<String> {
+    let path = fixture_fleet().join("clusters/_template/flux-system/gotk-components.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    cellbridge::pure::bootstrap::plan::parse_objects(&text, "gotk-components.yaml")
+        .unwrap()
+        .into_iter()
+        .filter(|(target, _)| target.kind == "Deployment")
+        .map(|(target, _)| target.name)
+        .collect()
+}
+
+/// kube-controller-manager's Available condition (`pkg/controller/deployment/util/
+/// deployment_util.go`, as the Kubernetes "Deployments" page's status shows it).
+fn available(kube: &KubeFake, name: &str, yes: bool) {
+    let (status, reason, message) = if yes {
+        (
+            "True",
+            "MinimumReplicasAvailable",
+            "Deployment has minimum availability.",
+        )
+    } else {
+        (
+            "False",
+            "MinimumReplicasUnavailable",
+            "Deployment does not have minimum availability.",
+        )
+    };
+    kube.set_status(
+        "apps/v1",
+        "Deployment",
+        Some("flux-system"),
+        name,
+        json!({"observedGeneration": 1, "replicas": 1,
+               "conditions": [{"type": "Available", "status": status, "reason": reason, "message": message,
+                               "lastTransitionTime": "2025-01-20T10:00:00Z", "lastUpdateTime": "2025-01-20T10:00:00Z"}]}),
+    );
+}
+
+/// A controller's pod as the kubelet reports it: its `manager` container's state (core/v1
+/// `ContainerStatus`, every required field present, as the API server sends them).
+fn pod(kube: &KubeFake, name: &str, phase: &str, image: &str, state: Value) {
+    let ready = phase == "Running";
+    kube.put_object(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "flux-system", "labels": {"app": name.split('-').next()}},
+        "status": {"phase": phase, "qosClass": "Burstable",
+                   "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": "2025-01-20T10:00:00Z"},
+                                  {"type": "Ready", "status": if ready { "True" } else { "False" }}],
+                   "containerStatuses": [{"name": "manager", "image": image, "imageID": "", "ready": ready,
+                                          "restartCount": 0, "started": ready, "state": state}]}
+    }));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bootstrapped_cluster_reads_ready_once_flux_reports_it_and_image_pull_when_an_image_is_not_pulled() {
+    let bed = Bed::new("eks-confirm", &[("cellbridge.dev/cell", "staging-us")], None).await;
+    let report = bed.run(&bed.request()).await.unwrap();
+    assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
+    let controllers = controllers();
+    assert_eq!(controllers.len(), 4, "{controllers:?}");
+    let what = Observe::flux_system(controllers.clone());
+    // The bootstrap gave its access back: an operator's kubeconfig reads.
+    let mut api = Kubes
+        .connect(ClusterAuth::Kubeconfig(bed.kube.kubeconfig()), &tuning(), false)
+        .await
+        .unwrap();
+    bed.kube.clear_requests();
+
+    // As applied: no Node, no controller status, no pod; source-controller's answer (the fake's
+    // auto-ready) is the GitRepository's only status.
+    let s = api.observe(&what).await.unwrap();
+    assert_eq!(s.nodes, 0);
+    assert_eq!(s.deployments.len(), 4, "{s:?}");
+    assert!(s.deployments.iter().all(|d| d.available.is_none()), "{s:?}");
+    assert!(s.pods.is_empty());
+    let revision = s.git_repository.as_ref().and_then(|g| g.revision.clone()).unwrap();
+    let ks = s.kustomization.as_ref().unwrap();
+    assert!(ks.ready.is_none() && ks.generation == Some(1), "{ks:?}");
+    assert!(!s.operator && s.flux_instance.is_none());
+    assert_eq!(classify(&s, &at(MIN)).outcome, Outcome::Confirming);
+    for r in bed.kube.requests() {
+        assert_eq!(r["method"], "GET", "reads only: {r}");
+        assert_eq!(r["mutated"], false, "{r}");
+    }
+
+    // The controllers run and the Kustomization applied the revision the source fetched
+    // (kustomize-controller `docs/spec/v1/kustomizations.md`, "Ready Kustomization").
+    bed.kube.nodes(2);
+    for name in &controllers {
+        available(&bed.kube, name, true);
+        let image = format!("ghcr.io/fluxcd/{name}:v1.5.0");
+        let running = json!({"running": {"startedAt": "2025-01-20T10:00:05Z"}});
+        pod(
+            &bed.kube,
+            &format!("{name}-6d8f7b9c4-x2x7k"),
+            "Running",
+            &image,
+            running,
+        );
+    }
+    let generation = flux_object(&bed.kube, "Kustomization")["metadata"]["generation"].clone();
+    bed.kube.set_status(
+        "kustomize.toolkit.fluxcd.io/v1",
+        "Kustomization",
+        Some("flux-system"),
+        "flux-system",
+        json!({"observedGeneration": generation, "lastAppliedRevision": revision,
+               "lastAttemptedRevision": revision,
+               "conditions": [{"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded",
+                               "message": format!("Applied revision: {revision}"),
+                               "observedGeneration": generation, "lastTransitionTime": "2025-01-20T10:01:00Z"}]}),
+    );
+    let s = api.observe(&what).await.unwrap();
+    assert_eq!((s.nodes, s.pods.len()), (2, 4), "{s:?}");
+    let v = classify(&s, &at(MIN));
+    assert_eq!(v.outcome, Outcome::Ready, "{v:?}");
+    assert!(v.sentence.contains(&revision), "{}", v.sentence);
+
+    // A new source-controller pod whose image cannot be pulled (kubelet's ImagePullBackOff,
+    // `pkg/kubelet/images/image_manager.go`'s "Back-off pulling image %q").
+    let image = "ghcr.io/fluxcd/source-controller:v1.99.0";
+    available(&bed.kube, "source-controller", false);
+    let waiting =
+        json!({"waiting": {"reason": "ImagePullBackOff", "message": format!("Back-off pulling image {image:?}")}});
+    pod(
+        &bed.kube,
+        "source-controller-5b9c7d8f6-k2m4p",
+        "Pending",
+        image,
+        waiting,
+    );
+    let s = api.observe(&what).await.unwrap();
+    assert_eq!(classify(&s, &at(MIN)).suspect, Some(Outcome::ImagePull));
+    let v = classify(&s, &at(6 * MIN));
+    assert_eq!(v.outcome, Outcome::ImagePull, "{v:?}");
+    assert!(
+        v.sentence.contains("source-controller-5b9c7d8f6-k2m4p") && v.sentence.contains(image),
+        "{}",
+        v.sentence
+    );
+}
