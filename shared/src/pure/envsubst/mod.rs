@@ -46,6 +46,9 @@ mod node;
 mod parse;
 mod scan;
 mod template;
+/// fluxcd/pkg's own test tables, run under every release's rules.
+#[cfg(test)]
+mod upstream;
 
 pub use eval::substitute;
 pub use parse::{MAX_DEPTH, ParseErrorKind};
