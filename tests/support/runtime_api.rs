@@ -90,6 +90,21 @@ impl Function {
         self.log.lock().unwrap().nexts
     }
 
+    /// Waits until the function has asked for its `n`-th event or exited (at most `within`):
+    /// the request for the next event follows an answer by a moment, never at once.
+    pub fn wait_for_nexts(&mut self, n: usize, within: Duration) -> usize {
+        let start = Instant::now();
+        while start.elapsed() < within && self.nexts() < n {
+            if let Some(c) = self.child.as_mut()
+                && c.try_wait().unwrap().is_some()
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.nexts()
+    }
+
     /// From spawning the process to its first `next` request: the init phase.
     pub fn init_time(&self) -> Option<Duration> {
         self.log.lock().unwrap().first_next.map(|t| t - self.started)

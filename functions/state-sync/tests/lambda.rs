@@ -58,7 +58,7 @@ fn events_are_answered_and_the_clients_built_once() {
         ],
     );
     let answers = f.wait_for_answers(3, Duration::from_secs(30));
-    let nexts = f.nexts();
+    let nexts = f.wait_for_nexts(4, Duration::from_secs(10));
     let (status, out) = f.finish(Duration::ZERO);
     leak::capture("state-sync binary, three events", &out);
     assert_eq!(status, None, "still waiting for its next event: {out}");
