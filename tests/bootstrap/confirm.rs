@@ -17,11 +17,7 @@ use std::time::Duration;
 const MIN: Duration = Duration::from_secs(60);
 
 fn at(elapsed: Duration) -> Timing {
-    Timing {
-        elapsed,
-        grace: 5 * MIN,
-        deadline: 20 * MIN,
-    }
+    cellbridge::pure::bootstrap::confirm::fixtures::timing_at(elapsed)
 }
 
 /// The Deployments of the components the bootstrap applied: the controllers to wait for.

@@ -21,11 +21,7 @@ use std::time::Duration;
 const MIN: Duration = Duration::from_secs(60);
 
 fn at(elapsed: Duration) -> Timing {
-    Timing {
-        elapsed,
-        grace: 5 * MIN,
-        deadline: 20 * MIN,
-    }
+    timing_at(elapsed)
 }
 
 /// Before the grace period is over, after it, and at the deadline.

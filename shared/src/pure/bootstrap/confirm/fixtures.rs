@@ -4,6 +4,17 @@
 
 use super::{Condition, ConditionStatus, Deployment, FluxObject, Pod, Waiting};
 
+/// The clocks the confirmation tests read a cluster with: a 5-minute grace, a 20-minute deadline,
+/// `elapsed` since the apply.
+pub fn timing_at(elapsed: std::time::Duration) -> super::Timing {
+    const MIN: std::time::Duration = std::time::Duration::from_secs(60);
+    super::Timing {
+        elapsed,
+        grace: 5 * MIN,
+        deadline: 20 * MIN,
+    }
+}
+
 pub const CONTROLLERS: [&str; 4] = [
     "source-controller",
     "kustomize-controller",
@@ -52,15 +63,15 @@ pub fn deployment_unavailable(name: &str) -> Deployment {
 /// kube-scheduler, `pkg/scheduler/schedule_one.go`: `ErrNoNodesAvailable`, "no nodes available
 /// to schedule pods", recorded as PodScheduled=False reason `Unschedulable` (`v1.PodReasonUnschedulable`).
 pub fn pod_no_nodes(name: &str) -> Pod {
+    pod_unschedulable(name, "no nodes available to schedule pods")
+}
+
+/// A pod the scheduler could not place, with its message.
+fn pod_unschedulable(name: &str, message: &str) -> Pod {
     Pod {
         name: name.into(),
         phase: "Pending".into(),
-        scheduled: Some(condition(
-            "False",
-            "Unschedulable",
-            "no nodes available to schedule pods",
-            None,
-        )),
+        scheduled: Some(condition("False", "Unschedulable", message, None)),
         waiting: vec![],
     }
 }
@@ -69,17 +80,10 @@ pub fn pod_no_nodes(name: &str) -> Pod {
 /// plugin's reason, `pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go`
 /// ("node(s) had untolerated taint {%s: %s}"); the taint is EKS Auto Mode's system node pool's.
 pub fn pod_untolerated_taint(name: &str) -> Pod {
-    Pod {
-        name: name.into(),
-        phase: "Pending".into(),
-        scheduled: Some(condition(
-            "False",
-            "Unschedulable",
-            "0/2 nodes are available: 2 node(s) had untolerated taint {CriticalAddonsOnly: }. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
-            None,
-        )),
-        waiting: vec![],
-    }
+    pod_unschedulable(
+        name,
+        "0/2 nodes are available: 2 node(s) had untolerated taint {CriticalAddonsOnly: }. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+    )
 }
 
 /// kubelet, `pkg/kubelet/images/image_manager.go`: `Back-off pulling image %q` with
