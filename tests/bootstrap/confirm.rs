@@ -161,4 +161,14 @@ async fn a_bootstrapped_cluster_reads_ready_once_flux_reports_it_and_image_pull_
         "{}",
         v.sentence
     );
+
+    // A large cluster listed without `remainingItemCount`, its continue token expiring once
+    // (410 Gone after a compaction): the count starts over and is right; expiring again, the
+    // reading fails and names it rather than counting half the Nodes.
+    bed.kube.nodes(150);
+    bed.kube.lists(false, 1);
+    assert_eq!(api.observe(&what).await.unwrap().nodes, 150);
+    bed.kube.lists(false, 2);
+    let err = api.observe(&what).await.unwrap_err().to_string();
+    assert!(err.contains("410") && err.contains("Nodes"), "{err}");
 }

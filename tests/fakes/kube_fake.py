@@ -194,6 +194,10 @@ class State:
             self.log = []
             self.faults = []
             self.auto_ready = None  # {"delay": s, "revision": str} for GitRepositories
+            # How lists page (`/_fake/lists`): whether `remainingItemCount` is given, and how
+            # many continued lists to answer 410 Expired, as after an etcd compaction.
+            self.remaining_count = True
+            self.expire_continue = 0
             self.writes = 0
             for ns in ("default", "kube-system", "kube-public"):
                 self._store(self.resources[("", "v1", "namespaces")], None, {
@@ -624,6 +628,10 @@ class Handler(BaseHTTPRequestHandler):
             if path == "/_fake/nodes":
                 st.set_nodes(int(data.get("count", 0)))
                 return self.send_json(200, {})
+            if path == "/_fake/lists":
+                st.remaining_count = bool(data.get("remaining_count", True))
+                st.expire_continue = int(data.get("expire_continue", 0))
+                return self.send_json(200, {})
             if path == "/_fake/auto-ready":
                 st.auto_ready = data if data.get("enabled", True) else None
                 return self.send_json(200, {})
@@ -827,7 +835,14 @@ class Handler(BaseHTTPRequestHandler):
         items = [o for (g, p, n, _), o in sorted(st.objects.items())
                  if g == res.group and p == res.plural and (ns is None or n == ns)]
         meta = {"resourceVersion": str(st.rv)}
-        # The continue token is opaque to clients; here it is the offset of the next page.
+        # The continue token is opaque to clients; here it is the offset of the next page. A
+        # token can outlive the resource version it was issued at: "If the API server's
+        # resourceVersion ... has been compacted, the server responds with 410 Gone"; the client
+        # then starts the list again without it
+        # (https://kubernetes.io/docs/reference/using-api/api-concepts/#retrieving-large-results-sets-in-chunks).
+        if query.get("continue") and st.expire_continue > 0:
+            st.expire_continue -= 1
+            raise ApiError(410, "Expired", "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
         try:
             start = int(base64.urlsafe_b64decode(query["continue"]).decode()) if query.get("continue") else 0
         except ValueError:
@@ -837,7 +852,10 @@ class Handler(BaseHTTPRequestHandler):
             end = start + limit if limit > 0 else len(items)
             if end < len(items):
                 meta["continue"] = base64.urlsafe_b64encode(str(end).encode()).decode()
-                meta["remainingItemCount"] = len(items) - end
+                # Optional in the API ("may be unset", ListMeta.remainingItemCount, e.g. for a
+                # list with a label or field selector): a client cannot rely on it.
+                if st.remaining_count:
+                    meta["remainingItemCount"] = len(items) - end
             items = items[start:end]
         if "as=PartialObjectMetadataList" in accept:
             # Metadata only, as the API server answers this Accept since Kubernetes 1.15

@@ -95,6 +95,19 @@ def test_a_controllers_status_is_read_back_and_an_apply_keeps_it(server):
     assert got["status"] == available and got["metadata"]["generation"] == 2
 
 
+def test_a_continued_list_can_expire_and_the_remaining_count_be_absent(server):
+    call(server, "POST", "/_fake/nodes", {"count": 3})
+    call(server, "POST", "/_fake/lists", {"remaining_count": False, "expire_continue": 1})
+    _, page = call(server, "GET", "/api/v1/nodes?limit=2")
+    assert page["metadata"].get("continue") and "remainingItemCount" not in page["metadata"]
+    status, body = call(server, "GET", f"/api/v1/nodes?limit=2&continue={page['metadata']['continue']}")
+    assert (status, body["reason"]) == (410, "Expired")
+    # Started again without the token, the list completes.
+    _, page = call(server, "GET", "/api/v1/nodes?limit=2")
+    status, rest = call(server, "GET", f"/api/v1/nodes?limit=2&continue={page['metadata']['continue']}")
+    assert status == 200 and len(page["items"]) + len(rest["items"]) == 3
+
+
 def test_a_pod_the_controllers_made_is_listed_with_its_status(server):
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": "source-controller-6d8f7b9c4-x2x7k", "namespace": "flux-system"},

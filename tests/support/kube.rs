@@ -135,6 +135,16 @@ impl KubeFake {
         self.control("POST", "/_fake/nodes", Some(json!({"count": count})));
     }
 
+    /// How lists page: whether they say `remainingItemCount`, and how many continued lists
+    /// answer 410 Expired before one succeeds.
+    pub fn lists(&self, remaining_count: bool, expire_continue: usize) {
+        self.control(
+            "POST",
+            "/_fake/lists",
+            Some(json!({"remaining_count": remaining_count, "expire_continue": expire_continue})),
+        );
+    }
+
     /// A kubeconfig for this server with its static admin token, as `kubectl` needs it.
     pub fn kubeconfig(&self) -> PathBuf {
         let ca = self.dir.path().join("ca.pem");

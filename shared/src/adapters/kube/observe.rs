@@ -92,14 +92,26 @@ impl Applier {
     }
 
     /// The Nodes, counted from their metadata only, page by page; the API server's
-    /// `remainingItemCount` saves the other pages when it gives one.
+    /// `remainingItemCount` saves the other pages when it gives one. A continue token that
+    /// expired mid-list (410 Gone) means starting the list again without it
+    /// (<https://kubernetes.io/docs/reference/using-api/api-concepts/#retrieving-large-results-sets-in-chunks>);
+    /// once, so that a cluster compacting faster than it can be listed is an error, not a loop.
     async fn count_nodes(&mut self) -> Result<usize, ApplyError> {
         let client = self.session.client().await?;
         let api: Api<Node> = Api::all(client);
+        let mut restarted = false;
         let mut count = 0usize;
         let mut lp = ListParams::default().limit(NODE_PAGE);
         loop {
-            let page = retry(&self.session, "list", "Nodes", false, || api.list_metadata(&lp)).await?;
+            let page = match retry(&self.session, "list", "Nodes", false, || api.list_metadata(&lp)).await {
+                Err(ApplyError::Api { code: 410, .. }) if lp.continue_token.is_some() && !restarted => {
+                    restarted = true;
+                    count = 0;
+                    lp = ListParams::default().limit(NODE_PAGE);
+                    continue;
+                }
+                page => page?,
+            };
             count += page.items.len();
             match (page.metadata.continue_.as_deref(), page.metadata.remaining_item_count) {
                 (Some(token), None) if !token.is_empty() => lp = lp.continue_token(token),

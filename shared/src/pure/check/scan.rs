@@ -135,26 +135,33 @@ impl Sink<'_> {
             }
         };
         let value = flux_view(&s.value);
-        envsubst::scan(&value, |item| self.item(&value, item, &line_of));
-        if let Some(first) = value.find("${") {
-            self.reserialised(&value, line_of(first));
+        // One scan serves both checks: the references one by one, then the value as a whole.
+        let mut names: Vec<(&str, bool)> = Vec::new();
+        let mut malformed = false;
+        envsubst::scan(&value, |item| {
+            match item {
+                Item::Reference(r) => names.push((r.name, r.has_default())),
+                Item::Malformed(_) => malformed = true,
+            }
+            self.item(&value, item, &line_of)
+        });
+        if let Some(first) = value.find("${")
+            && !malformed
+        {
+            self.reserialised(&value, &names, line_of(first));
         }
     }
 
     /// With every value it references known, is the scalar still YAML once substituted the way
     /// kustomize-controller substitutes it (see `reserialise.rs`)?
-    fn reserialised(&mut self, value: &str, line: usize) {
+    /// `names`: the value's references and whether each has a default; a malformed value is
+    /// refused by Flux's parser before any YAML is read, and never comes here.
+    fn reserialised(&mut self, value: &str, names: &[(&str, bool)], line: usize) {
         if self.vars.values.is_empty() && self.vars.unread_values.is_empty() {
             return;
         }
-        let mut names: Vec<(&str, bool)> = Vec::new();
-        let mut malformed = false;
-        envsubst::scan(value, |i| match i {
-            Item::Reference(r) => names.push((r.name, r.has_default())),
-            Item::Malformed(_) => malformed = true,
-        });
         let mut unread = Vec::new();
-        for &(name, has_default) in &names {
+        for &(name, has_default) in names {
             match self.vars.values.get(name) {
                 Some(Some(_)) => {}
                 Some(None) => unread.push(name),
@@ -162,9 +169,6 @@ impl Sink<'_> {
                 // Unset: already a finding or a warning of its own.
                 None => return,
             }
-        }
-        if malformed {
-            return;
         }
         if !unread.is_empty() {
             for name in unread {
@@ -198,17 +202,17 @@ impl Sink<'_> {
         let Some((at, why)) = reserialise::refused(&text, style) else {
             return;
         };
-        let culprits: Vec<&str> = names
+        let all: Vec<&str> = names.iter().map(|(n, _)| *n).collect();
+        let mut culprits: Vec<&str> = all
             .iter()
-            .map(|(n, _)| *n)
+            .copied()
             .filter(|n| substituted(Some(n)).is_some_and(|t| reserialise::refused(&t, style).is_some()))
             .collect();
-        let culprits = if culprits.is_empty() {
-            names.iter().map(|(n, _)| *n).collect()
-        } else {
-            culprits
-        };
-        let mut culprits = culprits;
+        if culprits.is_empty() {
+            // No one value breaks it alone: they do together.
+            culprits = all;
+        }
+        culprits.sort_unstable();
         culprits.dedup();
         let c = text[at..].chars().next().unwrap_or(' ');
         let message = format!(
