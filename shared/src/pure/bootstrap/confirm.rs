@@ -89,6 +89,24 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome, `confirming` last.
+    pub const ALL: [Outcome; 9] = [
+        Outcome::Ready,
+        Outcome::NoNodes,
+        Outcome::Unschedulable,
+        Outcome::ImagePull,
+        Outcome::GitAuth,
+        Outcome::GitUnreachable,
+        Outcome::BuildFailed,
+        Outcome::TimedOut,
+        Outcome::Confirming,
+    ];
+
+    /// The outcome named `name` ([`Self::as_str`]'s words).
+    pub fn parse(name: &str) -> Option<Outcome> {
+        Self::ALL.into_iter().find(|o| o.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Ready => "ready",

@@ -1,0 +1,129 @@
+//! Where a bootstrap's outcome lives: two tags on the EKS cluster, written by cluster-bootstrap
+//! after each check (TagResource) and read back with the DescribeCluster every reader already
+//! makes (the sweep, the dashboard, the next re-check), so nothing enters the cluster to learn
+//! how its bootstrap went.
+//!
+//! - [`FLUX_TAG`]: the outcome in the product's words ([`Outcome::as_str`]): `confirming` while
+//!   re-checks are queued, then `ready` or the reason.
+//! - [`FLUX_SINCE_TAG`]: when the apply that started the confirmation finished (RFC 3339, UTC):
+//!   the clock the grace and the deadline count from, kept with the cluster so that a re-check
+//!   lost with its message still tells the sweep how old the confirmation is.
+//!
+//! EKS tag values take letters, digits, spaces and `_ . : / = + - @` up to 256 characters
+//! (<https://docs.aws.amazon.com/eks/latest/userguide/eks-using-tags.html>): both values fit.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+use aws_sdk_eks::primitives::{DateTime, DateTimeFormat};
+
+use super::confirm::Outcome;
+
+pub const FLUX_TAG: &str = "cellbridge.dev/flux";
+pub const FLUX_SINCE_TAG: &str = "cellbridge.dev/flux-since";
+/// A cluster tagged `cellbridge.dev/sweep = skip` (set where the cluster is defined, beside the
+/// cell tag) is one the daily sweep never bootstraps: a cell whose Flux is installed another
+/// way opts out of being caught up.
+pub const OPT_OUT_TAG: &str = "cellbridge.dev/sweep";
+pub const OPT_OUT_VALUE: &str = "skip";
+
+/// What the cluster's tags say of its bootstrap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FluxRecord {
+    pub outcome: Outcome,
+    pub since: SystemTime,
+}
+
+/// Why the tags could not be read (someone edited them): the reader treats the cluster as
+/// having no record, and says so.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("tag {tag}: {value:?} is not {expected}")]
+pub struct RecordError {
+    pub tag: &'static str,
+    pub value: String,
+    pub expected: &'static str,
+}
+
+pub fn format_time(t: SystemTime) -> String {
+    DateTime::from(t)
+        .fmt(DateTimeFormat::DateTime)
+        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".into())
+}
+
+pub fn parse_time(v: &str) -> Option<SystemTime> {
+    DateTime::from_str(v, DateTimeFormat::DateTime)
+        .ok()
+        .and_then(|t| SystemTime::try_from(t).ok())
+}
+
+impl FluxRecord {
+    /// The record the tags hold: `None` when the cluster has none (never bootstrapped by
+    /// cellbridge, or bootstrapped before the record existed).
+    pub fn from_tags(tags: &HashMap<String, String>) -> Option<Result<FluxRecord, RecordError>> {
+        let value = tags.get(FLUX_TAG)?;
+        let outcome = match Outcome::parse(value) {
+            Some(o) => o,
+            None => {
+                return Some(Err(RecordError {
+                    tag: FLUX_TAG,
+                    value: value.clone(),
+                    expected: "a bootstrap outcome (ready, confirming, no-nodes, …)",
+                }));
+            }
+        };
+        let since = tags.get(FLUX_SINCE_TAG).map(String::as_str).unwrap_or("");
+        Some(match parse_time(since) {
+            Some(since) => Ok(FluxRecord { outcome, since }),
+            None => Err(RecordError {
+                tag: FLUX_SINCE_TAG,
+                value: since.to_owned(),
+                expected: "an RFC 3339 time",
+            }),
+        })
+    }
+
+    /// The tags to write (TagResource adds or overwrites these two and leaves the others).
+    pub fn to_tags(&self) -> Vec<(String, String)> {
+        vec![
+            (FLUX_TAG.to_owned(), self.outcome.as_str().to_owned()),
+            (FLUX_SINCE_TAG.to_owned(), format_time(self.since)),
+        ]
+    }
+
+    /// How long ago the confirmation started, at `now` (zero for a clock that went back).
+    pub fn elapsed(&self, now: SystemTime) -> Duration {
+        now.duration_since(self.since).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tags(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn a_record_reads_back_what_was_written() {
+        let since = SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_000_000);
+        for outcome in Outcome::ALL {
+            let written = FluxRecord { outcome, since };
+            let read: HashMap<_, _> = written.to_tags().into_iter().collect();
+            assert_eq!(FluxRecord::from_tags(&read), Some(Ok(written)));
+        }
+        assert_eq!(
+            parse_time("1970-01-01T00:01:40Z"),
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(100))
+        );
+    }
+
+    #[test]
+    fn no_tag_is_no_record_and_an_edited_tag_is_named() {
+        assert_eq!(FluxRecord::from_tags(&tags(&[("team", "a")])), None);
+        let bad = FluxRecord::from_tags(&tags(&[(FLUX_TAG, "fine"), (FLUX_SINCE_TAG, "2026-12-05T20:31:42Z")]));
+        assert_eq!(bad.unwrap().unwrap_err().tag, FLUX_TAG);
+        let bad = FluxRecord::from_tags(&tags(&[(FLUX_TAG, "ready"), (FLUX_SINCE_TAG, "yesterday")]));
+        assert_eq!(bad.unwrap().unwrap_err().to_string(), "tag cellbridge.dev/flux-since: \"yesterday\" is not an RFC 3339 time");
+    }
+}
