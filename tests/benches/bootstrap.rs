@@ -107,6 +107,7 @@ fn main() {
         cluster_poll: Duration::from_secs(1),
         access_principal_arn: None,
         account_roles: Default::default(),
+        confirm: Default::default(),
         // No source-controller answers here: one look at the GitRepository, no waiting.
         tuning: Tuning {
             ready_timeout: Duration::ZERO,

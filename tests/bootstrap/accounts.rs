@@ -63,11 +63,13 @@ async fn a_new_cell_in_a_second_account_bootstraps_from_its_clusters_tag_before_
 
     let settings = Settings {
         account_roles: [(ACCOUNT_B.to_owned(), ROLE_B.to_owned())].into(),
+        confirm: Default::default(),
         ..settings(&bed.secret)
     };
     let service = BootstrapService {
         bootstrapper: Bootstrapper::new(bed.aws.clone(), settings),
         fleets: LocalSource(LocalFleet::open(fixture_fleet()).unwrap()).into(),
+        rechecks: None,
     };
     let from = |account: &str| {
         let mut e = create_cluster_event(NAME);
@@ -164,11 +166,13 @@ async fn the_sweep_finds_tagged_clusters_of_unmerged_cells_in_every_account() {
 
     let settings = Settings {
         account_roles: [(ACCOUNT_B.to_owned(), ROLE_B.to_owned())].into(),
+        confirm: Default::default(),
         ..settings("unused")
     };
     let service = BootstrapService {
         bootstrapper: Bootstrapper::new(home.clone(), settings),
         fleets: LocalSource(LocalFleet::open(fixture_fleet()).unwrap()).into(),
+        rechecks: None,
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let inv = cellbridge_tests::handle(&service, &json!({"action": "sweep"}), deadline)

@@ -124,15 +124,10 @@ pub fn bootstrap(args: &BootstrapArgs, json: bool) -> Result<ExitCode, RemoteErr
         for (i, o) in report.objects.iter().enumerate() {
             println!("{:>4}. {:<26} {}", i + 1, o.phase.describe(), o.target);
         }
-        if let Some(s) = &report.git_repository {
-            let ready = match s.ready {
-                Some(true) => "Ready",
-                Some(false) => "not Ready",
-                None => "no Ready condition yet",
-            };
+        if let Some(f) = &report.flux {
             println!(
-                "GitRepository flux-system: {ready}{}",
-                s.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
+                "Flux: {} ({} s after the apply): {}",
+                f.outcome, f.elapsed_secs, f.sentence
             );
         }
     }

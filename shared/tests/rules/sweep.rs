@@ -232,6 +232,7 @@ mod handler {
             cluster_poll: Duration::from_millis(1),
             access_principal_arn: None,
             account_roles: Default::default(),
+            confirm: Default::default(),
             tuning: Tuning::default(),
         }
     }
@@ -244,6 +245,7 @@ mod handler {
         let svc = BootstrapService {
             bootstrapper: Bootstrapper::with_ports(aws.clone(), MemKube::new(&aws), MemSecrets::new(), settings()),
             fleets: MemSource::new(fleet()).into(),
+            rechecks: None,
         };
         let captured = Captured::default();
         let inv = crate::support::handle_with(

@@ -44,8 +44,13 @@ pub struct RecordError {
     pub expected: &'static str,
 }
 
+/// RFC 3339 in whole seconds (`2026-12-05T20:31:42Z`).
 pub fn format_time(t: SystemTime) -> String {
-    DateTime::from(t)
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    DateTime::from_secs(secs as i64)
         .fmt(DateTimeFormat::DateTime)
         .unwrap_or_else(|_| "1970-01-01T00:00:00Z".into())
 }
@@ -96,6 +101,21 @@ impl FluxRecord {
     }
 }
 
+/// The first re-check's delay; each one after waits twice as long, up to [`MAX_INTERVAL`].
+pub const FIRST_INTERVAL: Duration = Duration::from_secs(30);
+pub const MAX_INTERVAL: Duration = Duration::from_secs(300);
+
+/// When to look again after check number `check` (the bootstrap's own is 1), `elapsed` after
+/// the apply: 30 s, 60 s, 120 s, 240 s, then every 5 minutes, and never past the deadline, so
+/// that the last check is made at it. Well under SQS's 900-second cap on `DelaySeconds`
+/// (<https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessage.html>).
+/// `None` once the deadline has passed: that check's verdict was final.
+pub fn next_delay(check: u32, elapsed: Duration, deadline: Duration) -> Option<Duration> {
+    let left = deadline.checked_sub(elapsed).filter(|l| !l.is_zero())?;
+    let doubled = FIRST_INTERVAL.saturating_mul(1 << check.saturating_sub(1).min(8));
+    Some(doubled.min(MAX_INTERVAL).min(left).max(Duration::from_secs(1)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,11 +139,33 @@ mod tests {
     }
 
     #[test]
+    fn re_checks_back_off_to_five_minutes_and_the_last_one_is_at_the_deadline() {
+        let min = |m: u64| Duration::from_secs(60 * m);
+        let deadline = min(20);
+        let (mut elapsed, mut check, mut delays) = (min(2), 1, Vec::new());
+        while let Some(d) = next_delay(check, elapsed, deadline) {
+            delays.push(d.as_secs());
+            elapsed += d;
+            check += 1;
+        }
+        assert_eq!(delays, [30, 60, 120, 240, 300, 300, 30]);
+        assert_eq!(elapsed, deadline, "the last check is made at the deadline");
+        assert_eq!(
+            next_delay(1, min(25), deadline),
+            None,
+            "past the deadline: no more checks"
+        );
+    }
+
+    #[test]
     fn no_tag_is_no_record_and_an_edited_tag_is_named() {
         assert_eq!(FluxRecord::from_tags(&tags(&[("team", "a")])), None);
         let bad = FluxRecord::from_tags(&tags(&[(FLUX_TAG, "fine"), (FLUX_SINCE_TAG, "2026-12-05T20:31:42Z")]));
         assert_eq!(bad.unwrap().unwrap_err().tag, FLUX_TAG);
         let bad = FluxRecord::from_tags(&tags(&[(FLUX_TAG, "ready"), (FLUX_SINCE_TAG, "yesterday")]));
-        assert_eq!(bad.unwrap().unwrap_err().to_string(), "tag cellbridge.dev/flux-since: \"yesterday\" is not an RFC 3339 time");
+        assert_eq!(
+            bad.unwrap().unwrap_err().to_string(),
+            "tag cellbridge.dev/flux-since: \"yesterday\" is not an RFC 3339 time"
+        );
     }
 }

@@ -18,5 +18,7 @@ mod order;
 mod pause_and_metrics;
 /// Which clusters are bootstrapped, and when (status, authentication mode, endpoint reach).
 mod readiness;
+/// Following a bootstrap after its invocation: the queued re-checks.
+mod rechecks;
 /// The Git secret and the sync objects applied to the cluster.
 mod sync_objects;
