@@ -44,6 +44,7 @@ use follow::{FluxReport, Start};
 pub use report::{AccessReport, BootstrapOutcome, Report};
 
 /// Where the Kubernetes API is.
+#[derive(Debug, Clone, Copy)]
 pub enum Target<'a> {
     /// The EKS cluster of the request, found through the AWS API.
     Eks,

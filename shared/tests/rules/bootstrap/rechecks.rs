@@ -261,3 +261,25 @@ fn create_entries(bed: &Bed) -> usize {
         .filter(|c| c.starts_with("CreateAccessEntry"))
         .count()
 }
+
+#[tokio::test]
+async fn the_command_line_makes_the_rechecks_itself_until_the_outcome_is_final() {
+    let mut s = settings();
+    s.confirm.deadline = Duration::from_secs(1);
+    let bed = bed_with(s);
+    bed.kube()
+        .git_repository_status(cellbridge::pure::bootstrap::confirm::fixtures::git_no_such_host());
+    let report = run(&bed, &fleet(&[])).await.unwrap();
+    let flux = report.flux.as_ref().unwrap();
+    // The network may still be on its way: suspected, not final before the deadline.
+    assert_eq!(flux.outcome.as_str(), "confirming", "{flux:?}");
+    let report = cellbridge::jobs::bootstrap::local::follow(&bed, report, cellbridge::rules::bootstrap::Target::Eks)
+        .await
+        .unwrap();
+    let flux = report.flux.as_ref().unwrap();
+    assert_eq!((flux.outcome.as_str(), flux.outcome.exit_code()), ("git-unreachable", 3), "{flux:?}");
+    assert!(flux.sentence.contains("no such host"), "Flux's own words: {}", flux.sentence);
+    assert_eq!(create_entries(&bed), 2, "the bootstrap's entry, then the re-check's own");
+    assert!(entries(&bed).is_empty());
+    assert_eq!(tag(&bed, FLUX_TAG).as_deref(), Some("git-unreachable"));
+}
