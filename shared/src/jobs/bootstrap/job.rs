@@ -417,7 +417,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Job for BootstrapService<A, K,
         let deadline = ctx.deadline;
         if plan.sweep_alone {
             // Boxed: its future stays out of the handler's layout.
-            let (report, class) = Box::pin(self.sweep(deadline, metrics))
+            let (report, class) = Box::pin(self.sweep(deadline, pause.is_some(), metrics))
                 .instrument(crate::jobs::bootstrap::sweep::span())
                 .await?;
             return Ok(Some(After {
@@ -446,8 +446,8 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Job for BootstrapService<A, K,
         let ttl =
             crate::rules::bootstrap::access::ttl_from_env().unwrap_or(crate::rules::bootstrap::access::DEFAULT_TTL);
         let left = deadline.saturating_duration_since(Instant::now()) - SWEEP_MARGIN;
-        let sweep =
-            Box::pin(self.sweep_fleet(base.fleet.as_ref(), ttl)).instrument(crate::jobs::bootstrap::sweep::span());
+        let sweep = Box::pin(self.sweep_fleet(base.fleet.as_ref(), ttl, false))
+            .instrument(crate::jobs::bootstrap::sweep::span());
         Ok(match tokio::time::timeout(left, sweep).await {
             Ok(Ok(report)) => {
                 self.record_sweep(&report, metrics);

@@ -69,6 +69,34 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
         self.send(next, *delay).await;
     }
 
+    /// The daily sweep's catch-up: each cluster its record says needs it is bootstrapped through
+    /// the queue, as the manual payload (a run finding Flux there applies nothing and checks).
+    pub(super) async fn catch_up(&self, report: &mut super::sweep::SweepReport) {
+        for c in report.clusters.iter_mut().filter(|c| c.catch_up.is_some()) {
+            let t = &c.target;
+            let body = serde_json::json!({
+                "action": "bootstrap",
+                "cluster": t.cluster,
+                "region": t.region,
+                "cell": t.cell,
+                "account": t.role.as_deref().and_then(crate::rules::cells::role_account),
+            });
+            let Some(queue) = &self.rechecks else {
+                tracing::warn!(cell = %t.cell, cluster = %t.cluster, "sweep: the cluster has no record of a completed bootstrap, but CELLBRIDGE_CONFIRM_QUEUE_URL is not set: bootstrap it by hand");
+                continue;
+            };
+            match queue.enqueue(&[body.to_string()], Duration::ZERO).await {
+                Ok(()) => {
+                    c.queued = true;
+                    tracing::warn!(cell = %t.cell, cluster = %t.cluster, catch_up = ?c.catch_up.map(|x| serde_json::to_value(x).unwrap_or_default()), "sweep: the cluster has no record of a completed bootstrap; bootstrapping it through the queue");
+                }
+                Err(e) => {
+                    tracing::error!(cell = %t.cell, cluster = %t.cluster, error = %e, "sweep: could not queue the cluster's bootstrap; the next sweep tries again")
+                }
+            }
+        }
+    }
+
     async fn send(&self, next: &Recheck, delay: Duration) {
         let Some(queue) = &self.rechecks else {
             tracing::warn!(cluster = %next.cluster, "CELLBRIDGE_CONFIRM_QUEUE_URL is not set: no re-check is queued, the cluster stays recorded `confirming` until the daily sweep re-checks it");

@@ -101,6 +101,45 @@ impl FluxRecord {
     }
 }
 
+/// What the daily sweep does for a cell's cluster, decided from its record alone (nothing
+/// enters the cluster to decide it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CatchUp {
+    /// ACTIVE with no record of a bootstrap (a `CreateCluster` event EventBridge never
+    /// delivered, a cluster from before cellbridge): bootstrapped through the queue.
+    Bootstrap,
+    /// Recorded `confirming` well past the deadline: its re-checks stopped (a pause, a queue
+    /// that refused the next one). Bootstrapped through the queue too: finding Flux there, the
+    /// run applies nothing and checks once, and at the deadline that check is final.
+    Recheck,
+}
+
+/// How long after the deadline a `confirming` record counts as abandoned: the last re-check is
+/// due at the deadline and may be queued behind others.
+pub const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
+
+/// What the sweep does for a cluster: `active` (DescribeCluster's status), `running` (a
+/// bootstrap run holds cellbridge's temporary access entry right now), its tags.
+pub fn catch_up(
+    tags: &HashMap<String, String>,
+    active: bool,
+    running: bool,
+    now: SystemTime,
+    deadline: Duration,
+) -> Option<CatchUp> {
+    if !active || running || tags.get(OPT_OUT_TAG).map(String::as_str) == Some(OPT_OUT_VALUE) {
+        return None;
+    }
+    match FluxRecord::from_tags(tags) {
+        None | Some(Err(_)) => Some(CatchUp::Bootstrap),
+        Some(Ok(r)) if r.outcome == Outcome::Confirming && r.elapsed(now) > deadline + ABANDONED_AFTER => {
+            Some(CatchUp::Recheck)
+        }
+        Some(Ok(_)) => None,
+    }
+}
+
 /// The first re-check's delay; each one after waits twice as long, up to [`MAX_INTERVAL`].
 pub const FIRST_INTERVAL: Duration = Duration::from_secs(30);
 pub const MAX_INTERVAL: Duration = Duration::from_secs(300);
@@ -155,6 +194,36 @@ mod tests {
             None,
             "past the deadline: no more checks"
         );
+    }
+
+    #[test]
+    fn the_sweep_catches_up_what_has_no_record_or_an_abandoned_one_and_nothing_else() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let deadline = Duration::from_secs(1200);
+        let at = |outcome: Outcome, ago: u64| -> HashMap<String, String> {
+            FluxRecord {
+                outcome,
+                since: now - Duration::from_secs(ago),
+            }
+            .to_tags()
+            .into_iter()
+            .collect()
+        };
+        let cu = |tags: &HashMap<String, String>| catch_up(tags, true, false, now, deadline);
+        assert_eq!(cu(&tags(&[("cellbridge.dev/cell", "c")])), Some(CatchUp::Bootstrap));
+        assert_eq!(cu(&tags(&[(FLUX_TAG, "edited")])), Some(CatchUp::Bootstrap));
+        assert_eq!(cu(&at(Outcome::Confirming, 600)), None, "being confirmed");
+        assert_eq!(cu(&at(Outcome::Confirming, 1200 + 3601)), Some(CatchUp::Recheck));
+        assert_eq!(
+            cu(&at(Outcome::GitAuth, 99_999)),
+            None,
+            "stuck, and said so: not re-applied"
+        );
+        assert_eq!(cu(&at(Outcome::Ready, 99_999)), None);
+        let none = tags(&[]);
+        assert_eq!(catch_up(&none, false, false, now, deadline), None, "not ACTIVE");
+        assert_eq!(catch_up(&none, true, true, now, deadline), None, "a run holds it");
+        assert_eq!(cu(&tags(&[(OPT_OUT_TAG, OPT_OUT_VALUE)])), None, "opted out");
     }
 
     #[test]

@@ -277,9 +277,21 @@ async fn the_command_line_makes_the_rechecks_itself_until_the_outcome_is_final()
         .await
         .unwrap();
     let flux = report.flux.as_ref().unwrap();
-    assert_eq!((flux.outcome.as_str(), flux.outcome.exit_code()), ("git-unreachable", 3), "{flux:?}");
-    assert!(flux.sentence.contains("no such host"), "Flux's own words: {}", flux.sentence);
-    assert_eq!(create_entries(&bed), 2, "the bootstrap's entry, then the re-check's own");
+    assert_eq!(
+        (flux.outcome.as_str(), flux.outcome.exit_code()),
+        ("git-unreachable", 3),
+        "{flux:?}"
+    );
+    assert!(
+        flux.sentence.contains("no such host"),
+        "Flux's own words: {}",
+        flux.sentence
+    );
+    assert_eq!(
+        create_entries(&bed),
+        2,
+        "the bootstrap's entry, then the re-check's own"
+    );
     assert!(entries(&bed).is_empty());
     assert_eq!(tag(&bed, FLUX_TAG).as_deref(), Some("git-unreachable"));
 }
