@@ -275,9 +275,9 @@ mod handler {
     }
 
     /// The daily sweep's catch-up, decided from each cluster's record: no record is bootstrapped
-    /// through the queue, an abandoned `confirming` too (finding Flux, the run only checks), a
-    /// final outcome (ready or stuck) is left, an opted-out cluster is never touched, a cluster
-    /// a run holds right now is left to it; paused, nothing is queued.
+    /// through the queue, a stuck outcome or an abandoned `confirming` too (finding Flux, the
+    /// run only checks), `ready` is left, an opted-out cluster is never touched, a cluster a run
+    /// holds right now is left to it; paused, nothing is queued.
     #[tokio::test]
     async fn the_daily_sweep_bootstraps_through_the_queue_every_cluster_without_a_completed_bootstrap() {
         use cellbridge::pure::bootstrap::record::{FLUX_SINCE_TAG, FLUX_TAG, OPT_OUT_TAG, OPT_OUT_VALUE, format_time};
@@ -333,6 +333,7 @@ mod handler {
             sent,
             [
                 json!({"action": "bootstrap", "cluster": "cluster-a", "region": REGION, "cell": "a", "account": null}),
+                json!({"action": "bootstrap", "cluster": "cluster-b", "region": REGION, "cell": "b", "account": null}),
                 json!({"action": "bootstrap", "cluster": "cluster-c", "region": REGION, "cell": "c", "account": null}),
             ]
         );
@@ -342,16 +343,20 @@ mod handler {
             .iter()
             .filter_map(|c| Some((c["cell"].as_str()?, c["catch_up"].as_str()?)))
             .collect();
-        assert_eq!(caught, [("a", "bootstrap"), ("c", "recheck")]);
+        assert_eq!(caught, [("a", "bootstrap"), ("b", "recheck"), ("c", "recheck")]);
         // Each bootstrap went through the queue: the sweep itself entered no cluster.
         assert!(!aws.calls().iter().any(|c| c.starts_with("CreateAccessEntry")));
 
         // A run holding cluster-a's access right now is left to it; paused, nothing is queued.
         aws.add_entry_in(HOME, REGION, "cluster-a", FUNCTION_ROLE, true, ago(60));
         sweep(None).await;
-        assert_eq!(queue.sent.lock().unwrap().len(), 3, "cluster-c again, not cluster-a");
+        assert_eq!(
+            queue.sent.lock().unwrap().len(),
+            5,
+            "cluster-b and -c again, not cluster-a"
+        );
         sweep(crate::support::sync::paused_by_env()).await;
-        assert_eq!(queue.sent.lock().unwrap().len(), 3);
+        assert_eq!(queue.sent.lock().unwrap().len(), 5);
     }
 }
 

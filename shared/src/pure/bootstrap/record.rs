@@ -109,9 +109,10 @@ pub enum CatchUp {
     /// ACTIVE with no record of a bootstrap (a `CreateCluster` event EventBridge never
     /// delivered, a cluster from before cellbridge): bootstrapped through the queue.
     Bootstrap,
-    /// Recorded `confirming` well past the deadline: its re-checks stopped (a pause, a queue
+    /// Recorded stuck (a final outcome other than `ready`: someone may have fixed the cause
+    /// since), or `confirming` well past the deadline (its re-checks stopped: a pause, a queue
     /// that refused the next one). Bootstrapped through the queue too: finding Flux there, the
-    /// run applies nothing and checks once, and at the deadline that check is final.
+    /// run applies nothing and checks once, and past the deadline that check is final.
     Recheck,
 }
 
@@ -133,10 +134,11 @@ pub fn catch_up(
     }
     match FluxRecord::from_tags(tags) {
         None | Some(Err(_)) => Some(CatchUp::Bootstrap),
-        Some(Ok(r)) if r.outcome == Outcome::Confirming && r.elapsed(now) > deadline + ABANDONED_AFTER => {
-            Some(CatchUp::Recheck)
-        }
-        Some(Ok(_)) => None,
+        Some(Ok(r)) => match r.outcome {
+            Outcome::Ready => None,
+            Outcome::Confirming if r.elapsed(now) <= deadline + ABANDONED_AFTER => None,
+            _ => Some(CatchUp::Recheck),
+        },
     }
 }
 
@@ -216,8 +218,8 @@ mod tests {
         assert_eq!(cu(&at(Outcome::Confirming, 1200 + 3601)), Some(CatchUp::Recheck));
         assert_eq!(
             cu(&at(Outcome::GitAuth, 99_999)),
-            None,
-            "stuck, and said so: not re-applied"
+            Some(CatchUp::Recheck),
+            "stuck: re-checked, never re-applied"
         );
         assert_eq!(cu(&at(Outcome::Ready, 99_999)), None);
         let none = tags(&[]);
