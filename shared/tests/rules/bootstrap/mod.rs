@@ -20,5 +20,7 @@ mod pause_and_metrics;
 mod readiness;
 /// Following a bootstrap after its invocation: the queued re-checks.
 mod rechecks;
+/// Seeded schedules of everything that touches one cluster's bootstrap.
+mod schedules;
 /// The Git secret and the sync objects applied to the cluster.
 mod sync_objects;
