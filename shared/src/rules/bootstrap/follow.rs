@@ -294,16 +294,8 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
             return Ok(report);
         };
         report.cluster_status = Some(info.status.as_str().to_owned());
-        let network = self
-            .network
-            .clone()
-            .map_err(|(name, value, reason)| crate::shell::config::ConfigError::Invalid { name, value, reason })?;
-        info.check_reachable(network.as_ref())?;
-        let (endpoint, ca_pem) = info.connection()?;
-        let principal = match role.as_deref().or(self.settings.access_principal_arn.as_deref()) {
-            Some(arn) => arn.to_owned(),
-            None => api.caller_principal().await?,
-        };
+        let (endpoint, ca_pem) = self.endpoint(&info)?;
+        let principal = self.principal(&api, role.as_deref()).await?;
         let grant = access::ensure(&api, &r.cluster, &principal).await?;
         let look = async {
             let auth: ClusterAuth = api.kube_auth(&r.cluster, endpoint, ca_pem).await?;

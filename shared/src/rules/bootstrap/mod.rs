@@ -254,6 +254,27 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         .await
     }
 
+    /// The cluster's endpoint and CA, checked before the Git secret is read or an access entry
+    /// created: a cluster this function cannot reach fails once, finally, saying why.
+    fn endpoint(&self, info: &eks::ClusterInfo) -> Result<(String, Vec<u8>), BootstrapError> {
+        let network = self
+            .network
+            .clone()
+            .map_err(|(name, value, reason)| crate::shell::config::ConfigError::Invalid { name, value, reason })?;
+        info.check_reachable(network.as_ref())?;
+        Ok(info.connection()?)
+    }
+
+    /// The principal the temporary access entry is made for: the role reaching the cluster, else
+    /// the configured ARN (the session ARN STS reports has lost the role's path; a known full
+    /// ARN is better), else STS's answer.
+    async fn principal(&self, api: &A::Api, role: Option<&str>) -> Result<String, BootstrapError> {
+        Ok(match role.or(self.settings.access_principal_arn.as_deref()) {
+            Some(arn) => arn.to_owned(),
+            None => api.caller_principal().await?,
+        })
+    }
+
     /// The cell named in the request, else the fleet repo's match for cluster and region.
     fn cell_from_fleet(&self, fleet: &dyn FleetRead, req: &Request) -> Result<Option<cell::Cell>, BootstrapError> {
         match &req.cell {
@@ -427,14 +448,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         };
         report.cell = Some(cell.name.clone());
         info.check_access_entries()?;
-        // Before the Git secret is read or an access entry created: a cluster this function
-        // cannot reach fails once, finally, saying why.
-        let network = self
-            .network
-            .clone()
-            .map_err(|(name, value, reason)| crate::shell::config::ConfigError::Invalid { name, value, reason })?;
-        info.check_reachable(network.as_ref())?;
-        let (endpoint, ca_pem) = info.connection()?;
+        let (endpoint, ca_pem) = self.endpoint(&info)?;
 
         let prepared = self.prepare(fleet, base_branch, &cell.name).await?;
         if prepared.record(&mut report, req.dry_run) {
@@ -442,11 +456,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         }
         let observe = prepared.observe.clone();
 
-        // The session ARN STS reports has lost the role's path; a known full ARN is better.
-        let principal = match role.as_deref().or(self.settings.access_principal_arn.as_deref()) {
-            Some(arn) => arn.to_owned(),
-            None => api.caller_principal().await?,
-        };
+        let principal = self.principal(&api, role.as_deref()).await?;
         let grant = access::ensure(&api, &req.cluster, &principal).await?;
         let result = match api.kube_auth(&req.cluster, endpoint, ca_pem).await {
             Ok(auth) => {

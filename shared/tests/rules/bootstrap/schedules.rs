@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use crate::support::Dice;
 use crate::support::bootstrap::*;
 use cellbridge::doubles::cluster::{MemSource, SYNCED_REVISION};
 use cellbridge::doubles::queue::MemQueue;
@@ -18,18 +19,6 @@ use cellbridge::pure::bootstrap::confirm::fixtures::{git_key_refused, git_no_suc
 use cellbridge::pure::bootstrap::record::FLUX_TAG;
 use cellbridge::shell::metrics::{Captured, Metrics};
 use serde_json::{Value, json};
-
-/// A tiny deterministic generator (xorshift64).
-struct Dice(u64);
-
-impl Dice {
-    fn roll(&mut self, sides: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % sides
-    }
-}
 
 /// What the cluster reports, as its controllers would write it.
 #[derive(Debug, Clone, Copy, PartialEq)]
