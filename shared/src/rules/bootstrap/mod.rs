@@ -15,6 +15,7 @@ pub mod access;
 pub mod active;
 pub mod config;
 pub mod error;
+mod operator;
 pub mod report;
 
 use std::path::Path;
@@ -102,6 +103,9 @@ struct Prepared {
     components_file: String,
     sync_file: String,
     credentials: Option<CredentialKind>,
+    /// What says Flux is already there (create-if-missing): the Kustomization `flux-system`, or
+    /// a Flux Operator cell's FluxInstance.
+    owner: Option<plan::Owner>,
 }
 
 impl Prepared {
@@ -319,13 +323,17 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
     /// Everything that can be checked without the cluster: manifests, sync objects, and the
     /// Git credentials (fetched and validated here, before anything is applied). The sync
     /// objects are every document of the cell's `gotk-sync.yaml` ([`plan::sync_file`]), applied
-    /// unchanged; the credentials are checked against its GitRepository `flux-system`.
+    /// unchanged; the credentials are checked against its GitRepository `flux-system`. A cell
+    /// whose `flux-system` holds a FluxInstance is the Flux Operator's ([`Self::prepare_operator`]).
     async fn prepare(
         &self,
         fleet: &dyn FleetRead,
         base_branch: Option<&str>,
         cell: &str,
     ) -> Result<Prepared, BootstrapError> {
+        if let Some(prepared) = self.prepare_operator(fleet, base_branch, cell).await? {
+            return Ok(prepared);
+        }
         let (file, text) = plan::components_file(fleet, cell)?;
         let components = plan::parse_objects(&text, &file)?;
         let (sync_file, sync_text) = plan::sync_file(fleet, cell, &self.settings.flux_git(base_branch))?;
@@ -341,11 +349,13 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         let credentials = gitsecret::parse(secret_name, secret_text.expose(), &repo)?;
         let kind = Some(credentials.kind);
         let steps = plan::build(components, Some(&credentials), sync);
+        let owner = plan::Owner::of_sync(&steps);
         Ok(Prepared {
             steps,
             components_file: file,
             sync_file,
             credentials: kind,
+            owner,
         })
     }
 
@@ -523,21 +533,13 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
                 .iter()
                 .find(|s| s.phase == Phase::Sync && s.target.kind == kind)
         };
-        if let Some(k) = sync_object("Kustomization") {
-            let target = KubeRef {
-                namespace: Some(
-                    k.target
-                        .namespace
-                        .clone()
-                        .unwrap_or_else(|| plan::FLUX_NAMESPACE.into()),
-                ),
-                ..k.target.clone()
-            };
-            if kube.exists(&target, "kustomizations").await.map_err(wrap)? && !req.force {
-                tracing::info!(cluster = %req.cluster, cell, "Kustomization flux-system exists: Flux owns this cluster, nothing to do");
-                report.outcome = BootstrapOutcome::AlreadyBootstrapped;
-                return Ok(());
-            }
+        if let Some(owner) = &prepared.owner
+            && kube.exists(&owner.target, owner.plural).await.map_err(wrap)?
+            && !req.force
+        {
+            tracing::info!(cluster = %req.cluster, cell, owner = %owner.target, "{} {} exists: Flux owns this cluster, nothing to do", owner.target.kind, owner.target.name);
+            report.outcome = BootstrapOutcome::AlreadyBootstrapped;
+            return Ok(());
         }
         let crds: Vec<String> = prepared
             .steps
