@@ -57,7 +57,7 @@ pub struct OperatorCell {
     pub dir: String,
     /// The operator's install manifest.
     pub operator_file: String,
-    /// Where the FluxInstance comes from; for the template's, "(written for <cell>)".
+    /// Where the FluxInstance comes from; for the template's, `... (written for <cell>)`.
     pub instance_file: String,
     operator: Vec<(KubeRef, Value)>,
     instance: Value,
