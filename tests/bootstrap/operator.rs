@@ -7,6 +7,7 @@
 use crate::support::*;
 use cellbridge::pure::fleet::LocalFleet;
 use cellbridge::{rules::bootstrap::Phase, rules::bootstrap::report::BootstrapOutcome};
+use serde_json::json;
 use std::collections::BTreeSet;
 
 const T: &str = "clusters/_template/flux-system";
@@ -113,23 +114,36 @@ async fn a_new_operator_cell_gets_the_operator_its_git_secret_and_the_flux_insta
     assert_eq!(keys, BTreeSet::from(["identity", "identity.pub", "known_hosts"]));
     // No GitRepository of cellbridge's: the operator makes it from `spec.sync`.
     assert!(bed.kube.objects(Some("GitRepository")).is_empty());
-    assert!(report.git_repository.is_none());
+    // The first check reads the FluxInstance, which no operator runs here to make Ready.
+    let flux = report.flux.as_ref().unwrap();
+    assert_eq!(flux.outcome.as_str(), "confirming", "{flux:?}");
     let access = report.access_entry.as_ref().unwrap();
     assert!(access.temporary && access.removed);
     assert!(access_entries(&bed.aws, &bed.cluster).await.is_empty());
 
-    // Create-if-missing: the FluxInstance is the operator's now; a second run writes nothing.
+    // Create-if-missing: the FluxInstance is the operator's now, Ready as it reports it
+    // (flux-operator docs/api/v1/fluxinstance.md); a second run writes nothing.
+    bed.kube.set_status(
+        "fluxcd.controlplane.io/v1",
+        "FluxInstance",
+        Some("flux-system"),
+        "flux",
+        json!({"observedGeneration": 1, "lastAppliedRevision": "v2.8.3@sha256:0000",
+               "conditions": [{"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded",
+                               "message": "Reconciliation finished in 52s", "observedGeneration": 1,
+                               "lastTransitionTime": "2025-01-20T10:00:00Z"}]}),
+    );
     bed.kube.clear_requests();
     let second = bed.run(&bed.request()).await.unwrap();
     assert_eq!(second.outcome, BootstrapOutcome::AlreadyBootstrapped);
     assert!(bed.writes().is_empty(), "second run wrote: {:?}", bed.writes());
+    let calls = calls(&bed.kube);
     assert_eq!(
-        calls(&bed.kube),
-        [(
-            "GET".to_owned(),
-            "/apis/fluxcd.controlplane.io/v1/namespaces/flux-system/fluxinstances/flux".to_owned()
-        )],
-        "one read of the FluxInstance decides"
+        calls[0].1, "/apis/fluxcd.controlplane.io/v1/namespaces/flux-system/fluxinstances/flux",
+        "one read of the FluxInstance decides: {calls:?}"
     );
+    assert!(calls.iter().all(|(m, _)| m == "GET"), "{calls:?}");
+    let flux = second.flux.as_ref().unwrap();
+    assert_eq!(flux.outcome.as_str(), "ready", "{flux:?}");
     assert!(access_entries(&bed.aws, &bed.cluster).await.is_empty());
 }

@@ -6,16 +6,16 @@
 //! Upstream installs the operator from its Helm chart; cellbridge takes it from the fleet repo,
 //! as it takes `gotk-components.yaml`: the version a cell runs is a commit.
 //!
-//! Which cell is one, and where its manifests are ([`read`]):
-//! - the cell's `flux-system` directory is `clusters/<cell>/flux-system/` when the cell has one,
-//!   else the template's `clusters/_template/flux-system/`;
-//! - its manifests are the files its `kustomization.yaml` lists in `resources` (what Flux applies
-//!   from it; a file anywhere in the repo counts, so a fleet can keep one install manifest for
-//!   every cell; remote resources, directories and symlinks are not read), or, without a
-//!   `kustomization.yaml`, every `.yaml`/`.yml` file directly in it;
-//! - one of them holds a FluxInstance: the cell is an operator cell;
-//! - the operator's install manifest is the one of them that defines the CRD
-//!   `fluxinstances.fluxcd.controlplane.io` (the release's `install.yaml`: flux-operator
+//! Which cell is one, and where its manifests are ([`read`]), by the rule state-sync and the
+//! strict check follow ([`crate::pure::template::find_instance`]):
+//! - the cell's own directory `clusters/<cell>/` holds a FluxInstance (in any YAML file below it,
+//!   conventionally `flux-system/flux-instance.yaml`): the cell is an operator cell, applied as it
+//!   is; a cell with a `flux-system/` of its own and no FluxInstance is `flux bootstrap`'s;
+//! - else (a new cell, its pull request still open) the template `clusters/_template/` holds one:
+//!   its FluxInstance is written for the cell exactly as the cell's pull request writes it
+//!   ([`crate::pure::template::cell_sync`]: `spec.sync.path` and the configured URL and branch);
+//! - the operator's install manifest is the YAML file below the same directory that defines the
+//!   CRD `fluxinstances.fluxcd.controlplane.io` (the release's `install.yaml`: flux-operator
 //!   `config/default/`, which `kubectl kustomize` builds into it). Not a file name: upstream's own
 //!   fleet layout calls `flux-operator.yaml` the ResourceSet through which the operator later
 //!   upgrades itself (flux-operator `config/terraform/clusters/staging/flux-system/`).
@@ -35,8 +35,10 @@ use serde_json::Value;
 
 use super::gitsecret::{FluxGitRepository, GitCredentials};
 use super::plan::{BootstrapPlanError, FLUX_NAMESPACE, KubeRef, Owner, Phase, Step, parse_objects};
-use crate::pure::fleet::{self, EntryKind, FileMode, FleetRead};
-use crate::pure::template::{FluxGit, GOTK_COMPONENTS, GOTK_SYNC, TEMPLATE_DIR};
+use crate::pure::fleet::{FileMode, FleetRead};
+use crate::pure::template::{
+    self, CellSync, FluxGit, GOTK_COMPONENTS, GOTK_SYNC, TEMPLATE_DIR, TemplateError, find_instance,
+};
 
 /// The FluxInstance's API (flux-operator `api/v1/fluxinstance_types.go`).
 pub const API_VERSION: &str = "fluxcd.controlplane.io/v1";
@@ -47,13 +49,10 @@ pub const PLURAL: &str = "fluxinstances";
 /// The CRD that serves it, in the operator's install manifest.
 pub const CRD: &str = "fluxinstances.fluxcd.controlplane.io";
 
-/// The names kustomize reads a kustomization from (`konfig.RecognizedKustomizationFileNames`).
-const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
-
 /// An operator cell, read and checked: everything its bootstrap applies but the Git secret.
 #[derive(Debug)]
 pub struct OperatorCell {
-    /// The `flux-system` directory it was read from (the cell's, or the template's).
+    /// The directory it was read from: `clusters/<cell>`, or the template's.
     pub dir: String,
     /// The operator's install manifest.
     pub operator_file: String,
@@ -70,6 +69,8 @@ struct Sync {
     url: String,
     provider: Option<String>,
     pull_secret: String,
+    /// `spec.sync.name`, else the FluxInstance's namespace.
+    name: String,
 }
 
 impl OperatorCell {
@@ -86,6 +87,12 @@ impl OperatorCell {
     /// The Secret the operator's GitRepository reads its credentials from.
     pub fn pull_secret(&self) -> &str {
         &self.sync.pull_secret
+    }
+
+    /// The name of the GitRepository and Kustomization the operator makes from `spec.sync`
+    /// (`spec.sync.name`, else the FluxInstance's namespace, `flux-system`), in `flux-system`.
+    pub fn sync_name(&self) -> &str {
+        &self.sync.name
     }
 
     /// The FluxInstance: once it exists, the operator owns the cluster.
@@ -158,68 +165,49 @@ fn is_namespace(r: &KubeRef) -> bool {
     r.kind == "Namespace" && r.api_version == "v1"
 }
 
-/// The cell's operator manifests and FluxInstance, checked; `None` when its `flux-system`
-/// directory holds no FluxInstance (Flux from `gotk-components.yaml` and `gotk-sync.yaml`).
-/// A FluxInstance from the template is written for the cell ([`write_for`]).
+/// The cell's operator manifest and FluxInstance, checked; `None` when neither the cell's
+/// directory nor (for a cell with no `flux-system/` of its own) the template holds a FluxInstance:
+/// Flux from `gotk-components.yaml` and `gotk-sync.yaml`.
 pub fn read(fleet: &dyn FleetRead, cell: &str, flux: &FluxGit) -> Result<Option<OperatorCell>, BootstrapPlanError> {
     let own = format!("clusters/{cell}");
-    let (base, from_template) = if fleet.is_dir(&format!("{own}/flux-system"))? {
-        (own, false)
-    } else {
-        (TEMPLATE_DIR.to_owned(), true)
+    let (dir, found) = match find_instance(fleet, &own).map_err(TemplateError::from)? {
+        Some(found) => (own, found),
+        // The cell's own `flux-system/` decides: `flux bootstrap`'s.
+        None if fleet.is_dir(&format!("{own}/flux-system"))? => return Ok(None),
+        None => match find_instance(fleet, TEMPLATE_DIR).map_err(TemplateError::from)? {
+            Some(found) => (TEMPLATE_DIR.to_owned(), found),
+            None => return Ok(None),
+        },
     };
-    let dir = format!("{base}/flux-system");
-    let files = manifests(fleet, &dir)?;
-    let mut texts = Vec::with_capacity(files.len());
-    let mut found: Option<(String, usize, Value)> = None;
-    for file in files {
-        let Some(text) = fleet.read_text(&file)? else {
-            continue;
-        };
-        if text.contains(KIND) {
-            for (doc, value) in documents(&text, &file)? {
-                if value.get("kind").and_then(Value::as_str) != Some(KIND) {
-                    continue;
-                }
-                if let Some((first, first_doc, _)) = &found {
-                    return Err(BootstrapPlanError::Instance {
-                        file,
-                        doc,
-                        field: "kind".into(),
-                        reason: format!(
-                            "a second FluxInstance (the first: {first}, document {first_doc}); the Flux Operator reconciles one, named `{NAME}`"
-                        ),
-                    });
-                }
-                found = Some((file.clone(), doc, value));
-            }
-        }
-        texts.push((file, text));
-    }
-    let Some((file, doc, mut instance)) = found else {
-        return Ok(None);
-    };
+    let file = found.file;
     for gotk in [GOTK_COMPONENTS, GOTK_SYNC] {
-        let path = format!("{base}/{gotk}");
+        let path = format!("{dir}/{gotk}");
         if fleet.mode(&path)?.is_some() {
             return Err(BootstrapPlanError::MixedFlux {
-                dir,
+                dir: format!("{dir}/flux-system"),
                 instance_file: file,
                 gotk_file: path,
             });
         }
     }
-    let mut sync = check_instance(&instance, &file, doc)?;
-    let (operator_file, operator) = operator_manifest(&texts, &dir, &file)?;
-    let instance_file = if from_template {
-        write_for(&mut instance, cell, flux, &file, doc)?;
-        if let Some(url) = &flux.url {
-            sync.url = url.clone();
-        }
-        format!("{file} (written for {cell})")
+    let (text, instance_file) = if dir == TEMPLATE_DIR {
+        let CellSync::Instance(t) = template::cell_sync(fleet, flux)? else {
+            return Ok(None);
+        };
+        (t.render(cell)?, format!("{file} (written for {cell})"))
     } else {
-        file
+        (fleet.read_text(&file)?.unwrap_or_default(), file.clone())
     };
+    let (doc, instance) = documents(&text, &file)?
+        .into_iter()
+        .find(|(_, v)| is_instance(v))
+        .ok_or_else(|| BootstrapPlanError::Invalid {
+            file: instance_file.clone(),
+            doc: 1,
+            reason: "the FluxInstance is gone".into(),
+        })?;
+    let sync = check_instance(&instance, &file, doc)?;
+    let (operator_file, operator) = operator_manifest(fleet, &dir, &file)?;
     Ok(Some(OperatorCell {
         dir,
         operator_file,
@@ -230,44 +218,13 @@ pub fn read(fleet: &dyn FleetRead, cell: &str, flux: &FluxGit) -> Result<Option<
     }))
 }
 
-/// The files Flux applies from `dir`: its kustomization's `resources` that are files of the repo,
-/// else every YAML file directly in it.
-fn manifests(fleet: &dyn FleetRead, dir: &str) -> Result<Vec<String>, BootstrapPlanError> {
-    for name in KUSTOMIZATION_FILES {
-        let path = fleet::join(dir, name);
-        let Some(text) = fleet.read_text(&path)? else {
-            continue;
-        };
-        let k: Value = serde_saphyr::from_str(&text).map_err(|e| BootstrapPlanError::Yaml {
-            file: path.clone(),
-            reason: e.to_string(),
-        })?;
-        let mut out = Vec::new();
-        for entry in k
-            .get("resources")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
-            // Remote bases (a URL, `github.com/...`) are not the fleet's files.
-            if entry.contains("://") || entry.starts_with("github.com/") {
-                continue;
-            }
-            let p = fleet::normalize(dir, entry)?;
-            if matches!(fleet.mode(&p)?, Some(FileMode::Regular | FileMode::Executable)) {
-                out.push(p);
-            }
-        }
-        return Ok(out);
-    }
-    Ok(fleet
-        .list(dir)?
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|e| e.kind == EntryKind::File && (e.name.ends_with(".yaml") || e.name.ends_with(".yml")))
-        .map(|e| fleet::join(dir, &e.name))
-        .collect())
+/// A FluxInstance document, of any version of the operator's group (the version is checked by
+/// [`check_instance`]).
+fn is_instance(v: &Value) -> bool {
+    v.get("kind").and_then(Value::as_str) == Some(KIND)
+        && v.get("apiVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|a| a.starts_with("fluxcd.controlplane.io/"))
 }
 
 /// Every document of `text`, numbered from 1 as [`parse_objects`] numbers them.
@@ -279,39 +236,45 @@ fn documents(text: &str, file: &str) -> Result<Vec<(usize, Value)>, BootstrapPla
     Ok(docs.into_iter().enumerate().map(|(i, d)| (i + 1, d)).collect())
 }
 
-/// The one manifest that defines the FluxInstance CRD, its objects without the FluxInstance, and
-/// the checks that it installs the operator: the CRD serves `v1`, a Deployment runs it.
+/// The one YAML file below `dir` that defines the FluxInstance CRD (symlinks left out, as Flux's
+/// artifact leaves them out; `gotk-components.yaml` never), its objects without the FluxInstance,
+/// and the checks that it installs the operator: the CRD serves `v1`, a Deployment runs it.
 fn operator_manifest(
-    texts: &[(String, String)],
+    fleet: &dyn FleetRead,
     dir: &str,
     instance_file: &str,
 ) -> Result<(String, Vec<(KubeRef, Value)>), BootstrapPlanError> {
     let mut found: Option<(String, Vec<(KubeRef, Value)>)> = None;
-    for (file, text) in texts {
+    for (file, mode) in fleet.walk(dir)? {
+        let yaml = file.ends_with(".yaml") || file.ends_with(".yml");
+        if mode == FileMode::Symlink || !yaml || file.ends_with("/gotk-components.yaml") {
+            continue;
+        }
+        let Some(text) = fleet.read_text(&file)? else {
+            continue;
+        };
         if !text.contains(CRD) {
             continue;
         }
-        let objects = parse_objects(text, file)?;
+        let objects = parse_objects(&text, &file)?;
         if !objects.iter().any(|(r, _)| is_crd(r) && r.name == CRD) {
             continue;
         }
         if let Some((first, _)) = &found {
             return Err(BootstrapPlanError::OperatorManifest {
-                file: file.clone(),
+                file,
                 reason: format!(
                     "defines the CustomResourceDefinition `{CRD}`, and so does {first}: keep one install manifest of the Flux Operator in {dir}/"
                 ),
             });
         }
-        found = Some((file.clone(), objects));
+        found = Some((file, objects));
     }
     let Some((file, objects)) = found else {
-        let looked_in: Vec<&str> = texts.iter().map(|(f, _)| f.as_str()).collect();
         return Err(BootstrapPlanError::NoOperatorCrd {
             dir: dir.to_owned(),
             instance_file: instance_file.to_owned(),
             crd: CRD,
-            looked_in: looked_in.join(", "),
         });
     };
     let objects: Vec<(KubeRef, Value)> = objects.into_iter().filter(|(r, _)| r.kind != KIND).collect();
@@ -345,41 +308,6 @@ fn operator_manifest(
         });
     }
     Ok((file, objects))
-}
-
-/// The template's FluxInstance written for `cell`, as a new cell's `gotk-sync.yaml` is
-/// ([`crate::pure::template::sync_source`]): `spec.sync.path` becomes `clusters/<cell>` (with
-/// the template's leading `./`, if any), `spec.sync.url` the configured URL and `spec.sync.ref`
-/// the configured branch (`refs/heads/<branch>`: the operator sets it as the GitRepository's
-/// `spec.ref.name`), each only where configured.
-fn write_for(
-    instance: &mut Value,
-    cell: &str,
-    flux: &FluxGit,
-    file: &str,
-    doc: usize,
-) -> Result<(), BootstrapPlanError> {
-    let sync = &mut instance["spec"]["sync"];
-    let dot = sync["path"].as_str().is_some_and(|p| p.starts_with("./"));
-    sync["path"] = Value::String(format!("{}clusters/{cell}", if dot { "./" } else { "" }));
-    if let Some(url) = &flux.url {
-        sync["url"] = Value::String(url.clone());
-    }
-    if let Some(branch) = &flux.branch {
-        let named = sync["ref"].as_str().unwrap_or_default();
-        if !named.starts_with("refs/heads/") {
-            return Err(BootstrapPlanError::Instance {
-                file: file.into(),
-                doc,
-                field: "spec.sync.ref".into(),
-                reason: format!(
-                    "`{named}` is no branch (`refs/heads/...`), so CELLBRIDGE_FLUX_GIT_BRANCH cannot apply to it"
-                ),
-            });
-        }
-        sync["ref"] = Value::String(format!("refs/heads/{branch}"));
-    }
-    Ok(())
 }
 
 /// flux-operator's `Distribution.Variant` enum.
@@ -536,7 +464,10 @@ fn check_sync(sync: &Value) -> Result<Sync, (&'static str, String)> {
             ));
         }
     }
-    if let Some(n) = string(sync, "name").map_err(|r| ("spec.sync.name", r))?
+    let sync_name = string(sync, "name")
+        .map_err(|r| ("spec.sync.name", r))?
+        .filter(|n| !n.is_empty());
+    if let Some(n) = sync_name
         && n.chars().count() > 63
     {
         return Err((
@@ -571,6 +502,7 @@ fn check_sync(sync: &Value) -> Result<Sync, (&'static str, String)> {
         url: url.to_owned(),
         provider: provider.map(str::to_owned),
         pull_secret: pull_secret.to_owned(),
+        name: sync_name.unwrap_or(FLUX_NAMESPACE).to_owned(),
     })
 }
 

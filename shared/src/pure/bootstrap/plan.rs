@@ -55,13 +55,12 @@ pub enum BootstrapPlanError {
         reason: String,
     },
     #[error(
-        "{dir}: {instance_file} holds a FluxInstance, but no manifest of {dir}/ defines the CustomResourceDefinition `{crd}` (looked in: {looked_in}): the Flux Operator's install manifest (its release's install.yaml) must be one of them; nothing was applied"
+        "{instance_file} holds a FluxInstance, but no YAML file below {dir}/ defines the CustomResourceDefinition `{crd}`: commit the Flux Operator's install manifest (its release's install.yaml) there; nothing was applied"
     )]
     NoOperatorCrd {
         dir: String,
         instance_file: String,
         crd: &'static str,
-        looked_in: String,
     },
     #[error("{file}: {reason}; nothing was applied")]
     OperatorManifest { file: String, reason: String },

@@ -3,17 +3,21 @@
 //! ([`crate::pure::bootstrap::operator`]), and the Git credentials checked against the
 //! GitRepository the operator will make from `spec.sync` (its URL and provider), with the same
 //! rules as a `gotk-sync.yaml`'s ([`gitsecret::parse`]). The apply itself is the same as for any
-//! cell ([`Bootstrapper::run`]); its owner, whose presence means Flux is there, is the FluxInstance.
+//! cell ([`Bootstrapper::run`]); its owner, whose presence means Flux is there, is the FluxInstance,
+//! and the checks after it read the FluxInstance, the operator's Deployment and the sync objects
+//! the operator makes.
 
 use super::{BootstrapError, Bootstrapper, Prepared};
+use crate::ports::cluster::kube::Observe;
 use crate::ports::cluster::{Accounts, KubeConnect};
 use crate::ports::secrets::SecretStore;
 use crate::pure::bootstrap::gitsecret::{self, FluxGitRepository, GitCredentials};
-use crate::pure::bootstrap::operator;
+use crate::pure::bootstrap::{operator, plan};
 use crate::pure::fleet::FleetRead;
 
 impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
-    /// A Flux Operator cell's plan; `None` when the cell's `flux-system` holds no FluxInstance.
+    /// A Flux Operator cell's plan; `None` when the cell's directory (or, for a cell without a
+    /// `flux-system/` of its own, the template) holds no FluxInstance.
     pub(super) async fn prepare_operator(
         &self,
         fleet: &dyn FleetRead,
@@ -28,12 +32,31 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         let owner = op.owner();
         let components_file = op.operator_file.clone();
         let sync_file = op.instance_file.clone();
+        let sync_name = op.sync_name().to_owned();
         let kind = credentials.kind;
+        let secrets = credentials
+            .values()
+            .map(|v| crate::pure::redact::Secret::new(v.to_owned()))
+            .collect();
+        let steps = op.build(&credentials);
+        let controllers = steps
+            .iter()
+            .filter(|s| s.target.kind == "Deployment" && s.target.namespace.as_deref() == Some(plan::FLUX_NAMESPACE))
+            .map(|s| s.target.name.clone())
+            .collect();
         Ok(Some(Prepared {
-            steps: op.build(&credentials),
+            steps,
             components_file,
             sync_file,
             credentials: Some(kind),
+            observe: Observe {
+                namespace: plan::FLUX_NAMESPACE.into(),
+                controllers,
+                git_repository: sync_name.clone(),
+                kustomization: sync_name,
+                flux_instance: Some(operator::NAME.into()),
+            },
+            secrets,
             owner: Some(owner),
         }))
     }

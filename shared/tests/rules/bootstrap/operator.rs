@@ -10,7 +10,7 @@ use crate::support::bootstrap::*;
 use cellbridge::pure::fleet::MemFleet;
 use cellbridge::shell::error::{Class, Classify};
 use cellbridge::{
-    rules::bootstrap::Phase, rules::bootstrap::Request, rules::bootstrap::Target,
+    pure::bootstrap::confirm::Outcome, rules::bootstrap::Phase, rules::bootstrap::Request, rules::bootstrap::Target,
     rules::bootstrap::report::BootstrapOutcome,
 };
 use serde_json::json;
@@ -87,14 +87,17 @@ async fn an_operator_cell_gets_the_operator_its_git_secret_and_the_flux_instance
         Some("clusters/_template/flux-system/flux-instance.yaml (written for prod-eu-west-1)")
     );
     // The FluxInstance, written for the cell; no GitRepository of cellbridge's (the operator
-    // makes it), so no wait for one.
+    // makes it).
     let fi = bed
         .kube()
         .get(REGION, CLUSTER, "FluxInstance", Some("flux-system"), "flux")
         .unwrap();
     assert_eq!(fi["spec"]["sync"]["path"], format!("clusters/{CELL}"));
     assert_eq!(fi["spec"]["distribution"]["registry"], "ghcr.io/fluxcd");
-    assert!(report.git_repository.is_none());
+    // The first check reads the FluxInstance: Ready (upstream's status) is Flux taking over.
+    let flux = report.flux.as_ref().unwrap();
+    assert_eq!(flux.outcome, Outcome::Ready, "{flux:?}");
+    assert!(flux.sentence.contains("FluxInstance"), "{}", flux.sentence);
     let secret = bed
         .kube()
         .get(REGION, CLUSTER, "Secret", Some("flux-system"), "flux-system")
@@ -233,8 +236,12 @@ async fn the_git_credential_rules_hold_for_the_flux_instances_sync() {
 #[tokio::test]
 async fn each_refusal_stops_the_run_before_anything_is_applied() {
     let no_crd = {
-        let mut f = operator_fleet(INSTANCE);
-        f.insert(format!("{T}/kustomization.yaml"), "resources: [flux-instance.yaml]\n");
+        let mut f = MemFleet::new();
+        f.insert(format!("{T}/flux-instance.yaml"), INSTANCE);
+        f.insert(
+            format!("clusters/{CELL}/cell-metadata.yaml"),
+            metadata(CELL, CLUSTER, &[]),
+        );
         f
     };
     let mixed = {
@@ -261,7 +268,7 @@ async fn each_refusal_stops_the_run_before_anything_is_applied() {
         (
             "no operator CRD",
             no_crd,
-            "no manifest of clusters/_template/flux-system/ defines the CustomResourceDefinition `fluxinstances.fluxcd.controlplane.io`",
+            "no YAML file below clusters/_template/ defines the CustomResourceDefinition `fluxinstances.fluxcd.controlplane.io`",
         ),
         (
             "both kinds of Flux",

@@ -26,15 +26,16 @@ spec:
     pullSecret: fleet-git
 ";
 
-const KUSTOMIZATION: &str = "resources:\n  - flux-operator-install.yaml\n  - flux-instance.yaml\n";
-
 const T: &str = "clusters/_template/flux-system";
 
 fn fleet(instance: &str) -> MemFleet {
     let mut f = MemFleet::new();
     f.insert(format!("{T}/flux-operator-install.yaml"), INSTALL);
     f.insert(format!("{T}/flux-instance.yaml"), instance);
-    f.insert(format!("{T}/kustomization.yaml"), KUSTOMIZATION);
+    f.insert(
+        format!("{T}/kustomization.yaml"),
+        "resources:\n  - flux-operator-install.yaml\n  - flux-instance.yaml\n",
+    );
     f
 }
 
@@ -56,7 +57,7 @@ fn instance_with(from: &str, to: &str) -> String {
 #[test]
 fn a_template_flux_instance_is_an_operator_cell_applied_in_order_and_written_for_the_cell() {
     let cell = read(&fleet(INSTANCE), "c1", &FluxGit::default()).unwrap().unwrap();
-    assert_eq!(cell.dir, T);
+    assert_eq!(cell.dir, "clusters/_template");
     assert_eq!(cell.operator_file, format!("{T}/flux-operator-install.yaml"));
     assert_eq!(cell.instance_file, format!("{T}/flux-instance.yaml (written for c1)"));
     assert_eq!(cell.pull_secret(), "fleet-git");
@@ -105,84 +106,87 @@ fn a_template_flux_instance_is_an_operator_cell_applied_in_order_and_written_for
 }
 
 #[test]
-fn the_configured_url_and_branch_reach_a_template_instance_and_a_pinned_ref_refuses_the_branch() {
+fn the_configured_url_and_branch_reach_a_template_instance_as_the_pull_request_writes_it() {
     let flux = FluxGit {
         url: Some("https://git.example.com/fleet".into()),
         branch: Some("release".into()),
         base_branch: Some("main".into()),
     };
-    let cell = read(
-        &fleet(&instance_with("path: ./clusters/_template", "path: clusters/_template")),
-        "c1",
-        &flux,
-    )
-    .unwrap()
-    .unwrap();
+    let f = fleet(&instance_with("path: ./clusters/_template", "path: clusters/_template"));
+    let cell = read(&f, "c1", &flux).unwrap().unwrap();
     assert_eq!(cell.repository().url, "https://git.example.com/fleet");
     let creds = credentials(&cell);
     let steps = cell.build(&creds);
     let sync = &steps.last().unwrap().object()["spec"]["sync"];
     assert_eq!(sync["path"], "clusters/c1");
     assert_eq!(sync["ref"], "refs/heads/release");
+    assert_eq!(sync["url"], "https://git.example.com/fleet");
 
+    // What state-sync refuses for a new cell, the bootstrap refuses too.
     let pinned = fleet(&instance_with("refs/heads/main", "refs/tags/v1.0.0"));
     let e = read(&pinned, "c1", &flux).unwrap_err().to_string();
-    assert_eq!(
-        e,
-        format!(
-            "{T}/flux-instance.yaml, document 1: FluxInstance field `spec.sync.ref`: `refs/tags/v1.0.0` is no branch (`refs/heads/...`), so CELLBRIDGE_FLUX_GIT_BRANCH cannot apply to it; nothing was applied"
-        )
+    assert!(
+        e.starts_with(&format!("{T}/flux-instance.yaml: ")) && e.contains("CELLBRIDGE_FLUX_GIT_BRANCH cannot apply"),
+        "{e}"
     );
+    let elsewhere = fleet(&instance_with("path: ./clusters/_template", "path: ./clusters/other"));
+    let e = read(&elsewhere, "c1", &FluxGit::default()).unwrap_err().to_string();
+    assert!(e.contains("`spec.sync.path` is `./clusters/other`"), "{e}");
+}
+
+const O: &str = "clusters/c1/flux-system";
+
+/// The cell `c1` merged with its own operator files (and the template's still there).
+fn own_fleet(instance: &str) -> MemFleet {
+    let mut f = fleet(INSTANCE);
+    f.insert(format!("{O}/flux-operator-install.yaml"), INSTALL);
+    f.insert(
+        format!("{O}/flux-instance.yaml"),
+        instance.replace("./clusters/_template", "./clusters/c1"),
+    );
+    f
 }
 
 #[test]
-fn the_cells_own_flux_system_is_applied_as_it_is_and_a_gotk_cell_is_none() {
-    let mut f = fleet(INSTANCE);
-    // The cell's own directory wins; its kustomization may list a manifest kept elsewhere.
-    f.insert("shared/flux-operator/install.yaml", INSTALL);
+fn the_cells_own_flux_instance_is_applied_as_it_is_and_a_gotk_cell_is_none() {
+    let mut f = own_fleet(&instance_with("ref: refs/heads/main", "ref: refs/tags/v2"));
     f.insert(
-        "clusters/c1/flux-system/kustomization.yaml",
-        "resources:\n  - ../../../shared/flux-operator/install.yaml\n  - instance.yaml\n  - https://example.com/remote.yaml\n",
-    );
-    f.insert(
-        "clusters/c1/flux-system/instance.yaml",
-        instance_with("./clusters/_template", "./clusters/c1-own"),
+        "clusters/c1/layers.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n",
     );
     let cell = read(&f, "c1", &FluxGit::default()).unwrap().unwrap();
-    assert_eq!(cell.operator_file, "shared/flux-operator/install.yaml");
-    assert_eq!(cell.instance_file, "clusters/c1/flux-system/instance.yaml");
+    assert_eq!(cell.dir, "clusters/c1");
+    assert_eq!(cell.operator_file, format!("{O}/flux-operator-install.yaml"));
+    assert_eq!(cell.instance_file, format!("{O}/flux-instance.yaml"));
+    assert_eq!(cell.sync_name(), "flux-system");
     let creds = credentials(&cell);
     let steps = cell.build(&creds);
-    assert_eq!(
-        steps.last().unwrap().object()["spec"]["sync"]["path"],
-        "./clusters/c1-own"
-    );
+    let sync = &steps.last().unwrap().object()["spec"]["sync"];
+    assert_eq!(sync["path"], "./clusters/c1");
+    assert_eq!(sync["ref"], "refs/tags/v2");
 
-    // A cell of gotk-components.yaml and gotk-sync.yaml: not the operator's.
-    let mut g = MemFleet::new();
+    // A cell of gotk-components.yaml and gotk-sync.yaml: not the operator's, whatever the
+    // template holds (the cell's own `flux-system/` decides).
+    let mut g = fleet(INSTANCE);
     g.insert(
-        "clusters/_template/flux-system/gotk-components.yaml",
+        "clusters/c1/flux-system/gotk-components.yaml",
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: flux-system\n",
     );
-    g.insert("clusters/_template/flux-system/gotk-sync.yaml", "---\n");
-    g.insert(
-        "clusters/_template/flux-system/kustomization.yaml",
-        "resources: [gotk-components.yaml, gotk-sync.yaml]\n",
-    );
     assert!(read(&g, "c1", &FluxGit::default()).unwrap().is_none());
-    // A FluxInstance no kustomization lists is not applied by Flux, nor by the bootstrap.
-    g.insert("clusters/_template/flux-system/flux-instance.yaml", INSTANCE);
-    assert!(read(&g, "c1", &FluxGit::default()).unwrap().is_none());
+    let mut t = MemFleet::new();
+    t.insert("clusters/_template/flux-system/gotk-sync.yaml", "---\n");
+    assert!(read(&t, "c1", &FluxGit::default()).unwrap().is_none());
 }
 
 #[test]
-fn without_a_kustomization_every_yaml_file_of_the_directory_counts() {
+fn any_yaml_file_of_the_directory_counts_but_a_symlink() {
     let mut f = MemFleet::new();
-    f.insert(format!("{T}/operator.yml"), INSTALL);
-    f.insert(format!("{T}/flux.yaml"), INSTANCE);
-    f.insert(format!("{T}/README.md"), "FluxInstance notes\n");
+    f.insert("clusters/_template/operator/install.yml", INSTALL);
+    f.insert("clusters/_template/flux.yaml", INSTANCE);
+    f.insert("clusters/_template/README.md", "FluxInstance notes\n");
     let cell = read(&f, "c1", &FluxGit::default()).unwrap().unwrap();
-    assert_eq!(cell.operator_file, format!("{T}/operator.yml"));
+    assert_eq!(cell.operator_file, "clusters/_template/operator/install.yml");
+    assert_eq!(cell.instance_file, "clusters/_template/flux.yaml (written for c1)");
     // One file may hold both: the FluxInstance is applied last, once.
     let mut one = MemFleet::new();
     one.insert(format!("{T}/all.yaml"), format!("{INSTALL}\n---\n{INSTANCE}"));
@@ -191,6 +195,13 @@ fn without_a_kustomization_every_yaml_file_of_the_directory_counts() {
     let steps = cell.build(&creds);
     assert_eq!(steps.iter().filter(|s| s.target.kind == KIND).count(), 1);
     assert_eq!(steps.last().unwrap().phase, Phase::Instance);
+    // Flux's artifact has no symlink: neither has the bootstrap.
+    let mut linked = MemFleet::new();
+    linked.insert("shared/install.yaml", INSTALL);
+    linked.insert_symlink(format!("{T}/install.yaml"), "../../../shared/install.yaml");
+    linked.insert(format!("{T}/flux-instance.yaml"), INSTANCE);
+    let e = read(&linked, "c1", &FluxGit::default()).unwrap_err().to_string();
+    assert!(e.contains("no YAML file below clusters/_template/ defines"), "{e}");
 }
 
 #[test]
@@ -319,18 +330,18 @@ fn a_flux_instance_the_operator_would_reject_is_refused_naming_file_document_and
         ),
     ];
     for (from, to, field, reason) in cases {
-        let e = refused(&fleet(&instance_with(from, to)));
-        let head = format!("{T}/flux-instance.yaml, document 1: FluxInstance field `{field}`: ");
+        let e = refused(&own_fleet(&instance_with(from, to)));
+        let head = format!("{O}/flux-instance.yaml, document 1: FluxInstance field `{field}`: ");
         assert!(e.starts_with(&head) && e.contains(reason), "{from:?} -> {to:?}: {e}");
         assert!(e.ends_with("; nothing was applied"), "{e}");
     }
     let no_sync = INSTANCE.split("  sync:\n").next().unwrap().to_owned();
-    let e = refused(&fleet(&no_sync));
+    let e = refused(&own_fleet(&no_sync));
     assert!(
         e.contains("field `spec.sync`: unset: the operator would install Flux and sync nothing"),
         "{e}"
     );
-    let e = refused(&fleet(&INSTANCE.replace(
+    let e = refused(&own_fleet(&INSTANCE.replace(
         "spec:\n  distribution:\n    version: \"2.x\"\n    registry: ghcr.io/fluxcd\n",
         "spec:\n",
     )));
@@ -342,14 +353,13 @@ fn a_flux_instance_the_operator_would_reject_is_refused_naming_file_document_and
 
 #[test]
 fn an_operator_manifest_without_its_crd_or_deployment_and_a_mixed_cell_are_refused() {
-    // No CRD: the manifests list only the instance.
-    let mut f = fleet(INSTANCE);
-    f.insert(format!("{T}/kustomization.yaml"), "resources: [flux-instance.yaml]\n");
-    let e = refused(&f);
+    // No install manifest at all.
+    let mut f = MemFleet::new();
+    f.insert(format!("{T}/flux-instance.yaml"), INSTANCE);
     assert_eq!(
-        e,
+        refused(&f),
         format!(
-            "{T}: {T}/flux-instance.yaml holds a FluxInstance, but no manifest of {T}/ defines the CustomResourceDefinition `fluxinstances.fluxcd.controlplane.io` (looked in: {T}/flux-instance.yaml): the Flux Operator's install manifest (its release's install.yaml) must be one of them; nothing was applied"
+            "{T}/flux-instance.yaml holds a FluxInstance, but no YAML file below clusters/_template/ defines the CustomResourceDefinition `fluxinstances.fluxcd.controlplane.io`: commit the Flux Operator's install manifest (its release's install.yaml) there; nothing was applied"
         )
     );
     // A manifest with the other CRDs but not FluxInstance's.
@@ -359,27 +369,30 @@ fn an_operator_manifest_without_its_crd_or_deployment_and_a_mixed_cell_are_refus
         "name: fluxinstances.example.com",
     );
     f.insert(format!("{T}/flux-operator-install.yaml"), without);
-    assert!(refused(&f).contains("no manifest of"), "{}", refused(&f));
+    assert!(refused(&f).contains("no YAML file below"), "{}", refused(&f));
     // No Deployment.
     let mut f = fleet(INSTANCE);
     f.insert(
         format!("{T}/flux-operator-install.yaml"),
         INSTALL.split("apiVersion: apps/v1\nkind: Deployment").next().unwrap(),
     );
-    assert!(refused(&f).contains("flux-operator-install.yaml: defines the CustomResourceDefinition `fluxinstances.fluxcd.controlplane.io` but no Deployment"), "{}", refused(&f));
-    // Two install manifests.
-    let mut f = fleet(INSTANCE);
-    f.insert(format!("{T}/again.yaml"), INSTALL);
-    f.insert(
-        format!("{T}/kustomization.yaml"),
-        format!("{KUSTOMIZATION}  - again.yaml\n"),
-    );
     assert!(
-        refused(&f).starts_with(&format!("{T}/again.yaml: defines the CustomResourceDefinition")),
+        refused(&f).contains(
+            "flux-operator-install.yaml: defines the CustomResourceDefinition `fluxinstances.fluxcd.controlplane.io` but no Deployment"
+        ),
         "{}",
         refused(&f)
     );
-    // Both kinds of Flux in one directory.
+    // Two install manifests.
+    let mut f = fleet(INSTANCE);
+    f.insert(format!("{T}/again.yaml"), INSTALL);
+    assert!(
+        refused(&f)
+            .contains("defines the CustomResourceDefinition `fluxinstances.fluxcd.controlplane.io`, and so does"),
+        "{}",
+        refused(&f)
+    );
+    // Both kinds of Flux in one directory: the template's, and a cell's own.
     let mut f = fleet(INSTANCE);
     f.insert(format!("{T}/gotk-sync.yaml"), "---\n");
     assert_eq!(
@@ -388,14 +401,17 @@ fn an_operator_manifest_without_its_crd_or_deployment_and_a_mixed_cell_are_refus
             "{T}: holds both a FluxInstance ({T}/flux-instance.yaml) and clusters/_template/flux-system/gotk-sync.yaml: a cell's Flux is installed either by the Flux Operator or from gotk-components.yaml and gotk-sync.yaml, never both; remove one of them; nothing was applied"
         )
     );
-    // Two FluxInstances.
-    let mut f = fleet(INSTANCE);
-    f.insert(format!("{T}/flux-instance.yaml"), format!("{INSTANCE}---\n{INSTANCE}"));
+    let mut f = own_fleet(INSTANCE);
+    f.insert(format!("{O}/gotk-components.yaml"), "---\n");
     assert!(
-        refused(&f).contains("document 2: FluxInstance field `kind`: a second FluxInstance"),
+        refused(&f).starts_with(&format!("{O}: holds both a FluxInstance")),
         "{}",
         refused(&f)
     );
+    // Two FluxInstances.
+    let mut f = own_fleet(INSTANCE);
+    f.insert("clusters/c1/another.yaml", INSTANCE);
+    assert!(refused(&f).contains("a second FluxInstance"), "{}", refused(&f));
 }
 
 #[test]
