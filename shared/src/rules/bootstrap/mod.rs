@@ -332,7 +332,8 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
     /// Git credentials (fetched and validated here, before anything is applied). The sync
     /// objects are every document of the cell's `gotk-sync.yaml` ([`plan::sync_file`]), applied
     /// unchanged; the credentials are checked against its GitRepository `flux-system`. A cell
-    /// whose `flux-system` holds a FluxInstance is the Flux Operator's ([`Self::prepare_operator`]).
+    /// holding a FluxInstance (or, before its own `flux-system/` exists, whose template holds one)
+    /// is the Flux Operator's ([`Self::prepare_operator`]).
     async fn prepare(
         &self,
         fleet: &dyn FleetRead,
