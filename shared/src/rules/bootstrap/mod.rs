@@ -114,6 +114,9 @@ struct Prepared {
     /// What says Flux is already there (create-if-missing): the Kustomization `flux-system`, or
     /// a Flux Operator cell's FluxInstance.
     owner: Option<plan::Owner>,
+    /// Where the checks of a Flux found already there count from: the record an earlier run
+    /// left on the cluster, else now.
+    prior: Start,
 }
 
 impl Prepared {
@@ -397,6 +400,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
             observe: Observe::flux_system(controllers),
             secrets,
             owner,
+            prior: Start::now(),
         })
     }
 
@@ -472,8 +476,11 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         let result = match api.kube_auth(&req.cluster, endpoint, ca_pem).await {
             Ok(auth) => {
                 let steps: Vec<String> = prepared.steps.iter().map(|s| s.target.to_string()).collect();
-                let prior = Start::prior(Some(&info));
-                let install = self.install(auth, grant.temporary, &cell.name, req, prepared, prior, &mut report);
+                let prepared = Prepared {
+                    prior: Start::prior(Some(&info)),
+                    ..prepared
+                };
+                let install = self.install(auth, grant.temporary, &cell.name, req, prepared, &mut report);
                 match install_by {
                     None => install.await,
                     // Bounded, so that the access entry below is deleted before the invocation
@@ -542,7 +549,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         }
         let auth = ClusterAuth::Kubeconfig(path.to_owned());
         let observe = prepared.observe.clone();
-        self.install(auth, false, &cell.name, req, prepared, Start::prior(None), &mut report)
+        self.install(auth, false, &cell.name, req, prepared, &mut report)
             .await?;
         self.follow_up(&mut report, |flux| Recheck {
             cluster: req.cluster.clone(),
@@ -595,7 +602,6 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         cell: &str,
         req: &Request,
         prepared: Prepared,
-        prior: Start,
         report: &mut Report,
     ) -> Result<(), BootstrapError> {
         let wrap = |source: crate::ports::cluster::kube::ApplyError| BootstrapError::Apply {
@@ -614,7 +620,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         {
             tracing::info!(cluster = %req.cluster, cell, owner = %owner.target, "{} {} exists: Flux owns this cluster, nothing to apply", owner.target.kind, owner.target.name);
             report.outcome = BootstrapOutcome::AlreadyBootstrapped;
-            self.first_check(&mut kube, &prepared, prior, report).await;
+            self.first_check(&mut kube, &prepared, prepared.prior, report).await;
             return Ok(());
         }
         let crds: Vec<String> = prepared

@@ -58,6 +58,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
             },
             secrets,
             owner: Some(owner),
+            prior: super::Start::now(),
         }))
     }
 
