@@ -271,6 +271,46 @@ impl Bed {
             .to_vec()
     }
 
+    /// Every AWS call of this bed moto has seen, in order: signed with the bed's key, or aimed
+    /// at its cluster (a cell role's session signs with a key of its own). The API server's own
+    /// replay of the EKS token is not a call of ours.
+    fn aws_seen(&self) -> Vec<Value> {
+        let all = moto_get("/_cellbridge/calls");
+        // moto keeps the last 20000: a full log may have lost calls a probe is counting.
+        assert!(all.len() < 20_000, "moto's call log is full");
+        let arn = format!("%2F{}", self.cluster);
+        all.into_iter()
+            .filter(|c| {
+                let line = c["line"].as_str().unwrap_or("");
+                let path = line.split_once(' ').map_or("", |x| x.1);
+                let at_cluster = path.split('/').any(|s| s == self.cluster || s.ends_with(&arn));
+                (c["access_key"] == json!(self.access_key) || at_cluster) && c["presigned"] != true
+            })
+            .collect()
+    }
+
+    /// `seen` (one run's share of [`Bed::aws_seen`]) as calls, each the `nth` of its kind, the
+    /// bed's names in their request lines left as placeholders.
+    fn aws_calls(&self, seen: &[Value], role: bool) -> Vec<Call> {
+        let mut nth: BTreeMap<(String, String), usize> = BTreeMap::new();
+        let mut calls = Vec::new();
+        for c in seen {
+            let service = c["service"].as_str().unwrap().to_owned();
+            let operation = c["operation"].as_str().unwrap().to_owned();
+            let n = nth.entry((service.clone(), operation.clone())).or_insert(0);
+            let line = c["line"].as_str().unwrap_or("");
+            calls.push(Call::Aws {
+                service,
+                operation,
+                line: line.replace(&self.cell, "{cell}").replace(&self.cluster, "{cluster}"),
+                nth: *n,
+                role,
+            });
+            *n += 1;
+        }
+        calls
+    }
+
     /// Nothing half-applied: the Kustomization `flux-system` (which makes later runs stop)
     /// exists only together with every other object.
     fn check_not_half_applied(&self, clean: &BTreeMap<String, usize>) -> Result<(), String> {
@@ -338,7 +378,7 @@ fn moto_clear(tag: &str) {
 
 #[derive(Clone, Debug)]
 enum Call {
-    /// An AWS operation; the `nth` of its kind in a run (AssumeRole comes twice).
+    /// An AWS operation; the `nth` of its kind in a run.
     Aws {
         service: String,
         operation: String,
@@ -396,6 +436,25 @@ impl Call {
     }
 }
 
+/// The calls in `found` not in `calls` yet, added in their order.
+fn add_calls(calls: &mut Vec<Call>, found: Vec<Call>) {
+    for call in found {
+        if !calls.iter().any(|c| c.name() == call.name()) {
+            calls.push(call);
+        }
+    }
+}
+
+/// The kinds of request in the API server's log, in the order first made.
+fn kube_calls(requests: &[Value]) -> Vec<Call> {
+    let mut calls: Vec<Call> = Vec::new();
+    for r in requests {
+        let (kind, needles) = kube_kind(r["method"].as_str().unwrap(), r["path"].as_str().unwrap());
+        add_calls(&mut calls, vec![Call::Kube { kind, needles }]);
+    }
+    calls
+}
+
 /// `PATCH /apis/apps/v1/namespaces/flux-system/deployments/helm-controller` →
 /// (`PATCH /apis/apps/v1/namespaces/flux-system/deployments/*`, what an error about it says).
 fn kube_kind(method: &str, path: &str) -> (String, Vec<String>) {
@@ -409,8 +468,13 @@ fn kube_kind(method: &str, path: &str) -> (String, Vec<String>) {
     match rest.len() {
         // Discovery of a group version: it resolves the kind of the object about to be applied.
         0 => (format!("{method} {path}"), vec!["discover".into(), gv_needle]),
-        // A list (the CRDs, waited for until Established).
+        // A list (the CRDs, waited for until Established; the Nodes a check counts).
         1 => (format!("{method} {path}"), vec!["list".into(), rest[0].to_lowercase()]),
+        // A list in a namespace (the Deployments and Pods a check reads).
+        3 => (
+            format!("{method} {path}"),
+            vec![format!("list {}", rest[2].to_lowercase())],
+        ),
         // One object, cluster-wide or in a namespace.
         2 | 4 => {
             let name = rest[rest.len() - 1];
@@ -461,48 +525,16 @@ async fn probe() -> &'static Probe {
         .get_or_init(|| async {
             moto::configure_env();
             let mut calls: Vec<Call> = Vec::new();
-            let mut seen: BTreeMap<(String, String, usize), ()> = BTreeMap::new();
             let mut clean = BTreeMap::new();
             for role in [false, true] {
                 let bed = Bed::new(if role { "probe-role" } else { "probe" }, role).await;
-                let before = moto_get("/_cellbridge/calls").len();
+                let before = bed.aws_seen().len();
                 let rep = bed.run(false).await.expect("a clean bootstrap");
                 assert_eq!(rep.outcome, BootstrapOutcome::Bootstrapped);
-                let cluster_path = format!("/clusters/{}", bed.cluster);
-                let mut nth: BTreeMap<(String, String), usize> = BTreeMap::new();
-                for c in &moto_get("/_cellbridge/calls")[before..] {
-                    let line = c["line"].as_str().unwrap_or("");
-                    let path = line.split_once(' ').map(|x| x.1).unwrap_or("");
-                    let ours = c["access_key"] == json!(bed.access_key)
-                        || path == cluster_path
-                        || path.starts_with(&(cluster_path.clone() + "/"));
-                    // The API server's own replay of the EKS token is not a call of ours.
-                    if !ours || c["presigned"] == true {
-                        continue;
-                    }
-                    let service = c["service"].as_str().unwrap().to_owned();
-                    let operation = c["operation"].as_str().unwrap().to_owned();
-                    let n = nth.entry((service.clone(), operation.clone())).or_insert(0);
-                    if seen.insert((service.clone(), operation.clone(), *n), ()).is_none() {
-                        calls.push(Call::Aws {
-                            service,
-                            operation,
-                            line: line.replace(&bed.cluster, "{cluster}"),
-                            nth: *n,
-                            role,
-                        });
-                    }
-                    *n += 1;
-                }
+                // A call made either way is the run without a role's.
+                add_calls(&mut calls, bed.aws_calls(&bed.aws_seen()[before..], role));
                 if !role {
-                    let mut kinds: Vec<String> = Vec::new();
-                    for r in bed.kube.requests() {
-                        let (kind, needles) = kube_kind(r["method"].as_str().unwrap(), r["path"].as_str().unwrap());
-                        if !kinds.contains(&kind) {
-                            kinds.push(kind.clone());
-                            calls.push(Call::Kube { kind, needles });
-                        }
-                    }
+                    add_calls(&mut calls, kube_calls(&bed.kube.requests()));
                     clean = bed.counts();
                 }
             }
@@ -584,14 +616,15 @@ fn inject(bed: &Bed, call: &Call, fault: Fault, count: u32, tag: &str) -> Inject
                     f["operation"] = json!(operation);
                     f["body_contains"] = json!(bed.secret);
                 }
-                // REST: the request line, with this bed's cluster (and any principal).
+                // REST: the request line, with this bed's cluster (and any principal; the
+                // cluster's own ARN, TagResource's, is this bed's).
                 _ => {
-                    let line = line.replace("{cluster}", &bed.cluster);
+                    let line = line.replace("{cell}", &bed.cell).replace("{cluster}", &bed.cluster);
                     let (method, path) = line.split_once(' ').unwrap();
                     let segs: Vec<String> = path
                         .split('/')
                         .map(|s| {
-                            if s.contains("%3A") {
+                            if s.contains("%3A") && !s.contains(&bed.cluster) {
                                 "[^/]+".to_owned()
                             } else {
                                 regex_escape(s)

@@ -58,6 +58,7 @@ REST_OPS = {
     "DeleteAccessEntry": r"^DELETE /clusters/[^/]+/access-entries/[^/]+$",
     "AssociateAccessPolicy": r"^POST /clusters/[^/]+/access-entries/[^/]+/access-policies$",
     "ListAssociatedAccessPolicies": r"^GET /clusters/[^/]+/access-entries/[^/]+/access-policies$",
+    "TagResource": r"^POST /tags/[^/]+$",
     "GetObject": r"^GET /[^/]+/.+",
     "ListObjectVersions": r"^GET /[^/]+/?$",
 }
