@@ -91,7 +91,14 @@ pub async fn ensure(api: &impl ClusterApi, cluster: &str, principal: &str) -> Re
     if let Some(grant) = existing(api, cluster, principal).await? {
         return Ok(grant);
     }
-    if !api.create_access_entry(cluster, principal).await? {
+    let created = match api.create_access_entry(cluster, principal).await {
+        Ok(created) => created,
+        Err(e) => {
+            discard_lost(api, cluster, principal).await;
+            return Err(e.into());
+        }
+    };
+    if !created {
         // Created in between: by someone else, by another run, or by this very call (an attempt
         // that worked but whose answer was lost, retried by the SDK). The tag tells.
         return match existing(api, cluster, principal).await? {
@@ -117,6 +124,30 @@ pub async fn ensure(api: &impl ClusterApi, cluster: &str, principal: &str) -> Re
         return Err(e.into());
     }
     Ok(grant)
+}
+
+/// A CreateAccessEntry that failed may have made the entry all the same: an attempt whose answer
+/// was lost (timed out) and that the SDK retried until it gave up. Tagged, the entry is
+/// cellbridge's and is deleted now rather than left holding cluster-admin until the next run or
+/// the sweep. Best effort: the create's error is the one the run reports.
+async fn discard_lost(api: &impl ClusterApi, cluster: &str, principal: &str) {
+    if let Ok(Some(entry)) = api.access_entry(cluster, principal).await
+        && entry.temporary
+    {
+        match api.delete_access_entry(cluster, principal).await {
+            Ok(_) => tracing::info!(
+                cluster,
+                principal,
+                "deleted the temporary access entry a failed CreateAccessEntry made"
+            ),
+            Err(e) => tracing::warn!(
+                cluster,
+                principal,
+                error = %e,
+                "could not delete the temporary access entry a failed CreateAccessEntry made; the next run or the sweep deletes it"
+            ),
+        }
+    }
 }
 
 /// Deletes the entry when it is ours; an entry someone else made stays. `Ok(true)`: it is gone.
