@@ -1,15 +1,18 @@
 //! Fault-injection matrix for cluster-bootstrap, the counterpart of `faults.rs`: every external
-//! call a bootstrap makes gets a 5xx, a throttle (HTTP 429 from Kubernetes, ThrottlingException
-//! from AWS) and a hang longer than the call's timeout.
+//! call a bootstrap makes, and every call a re-check of its confirmation makes, gets a 5xx, a
+//! throttle (HTTP 429 from Kubernetes, ThrottlingException from AWS) and a hang longer than the
+//! call's timeout.
 //!
 //! The calls are not hard-coded: a probe bootstraps two clusters cleanly (one through a cell's
 //! `bootstrap_role_arn`, one without) and reads what moto (`/_cellbridge/calls`) and the fake
-//! API server (`/_fake/requests`) saw: STS AssumeRole and GetCallerIdentity, EKS DescribeCluster
-//! and the access-entry calls, Secrets Manager GetSecretValue, and every kind of Kubernetes
-//! request (discovery of each group version, the server-side apply PATCH of each resource, the
-//! CRD list that waits for Established, the Kustomization read that decides, the GitRepository
-//! read that waits for Ready). A call the bootstrap starts making is in the matrix (and must
-//! pass) from then on.
+//! API server (`/_fake/requests`) saw: STS AssumeRole and GetCallerIdentity, EKS DescribeCluster,
+//! the access-entry calls and TagResource (the outcome on the cluster's tags), Secrets Manager
+//! GetSecretValue, and every kind of Kubernetes request (discovery of each group version, the
+//! server-side apply PATCH of each resource, the CRD list that waits for Established, the
+//! Kustomization read that decides, the first check's reads of Flux's state: the Deployments and
+//! Pods of flux-system, the Nodes, the GitRepository). The probe then makes the re-check each
+//! clean bootstrap hands on and learns its calls the same way (`recheck.rs`). A call either
+//! starts making is in the matrix (and must pass) from then on.
 //!
 //! A hung AWS call is served and its answer held back (the write happened, the client never
 //! learns it); a hung Kubernetes request is served when its sleep ends. Either way the client
@@ -18,11 +21,19 @@
 //! Per fault kind, two things are shown:
 //! - a fault that lasts one attempt, at every call of one run (a few runs for hangs, which cost
 //!   a timeout each): the run succeeds through its bounded retries;
-//! - per call, a fault that does not go away: the run fails with a retryable error that names
-//!   the call after a bounded number of attempts, leaves nothing half-applied (the
-//!   Kustomization `flux-system`, which tells later runs that Flux owns the cluster, exists only
-//!   with everything else), and a clean re-run converges: every object of a clean bootstrap,
-//!   no access entry left.
+//! - per call, a fault that does not go away: after a bounded number of attempts the run fails
+//!   with a retryable error that names the call (or succeeds without it: TagResource's record
+//!   is best effort, a first check that cannot read leaves the bootstrap confirming), leaves
+//!   nothing half-applied (the Kustomization `flux-system`, which tells later runs that Flux
+//!   owns the cluster, exists only with everything else), and a clean re-run converges: every
+//!   object of a clean bootstrap, no access entry left.
+//!
+//! And the same for a re-check (`Bootstrapper::recheck`, one look whether Flux took over, from
+//! the message a clean bootstrap hands on; `recheck.rs`): one failed attempt at each call, it
+//! succeeds; a fault that does not go away, it answers `confirming` (or `timed-out`) saying in
+//! `flux.sentence` which read failed, or fails retryably naming the call, and leaves no access
+//! entry but the temporary one a failing DeleteAccessEntry could not delete, for the sweep; a
+//! clean re-check after it answers a verdict and leaves none.
 //!
 //! Plus runs cut off by their deadline in the middle of each kind of apply (the Lambda killed),
 //! finished by the next run. Every case has its own cluster, API server, secret and
@@ -43,6 +54,9 @@ use cellbridge::{
 use cellbridge_tests::kube::{KubeFake, http_json, ssh_keypair};
 use cellbridge_tests::{leak, moto};
 use serde_json::{Value, json};
+
+#[path = "bootstrap_faults/recheck.rs"]
+mod recheck;
 
 const BASE_ROLE: &str = "arn:aws:iam::123456789012:role/cellbridge-bootstrap";
 const REGION: &str = "eu-west-1";
@@ -122,6 +136,8 @@ struct Bed {
     access_key: String,
     fleet: LocalFleet,
     role: Option<String>,
+    /// The Flux components its bootstraps apply: [`components`] unless a case says otherwise.
+    components: &'static str,
 }
 
 impl Bed {
@@ -185,6 +201,7 @@ impl Bed {
             setup,
             access_key,
             fleet: LocalFleet::open(cellbridge_tests::process::repo_root().join("tests/fixtures/flux/fleet")).unwrap(),
+            components: components(),
         }
     }
 
@@ -223,7 +240,7 @@ impl Bed {
         };
         let mut files = vec![(
             "clusters/_template/flux-system/gotk-components.yaml".to_owned(),
-            components().as_bytes().to_vec(),
+            self.components.as_bytes().to_vec(),
         )];
         if let Some(role) = &self.role {
             let cm = format!(
@@ -517,6 +534,8 @@ struct Probe {
     calls: Vec<Call>,
     /// Stored objects per kind after a clean bootstrap.
     clean: BTreeMap<String, usize>,
+    /// What the re-check a clean bootstrap hands on does (`recheck.rs`).
+    rechecks: Vec<Call>,
 }
 
 async fn probe() -> &'static Probe {
@@ -525,6 +544,7 @@ async fn probe() -> &'static Probe {
         .get_or_init(|| async {
             moto::configure_env();
             let mut calls: Vec<Call> = Vec::new();
+            let mut rechecks: Vec<Call> = Vec::new();
             let mut clean = BTreeMap::new();
             for role in [false, true] {
                 let bed = Bed::new(if role { "probe-role" } else { "probe" }, role).await;
@@ -537,6 +557,7 @@ async fn probe() -> &'static Probe {
                     add_calls(&mut calls, kube_calls(&bed.kube.requests()));
                     clean = bed.counts();
                 }
+                recheck::probe(&bed, &rep, role, &mut rechecks).await;
             }
             let names: Vec<String> = calls.iter().map(Call::name).collect();
             for needed in [
@@ -569,7 +590,8 @@ async fn probe() -> &'static Probe {
             assert!(clean.get("Kustomization") == Some(&1), "{clean:?}");
             say(&format!("bootstrap calls ({}): {names:?}", names.len()));
             say(&format!("objects of a clean bootstrap: {clean:?}"));
-            Probe { calls, clean }
+            recheck::check_probe(&rechecks);
+            Probe { calls, clean, rechecks }
         })
         .await
 }
@@ -787,12 +809,10 @@ async fn run_persistent(id: String, call: Call, fault: Fault) -> Result<String, 
         }
         Err(e) => {
             let msg = e.to_string();
-            // The call must be named by the error itself, not by the case's names in it.
-            let lower = msg.replace(&bed.cluster, "").replace(&bed.cell, "").to_lowercase();
             if !e.retryable() {
                 return Err(format!("[{id}] failed without being retryable: {msg}"));
             }
-            let missing: Vec<String> = call.needles().into_iter().filter(|n| !lower.contains(n)).collect();
+            let missing = unnamed(&bed, &call, &msg);
             if !missing.is_empty() {
                 return Err(format!("[{id}] the error does not name the call ({missing:?}): {msg}"));
             }
@@ -805,6 +825,13 @@ async fn run_persistent(id: String, call: Call, fault: Fault) -> Result<String, 
     Ok(format!(
         "{id}: {n} attempt(s), {outcome} in {took:.1?}; {left} access entr(y/ies) left; clean re-run: {end:?}"
     ))
+}
+
+/// What `text` (an error, a reason) does not say of `call`: the call must be named by the text
+/// itself, not by the case's names in it.
+fn unnamed(bed: &Bed, call: &Call, text: &str) -> Vec<String> {
+    let lower = text.replace(&bed.cluster, "").replace(&bed.cell, "").to_lowercase();
+    call.needles().into_iter().filter(|n| !lower.contains(n)).collect()
 }
 
 async fn gather(what: &str, handles: Vec<tokio::task::JoinHandle<Result<String, String>>>, started: Instant) {
@@ -852,6 +879,7 @@ async fn matrix(fault: Fault) {
         let id = format!("{tag}-{i:02}-{}", call.slug());
         handles.push(tokio::spawn(run_persistent(id, call.clone(), fault)));
     }
+    handles.extend(recheck::cases(fault).await);
     gather(&format!("{fault:?}"), handles, started).await;
 }
 
