@@ -608,3 +608,32 @@ def test_the_alarms_notify_through_a_topic_cloudwatch_may_encrypt_for(bed):
               if d["Name"] == "RuleName"}
     rules = {r["Name"] for r in aws(bed, "events").list_rules(EventBusName="default", NamePrefix="cellbridge-")["Rules"]}
     assert rules and rules <= failed, f"rules without a FailedInvocations alarm: {sorted(rules - failed)}"
+
+
+def test_cluster_bootstrap_follows_its_clusters_through_its_own_queue_and_records_on_them(bed):
+    """After applying Flux, cluster-bootstrap re-checks the cluster through messages to its own
+    queue (SendMessage with DelaySeconds, encrypted with the queue's key) until the deadline, and
+    records each outcome as the cluster's two flux tags (TagResource with those keys only); a final
+    outcome other than ready raises the flux-stuck alarm."""
+    conf = function_conf(bed, bed["outputs"]["cluster_bootstrap_function_name"])
+    env = conf["Environment"]["Variables"]
+    assert env["CELLBRIDGE_CONFIRM_QUEUE_URL"] == bed["outputs"]["cluster_bootstrap_queue_url"], env
+    assert env["CELLBRIDGE_CONFIRM_DEADLINE_SECS"] == "1200", env
+    docs = role_policies(bed, conf["Role"])
+    queue_arn = bed["outputs"]["cluster_bootstrap_queue_arn"]
+    assert allows(docs, "sqs:SendMessage", queue_arn, {}), f"{conf['Role']} may not send re-checks to {queue_arn}"
+    assert not allows(docs, "sqs:SendMessage", bed["outputs"]["state_sync_queue_arn"], {})
+    key = queue_attrs(bed, queue_arn).get("KmsMasterKeyId")
+    key_arn = aws(bed, "kms").describe_key(KeyId=key)["KeyMetadata"]["Arn"]
+    assert allows(docs, "kms:GenerateDataKey", key_arn, {"kms:ViaService": f"sqs.{REGION}.amazonaws.com"}), key_arn
+    cluster = f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{CLUSTER}"
+    flux = ["cellbridge.dev/flux", "cellbridge.dev/flux-since"]
+    assert allows(docs, "eks:TagResource", cluster, {"aws:TagKeys": flux}), conf["Role"]
+    assert not allows(docs, "eks:TagResource", cluster, {"aws:TagKeys": flux + ["cellbridge.dev/cell"]})
+    assert not allows(docs, "eks:TagResource", f"arn:aws:eks:{REGION}:999999999999:cluster/{CLUSTER}",
+                      {"aws:TagKeys": flux})
+    [alarm] = aws(bed, "cloudwatch").describe_alarms(AlarmNames=[f"{conf['FunctionName']}-flux-stuck"])["MetricAlarms"]
+    assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"], alarm["Period"]) == (
+        "cellbridge", "FluxStuck", "Sum", 3600), alarm
+    assert alarm["Dimensions"] == [{"Name": "Function", "Value": conf["FunctionName"]}], alarm
+    assert alarm["AlarmActions"] and alarm["OKActions"] == alarm["AlarmActions"], alarm
