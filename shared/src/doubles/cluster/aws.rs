@@ -167,6 +167,26 @@ impl MemAws {
         w.clusters.remove(&(account, region.to_owned(), name.to_owned()));
     }
 
+    /// TagResource on a cluster: adds or overwrites `tags`, leaves its others (`account`: `None`
+    /// for cellbridge's own). A cluster that is not there is left alone.
+    pub fn tag_cluster(&self, account: Option<&str>, region: &str, name: &str, tags: &[(&str, &str)]) {
+        let mut w = self.lock();
+        let account = account.map_or_else(|| arn_account(&w.identity), str::to_owned);
+        if let Some(c) = w.clusters.get_mut(&(account, region.to_owned(), name.to_owned())) {
+            c.tags
+                .extend(tags.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        }
+    }
+
+    /// A cluster's tags, as DescribeCluster would answer them (`None`: no such cluster).
+    pub fn cluster_tags(&self, account: Option<&str>, region: &str, name: &str) -> Option<BTreeMap<String, String>> {
+        let w = self.lock();
+        let account = account.map_or_else(|| arn_account(&w.identity), str::to_owned);
+        w.clusters
+            .get(&(account, region.to_owned(), name.to_owned()))
+            .map(|c| c.tags.clone())
+    }
+
     /// cellbridge's own account: its identity's.
     pub fn home(&self) -> String {
         arn_account(&self.lock().identity)
@@ -554,6 +574,7 @@ async fn presence_via<A: Accounts>(
         Ok(None) => Ok(Presence::Gone),
         Ok(Some(info)) => Ok(Presence::Exists {
             status: info.status.as_str().to_owned(),
+            tags: info.tags,
         }),
         Err(e) => Err(ProbeError::Describe {
             cluster: cluster.to_owned(),
