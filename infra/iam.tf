@@ -125,7 +125,8 @@ data "aws_iam_policy_document" "state_sync" {
     resources = ["${aws_cloudwatch_log_group.state_sync.arn}:*"]
   }
 
-  # A destroyed stack's decommission is proposed only once EKS says its cluster is gone.
+  # A destroyed stack's decommission is proposed only once EKS says its cluster is gone; the
+  # fleet dashboard's Flux column reads the bootstrap record from the same answer's tags.
   statement {
     sid       = "ConfirmDestroyedCellsClustersAreGone"
     actions   = ["eks:DescribeCluster"]
