@@ -311,8 +311,9 @@ data "aws_iam_policy_document" "cluster_bootstrap" {
   }
 
   # After applying Flux, each re-check of the cluster is a message to this same queue, sent with
-  # DelaySeconds (CELLBRIDGE_CONFIRM_QUEUE_URL). SQS has no condition key for the delay or the
-  # body, so the grant is this one queue; the queue's key is ModuleKey's.
+  # DelaySeconds (SendMessageBatch, authorized as sqs:SendMessage; CELLBRIDGE_CONFIRM_QUEUE_URL),
+  # and so are the daily sweep's catch-up bootstraps. SQS has no condition key for the delay or
+  # the body, so the grant is this one queue; the queue's key is ModuleKey's.
   statement {
     sid       = "RecheckThroughOwnQueue"
     actions   = ["sqs:SendMessage"]

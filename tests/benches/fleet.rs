@@ -146,7 +146,7 @@ fn child(spec: Value) {
         }
         if spec["queue_url"].is_string() {
             // What `service_with` does when CELLBRIDGE_SYNC_QUEUE_URL is set.
-            service = service.with_queue(cellbridge::jobs::sync::fanout::SqsQueue::new(&conf, s("queue_url")));
+            service = service.with_queue(cellbridge::jobs::queue::SqsQueue::new(&conf, s("queue_url")));
         }
         let t = Instant::now();
         let answer = cellbridge_tests::lambda_handler(

@@ -109,10 +109,18 @@ async fn new_cluster_is_bootstrapped_in_order_from_the_template() {
     ks_spec["path"] = json!("./clusters/staging-us");
     assert_eq!(ks["spec"], ks_spec);
 
-    // Ready reported; access given back.
-    let git = report.git_repository.as_ref().unwrap();
-    assert_eq!(git.ready, Some(true), "{git:?}");
-    assert!(git.revision.as_deref().unwrap().starts_with("main@sha1:"));
+    // The first check: the fake's controllers never report Available, so Flux has not taken
+    // over; the cluster says so on its tags, and the next check is due in 30 s.
+    let flux = report.flux.as_ref().unwrap();
+    assert_eq!(
+        (flux.outcome.as_str(), flux.check, flux.recorded),
+        ("confirming", 1, true),
+        "{flux:?}"
+    );
+    assert_eq!(flux.next_check_secs, Some(30));
+    let tags = cluster_tags(&bed.aws, &bed.cluster).await;
+    assert_eq!(tags.get("cellbridge.dev/flux").map(String::as_str), Some("confirming"));
+    assert_eq!(tags.get("cellbridge.dev/flux-since"), Some(&flux.since));
     let access = report.access_entry.as_ref().unwrap();
     assert_eq!(access.principal_arn, ROLE);
     assert!(access.temporary && access.removed);
@@ -140,7 +148,15 @@ async fn a_cell_found_in_the_fleet_uses_its_own_components_and_a_second_run_writ
     assert_eq!(second.outcome, BootstrapOutcome::AlreadyBootstrapped);
     assert!(second.objects.is_empty());
     assert!(bed.writes().is_empty(), "second run wrote: {:?}", bed.writes());
-    assert_eq!(calls(&bed.kube).len(), 1, "one read decides: {:?}", calls(&bed.kube));
+    // One read decides nothing is to be applied; the rest is the check of whether Flux took
+    // over, reads only.
+    let calls = calls(&bed.kube);
+    assert_eq!(
+        calls[0].1, "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/flux-system/kustomizations/flux-system",
+        "one read decides: {calls:?}"
+    );
+    assert!(calls.iter().all(|(m, _)| m == "GET"), "{calls:?}");
+    assert_eq!(second.flux.as_ref().map(|f| f.check), Some(1));
     assert!(access_entries(&bed.aws, &bed.cluster).await.is_empty());
 }
 

@@ -172,3 +172,110 @@ async fn a_bootstrapped_cluster_reads_ready_once_flux_reports_it_and_image_pull_
     let err = api.observe(&what).await.unwrap_err().to_string();
     assert!(err.contains("410") && err.contains("Nodes"), "{err}");
 }
+
+/// The controllers running and the Kustomization having applied what the source fetched: what a
+/// cluster whose Flux took over shows (kustomize-controller `docs/spec/v1/kustomizations.md`).
+fn flux_took_over(kube: &KubeFake) {
+    kube.nodes(2);
+    for name in controllers() {
+        available(kube, &name, true);
+    }
+    let repo = flux_object(kube, "GitRepository");
+    let revision = repo["status"]["artifact"]["revision"].as_str().unwrap().to_owned();
+    let generation = flux_object(kube, "Kustomization")["metadata"]["generation"].clone();
+    kube.set_status(
+        "kustomize.toolkit.fluxcd.io/v1",
+        "Kustomization",
+        Some("flux-system"),
+        "flux-system",
+        json!({"observedGeneration": generation, "lastAppliedRevision": revision,
+               "conditions": [{"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded",
+                               "message": format!("Applied revision: {revision}"),
+                               "observedGeneration": generation, "lastTransitionTime": "2025-01-20T10:01:00Z"}]}),
+    );
+}
+
+/// The whole follow-up through AWS as deployed: the bootstrap's own check finds Flux not there
+/// yet and sends its re-check to the function's SQS queue with a delay (invisible until then);
+/// the re-check, delivered from the queue, takes a fresh access entry, finds Flux ready, writes
+/// the outcome on the EKS cluster's tags, gives the entry back and queues nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bootstrap_is_followed_through_its_sqs_queue_until_flux_is_ready() {
+    use cellbridge::jobs::bootstrap::handler::{BootstrapService, LocalSource};
+    use cellbridge::pure::fleet::LocalFleet;
+    use cellbridge::rules::bootstrap::Bootstrapper;
+    let bed = Bed::new("eks-followed", &[("cellbridge.dev/cell", "staging-us")], None).await;
+    let sqs = aws_sdk_sqs::Client::new(&bed.aws);
+    let (url, _) = cellbridge_tests::moto::queue(&sqs, "cellbridge-bootstrap-followed", &[]).await;
+    let mut settings = settings(&bed.secret);
+    // A short deadline: the re-check is due at it, a second or two after the apply.
+    settings.confirm.deadline = Duration::from_secs(2);
+    let service = BootstrapService {
+        bootstrapper: Bootstrapper::new(bed.aws.clone(), settings),
+        fleets: LocalSource(LocalFleet::open(fixture_fleet()).unwrap()).into(),
+        rechecks: Some(cellbridge::jobs::queue::SqsQueue::new(&bed.aws, url.clone()).into()),
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    let inv = cellbridge_tests::handle(&service, &create_cluster_event("eks-followed"), deadline)
+        .await
+        .unwrap();
+    assert_eq!(inv.response["flux"]["outcome"], "confirming", "{}", inv.response);
+    assert_eq!(
+        cluster_tags(&bed.aws, "eks-followed")
+            .await
+            .get("cellbridge.dev/flux")
+            .map(String::as_str),
+        Some("confirming")
+    );
+    // Delayed: not there at once.
+    let now = sqs.receive_message().queue_url(&url).send().await.unwrap();
+    assert!(now.messages().is_empty(), "a re-check is delayed, not visible at once");
+
+    flux_took_over(&bed.kube);
+    let got = sqs
+        .receive_message()
+        .queue_url(&url)
+        .wait_time_seconds(5)
+        .send()
+        .await
+        .unwrap();
+    let message = &got.messages()[0];
+    let body: Value = serde_json::from_str(message.body().unwrap()).unwrap();
+    assert_eq!(
+        (body["action"].as_str(), body["check"].as_u64()),
+        (Some("confirm"), Some(2))
+    );
+    let event = json!({"Records": [{"messageId": message.message_id().unwrap(), "receiptHandle": "h",
+        "body": message.body().unwrap(), "attributes": {}, "messageAttributes": {}, "md5OfBody": "",
+        "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:eu-west-1:123456789012:cellbridge-bootstrap-followed",
+        "awsRegion": REGION}]});
+    let inv = cellbridge_tests::handle(&service, &event, deadline).await.unwrap();
+    assert_eq!(inv.response, json!({"batchItemFailures": []}));
+    let tags = cluster_tags(&bed.aws, "eks-followed").await;
+    assert_eq!(tags.get("cellbridge.dev/flux").map(String::as_str), Some("ready"));
+    assert_eq!(
+        tags.get("cellbridge.dev/flux-since").map(String::as_str),
+        body["since"].as_str()
+    );
+    assert_eq!(
+        access_log("eks-followed"),
+        [
+            "CreateAccessEntry",
+            "AssociateAccessPolicy",
+            "DeleteAccessEntry",
+            "CreateAccessEntry",
+            "AssociateAccessPolicy",
+            "DeleteAccessEntry"
+        ],
+        "each check its own entry, none left"
+    );
+    assert!(access_entries(&bed.aws, "eks-followed").await.is_empty());
+    let later = sqs
+        .receive_message()
+        .queue_url(&url)
+        .wait_time_seconds(3)
+        .send()
+        .await
+        .unwrap();
+    assert!(later.messages().is_empty(), "ready: nothing more queued");
+}

@@ -56,6 +56,7 @@ async fn github_fleet_service(
     let service = BootstrapService {
         bootstrapper: Bootstrapper::new(bed.aws.clone(), settings(&bed.secret)),
         fleets: GithubSource::new(github, &bed.aws).into(),
+        rechecks: None,
     };
     (gh, service)
 }
@@ -115,6 +116,7 @@ async fn a_retryable_failure_is_reported_to_lambda_as_retryable() {
     let service = BootstrapService {
         bootstrapper: Bootstrapper::new(bed.aws.clone(), settings(&bed.secret)),
         fleets: LocalSource(LocalFleet::open(fixture_fleet()).unwrap()).into(),
+        rechecks: None,
     };
     let err = invoke(service, 120).await;
     assert_eq!(err.error_type, "cellbridge.Retryable", "{}", err.error_message);
@@ -147,6 +149,7 @@ async fn the_handler_answers_sqs_batches_record_by_record() {
     let service = BootstrapService {
         bootstrapper: Bootstrapper::new(ready.aws.clone(), s),
         fleets: LocalSource(LocalFleet::open(fixture_fleet()).unwrap()).into(),
+        rechecks: None,
     };
     let mut other = create_cluster_event("x");
     other["detail"]["eventName"] = json!("UpdateClusterConfig");

@@ -88,7 +88,8 @@ pub(crate) fn tuning() -> Tuning {
         backoff: Duration::from_millis(50),
         max_backoff: Duration::from_millis(400),
         crd_timeout: Duration::from_secs(10),
-        ready_timeout: Duration::from_secs(5),
+        // One check in the bootstrap's run: the tests set what the cluster reports first.
+        ready_timeout: Duration::ZERO,
         poll: Duration::from_millis(100),
         auth_grace: Duration::from_secs(3),
         token_refresh: Duration::from_secs(600),
@@ -104,6 +105,7 @@ pub(crate) fn settings(secret: &str) -> Settings {
         cluster_poll: Duration::from_millis(300),
         access_principal_arn: None,
         account_roles: Default::default(),
+        confirm: Default::default(),
         tuning: tuning(),
     }
 }
@@ -140,6 +142,20 @@ pub(crate) async fn access_entries_in(aws: &aws_config::SdkConfig, region: &str,
         .unwrap()
         .access_entries()
         .to_vec()
+}
+
+/// The cluster's tags, as DescribeCluster shows them.
+pub(crate) async fn cluster_tags(
+    aws: &aws_config::SdkConfig,
+    cluster: &str,
+) -> std::collections::HashMap<String, String> {
+    let regional = aws
+        .to_builder()
+        .region(aws_config::Region::new(REGION.to_owned()))
+        .build();
+    let eks = aws_sdk_eks::Client::new(&regional);
+    let out = eks.describe_cluster().name(cluster).send().await.unwrap();
+    out.cluster().and_then(|c| c.tags()).cloned().unwrap_or_default()
 }
 
 impl Bed {

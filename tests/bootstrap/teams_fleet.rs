@@ -84,6 +84,7 @@ async fn teams_service(
     BootstrapService {
         bootstrapper: Bootstrapper::new(bed.aws.clone(), settings),
         fleets: GithubSource::new(github, &bed.aws).into(),
+        rechecks: None,
     }
 }
 

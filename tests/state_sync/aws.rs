@@ -227,9 +227,8 @@ async fn sync_all_fans_out_through_the_queue_and_each_message_syncs_its_cell() {
     // The S3 notifications are not this test's subject.
     let _ = bed.receive().await;
     let conf = moto::sdk_config().await;
-    let fanning = cellbridge::jobs::sync::service_for(bed.service.config.clone(), &conf).with_queue(
-        cellbridge::jobs::sync::fanout::SqsQueue::new(&conf, bed.queue_url.clone()),
-    );
+    let fanning = cellbridge::jobs::sync::service_for(bed.service.config.clone(), &conf)
+        .with_queue(cellbridge::jobs::queue::SqsQueue::new(&conf, bed.queue_url.clone()));
     let ctx = cellbridge_tests::lambda_context(60);
     let resp = cellbridge_tests::lambda_handler(
         &fanning,

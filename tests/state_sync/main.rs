@@ -11,5 +11,6 @@
 mod aws;
 mod dashboard_and_decommission;
 mod failures;
+mod operator;
 mod pull_request;
 mod support;

@@ -96,6 +96,10 @@ pub struct BootstrapArgs {
     /// Re-apply even when the Kustomization `flux-system` already exists.
     #[arg(long)]
     force: bool,
+    /// Stop after the apply instead of waiting (up to CELLBRIDGE_CONFIRM_DEADLINE_SECS) for Flux
+    /// to take over.
+    #[arg(long)]
+    no_wait: bool,
 }
 
 pub fn bootstrap(args: &BootstrapArgs, json: bool) -> Result<ExitCode, RemoteError> {
@@ -108,6 +112,7 @@ pub fn bootstrap(args: &BootstrapArgs, json: bool) -> Result<ExitCode, RemoteErr
         kubeconfig: args.kubeconfig.clone(),
         dry_run: args.dry_run,
         force: args.force,
+        no_wait: args.no_wait,
     };
     let report = runtime()?.block_on(cellbridge::jobs::bootstrap::local::run_local(&fleet, &opts))?;
     if json {
@@ -124,23 +129,18 @@ pub fn bootstrap(args: &BootstrapArgs, json: bool) -> Result<ExitCode, RemoteErr
         for (i, o) in report.objects.iter().enumerate() {
             println!("{:>4}. {:<26} {}", i + 1, o.phase.describe(), o.target);
         }
-        if let Some(s) = &report.git_repository {
-            let ready = match s.ready {
-                Some(true) => "Ready",
-                Some(false) => "not Ready",
-                None => "no Ready condition yet",
-            };
+        if let Some(f) = &report.flux {
             println!(
-                "GitRepository flux-system: {ready}{}",
-                s.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
+                "Flux: {} ({} s after the apply): {}",
+                f.outcome, f.elapsed_secs, f.sentence
             );
         }
     }
-    Ok(
-        if matches!(report.outcome, bootstrap::BootstrapOutcome::ClusterNotReady) {
-            ExitCode::from(Class::Retryable.exit_code())
-        } else {
-            ExitCode::SUCCESS
-        },
-    )
+    // Flux's outcome decides (README, "Exit codes"): ready 0, build-failed 1, git-auth 2, the
+    // others 3; a run that did not wait for it (--no-wait, --dry-run) succeeded at the apply.
+    Ok(match (&report.flux, report.outcome) {
+        (_, bootstrap::BootstrapOutcome::ClusterNotReady) => ExitCode::from(Class::Retryable.exit_code()),
+        (Some(f), _) => ExitCode::from(f.outcome.exit_code() as u8),
+        (None, _) => ExitCode::SUCCESS,
+    })
 }

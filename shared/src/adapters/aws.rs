@@ -132,6 +132,7 @@ fn cluster_info(c: &aws_sdk_eks::types::Cluster, cluster: &str, region: &str) ->
     };
     Ok(ClusterInfo {
         name: c.name().unwrap_or(cluster).to_owned(),
+        arn: c.arn().map(str::to_owned),
         region: region.to_owned(),
         status: ClusterStatus::parse(c.status().map(|s| s.as_str()).unwrap_or("")),
         endpoint: c.endpoint().map(str::to_owned),
@@ -257,6 +258,21 @@ impl ClusterApi for EksApi {
             Ok(_) => Ok(true),
             Err(e) if e.code() == Some(NOT_FOUND) => Ok(false),
             Err(e) => Err(api_error("DeleteAccessEntry", cluster, &e)),
+        }
+    }
+
+    async fn tag_cluster(&self, cluster: &str, arn: &str, tags: &[(String, String)]) -> Result<(), EksError> {
+        let tags: HashMap<String, String> = tags.iter().cloned().collect();
+        match self
+            .eks
+            .tag_resource()
+            .resource_arn(arn)
+            .set_tags(Some(tags))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => Err(api_error("TagResource", cluster, &e)),
         }
     }
 

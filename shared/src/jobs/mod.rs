@@ -4,4 +4,5 @@
 //! rules with the adapters it builds once per process.
 
 pub mod bootstrap;
+pub mod queue;
 pub mod sync;

@@ -1,5 +1,5 @@
-//! State-sync's own queue, as sync-all's fan-out sends to it: SQS in
-//! [`crate::jobs::sync::fanout`], in memory with the `test-support` feature.
+//! A function's own queue, as it sends to it (sync-all's fan-out, cluster-bootstrap's delayed
+//! re-checks): SQS in [`crate::jobs::queue`], in memory with the `test-support` feature.
 
 use std::future::Future;
 
@@ -44,10 +44,15 @@ impl Classify for EnqueueError {
     }
 }
 
-/// Where fanned-out messages go: state-sync's queue ([`SqsQueue`](crate::jobs::sync::fanout::SqsQueue)), or the in-memory record of
+/// Where a function's own messages go: its SQS queue ([`SqsQueue`](crate::jobs::queue::SqsQueue)), or the in-memory record of
 /// the `test-support` feature (`doubles::queue::MemQueue`).
 pub trait Enqueue: Send + Sync {
-    /// Sends every body, or fails naming how many were not sent (those sent stay sent: a
-    /// cell synced twice is synced once, the sync is level-triggered).
-    fn enqueue(&self, bodies: &[String]) -> impl Future<Output = Result<(), EnqueueError>> + Send;
+    /// Sends every body, visible after `delay` (zero: at once), or fails naming how many were
+    /// not sent (those sent stay sent: a cell synced twice is synced once, the sync is
+    /// level-triggered; a cluster checked twice is checked once).
+    fn enqueue(
+        &self,
+        bodies: &[String],
+        delay: std::time::Duration,
+    ) -> impl Future<Output = Result<(), EnqueueError>> + Send;
 }

@@ -1,9 +1,14 @@
 //! What a new cell starts from: `clusters/_template/` copied to `clusters/<cell>/`, every file
 //! with its mode (an executable stays one, a symlink stays a symlink to the same target), with
-//! `flux-system/gotk-sync.yaml` the template's own, written for the cell ([`gotk_sync`]).
+//! Flux's sync written for the cell: `flux-system/gotk-sync.yaml` the template's own
+//! ([`gotk_sync`]), or, for a template whose Flux the Flux Operator runs, its `FluxInstance`
+//! ([`flux_instance`]). A template holds one kind or the other, never both.
 
+mod flux_instance;
 mod gotk_sync;
+mod splice;
 
+pub use flux_instance::{FindError, FoundInstance, InstanceTemplate, find_instance};
 pub use gotk_sync::{FLUX_SYSTEM, FluxGit, GotkSync, check_branch};
 
 use super::fleet::{FileMode, FileWrite, FleetError, FleetRead};
@@ -28,6 +33,14 @@ pub enum TemplateError {
         "{file}: no branch for Flux: the GitRepository `flux-system` names no `spec.ref.branch` and the fleet repo's default branch is not known; set CELLBRIDGE_FLUX_GIT_BRANCH (the command line: --flux-branch)"
     )]
     NoBranch { file: String },
+    #[error(
+        "both kinds in one cell: {instance} holds a FluxInstance (the Flux Operator installs and syncs Flux) and {gotk} is flux bootstrap's; a new cell gets one kind: remove the other from {TEMPLATE_DIR}/"
+    )]
+    BothKinds { instance: String, gotk: String },
+    #[error(
+        "{file}: a FluxInstance template: the Flux Operator syncs its cells from `spec.sync`, so there is no gotk-sync.yaml to apply"
+    )]
+    OperatorTemplate { file: String },
 }
 
 /// Where Flux pulls the fleet repo from, for a template without `gotk-sync.yaml`.
@@ -59,10 +72,86 @@ spec:\n  interval: 10m0s\n  path: ./clusters/{cell}\n  prune: true\n  sourceRef:
     )
 }
 
+/// How a new cell's Flux syncs: the template's `gotk-sync.yaml` (or one cellbridge renders), or
+/// the template's `FluxInstance`; each written for the cell.
+#[derive(Debug, Clone)]
+pub enum CellSync {
+    Gotk(GotkSync),
+    Instance(Box<InstanceTemplate>),
+}
+
+impl From<GotkSync> for CellSync {
+    fn from(g: GotkSync) -> Self {
+        CellSync::Gotk(g)
+    }
+}
+
+impl CellSync {
+    /// The file of the new cell that holds it, relative to the cell's directory.
+    fn cell_file(&self) -> &str {
+        match self {
+            CellSync::Gotk(_) => GOTK_SYNC,
+            CellSync::Instance(t) => &t.template_file()[TEMPLATE_DIR.len() + 1..],
+        }
+    }
+
+    /// The file's text for `cell`.
+    pub fn render(&self, cell: &str) -> Result<String, TemplateError> {
+        match self {
+            CellSync::Gotk(g) => g.render(cell),
+            CellSync::Instance(t) => t.render(cell),
+        }
+    }
+}
+
+impl From<FindError> for TemplateError {
+    fn from(e: FindError) -> Self {
+        match e {
+            FindError::Fleet(e) => TemplateError::Fleet(e),
+            FindError::Invalid { file, reason } => TemplateError::Invalid { file, reason },
+        }
+    }
+}
+
+/// How a new cell's Flux will sync, checked here and written by [`CellSync::render`]: for a
+/// template with a `FluxInstance`, that file with `spec.sync.path` (and what `flux` sets) written
+/// for the cell; else [`sync_source`]. A template with a FluxInstance and `flux bootstrap`'s
+/// `gotk-components.yaml` or `gotk-sync.yaml` is refused: both would own Flux's `flux-system`
+/// objects.
+pub fn cell_sync(fleet: &dyn FleetRead, flux: &FluxGit) -> Result<CellSync, TemplateError> {
+    let Some(found) = find_instance(fleet, TEMPLATE_DIR)? else {
+        return gotk_sync_source(fleet, flux).map(CellSync::Gotk);
+    };
+    let mut gotk = Vec::new();
+    for f in [GOTK_COMPONENTS, GOTK_SYNC] {
+        let path = format!("{TEMPLATE_DIR}/{f}");
+        if fleet.mode(&path)?.is_some() {
+            gotk.push(path);
+        }
+    }
+    if !gotk.is_empty() {
+        return Err(TemplateError::BothKinds {
+            instance: found.file,
+            gotk: gotk.join(" and "),
+        });
+    }
+    Ok(CellSync::Instance(Box::new(InstanceTemplate::new(found, flux)?)))
+}
+
 /// A new cell's `gotk-sync.yaml`: the template's, with the URL and branch `flux` sets (and the
 /// base branch where it names none; [`FluxGit::branch_for`]); or, for a template without one,
 /// [`render_gotk_sync`] with the configured URL. Checked here, written by [`GotkSync::render`].
+/// A template whose Flux the Flux Operator runs has none: refused, naming its FluxInstance.
 pub fn sync_source(fleet: &dyn FleetRead, flux: &FluxGit) -> Result<GotkSync, TemplateError> {
+    match cell_sync(fleet, flux)? {
+        CellSync::Gotk(g) => Ok(g),
+        CellSync::Instance(t) => Err(TemplateError::OperatorTemplate {
+            file: t.template_file().to_owned(),
+        }),
+    }
+}
+
+fn gotk_sync_source(fleet: &dyn FleetRead, flux: &FluxGit) -> Result<GotkSync, TemplateError> {
     let file = format!("{TEMPLATE_DIR}/{GOTK_SYNC}");
     match fleet.read_text(&file)? {
         Some(text) => GotkSync::from_template(&file, text, flux),
@@ -73,14 +162,15 @@ pub fn sync_source(fleet: &dyn FleetRead, flux: &FluxGit) -> Result<GotkSync, Te
 /// Every file of a new cell's directory, in path order, with the template's modes. A symlink
 /// is copied as a symlink with the same target: `clusters/<cell>/` sits where the template
 /// does, so a relative target means the same there (and Flux leaves it out all the same).
-pub fn new_cell_files(fleet: &dyn FleetRead, cell: &str, sync: &GotkSync) -> Result<Vec<FileWrite>, TemplateError> {
+pub fn new_cell_files(fleet: &dyn FleetRead, cell: &str, sync: &CellSync) -> Result<Vec<FileWrite>, TemplateError> {
     if !fleet.is_dir(TEMPLATE_DIR)? {
         return Err(TemplateError::NoTemplate);
     }
+    let sync_file = sync.cell_file();
     let mut files = Vec::new();
     for (path, mode) in fleet.walk(TEMPLATE_DIR)? {
         let rel = &path[TEMPLATE_DIR.len() + 1..];
-        if rel == GOTK_SYNC {
+        if rel == sync_file {
             continue;
         }
         let content = match mode {
@@ -94,7 +184,7 @@ pub fn new_cell_files(fleet: &dyn FleetRead, cell: &str, sync: &GotkSync) -> Res
         });
     }
     files.push(FileWrite::regular(
-        format!("clusters/{cell}/{GOTK_SYNC}"),
+        format!("clusters/{cell}/{sync_file}"),
         sync.render(cell)?,
     ));
     files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -145,6 +235,7 @@ mod tests {
             "#!/bin/sh\n",
         );
         m.insert_symlink("clusters/_template/README.md", "../../docs/cell.md");
+        let src = CellSync::from(src);
         let files = new_cell_files(&m, "c1", &src).unwrap();
         let got: Vec<(&str, FileMode)> = files.iter().map(|f| (f.path.as_str(), f.mode)).collect();
         assert_eq!(

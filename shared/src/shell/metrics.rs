@@ -217,7 +217,63 @@ pub fn sweep_record(
     r
 }
 
+/// A bootstrap's final outcome, by outcome (`Function`, `Flux`): how a fleet's bootstraps end.
+pub const FLUX_OUTCOMES: &str = "FluxOutcomes";
+/// 1 for a bootstrap that ended in anything but `ready`, 0 for `ready` (`Function` only): what
+/// the module's stuck-cluster alarm sums.
+pub const FLUX_STUCK: &str = "FluxStuck";
+
+/// One EMF record of a bootstrap's final outcome: two directives, so that the alarm's metric
+/// has the `Function` dimension alone and the outcomes theirs.
+pub fn flux_record(
+    namespace: &str,
+    function: &str,
+    outcome: crate::pure::bootstrap::confirm::Outcome,
+    properties: &[(&str, Option<&str>)],
+    timestamp_ms: u64,
+) -> Value {
+    let stuck = u8::from(outcome != crate::pure::bootstrap::confirm::Outcome::Ready);
+    let mut r = json!({
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": namespace,
+                    "Dimensions": [["Function", "Flux"]],
+                    "Metrics": [{"Name": FLUX_OUTCOMES, "Unit": "Count"}],
+                },
+                {
+                    "Namespace": namespace,
+                    "Dimensions": [["Function"]],
+                    "Metrics": [{"Name": FLUX_STUCK, "Unit": "Count"}],
+                },
+            ],
+        },
+        "Function": function,
+        "Flux": outcome.as_str(),
+        FLUX_OUTCOMES: 1,
+        FLUX_STUCK: stuck,
+    });
+    for (name, value) in properties {
+        if let Some(v) = value {
+            r[*name] = Value::String((*v).to_owned());
+        }
+    }
+    r
+}
+
 impl Metrics<'_> {
+    /// A bootstrap's final outcome (see [`flux_record`]).
+    pub fn flux(&self, outcome: crate::pure::bootstrap::confirm::Outcome, properties: &[(&str, Option<&str>)]) {
+        self.sink.emit(&flux_record(
+            &self.namespace,
+            &self.function,
+            outcome,
+            properties,
+            now_ms(),
+        ));
+    }
+
     /// A sweep's record (see [`sweep_record`]).
     pub fn sweep(&self, oldest_secs: u64, properties: &[(&str, Option<&str>)]) {
         self.sink.emit(&sweep_record(

@@ -99,17 +99,14 @@ async fn the_flux_column_shows_each_clusters_bootstrap_record() {
     aws.add_cluster(MemCluster::active("eu-none", REGION).tag("cellbridge.dev/cell", "eu-none"));
     // Bootstrapped, then its confirmation ended: git-auth, recorded with TagResource.
     aws.add_cluster(MemCluster::active("eu-stuck", REGION).tag("cellbridge.dev/cell", "eu-stuck"));
-    aws.tag_cluster(
+    aws.add_cluster_tags(
         None,
         REGION,
         "eu-stuck",
         &[(FLUX_TAG, "confirming"), (FLUX_SINCE_TAG, SINCE)],
     );
-    aws.tag_cluster(None, REGION, "eu-stuck", &[(FLUX_TAG, "git-auth")]);
-    assert_eq!(
-        aws.cluster_tags(None, REGION, "eu-stuck").unwrap()[FLUX_TAG],
-        "git-auth"
-    );
+    aws.add_cluster_tags(None, REGION, "eu-stuck", &[(FLUX_TAG, "git-auth")]);
+    assert_eq!(aws.cluster_tags(REGION, "eu-stuck")[FLUX_TAG], "git-auth");
     // eu-gone's cluster is not in EKS any more. Changes pending for three cells.
     for cell in ["eu-ready", "eu-none", "eu-gone"] {
         apply(&bed, cell, 2, "vpc-2");
@@ -171,7 +168,7 @@ async fn the_flux_column_shows_each_clusters_bootstrap_record() {
     assert_eq!(bed.fleet.writes(), 0, "{:?}", bed.fleet.calls());
 
     // The confirmation ends: the column follows the record.
-    aws.tag_cluster(None, REGION, "eu-confirming", &[(FLUX_TAG, "ready")]);
+    aws.add_cluster_tags(None, REGION, "eu-confirming", &[(FLUX_TAG, "ready")]);
     assert_eq!(dashboard(&bed).await["action"], "updated");
     assert!(
         body_of_in_sync(&bed).starts_with("**In sync** (2): `eu-confirming`, `eu-stuck` (flux git-auth)"),

@@ -61,7 +61,7 @@ fn ago(secs: u64) -> Option<SystemTime> {
 
 async fn run(aws: &MemAws, fleet: &MemFleet) -> sweep::SweepReport {
     let targets = sweep::targets(fleet, &BTreeMap::new()).unwrap();
-    sweep::sweep(aws, targets, None, SystemTime::now(), TTL).await
+    sweep::sweep(aws, targets, None, SystemTime::now(), TTL, None).await
 }
 
 fn result_of<'a>(report: &'a sweep::SweepReport, cluster: &str) -> &'a Swept {
@@ -201,7 +201,7 @@ async fn a_merged_role_disagreeing_with_the_account_map_is_refused_not_assumed()
     let aws = aws();
     let roles = BTreeMap::from([(ACCOUNT_B.to_owned(), "arn:aws:iam::222222222222:role/other".to_owned())]);
     let targets = sweep::targets(&fleet(), &roles).unwrap();
-    let report = sweep::sweep(&aws, targets, None, SystemTime::now(), TTL).await;
+    let report = sweep::sweep(&aws, targets, None, SystemTime::now(), TTL, None).await;
     assert!(matches!(result_of(&report, "cluster-x"), Swept::Failed { .. }));
     assert!(
         !aws.calls().iter().any(|c| c.starts_with("AssumeRole")),
@@ -232,6 +232,7 @@ mod handler {
             cluster_poll: Duration::from_millis(1),
             access_principal_arn: None,
             account_roles: Default::default(),
+            confirm: Default::default(),
             tuning: Tuning::default(),
         }
     }
@@ -244,6 +245,7 @@ mod handler {
         let svc = BootstrapService {
             bootstrapper: Bootstrapper::with_ports(aws.clone(), MemKube::new(&aws), MemSecrets::new(), settings()),
             fleets: MemSource::new(fleet()).into(),
+            rechecks: None,
         };
         let captured = Captured::default();
         let inv = crate::support::handle_with(
@@ -270,6 +272,91 @@ mod handler {
             r["_aws"]["CloudWatchMetrics"][0]["Metrics"][1]["Name"],
             "OldestTemporaryAccessSeconds"
         );
+    }
+
+    /// The daily sweep's catch-up, decided from each cluster's record: no record is bootstrapped
+    /// through the queue, a stuck outcome or an abandoned `confirming` too (finding Flux, the
+    /// run only checks), `ready` is left, an opted-out cluster is never touched, a cluster a run
+    /// holds right now is left to it; paused, nothing is queued.
+    #[tokio::test]
+    async fn the_daily_sweep_bootstraps_through_the_queue_every_cluster_without_a_completed_bootstrap() {
+        use cellbridge::pure::bootstrap::record::{FLUX_SINCE_TAG, FLUX_TAG, OPT_OUT_TAG, OPT_OUT_VALUE, format_time};
+        let since = |secs: u64| format_time(SystemTime::now() - Duration::from_secs(secs));
+        let aws = MemAws::new(FUNCTION_ROLE);
+        aws.add_cluster(MemCluster::active("cluster-a", REGION));
+        aws.add_cluster(
+            MemCluster::active("cluster-b", REGION)
+                .tag(FLUX_TAG, "git-auth")
+                .tag(FLUX_SINCE_TAG, &since(7200)),
+        );
+        aws.add_cluster(
+            MemCluster::active("cluster-c", REGION)
+                .tag(FLUX_TAG, "confirming")
+                .tag(FLUX_SINCE_TAG, &since(3 * 3600)),
+        );
+        aws.add_cluster(
+            MemCluster::active("cluster-x", REGION)
+                .in_account(ACCOUNT_B)
+                .tag(OPT_OUT_TAG, OPT_OUT_VALUE),
+        );
+        aws.trust_role(CELL_ROLE);
+        let queue = std::sync::Arc::new(cellbridge::doubles::queue::MemQueue::default());
+        let svc = BootstrapService {
+            bootstrapper: Bootstrapper::with_ports(aws.clone(), MemKube::new(&aws), MemSecrets::new(), settings()),
+            fleets: MemSource::new(fleet()).into(),
+            rechecks: Some(queue.clone().into()),
+        };
+        let sweep = |pause| {
+            let svc = &svc;
+            async move {
+                let captured = Captured::default();
+                crate::support::handle_with(
+                    svc,
+                    &json!({"action": "sweep"}),
+                    Instant::now() + Duration::from_secs(60),
+                    pause,
+                    &Metrics::new("cluster-bootstrap", &captured),
+                )
+                .await
+                .unwrap()
+            }
+        };
+        let inv = sweep(None).await;
+        let sent: Vec<serde_json::Value> = queue
+            .sent
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|b| serde_json::from_str(b).unwrap())
+            .collect();
+        assert_eq!(
+            sent,
+            [
+                json!({"action": "bootstrap", "cluster": "cluster-a", "region": REGION, "cell": "a", "account": null}),
+                json!({"action": "bootstrap", "cluster": "cluster-b", "region": REGION, "cell": "b", "account": null}),
+                json!({"action": "bootstrap", "cluster": "cluster-c", "region": REGION, "cell": "c", "account": null}),
+            ]
+        );
+        let caught: Vec<(&str, &str)> = inv.response["report"]["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| Some((c["cell"].as_str()?, c["catch_up"].as_str()?)))
+            .collect();
+        assert_eq!(caught, [("a", "bootstrap"), ("b", "recheck"), ("c", "recheck")]);
+        // Each bootstrap went through the queue: the sweep itself entered no cluster.
+        assert!(!aws.calls().iter().any(|c| c.starts_with("CreateAccessEntry")));
+
+        // A run holding cluster-a's access right now is left to it; paused, nothing is queued.
+        aws.add_entry_in(HOME, REGION, "cluster-a", FUNCTION_ROLE, true, ago(60));
+        sweep(None).await;
+        assert_eq!(
+            queue.sent.lock().unwrap().len(),
+            5,
+            "cluster-b and -c again, not cluster-a"
+        );
+        sweep(crate::support::sync::paused_by_env()).await;
+        assert_eq!(queue.sent.lock().unwrap().len(), 5);
     }
 }
 
@@ -346,6 +433,7 @@ async fn tagged_clusters_of_cells_not_merged_yet_are_swept_too() {
         None,
         SystemTime::now(),
         TTL,
+        None,
     )
     .await;
     assert_eq!(

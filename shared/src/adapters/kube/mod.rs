@@ -15,7 +15,7 @@ use kube::discovery::{ApiCapabilities, ApiResource, Scope};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::ports::cluster::kube::{Applied, ApplyError, ClusterAuth, Observe, SourceStatus, Tuning};
+use crate::ports::cluster::kube::{Applied, ApplyError, ClusterAuth, Observe, Tuning};
 use crate::ports::cluster::{KubeApi, KubeConnect};
 use crate::pure::bootstrap::confirm::Snapshot;
 use crate::pure::bootstrap::plan::{KubeRef, Phase, Step};
@@ -191,10 +191,6 @@ impl KubeApi for Applier {
 
     async fn wait_established(&mut self, crds: &[String]) -> Result<(), ApplyError> {
         self.established(crds).await
-    }
-
-    async fn wait_source_ready(&mut self, target: &KubeRef) -> Result<SourceStatus, ApplyError> {
-        self.source_ready(target).await
     }
 
     async fn observe(&mut self, what: &Observe) -> Result<Snapshot, ApplyError> {

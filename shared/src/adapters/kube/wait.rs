@@ -6,7 +6,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::Value;
 
 use super::calls::retry;
-use super::{Applier, ApplyError, KubeRef, SourceStatus, crd_resource};
+use super::{Applier, ApplyError, crd_resource};
 
 impl Applier {
     /// Waits until every named CRD is Established (bounded by `crd_timeout`), listing all
@@ -52,47 +52,6 @@ impl Applier {
             }
             tokio::time::sleep(delay).await;
             delay = (delay * 2).min(self.session.tuning.poll.max(Duration::from_millis(100)));
-        }
-    }
-
-    /// Waits (bounded by `ready_timeout`) for the GitRepository to report Ready True or False
-    /// for its current generation; the last status seen is returned either way.
-    pub(super) async fn source_ready(&mut self, target: &KubeRef) -> Result<SourceStatus, ApplyError> {
-        let (ar, _) = self.resolve(target, true).await?;
-        let ns = target
-            .namespace
-            .clone()
-            .unwrap_or_else(|| self.session.default_namespace.clone());
-        let start = Instant::now();
-        let tstr = target.to_string();
-        loop {
-            let client = self.session.client().await?;
-            let api: Api<DynamicObject> = Api::namespaced_with(client, &ns, &ar);
-            let obj = retry(&self.session, "get", &tstr, false, || api.get(&target.name)).await?;
-            let generation = obj.metadata.generation.unwrap_or(0);
-            let observed = obj
-                .data
-                .pointer("/status/observedGeneration")
-                .and_then(Value::as_i64)
-                .unwrap_or(0);
-            let (ready, reason, message) = condition(&obj.data, "Ready");
-            let status = SourceStatus {
-                ready,
-                reason,
-                message,
-                revision: obj
-                    .data
-                    .pointer("/status/artifact/revision")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-            };
-            if status.ready.is_some() && observed >= generation {
-                return Ok(status);
-            }
-            if start.elapsed() >= self.session.tuning.ready_timeout {
-                return Ok(SourceStatus { ready: None, ..status });
-            }
-            tokio::time::sleep(self.session.tuning.poll).await;
         }
     }
 }

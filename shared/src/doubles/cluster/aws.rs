@@ -99,6 +99,11 @@ impl MemCluster {
         self
     }
 
+    /// EKS's cluster ARN (<https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonelastickubernetesservice.html#amazonelastickubernetesservice-resources-for-iam-policies>).
+    fn arn(&self, account: &str) -> String {
+        format!("arn:aws:eks:{}:{account}:cluster/{}", self.region, self.name)
+    }
+
     fn endpoint(&self) -> String {
         format!("https://{}.{}.eks.memory", self.name, self.region)
     }
@@ -169,22 +174,13 @@ impl MemAws {
 
     /// TagResource on a cluster: adds or overwrites `tags`, leaves its others (`account`: `None`
     /// for cellbridge's own). A cluster that is not there is left alone.
-    pub fn tag_cluster(&self, account: Option<&str>, region: &str, name: &str, tags: &[(&str, &str)]) {
+    pub fn add_cluster_tags(&self, account: Option<&str>, region: &str, name: &str, tags: &[(&str, &str)]) {
         let mut w = self.lock();
         let account = account.map_or_else(|| arn_account(&w.identity), str::to_owned);
         if let Some(c) = w.clusters.get_mut(&(account, region.to_owned(), name.to_owned())) {
             c.tags
                 .extend(tags.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
         }
-    }
-
-    /// A cluster's tags, as DescribeCluster would answer them (`None`: no such cluster).
-    pub fn cluster_tags(&self, account: Option<&str>, region: &str, name: &str) -> Option<BTreeMap<String, String>> {
-        let w = self.lock();
-        let account = account.map_or_else(|| arn_account(&w.identity), str::to_owned);
-        w.clusters
-            .get(&(account, region.to_owned(), name.to_owned()))
-            .map(|c| c.tags.clone())
     }
 
     /// cellbridge's own account: its identity's.
@@ -234,6 +230,16 @@ impl MemAws {
                     created_at,
                 },
             );
+    }
+
+    /// The tags of a cluster of cellbridge's own account, as DescribeCluster would show them.
+    pub fn cluster_tags(&self, region: &str, cluster: &str) -> BTreeMap<String, String> {
+        let w = self.lock();
+        let home = arn_account(&w.identity);
+        w.clusters
+            .get(&(home, region.to_owned(), cluster.to_owned()))
+            .map(|c| c.tags.clone())
+            .unwrap_or_default()
     }
 
     /// The access entries of a cluster of cellbridge's own account.
@@ -448,6 +454,7 @@ impl ClusterApi for MemEks {
         let ready = status != "CREATING";
         Ok(Some(ClusterInfo {
             name: c.name.clone(),
+            arn: Some(c.arn(&self.account)),
             region: c.region.clone(),
             status: ClusterStatus::parse(&status),
             endpoint: ready.then(|| c.endpoint()),
@@ -456,6 +463,23 @@ impl ClusterApi for MemEks {
             authentication_mode: Some(c.authentication_mode.clone()),
             endpoint_access: c.endpoint_access.clone(),
         }))
+    }
+
+    /// TagResource finds the cluster by its ARN; an ARN of no cluster is EKS's
+    /// `ResourceNotFoundException`, and tags are added or overwritten, never removed.
+    async fn tag_cluster(&self, cluster: &str, arn: &str, tags: &[(String, String)]) -> Result<(), EksError> {
+        let mut w = self.aws.lock();
+        if let Some(retryable) = w.call(&self.account, "TagResource", cluster) {
+            return Err(eks_fault("TagResource", cluster, retryable));
+        }
+        let key = self.key(cluster);
+        match w.clusters.get_mut(&key) {
+            Some(c) if c.arn(&self.account) == arn => {
+                c.tags.extend(tags.iter().cloned());
+                Ok(())
+            }
+            _ => Err(not_found("TagResource", cluster, "cluster")),
+        }
     }
 
     async fn access_entry(&self, cluster: &str, principal: &str) -> Result<Option<AccessEntry>, EksError> {

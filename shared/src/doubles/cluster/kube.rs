@@ -24,10 +24,10 @@ use aws_credential_types::provider::ProvideCredentials;
 use serde_json::Value;
 
 use super::MemAws;
-use crate::ports::cluster::kube::{Applied, ApplyError, ClusterAuth, Observe, SourceStatus, Tuning};
+use crate::ports::cluster::kube::{Applied, ApplyError, ClusterAuth, Observe, Tuning};
 use crate::ports::cluster::{KubeApi, KubeConnect};
 use crate::pure::bootstrap::confirm::fixtures as upstream;
-use crate::pure::bootstrap::confirm::{Condition, ConditionStatus, Deployment, FluxObject, Pod, Snapshot};
+use crate::pure::bootstrap::confirm::{Condition, Deployment, FluxObject, Pod, Snapshot};
 use crate::pure::bootstrap::plan::{KubeRef, Step};
 
 /// A fault of the Kubernetes API: the next `times` calls of `operation` (`get`, `apply`,
@@ -168,27 +168,6 @@ impl MemKube {
     /// The named CRD never becomes Established (its conversion webhook is broken, say).
     pub fn stuck_crd(&self, name: &str) {
         self.lock().stuck_crds.insert(name.to_owned());
-    }
-
-    /// What the GitRepository's status says once applied (default: Ready at [`SYNCED_REVISION`]), in
-    /// the report's words: the same status [`MemKube::git_repository_status`] sets.
-    pub fn source_status(&self, status: SourceStatus) {
-        let ready = status.ready.map(|ready| Condition {
-            status: if ready {
-                ConditionStatus::True
-            } else {
-                ConditionStatus::False
-            },
-            reason: status.reason.clone().unwrap_or_default(),
-            message: status.message.clone().unwrap_or_default(),
-            observed_generation: Some(1),
-        });
-        self.git_repository_status(FluxObject {
-            generation: Some(1),
-            observed_generation: Some(1),
-            ready,
-            revision: status.revision,
-        });
     }
 
     /// The number of Nodes that joined the cluster (default 2).
@@ -461,33 +440,6 @@ impl KubeApi for MemKubeApi {
                 waited_secs: 0,
             })
         }
-    }
-
-    async fn wait_source_ready(&mut self, target: &KubeRef) -> Result<SourceStatus, ApplyError> {
-        if !self.exists(target, "gitrepositories").await? {
-            return Err(api_error("get", target, 404));
-        }
-        let o = self.kube.lock().reported.git_repository.clone();
-        let c = o.ready.as_ref();
-        // As the adapter waits: a Ready condition counts only for the object's generation, else
-        // the wait runs out with the last status seen.
-        let current = match (o.generation, o.observed_generation) {
-            (Some(g), Some(seen)) => seen >= g,
-            (Some(_), None) => false,
-            (None, _) => true,
-        };
-        let ready = c.filter(|_| current).and_then(|c| match c.status {
-            ConditionStatus::True => Some(true),
-            ConditionStatus::False => Some(false),
-            ConditionStatus::Unknown => None,
-        });
-        let words = |s: &str| (!s.is_empty()).then(|| s.to_owned());
-        Ok(SourceStatus {
-            ready,
-            reason: c.and_then(|c| words(&c.reason)),
-            message: c.and_then(|c| words(&c.message)),
-            revision: o.revision,
-        })
     }
 
     async fn observe(&mut self, what: &Observe) -> Result<Snapshot, ApplyError> {

@@ -111,6 +111,22 @@ pub struct BootstrapService<
 > {
     pub bootstrapper: Bootstrapper<A, K, S>,
     pub fleets: Fleets,
+    /// The function's own queue, where a run still confirming sends its next re-check
+    /// (`CELLBRIDGE_CONFIRM_QUEUE_URL`); `None`: no re-checks are queued.
+    pub rechecks: Option<crate::jobs::queue::Queue>,
+}
+
+/// `CELLBRIDGE_CONFIRM_QUEUE_URL`: cluster-bootstrap's own queue, for its re-checks.
+pub fn recheck_queue_url_from_env() -> Result<Option<String>, ConfigError> {
+    match crate::shell::config::optional("CELLBRIDGE_CONFIRM_QUEUE_URL") {
+        None => Ok(None),
+        Some(u) if u.starts_with("https://") || u.starts_with("http://") => Ok(Some(u)),
+        Some(u) => Err(ConfigError::Invalid {
+            name: "CELLBRIDGE_CONFIRM_QUEUE_URL",
+            value: u,
+            reason: "expected the queue's URL, https://sqs.<region>.amazonaws.com/<account>/<name>".into(),
+        }),
+    }
 }
 
 /// The function's configuration, read and checked from the environment without building any
@@ -120,6 +136,7 @@ pub struct BootstrapService<
 pub struct Config {
     pub settings: Settings,
     pub github: GithubConfig,
+    pub recheck_queue: Option<String>,
 }
 
 impl Config {
@@ -132,6 +149,7 @@ impl Config {
         Ok(Self {
             settings: Settings::from_env()?,
             github: GithubConfig::from_env()?,
+            recheck_queue: recheck_queue_url_from_env()?,
         })
     }
 }
@@ -141,9 +159,13 @@ impl Config {
 pub async fn service_with(config: Config) -> BootstrapService {
     let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
     let fleets = GithubSource::new(config.github, &aws).into();
+    let rechecks = config
+        .recheck_queue
+        .map(|url| crate::jobs::queue::SqsQueue::new(&aws, url).into());
     BootstrapService {
         bootstrapper: Bootstrapper::new(aws, config.settings),
         fleets,
+        rechecks,
     }
 }
 
@@ -168,9 +190,11 @@ pub async fn invoke_from_file(path: &Path, fleet_dir: Option<&Path>) -> Result<I
         Some(d) => Fleets::Local(LocalSource(LocalFleet::open(d).map_err(|e| bad(e.to_string()))?)),
         None => GithubSource::from_env(&aws)?.into(),
     };
+    let rechecks = recheck_queue_url_from_env()?.map(|url| crate::jobs::queue::SqsQueue::new(&aws, url).into());
     let service = BootstrapService {
         bootstrapper: Bootstrapper::new(aws, settings),
         fleets,
+        rechecks,
     };
     let deadline = Instant::now() + Duration::from_secs(900);
     crate::shell::lambda::handler(&service, &event, deadline, &Shell::command_line()).await

@@ -81,6 +81,9 @@ pub enum ClusterResult {
         cluster: Option<String>,
         error: BootstrapError,
     },
+    /// A re-check that failed for good (a refused role, say): logged and counted, never handed
+    /// back to the queue, so that no re-check reaches the dead-letter queue.
+    RecheckEnded { cluster: String, error: BootstrapError },
 }
 
 impl ClusterResult {
@@ -102,6 +105,9 @@ impl ClusterResult {
                 error,
             } => json!({"cluster": c, "error": error.to_string()}),
             ClusterResult::Failed { cluster: None, error } => json!({"error": error.to_string()}),
+            ClusterResult::RecheckEnded { cluster, error } => {
+                json!({"cluster": cluster, "outcome": "checked", "error": error.to_string()})
+            }
         }
     }
 }
@@ -118,7 +124,9 @@ impl ItemOutcome for ClusterResult {
             ClusterResult::Ran(r) => r.outcome.metric(),
             ClusterResult::Paused { .. } => Outcome::Paused,
             ClusterResult::Ignored { .. } => Outcome::Ignored,
-            ClusterResult::Failed { error, .. } => Outcome::of_failure(error.class()),
+            ClusterResult::Failed { error, .. } | ClusterResult::RecheckEnded { error, .. } => {
+                Outcome::of_failure(error.class())
+            }
         }
     }
 
@@ -128,8 +136,16 @@ impl ItemOutcome for ClusterResult {
             ClusterResult::Paused { cluster, .. } => (None, Some(cluster.as_str())),
             ClusterResult::Ignored { .. } => (None, None),
             ClusterResult::Failed { cluster, .. } => (None, cluster.as_deref()),
+            ClusterResult::RecheckEnded { cluster, .. } => (None, Some(cluster.as_str())),
         };
         vec![("cell", cell), ("cluster", cluster)]
+    }
+
+    fn flux(&self) -> Option<crate::pure::bootstrap::confirm::Outcome> {
+        match self {
+            ClusterResult::Ran(r) => r.flux.as_ref().filter(|f| f.is_final()).map(|f| f.outcome),
+            _ => None,
+        }
     }
 
     fn failure(&self) -> Option<Failed> {
@@ -222,15 +238,28 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Job for BootstrapService<A, K,
         })
     }
 
+    /// Paused, a re-check is not made either (it takes an access entry): the chain ends with the
+    /// cluster recorded `confirming`, and the daily sweep re-checks it once the pause is lifted.
     fn paused(&self, asked: &Asked, pause: &Pause) -> Option<ClusterResult> {
+        if let Ok(BootstrapItem::Recheck(r)) = &asked.item {
+            tracing::warn!(cluster = %r.cluster, paused = %pause.describe(), "re-check not made: cellbridge is paused; the daily sweep re-checks the cluster once it is not");
+            return Some(ClusterResult::Paused {
+                cluster: r.cluster.clone(),
+                region: r.region.clone(),
+                paused: pause.clone(),
+            });
+        }
         let req = asked.cluster()?;
         Some(paused(req, pause.clone()))
     }
 
     fn about(&self, asked: &Asked) -> About {
-        asked
-            .cluster()
-            .map_or_else(About::event, |r| About::cluster(&r.cluster))
+        match &asked.item {
+            Ok(BootstrapItem::Recheck(r)) => About::cluster(&r.cluster),
+            _ => asked
+                .cluster()
+                .map_or_else(About::event, |r| About::cluster(&r.cluster)),
+        }
     }
 
     /// One read of the fleet repo for every cluster of the invocation: what finds a cluster's
@@ -294,6 +323,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Job for BootstrapService<A, K,
                     tracing::info!(%what, %reason, "event ignored");
                     return ClusterResult::Ignored { what, reason };
                 }
+                Ok(BootstrapItem::Recheck(r)) => return Box::pin(self.recheck(&r, ctx)).await,
                 Ok(BootstrapItem::Cluster(req)) => req,
             };
             let first = match (&read.base, &read.settings) {
@@ -355,7 +385,10 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Job for BootstrapService<A, K,
                         cluster: Some(req.cluster),
                     }
                 }
-                Ok(rep) => ClusterResult::Ran(rep),
+                Ok(rep) => {
+                    self.queue_recheck(&rep).await;
+                    ClusterResult::Ran(rep)
+                }
                 Err(e) => {
                     tracing::error!(cluster = %req.cluster, retryable = e.retryable(), error = %e, "bootstrap failed");
                     ClusterResult::Failed {
@@ -384,7 +417,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Job for BootstrapService<A, K,
         let deadline = ctx.deadline;
         if plan.sweep_alone {
             // Boxed: its future stays out of the handler's layout.
-            let (report, class) = Box::pin(self.sweep(deadline, metrics))
+            let (report, class) = Box::pin(self.sweep(deadline, pause.is_some(), metrics))
                 .instrument(crate::jobs::bootstrap::sweep::span())
                 .await?;
             return Ok(Some(After {
@@ -413,8 +446,8 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Job for BootstrapService<A, K,
         let ttl =
             crate::rules::bootstrap::access::ttl_from_env().unwrap_or(crate::rules::bootstrap::access::DEFAULT_TTL);
         let left = deadline.saturating_duration_since(Instant::now()) - SWEEP_MARGIN;
-        let sweep =
-            Box::pin(self.sweep_fleet(base.fleet.as_ref(), ttl)).instrument(crate::jobs::bootstrap::sweep::span());
+        let sweep = Box::pin(self.sweep_fleet(base.fleet.as_ref(), ttl, false))
+            .instrument(crate::jobs::bootstrap::sweep::span());
         Ok(match tokio::time::timeout(left, sweep).await {
             Ok(Ok(report)) => {
                 self.record_sweep(&report, metrics);

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use aws_config::Region;
 
+use crate::ports::cluster::{Accounts, KubeConnect};
+use crate::ports::secrets::SecretStore;
 use crate::pure::fleet::LocalFleet;
 use crate::{
     rules::bootstrap::BootstrapError, rules::bootstrap::Bootstrapper, rules::bootstrap::Request,
@@ -23,13 +25,16 @@ pub struct LocalOptions {
     pub kubeconfig: Option<PathBuf>,
     pub dry_run: bool,
     pub force: bool,
+    /// Stop after the apply: no check of whether Flux takes over.
+    pub no_wait: bool,
 }
 
 /// `cellbridge bootstrap` from a laptop: the same code as the Lambda, configured from the
 /// environment, against a fleet checkout; its base branch is [`config::checkout_base_branch`].
 pub async fn run_local(fleet: &LocalFleet, opts: &LocalOptions) -> Result<Report, BootstrapError> {
     crate::shell::telemetry::install_crypto_provider();
-    let settings = Settings::from_env()?;
+    let mut settings = Settings::from_env()?;
+    settings.confirm.skip = opts.no_wait;
     // The profile's region is cellbridge's home (where the Git secret lives); the cluster's
     // region is used for EKS whatever it is.
     let mut aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
@@ -49,7 +54,34 @@ pub async fn run_local(fleet: &LocalFleet, opts: &LocalOptions) -> Result<Report
         None => Target::Eks,
     };
     let base_branch = config::checkout_base_branch(fleet.root());
-    Bootstrapper::new(aws, settings)
+    let bootstrapper = Bootstrapper::new(aws, settings);
+    let report = bootstrapper
         .run_until(fleet, base_branch.as_deref(), &req, target, None)
-        .await
+        .await?;
+    follow(&bootstrapper, report, target).await
+}
+
+/// The command line's wait: the re-checks the function would queue, made here in turn, each
+/// after its delay (each with its own temporary access entry on EKS), until the outcome is
+/// final or the deadline (`CELLBRIDGE_CONFIRM_DEADLINE_SECS`) passes.
+pub async fn follow<A: Accounts, K: KubeConnect, S: SecretStore>(
+    bootstrapper: &Bootstrapper<A, K, S>,
+    mut report: Report,
+    target: Target<'_>,
+) -> Result<Report, BootstrapError> {
+    while let Some((next, delay)) = report.recheck.take() {
+        tracing::info!(
+            cluster = %next.cluster,
+            "Flux has not taken over yet; checking again in {} s",
+            delay.as_secs()
+        );
+        tokio::time::sleep(delay).await;
+        let checked = bootstrapper.recheck(&next, target, None).await?;
+        report.flux = checked.flux;
+        report.recheck = checked.recheck;
+        if checked.access_entry.is_some() {
+            report.access_entry = checked.access_entry;
+        }
+    }
+    Ok(report)
 }

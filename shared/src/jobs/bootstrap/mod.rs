@@ -4,4 +4,5 @@
 pub mod handler;
 pub mod job;
 pub mod local;
+pub mod recheck;
 pub mod sweep;

@@ -23,6 +23,7 @@ use serde::Serialize;
 
 use crate::ports::cluster::AccessError;
 use crate::ports::cluster::{Accounts, ClusterApi};
+use crate::pure::bootstrap::record::{self, CatchUp};
 use crate::pure::configmap;
 use crate::pure::fleet::{EntryKind, FleetRead, Keep};
 use crate::rules::bootstrap::access;
@@ -69,6 +70,13 @@ pub struct ClusterSweep {
     pub target: Target,
     #[serde(flatten)]
     pub swept: Swept,
+    /// The daily sweep's catch-up: what the cluster's record asks for
+    /// ([`crate::pure::bootstrap::record::catch_up`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub catch_up: Option<CatchUp>,
+    /// The catch-up's bootstrap was sent to the function's queue.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub queued: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -259,6 +267,7 @@ pub async fn sweep<A: Accounts>(
     own_principal: Option<&str>,
     now: SystemTime,
     ttl: Duration,
+    catch_up: Option<Duration>,
 ) -> SweepReport {
     let mut report = SweepReport {
         ttl_secs: ttl.as_secs(),
@@ -275,7 +284,16 @@ pub async fn sweep<A: Accounts>(
                 },
             ),
             Ok(target) => {
-                let swept = visit(accounts, &target, own_principal, now, ttl).await;
+                let (swept, caught) = visit(accounts, &target, own_principal, now, ttl, catch_up).await;
+                if caught.is_some() {
+                    report.clusters.push(ClusterSweep {
+                        target,
+                        swept,
+                        catch_up: caught,
+                        queued: false,
+                    });
+                    continue;
+                }
                 (target, swept)
             }
         };
@@ -290,18 +308,26 @@ pub async fn sweep<A: Accounts>(
             } => report.oldest_remaining_secs = report.oldest_remaining_secs.max(age_secs),
             _ => {}
         }
-        report.clusters.push(ClusterSweep { target, swept });
+        report.clusters.push(ClusterSweep {
+            target,
+            swept,
+            catch_up: None,
+            queued: false,
+        });
     }
     report
 }
 
+/// One cluster: its expired access swept and, with `catch_up` (the confirmation's deadline; the
+/// daily sweep only), what its record asks for, read with one DescribeCluster.
 async fn visit<A: Accounts>(
     accounts: &A,
     target: &Target,
     own_principal: Option<&str>,
     now: SystemTime,
     ttl: Duration,
-) -> Swept {
+    catch_up: Option<Duration>,
+) -> (Swept, Option<CatchUp>) {
     let failed = |e: AccessError| Swept::Failed {
         class: e.class(),
         error: e.to_string(),
@@ -309,16 +335,36 @@ async fn visit<A: Accounts>(
     };
     let api = match accounts.open(&target.region, target.role.as_deref()).await {
         Ok(api) => api,
-        Err(e) => return failed(e),
+        Err(e) => return (failed(e), None),
     };
     let principal = match target.role.as_deref().or(own_principal) {
         Some(p) => p.to_owned(),
         None => match api.caller_principal().await {
             Ok(p) => p,
-            Err(e) => return failed(e),
+            Err(e) => return (failed(e), None),
         },
     };
-    sweep_cluster(&api, &target.cluster, &principal, now, ttl).await
+    let swept = sweep_cluster(&api, &target.cluster, &principal, now, ttl).await;
+    let Some(deadline) = catch_up else {
+        return (swept, None);
+    };
+    // A young temporary entry of ours is a run at work: it is not caught up under it.
+    let running = matches!(swept, Swept::Kept { .. });
+    let caught = match api.describe_cluster(&target.cluster).await {
+        Ok(Some(info)) => record::catch_up(
+            &info.tags,
+            info.status == crate::ports::cluster::eks::ClusterStatus::Active,
+            running,
+            now,
+            deadline,
+        ),
+        Ok(None) => None,
+        Err(e) => {
+            tracing::warn!(cell = %target.cell, cluster = %target.cluster, error = %e, "sweep: cannot read the cluster's bootstrap record; not caught up today");
+            None
+        }
+    };
+    (swept, caught)
 }
 
 /// The span of a sweep, scheduled or after a run: it concerns the whole fleet's clusters, and its
@@ -334,8 +380,14 @@ pub fn span() -> tracing::Span {
 impl<A: Accounts, K: crate::ports::cluster::KubeConnect, S: crate::ports::secrets::SecretStore>
     crate::jobs::bootstrap::handler::BootstrapService<A, K, S>
 {
-    /// Sweeps the clusters of `fleet`'s cells and the tagged clusters no merged cell names yet.
-    pub async fn sweep_fleet(&self, fleet: &dyn FleetRead, ttl: Duration) -> Result<SweepReport, cell::CellError> {
+    /// Sweeps the clusters of `fleet`'s cells and the tagged clusters no merged cell names yet;
+    /// with `catch_up`, decides for each what its bootstrap record asks for.
+    pub async fn sweep_fleet(
+        &self,
+        fleet: &dyn FleetRead,
+        ttl: Duration,
+        catch_up: bool,
+    ) -> Result<SweepReport, cell::CellError> {
         let settings = self.bootstrapper.settings();
         let targets = targets(fleet, &settings.account_roles)?;
         // AWS_REGION: the function's own region, where its own account's new clusters may be.
@@ -357,6 +409,7 @@ impl<A: Accounts, K: crate::ports::cluster::KubeConnect, S: crate::ports::secret
             settings.access_principal_arn.as_deref(),
             SystemTime::now(),
             ttl,
+            catch_up.then_some(settings.confirm.deadline),
         )
         .await;
         report.discovery_errors = discovery_errors;
@@ -379,10 +432,13 @@ impl<A: Accounts, K: crate::ports::cluster::KubeConnect, S: crate::ports::secret
         );
     }
 
-    /// The daily sweep (run in [`span`]).
+    /// The daily sweep (run in [`span`]): the expired access, and, unless cellbridge is paused
+    /// (`paused`: by the environment; the fleet's settings are read here), every cell's cluster
+    /// with no record of a completed bootstrap bootstrapped through the queue.
     pub async fn sweep(
         &self,
         deadline: std::time::Instant,
+        paused: bool,
         metrics: &crate::shell::metrics::Metrics<'_>,
     ) -> Result<(SweepReport, Option<Class>), crate::rules::bootstrap::BootstrapError> {
         let ttl = match access::ttl_from_env() {
@@ -410,7 +466,11 @@ impl<A: Accounts, K: crate::ports::cluster::KubeConnect, S: crate::ports::secret
                 return Err(crate::rules::bootstrap::BootstrapError::from(e));
             }
         };
-        let report = match self.sweep_fleet(base.fleet.as_ref(), ttl).await {
+        let paused = paused || matches!(crate::shell::pause::from_fleet(base.fleet.as_ref()), Ok(Some(_)));
+        if paused {
+            tracing::warn!("sweep: cellbridge is paused; no cluster is caught up");
+        }
+        let report = match self.sweep_fleet(base.fleet.as_ref(), ttl, !paused).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(error = %e, "sweep: cannot list the fleet's cells");
@@ -422,6 +482,8 @@ impl<A: Accounts, K: crate::ports::cluster::KubeConnect, S: crate::ports::secret
                 return Err(e);
             }
         };
+        let mut report = report;
+        self.catch_up(&mut report).await;
         self.record_sweep(&report, metrics);
         let classes: Vec<Class> = report
             .clusters

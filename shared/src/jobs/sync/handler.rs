@@ -32,7 +32,7 @@ pub async fn service_with(config: SyncConfig) -> SyncService {
     .with_clusters(cluster_access(&aws));
     // Checked at init too.
     match super::fanout::queue_url_from_env().ok().flatten() {
-        Some(url) => service.with_queue(super::fanout::SqsQueue::new(&aws, url)),
+        Some(url) => service.with_queue(crate::jobs::queue::SqsQueue::new(&aws, url)),
         None => service,
     }
 }

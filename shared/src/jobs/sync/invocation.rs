@@ -309,7 +309,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         let objects = self.all_states(deadline).await?;
         let bodies: Vec<String> = objects.iter().map(fanout::message_for).collect();
         let left = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, queue.enqueue(&bodies)).await {
+        match tokio::time::timeout(left, queue.enqueue(&bodies, std::time::Duration::ZERO)).await {
             Ok(Ok(())) => {}
             Ok(Err(source)) => {
                 return Err(SyncError::Enqueue {

@@ -42,7 +42,7 @@ pub struct Syncer<S, G> {
     pub fleet: G,
     /// state-sync's own queue: sync-all sends one message per cell there ([`super::fanout`]);
     /// `None`: sync-all syncs every cell in the invocation.
-    pub queue: Option<super::fanout::Queue>,
+    pub queue: Option<crate::jobs::queue::Queue>,
     /// EKS, asked whether a destroyed cell's cluster is gone before its directory's removal is
     /// proposed; `None`: nobody can confirm it, so no decommission is ever opened.
     pub clusters: Option<ClusterAccess>,
@@ -167,7 +167,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
     }
 
     /// sync-all fans out to `queue`, one message per cell.
-    pub fn with_queue(mut self, queue: impl Into<super::fanout::Queue>) -> Self {
+    pub fn with_queue(mut self, queue: impl Into<crate::jobs::queue::Queue>) -> Self {
         self.queue = Some(queue.into());
         self
     }

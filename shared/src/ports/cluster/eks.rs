@@ -81,6 +81,8 @@ impl ClusterStatus {
 #[derive(Debug, Clone)]
 pub struct ClusterInfo {
     pub name: String,
+    /// DescribeCluster's `arn`: what TagResource names.
+    pub arn: Option<String>,
     pub region: String,
     pub status: ClusterStatus,
     pub endpoint: Option<String>,

@@ -1,5 +1,5 @@
 //! The Kubernetes side, as the bootstrap sees it: how to reach a cluster ([`ClusterAuth`]), the
-//! bounds of every wait ([`Tuning`]), what an apply answers ([`Applied`], [`SourceStatus`]), what
+//! bounds of every wait ([`Tuning`]), what an apply answers ([`Applied`]), what
 //! to read to confirm Flux took over ([`Observe`]) and Kubernetes' refusals, classified
 //! ([`ApplyError`]). kube-rs speaks it in `adapters/kube/`.
 
@@ -87,19 +87,6 @@ pub struct Applied {
     pub phase: Phase,
     #[serde(flatten)]
     pub target: KubeRef,
-}
-
-/// The GitRepository's Ready condition, as the report shows it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct SourceStatus {
-    /// `None`: no Ready condition before the wait ran out.
-    pub ready: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub revision: Option<String>,
 }
 
 /// What [`crate::ports::cluster::KubeApi::observe`] reads to fill a

@@ -18,7 +18,7 @@ use crate::ports::cluster::eks::{ClusterInfo, EksError};
 use crate::pure::bootstrap::confirm::Snapshot;
 use crate::pure::bootstrap::plan::{KubeRef, Step};
 use crate::shell::error::{Class, Classify};
-use kube::{Applied, ApplyError, ClusterAuth, Observe, SourceStatus, Tuning};
+use kube::{Applied, ApplyError, ClusterAuth, Observe, Tuning};
 
 /// An access entry as DescribeAccessEntry shows it, as far as cellbridge needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +63,14 @@ pub trait ClusterApi: Send + Sync {
         cluster: &str,
         principal: &str,
     ) -> impl Future<Output = Result<bool, EksError>> + Send;
+    /// TagResource on the cluster `arn` (DescribeCluster's `arn`): adds or overwrites `tags`,
+    /// leaves the others (<https://docs.aws.amazon.com/eks/latest/APIReference/API_TagResource.html>).
+    fn tag_cluster(
+        &self,
+        cluster: &str,
+        arn: &str,
+        tags: &[(String, String)],
+    ) -> impl Future<Output = Result<(), EksError>> + Send;
     /// STS GetCallerIdentity, as the IAM principal an access entry names.
     fn caller_principal(&self) -> impl Future<Output = Result<String, AccessError>> + Send;
     /// How a Kubernetes client of this identity authenticates to the cluster at `endpoint`.
@@ -93,9 +101,6 @@ pub trait KubeApi: Send {
     fn apply(&mut self, step: &Step) -> impl Future<Output = Result<Applied, ApplyError>> + Send;
     /// Until every named CRD is Established (bounded by the tuning's `crd_timeout`).
     fn wait_established(&mut self, crds: &[String]) -> impl Future<Output = Result<(), ApplyError>> + Send;
-    /// Until the GitRepository reports Ready for its generation (bounded by `ready_timeout`);
-    /// the last status seen either way.
-    fn wait_source_ready(&mut self, target: &KubeRef) -> impl Future<Output = Result<SourceStatus, ApplyError>> + Send;
     /// One reading of what the cluster reports about Flux, for
     /// [`crate::pure::bootstrap::confirm::classify`]: reads only, no wait. An object not there
     /// yet, or of a kind the cluster does not serve (no FluxInstance CRD), is absent, not an

@@ -44,8 +44,13 @@ pub struct RecordError {
     pub expected: &'static str,
 }
 
+/// RFC 3339 in whole seconds (`2026-12-05T20:31:42Z`).
 pub fn format_time(t: SystemTime) -> String {
-    DateTime::from(t)
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    DateTime::from_secs(secs as i64)
         .fmt(DateTimeFormat::DateTime)
         .unwrap_or_else(|_| "1970-01-01T00:00:00Z".into())
 }
@@ -96,6 +101,62 @@ impl FluxRecord {
     }
 }
 
+/// What the daily sweep does for a cell's cluster, decided from its record alone (nothing
+/// enters the cluster to decide it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CatchUp {
+    /// ACTIVE with no record of a bootstrap (a `CreateCluster` event EventBridge never
+    /// delivered, a cluster from before cellbridge): bootstrapped through the queue.
+    Bootstrap,
+    /// Recorded stuck (a final outcome other than `ready`: someone may have fixed the cause
+    /// since), or `confirming` well past the deadline (its re-checks stopped: a pause, a queue
+    /// that refused the next one). Bootstrapped through the queue too: finding Flux there, the
+    /// run applies nothing and checks once, and past the deadline that check is final.
+    Recheck,
+}
+
+/// How long after the deadline a `confirming` record counts as abandoned: the last re-check is
+/// due at the deadline and may be queued behind others.
+pub const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
+
+/// What the sweep does for a cluster: `active` (DescribeCluster's status), `running` (a
+/// bootstrap run holds cellbridge's temporary access entry right now), its tags.
+pub fn catch_up(
+    tags: &HashMap<String, String>,
+    active: bool,
+    running: bool,
+    now: SystemTime,
+    deadline: Duration,
+) -> Option<CatchUp> {
+    if !active || running || tags.get(OPT_OUT_TAG).map(String::as_str) == Some(OPT_OUT_VALUE) {
+        return None;
+    }
+    match FluxRecord::from_tags(tags) {
+        None | Some(Err(_)) => Some(CatchUp::Bootstrap),
+        Some(Ok(r)) => match r.outcome {
+            Outcome::Ready => None,
+            Outcome::Confirming if r.elapsed(now) <= deadline + ABANDONED_AFTER => None,
+            _ => Some(CatchUp::Recheck),
+        },
+    }
+}
+
+/// The first re-check's delay; each one after waits twice as long, up to [`MAX_INTERVAL`].
+pub const FIRST_INTERVAL: Duration = Duration::from_secs(30);
+pub const MAX_INTERVAL: Duration = Duration::from_secs(300);
+
+/// When to look again after check number `check` (the bootstrap's own is 1), `elapsed` after
+/// the apply: 30 s, 60 s, 120 s, 240 s, then every 5 minutes, and never past the deadline, so
+/// that the last check is made at it. Well under SQS's 900-second cap on `DelaySeconds`
+/// (<https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessage.html>).
+/// `None` once the deadline has passed: that check's verdict was final.
+pub fn next_delay(check: u32, elapsed: Duration, deadline: Duration) -> Option<Duration> {
+    let left = deadline.checked_sub(elapsed).filter(|l| !l.is_zero())?;
+    let doubled = FIRST_INTERVAL.saturating_mul(1 << check.saturating_sub(1).min(8));
+    Some(doubled.min(MAX_INTERVAL).min(left).max(Duration::from_secs(1)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,11 +180,63 @@ mod tests {
     }
 
     #[test]
+    fn re_checks_back_off_to_five_minutes_and_the_last_one_is_at_the_deadline() {
+        let min = |m: u64| Duration::from_secs(60 * m);
+        let deadline = min(20);
+        let (mut elapsed, mut check, mut delays) = (min(2), 1, Vec::new());
+        while let Some(d) = next_delay(check, elapsed, deadline) {
+            delays.push(d.as_secs());
+            elapsed += d;
+            check += 1;
+        }
+        assert_eq!(delays, [30, 60, 120, 240, 300, 300, 30]);
+        assert_eq!(elapsed, deadline, "the last check is made at the deadline");
+        assert_eq!(
+            next_delay(1, min(25), deadline),
+            None,
+            "past the deadline: no more checks"
+        );
+    }
+
+    #[test]
+    fn the_sweep_catches_up_what_has_no_record_or_an_abandoned_one_and_nothing_else() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let deadline = Duration::from_secs(1200);
+        let at = |outcome: Outcome, ago: u64| -> HashMap<String, String> {
+            FluxRecord {
+                outcome,
+                since: now - Duration::from_secs(ago),
+            }
+            .to_tags()
+            .into_iter()
+            .collect()
+        };
+        let cu = |tags: &HashMap<String, String>| catch_up(tags, true, false, now, deadline);
+        assert_eq!(cu(&tags(&[("cellbridge.dev/cell", "c")])), Some(CatchUp::Bootstrap));
+        assert_eq!(cu(&tags(&[(FLUX_TAG, "edited")])), Some(CatchUp::Bootstrap));
+        assert_eq!(cu(&at(Outcome::Confirming, 600)), None, "being confirmed");
+        assert_eq!(cu(&at(Outcome::Confirming, 1200 + 3601)), Some(CatchUp::Recheck));
+        assert_eq!(
+            cu(&at(Outcome::GitAuth, 99_999)),
+            Some(CatchUp::Recheck),
+            "stuck: re-checked, never re-applied"
+        );
+        assert_eq!(cu(&at(Outcome::Ready, 99_999)), None);
+        let none = tags(&[]);
+        assert_eq!(catch_up(&none, false, false, now, deadline), None, "not ACTIVE");
+        assert_eq!(catch_up(&none, true, true, now, deadline), None, "a run holds it");
+        assert_eq!(cu(&tags(&[(OPT_OUT_TAG, OPT_OUT_VALUE)])), None, "opted out");
+    }
+
+    #[test]
     fn no_tag_is_no_record_and_an_edited_tag_is_named() {
         assert_eq!(FluxRecord::from_tags(&tags(&[("team", "a")])), None);
         let bad = FluxRecord::from_tags(&tags(&[(FLUX_TAG, "fine"), (FLUX_SINCE_TAG, "2026-12-05T20:31:42Z")]));
         assert_eq!(bad.unwrap().unwrap_err().tag, FLUX_TAG);
         let bad = FluxRecord::from_tags(&tags(&[(FLUX_TAG, "ready"), (FLUX_SINCE_TAG, "yesterday")]));
-        assert_eq!(bad.unwrap().unwrap_err().to_string(), "tag cellbridge.dev/flux-since: \"yesterday\" is not an RFC 3339 time");
+        assert_eq!(
+            bad.unwrap().unwrap_err().to_string(),
+            "tag cellbridge.dev/flux-since: \"yesterday\" is not an RFC 3339 time"
+        );
     }
 }

@@ -6,7 +6,9 @@
 //! - The layers are the Flux Kustomizations (`kustomize.toolkit.fluxcd.io/*`, kind
 //!   `Kustomization`) that `kustomize build clusters/<cell>` would produce (the cell's
 //!   `kustomization.yaml`, or every YAML file when it has none; `flux-system/gotk-components.yaml`
-//!   is never read) and that have a `spec.postBuild`: Flux substitutes whatever the sources.
+//!   is never read) and that have a `spec.postBuild`: Flux substitutes whatever the sources. For
+//!   a cell whose Flux the Flux Operator runs, the tree starts where its `FluxInstance`'s
+//!   `spec.sync.path` says (`root.rs`).
 //!   Their `spec.path` is followed in the fleet repo itself (a `sourceRef` to another repository
 //!   is not followed).
 //! - At each layer path the files kustomize would read are collected: a kustomization file's
@@ -35,7 +37,7 @@
 //!   *unverified*, reported but not failed. Keys of `cell-metadata` that no layer reading it
 //!   references (in any form) are reported as unused.
 //!
-//! Where each part lives: `layers.rs` says which Flux Kustomizations of the cell are layers,
+//! Where each part lives: `root.rs` says where the cell's tree starts, `layers.rs` says which Flux Kustomizations of the cell are layers,
 //! `build.rs` collects the files kustomize would read to build one, `sources.rs` resolves what
 //! each layer substitutes from (`in_cluster.rs` reads the declarations), `scan.rs` walks the
 //! files value by value and makes every finding with its file and line, `report.rs` holds the
@@ -49,6 +51,7 @@ mod naming;
 mod release;
 mod report;
 mod reserialise;
+mod root;
 mod scan;
 mod sources;
 #[cfg(test)]
@@ -74,7 +77,8 @@ pub const CONFIGMAP_NAME: &str = "cell-metadata";
 pub const SUBSTITUTE_KEY: &str = "kustomize.toolkit.fluxcd.io/substitute";
 /// kustomize's recognised kustomization file names, in its order of preference.
 pub const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
-/// The Flux Kustomization that applies `clusters/<cell>` itself (from `gotk-sync.yaml`).
+/// The Flux Kustomization that applies `clusters/<cell>` itself (from `gotk-sync.yaml`, or
+/// created by the Flux Operator from a FluxInstance's `spec.sync`, `root.rs`).
 const CELL_LAYER: &str = "flux-system";
 
 #[derive(Debug, thiserror::Error)]
@@ -112,9 +116,12 @@ pub fn check_cell(
         ..Default::default()
     };
 
-    // What Flux applies from the cell directory itself.
-    let mut cell_build = Build::new(fleet, CELL_LAYER);
-    cell_build.dir(&cell_dir)?;
+    // What Flux applies from the cell directory itself (or from where its FluxInstance syncs).
+    let root = root::cell_root(fleet, cell, &mut report.findings, &mut report.not_checked)?;
+    let mut cell_build = Build::new(fleet, &root.name);
+    if let Some(dir) = &root.dir {
+        cell_build.dir(dir)?;
+    }
     let mut layers = Vec::new();
     for unit in &cell_build.units {
         if let Unit::File {
@@ -146,7 +153,7 @@ pub fn check_cell(
             _ => None,
         })
         .collect();
-    report.flux = release::read_release(fleet, cell, &manifests)?;
+    report.flux = release::read_release(fleet, cell, &manifests, root.instance.as_ref())?;
     let rules = report.flux.clone();
 
     // Every layer is built before any is scanned: a layer may substitute from a ConfigMap

@@ -8,7 +8,8 @@
 //!    image tag and `--feature-gates` arguments (or the `# Flux Version:` header), overridden by
 //!    `images:` and patches in `clusters/<cell>/flux-system/kustomization.yaml`, which is where
 //!    Flux documents customising the controllers;
-//! 2. a Flux Operator `FluxInstance` of the cell directory: `spec.distribution.version` and
+//! 2. a Flux Operator `FluxInstance` of the cell directory (the one its tree starts from,
+//!    `root.rs`; else one its tree applies): `spec.distribution.version` and
 //!    `spec.kustomize.patches`;
 //! 3. the fleet's `.cellbridge/flux.yaml` (`kustomizeControllerVersion`,
 //!    `strictPostBuildSubstitutions`), for cells whose files say nothing;
@@ -20,6 +21,7 @@ use std::fmt;
 
 use crate::pure::envsubst::{Dialect, Strict};
 use crate::pure::fleet::FleetRead;
+use crate::pure::template::FoundInstance;
 
 use super::{CheckError, KUSTOMIZATION_FILES, invalid, read, yaml};
 
@@ -215,9 +217,15 @@ impl FluxRelease {
     }
 }
 
-/// Reads the release of `clusters/<cell>`; `manifests` are the cell directory's manifest files
-/// (where a FluxInstance may be).
-pub(super) fn read_release(fleet: &dyn FleetRead, cell: &str, manifests: &[&str]) -> Result<FluxRelease, CheckError> {
+/// Reads the release of `clusters/<cell>`; `instance` is the cell directory's FluxInstance, the
+/// one its tree starts from (`root.rs`), and `manifests` the files of that tree (where a
+/// FluxInstance of a cell that holds none itself may be).
+pub(super) fn read_release(
+    fleet: &dyn FleetRead,
+    cell: &str,
+    manifests: &[&str],
+    instance: Option<&FoundInstance>,
+) -> Result<FluxRelease, CheckError> {
     let mut seen = FluxRelease::default();
     let dir = format!("clusters/{cell}/flux-system");
     let components = format!("{dir}/gotk-components.yaml");
@@ -231,7 +239,11 @@ pub(super) fn read_release(fleet: &dyn FleetRead, cell: &str, manifests: &[&str]
             break;
         }
     }
-    if seen.version.is_none() {
+    if seen.version.is_none()
+        && let Some(found) = instance
+    {
+        instance_release(&found.doc, &found.file, &mut seen);
+    } else if seen.version.is_none() {
         for path in manifests {
             let text = read(fleet, path)?;
             if !text.contains("FluxInstance") {

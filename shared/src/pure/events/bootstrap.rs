@@ -1,6 +1,8 @@
 //! Events that trigger cluster-bootstrap, told apart by shape: the EventBridge "AWS API Call
 //! via CloudTrail" event of EKS `CreateCluster` (directly, or as the body of SQS messages), or
-//! the manual payload `{"action":"bootstrap","cluster":"...","region":"...",...}`.
+//! the manual payload `{"action":"bootstrap","cluster":"...","region":"...",...}` (directly, or
+//! as the body of the messages the daily sweep sends), or the function's own re-check of a
+//! bootstrap's confirmation, `{"action":"confirm",...}` ([`Recheck`]), from its queue.
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use serde::{Deserialize, Serialize};
@@ -27,6 +29,44 @@ pub struct Request {
     pub dry_run: bool,
 }
 
+/// A re-check of a bootstrap's confirmation: the message cluster-bootstrap sends to its own
+/// queue with a delay. It carries everything the check needs, so that a re-check reads neither
+/// the fleet repo (no GitHub request) nor the Git secret: the cluster, how it was reached, what
+/// was applied (the controllers and, on an operator cell, the FluxInstance), when the apply
+/// finished and which check this is.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recheck {
+    pub cluster: String,
+    pub region: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    pub cell: String,
+    /// The role the bootstrap reached the cluster with; absent: cellbridge's own identity. Held
+    /// to the same rule as the bootstrap's (the configured role of the account, or a role in
+    /// the cluster's own account), never taken on the message's word alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// When the apply finished (RFC 3339): the grace and the deadline count from it.
+    pub since: String,
+    /// This check's number: the bootstrap's own is 1.
+    pub check: u32,
+    pub controllers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flux_instance: Option<String>,
+}
+
+impl Recheck {
+    /// The message body: the payload with `"action": "confirm"`.
+    pub fn to_body(&self) -> String {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("action".into(), Value::String("confirm".into()));
+        }
+        v.to_string()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BootstrapEventError {
     #[error("event is not a cluster-bootstrap event: {reason}")]
@@ -39,6 +79,8 @@ pub enum BootstrapEventError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BootstrapItem {
     Cluster(Request),
+    /// The function's own re-check of a bootstrap's confirmation.
+    Recheck(Recheck),
     /// Another API call, or a CreateCluster that failed: logged and skipped.
     Ignored {
         what: String,
@@ -102,7 +144,10 @@ pub fn parse(event: &Value) -> Result<BootstrapEvent, BootstrapEventError> {
         return Ok(BootstrapEvent::Sweep);
     }
     if obj.contains_key("action") {
-        return parse_manual(event).map(BootstrapEvent::Manual);
+        return match parse_action(event)? {
+            BootstrapItem::Cluster(r) => Ok(BootstrapEvent::Manual(r)),
+            item => Ok(BootstrapEvent::Direct(item)),
+        };
     }
     if let Some(records) = obj.get("Records").and_then(Value::as_array) {
         let from_sqs = records
@@ -126,6 +171,8 @@ pub fn parse(event: &Value) -> Result<BootstrapEvent, BootstrapEventError> {
                 let item = match m.body.as_deref().map(serde_json::from_str::<Value>) {
                     None => Err(invalid(&what, "no body")),
                     Some(Err(e)) => Err(invalid(&what, format!("body is not JSON: {e}"))),
+                    // The daily sweep's bootstraps and the re-checks are payloads with an action.
+                    Some(Ok(body)) if body.get("action").is_some() => parse_action(&body),
                     Some(Ok(body)) => parse_eventbridge(&body),
                 };
                 BootstrapSqsRecord { message_id, item }
@@ -213,6 +260,22 @@ pub fn parse_eventbridge(v: &Value) -> Result<BootstrapItem, BootstrapEventError
 /// A 12-digit AWS account id.
 pub fn is_account_id(s: &str) -> bool {
     s.len() == 12 && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// A payload with an `action` other than the sweep: a bootstrap, or a re-check.
+fn parse_action(event: &Value) -> Result<BootstrapItem, BootstrapEventError> {
+    if event.get("action").and_then(Value::as_str) == Some("confirm") {
+        let mut body = event.clone();
+        if let Some(o) = body.as_object_mut() {
+            o.remove("action");
+        }
+        let r: Recheck = serde_json::from_value(body).map_err(|e| invalid("re-check payload", e.to_string()))?;
+        if r.since.is_empty() || r.cell.is_empty() {
+            return Err(invalid("re-check payload", "\"since\" and \"cell\" must not be empty"));
+        }
+        return Ok(BootstrapItem::Recheck(r));
+    }
+    parse_manual(event).map(BootstrapItem::Cluster)
 }
 
 fn parse_manual(event: &Value) -> Result<Request, BootstrapEventError> {

@@ -77,8 +77,9 @@ impl std::fmt::Display for StateRef {
 
 #[derive(Debug, Clone, Default)]
 pub struct PlanOptions {
-    /// What a new cell's gotk-sync.yaml gets besides the template's own: the configured URL and
-    /// branch, and the base branch where neither the configuration nor the template names one.
+    /// What a new cell's gotk-sync.yaml (or FluxInstance) gets besides the template's own: the
+    /// configured URL and branch, and the base branch where neither the configuration nor the
+    /// template names one.
     pub sync_source: FluxGit,
 }
 
@@ -312,7 +313,7 @@ pub fn plan(
     let mut files = Vec::new();
     if outcome == Outcome::Change {
         if new_cell {
-            let src = template::sync_source(fleet, &opts.sync_source).map_err(|source| PlanError::Template {
+            let src = template::cell_sync(fleet, &opts.sync_source).map_err(|source| PlanError::Template {
                 cell: cell.to_owned(),
                 source,
             })?;

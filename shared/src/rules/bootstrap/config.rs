@@ -34,6 +34,36 @@ pub struct Settings {
     /// cellbridge's own nor listed here is refused.
     pub account_roles: BTreeMap<String, String>,
     pub tuning: Tuning,
+    pub confirm: Confirm,
+}
+
+/// How a bootstrap is followed after the apply, until Flux has taken over or the deadline.
+/// The first check is the bootstrap's own: it keeps looking for up to
+/// [`Tuning::ready_timeout`] (`CELLBRIDGE_READY_TIMEOUT_SECS`, default 120) while it holds the
+/// cluster; the re-checks after it are queued ([`crate::pure::bootstrap::record::next_delay`]).
+#[derive(Debug, Clone)]
+pub struct Confirm {
+    /// `CELLBRIDGE_CONFIRM_DEADLINE_SECS` (default 1200): after it, whatever is seen is final
+    /// (`timed-out` when nothing explains it).
+    pub deadline: Duration,
+    /// `CELLBRIDGE_CONFIRM_GRACE_SECS` (default 300, at most the deadline): `git-auth`,
+    /// `image-pull` and `build-failed` are final after it, the races of a fresh apply being over.
+    pub grace: Duration,
+    /// Between two checks within one run.
+    pub poll: Duration,
+    /// Stop after the apply (`cellbridge bootstrap --no-wait`): no check at all.
+    pub skip: bool,
+}
+
+impl Default for Confirm {
+    fn default() -> Self {
+        Confirm {
+            deadline: Duration::from_secs(1200),
+            grace: Duration::from_secs(300),
+            poll: Duration::from_secs(5),
+            skip: false,
+        }
+    }
 }
 
 fn secs(name: &'static str, default: Duration) -> Result<Duration, ConfigError> {
@@ -73,6 +103,13 @@ impl Settings {
         }
         let flux_git_branch = crate::shell::config::optional_branch("CELLBRIDGE_FLUX_GIT_BRANCH")?;
         let account_roles = crate::rules::cells::account_roles_from_env()?;
+        let c = Confirm::default();
+        let deadline = secs("CELLBRIDGE_CONFIRM_DEADLINE_SECS", c.deadline)?;
+        let confirm = Confirm {
+            deadline,
+            grace: secs("CELLBRIDGE_CONFIRM_GRACE_SECS", c.grace)?.min(deadline),
+            ..c
+        };
         Ok(Settings {
             flux_git_url,
             flux_git_branch,
@@ -82,6 +119,7 @@ impl Settings {
             access_principal_arn: optional("CELLBRIDGE_ACCESS_PRINCIPAL_ARN"),
             account_roles,
             tuning,
+            confirm,
         })
     }
 

@@ -15,6 +15,7 @@ pub mod access;
 pub mod active;
 pub mod config;
 pub mod error;
+pub mod follow;
 pub mod report;
 
 use std::path::Path;
@@ -32,15 +33,18 @@ pub use crate::pure::events::bootstrap::Request;
 
 use super::cells as cell;
 use crate::ports::cluster::eks;
-use crate::ports::cluster::kube::{Applied, ClusterAuth};
-use crate::ports::cluster::{Accounts, ClusterApi as _, KubeApi as _, KubeConnect};
+use crate::ports::cluster::kube::{Applied, ClusterAuth, Observe};
+use crate::ports::cluster::{Accounts, ClusterApi as _, KubeApi, KubeConnect};
 use crate::ports::secrets::SecretStore;
+use crate::pure::events::bootstrap::Recheck;
 use crate::pure::fleet::FleetRead;
 use crate::shell::lambda::CHAIN;
 pub use config::Settings;
+use follow::{FluxReport, Start};
 pub use report::{AccessReport, BootstrapOutcome, Report};
 
 /// Where the Kubernetes API is.
+#[derive(Debug, Clone, Copy)]
 pub enum Target<'a> {
     /// The EKS cluster of the request, found through the AWS API.
     Eks,
@@ -102,6 +106,10 @@ struct Prepared {
     components_file: String,
     sync_file: String,
     credentials: Option<CredentialKind>,
+    /// What the checks after the apply read: the controllers the plan applies.
+    observe: Observe,
+    /// The Git credentials' values, never to appear in what a check reports.
+    secrets: Vec<crate::pure::redact::Secret<String>>,
 }
 
 impl Prepared {
@@ -246,6 +254,27 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         .await
     }
 
+    /// The cluster's endpoint and CA, checked before the Git secret is read or an access entry
+    /// created: a cluster this function cannot reach fails once, finally, saying why.
+    fn endpoint(&self, info: &eks::ClusterInfo) -> Result<(String, Vec<u8>), BootstrapError> {
+        let network = self
+            .network
+            .clone()
+            .map_err(|(name, value, reason)| crate::shell::config::ConfigError::Invalid { name, value, reason })?;
+        info.check_reachable(network.as_ref())?;
+        Ok(info.connection()?)
+    }
+
+    /// The principal the temporary access entry is made for: the role reaching the cluster, else
+    /// the configured ARN (the session ARN STS reports has lost the role's path; a known full
+    /// ARN is better), else STS's answer.
+    async fn principal(&self, api: &A::Api, role: Option<&str>) -> Result<String, BootstrapError> {
+        Ok(match role.or(self.settings.access_principal_arn.as_deref()) {
+            Some(arn) => arn.to_owned(),
+            None => api.caller_principal().await?,
+        })
+    }
+
     /// The cell named in the request, else the fleet repo's match for cluster and region.
     fn cell_from_fleet(&self, fleet: &dyn FleetRead, req: &Request) -> Result<Option<cell::Cell>, BootstrapError> {
         match &req.cell {
@@ -340,12 +369,23 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         let secret_text = self.secrets.secret_string(secret_name).await?;
         let credentials = gitsecret::parse(secret_name, secret_text.expose(), &repo)?;
         let kind = Some(credentials.kind);
+        let secrets = credentials
+            .values()
+            .map(|v| crate::pure::redact::Secret::new(v.to_owned()))
+            .collect();
         let steps = plan::build(components, Some(&credentials), sync);
+        let controllers = steps
+            .iter()
+            .filter(|s| s.target.kind == "Deployment" && s.target.namespace.as_deref() == Some(plan::FLUX_NAMESPACE))
+            .map(|s| s.target.name.clone())
+            .collect();
         Ok(Prepared {
             steps,
             components_file: file,
             sync_file,
             credentials: kind,
+            observe: Observe::flux_system(controllers),
+            secrets,
         })
     }
 
@@ -408,30 +448,21 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         };
         report.cell = Some(cell.name.clone());
         info.check_access_entries()?;
-        // Before the Git secret is read or an access entry created: a cluster this function
-        // cannot reach fails once, finally, saying why.
-        let network = self
-            .network
-            .clone()
-            .map_err(|(name, value, reason)| crate::shell::config::ConfigError::Invalid { name, value, reason })?;
-        info.check_reachable(network.as_ref())?;
-        let (endpoint, ca_pem) = info.connection()?;
+        let (endpoint, ca_pem) = self.endpoint(&info)?;
 
         let prepared = self.prepare(fleet, base_branch, &cell.name).await?;
         if prepared.record(&mut report, req.dry_run) {
             return Ok(report);
         }
+        let observe = prepared.observe.clone();
 
-        // The session ARN STS reports has lost the role's path; a known full ARN is better.
-        let principal = match role.as_deref().or(self.settings.access_principal_arn.as_deref()) {
-            Some(arn) => arn.to_owned(),
-            None => api.caller_principal().await?,
-        };
+        let principal = self.principal(&api, role.as_deref()).await?;
         let grant = access::ensure(&api, &req.cluster, &principal).await?;
         let result = match api.kube_auth(&req.cluster, endpoint, ca_pem).await {
             Ok(auth) => {
                 let steps: Vec<String> = prepared.steps.iter().map(|s| s.target.to_string()).collect();
-                let install = self.install(auth, grant.temporary, &cell.name, req, prepared, &mut report);
+                let prior = Start::prior(Some(&info));
+                let install = self.install(auth, grant.temporary, &cell.name, req, prepared, prior, &mut report);
                 match install_by {
                     None => install.await,
                     // Bounded, so that the access entry below is deleted before the invocation
@@ -459,6 +490,20 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
             removed,
         });
         result?;
+        self.follow_up(&mut report, |flux| Recheck {
+            cluster: req.cluster.clone(),
+            region: req.region.clone(),
+            account: req.account.clone(),
+            cell: cell.name.clone(),
+            role: role.clone(),
+            since: flux.since.clone(),
+            check: flux.check,
+            controllers: observe.controllers.clone(),
+            flux_instance: observe.flux_instance.clone(),
+        });
+        if let Some(flux) = report.flux.as_mut() {
+            follow::record_on(&api, &info, flux).await;
+        }
         // Installed, but cellbridge's cluster-admin entry is still there: the run fails (retryably
         // when EKS may answer later), so the event comes back and the next run, finding Flux
         // installed, deletes the entry it recognises by its tag. A success would leave it for good.
@@ -485,13 +530,47 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
             return Ok(report);
         }
         let auth = ClusterAuth::Kubeconfig(path.to_owned());
-        self.install(auth, false, &cell.name, req, prepared, &mut report)
+        let observe = prepared.observe.clone();
+        self.install(auth, false, &cell.name, req, prepared, Start::prior(None), &mut report)
             .await?;
+        self.follow_up(&mut report, |flux| Recheck {
+            cluster: req.cluster.clone(),
+            region: req.region.clone(),
+            account: None,
+            cell: cell.name.clone(),
+            role: None,
+            since: flux.since.clone(),
+            check: flux.check,
+            controllers: observe.controllers.clone(),
+            flux_instance: observe.flux_instance.clone(),
+        });
         Ok(report)
     }
 
+    /// What follows an apply (or a Flux found there): a run whose time ran out before its first
+    /// check is still confirming; one still confirming gets its next re-check
+    /// ([`follow::next`]), for the caller to queue (the function) or to make (the command line).
+    fn follow_up(&self, report: &mut Report, recheck: impl FnOnce(&FluxReport) -> Recheck) {
+        let applied = matches!(
+            report.outcome,
+            BootstrapOutcome::Bootstrapped | BootstrapOutcome::AlreadyBootstrapped
+        );
+        if !applied || self.settings.confirm.skip {
+            return;
+        }
+        let flux = report.flux.get_or_insert_with(|| {
+            FluxReport::unread(
+                Start::now(),
+                "the invocation's time ran out before the first check",
+                self.settings.confirm.deadline,
+            )
+        });
+        let template = recheck(flux);
+        report.recheck = follow::next(flux, &self.settings.confirm, &template);
+    }
+
     /// The plan, applied in order unless Flux is already there: CRDs Established before any
-    /// later phase, then the GitRepository's first Ready (reported, not required).
+    /// later phase; then the first check of whether Flux takes over ([`follow::watch`]).
     #[tracing::instrument(
         target = "cellbridge::chain",
         level = "trace",
@@ -505,6 +584,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         cell: &str,
         req: &Request,
         prepared: Prepared,
+        prior: Start,
         report: &mut Report,
     ) -> Result<(), BootstrapError> {
         let wrap = |source: crate::ports::cluster::kube::ApplyError| BootstrapError::Apply {
@@ -534,8 +614,9 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
                 ..k.target.clone()
             };
             if kube.exists(&target, "kustomizations").await.map_err(wrap)? && !req.force {
-                tracing::info!(cluster = %req.cluster, cell, "Kustomization flux-system exists: Flux owns this cluster, nothing to do");
+                tracing::info!(cluster = %req.cluster, cell, "Kustomization flux-system exists: Flux owns this cluster, nothing to apply");
                 report.outcome = BootstrapOutcome::AlreadyBootstrapped;
+                self.first_check(&mut kube, &prepared, prior, report).await;
                 return Ok(());
             }
         }
@@ -559,23 +640,24 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
             report.objects.push(applied);
         }
         report.outcome = BootstrapOutcome::Bootstrapped;
-        if let Some(repo) = sync_object("GitRepository") {
-            let status = kube.wait_source_ready(&repo.target).await.map_err(wrap)?;
-            match status.ready {
-                Some(true) => tracing::info!(
-                    revision = status.revision.as_deref().unwrap_or(""),
-                    "GitRepository flux-system is Ready"
-                ),
-                Some(false) => tracing::warn!(
-                    reason = status.reason.as_deref().unwrap_or(""),
-                    message = status.message.as_deref().unwrap_or(""),
-                    "GitRepository flux-system is not Ready"
-                ),
-                None => tracing::warn!("GitRepository flux-system reported no Ready condition in time"),
-            }
-            report.git_repository = Some(status);
-        }
+        self.first_check(&mut kube, &prepared, Start::now(), report).await;
         Ok(())
+    }
+
+    /// The bootstrap's own check, for up to `CELLBRIDGE_READY_TIMEOUT_SECS` while it holds the
+    /// cluster. What the cluster would not say leaves the run confirming: the apply is done.
+    async fn first_check<C: KubeApi>(&self, kube: &mut C, prepared: &Prepared, from: Start, report: &mut Report) {
+        if self.settings.confirm.skip {
+            return;
+        }
+        let confirm = &self.settings.confirm;
+        let wait = self.settings.tuning.ready_timeout;
+        report.flux = Some(
+            match follow::watch(kube, &prepared.observe, from, confirm, wait, &prepared.secrets).await {
+                Ok(flux) => flux,
+                Err(e) => FluxReport::unread(from, &e.to_string(), confirm.deadline),
+            },
+        );
     }
 }
 
@@ -583,12 +665,12 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
 /// with the SDK's retries) after an install the deadline cut short.
 pub const RELEASE_RESERVE: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// The answer of an install the deadline stopped: everything applied and only the
-/// GitRepository's first Ready not seen is a bootstrap (Ready is reported, not required);
+/// The answer of an install the deadline stopped: everything applied and only the first check
+/// not finished is a bootstrap (still confirming: the re-checks follow);
 /// otherwise a retryable error naming what is left, for the next delivery to complete.
 fn cut_short(req: &Request, cell: &str, steps: &[String], report: &mut Report) -> Result<(), BootstrapError> {
     if report.outcome == BootstrapOutcome::Bootstrapped {
-        tracing::warn!(cluster = %req.cluster, cell, "deadline reached while waiting for GitRepository flux-system to be Ready; everything is applied");
+        tracing::warn!(cluster = %req.cluster, cell, "deadline reached during the first check; everything is applied");
         return Ok(());
     }
     let done = report.objects.len().min(steps.len());

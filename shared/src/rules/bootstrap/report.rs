@@ -3,11 +3,10 @@
 
 use serde::Serialize;
 
+use super::follow::FluxReport;
+use crate::pure::events::bootstrap::Recheck;
 use crate::shell::metrics::Outcome;
-use crate::{
-    ports::cluster::kube::Applied, ports::cluster::kube::SourceStatus, rules::bootstrap::CredentialKind,
-    rules::bootstrap::Request,
-};
+use crate::{ports::cluster::kube::Applied, rules::bootstrap::CredentialKind, rules::bootstrap::Request};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -22,6 +21,8 @@ pub enum BootstrapOutcome {
     NotACell,
     /// The cluster is still being created; run again later.
     ClusterNotReady,
+    /// A re-check: nothing applied, the cluster looked at (`flux`).
+    Checked,
 }
 
 impl BootstrapOutcome {
@@ -34,6 +35,7 @@ impl BootstrapOutcome {
             BootstrapOutcome::Planned => "planned",
             BootstrapOutcome::NotACell => "not_a_cell",
             BootstrapOutcome::ClusterNotReady => "cluster_not_ready",
+            BootstrapOutcome::Checked => "checked",
         }
     }
 
@@ -45,6 +47,7 @@ impl BootstrapOutcome {
             BootstrapOutcome::Planned => Outcome::Planned,
             BootstrapOutcome::NotACell => Outcome::Ignored,
             BootstrapOutcome::ClusterNotReady => Outcome::Retried,
+            BootstrapOutcome::Checked => Outcome::Unchanged,
         }
     }
 }
@@ -78,8 +81,14 @@ pub struct Report {
     pub objects: Vec<Applied>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub access_entry: Option<AccessReport>,
+    /// Whether Flux took over: the last check's verdict (none for a dry run, a cluster of no
+    /// cell, or `--no-wait`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub git_repository: Option<SourceStatus>,
+    pub flux: Option<FluxReport>,
+    /// The next re-check and its delay, while the run is still confirming: the function queues
+    /// it, the command line makes it.
+    #[serde(skip)]
+    pub recheck: Option<(Recheck, std::time::Duration)>,
     pub duration_ms: u64,
 }
 
@@ -96,7 +105,8 @@ impl Report {
             credentials: None,
             objects: Vec::new(),
             access_entry: None,
-            git_repository: None,
+            flux: None,
+            recheck: None,
             duration_ms: 0,
         }
     }
@@ -109,7 +119,14 @@ mod tests {
 
     #[test]
     fn the_log_line_names_the_outcome_as_the_report_does() {
-        for outcome in [Bootstrapped, AlreadyBootstrapped, Planned, NotACell, ClusterNotReady] {
+        for outcome in [
+            Bootstrapped,
+            AlreadyBootstrapped,
+            Planned,
+            NotACell,
+            ClusterNotReady,
+            Checked,
+        ] {
             assert_eq!(serde_json::to_value(outcome).unwrap(), outcome.as_str());
         }
     }

@@ -194,6 +194,9 @@ pub async fn handler<J: Job>(
             }
             for o in &outcomes {
                 metrics.count(o.metric(), &o.properties());
+                if let Some(flux) = o.flux() {
+                    metrics.flux(flux, &o.properties());
+                }
             }
             // A paused invocation with nothing to answer (a sync-all lists nothing) still counts.
             if outcomes.is_empty() && pause.is_some() && !alone {

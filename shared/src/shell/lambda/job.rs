@@ -120,6 +120,11 @@ pub trait ItemOutcome: Serialize {
     fn properties(&self) -> Vec<(&'static str, Option<&str>)>;
     /// What failed, when it did.
     fn failure(&self) -> Option<Failed>;
+    /// The final outcome of a bootstrap's confirmation this item reached, counted apart
+    /// ([`crate::shell::metrics::flux_record`]).
+    fn flux(&self) -> Option<crate::pure::bootstrap::confirm::Outcome> {
+        None
+    }
 }
 
 /// One item's failure, as its record's line and class take it.

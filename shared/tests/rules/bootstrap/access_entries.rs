@@ -11,8 +11,8 @@ use cellbridge::doubles::secrets::MemSecrets;
 use cellbridge::jobs::bootstrap::handler::BootstrapService;
 use cellbridge::shell::error::{Class, Classify};
 use cellbridge::{
-    ports::cluster::kube::SourceStatus, ports::cluster::kube::Tuning, rules::bootstrap::Bootstrapper,
-    rules::bootstrap::Target, rules::bootstrap::report::BootstrapOutcome,
+    ports::cluster::kube::Tuning, rules::bootstrap::Bootstrapper, rules::bootstrap::Target,
+    rules::bootstrap::report::BootstrapOutcome,
 };
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -119,12 +119,6 @@ impl cellbridge::ports::cluster::KubeApi for SlowKubeApi {
     }
     async fn wait_established(&mut self, crds: &[String]) -> Result<(), cellbridge::ports::cluster::kube::ApplyError> {
         self.0.wait_established(crds).await
-    }
-    async fn wait_source_ready(
-        &mut self,
-        target: &cellbridge::rules::bootstrap::KubeRef,
-    ) -> Result<SourceStatus, cellbridge::ports::cluster::kube::ApplyError> {
-        self.0.wait_source_ready(target).await
     }
     async fn observe(
         &mut self,
@@ -248,6 +242,7 @@ async fn a_wrong_settings_file_fails_the_cluster_but_not_the_sweep_and_a_pause_s
         let svc = with_an_expired_entry_elsewhere();
         BootstrapService {
             fleets: MemSource::new(fleet_with_settings(settings)).on_branch("main").into(),
+            rechecks: None,
             ..svc
         }
     };

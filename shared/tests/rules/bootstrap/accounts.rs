@@ -44,6 +44,7 @@ async fn a_cell_in_another_account_is_reached_through_its_role() {
 fn two_accounts() -> Bed {
     let bed = bed_with(Settings {
         account_roles: [(ACCOUNT_B.to_owned(), CELL_ROLE.to_owned())].into(),
+        confirm: Default::default(),
         ..settings()
     });
     bed.accounts().trust_role(CELL_ROLE);

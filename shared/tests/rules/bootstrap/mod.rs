@@ -18,5 +18,9 @@ mod order;
 mod pause_and_metrics;
 /// Which clusters are bootstrapped, and when (status, authentication mode, endpoint reach).
 mod readiness;
+/// Following a bootstrap after its invocation: the queued re-checks.
+mod rechecks;
+/// Seeded schedules of everything that touches one cluster's bootstrap.
+mod schedules;
 /// The Git secret and the sync objects applied to the cluster.
 mod sync_objects;

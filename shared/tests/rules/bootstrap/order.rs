@@ -1,15 +1,21 @@
 //! cluster-bootstrap: the order of the apply and what it writes. A new cluster gets Flux in order
 //! and the temporary access is given back; Flux already there writes nothing; a dry run plans without
-//! access or writes; a CRD never Established fails retryably and nothing after it is applied; a source
-//! not ready is reported, not failed; a kubeconfig target skips EKS entirely.
+//! access or writes; a CRD never Established fails retryably and nothing after it is applied; credentials
+//! the Git host refuses leave the bootstrap done and confirming, its re-check ready; a kubeconfig target skips EKS entirely.
 
 use crate::support::bootstrap::*;
 use cellbridge::shell::error::{Class, Classify};
 use cellbridge::{
-    ports::cluster::kube::SourceStatus, rules::bootstrap::Phase, rules::bootstrap::Request, rules::bootstrap::Target,
+    pure::bootstrap::confirm::Outcome,
+    pure::bootstrap::confirm::fixtures::git_key_refused,
+    pure::bootstrap::record::{FLUX_SINCE_TAG, FLUX_TAG},
+    rules::bootstrap::Phase,
+    rules::bootstrap::Request,
+    rules::bootstrap::Target,
     rules::bootstrap::report::BootstrapOutcome,
 };
 use serde_json::json;
+use std::time::Duration;
 
 fn flux_installed(bed: &Bed) {
     bed.kube().put(
@@ -44,7 +50,13 @@ async fn a_new_cluster_gets_flux_in_order_and_the_temporary_access_is_given_back
     assert!(access.temporary && access.removed, "{access:?}");
     assert_eq!(access.principal_arn, FUNCTION_ROLE);
     assert!(entries(&bed).is_empty(), "the temporary entry is gone");
-    assert_eq!(report.git_repository.as_ref().unwrap().ready, Some(true));
+    // Flux took over at the first check, and the cluster says so.
+    let flux = report.flux.as_ref().unwrap();
+    assert_eq!((flux.outcome, flux.check, flux.recorded), (Outcome::Ready, 1, true));
+    assert!(report.recheck.is_none(), "nothing left to check");
+    let tags = bed.accounts().cluster_tags(REGION, CLUSTER);
+    assert_eq!(tags.get(FLUX_TAG).map(String::as_str), Some("ready"));
+    assert_eq!(tags.get(FLUX_SINCE_TAG), Some(&flux.since));
     // The Git secret reached the cluster; its value reached neither the report nor an error.
     let secret = bed
         .kube()
@@ -115,19 +127,29 @@ async fn a_crd_never_established_fails_retryably_and_applies_nothing_after_it() 
 }
 
 #[tokio::test]
-async fn a_source_that_is_not_ready_is_reported_not_failed() {
+async fn credentials_the_git_host_refuses_leave_the_bootstrap_done_and_confirming_with_a_re_check() {
     let bed = bed();
-    bed.kube().source_status(SourceStatus {
-        ready: Some(false),
-        reason: Some("AuthenticationFailed".into()),
-        message: Some("ssh: handshake failed".into()),
-        revision: None,
-    });
+    bed.kube().git_repository_status(git_key_refused());
     let report = run(&bed, &fleet(&[])).await.unwrap();
     assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
+    let flux = report.flux.as_ref().unwrap();
+    // Within the grace a refused key may be a race of the fresh apply: not final yet.
     assert_eq!(
-        report.git_repository.unwrap().reason.as_deref(),
-        Some("AuthenticationFailed")
+        (flux.outcome, flux.suspect),
+        (Outcome::Confirming, Some(Outcome::GitAuth))
+    );
+    let (next, delay) = report.recheck.clone().expect("a re-check");
+    assert_eq!(
+        (next.check, next.cell.as_str(), delay),
+        (2, CELL, Duration::from_secs(30))
+    );
+    assert_eq!(next.controllers, ["source-controller"]);
+    assert_eq!(
+        bed.accounts()
+            .cluster_tags(REGION, CLUSTER)
+            .get(FLUX_TAG)
+            .map(String::as_str),
+        Some("confirming")
     );
 }
 

@@ -135,8 +135,25 @@ async fn every_cluster_outcome_is_one_metric_record_with_the_cell_as_a_property(
             ("retried".to_owned(), None),
         ]
     );
+    // Each bootstrap that ended its confirmation counts its outcome apart, the alarm's metric
+    // (`FluxStuck`) by function only: both runs found Flux ready.
+    let flux: Vec<(String, u64)> = captured
+        .records()
+        .iter()
+        .filter_map(|r| Some((r["Flux"].as_str()?.to_owned(), r["FluxStuck"].as_u64()?)))
+        .collect();
+    assert_eq!(flux, [("ready".to_owned(), 0), ("ready".to_owned(), 0)]);
     for r in captured.records() {
         assert_eq!(r["Function"], "cluster-bootstrap");
+        if r.get("Flux").is_some() {
+            assert_eq!(
+                r["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+                json!([["Function", "Flux"]])
+            );
+            assert_eq!(r["_aws"]["CloudWatchMetrics"][1]["Dimensions"], json!([["Function"]]));
+            assert_eq!(r["cell"], CELL);
+            continue;
+        }
         // Outcome records; the sweep after each run writes its heartbeat, by function only.
         let dimensions = if r.get("Outcome").is_some() {
             json!([["Function", "Outcome"]])

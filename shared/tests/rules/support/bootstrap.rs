@@ -133,7 +133,12 @@ pub(crate) fn settings() -> Settings {
         cluster_poll: Duration::from_millis(1),
         access_principal_arn: None,
         account_roles: Default::default(),
-        tuning: Tuning::default(),
+        confirm: Default::default(),
+        // One check in the bootstrap's run: what the cluster reports is set before it.
+        tuning: Tuning {
+            ready_timeout: Duration::ZERO,
+            ..Tuning::default()
+        },
     }
 }
 
@@ -179,6 +184,7 @@ pub(crate) fn service(bed: Bed, fleet: MemSource) -> BootstrapService<MemAws, Me
     BootstrapService {
         bootstrapper: bed,
         fleets: fleet.into(),
+        rechecks: None,
     }
 }
 

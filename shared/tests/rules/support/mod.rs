@@ -37,3 +37,15 @@ pub(crate) async fn lambda_handler<J: Job>(
     let shell = Shell::lambda(J::NAME, &cellbridge::shell::metrics::Stdout);
     lambda::respond(J::NAME, lambda::handler(job, &event.payload, deadline, &shell).await)
 }
+
+/// A tiny deterministic generator for the seeded schedules (xorshift64).
+pub(crate) struct Dice(pub(crate) u64);
+
+impl Dice {
+    pub(crate) fn roll(&mut self, sides: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % sides
+    }
+}

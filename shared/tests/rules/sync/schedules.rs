@@ -5,11 +5,9 @@
 //! pull request's first commit, there is never more than one open pull request, and nothing is
 //! decommissioned without EKS confirming the cluster gone.
 
+use crate::support::Dice;
 use crate::support::sync::*;
 use serde_json::{Value, json};
-
-/// A tiny deterministic generator for the schedules below (xorshift64).
-struct Dice(u64);
 
 /// What a schedule's world is: the cell's account, and whether it is opted into auto-merge.
 #[derive(Clone, Copy)]
@@ -23,15 +21,6 @@ struct World {
 }
 
 const OTHER_ACCOUNT: &str = "210987654321";
-
-impl Dice {
-    fn roll(&mut self, sides: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % sides
-    }
-}
 
 /// What people did in one schedule, to check that none of it was lost.
 #[derive(Default)]

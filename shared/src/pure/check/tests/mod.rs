@@ -71,6 +71,7 @@ const DEPLOY: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: 
 
 mod build;
 mod flux;
+mod operator;
 mod release;
 mod values;
 

@@ -14,16 +14,14 @@
 //! `api/v1/kustomization_types.go` (`spec.path`, `spec.decryption`).
 //!
 //! The splicing itself, which writes a value over the scalar that holds it or adds the entry
-//! where there is none, keeping the template's quoting and indentation, is `splice.rs`.
-
-mod splice;
+//! where there is none, keeping the template's quoting and indentation, is `../splice.rs`.
 
 #[cfg(test)]
 mod tests;
 
+use super::splice::{Edit, Slot, apply, slot};
 use super::{SyncSource, TemplateError, render_gotk_sync};
 use crate::pure::yaml::{Node, Scalar, documents};
-use splice::{Edit, Slot, slot};
 
 /// The name of Flux's own GitRepository and Kustomization.
 pub const FLUX_SYSTEM: &str = "flux-system";
@@ -166,10 +164,12 @@ impl FromTemplate {
                 ))
             })?;
         let mut edits = Vec::new();
+        let repo_name = format!("the GitRepository `{FLUX_SYSTEM}`");
+        let repo_field = (repo_name.as_str(), "spec");
 
         let url = match (&flux.url, repo.get("url").and_then(Node::non_empty)) {
             (Some(url), _) => {
-                let slot = slot(&text, repo_key, repo, "url", "GitRepository").map_err(invalid)?;
+                let slot = slot(&text, repo_key, repo, "url", repo_field).map_err(invalid)?;
                 edits.push(slot.edit("url", url));
                 url.clone()
             }
@@ -197,12 +197,12 @@ impl FromTemplate {
             if named != Some(branch.as_str()) || flux.branch.is_some() {
                 match git_ref {
                     None => {
-                        let slot = slot(&text, repo_key, repo, "ref", "GitRepository").map_err(invalid)?;
+                        let slot = slot(&text, repo_key, repo, "ref", repo_field).map_err(invalid)?;
                         edits.push(slot.edit_ref(&branch));
                     }
                     Some(r) => {
                         let ref_key = repo.key("ref").expect("present");
-                        let slot = slot(&text, ref_key, r, "branch", "GitRepository").map_err(invalid)?;
+                        let slot = slot(&text, ref_key, r, "branch", (&repo_name, "spec.ref")).map_err(invalid)?;
                         edits.push(slot.edit("branch", &branch));
                     }
                 }
@@ -210,7 +210,8 @@ impl FromTemplate {
             Some(branch)
         };
 
-        let path = slot(&text, ks_key, ks, "path", "Kustomization").map_err(invalid)?;
+        let ks_field = format!("the Kustomization `{FLUX_SYSTEM}`");
+        let path = slot(&text, ks_key, ks, "path", (&ks_field, "spec")).map_err(invalid)?;
         Ok(Self {
             file: file.to_owned(),
             text,
@@ -225,16 +226,7 @@ impl FromTemplate {
         let path = format!("./clusters/{cell}");
         let mut edits = self.edits.clone();
         edits.push(self.path.edit("path", &path));
-        // Stable: two entries inserted at one place keep the order they were made in.
-        edits.sort_by_key(|(r, _)| r.start);
-        let mut out = String::with_capacity(self.text.len() + 64);
-        let mut pos = 0;
-        for (range, with) in &edits {
-            out.push_str(&self.text[pos..range.start]);
-            out.push_str(with);
-            pos = range.end;
-        }
-        out.push_str(&self.text[pos..]);
+        let out = apply(&self.text, edits);
         self.verify(&out, &path).map_err(|reason| TemplateError::Invalid {
             file: self.file.clone(),
             reason: format!("cannot be written for cell {cell} in place: {reason}"),

@@ -1,12 +1,12 @@
 //! Values written into the template's own text in place: over the scalar that holds one, in a
 //! style that reads back as the same string, or as a new entry at the head of its block mapping
-//! with the document's indentation.
+//! with the document's indentation. Shared by a new cell's `gotk-sync.yaml` (`gotk_sync/`) and
+//! its `FluxInstance` (`flux_instance.rs`): each splices, then reads the result back.
 
 use std::ops::Range;
 
 use serde_saphyr::granit_parser::{ScalarStyle, StructureStyle};
 
-use super::FLUX_SYSTEM;
 use crate::pure::yaml::{Node, Scalar};
 
 /// Where a value goes: over the scalar that holds it, or a new entry before the first key of its
@@ -81,10 +81,17 @@ fn plain_ok(value: &str) -> bool {
             .is_ok_and(|v| v["v"].as_str() == Some(value))
 }
 
-/// The slot of `key` in `map`, the value of `parent` (whose key scalar is given). `kind` names
-/// the object in errors.
-pub(super) fn slot(text: &str, parent: &Scalar, map: &Node, key: &str, kind: &str) -> Result<Slot, String> {
-    let field = format!("the {kind} `{FLUX_SYSTEM}`'s `{}.{key}`", parent.value);
+/// The slot of `key` in `map`, the value of `parent` (whose key scalar is given). `owner` names
+/// the object in errors ("the GitRepository `flux-system`"), and `at` the path of `parent`
+/// ("spec", "spec.sync").
+pub(super) fn slot(
+    text: &str,
+    parent: &Scalar,
+    map: &Node,
+    key: &str,
+    (owner, at): (&str, &str),
+) -> Result<Slot, String> {
+    let field = format!("{owner}'s `{at}.{key}`");
     match map.get(key) {
         Some(Node::Scalar(s)) if s.is_null() => Err(format!("{field} is empty: give it a value")),
         Some(Node::Scalar(s)) => match s.style {
@@ -98,12 +105,11 @@ pub(super) fn slot(text: &str, parent: &Scalar, map: &Node, key: &str, kind: &st
         None => {
             let Node::Map(entries, _, StructureStyle::Block) = map else {
                 return Err(format!(
-                    "{field} is missing and `{}` is not a block mapping to add it to",
-                    parent.value
+                    "{field} is missing and `{at}` is not a block mapping to add it to"
                 ));
             };
             let Some((Node::Scalar(first), _)) = entries.first() else {
-                return Err(format!("{field} is missing and `{}` has no entries", parent.value));
+                return Err(format!("{field} is missing and `{at}` has no entries"));
             };
             let indent =
                 line_prefix(text, first.start).ok_or_else(|| format!("{field} is missing and cannot be added"))?;
@@ -116,6 +122,21 @@ pub(super) fn slot(text: &str, parent: &Scalar, map: &Node, key: &str, kind: &st
             })
         }
     }
+}
+
+/// `text` with every edit made; edits never overlap, and two insertions at one place keep the
+/// order they are given in.
+pub(super) fn apply(text: &str, mut edits: Vec<Edit>) -> String {
+    edits.sort_by_key(|(r, _)| r.start);
+    let mut out = String::with_capacity(text.len() + 64);
+    let mut pos = 0;
+    for (range, with) in &edits {
+        out.push_str(&text[pos..range.start]);
+        out.push_str(with);
+        pos = range.end;
+    }
+    out.push_str(&text[pos..]);
+    out
 }
 
 /// The spaces before `at` on its line; `None` when anything else is there.
