@@ -40,7 +40,7 @@ HOLDER = (
 EXCEPTIONS = {
     ("adapters::probe", "doubles::cluster"): HOLDER,
     ("jobs::bootstrap::handler", "doubles::cluster"): HOLDER,
-    ("jobs::sync::fanout", "doubles::queue"): HOLDER,
+    ("jobs::queue", "doubles::queue"): HOLDER,
     ("ports::github::error", "adapters::github"): (
         "GithubError::TooLarge carries the archive reader's ArchiveError, whose message names"
         " the memory setting the archive reader owns"
