@@ -10,5 +10,6 @@ mod confirm;
 mod eks_access;
 mod faults;
 mod handler;
+mod operator;
 mod support;
 mod teams_fleet;

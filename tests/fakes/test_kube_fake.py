@@ -118,3 +118,41 @@ def test_a_pod_the_controllers_made_is_listed_with_its_status(server):
     _, pods = call(server, "GET", "/api/v1/namespaces/flux-system/pods")
     assert [p["status"]["phase"] for p in pods["items"]] == ["Pending"]
     assert call(server, "POST", "/_fake/object", dict(pod, kind="FluxInstance"))[0] == 404, "a kind not served"
+
+
+def test_the_flux_operators_crds_and_a_flux_instance_are_served_once_established(server):
+    """The Flux Operator's own install manifest (the trimmed v0.58.1 fixture) applies whole, and
+    its FluxInstance kind is served, with a status the operator writes, only once its CRD is in."""
+    import yaml
+    fixture = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "flux-operator", "fleet",
+                           "clusters", "_template", "flux-system")
+    with open(os.path.join(fixture, "flux-operator-install.yaml")) as f:
+        install = [d for d in yaml.safe_load_all(f) if d]
+    with open(os.path.join(fixture, "flux-instance.yaml")) as f:
+        instance = yaml.safe_load(f)
+    fi_path = "/apis/fluxcd.controlplane.io/v1/namespaces/flux-system/fluxinstances/flux?fieldManager=cellbridge&force=true"
+    flux_system(server)
+    status, body = call(server, "PATCH", fi_path, instance, content_type="application/apply-patch+yaml")
+    assert status == 404, "no CRD yet: the kind is not served"
+    plural = {"ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
+              "Service": "services", "Deployment": "deployments", "CustomResourceDefinition": "customresourcedefinitions",
+              "Namespace": "namespaces"}
+    for obj in install:
+        group, _, version = obj["apiVersion"].rpartition("/")
+        base = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        ns = obj["metadata"].get("namespace")
+        where = f"/namespaces/{ns}" if ns else ""
+        path = f"{base}{where}/{plural[obj['kind']]}/{obj['metadata']['name']}?fieldManager=cellbridge&force=true"
+        status, body = call(server, "PATCH", path, obj, content_type="application/apply-patch+yaml")
+        assert status in (200, 201), (obj["kind"], obj["metadata"]["name"], body)
+    _, crd = call(server, "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/fluxinstances.fluxcd.controlplane.io")
+    assert any(c["type"] == "Established" and c["status"] == "True" for c in crd["status"]["conditions"])
+    _, discovery = call(server, "GET", "/apis/fluxcd.controlplane.io/v1")
+    assert {"fluxinstances", "fluxreports"} <= {r["name"] for r in discovery["resources"]}
+    assert call(server, "PATCH", fi_path, instance, content_type="application/apply-patch+yaml")[0] == 201
+    ready = {"conditions": [{"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded",
+                             "message": "Reconciliation finished in 30s"}]}
+    target = {"apiVersion": "fluxcd.controlplane.io/v1", "kind": "FluxInstance", "namespace": "flux-system", "name": "flux"}
+    assert call(server, "POST", "/_fake/status", dict(target, status=ready))[0] == 200
+    _, got = call(server, "GET", "/apis/fluxcd.controlplane.io/v1/namespaces/flux-system/fluxinstances/flux")
+    assert got["spec"]["sync"]["pullSecret"] == "flux-system" and got["status"] == ready

@@ -116,7 +116,7 @@ impl Applier {
             hint: if group.ends_with(".k8s.io") || group.is_empty() || group == "apps" {
                 ""
             } else {
-                " (is its CRD in gotk-components.yaml?)"
+                " (is its CRD in the cell's Flux manifests, gotk-components.yaml or the Flux Operator's install manifest?)"
             },
         })
     }

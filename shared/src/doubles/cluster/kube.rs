@@ -372,7 +372,7 @@ impl KubeApi for MemKubeApi {
                 hint: if built_in(group) {
                     ""
                 } else {
-                    " (is its CRD in gotk-components.yaml?)"
+                    " (is its CRD in the cell's Flux manifests, gotk-components.yaml or the Flux Operator's install manifest?)"
                 },
             });
         };

@@ -69,7 +69,7 @@ pub struct SharedFleet {
 #[derive(Debug)]
 pub enum ClusterResult {
     /// The run's report: bootstrapped, already bootstrapped, planned, or no cell's.
-    Ran(Report),
+    Ran(Box<Report>),
     Paused {
         cluster: String,
         region: String,
@@ -387,7 +387,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Job for BootstrapService<A, K,
                 }
                 Ok(rep) => {
                     self.queue_recheck(&rep).await;
-                    ClusterResult::Ran(rep)
+                    ClusterResult::Ran(Box::new(rep))
                 }
                 Err(e) => {
                     tracing::error!(cluster = %req.cluster, retryable = e.retryable(), error = %e, "bootstrap failed");

@@ -24,7 +24,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
         match self.bootstrapper.recheck(r, Target::Eks, Some(ctx.deadline)).await {
             Ok(report) => {
                 self.queue_recheck(&report).await;
-                ClusterResult::Ran(report)
+                ClusterResult::Ran(Box::new(report))
             }
             Err(e) if e.retryable() => {
                 // The cluster could not be looked at this time (STS, EKS throttled): the check

@@ -45,6 +45,33 @@ pub enum BootstrapPlanError {
         name: String,
         api_version: String,
     },
+    /// A FluxInstance the Flux Operator would reject (its CRD's schema and CEL rules), or one
+    /// cellbridge cannot bootstrap ([`super::operator`]).
+    #[error("{file}, document {doc}: FluxInstance field `{field}`: {reason}; nothing was applied")]
+    Instance {
+        file: String,
+        doc: usize,
+        field: String,
+        reason: String,
+    },
+    #[error(
+        "{instance_file} holds a FluxInstance, but no YAML file below {dir}/ defines the CustomResourceDefinition `{crd}`: commit the Flux Operator's install manifest (its release's install.yaml) there; nothing was applied"
+    )]
+    NoOperatorCrd {
+        dir: String,
+        instance_file: String,
+        crd: &'static str,
+    },
+    #[error("{file}: {reason}; nothing was applied")]
+    OperatorManifest { file: String, reason: String },
+    #[error(
+        "{dir}: holds both a FluxInstance ({instance_file}) and {gotk_file}: a cell's Flux is installed either by the Flux Operator or from gotk-components.yaml and gotk-sync.yaml, never both; remove one of them; nothing was applied"
+    )]
+    MixedFlux {
+        dir: String,
+        instance_file: String,
+        gotk_file: String,
+    },
 }
 
 /// Refuses, before anything is applied, sync objects whose kinds the components do not
@@ -92,6 +119,8 @@ pub enum Phase {
     Component,
     GitSecret,
     Sync,
+    /// A Flux Operator cell's FluxInstance: the operator installs Flux and its sync objects.
+    Instance,
 }
 
 impl Phase {
@@ -103,6 +132,7 @@ impl Phase {
             Phase::Component => "Flux component",
             Phase::GitSecret => "Git credentials",
             Phase::Sync => "sync object",
+            Phase::Instance => "Flux instance",
         }
     }
 }
@@ -144,8 +174,38 @@ impl fmt::Debug for Step {
 }
 
 impl Step {
+    pub fn new(phase: Phase, target: KubeRef, object: Value) -> Step {
+        Step { phase, target, object }
+    }
+
     pub fn object(&self) -> &Value {
         &self.object
+    }
+}
+
+/// The object whose presence says Flux owns the cluster, so a bootstrap applies nothing
+/// (create-if-missing): the Kustomization `flux-system` of the sync objects, or a Flux Operator
+/// cell's FluxInstance. `plural` names its resource, so no discovery is needed to read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub target: KubeRef,
+    pub plural: &'static str,
+}
+
+impl Owner {
+    /// The first Kustomization among the sync objects, in the namespace it is applied to.
+    pub fn of_sync(steps: &[Step]) -> Option<Owner> {
+        let k = steps
+            .iter()
+            .find(|s| s.phase == Phase::Sync && s.target.kind == "Kustomization")?;
+        let namespace = Some(k.target.namespace.clone().unwrap_or_else(|| FLUX_NAMESPACE.into()));
+        Some(Owner {
+            target: KubeRef {
+                namespace,
+                ..k.target.clone()
+            },
+            plural: "kustomizations",
+        })
     }
 }
 

@@ -16,6 +16,7 @@ pub mod active;
 pub mod config;
 pub mod error;
 pub mod follow;
+mod operator;
 pub mod report;
 
 use std::path::Path;
@@ -110,6 +111,12 @@ struct Prepared {
     observe: Observe,
     /// The Git credentials' values, never to appear in what a check reports.
     secrets: Vec<crate::pure::redact::Secret<String>>,
+    /// What says Flux is already there (create-if-missing): the Kustomization `flux-system`, or
+    /// a Flux Operator cell's FluxInstance.
+    owner: Option<plan::Owner>,
+    /// Where the checks of a Flux found already there count from: the record an earlier run
+    /// left on the cluster, else now.
+    prior: Start,
 }
 
 impl Prepared {
@@ -348,13 +355,18 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
     /// Everything that can be checked without the cluster: manifests, sync objects, and the
     /// Git credentials (fetched and validated here, before anything is applied). The sync
     /// objects are every document of the cell's `gotk-sync.yaml` ([`plan::sync_file`]), applied
-    /// unchanged; the credentials are checked against its GitRepository `flux-system`.
+    /// unchanged; the credentials are checked against its GitRepository `flux-system`. A cell
+    /// holding a FluxInstance (or, before its own `flux-system/` exists, whose template holds one)
+    /// is the Flux Operator's ([`Self::prepare_operator`]).
     async fn prepare(
         &self,
         fleet: &dyn FleetRead,
         base_branch: Option<&str>,
         cell: &str,
     ) -> Result<Prepared, BootstrapError> {
+        if let Some(prepared) = self.prepare_operator(fleet, base_branch, cell).await? {
+            return Ok(prepared);
+        }
         let (file, text) = plan::components_file(fleet, cell)?;
         let components = plan::parse_objects(&text, &file)?;
         let (sync_file, sync_text) = plan::sync_file(fleet, cell, &self.settings.flux_git(base_branch))?;
@@ -374,6 +386,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
             .map(|v| crate::pure::redact::Secret::new(v.to_owned()))
             .collect();
         let steps = plan::build(components, Some(&credentials), sync);
+        let owner = plan::Owner::of_sync(&steps);
         let controllers = steps
             .iter()
             .filter(|s| s.target.kind == "Deployment" && s.target.namespace.as_deref() == Some(plan::FLUX_NAMESPACE))
@@ -386,6 +399,8 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
             credentials: kind,
             observe: Observe::flux_system(controllers),
             secrets,
+            owner,
+            prior: Start::now(),
         })
     }
 
@@ -461,8 +476,11 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         let result = match api.kube_auth(&req.cluster, endpoint, ca_pem).await {
             Ok(auth) => {
                 let steps: Vec<String> = prepared.steps.iter().map(|s| s.target.to_string()).collect();
-                let prior = Start::prior(Some(&info));
-                let install = self.install(auth, grant.temporary, &cell.name, req, prepared, prior, &mut report);
+                let prepared = Prepared {
+                    prior: Start::prior(Some(&info)),
+                    ..prepared
+                };
+                let install = self.install(auth, grant.temporary, &cell.name, req, prepared, &mut report);
                 match install_by {
                     None => install.await,
                     // Bounded, so that the access entry below is deleted before the invocation
@@ -531,7 +549,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         }
         let auth = ClusterAuth::Kubeconfig(path.to_owned());
         let observe = prepared.observe.clone();
-        self.install(auth, false, &cell.name, req, prepared, Start::prior(None), &mut report)
+        self.install(auth, false, &cell.name, req, prepared, &mut report)
             .await?;
         self.follow_up(&mut report, |flux| Recheck {
             cluster: req.cluster.clone(),
@@ -584,7 +602,6 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         cell: &str,
         req: &Request,
         prepared: Prepared,
-        prior: Start,
         report: &mut Report,
     ) -> Result<(), BootstrapError> {
         let wrap = |source: crate::ports::cluster::kube::ApplyError| BootstrapError::Apply {
@@ -597,28 +614,14 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
             .connect(auth, &self.settings.tuning, fresh_entry)
             .await
             .map_err(wrap)?;
-        let sync_object = |kind: &str| {
-            prepared
-                .steps
-                .iter()
-                .find(|s| s.phase == Phase::Sync && s.target.kind == kind)
-        };
-        if let Some(k) = sync_object("Kustomization") {
-            let target = KubeRef {
-                namespace: Some(
-                    k.target
-                        .namespace
-                        .clone()
-                        .unwrap_or_else(|| plan::FLUX_NAMESPACE.into()),
-                ),
-                ..k.target.clone()
-            };
-            if kube.exists(&target, "kustomizations").await.map_err(wrap)? && !req.force {
-                tracing::info!(cluster = %req.cluster, cell, "Kustomization flux-system exists: Flux owns this cluster, nothing to apply");
-                report.outcome = BootstrapOutcome::AlreadyBootstrapped;
-                self.first_check(&mut kube, &prepared, prior, report).await;
-                return Ok(());
-            }
+        if let Some(owner) = &prepared.owner
+            && kube.exists(&owner.target, owner.plural).await.map_err(wrap)?
+            && !req.force
+        {
+            tracing::info!(cluster = %req.cluster, cell, owner = %owner.target, "{} {} exists: Flux owns this cluster, nothing to apply", owner.target.kind, owner.target.name);
+            report.outcome = BootstrapOutcome::AlreadyBootstrapped;
+            self.first_check(&mut kube, &prepared, prepared.prior, report).await;
+            return Ok(());
         }
         let crds: Vec<String> = prepared
             .steps

@@ -12,6 +12,8 @@ mod accounts;
 mod answers;
 /// Confirming Flux took over: each outcome from what the cluster reports.
 mod confirm;
+/// A Flux Operator cell: the operator, its Git secret and the FluxInstance; its refusals.
+mod operator;
 /// The order of the apply and what it writes.
 mod order;
 /// The pause switch and the outcome metrics.

@@ -63,7 +63,7 @@ data:
 
 /// Made with `openssl genrsa -traditional 2048` (OpenSSL 3.0) for these tests only; it guards
 /// nothing.
-const GITHUB_APP_KEY: &str = "-----BEGIN RSA PRIVATE KEY-----\n\
+pub(crate) const GITHUB_APP_KEY: &str = "-----BEGIN RSA PRIVATE KEY-----\n\
 MIIEowIBAAKCAQEAySRD2pY9XsVnObK1tHKXcjip59+MP1gnAr76e8GRbkRuh505\n\
 JKYVtHyqVneBGQRB3R5F5uxsqf/EJoo9Dc01JCXp77qwNcGgjY+i6QuOoc+HPLrO\n\
 lj9H0IGsyM30VBpL9LQB3QB0pTuKzIOHWJUlzNLBZpCYJ8g8pEniOrDqgmuHmB5Y\n\
