@@ -111,6 +111,30 @@ resource "aws_cloudwatch_metric_alarm" "outcome" {
   tags                = local.tags
 }
 
+# The bootstrap's confirmation: each final outcome writes FluxStuck (dimension Function only), 1
+# for a cluster whose Flux did not take over (no-nodes, unschedulable, image-pull, git-auth,
+# git-unreachable, build-failed, timed-out) and 0 for ready; FluxOutcomes counts each outcome by
+# its Flux dimension (README, "Metrics and alarms"). The cluster's cellbridge.dev/flux tag says
+# which, and the fleet dashboard's Flux column shows it. An hour: a confirmation lasts
+# flux_confirm_deadline_seconds (20 minutes by default), so one stuck cluster keeps it red for
+# the hour its outcome came in.
+resource "aws_cloudwatch_metric_alarm" "flux_stuck" {
+  alarm_name          = "${local.cluster_bootstrap_name}-flux-stuck"
+  alarm_description   = "cellbridge cluster-bootstrap: Flux did not take over a cluster it bootstrapped. Find it in /aws/lambda/${local.cluster_bootstrap_name} (FluxStuck = 1, with its cluster and Flux outcome), on the cluster's cellbridge.dev/flux tag, or in the fleet dashboard's Flux column."
+  namespace           = var.metrics_namespace
+  metric_name         = "FluxStuck"
+  dimensions          = { Function = local.cluster_bootstrap_name }
+  statistic           = "Sum"
+  period              = 3600
+  evaluation_periods  = 1
+  comparison_operator = "GreaterThanThreshold"
+  threshold           = 0
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = var.alarm_actions
+  ok_actions          = var.alarm_actions
+  tags                = local.tags
+}
+
 # Every EventBridge rule with a target: events it could not deliver (a queue policy that refuses
 # it, a KMS key it may not use) are FailedInvocations, retried and then dead-lettered; the alarm
 # says so before the dead-letter queue fills. Custom buses add the EventBusName dimension

@@ -125,7 +125,8 @@ data "aws_iam_policy_document" "state_sync" {
     resources = ["${aws_cloudwatch_log_group.state_sync.arn}:*"]
   }
 
-  # A destroyed stack's decommission is proposed only once EKS says its cluster is gone.
+  # A destroyed stack's decommission is proposed only once EKS says its cluster is gone; the
+  # fleet dashboard's Flux column reads the bootstrap record from the same answer's tags.
   statement {
     sid       = "ConfirmDestroyedCellsClustersAreGone"
     actions   = ["eks:DescribeCluster"]
@@ -174,6 +175,8 @@ locals {
   # Access entries of this role only: access-entry/<cluster>/role/<account>/<role name>/<id>.
   own_access_entry_arn = "arn:${local.partition}:eks:*:${local.account}:access-entry/*/role/${local.account}/${local.cluster_bootstrap_name}/*"
   eks_cluster_arn      = "arn:${local.partition}:eks:*:${local.account}:cluster/*"
+  # The bootstrap's record on the cluster (shared/src/pure/bootstrap/record.rs).
+  flux_record_tag_keys = ["cellbridge.dev/flux", "cellbridge.dev/flux-since"]
 }
 
 data "aws_iam_policy_document" "cluster_bootstrap" {
@@ -230,6 +233,33 @@ data "aws_iam_policy_document" "cluster_bootstrap" {
     }
   }
 
+  # Each check's outcome is recorded on the cluster as two tags (cellbridge.dev/flux and
+  # cellbridge.dev/flux-since): TagResource on clusters of this account, with those two keys and
+  # no other. eks:TagResource takes aws:TagKeys and aws:RequestTag/${TagKey} on the request
+  # (Service Authorization Reference, "Actions defined by Amazon Elastic Kubernetes Service",
+  # https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonelastickubernetesservice.html);
+  # ForAllValues holds for a request with no tag keys at all, hence the Null test
+  # (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-single-vs-multi-valued-context-keys.html).
+  # Not conditioned on the cellbridge.dev/cell tag: a cluster found through its
+  # cell-metadata.yaml (an access entry made by hand) is bootstrapped and recorded too.
+  statement {
+    sid       = "RecordFluxOutcomeOnClusters"
+    actions   = ["eks:TagResource"]
+    resources = [local.eks_cluster_arn]
+
+    condition {
+      test     = "ForAllValues:StringEquals"
+      variable = "aws:TagKeys"
+      values   = local.flux_record_tag_keys
+    }
+
+    condition {
+      test     = "Null"
+      variable = "aws:TagKeys"
+      values   = ["false"]
+    }
+  }
+
   statement {
     sid       = "ClusterAdminForOwnAccessEntry"
     actions   = ["eks:AssociateAccessPolicy"]
@@ -273,10 +303,20 @@ data "aws_iam_policy_document" "cluster_bootstrap" {
   }
 
   # ChangeMessageVisibility and GetQueueUrl: a record handed back (a cluster still CREATING, a
-  # retryable failure) returns after its backoff. Nothing is sent to this queue.
+  # retryable failure) returns after its backoff.
   statement {
     sid       = "ConsumeOwnQueue"
     actions   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl"]
+    resources = [aws_sqs_queue.cluster_bootstrap.arn]
+  }
+
+  # After applying Flux, each re-check of the cluster is a message to this same queue, sent with
+  # DelaySeconds (SendMessageBatch, authorized as sqs:SendMessage; CELLBRIDGE_CONFIRM_QUEUE_URL),
+  # and so are the daily sweep's catch-up bootstraps. SQS has no condition key for the delay or
+  # the body, so the grant is this one queue; the queue's key is ModuleKey's.
+  statement {
+    sid       = "RecheckThroughOwnQueue"
+    actions   = ["sqs:SendMessage"]
     resources = [aws_sqs_queue.cluster_bootstrap.arn]
   }
 

@@ -47,6 +47,12 @@ locals {
     # Where the function runs, so that a cluster whose endpoint excludes it fails at once,
     # finally, saying why (private only, or publicAccessCidrs without its egress addresses).
     CELLBRIDGE_VPC_ID = local.cluster_bootstrap_vpc_id
+    # After applying Flux the function follows the cluster until Flux has taken over or the
+    # deadline passes: each re-check is a message to its own queue, sent with a delay
+    # (DelaySeconds), as are the daily sweep's catch-up bootstraps; each outcome is the
+    # cluster's cellbridge.dev/flux tag.
+    CELLBRIDGE_CONFIRM_QUEUE_URL     = aws_sqs_queue.cluster_bootstrap.url
+    CELLBRIDGE_CONFIRM_DEADLINE_SECS = tostring(var.flux_confirm_deadline_seconds)
     }, length(var.account_roles) == 0 ? {} : {
     CELLBRIDGE_ACCOUNT_ROLES = jsonencode(var.account_roles)
     }, length(var.cluster_bootstrap_reachable_vpc_ids) == 0 ? {} : {

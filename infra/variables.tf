@@ -402,6 +402,17 @@ variable "temporary_access_alarm_seconds" {
 # Encryption, alarms, tags
 # ---------------------------------------------------------------------------------------------
 
+variable "flux_confirm_deadline_seconds" {
+  description = "CELLBRIDGE_CONFIRM_DEADLINE_SECS: how long cluster-bootstrap follows a cluster after applying Flux (re-checks sent to its own queue with a delay) before a cause still seen, or none, becomes its final outcome. The outcome is the cluster's cellbridge.dev/flux tag; a final outcome other than ready raises the flux-stuck alarm. From 300 (5 minutes) to 86400 (a day)."
+  type        = number
+  default     = 1200
+
+  validation {
+    condition     = var.flux_confirm_deadline_seconds >= 300 && var.flux_confirm_deadline_seconds <= 86400 && floor(var.flux_confirm_deadline_seconds) == var.flux_confirm_deadline_seconds
+    error_message = "flux_confirm_deadline_seconds must be a whole number from 300 to 86400."
+  }
+}
+
 variable "kms_key_arn" {
   description = "Customer managed KMS key for queues, log groups, environment variables and the schedule. null: the module creates one (with the key policy EventBridge, S3 and CloudWatch Logs need). A key you bring must grant the same."
   type        = string

@@ -380,10 +380,11 @@ def deliver(bed, queue_arn, within=20):
     raise AssertionError(f"nothing reached {queue_arn} within {within}s")
 
 
-def run_as_deployed(bed, function, event):
+def run_as_deployed(bed, function, event, extra_env=None):
     """The function binary with the deployed configuration and role, as Lambda invokes it; the
     answer, after which the message is deleted unless the answer lists it as failed (what the
-    event source mapping does with ReportBatchItemFailures)."""
+    event source mapping does with ReportBatchItemFailures). `extra_env` adds settings the module
+    leaves at their defaults."""
     lam = aws(bed, "lambda")
     conf = lam.get_function_configuration(FunctionName=bed["outputs"][f"{function}_function_name"])
     creds = aws(bed, "sts").assume_role(RoleArn=conf["Role"], RoleSessionName=conf["FunctionName"])["Credentials"]
@@ -399,6 +400,7 @@ def run_as_deployed(bed, function, event):
         # What differs from AWS: where AWS and GitHub are.
         "AWS_ENDPOINT_URL": bed["moto"], "GITHUB_API_URL": bed["github"],
     })
+    env.update(extra_env or {})
     fmt = conf.get("LoggingConfig", {}).get("LogFormat")
     if fmt:
         env["AWS_LAMBDA_LOG_FORMAT"] = fmt
@@ -489,8 +491,10 @@ def test_a_new_cluster_is_bootstrapped_through_the_deployed_rule_queue_and_funct
         detail.get("responseElements", {}).get("cluster", {})["name"] = CLUSTER
 
     put_event(bed, "cloudtrail-create-cluster.json", fix)
-    _, event = deliver(bed, bed["outputs"]["cluster_bootstrap_queue_arn"])
-    answer, log = run_as_deployed(bed, "cluster_bootstrap", event)
+    url, event = deliver(bed, bed["outputs"]["cluster_bootstrap_queue_arn"])
+    # The fake's controllers never run, so Flux never takes over: the run's own check is cut to
+    # two seconds (CELLBRIDGE_READY_TIMEOUT_SECS, default 120) and the rest is handed to re-checks.
+    answer, log = run_as_deployed(bed, "cluster_bootstrap", event, {"CELLBRIDGE_READY_TIMEOUT_SECS": "2"})
     assert answer["batchItemFailures"] == [], f"{answer}\n{log}"
     objects = {(o["kind"], o["metadata"]["name"]) for o in http("GET", f"{control}/_fake/objects?brief=1")}
     want = {("Namespace", "flux-system"), ("Secret", "flux-system"), ("GitRepository", "flux-system"),
@@ -499,6 +503,14 @@ def test_a_new_cluster_is_bootstrapped_through_the_deployed_rule_queue_and_funct
     # The temporary access entry is gone: only what was there before remains.
     entries = aws(bed, "eks").list_access_entries(clusterName=CLUSTER)["accessEntries"]
     assert not [e for e in entries if "cellbridge-cluster-bootstrap" in e], entries
+    # Still confirming: recorded on the cluster (TagResource with the deployed role's session),
+    # and the next check queued on the function's own queue with a delay
+    # (CELLBRIDGE_CONFIRM_QUEUE_URL, SendMessageBatch DelaySeconds).
+    tags = aws(bed, "eks").describe_cluster(name=CLUSTER)["cluster"].get("tags", {})
+    assert tags.get("cellbridge.dev/flux") == "confirming", f"{tags}\n{log}"
+    assert tags.get("cellbridge.dev/flux-since", "").endswith("Z"), tags
+    left = aws(bed, "sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert left.get("ApproximateNumberOfMessagesDelayed") == "1", f"{left}\n{log}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -608,3 +620,32 @@ def test_the_alarms_notify_through_a_topic_cloudwatch_may_encrypt_for(bed):
               if d["Name"] == "RuleName"}
     rules = {r["Name"] for r in aws(bed, "events").list_rules(EventBusName="default", NamePrefix="cellbridge-")["Rules"]}
     assert rules and rules <= failed, f"rules without a FailedInvocations alarm: {sorted(rules - failed)}"
+
+
+def test_cluster_bootstrap_follows_its_clusters_through_its_own_queue_and_records_on_them(bed):
+    """After applying Flux, cluster-bootstrap re-checks the cluster through messages to its own
+    queue (SendMessage with DelaySeconds, encrypted with the queue's key) until the deadline, and
+    records each outcome as the cluster's two flux tags (TagResource with those keys only); a final
+    outcome other than ready raises the flux-stuck alarm."""
+    conf = function_conf(bed, bed["outputs"]["cluster_bootstrap_function_name"])
+    env = conf["Environment"]["Variables"]
+    assert env["CELLBRIDGE_CONFIRM_QUEUE_URL"] == bed["outputs"]["cluster_bootstrap_queue_url"], env
+    assert env["CELLBRIDGE_CONFIRM_DEADLINE_SECS"] == "1200", env
+    docs = role_policies(bed, conf["Role"])
+    queue_arn = bed["outputs"]["cluster_bootstrap_queue_arn"]
+    assert allows(docs, "sqs:SendMessage", queue_arn, {}), f"{conf['Role']} may not send re-checks to {queue_arn}"
+    assert not allows(docs, "sqs:SendMessage", bed["outputs"]["state_sync_queue_arn"], {})
+    key = queue_attrs(bed, queue_arn).get("KmsMasterKeyId")
+    key_arn = aws(bed, "kms").describe_key(KeyId=key)["KeyMetadata"]["Arn"]
+    assert allows(docs, "kms:GenerateDataKey", key_arn, {"kms:ViaService": f"sqs.{REGION}.amazonaws.com"}), key_arn
+    cluster = f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{CLUSTER}"
+    flux = ["cellbridge.dev/flux", "cellbridge.dev/flux-since"]
+    assert allows(docs, "eks:TagResource", cluster, {"aws:TagKeys": flux}), conf["Role"]
+    assert not allows(docs, "eks:TagResource", cluster, {"aws:TagKeys": flux + ["cellbridge.dev/cell"]})
+    assert not allows(docs, "eks:TagResource", f"arn:aws:eks:{REGION}:999999999999:cluster/{CLUSTER}",
+                      {"aws:TagKeys": flux})
+    [alarm] = aws(bed, "cloudwatch").describe_alarms(AlarmNames=[f"{conf['FunctionName']}-flux-stuck"])["MetricAlarms"]
+    assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"], alarm["Period"]) == (
+        "cellbridge", "FluxStuck", "Sum", 3600), alarm
+    assert alarm["Dimensions"] == [{"Name": "Function", "Value": conf["FunctionName"]}], alarm
+    assert alarm["AlarmActions"] and alarm["OKActions"] == alarm["AlarmActions"], alarm

@@ -12,6 +12,8 @@ enforces neither resource policies nor IAM conditions.
   appends to its name: IAM matches the policy's resource against that full ARN.
 """
 
+import json
+import math
 import re
 from pathlib import Path
 
@@ -135,6 +137,7 @@ def hcl_eval(expr, env):
         "endswith": lambda s, suffix: s.endswith(suffix),
         "regex": regex,
         "can": lambda v: v is not None,
+        "floor": math.floor,
     }
     return eval(py, {"__builtins__": {}}, dict(funcs, env=env))
 
@@ -215,3 +218,132 @@ def test_every_rule_with_a_target_has_a_failed_invocations_alarm():
                 if isinstance(entry, dict):
                     alarmed |= {ref(v).split(".")[1] for v in entry.values() if isinstance(v, str)}
     assert rules and rules <= alarmed, f"rules without a FailedInvocations alarm: {sorted(rules - alarmed)}"
+
+
+# --- the bootstrap's confirmation: re-checks through its own queue, the record on the cluster ------
+
+FLUX_TAG_KEYS = ["cellbridge.dev/flux", "cellbridge.dev/flux-since"]
+
+
+def environment_literals(mod, name):
+    """The variables a function's environment local sets, each with its HCL value, from every map
+    literal of its `merge(...)` (both branches of a conditional included)."""
+    text = mod["locals"][name]
+    text = text[0] if isinstance(text, list) else text
+    return dict(re.findall(r"'([A-Z][A-Z0-9_]*)': '([^']*)'", text))
+
+
+def test_cluster_bootstrap_sends_its_rechecks_to_its_own_queue_until_the_configured_deadline():
+    mod = load()
+    env = environment_literals(mod, "cluster_bootstrap_environment")
+    # The queue its event source mapping reads, so that a re-check comes back to this function.
+    assert env.get("CELLBRIDGE_CONFIRM_QUEUE_URL") == "${aws_sqs_queue.cluster_bootstrap.url}", env
+    mapping = mod["resource"][("aws_lambda_event_source_mapping", "cluster_bootstrap")]
+    assert ref(mapping["event_source_arn"]) == "aws_sqs_queue.cluster_bootstrap"
+    assert env.get("CELLBRIDGE_CONFIRM_DEADLINE_SECS") == "${tostring(var.flux_confirm_deadline_seconds)}", env
+    function = mod["resource"][("aws_lambda_function", "cluster_bootstrap")]
+    assert function["environment"][0]["variables"] in ("${local.cluster_bootstrap_environment}",
+                                                       ["${local.cluster_bootstrap_environment}"])
+    # state-sync neither re-checks clusters nor records on them.
+    assert "CELLBRIDGE_CONFIRM_QUEUE_URL" not in environment_literals(mod, "state_sync_environment")
+    assert _unwrap_default(mod["variable"]["flux_confirm_deadline_seconds"]) == 1200
+
+
+def _unwrap_default(var):
+    d = var["default"]
+    return d[0] if isinstance(d, list) else d
+
+
+@pytest.mark.parametrize("seconds, ok", [(300, True), (1200, True), (86400, True), (299, False),
+                                         (86401, False), (600.5, False), (0, False)])
+def test_the_confirmation_deadline_is_validated(seconds, ok):
+    mod = load()
+    [v] = mod["variable"]["flux_confirm_deadline_seconds"]["validation"]
+    assert bool(hcl_eval(v["condition"], {"flux_confirm_deadline_seconds": seconds})) is ok, v["error_message"]
+
+
+def _cluster_bootstrap_policy():
+    from iam_eval import Module
+    return Module(load()).policy_document("cluster_bootstrap")
+
+
+def test_cluster_bootstrap_may_send_to_its_own_queue_and_no_other():
+    from iam_eval import allows
+    doc = _cluster_bootstrap_policy()
+    own = "${aws_sqs_queue.cluster_bootstrap.arn}"
+    assert allows([doc], "sqs:SendMessage", own, {})
+    assert not allows([doc], "sqs:SendMessage", "${aws_sqs_queue.state_sync.arn}", {})
+    assert not allows([doc], "sqs:SendMessage", "arn:aws:sqs:eu-west-1:111122223333:elsewhere", {})
+    # The queue is encrypted with the module key, which the role may use to send.
+    mod = load()
+    queue = mod["resource"][("aws_sqs_queue", "cluster_bootstrap")]
+    assert flat(queue["kms_master_key_id"], mod) == flat(["${local.kms_key_arn}"], mod)
+    for action in ("kms:GenerateDataKey", "kms:Decrypt"):
+        assert allows([doc], action, "${local.kms_key_arn}", {"kms:ViaService": "sqs.eu-west-1.amazonaws.com"}), action
+
+
+def test_cluster_bootstrap_tags_clusters_of_its_account_with_the_flux_record_only():
+    from iam_eval import Module, allows
+    module = Module(load())
+    doc = module.policy_document("cluster_bootstrap")
+    cluster = module.expand("arn:${local.partition}:eks:eu-west-1:${local.account}:cluster/prod-eu-west-1")
+    assert allows([doc], "eks:TagResource", cluster, {"aws:TagKeys": FLUX_TAG_KEYS})
+    assert allows([doc], "eks:TagResource", cluster, {"aws:TagKeys": FLUX_TAG_KEYS[:1]})
+    for keys in (FLUX_TAG_KEYS + ["team"], ["cellbridge.dev/cell"], ["cellbridge.dev/temporary"]):
+        assert not allows([doc], "eks:TagResource", cluster, {"aws:TagKeys": keys}), keys
+    assert not allows([doc], "eks:TagResource", cluster, {}), "a request without tag keys"
+    other = cluster.replace(module.expand("${local.account}"), "999999999999")
+    assert not allows([doc], "eks:TagResource", other, {"aws:TagKeys": FLUX_TAG_KEYS})
+    # Removing the record is no part of the job.
+    assert not allows([doc], "eks:UntagResource", cluster, {"aws:TagKeys": FLUX_TAG_KEYS})
+
+
+def test_the_flux_stuck_alarm_reads_the_functions_metric():
+    mod = load()
+    alarm = mod["resource"][("aws_cloudwatch_metric_alarm", "flux_stuck")]
+    one = lambda field: flat(alarm[field], mod)[0]
+    assert one("alarm_name") == "${local.cluster_bootstrap_name}-flux-stuck"
+    assert (one("namespace"), one("metric_name"), one("statistic")) == ("${var.metrics_namespace}", "FluxStuck", "Sum")
+    # Dimension Function only, as the function writes FluxStuck (FluxOutcomes has Flux too).
+    assert alarm["dimensions"] == [{"Function": "${local.cluster_bootstrap_name}"}]
+    assert (one("period"), one("comparison_operator"), one("threshold"), one("treat_missing_data")) == (
+        3600, "GreaterThanThreshold", 0, "notBreaching")
+    assert one("alarm_actions") == one("ok_actions") == "${var.alarm_actions}"
+
+
+def documented_account_role_policy():
+    """The policy infra/README.md documents for the role in another account: the JSON block
+    after "The role's permissions in that account"."""
+    text = (INFRA / "README.md").read_text()
+    head = "The role's permissions in that account"
+    assert head in text, f"infra/README.md no longer documents {head!r}"
+    block = text.split(head, 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    return json.loads(block)
+
+
+def test_the_documented_role_of_another_account_has_the_modules_eks_statements():
+    """Another account's role is documented as the module's own EKS statements with that account
+    and role in them: a statement added to iam.tf (the flux record's tags) is added there too."""
+    other = {"${data.aws_partition.current.partition}": "aws",
+             "${data.aws_caller_identity.current.account_id}": "222222222222",
+             "cellbridge-cluster-bootstrap": "cellbridge-bootstrap"}
+
+    def there(value):
+        if isinstance(value, dict):
+            return {k: there(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return sorted(there(v) for v in value)
+        for a, b in other.items():
+            value = value.replace(a, b)
+        return value
+
+    def listed(value):
+        if isinstance(value, dict):
+            return {k: listed(v) for k, v in value.items()}
+        return sorted(value) if isinstance(value, list) else [value]
+
+    want = {st["Sid"]: listed(there(st)) for st in _cluster_bootstrap_policy()["Statement"]
+            if all(a.startswith("eks:") for a in st["Action"])}
+    got = {st["Sid"]: listed(st) for st in documented_account_role_policy()["Statement"]}
+    assert "RecordFluxOutcomeOnClusters" in want
+    assert got == want

@@ -25,9 +25,18 @@ async fn the_fleet_dashboard_after_a_sync_all_lists_every_cell_needing_attention
             .call("PUT", &format!("/repos/{REPO}/pulls/{number}/merge"), Some(&json!({})));
         assert_eq!(status, 200, "{out}");
     };
-    // One destroyed stack's cluster still runs in moto's EKS; the other's was never there.
+    // One destroyed stack's cluster still runs in moto's EKS, its bootstrap recorded on it as
+    // stuck; the other's was never there.
     let conf = moto::sdk_config().await;
-    moto::create_cluster(&conf, "eu-dash-kept", &[]).await;
+    moto::create_cluster(
+        &conf,
+        "eu-dash-kept",
+        &[
+            ("cellbridge.dev/flux", "build-failed"),
+            ("cellbridge.dev/flux-since", "2026-12-05T20:31:42Z"),
+        ],
+    )
+    .await;
     // In sync: proposed and merged. Destroyed: merged, then `terraform destroy`.
     for cell in ["eu-in-sync", "eu-dash-gone", "eu-dash-kept"] {
         bed.apply(cell, &base_data(cell, "vpc-1"), false).await;
@@ -64,15 +73,17 @@ async fn the_fleet_dashboard_after_a_sync_all_lists_every_cell_needing_attention
     assert_eq!(d["issue"]["number"], issues[0]["number"]);
     let body = issues[0]["body"].as_str().unwrap().to_owned();
     assert!(!body.contains(SECRET), "a value reached the dashboard:\n{body}");
+    // EKS was asked about the cells' clusters: the table has a Flux column.
+    assert!(body.contains("\n| cell | what | flux | detail |\n"), "{body}");
+    let mut flux = BTreeMap::new();
     let rows: BTreeMap<String, (String, String)> = body
         .lines()
         .filter(|l| l.starts_with("| `"))
         .map(|l| {
             let cols: Vec<&str> = l.split(" | ").collect();
-            (
-                cols[0].trim_start_matches("| `").trim_end_matches('`').to_owned(),
-                (cols[1].to_owned(), cols[2].to_owned()),
-            )
+            let cell = cols[0].trim_start_matches("| `").trim_end_matches('`').to_owned();
+            flux.insert(cell.clone(), cols[2].to_owned());
+            (cell, (cols[1].to_owned(), cols[3].to_owned()))
         })
         .collect();
     assert_eq!(
@@ -119,6 +130,21 @@ async fn the_fleet_dashboard_after_a_sync_all_lists_every_cell_needing_attention
         "{body}"
     );
     assert!(rows["eu-dash-kept"].1.contains("nothing is proposed"), "{body}");
+    // The record DescribeCluster answered with the cluster's tags; a cluster EKS does not know
+    // shows nothing.
+    assert_eq!(flux["eu-dash-kept"], "build-failed", "{body}");
+    assert!(
+        rows["eu-dash-kept"]
+            .1
+            .contains("Flux did not take over: build-failed (bootstrapped 2026-12-05T20:31:42Z)"),
+        "{body}"
+    );
+    assert_eq!(flux["eu-dash-gone"], "", "{body}");
+    assert_eq!(
+        (&d["summary"]["flux_stuck"], &d["clusters"]["described"]),
+        (&json!(1), &json!(4)),
+        "{resp}"
+    );
     assert!(body.contains("\n**In sync** (1): `eu-in-sync`\n"), "{body}");
 
     // A second sync-all, nothing changed: nothing written, the dashboard included.

@@ -101,6 +101,7 @@ impl ClusterProbe for EksProbe {
                     .cluster()
                     .and_then(|c| c.status())
                     .map_or_else(|| "UNKNOWN".to_owned(), |s| s.as_str().to_owned()),
+                tags: out.cluster().and_then(|c| c.tags()).cloned().unwrap_or_default(),
             }),
             Err(e) if e.code() == Some(NOT_FOUND) => Ok(Presence::Gone),
             Err(e) => Err(ProbeError::Describe {

@@ -1,6 +1,8 @@
 //! Whether EKS still knows a cell's cluster, asked in the cluster's account and region: state-sync
-//! decommissions only what EKS confirms gone. EKS and STS in [`crate::adapters::probe`].
+//! decommissions only what EKS confirms gone, and its dashboard shows the bootstrap record the
+//! cluster's tags hold. EKS and STS in [`crate::adapters::probe`].
 
+use std::collections::HashMap;
 use std::future::Future;
 
 use crate::shell::error::{Class, Classify};
@@ -12,8 +14,14 @@ pub enum Presence {
     /// DescribeCluster answered `ResourceNotFoundException`: no such cluster in that account and
     /// region.
     Gone,
-    /// The cluster is there, in this status (`DELETING` while `DeleteCluster` runs).
-    Exists { status: String },
+    /// The cluster is there, in this status (`DELETING` while `DeleteCluster` runs), with its
+    /// tags (the bootstrap's record among them: [`crate::pure::bootstrap::record`]). The tags are
+    /// people's to write and stay out of any answer.
+    Exists {
+        status: String,
+        #[serde(skip)]
+        tags: HashMap<String, String>,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]

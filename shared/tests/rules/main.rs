@@ -3,7 +3,7 @@
 //!
 //! - `sync/`: state-sync's rules (the pull request, people and races, the seeded schedules,
 //!   failures, refusals, pause and metrics, what is read, the fan-out);
-//! - `dashboard.rs`: the fleet dashboard;
+//! - `dashboard.rs`: the fleet dashboard; `dashboard_flux.rs`: its Flux column;
 //! - `decommission.rs`: a destroyed cell's decommission;
 //! - `auto_merge.rs`: auto-merge under branch protection;
 //! - `bootstrap/`: cluster-bootstrap's rules (the order of the apply, the access entry, readiness,
@@ -17,6 +17,7 @@ mod auto_merge;
 mod bootstrap;
 mod chains;
 mod dashboard;
+mod dashboard_flux;
 mod decommission;
 mod support;
 mod sweep;

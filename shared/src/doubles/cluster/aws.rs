@@ -172,6 +172,17 @@ impl MemAws {
         w.clusters.remove(&(account, region.to_owned(), name.to_owned()));
     }
 
+    /// TagResource on a cluster: adds or overwrites `tags`, leaves its others (`account`: `None`
+    /// for cellbridge's own). A cluster that is not there is left alone.
+    pub fn add_cluster_tags(&self, account: Option<&str>, region: &str, name: &str, tags: &[(&str, &str)]) {
+        let mut w = self.lock();
+        let account = account.map_or_else(|| arn_account(&w.identity), str::to_owned);
+        if let Some(c) = w.clusters.get_mut(&(account, region.to_owned(), name.to_owned())) {
+            c.tags
+                .extend(tags.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        }
+    }
+
     /// cellbridge's own account: its identity's.
     pub fn home(&self) -> String {
         arn_account(&self.lock().identity)
@@ -221,7 +232,6 @@ impl MemAws {
             );
     }
 
-    /// The access entries of a cluster of cellbridge's own account.
     /// The tags of a cluster of cellbridge's own account, as DescribeCluster would show them.
     pub fn cluster_tags(&self, region: &str, cluster: &str) -> BTreeMap<String, String> {
         let w = self.lock();
@@ -232,6 +242,7 @@ impl MemAws {
             .unwrap_or_default()
     }
 
+    /// The access entries of a cluster of cellbridge's own account.
     pub fn entries(&self, region: &str, cluster: &str) -> Vec<MemEntry> {
         self.entries_in(&self.home(), region, cluster)
     }
@@ -587,6 +598,7 @@ async fn presence_via<A: Accounts>(
         Ok(None) => Ok(Presence::Gone),
         Ok(Some(info)) => Ok(Presence::Exists {
             status: info.status.as_str().to_owned(),
+            tags: info.tags,
         }),
         Err(e) => Err(ProbeError::Describe {
             cluster: cluster.to_owned(),

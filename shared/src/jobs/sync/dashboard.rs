@@ -8,9 +8,10 @@
 //! every state the key pattern names (the sync-all listing), read from S3 with the streaming
 //! reader a few at a time and checked against the contract, each turned into its row at once;
 //! the open `cellbridge/*` pull requests in one paged listing; and, for a pending cell only, its
-//! head's strict-substitution status or, with nothing open, its newest pull request (declined?).
-//! A row says what a person needs to know and never a value: a refusal's reason is the
-//! contract's, which names keys only.
+//! head's strict-substitution status or, with nothing open, its newest pull request (declined?);
+//! and, where EKS is reachable, each named cluster's bootstrap record, its Flux column
+//! (`dashboard/flux.rs`). A row says what a person needs to know and never a value: a refusal's
+//! reason is the contract's, which names keys only.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -31,6 +32,10 @@ use crate::rules::pull_request::values_digest_of;
 use crate::shell::error::{Class, Classify};
 use crate::shell::metrics::{self, Metrics};
 use crate::shell::pause::{self, Pause, SettingsError};
+
+mod flux;
+
+pub use self::flux::ClustersRead;
 
 /// States read from S3 at once (each streamed, keeping only its outputs).
 const READS: usize = 16;
@@ -177,6 +182,9 @@ pub struct DashboardRun {
     /// The counts the dashboard's first line shows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<Summary>,
+    /// The clusters its Flux column described (none without EKS access).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clusters: Option<ClustersRead>,
     /// A dry run's body, as it would be written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub markdown: Option<String>,
@@ -193,6 +201,7 @@ impl DashboardRun {
             issue: None,
             closed_duplicates: Vec::new(),
             summary: None,
+            clusters: None,
             markdown: None,
             paused: None,
             error: None,
@@ -418,7 +427,8 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             digest: None,
         }));
         self.read_github(&mut rows, deadline).await?;
-        let rows: Vec<CellStatus> = rows.into_iter().map(|r| r.status).collect();
+        let mut rows: Vec<CellStatus> = rows.into_iter().map(|r| r.status).collect();
+        let clusters = self.read_flux(&snapshot.fleet, &mut rows, reading_until).await;
         let body = render(
             &snapshot.base_branch,
             &self.config.state_bucket,
@@ -429,6 +439,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         if dry_run {
             return Ok(DashboardRun {
                 summary: Some(summary),
+                clusters,
                 markdown: Some(body),
                 ..DashboardRun::new(DashboardAction::Planned)
             });
@@ -445,6 +456,8 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             issue = published.number,
             cells = summary.cells,
             needs_attention = summary.needs_attention,
+            clusters_described = clusters.map_or(0, |c| c.described),
+            flux_stuck = summary.flux_stuck,
             "fleet dashboard"
         );
         Ok(DashboardRun {
@@ -454,6 +467,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             }),
             closed_duplicates: published.closed_duplicates,
             summary: Some(summary),
+            clusters,
             ..DashboardRun::new(action)
         })
     }
@@ -538,6 +552,7 @@ mod tests {
                 source: Some(format!("cells/cell-{i:05}-eu-west-1/terraform.tfstate")),
                 serial: Some(4),
                 github: Some(OnGithub::None),
+                flux: None,
             })
             .collect();
         let body = render("main", "acme-tfstate", "cells/{cell}/terraform.tfstate", &rows);

@@ -29,6 +29,7 @@ use crate::shell::pause::{self, Pause};
 
 mod decommission;
 
+pub(crate) use self::decommission::Described;
 use self::decommission::Destroyed;
 
 /// Don't start a state with less time than this left: it would be cut off half-way.

@@ -2,17 +2,21 @@
 //! `cellbridge status` prints and what the GitHub dashboard issue shows. Pure: the caller reads
 //! the states and the fleet (local files, or S3 and the base branch); the rule that makes a
 //! state's row ([`state_row`], in `row.rs`) and the fleet's list of cells ([`FleetCells`]) are
-//! here, written once for both, and `render.rs` renders the rows.
+//! here, written once for both, and `render.rs` renders the rows. Where the rows' clusters were
+//! described (the dashboard), each row also carries its cluster's Flux record ([`Flux`],
+//! `flux.rs`).
 //!
 //! A row never holds a value of `cell_metadata`: a refused state's reason is the contract's
 //! error message, which names the key and never the value.
 
+mod flux;
 mod render;
 mod row;
 
 #[cfg(test)]
 mod tests;
 
+pub use flux::Flux;
 pub use render::{render_markdown, render_text};
 pub use row::{Classified, Depth, FleetCells, state_row};
 
@@ -272,22 +276,37 @@ pub struct CellStatus {
     /// The cell's pull request, where GitHub was read (the dashboard).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub github: Option<OnGithub>,
+    /// What the cell's cluster records of its bootstrap, where EKS was asked (the dashboard):
+    /// `None` for a cell whose merged metadata names no cluster, a cluster EKS no longer knows,
+    /// or rows no one asked EKS about (`cellbridge status`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flux: Option<Flux>,
 }
 
 impl CellStatus {
     /// Whether a person should look: everything but in sync, stale and decommissioned (a
-    /// destroyed cell the base never had whose pull request is still open needs a look too).
+    /// destroyed cell the base never had whose pull request is still open needs a look too),
+    /// and any row whose cluster's Flux is stuck or unknown.
     pub fn needs_attention(&self) -> bool {
-        match self.state {
+        let state = match self.state {
             CellState::InSync | CellState::Stale => false,
             CellState::Decommissioned => matches!(self.github, Some(OnGithub::Open { .. })),
             _ => true,
-        }
+        };
+        state || self.flux.as_ref().is_some_and(Flux::needs_attention)
     }
 
     /// What the row says: the state's detail, with what GitHub holds for the cell when it was
-    /// read.
+    /// read, and why its cluster's Flux is stuck or unknown.
     pub fn detail(&self) -> String {
+        let d = self.state_detail();
+        match self.flux.as_ref().and_then(Flux::detail) {
+            Some(flux) => format!("{d}; {flux}"),
+            None => d,
+        }
+    }
+
+    fn state_detail(&self) -> String {
         let d = self.state.detail();
         let Some(gh) = &self.github else { return d };
         match (&self.state, gh) {
@@ -376,6 +395,17 @@ pub struct Summary {
     pub destroyed: usize,
     pub failed: usize,
     pub state_missing: usize,
+    /// Clusters whose bootstrap ended other than `ready` (their cells', counted once), where
+    /// EKS was asked (the dashboard).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub flux_stuck: usize,
+    /// Clusters whose Flux record could not be read.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub flux_unknown: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Summary {
@@ -412,6 +442,13 @@ impl Summary {
                 let _ = write!(s, "; {n} need attention");
             }
         }
+        match self.flux_stuck {
+            0 => {}
+            1 => s.push_str("; 1 cluster stuck"),
+            n => {
+                let _ = write!(s, "; {n} clusters stuck");
+            }
+        }
         s
     }
 }
@@ -424,6 +461,15 @@ pub fn summary(rows: &[CellStatus]) -> Summary {
         needs_attention: rows.iter().filter(|r| r.needs_attention()).count(),
         ..Summary::default()
     };
+    let cells_whose = |f: fn(&Flux) -> bool| {
+        rows.iter()
+            .filter(|r| r.flux.as_ref().is_some_and(f))
+            .map(|r| r.cell.as_str())
+            .collect::<BTreeSet<_>>()
+            .len()
+    };
+    s.flux_stuck = cells_whose(Flux::stuck);
+    s.flux_unknown = cells_whose(|f| matches!(f, Flux::Unknown { .. }));
     for r in rows {
         let n = match r.state.kind() {
             Kind::Failed => &mut s.failed,

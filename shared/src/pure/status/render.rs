@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{CellStatus, Kind, OnGithub, plural, summary};
+use super::{CellStatus, Flux, Kind, OnGithub, plural, summary};
 use crate::pure::markdown::{cut, table_text};
 
 /// The longest detail a markdown row carries (a reason listing many outputs is cut).
@@ -11,10 +11,25 @@ const DETAIL_LIMIT: usize = 300;
 /// Room kept for the lines that count what did not fit.
 const OVERFLOW_RESERVE: usize = 3 * 100;
 
+/// Whether any row carries its cluster's Flux record: the column is shown only then (never by
+/// `cellbridge status`, which asks no EKS).
+fn with_flux(rows: &[CellStatus]) -> bool {
+    rows.iter().any(|r| r.flux.is_some())
+}
+
+/// A row's Flux column: the outcome, `—` or `unknown`; empty for a row whose cell names no
+/// cluster, or whose cluster is gone.
+fn flux_cell(r: &CellStatus) -> &str {
+    r.flux.as_ref().map_or("", Flux::label)
+}
+
 /// The dashboard's markdown: the summary line, a table with one row per state needing attention
-/// (failed first, then refused, destroyed, state missing, pending; by cell within each), then
-/// the cells in sync (and stale, and decommissioned) as compact lists. Never longer than `limit` bytes (so never more
-/// characters either): rows and names that do not fit are counted in a line that says so.
+/// (failed first, then refused, destroyed, state missing, pending; by cell within each; a row
+/// whose cluster's Flux is stuck or unknown too), then the cells in sync (and stale, and
+/// decommissioned) as compact lists, a cluster still confirming or not ready said beside its
+/// cell. Where the rows' clusters were described, the table has a `flux` column. Never longer
+/// than `limit` bytes (so never more characters either): rows and names that do not fit are
+/// counted in a line that says so.
 pub fn render_markdown(rows: &[CellStatus], limit: usize) -> String {
     let s = summary(rows);
     let mut out = format!("**{}**\n", table_text(&s.line()));
@@ -38,14 +53,23 @@ pub fn render_markdown(rows: &[CellStatus], limit: usize) -> String {
 
     let mut attention: Vec<&CellStatus> = rows.iter().filter(|r| r.needs_attention()).collect();
     attention.sort_by(|a, b| (a.state.kind(), &a.cell, &a.source).cmp(&(b.state.kind(), &b.cell, &b.source)));
+    let flux = with_flux(rows);
     if !attention.is_empty() {
-        out.push_str("\n| cell | what | detail |\n|---|---|---|\n");
+        out.push_str(if flux {
+            "\n| cell | what | flux | detail |\n|---|---|---|---|\n"
+        } else {
+            "\n| cell | what | detail |\n|---|---|---|\n"
+        });
         let mut shown = 0;
         for r in &attention {
+            let what = if flux {
+                format!("{} | {}", r.state.kind().label(), flux_cell(r))
+            } else {
+                r.state.kind().label().to_owned()
+            };
             let line = format!(
-                "| `{}` | {} | {} |\n",
+                "| `{}` | {what} | {} |\n",
                 table_text(&r.cell),
-                r.state.kind().label(),
                 table_text(&cut(&r.detail_with_source(), DETAIL_LIMIT))
             );
             if out.len() + line.len() > budget {
@@ -71,19 +95,26 @@ pub fn render_markdown(rows: &[CellStatus], limit: usize) -> String {
             "Decommissioned (destroyed, the directory removed)",
         ),
     ] {
-        let mut cells: Vec<&str> = rows
+        let mut cells: Vec<(&str, Option<&Flux>)> = rows
             .iter()
             .filter(|r| r.state.kind() == kind)
-            .map(|r| r.cell.as_str())
+            .map(|r| (r.cell.as_str(), r.flux.as_ref()))
             .collect();
         if cells.is_empty() {
             continue;
         }
-        cells.sort_unstable();
+        cells.sort_unstable_by_key(|(c, _)| *c);
         let _ = write!(out, "\n**{title}** ({}): ", cells.len());
         let mut shown = 0;
-        for c in &cells {
-            let item = format!("{}`{}`", if shown > 0 { ", " } else { "" }, table_text(c));
+        for (c, flux) in &cells {
+            // A cluster not ready yet (or no more) is said beside its cell.
+            let note = match flux {
+                Some(f @ (Flux::Recorded(_) | Flux::Unknown { .. })) if f.label() != "ready" => {
+                    format!(" (flux {})", f.label())
+                }
+                _ => String::new(),
+            };
+            let item = format!("{}`{}`{note}", if shown > 0 { ", " } else { "" }, table_text(c));
             // Keep room for the other list's heading and this list's count.
             if out.len() + item.len() > budget.saturating_sub(100) {
                 break;
@@ -115,24 +146,35 @@ pub fn render_markdown(rows: &[CellStatus], limit: usize) -> String {
     out
 }
 
-/// The terminal's table: every row, aligned, by cell (then source), the summary line last.
+/// The terminal's table: every row, aligned, by cell (then source), the summary line last; a
+/// `FLUX` column after `STATE` where the rows carry their clusters' Flux records.
 pub fn render_text(rows: &[CellStatus]) -> String {
     let mut sorted: Vec<&CellStatus> = rows.iter().collect();
     sorted.sort_by(|a, b| (&a.cell, &a.source).cmp(&(&b.cell, &b.source)));
-    let table: Vec<[String; 5]> = sorted
+    let flux = with_flux(rows);
+    let table: Vec<Vec<String>> = sorted
         .iter()
         .map(|r| {
-            [
-                r.cell.clone(),
-                r.state.kind().label().to_owned(),
-                r.serial.map_or_else(|| "-".to_owned(), |n| n.to_string()),
-                r.source.clone().unwrap_or_else(|| "-".to_owned()),
-                r.detail().replace(['\n', '\r'], " "),
-            ]
+            let mut row = vec![r.cell.clone(), r.state.kind().label().to_owned()];
+            if flux {
+                row.push(match flux_cell(r) {
+                    "" => "-".to_owned(),
+                    f => f.to_owned(),
+                });
+            }
+            row.push(r.serial.map_or_else(|| "-".to_owned(), |n| n.to_string()));
+            row.push(r.source.clone().unwrap_or_else(|| "-".to_owned()));
+            row.push(r.detail().replace(['\n', '\r'], " "));
+            row
         })
         .collect();
-    let header = ["CELL", "STATE", "SERIAL", "SOURCE", "DETAIL"].map(str::to_owned);
-    let mut widths = [0usize; 4];
+    let mut header = vec!["CELL", "STATE"];
+    if flux {
+        header.push("FLUX");
+    }
+    header.extend(["SERIAL", "SOURCE", "DETAIL"]);
+    let header: Vec<String> = header.into_iter().map(str::to_owned).collect();
+    let mut widths = vec![0usize; header.len() - 1];
     for row in std::iter::once(&header).chain(&table) {
         for (w, c) in widths.iter_mut().zip(row) {
             *w = (*w).max(c.chars().count());
@@ -143,7 +185,7 @@ pub fn render_text(rows: &[CellStatus]) -> String {
         for (w, c) in widths.iter().zip(row) {
             let _ = write!(out, "{c:<w$}  ");
         }
-        out.push_str(&row[4]);
+        out.push_str(&row[row.len() - 1]);
         out.push('\n');
     }
     out.push('\n');

@@ -51,6 +51,7 @@ impl FleetCells {
                 source: None,
                 serial: None,
                 github: None,
+                flux: None,
             })
             .collect()
     }
@@ -101,6 +102,7 @@ pub fn state_row(
             source: Some(key.to_owned()),
             serial: None,
             github: None,
+            flux: None,
         },
         meta: None,
     };

@@ -9,6 +9,7 @@ fn row(cell: &str, state: CellState) -> CellStatus {
         source: Some(format!("cells/{cell}/terraform.tfstate")),
         serial: Some(3),
         github: None,
+        flux: None,
     }
 }
 
@@ -80,6 +81,7 @@ fn mixed() -> Vec<CellStatus> {
             source: None,
             serial: None,
             github: None,
+            flux: None,
         },
     ]
 }
@@ -469,4 +471,91 @@ fn the_fleet_s_cells_are_its_directories_and_links_under_clusters_but_the_unders
         (missing[0].cell.as_str(), &missing[0].state, &missing[0].source),
         ("b-eu-1", &CellState::StateMissing, &None)
     );
+}
+
+#[test]
+fn the_flux_column_shows_where_the_clusters_were_described_and_counts_the_stuck() {
+    use crate::pure::bootstrap::confirm::Outcome;
+    use crate::pure::bootstrap::record::{FluxRecord, parse_time};
+    let since = "2026-12-05T20:31:42Z";
+    let recorded = |outcome| {
+        Some(Flux::Recorded(FluxRecord {
+            outcome,
+            since: parse_time(since).unwrap(),
+        }))
+    };
+    let pending = CellState::Pending {
+        new_cell: false,
+        check_ok: None,
+        keys_changed: 1,
+    };
+    let mut rows = vec![
+        row("a-ready", CellState::InSync),
+        row("b-stuck", CellState::InSync),
+        row("c-no-cluster", pending.clone()),
+        row("d-no-record", pending.clone()),
+        row("e-unknown", CellState::Stale),
+        row("f-confirming", CellState::InSync),
+    ];
+    // Without the clusters described, the rows are what `cellbridge status` shows.
+    assert!(!render_text(&rows).contains("FLUX") && !render_markdown(&rows, BODY_LIMIT).contains("flux"));
+    rows[0].flux = recorded(Outcome::Ready);
+    rows[1].flux = recorded(Outcome::GitAuth);
+    rows[3].flux = Some(Flux::NoRecord);
+    rows[4].flux = Some(Flux::Unknown {
+        reason: "cell e-unknown: EKS DescribeCluster e-unknown in eu-west-1: ThrottlingException: slow down".into(),
+    });
+    rows[5].flux = recorded(Outcome::Confirming);
+    let attention: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.needs_attention())
+        .map(|r| r.cell.as_str())
+        .collect();
+    assert_eq!(attention, ["b-stuck", "c-no-cluster", "d-no-record", "e-unknown"]);
+    let s = summary(&rows);
+    assert_eq!((s.flux_stuck, s.flux_unknown, s.needs_attention), (1, 1, 4));
+    assert!(
+        s.line().ends_with("; 4 need attention; 1 cluster stuck"),
+        "{}",
+        s.line()
+    );
+
+    let md = render_markdown(&rows, BODY_LIMIT);
+    assert!(
+        md.contains("\n| cell | what | flux | detail |\n|---|---|---|---|\n"),
+        "{md}"
+    );
+    assert!(
+        md.contains(&format!(
+            "| `b-stuck` | in sync | git-auth | the fleet holds this cell_metadata; Flux did not take over: git-auth (bootstrapped {since})"
+        )),
+        "{md}"
+    );
+    assert!(md.contains("| `c-no-cluster` | pending |  | 1 key changed"), "{md}");
+    assert!(md.contains("| `d-no-record` | pending | — | 1 key changed"), "{md}");
+    assert!(
+        md.contains("| `e-unknown` | stale | unknown | the fleet holds a newer serial; Flux unknown: cell e-unknown: EKS DescribeCluster e-unknown in eu-west-1: ThrottlingException"),
+        "{md}"
+    );
+    assert!(
+        md.contains("\n**In sync** (3): `a-ready`, `b-stuck` (flux git-auth), `f-confirming` (flux confirming)\n"),
+        "{md}"
+    );
+    assert!(
+        md.contains("**Stale (the fleet holds a newer serial)** (1): `e-unknown` (flux unknown)"),
+        "{md}"
+    );
+
+    let text = render_text(&rows);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("CELL          STATE    FLUX        SERIAL"),
+        "{text}"
+    );
+    assert!(lines[2].starts_with("b-stuck       in sync  git-auth    3"), "{text}");
+    assert!(lines[3].starts_with("c-no-cluster  pending  -           3"), "{text}");
+    assert!(lines[4].starts_with("d-no-record   pending  —           3"), "{text}");
+    let json = serde_json::to_value(&rows[1]).unwrap();
+    assert_eq!(json["flux"], serde_json::json!({"outcome": "git-auth", "since": since}));
+    assert!(serde_json::to_value(&rows[2]).unwrap().get("flux").is_none());
 }

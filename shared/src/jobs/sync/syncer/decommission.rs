@@ -1,6 +1,7 @@
 //! A destroyed stack's cell: the decommission state-sync proposes once EKS confirms that the
 //! cell's cluster is gone, and the cell an EKS `DeleteCluster` names, synced again.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use serde_json::{Value, json};
@@ -26,6 +27,20 @@ use crate::{
 /// the base has no `clusters/<cell>/`).
 pub(super) struct Destroyed {
     pub(super) decommission: Result<Option<decommission::Decommission>, decommission::DecommissionError>,
+}
+
+/// What EKS says of a cell's cluster, asked in the cell's own account.
+pub(crate) enum Described {
+    /// Nothing can ask EKS about it from here: why (no EKS access; a cell of another account
+    /// that no role reaches).
+    Unreachable(String),
+    /// EKS knows it: its status, and its tags.
+    Exists {
+        status: String,
+        tags: HashMap<String, String>,
+    },
+    /// EKS no longer knows it, in `account`.
+    Gone { account: String },
 }
 
 /// What EKS says of a destroyed cell's cluster, asked in the cell's own account.
@@ -183,10 +198,8 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         nothing(result, detail)
     }
 
-    /// Whether EKS confirms `target` gone, asked in the cell's own account: through the role
-    /// `fleet`'s metadata or the configuration maps to it, else in cellbridge's own account,
-    /// and then only when the cell names no other account. A cluster still `DELETING` is asked
-    /// again later (retryable).
+    /// Whether EKS confirms `target` gone, asked in the cell's own account ([`Self::describe_cell_cluster`]):
+    /// a cluster still `DELETING` is asked again later (retryable).
     async fn ask_eks(
         &self,
         fleet: &dyn FleetRead,
@@ -194,12 +207,36 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         target: &decommission::CellCluster,
         deadline: Instant,
     ) -> Result<Eks, Attempt> {
-        let about = |presence: Value, reason: String| json!({"cluster": target.cluster, "region": target.region, "eks": presence, "proposed": false, "reason": reason});
+        match self.describe_cell_cluster(fleet, cell, target, deadline).await? {
+            Described::Unreachable(why) => Ok(Eks::Unconfirmed(json!({
+                "cluster": target.cluster, "region": target.region, "eks": Value::Null, "proposed": false,
+                "reason": format!("{why}: nothing can confirm that the cluster is gone"),
+            }))),
+            Described::Exists { status, .. } if status == "DELETING" => Err(CellError::Deleting {
+                cell: cell.to_owned(),
+                cluster: target.cluster.clone(),
+                region: target.region.clone(),
+            }
+            .into()),
+            Described::Exists { status, .. } => Ok(Eks::Exists { status }),
+            Described::Gone { account } => Ok(Eks::Gone { account }),
+        }
+    }
+
+    /// What EKS says of `target`, asked in the cell's own account: through the role `fleet`'s
+    /// metadata or the configuration maps to it, else in cellbridge's own account, and then only
+    /// when the cell names no other account (EKS's "not found" in one account says nothing of a
+    /// cluster in another). The decommission's question and the dashboard's Flux column both ask
+    /// it this way.
+    pub(crate) async fn describe_cell_cluster(
+        &self,
+        fleet: &dyn FleetRead,
+        cell: &str,
+        target: &decommission::CellCluster,
+        deadline: Instant,
+    ) -> Result<Described, CellError> {
         let Some(access) = &self.clusters else {
-            return Ok(Eks::Unconfirmed(about(
-                Value::Null,
-                "EKS is not reachable from here: nothing can confirm that the cluster is gone".into(),
-            )));
+            return Ok(Described::Unreachable("EKS is not reachable from here".into()));
         };
         let merged =
             cells::named(fleet, &target.cluster, cell, "the state's key").map_err(|source| CellError::Cell {
@@ -218,9 +255,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             cell: cell.to_owned(),
             source,
         };
-        // Which account answers: the role's, or cellbridge's own. "Not found" proves a cluster
-        // gone only in the cell's own account: a cell of another account with no role to reach
-        // it cannot be confirmed gone from here.
+        // Which account answers: the role's, or cellbridge's own.
         let account = match &role {
             Some(role) => cells::role_account(role).unwrap_or_default().to_owned(),
             None => {
@@ -229,11 +264,8 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                     .map_err(|_| no_answer("STS GetCallerIdentity"))?
                     .map_err(refused)?;
                 if let Some(theirs) = merged.metadata.get("aws_account_id").filter(|a| **a != home) {
-                    return Ok(Eks::Unconfirmed(about(
-                        Value::Null,
-                        format!(
-                            "the cell's account {theirs} is not cellbridge's own ({home}), and neither CELLBRIDGE_ACCOUNT_ROLES nor the cell's bootstrap_role_arn gives a role there: nothing can confirm that the cluster is gone"
-                        ),
+                    return Ok(Described::Unreachable(format!(
+                        "the cell's account {theirs} is not cellbridge's own ({home}), and neither CELLBRIDGE_ACCOUNT_ROLES nor the cell's bootstrap_role_arn gives a role there"
                     )));
                 }
                 home
@@ -247,16 +279,10 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         .await
         .map_err(|_| no_answer(&format!("EKS DescribeCluster {} in {}", target.cluster, target.region)))?
         .map_err(refused)?;
-        match presence {
-            Presence::Exists { status } if status == "DELETING" => Err(CellError::Deleting {
-                cell: cell.to_owned(),
-                cluster: target.cluster.clone(),
-                region: target.region.clone(),
-            }
-            .into()),
-            Presence::Exists { status } => Ok(Eks::Exists { status }),
-            Presence::Gone => Ok(Eks::Gone { account }),
-        }
+        Ok(match presence {
+            Presence::Exists { status, tags } => Described::Exists { status, tags },
+            Presence::Gone => Described::Gone { account },
+        })
     }
 
     /// The state object of the cell whose merged `cell-metadata.yaml` names the deleted
