@@ -856,13 +856,11 @@ async fn gather(what: &str, handles: Vec<tokio::task::JoinHandle<Result<String, 
     );
 }
 
-async fn matrix(fault: Fault) {
-    let started = Instant::now();
-    let tag = fault_tag(fault);
-    let calls = probe().await.calls.clone();
-    let mut handles = Vec::new();
-    // One attempt fails at every call: a few runs (hangs cost a timeout each; calls of the
-    // role's run need the role).
+/// The cases of a matrix over `calls`, ids starting with `prefix`: the runs where one attempt
+/// fails at every call (a few runs: hangs cost a timeout each; calls of the role's run need the
+/// role), and per call the run where it keeps failing.
+fn cases_of(calls: &[Call], fault: Fault, prefix: &str) -> (Vec<(String, Vec<Call>)>, Vec<(String, Call)>) {
+    let mut once = Vec::new();
     for role in [false, true] {
         let mine: Vec<Call> = calls.iter().filter(|c| c.role() == role).cloned().collect();
         let per_run = if fault == Fault::Hang {
@@ -871,13 +869,31 @@ async fn matrix(fault: Fault) {
             mine.len()
         };
         for (i, group) in mine.chunks(per_run.max(1)).enumerate() {
-            let id = format!("{tag}-once-{}{i}", if role { "r" } else { "" });
-            handles.push(tokio::spawn(run_transient(id, group.to_vec(), fault)));
+            once.push((
+                format!("{prefix}-once-{}{i}", if role { "r" } else { "" }),
+                group.to_vec(),
+            ));
         }
     }
-    for (i, call) in calls.iter().enumerate() {
-        let id = format!("{tag}-{i:02}-{}", call.slug());
-        handles.push(tokio::spawn(run_persistent(id, call.clone(), fault)));
+    let each = calls
+        .iter()
+        .enumerate()
+        .map(|(i, call)| (format!("{prefix}-{i:02}-{}", call.slug()), call.clone()))
+        .collect();
+    (once, each)
+}
+
+async fn matrix(fault: Fault) {
+    let started = Instant::now();
+    let tag = fault_tag(fault);
+    let calls = probe().await.calls.clone();
+    let mut handles = Vec::new();
+    let (once, each) = cases_of(&calls, fault, &tag);
+    for (id, group) in once {
+        handles.push(tokio::spawn(run_transient(id, group, fault)));
+    }
+    for (id, call) in each {
+        handles.push(tokio::spawn(run_persistent(id, call, fault)));
     }
     handles.extend(recheck::cases(fault).await);
     gather(&format!("{fault:?}"), handles, started).await;

@@ -349,21 +349,12 @@ pub(super) async fn cases(fault: Fault) -> Vec<tokio::task::JoinHandle<Result<St
     let tag = fault_tag(fault);
     let calls = super::probe().await.rechecks.clone();
     let mut handles = Vec::new();
-    for role in [false, true] {
-        let mine: Vec<Call> = calls.iter().filter(|c| c.role() == role).cloned().collect();
-        let per_run = if fault == Fault::Hang {
-            HANGS_PER_RUN
-        } else {
-            mine.len()
-        };
-        for (i, group) in mine.chunks(per_run.max(1)).enumerate() {
-            let id = format!("{tag}-rc-once-{}{i}", if role { "r" } else { "" });
-            handles.push(tokio::spawn(transient(id, group.to_vec(), fault)));
-        }
+    let (once, each) = super::cases_of(&calls, fault, &format!("{tag}-rc"));
+    for (id, group) in once {
+        handles.push(tokio::spawn(transient(id, group, fault)));
     }
-    for (i, call) in calls.iter().enumerate() {
-        let id = format!("{tag}-rc-{i:02}-{}", call.slug());
-        handles.push(tokio::spawn(persistent(id, call.clone(), fault)));
+    for (id, call) in each {
+        handles.push(tokio::spawn(persistent(id, call, fault)));
     }
     handles
 }
