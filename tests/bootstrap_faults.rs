@@ -859,7 +859,14 @@ async fn gather(what: &str, handles: Vec<tokio::task::JoinHandle<Result<String, 
 /// The cases of a matrix over `calls`, ids starting with `prefix`: the runs where one attempt
 /// fails at every call (a few runs: hangs cost a timeout each; calls of the role's run need the
 /// role), and per call the run where it keeps failing.
-fn cases_of(calls: &[Call], fault: Fault, prefix: &str) -> (Vec<(String, Vec<Call>)>, Vec<(String, Call)>) {
+/// A matrix's cases: (id, calls) of each run failing one attempt at every call, and (id, call)
+/// of each run where one call keeps failing.
+struct Cases {
+    once: Vec<(String, Vec<Call>)>,
+    each: Vec<(String, Call)>,
+}
+
+fn cases_of(calls: &[Call], fault: Fault, prefix: &str) -> Cases {
     let mut once = Vec::new();
     for role in [false, true] {
         let mine: Vec<Call> = calls.iter().filter(|c| c.role() == role).cloned().collect();
@@ -880,7 +887,7 @@ fn cases_of(calls: &[Call], fault: Fault, prefix: &str) -> (Vec<(String, Vec<Cal
         .enumerate()
         .map(|(i, call)| (format!("{prefix}-{i:02}-{}", call.slug()), call.clone()))
         .collect();
-    (once, each)
+    Cases { once, each }
 }
 
 async fn matrix(fault: Fault) {
@@ -888,7 +895,7 @@ async fn matrix(fault: Fault) {
     let tag = fault_tag(fault);
     let calls = probe().await.calls.clone();
     let mut handles = Vec::new();
-    let (once, each) = cases_of(&calls, fault, &tag);
+    let Cases { once, each } = cases_of(&calls, fault, tag);
     for (id, group) in once {
         handles.push(tokio::spawn(run_transient(id, group, fault)));
     }

@@ -349,7 +349,7 @@ pub(super) async fn cases(fault: Fault) -> Vec<tokio::task::JoinHandle<Result<St
     let tag = fault_tag(fault);
     let calls = super::probe().await.rechecks.clone();
     let mut handles = Vec::new();
-    let (once, each) = super::cases_of(&calls, fault, &format!("{tag}-rc"));
+    let super::Cases { once, each } = super::cases_of(&calls, fault, &format!("{tag}-rc"));
     for (id, group) in once {
         handles.push(tokio::spawn(transient(id, group, fault)));
     }

@@ -12,7 +12,7 @@ use super::job::ClusterResult;
 use crate::ports::cluster::{Accounts, KubeConnect};
 use crate::ports::queue::Enqueue as _;
 use crate::ports::secrets::SecretStore;
-use crate::pure::bootstrap::record;
+use crate::pure::bootstrap::record::{self, CatchUp};
 use crate::pure::events::bootstrap::Recheck;
 use crate::rules::bootstrap::{Target, report::Report};
 use crate::shell::error::Classify as _;
@@ -88,7 +88,11 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
             match queue.enqueue(&[body.to_string()], Duration::ZERO).await {
                 Ok(()) => {
                     c.queued = true;
-                    tracing::warn!(cell = %t.cell, cluster = %t.cluster, catch_up = ?c.catch_up.map(|x| serde_json::to_value(x).unwrap_or_default()), "sweep: the cluster has no record of a completed bootstrap; bootstrapping it through the queue");
+                    let why = match c.catch_up {
+                        Some(CatchUp::Bootstrap) => "no record of a completed bootstrap",
+                        _ => "recorded stuck, or confirming long past its deadline",
+                    };
+                    tracing::warn!(cell = %t.cell, cluster = %t.cluster, "sweep: the cluster has {why}; bootstrapping it through the queue (a Flux found there is checked, not re-applied)");
                 }
                 Err(e) => {
                     tracing::error!(cell = %t.cell, cluster = %t.cluster, error = %e, "sweep: could not queue the cluster's bootstrap; the next sweep tries again")

@@ -148,7 +148,7 @@ pub(super) async fn watch<K: KubeApi>(
         let verdict = confirm::classify(&snapshot, &timing);
         if verdict.is_final() || start.elapsed() + settings.poll > wait {
             let flux = FluxReport::new(verdict, from.since, elapsed, from.check);
-            log(&flux, what);
+            log(&flux);
             return Ok(flux);
         }
         tokio::time::sleep(settings.poll).await;
@@ -156,7 +156,7 @@ pub(super) async fn watch<K: KubeApi>(
 }
 
 /// The line a final outcome gets (a `confirming` one is said at info level, once per check).
-fn log(flux: &FluxReport, _what: &Observe) {
+fn log(flux: &FluxReport) {
     let (outcome, sentence) = (flux.outcome.as_str(), flux.sentence.as_str());
     match flux.outcome {
         Outcome::Ready => tracing::info!(
