@@ -780,22 +780,7 @@ async fn run_persistent(id: String, call: Call, fault: Fault) -> Result<String, 
         tokio::time::sleep(Duration::from_secs(HANG_SECS + 1)).await;
     }
     clear(&bed, std::slice::from_ref(&injected));
-    if n == 0 {
-        return Err(format!("[{id}] the fault at {} was never reached: {r:?}", call.name()));
-    }
-    let bound = match &call {
-        Call::Aws { .. } => AWS_ATTEMPTS,
-        Call::Kube { .. } => u64::from(KUBE_ATTEMPTS),
-    };
-    if n > bound {
-        return Err(format!(
-            "[{id}] {} was tried {n} times (bound {bound}): {r:?}",
-            call.name()
-        ));
-    }
-    if took > Duration::from_secs(45) {
-        return Err(format!("[{id}] the failing run took {took:?}"));
-    }
+    within_bounds(&id, &call, n, took, "run", &r)?;
     let outcome = match &r {
         Ok(rep) => {
             let given_back = rep.access_entry.as_ref().is_none_or(|a| !a.temporary || a.removed);
@@ -859,6 +844,38 @@ async fn gather(what: &str, handles: Vec<tokio::task::JoinHandle<Result<String, 
 /// The cases of a matrix over `calls`, ids starting with `prefix`: the runs where one attempt
 /// fails at every call (a few runs: hangs cost a timeout each; calls of the role's run need the
 /// role), and per call the run where it keeps failing.
+/// A call that keeps failing was reached, tried no more often than its client's bound, and the
+/// `what` (a run, a re-check) failing on it took no longer than 45 s; `got` is what it answered.
+fn within_bounds(
+    id: &str,
+    call: &Call,
+    n: u64,
+    took: Duration,
+    what: &str,
+    got: &dyn std::fmt::Debug,
+) -> Result<(), String> {
+    if n == 0 {
+        return Err(format!(
+            "[{id}] the fault at {} was never reached: {got:?}",
+            call.name()
+        ));
+    }
+    let bound = match call {
+        Call::Aws { .. } => AWS_ATTEMPTS,
+        Call::Kube { .. } => u64::from(KUBE_ATTEMPTS),
+    };
+    if n > bound {
+        return Err(format!(
+            "[{id}] {} was tried {n} times (bound {bound}): {got:?}",
+            call.name()
+        ));
+    }
+    if took > Duration::from_secs(45) {
+        return Err(format!("[{id}] the failing {what} took {took:?}"));
+    }
+    Ok(())
+}
+
 /// A matrix's cases: (id, calls) of each run failing one attempt at every call, and (id, call)
 /// of each run where one call keeps failing.
 struct Cases {

@@ -279,25 +279,7 @@ async fn persistent(id: String, call: Call, fault: Fault) -> Result<String, Stri
         tokio::time::sleep(Duration::from_secs(HANG_SECS + 1)).await;
     }
     clear(&bed, std::slice::from_ref(&injected));
-    if n == 0 {
-        return Err(format!(
-            "[{id}] the fault at {} was never reached: {got:?}",
-            call.name()
-        ));
-    }
-    let bound = match &call {
-        Call::Aws { .. } => AWS_ATTEMPTS,
-        Call::Kube { .. } => u64::from(KUBE_ATTEMPTS),
-    };
-    if n > bound {
-        return Err(format!(
-            "[{id}] {} was tried {n} times (bound {bound}): {got:?}",
-            call.name()
-        ));
-    }
-    if took > Duration::from_secs(45) {
-        return Err(format!("[{id}] the failing re-check took {took:?}"));
-    }
+    super::within_bounds(&id, &call, n, took, "re-check", &got)?;
     let outcome = match &got {
         Ok(rep) => {
             let flux = checked(&id, rep)?;
