@@ -31,6 +31,15 @@ status=0
     echo "HANG MATRIX FAILED (target/bench-hangs.log):"; grep -E "^test .* FAILED|panicked" target/bench-hangs.log | head -20
   fi
   echo
+  echo "== The seeded schedules, ten times make test's (kept out of make test for its time) =="
+  start=$(date +%s)
+  if CELLBRIDGE_RACE_SEEDS=3000 cargo test -q -p cellbridge --features test-support --test rules schedules >target/bench-schedules.log 2>&1; then
+    echo "3000 schedules of state-sync and 3000 of cluster-bootstrap: $(grep -h '^test result' target/bench-schedules.log | tr '\n' ' ')in $(( $(date +%s) - start )) s"
+  else
+    bench_status=1
+    echo "SCHEDULES FAILED (target/bench-schedules.log):"; grep -E "^test .* FAILED|panicked" target/bench-schedules.log | head -20
+  fi
+  echo
   echo "== Zip sizes (make package) =="
   if ls dist/*.zip >/dev/null 2>&1; then
     for z in dist/*.zip; do awk -v n="$z" -v s="$(stat -c %s "$z")" 'BEGIN { printf "%-28s %6.1f MB\n", n, s / 1048576 }'; done
