@@ -463,6 +463,27 @@ mod tests {
     #[test]
     fn sweep_sample_and_its_refusals() {
         assert_eq!(parse(&sample("sweep.json")).unwrap(), BootstrapEvent::Sweep);
+        // A confirmation's re-check from the function's own queue: read back as sent.
+        let BootstrapEvent::Sqs(records) = parse(&sample("sqs-confirm.json")).unwrap() else {
+            panic!("an SQS event")
+        };
+        let Ok(BootstrapItem::Recheck(r)) = &records[0].item else {
+            panic!("a re-check: {records:?}")
+        };
+        assert_eq!(
+            (r.cell.as_str(), r.check, r.controllers.len()),
+            ("prod-eu-west-1", 2, 4)
+        );
+        let again: Value = serde_json::from_str(&r.to_body()).unwrap();
+        let body = sample("sqs-confirm.json")["Records"][0]["body"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(
+            again,
+            serde_json::from_str::<Value>(&body).unwrap(),
+            "the body it would send"
+        );
         assert_eq!(parse(&json!({"action": "sweep"})).unwrap(), BootstrapEvent::Sweep);
         let err = parse(&json!({"action": "sweep", "cluster": "x"})).unwrap_err();
         assert!(err.to_string().contains("\"cluster\""), "{err}");
