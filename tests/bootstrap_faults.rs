@@ -712,30 +712,44 @@ fn fault_tag(fault: Fault) -> &'static str {
     }
 }
 
-/// A fault at every call in `calls` that lasts one attempt: the run succeeds through its
-/// retries, each fault was met once, and the cluster ends as after a clean bootstrap.
-async fn run_transient(id: String, calls: Vec<Call>, fault: Fault) -> Result<String, String> {
-    let _permit = permits().acquire().await.unwrap();
-    let probe = probe().await;
-    let bed = Bed::new(&id, calls.iter().any(Call::role)).await;
+/// One failed attempt injected at each of `calls`, then `work` (a run, a re-check): what it
+/// answered, how long it took, and the calls whose fault was not met exactly once; the faults
+/// are cleared after (hung requests given the time to land first).
+async fn once_at_each<T>(
+    bed: &Bed,
+    calls: &[Call],
+    fault: Fault,
+    id: &str,
+    work: impl std::future::Future<Output = T>,
+) -> (T, Duration, Vec<String>) {
     let injected: Vec<(String, Injected)> = calls
         .iter()
         .enumerate()
-        .map(|(i, c)| (c.name(), inject(&bed, c, fault, 1, &format!("{id}-{i}"))))
+        .map(|(i, c)| (c.name(), inject(bed, c, fault, 1, &format!("{id}-{i}"))))
         .collect();
     let t = Instant::now();
-    let r = bed.run(false).await;
+    let got = work.await;
     let took = t.elapsed();
     let missed: Vec<String> = injected
         .iter()
-        .filter(|(_, i)| hits(&bed, i) != 1)
+        .filter(|(_, i)| hits(bed, i) != 1)
         .map(|(n, _)| n.clone())
         .collect();
     let injected: Vec<Injected> = injected.into_iter().map(|(_, i)| i).collect();
     if fault == Fault::Hang {
         tokio::time::sleep(Duration::from_secs(HANG_SECS + 1)).await;
     }
-    clear(&bed, &injected);
+    clear(bed, &injected);
+    (got, took, missed)
+}
+
+/// A fault at every call in `calls` that lasts one attempt: the run succeeds through its
+/// retries, each fault was met once, and the cluster ends as after a clean bootstrap.
+async fn run_transient(id: String, calls: Vec<Call>, fault: Fault) -> Result<String, String> {
+    let _permit = permits().acquire().await.unwrap();
+    let probe = probe().await;
+    let bed = Bed::new(&id, calls.iter().any(Call::role)).await;
+    let (r, took, missed) = once_at_each(&bed, &calls, fault, &id, bed.run(false)).await;
     let rep = r.map_err(|e| format!("[{id}] one failed attempt at each call was not retried through: {e}"))?;
     if !missed.is_empty() {
         return Err(format!("[{id}] faults not met exactly once: {missed:?}"));

@@ -228,24 +228,7 @@ async fn transient(id: String, calls: Vec<Call>, fault: Fault) -> Result<String,
     let _permit = permits().acquire().await.unwrap();
     let bed = Bed::slim(&id, calls.iter().any(Call::role)).await;
     let r = bed.confirming().await?;
-    let injected: Vec<(String, Injected)> = calls
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (c.name(), inject(&bed, c, fault, 1, &format!("{id}-{i}"))))
-        .collect();
-    let t = Instant::now();
-    let got = bed.recheck(&r).await;
-    let took = t.elapsed();
-    let missed: Vec<String> = injected
-        .iter()
-        .filter(|(_, i)| hits(&bed, i) != 1)
-        .map(|(n, _)| n.clone())
-        .collect();
-    let injected: Vec<Injected> = injected.into_iter().map(|(_, i)| i).collect();
-    if fault == Fault::Hang {
-        tokio::time::sleep(Duration::from_secs(HANG_SECS + 1)).await;
-    }
-    clear(&bed, &injected);
+    let (got, took, missed) = super::once_at_each(&bed, &calls, fault, &id, bed.recheck(&r)).await;
     let rep = got.map_err(|e| format!("[{id}] one failed attempt at each call was not retried through: {e}"))?;
     if !missed.is_empty() {
         return Err(format!("[{id}] faults not met exactly once: {missed:?}"));

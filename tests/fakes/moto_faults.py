@@ -58,6 +58,8 @@ REST_OPS = {
     "DeleteAccessEntry": r"^DELETE /clusters/[^/]+/access-entries/[^/]+$",
     "AssociateAccessPolicy": r"^POST /clusters/[^/]+/access-entries/[^/]+/access-policies$",
     "ListAssociatedAccessPolicies": r"^GET /clusters/[^/]+/access-entries/[^/]+/access-policies$",
+    # POST /tags/{resourceArn}, the ARN URL-encoded into one segment
+    # (https://docs.aws.amazon.com/eks/latest/APIReference/API_TagResource.html).
     "TagResource": r"^POST /tags/[^/]+$",
     "GetObject": r"^GET /[^/]+/.+",
     "ListObjectVersions": r"^GET /[^/]+/?$",
