@@ -286,7 +286,10 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
             report.duration_ms = start.elapsed().as_millis() as u64;
             return Ok(report);
         }
-        let role = self.recheck_role(r).await?;
+        // The message's role is held to the bootstrap's own rule, never taken on its word.
+        let role = self
+            .role_for(&req, r.role.as_deref().map(|role| (r.cell.as_str(), role)))
+            .await?;
         let api = self.accounts.open(&r.region, role.as_deref()).await?;
         let Some(info) = api.describe_cluster(&r.cluster).await? else {
             tracing::info!("the cluster no longer exists: its confirmation ends");
@@ -340,52 +343,6 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         released?;
         report.duration_ms = start.elapsed().as_millis() as u64;
         Ok(report)
-    }
-
-    /// The role a re-check reaches the cluster with, held to the bootstrap's rule rather than
-    /// taken on the message's word: the configured role of the cluster's account, else a role in
-    /// that account (the cell's merged `bootstrap_role_arn`, which the bootstrap checked), else
-    /// cellbridge's own identity in its own account.
-    async fn recheck_role(&self, r: &Recheck) -> Result<Option<String>, BootstrapError> {
-        use crate::rules::cells::{RoleError, role_account};
-        let refuse = |source: RoleError| BootstrapError::Account {
-            cluster: r.cluster.clone(),
-            source: Box::new(source),
-        };
-        let account = match (&r.account, &r.role) {
-            (Some(a), _) => Some(a.clone()),
-            (None, Some(role)) => role_account(role).map(str::to_owned),
-            (None, None) => None,
-        };
-        let Some(account) = account else {
-            return Ok(None);
-        };
-        if let Some(configured) = self.settings.account_roles.get(&account) {
-            return match &r.role {
-                Some(role) if role != configured => Err(refuse(RoleError::Differs {
-                    cell: r.cell.clone(),
-                    merged: role.clone(),
-                    configured: configured.clone(),
-                    account,
-                })),
-                _ => Ok(Some(configured.clone())),
-            };
-        }
-        if let Some(role) = &r.role {
-            if role_account(role) == Some(account.as_str()) {
-                return Ok(Some(role.clone()));
-            }
-            return Err(refuse(RoleError::OtherAccount {
-                account,
-                cell: r.cell.clone(),
-                role: role.clone(),
-            }));
-        }
-        let home = self.accounts.home_account().await?;
-        if account == home {
-            return Ok(None);
-        }
-        Err(refuse(RoleError::Unmapped { account, home }))
     }
 }
 

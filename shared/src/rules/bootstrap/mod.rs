@@ -301,13 +301,19 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
     /// - otherwise the account must be cellbridge's own (STS GetCallerIdentity): an event from
     ///   any other account is refused, naming the account and the variable, and nothing is
     ///   looked up (never the home account's cluster of the same name).
-    async fn role_for(&self, req: &Request, merged: Option<&cell::Cell>) -> Result<Option<String>, BootstrapError> {
+    ///
+    /// `merged_role`: the cell and its merged `bootstrap_role_arn`; for a re-check, the role its
+    /// message names, held to the same rule rather than taken on the message's word.
+    async fn role_for(
+        &self,
+        req: &Request,
+        merged_role: Option<(&str, &str)>,
+    ) -> Result<Option<String>, BootstrapError> {
         use super::cells::RoleError;
         let refuse = |source: RoleError| BootstrapError::Account {
             cluster: req.cluster.clone(),
             source: Box::new(source),
         };
-        let merged_role = merged.and_then(|c| c.bootstrap_role_arn().map(|r| (c.name.as_str(), r)));
         let account = match (&req.account, merged_role) {
             (Some(a), _) => Some(a.clone()),
             (None, Some((_, role))) => super::cells::role_account(role).map(str::to_owned),
@@ -421,7 +427,10 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         let mut report = Report::new(req, BootstrapOutcome::NotACell);
         let fleet_cell = self.cell_from_fleet(fleet, req)?;
         // The cluster is looked up in the account the event names, as the role decided there.
-        let role = self.role_for(req, fleet_cell.as_ref()).await?;
+        let merged_role = fleet_cell
+            .as_ref()
+            .and_then(|c| c.bootstrap_role_arn().map(|r| (c.name.as_str(), r)));
+        let role = self.role_for(req, merged_role).await?;
         let api = self.accounts.open(&req.region, role.as_deref()).await?;
 
         let info = match active::wait_active(&api, &req.cluster, &req.region, wait, self.settings.cluster_poll).await? {
@@ -508,17 +517,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
             removed,
         });
         result?;
-        self.follow_up(&mut report, |flux| Recheck {
-            cluster: req.cluster.clone(),
-            region: req.region.clone(),
-            account: req.account.clone(),
-            cell: cell.name.clone(),
-            role: role.clone(),
-            since: flux.since.clone(),
-            check: flux.check,
-            controllers: observe.controllers.clone(),
-            flux_instance: observe.flux_instance.clone(),
-        });
+        self.follow_up(&mut report, req, &cell.name, role.clone(), &observe);
         if let Some(flux) = report.flux.as_mut() {
             follow::record_on(&api, &info, flux).await;
         }
@@ -551,24 +550,14 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         let observe = prepared.observe.clone();
         self.install(auth, false, &cell.name, req, prepared, &mut report)
             .await?;
-        self.follow_up(&mut report, |flux| Recheck {
-            cluster: req.cluster.clone(),
-            region: req.region.clone(),
-            account: None,
-            cell: cell.name.clone(),
-            role: None,
-            since: flux.since.clone(),
-            check: flux.check,
-            controllers: observe.controllers.clone(),
-            flux_instance: observe.flux_instance.clone(),
-        });
+        self.follow_up(&mut report, req, &cell.name, None, &observe);
         Ok(report)
     }
 
     /// What follows an apply (or a Flux found there): a run whose time ran out before its first
     /// check is still confirming; one still confirming gets its next re-check
     /// ([`follow::next`]), for the caller to queue (the function) or to make (the command line).
-    fn follow_up(&self, report: &mut Report, recheck: impl FnOnce(&FluxReport) -> Recheck) {
+    fn follow_up(&self, report: &mut Report, req: &Request, cell: &str, role: Option<String>, observe: &Observe) {
         let applied = matches!(
             report.outcome,
             BootstrapOutcome::Bootstrapped | BootstrapOutcome::AlreadyBootstrapped
@@ -583,7 +572,18 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
                 self.settings.confirm.deadline,
             )
         });
-        let template = recheck(flux);
+        // The next check's number and clock are the flux report's (`follow::next`).
+        let template = Recheck {
+            cluster: req.cluster.clone(),
+            region: req.region.clone(),
+            account: req.account.clone(),
+            cell: cell.to_owned(),
+            role,
+            since: String::new(),
+            check: 0,
+            controllers: observe.controllers.clone(),
+            flux_instance: observe.flux_instance.clone(),
+        };
         report.recheck = follow::next(flux, &self.settings.confirm, &template);
     }
 
