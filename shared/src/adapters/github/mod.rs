@@ -80,4 +80,6 @@ pub struct GithubFleet {
     pacer: pacing::Pacer,
     /// How many bytes of the fleet repo one read may keep.
     fleet_memory: u64,
+    /// Whether a branch requires signed commits, as last asked: (branch, answer, when).
+    signatures: std::sync::Mutex<Option<(String, bool, std::time::Instant)>>,
 }

@@ -63,6 +63,17 @@ operations! {
     // the head's `sha`, once GitHub refused to wait (the pull request can merge now). Listed under
     // "Contents" (write) in "Permissions required for GitHub Apps".
     PULLS_MERGE = PUT "/repos/{owner}/{repo}/pulls/{pull_number}/merge" "pulls/merge" "contents=write";
+    // signatures
+    // "Get rules for a branch": "Returns all active rules that apply to the specified branch
+    // ... regardless of the ruleset they belong to", readable by anyone who can read the
+    // repository (https://docs.github.com/rest/repos/rules#get-rules-for-a-branch): a
+    // `required_signatures` rule among them ("Commits pushed to matching refs must have verified
+    // signatures", the `repository-rule-required-signatures` schema). Listed under "Metadata".
+    REPOS_GET_BRANCH_RULES = GET "/repos/{owner}/{repo}/rules/branches/{branch}" "repos/get-branch-rules" "metadata=read";
+    // "Update a pull request branch" (https://docs.github.com/rest/pulls/pulls#update-a-pull-request-branch),
+    // with `expected_head_sha`: the base merged in by GitHub, whose merge commit GitHub signs
+    // whoever asks. Listed under "Pull requests" (write).
+    PULLS_UPDATE_BRANCH = PUT "/repos/{owner}/{repo}/pulls/{pull_number}/update-branch" "pulls/update-branch" "pull_requests=write";
 }
 
 // auto-merge
@@ -129,6 +140,17 @@ graphql_operations! {
     GRAPHQL_UPDATE_REFS = mutation "updateRefs" "contents=write" UPDATE_REFS_MUTATION;
     // "Disable auto merge on the given pull request".
     GRAPHQL_DISABLE_AUTO_MERGE = mutation "disablePullRequestAutoMerge" "contents=write,pull_requests=write" DISABLE_AUTO_MERGE_MUTATION;
+    // signatures
+    // Classic branch protection's "Require signed commits", which the REST API shows only to
+    // administrators (`GET .../protection/required_signatures`): `Ref.refUpdateRule`, "Branch
+    // protection rules that are viewable by non-admins" (GraphQL reference, Ref), and its
+    // `requiresSignatures`, "Are commits required to be signed".
+    GRAPHQL_REF_UPDATE_RULE = query "branchRequiresSignatures" "contents=read" REF_UPDATE_RULE_QUERY;
+    // "Appends a commit to the given branch as the authenticated user. This mutation creates a
+    // commit whose parent is the HEAD of the provided branch and also updates that branch to
+    // point to the new commit. It can be thought of as similar to `git commit`" (GraphQL
+    // reference, Commits); GitHub signs it for an App and a token alike. Content-creating.
+    GRAPHQL_CREATE_COMMIT_ON_BRANCH = mutation "createCommitOnBranch" "contents=write" CREATE_COMMIT_ON_BRANCH_MUTATION;
 }
 
 const MERGE_STATE_QUERY: &str = "query pullRequestMergeState($owner: String!, $name: String!, $number: Int!) {
@@ -176,4 +198,14 @@ const DISABLE_AUTO_MERGE_MUTATION: &str = "mutation disablePullRequestAutoMerge(
   disablePullRequestAutoMerge(input: {pullRequestId: $pullRequestId}) {
     pullRequest { autoMergeRequest { mergeMethod } }
   }
+}";
+
+const REF_UPDATE_RULE_QUERY: &str = "query branchRequiresSignatures($owner: String!, $name: String!, $ref: String!) {
+  repository(owner: $owner, name: $name) {
+    ref(qualifiedName: $ref) { refUpdateRule { requiresSignatures } }
+  }
+}";
+
+const CREATE_COMMIT_ON_BRANCH_MUTATION: &str = "mutation createCommitOnBranch($input: CreateCommitOnBranchInput!) {
+  createCommitOnBranch(input: $input) { commit { oid } }
 }";

@@ -61,6 +61,19 @@ pub enum GithubError {
         missing: Vec<String>,
         granted: String,
     },
+    /// The base branch requires signed commits and these credentials (a token) can have GitHub
+    /// sign only what `createCommitOnBranch` writes, which has no file mode: a file the cell
+    /// needs as an executable or a symlink cannot be written so. Refused before any write.
+    #[error(
+        "cell {cell}: {path} must be written as {kind} (mode {mode}), but {base} requires signed commits and a token's commits are signed only through GraphQL createCommitOnBranch, which writes every file as a regular one (100644): run cellbridge as a GitHub App, whose commits GitHub signs with their modes, or exempt cellbridge from the rule"
+    )]
+    Unsignable {
+        cell: String,
+        path: String,
+        kind: &'static str,
+        mode: &'static str,
+        base: String,
+    },
 }
 
 impl Classify for GithubError {
@@ -74,7 +87,8 @@ impl Classify for GithubError {
             | GithubError::Foreign { .. }
             | GithubError::Setup { .. }
             | GithubError::TooLarge { .. }
-            | GithubError::MissingPermissions { .. } => Class::Final,
+            | GithubError::MissingPermissions { .. }
+            | GithubError::Unsignable { .. } => Class::Final,
         }
     }
 }

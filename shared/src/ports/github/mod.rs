@@ -100,6 +100,9 @@ pub struct BranchCommit {
     pub message: String,
     /// The git author's name, when the answer gives it (said in reports, never decided on).
     pub author: Option<String>,
+    /// Whether GitHub verified the commit's signature (`commit.verification.verified`), when
+    /// the answer says: a rule requiring signatures blocks a pull request holding one that is not.
+    pub verified: Option<bool>,
 }
 
 /// "Compare two commits" (three dots: the head's changes since the merge base).
@@ -398,6 +401,38 @@ pub trait GitData: Send + Sync {
         branch: &str,
         commit: &str,
         message: &str,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<Merge>> + Send;
+    // signatures
+    /// Whether GitHub signs the commits these credentials write through the Git data API (and
+    /// its `POST /merges`): a GitHub App installation's are, naming no author or committer
+    /// ("Signature verification for bots"); a personal access token's are not.
+    fn signs_git_data(&self, deadline: Instant) -> impl Future<Output = Result<bool>> + Send;
+    /// Whether commits reaching `branch` must carry verified signatures: a ruleset's
+    /// `required_signatures` rule or classic branch protection's "Require signed commits". Asked
+    /// of GitHub once in a while, not once per call (see the implementations).
+    fn requires_signatures(&self, branch: &str, deadline: Instant) -> impl Future<Output = Result<bool>> + Send;
+    /// One commit on `branch` through GraphQL `createCommitOnBranch`, which GitHub signs whatever
+    /// the credentials: `files` written (each as a regular file: the mutation has no mode) and
+    /// `removed` taken out, on the head `expected_head` only ([`Conflict`](GithubError::Conflict)
+    /// when the branch moved). The new head.
+    fn commit_on_branch(
+        &self,
+        branch: &str,
+        expected_head: &str,
+        files: &[FileWrite],
+        removed: &[String],
+        message: &str,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<String>> + Send;
+    /// The base branch merged into pull request `number`'s branch by GitHub's "Update branch"
+    /// (`PUT /pulls/{n}/update-branch` with `expected_head_sha`), whose merge commit GitHub
+    /// signs: the new head, [`Merge::UpToDate`], or [`Merge::Conflict`].
+    fn update_pull_branch(
+        &self,
+        number: u64,
+        branch: &str,
+        expected_head: &str,
         deadline: Instant,
     ) -> impl Future<Output = Result<Merge>> + Send;
 }

@@ -72,6 +72,7 @@ impl GithubFleet {
                                 .as_str()
                                 .or_else(|| c["commit"]["author"]["name"].as_str())
                                 .map(str::to_owned),
+                            verified: c["commit"]["verification"]["verified"].as_bool(),
                         })
                     })
                     .collect()

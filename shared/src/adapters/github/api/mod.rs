@@ -24,6 +24,7 @@ mod issues;
 mod merges;
 mod pulls;
 mod repository;
+mod signing;
 
 /// Each primitive (of every slice) is the inherent method of the same name in its area's file:
 /// method resolution takes an inherent method before a trait's, so none of these calls itself.
@@ -91,6 +92,37 @@ impl GitData for GithubFleet {
 
     async fn delete_branch_at(&self, branch: &str, head: &str, deadline: Instant) -> Result<bool> {
         self.delete_branch_at(branch, head, deadline).await
+    }
+
+    async fn signs_git_data(&self, deadline: Instant) -> Result<bool> {
+        self.signs_git_data(deadline).await
+    }
+
+    async fn requires_signatures(&self, branch: &str, deadline: Instant) -> Result<bool> {
+        self.requires_signatures(branch, deadline).await
+    }
+
+    async fn commit_on_branch(
+        &self,
+        branch: &str,
+        expected_head: &str,
+        files: &[FileWrite],
+        removed: &[String],
+        message: &str,
+        deadline: Instant,
+    ) -> Result<String> {
+        self.commit_on_branch(branch, expected_head, files, removed, message, deadline)
+            .await
+    }
+
+    async fn update_pull_branch(
+        &self,
+        number: u64,
+        branch: &str,
+        expected_head: &str,
+        deadline: Instant,
+    ) -> Result<Merge> {
+        self.update_pull_branch(number, branch, expected_head, deadline).await
     }
 }
 

@@ -70,6 +70,7 @@ impl GithubFleet {
             pacer: Pacer::new(Pacing::default()),
             // Checked at init (`GithubConfig::from_env`).
             fleet_memory: archive::memory_limit_from_env().unwrap_or(archive::DEFAULT_LIMIT),
+            signatures: std::sync::Mutex::new(None),
         }
     }
 
