@@ -100,6 +100,9 @@ impl Store {
 
     /// Why the base's protection does not let `pr` merge (GitHub's 405 message), or `None`.
     pub(super) fn unmet(&self, pr: &MemPull, head: &str, base: &str) -> Option<String> {
+        if self.unsigned_in(pr, head, base).is_some() {
+            return Some(super::signing::UNSIGNED.to_owned());
+        }
         let p = self.branch_protection.get(&pr.base)?;
         if p.strict && !p.contexts.is_empty() && !self.is_ancestor(base, head) {
             let n = p.contexts.len();

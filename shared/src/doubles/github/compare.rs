@@ -80,6 +80,7 @@ impl Store {
             .map(|(_, sha)| BranchCommit {
                 message: self.commits[&sha].message.clone(),
                 author: None,
+                verified: Some(self.verified.contains(&sha)),
                 sha,
             })
             .collect();

@@ -287,6 +287,7 @@ impl Store {
             ));
         }
         let sha = self.put_commit(tree, parents, message);
+        self.sign_if_app(&sha);
         self.created.push(sha.clone());
         Ok(sha)
     }

@@ -167,6 +167,13 @@ impl Store {
                 conflicts: Vec::new(),
             });
         }
+        if method == MergeMethod::Rebase && self.signatures_required(&pr.base) {
+            return Err(MergeRefused {
+                status: 405,
+                message: super::signing::REBASE_UNSIGNABLE.into(),
+                conflicts: Vec::new(),
+            });
+        }
         let tree = self.put_tree(files);
         let sha = match method {
             MergeMethod::Merge => self.put_commit(
@@ -181,6 +188,10 @@ impl Store {
                 self.put_commit(&tree, std::slice::from_ref(&base), &format!("{} (#{number})", pr.title))
             }
         };
+        // A merge or squash GitHub makes is signed; a rebase's replayed commits are not.
+        if method != MergeMethod::Rebase {
+            self.verified.insert(sha.clone());
+        }
         self.refs.insert(pr.base.clone(), sha.clone());
         self.merges.push(MemMerge {
             number,
@@ -214,7 +225,10 @@ impl Store {
                 .unwrap_or_else(|| api(&ops::REPOS_MERGE, 404, base_gone)));
         }
         Ok(match self.merge_commit(branch, commit, message) {
-            Ok(Some(sha)) => Merge::Merged(sha),
+            Ok(Some(sha)) => {
+                self.sign_if_app(&sha);
+                Merge::Merged(sha)
+            }
             Ok(None) => Merge::UpToDate,
             Err(_) => Merge::Conflict,
         })
@@ -248,7 +262,11 @@ impl MemGithub {
                 .expect("a pull request");
             let base = s.refs[&pr.base].clone();
             match s.merge_commit(&pr.head, &base, &format!("Merge branch '{}' into {}", pr.base, pr.head))? {
-                Some(sha) => Ok(sha),
+                // GitHub makes this merge commit itself, and signs it (`signing`).
+                Some(sha) => {
+                    s.verified.insert(sha.clone());
+                    Ok(sha)
+                }
                 None => Ok(s.refs[&pr.head].clone()),
             }
         })
@@ -270,6 +288,7 @@ impl MemGithub {
                 .cloned()
                 .expect("merged above");
             let sha = s.put_commit(&tree, &parents, &format!("{} (#{number})", pr.title));
+            s.verified.insert(sha.clone());
             s.refs.insert(pr.base, sha.clone());
             Ok(sha)
         })

@@ -46,6 +46,7 @@ mod git;
 mod issues;
 mod merges;
 mod pulls;
+mod signing;
 #[cfg(test)]
 mod tests;
 
@@ -54,6 +55,7 @@ pub use faults::Fault;
 pub use issues::MemIssue;
 pub use merges::{MemMerge, MergeRefused};
 pub use pulls::MemPull;
+pub use signing::SignatureRule;
 
 use faults::{Race, Rule};
 use git::{Commit, Entry};
@@ -101,6 +103,12 @@ struct Store {
     state_reasons: HashMap<u64, &'static str>,
     /// Issues turned off in the repository's settings.
     issues_disabled: bool,
+    /// The credentials are a personal access token, not an App installation (`signing`).
+    token: bool,
+    /// Commits GitHub verified the signature of.
+    verified: std::collections::HashSet<String>,
+    /// Branch → the rule requiring signed commits on it.
+    signature_rules: BTreeMap<String, SignatureRule>,
 }
 
 /// One repository on GitHub, in memory.
@@ -213,6 +221,37 @@ impl GitData for MemGithub {
 
     async fn delete_branch_at(&self, branch: &str, expected: &str, _deadline: Instant) -> Result<bool> {
         self.call(|s| s.delete_branch_at(branch, expected)).await
+    }
+
+    async fn signs_git_data(&self, _deadline: Instant) -> Result<bool> {
+        Ok(self.with(|s| !s.token))
+    }
+
+    async fn requires_signatures(&self, branch: &str, _deadline: Instant) -> Result<bool> {
+        self.call(|s| s.requires_signatures(branch)).await
+    }
+
+    async fn commit_on_branch(
+        &self,
+        branch: &str,
+        expected_head: &str,
+        files: &[FileWrite],
+        removed: &[String],
+        message: &str,
+        _deadline: Instant,
+    ) -> Result<String> {
+        self.call(|s| s.commit_on_branch(branch, expected_head, files, removed, message))
+            .await
+    }
+
+    async fn update_pull_branch(
+        &self,
+        number: u64,
+        branch: &str,
+        expected_head: &str,
+        _deadline: Instant,
+    ) -> Result<Merge> {
+        self.call(|s| s.update_pull_branch(number, branch, expected_head)).await
     }
 
     async fn merge_into(&self, branch: &str, commit: &str, message: &str, _deadline: Instant) -> Result<Merge> {
