@@ -381,6 +381,11 @@ impl Run {
         Ok(())
     }
 
+    /// The merge method the opt-in file asks for.
+    pub(super) fn method(&self) -> MergeMethod {
+        self.method
+    }
+
     /// Whether [`Run::after_status`] found the eligible head `BEHIND` a base that requires it
     /// up to date.
     pub(super) fn behind(&self) -> bool {

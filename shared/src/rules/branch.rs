@@ -47,6 +47,7 @@ pub fn owner(cmp: &Comparison, base: &str, branch: &str) -> Owner {
             sha: cmp.merge_base.clone(),
             message: format!("{} commits beyond the base, more than GitHub lists", cmp.total_commits),
             author: None,
+            verified: None,
         });
     }
     Owner::Cellbridge
@@ -80,6 +81,7 @@ mod tests {
                     sha: format!("c{i}"),
                     message: (*m).to_owned(),
                     author: Some("alice".into()),
+                    verified: None,
                 })
                 .collect(),
             total_commits: total,

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use tracing::Instrument as _;
 
+use super::signing::{self, Signing, Writer};
 use super::text::{body_for, message_for, trailers, with_marker_fields};
 use super::updating::set_status;
 use crate::ports::github::{GithubError, Published, Result, Snapshot};
@@ -26,6 +27,11 @@ pub(crate) async fn open<G: GithubRepo>(
     deadline: Instant,
 ) -> Result<Published> {
     let branch = &plan.branch;
+    // Before any write: a file GitHub could not sign as it must be written is refused now.
+    let writer = Signing::default().writer(gh, &snap.base_branch, deadline).await?;
+    if writer == Writer::Signed {
+        signing::writable(plan, &snap.base_branch)?;
+    }
     if let Some(prev) = previous.as_ref().filter(|p| p.state == PullState::Merged) {
         // A base read before that pull request merged would propose again what it merged (a new
         // cell's whole directory on a base without it): its head in the base branch now but not
@@ -55,12 +61,19 @@ pub(crate) async fn open<G: GithubRepo>(
     }
     let message = message_for(plan, digest);
     let files: Vec<FileWrite> = plan.files.iter().map(plan::FileChange::write).collect();
-    let tree = gh
-        .create_tree(&snap.base_sha, snap.base_tree.as_deref(), &files, &[], deadline)
-        .await?;
-    let fresh = gh
-        .create_commit(&tree, std::slice::from_ref(&snap.base_sha), &message, deadline)
-        .await?;
+    // Through the Git data API the commit is made first and the branch created at it; through
+    // `createCommitOnBranch`, which commits on a branch, the branch is created at the base and
+    // the commit made on it once the branch is claimed.
+    let fresh = match writer {
+        Writer::GitData => {
+            let tree = gh
+                .create_tree(&snap.base_sha, snap.base_tree.as_deref(), &files, &[], deadline)
+                .await?;
+            gh.create_commit(&tree, std::slice::from_ref(&snap.base_sha), &message, deadline)
+                .await?
+        }
+        Writer::Signed => snap.base_sha.clone(),
+    };
     let commit = match claim_branch(gh, snap, branch, &fresh, deadline).await? {
         Claimed::Created => fresh,
         Claimed::Held { head, message } => {
@@ -90,10 +103,17 @@ pub(crate) async fn open<G: GithubRepo>(
             }
         }
     };
+    let commit = if writer == Writer::Signed && commit == snap.base_sha {
+        gh.commit_on_branch(branch, &commit, &files, &[], &message, deadline)
+            .await?
+    } else {
+        commit
+    };
 
     set_status(gh, &commit, plan, deadline).await?;
     // A new pull request's head is cellbridge's own commit: the plan's files are its files.
     let mut run = OptInFile::read(&snap.fleet).judge(plan, None);
+    signing::refuse_rebase(gh, &snap.base_branch, &mut run, deadline).await?;
     let body = body_for(plan, digest, &snap.base_sha, &commit, previous.as_ref(), &run);
     let (number, url) = gh
         .create_pull(branch, &snap.base_branch, &plan.title, &body, deadline)

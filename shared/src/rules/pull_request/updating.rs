@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use super::changes::{HeadChanges, checked_head, post_status};
+use super::signing::{self, Signing, Writer};
 use super::text::{body_for, clear_refusal, labels_for, message_for, recorded_digest, with_marker_fields, write_text};
 use crate::ports::github::{GithubError, Published, Result, Snapshot};
 use crate::ports::github::{GithubRepo, Merge, Merges, PullRequest};
@@ -74,9 +75,10 @@ pub(super) async fn update<G: GithubRepo>(
     let mut changes = HeadChanges::of(gh, &cmp, &head, deadline).await?;
     let base_cm = snap.fleet.read_text(&cm).ok().flatten();
     let wrote = !changes.holds(&cm, ours, base_cm.as_deref());
+    let mut signing = Signing::default();
     if wrote && !cmp.relation.contains_base() {
         // The values are written on the base as it is: it is merged in first (as Update branch).
-        match merge_base_into(gh, snap, plan, &pr, deadline).await? {
+        match merge_base_into(gh, snap, plan, &pr, &head, &mut signing, deadline).await? {
             Ok(merged) => head = merged,
             Err(conflict) => return Ok(conflict),
         }
@@ -84,27 +86,35 @@ pub(super) async fn update<G: GithubRepo>(
         changes = HeadChanges::of(gh, &cmp, &head, deadline).await?;
     }
     if wrote {
-        let tree = gh
-            .create_tree(
-                &head,
-                cmp.head_tree.as_deref(),
-                &[FileWrite::regular(cm.clone(), ours)],
-                &[],
-                deadline,
-            )
-            .await?;
-        let commit = gh
-            .create_commit(&tree, std::slice::from_ref(&head), &message_for(plan, digest), deadline)
-            .await?;
-        gh.move_branch(&plan.branch, &head, &commit, deadline).await?;
-        head = commit;
+        let file = [FileWrite::regular(cm.clone(), ours)];
+        let message = message_for(plan, digest);
+        head = match signing.writer(gh, &snap.base_branch, deadline).await? {
+            Writer::GitData => {
+                let tree = gh
+                    .create_tree(&head, cmp.head_tree.as_deref(), &file, &[], deadline)
+                    .await?;
+                let commit = gh
+                    .create_commit(&tree, std::slice::from_ref(&head), &message, deadline)
+                    .await?;
+                gh.move_branch(&plan.branch, &head, &commit, deadline).await?;
+                commit
+            }
+            Writer::Signed => {
+                gh.commit_on_branch(&plan.branch, &head, &file, &[], &message, deadline)
+                    .await?
+            }
+        };
     }
+    // Someone else's commit GitHub did not verify, on a base requiring signatures, blocks the
+    // pull request whatever cellbridge writes: said in the body, naming it.
+    let unsigned = signing::unsigned_commit(gh, &cmp, &snap.base_branch, &plan.branch, deadline).await?;
     // The status goes before the body: once the body records this head, later runs take the
     // pull request as complete, so everything else must already be there. A head that is not
     // eligible loses cellbridge's auto-merge before its status could let GitHub merge it; an
     // eligible one gets it once its status is there.
     let checked = checked_head(gh, snap, plan, &changes, ours, deadline).await?;
     let mut run = opt_in.judge(&checked, Some(&pr.body));
+    signing::refuse_rebase(gh, &snap.base_branch, &mut run, deadline).await?;
     run.before_status(gh, pr.number, deadline).await?;
     post_status(gh, &head, &checked, wrote, deadline).await?;
     run.after_status(gh, pr.number, &head, &snap.base_branch, deadline)
@@ -113,7 +123,7 @@ pub(super) async fn update<G: GithubRepo>(
         // Branch protection requires the head to be up to date with the base, and GitHub's
         // auto-merge never updates a branch: brought up to date as Update branch does, the
         // merge's content being what was just checked (the head's changes on the base read).
-        match merge_base_into(gh, snap, plan, &pr, deadline).await? {
+        match merge_base_into(gh, snap, plan, &pr, &head, &mut signing, deadline).await? {
             Ok(merged) => {
                 head = merged;
                 run.brought_up_to_date();
@@ -140,6 +150,7 @@ pub(super) async fn update<G: GithubRepo>(
             body_for(plan, digest, &snap.base_sha, &head, None, &run),
         )
     };
+    let body = signing::with_unsigned(&body, unsigned.as_ref(), &snap.base_branch);
     let labels = labels_for(plan, &pr);
     let same_labels = {
         let (mut now, mut then) = (labels.clone(), pr.labels.clone());
@@ -170,18 +181,25 @@ pub(super) async fn update<G: GithubRepo>(
     })
 }
 
-/// The base as read merged into the pull request's branch (GitHub's merge, as Update branch):
-/// the new head, or, when a person and the base changed the same file, what
-/// [`conflicted`] made of it.
+/// The base as read merged into the pull request's branch at `head` (GitHub's merge, as Update
+/// branch; with a token on a base requiring signatures, "Update branch" itself, whose merge
+/// commit GitHub signs, and which merges the base branch as it is now): the new head, or, when a
+/// person and the base changed the same file, what [`conflicted`] made of it.
 async fn merge_base_into<G: GithubRepo>(
     gh: &G,
     snap: &Snapshot,
     plan: &Plan,
     pr: &PullRequest,
+    head: &str,
+    signing: &mut Signing,
     deadline: Instant,
 ) -> Result<std::result::Result<String, Published>> {
     let message = crate::rules::branch::merge_message(&snap.base_branch, &plan.branch);
-    match gh.merge_into(&plan.branch, &snap.base_sha, &message, deadline).await? {
+    let merged = match signing.writer(gh, &snap.base_branch, deadline).await? {
+        Writer::GitData => gh.merge_into(&plan.branch, &snap.base_sha, &message, deadline).await?,
+        Writer::Signed => gh.update_pull_branch(pr.number, &plan.branch, head, deadline).await?,
+    };
+    match merged {
         Merge::Merged(sha) => Ok(Ok(sha)),
         // Someone brought it up to date meanwhile: start over from what is there now.
         Merge::UpToDate => Err(GithubError::Conflict {
