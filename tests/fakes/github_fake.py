@@ -57,10 +57,15 @@ Control API (never used by the product; tests and the bench drive it):
   a GitHub fnmatch pattern, `~DEFAULT_BRANCH` or `~ALL`) with 422 "Repository rule violations
   found\n\n<message>\n\n" (`check_rules`); `DELETE /_fake/rulesets` (`{"repo"}` optional)
   removes them, `GET` lists them.
+  `{"repo": "o/r", "branch": "main", "required_signatures": true}` is a ruleset requiring signed
+  commits instead (no update refused: see "signed commits"), listed by `GET
+  /repos/{o}/{r}/rules/branches/{b}`.
 - `POST /_fake/update_branch` `{"repo": "o/r", "number": n}`: a person pressing the pull
   request's "Update branch" button: base merged into the head branch as
   `PUT /pulls/{n}/update-branch` does (`update_pull_branch`); 202 `{"message", "url", "sha"}`
   (`sha` the new head), or that operation's 422.
+- `POST /_fake/settings` `{"web_commit_signing": true}`: GitHub Enterprise Server's web commit
+  signing, which the site administrator turns on (off: GitHub signs nothing there).
 - `POST /_fake/settings` `{"repo": "o/r", "allow_auto_merge": true}`: the repository's "Allow
   auto-merge" setting, as an administrator sets it (also `PATCH /repos/{o}/{r}` with
   `allow_auto_merge` on github.com; GitHub Enterprise Server's description does not document that
@@ -163,14 +168,31 @@ def put_tree(entries) -> str:
     return _store("tree", raw, entries)
 
 
-def put_commit(tree, parents, message, when=None) -> str:
+def put_commit(tree, parents, message, when=None, signed=False) -> str:
+    """A commit; `signed`: GitHub signed it (see "signed commits"), which its id covers, as a
+    `gpgsig` header is part of a git commit object."""
     when = int(when or time.time())
     ident = b"cellbridge-fake <fake@example.invalid> %d +0000" % when
     raw = b"tree %s\n" % tree.encode()
     for p in parents:
         raw += b"parent %s\n" % p.encode()
-    raw += b"author " + ident + b"\ncommitter " + ident + b"\n\n" + message.encode()
-    return _store("commit", raw, {"tree": tree, "parents": list(parents), "message": message, "when": when})
+    raw += b"author " + ident + b"\ncommitter " + ident + b"\n"
+    if signed:
+        raw += b"gpgsig -----BEGIN PGP SIGNATURE----- web-flow -----END PGP SIGNATURE-----\n"
+    raw += b"\n" + message.encode()
+    return _store("commit", raw, {"tree": tree, "parents": list(parents), "message": message, "when": when,
+                                  "signed": bool(signed)})
+
+
+def verification_json(sha):
+    """A commit's `verification` ("Signature verification object", https://docs.github.com/rest/git/commits#get-a-commit-object):
+    `verified`, `reason` ("valid"; "unsigned": "The object does not include a signature"),
+    `signature`, `payload`, `verified_at`."""
+    c = get_obj(sha, "commit")
+    if c.get("signed"):
+        return {"verified": True, "reason": "valid", "signature": "-----BEGIN PGP SIGNATURE-----\nweb-flow\n-----END PGP SIGNATURE-----",
+                "payload": f"tree {c['tree']}\n", "verified_at": iso_now(c["when"])}
+    return {"verified": False, "reason": "unsigned", "signature": None, "payload": None, "verified_at": None}
 
 
 def get_obj(sha, kind):
@@ -389,6 +411,8 @@ def merge_pull(full, repo, pr, body):
         raise ApiError(405, unmet, documentation_url="https://docs.github.com/articles/about-protected-branches")
     method = body.get("merge_method") or "merge"
     number = pr["number"]
+    if method == "rebase" and signature_rule(full, repo, pr["base"]) is not None:
+        raise ApiError(405, REBASE_UNSIGNABLE)
     if method == "rebase":
         if merge_base(base_sha, head_sha) is None:
             raise ApiError(405, NOT_MERGEABLE)
@@ -408,7 +432,7 @@ def merge_pull(full, repo, pr, body):
             title = body.get("commit_title") or f"Merge pull request #{number} from {owner}/{pr['head']}"
             parents = [base_sha, head_sha]
         message = title + ("\n\n" + body["commit_message"] if body.get("commit_message") else "")
-        sha = put_commit(tree, parents, message)
+        sha = put_commit(tree, parents, message, signed=github_signs())
     repo["refs"][base_ref] = sha
     MERGES.append({"repo": full, "number": number, "head": head_sha, "base_before": base_sha, "commit": sha,
                    "statuses": {c: st["state"] for c, st in repo["statuses"].get(head_sha, {}).items()},
@@ -492,6 +516,8 @@ def protection_of(repo, branch):
 
 def protection_unmet(repo, pr):
     """GitHub's 405 message when the base's protection does not let `pr` merge, else None."""
+    if unsigned_in_pull(repo["full_name"], repo, pr) is not None:
+        return UNSIGNED_MESSAGE
     p = protection_of(repo, pr["base"])
     if p is None:
         return None
@@ -705,6 +731,104 @@ def compare_commits(full, repo, basehead, per_page=None, page=None):
     }
 
 
+# --- signed commits --------------------------------------------------------------------------------
+#
+# Who GitHub signs for (each commit's `verification`, see `verification_json`):
+#
+# - "Create a commit" (Git data API) and "Merge a branch" (`POST /merges`), by a GitHub App's
+#   installation token naming no author, committer or signature: signed ("Signature verification
+#   for bots will only work if the request is verified and authenticated as the GitHub App or bot
+#   and contains no custom author information, custom committer information, and no custom
+#   signature information, such as Commits API", GitHub's "About commit signature verification",
+#   quoted in https://github.com/Nautilus-Cyberneering/pygithub/blob/main/docs/how_to_sign_automatic_commits_in_github_actions.md);
+#   by a personal access token: unsigned (`verified: false, reason: "unsigned"` for the REST Git
+#   data API, https://github.com/anthropics/claude-code-action/issues/1511). That a token's
+#   `POST /merges` merge is unsigned too is the fake's belief (GitHub does not document it): it is
+#   made by the same API for the same credentials.
+# - GraphQL `createCommitOnBranch`: signed for both (Renovate's `platformCommit` commits so,
+#   https://github.com/renovatebot/renovate/discussions/44085; with a token, "signer: web-flow",
+#   https://github.com/helium/HIP/pull/1226; both token kinds, https://github.com/babarot/gh-infra/pull/139),
+#   every file written 100644 ("The createCommitOnBranch GraphQL mutation creates all files as
+#   mode 100644", https://github.com/babarot/gh-infra/pull/167), no symlink, no merge commit (one
+#   parent: the branch's head), and `expectedHeadOid` checked.
+# - "Update branch" (`PUT /pulls/{n}/update-branch`) and the merge or squash of a pull request:
+#   commits GitHub makes itself, signed whoever asks (a merge-commit update is signed,
+#   https://github.com/orgs/community/discussions/64125). A rebase merge is not ("Signature
+#   verification for rebase and merge", https://github.com/github/docs/pull/18216; "GitHub rebase
+#   merges cannot be signed", https://github.com/pulseengine/temper/pull/7): onto a base
+#   requiring signatures it is refused (405, the fake's words: GitHub's are not documented).
+# - People's commits seeded here: unsigned.
+# - GitHub Enterprise Server (`--flavor ghes`) signs only where the site administrator enabled web
+#   commit signing ("Commit signing on GitHub Enterprise requires web commit signing to be
+#   enabled. Otherwise commits from GitHub apps will be unverified",
+#   https://github.com/sourcegraph/docs/pull/618, citing
+#   https://docs.github.com/enterprise-server@3.14/admin/configuring-settings/configuring-user-applications-for-your-enterprise/configuring-web-commit-signing):
+#   `POST /_fake/settings {"web_commit_signing": true}` turns it on.
+#
+# What requires signatures: a ruleset's `required_signatures` rule ("Commits pushed to matching
+# refs must have verified signatures", the `repository-rule-required-signatures` schema;
+# `POST /_fake/rulesets {"repo", "branch", "required_signatures": true}`), listed by "Get rules for
+# a branch"; classic protection's "Require signed commits" (`POST
+# .../branches/{b}/protection/required_signatures`, on a protected branch), which GraphQL's
+# `Ref.refUpdateRule.requiresSignatures` shows to non-administrators. Either checks every commit
+# of a pull request into the branch: one unverified commit and the pull request is `BLOCKED`,
+# every check green ("Pull requests with unsigned commits cannot be merged", CIS GitHub
+# benchmark 1.1.12, https://hub.steampipe.io/mods/turbot/github_compliance/controls/control.cis_supply_chain_v100_1_1_12;
+# helium/HIP#1226: an unsigned commit and the pull request read BLOCKED), and its merge refused
+# with 405 "Commits must have verified signatures." (GitHub's words for a push it refuses so).
+
+UNSIGNED_MESSAGE = "Commits must have verified signatures."
+REBASE_UNSIGNABLE = "Rebase merges cannot be signed by GitHub, and the base branch requires signed commits."
+SETTINGS = {"web_commit_signing": False}
+
+
+def github_signs():
+    """Whether GitHub signs the commits it makes at all: always on github.com; on GitHub
+    Enterprise Server only with web commit signing enabled."""
+    flavor = getattr(SPEC["description"], "flavor", "github")
+    return flavor != "ghes" or SETTINGS["web_commit_signing"]
+
+
+def signs_git_data(token, body):
+    """Whether a Git-data commit (or a `POST /merges` merge) by `token` with `body` is signed."""
+    named = any(k in (body or {}) for k in ("author", "committer", "signature"))
+    return github_signs() and bool(token) and token.startswith("ghs_") and not named
+
+
+def signature_rule(full, repo, branch):
+    """How `branch` requires signatures: "ruleset", "protection" or None."""
+    for rule in RULESETS:
+        if rule.get("repo") == full and rule.get("required_signatures") and _ruleset_matches(rule, repo, branch):
+            return "ruleset"
+    if (protection_of(repo, branch) or {}).get("signatures"):
+        return "protection"
+    return None
+
+
+def unsigned_in_pull(full, repo, pr):
+    """The oldest commit of `pr` GitHub did not verify, when its base requires signatures."""
+    if signature_rule(full, repo, pr["base"]) is None:
+        return None
+    head_sha, base_sha = repo["refs"].get("heads/" + pr["head"]), repo["refs"].get("heads/" + pr["base"])
+    if head_sha is None or base_sha is None:
+        return None
+    return next((c for c in pull_commits(base_sha, head_sha) if not get_obj(c, "commit").get("signed")), None)
+
+
+def branch_rules_json(full, repo, branch):
+    """`GET /rules/branches/{branch}` ("Get rules for a branch", https://docs.github.com/rest/repos/rules#get-rules-for-a-branch):
+    every active rule of the rulesets matching `branch`, `repository-rule-detailed` items. A ruleset
+    refusing every update is an `update` rule ("Only allow users with bypass permission to update
+    matching refs")."""
+    out = []
+    for i, rule in enumerate(RULESETS):
+        if rule.get("repo") != full or not _ruleset_matches(rule, repo, branch):
+            continue
+        kind = "required_signatures" if rule.get("required_signatures") else "update"
+        out.append({"type": kind, "ruleset_source_type": "Repository", "ruleset_source": full, "ruleset_id": i + 1})
+    return out
+
+
 # --- rulesets ------------------------------------------------------------------------------------
 #
 # A ruleset can forbid updating matching branches other than through a pull request ("Require a
@@ -749,17 +873,23 @@ def _fnmatch_pathname(pattern, name):
     return re.fullmatch(rx, name) is not None
 
 
+def _ruleset_matches(rule, repo, branch):
+    pat = rule.get("branch", "~ALL")
+    return pat == "~ALL" or (pat == "~DEFAULT_BRANCH" and branch == repo["default_branch"]) \
+        or _fnmatch_pathname(pat, branch)
+
+
 def branch_rule(full, repo, short_ref):
-    """The message of the first ruleset of `full` matching the ref `short_ref` (`heads/x`), or None."""
+    """The message of the first ruleset of `full` refusing updates of the ref `short_ref`
+    (`heads/x`), or None. A `required_signatures` ruleset refuses no update of its own here: it
+    governs what merges into its branches (see "signed commits")."""
     if not short_ref.startswith("heads/"):
         return None
     branch = short_ref[len("heads/"):]
     for rule in RULESETS:
-        if rule.get("repo") != full:
+        if rule.get("repo") != full or rule.get("required_signatures"):
             continue
-        pat = rule.get("branch", "~ALL")
-        if pat == "~ALL" or (pat == "~DEFAULT_BRANCH" and branch == repo["default_branch"]) \
-                or _fnmatch_pathname(pat, branch):
+        if _ruleset_matches(rule, repo, branch):
             return rule.get("message") or RULE_MESSAGE
     return None
 
@@ -773,7 +903,7 @@ def check_rules(full, repo, short_ref):
 
 # --- merging a branch, updating a pull request's branch ------------------------------------------
 
-def merge_branches(full, repo, body):
+def merge_branches(full, repo, body, signed=False):
     """`POST /merges` ("Merge a branch", https://docs.github.com/rest/branches/branches#merge-a-branch):
     merges `head` (a branch name or a commit SHA) into the branch `base` with a merge commit
     whose parents are base's head and head (the description: 201 "The resulting merge commit").
@@ -798,7 +928,7 @@ def merge_branches(full, repo, body):
     except ApiError:
         raise ApiError(409, "Merge conflict")
     check_rules(full, repo, base_ref)
-    sha = put_commit(tree, [base_sha, head_sha], body.get("commit_message") or f"Merge {head} into {base}")
+    sha = put_commit(tree, [base_sha, head_sha], body.get("commit_message") or f"Merge {head} into {base}", signed=signed)
     repo["refs"][base_ref] = sha
     return sha
 
@@ -844,7 +974,7 @@ def update_pull_branch(full, repo, pr, body):
     except ApiError:
         raise ApiError(422, UPDATE_CONFLICT)
     check_rules(full, repo, head_ref)
-    sha = put_commit(tree, [head_sha, base_sha], f"Merge branch '{pr['base']}' into {pr['head']}")
+    sha = put_commit(tree, [head_sha, base_sha], f"Merge branch '{pr['base']}' into {pr['head']}", signed=github_signs())
     repo["refs"][head_ref] = sha
     touch(pr)
     return sha
@@ -947,6 +1077,10 @@ PERMISSIONS = {
     "repos/update-branch-protection": [{"administration": _W}],
     "repos/delete-branch-protection": [{"administration": _W}],
     "pulls/create-review": [{"pull_requests": _W}],
+    # signatures: "Get rules for a branch" is under "Metadata"; a person's protection setting.
+    "repos/get-branch-rules": [{"metadata": _R}],
+    "repos/create-commit-signature-protection": [{"administration": _W}],
+    "repos/delete-commit-signature-protection": [{"administration": _W}],
 }
 # GraphQL's operations, by what they read and write: a pull request (pull_requests), and for
 # auto-merge what merging writes too (contents), as auto-merge's clients document them
@@ -956,6 +1090,8 @@ GRAPHQL_PERMISSIONS = {
     "graphql/pullRequestMergeState": [{"pull_requests": _R}],
     "graphql/enablePullRequestAutoMerge": [{"pull_requests": _W, "contents": _W}],
     "graphql/disablePullRequestAutoMerge": [{"pull_requests": _W, "contents": _W}],
+    "graphql/branchRequiresSignatures": [{"contents": _R}],
+    "graphql/createCommitOnBranch": [{"contents": _W}],
 }
 LEVELS = {"read": 1, "write": 2, "admin": 3}
 
@@ -1058,7 +1194,7 @@ def seed(body):
         full,
         {"id": new_id(), "default_branch": branch, "refs": {}, "pulls": {}, "issues": {}, "next_number": 1,
          "labels": {}, "statuses": {}, "status_log": {}, "has_issues": True, "allow_auto_merge": False,
-         "protection": {}},
+         "protection": {}, "full_name": full},
     )
     if "has_issues" in body:
         # Issues disabled in the repository's settings (https://docs.github.com/articles/disabling-issues/).
@@ -1116,7 +1252,8 @@ def commit_json(full, sha):
     return {"sha": sha, "node_id": "C_" + sha[:8],
             "commit": {"message": c["message"], "tree": {"sha": c["tree"]},
                        "author": {"name": "cellbridge-fake", "email": "fake@example.invalid",
-                                  "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(c["when"]))}},
+                                  "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(c["when"]))},
+                       "verification": verification_json(sha)},
             "parents": [{"sha": p} for p in c["parents"]],
             "url": f"/repos/{full}/commits/{sha}"}
 
@@ -1125,7 +1262,8 @@ def git_commit_json(sha):
     c = get_obj(sha, "commit")
     return {"sha": sha, "tree": {"sha": c["tree"]}, "message": c["message"],
             "parents": [{"sha": p} for p in c["parents"]],
-            "author": {"name": "cellbridge-fake", "email": "fake@example.invalid", "date": ""}}
+            "author": {"name": "cellbridge-fake", "email": "fake@example.invalid", "date": ""},
+            "verification": verification_json(sha)}
 
 
 def pull_head(repo, pr):
@@ -1724,7 +1862,16 @@ class Handler(BaseHTTPRequestHandler):
                     raise Refused("NOT_FOUND", f"Could not resolve to a PullRequest with the number of {number}.")
                 return pull(full, repo, pr)
 
-            return {"autoMergeAllowed": bool(repo.get("allow_auto_merge")), "pullRequest": pull_request}
+            def ref(info, qualifiedName, **k):
+                # `Ref.refUpdateRule`: "Branch protection rules that are viewable by non-admins"
+                # (classic protection only; null when none matches the branch).
+                if not qualifiedName.startswith("refs/heads/") or resolve(repo, qualifiedName[len("refs/heads/"):]) is None:
+                    return None
+                branch = qualifiedName[len("refs/heads/"):]
+                p = protection_of(repo, branch)
+                return {"name": branch, "refUpdateRule": None if p is None else {"requiresSignatures": bool(p.get("signatures"))}}
+
+            return {"autoMergeAllowed": bool(repo.get("allow_auto_merge")), "pullRequest": pull_request, "ref": ref}
 
         def enable(info, input, **k):
             full, repo, pr = pull_of_node(input["pullRequestId"])
@@ -1803,9 +1950,46 @@ class Handler(BaseHTTPRequestHandler):
                     repo["refs"][short] = after
             return {"clientMutationId": input.get("clientMutationId")}
 
+        def create_commit_on_branch(info, input, **k):
+            # "Appends a commit to the given branch as the authenticated user ... whose parent is
+            # the HEAD of the provided branch"; `expectedHeadOid` "The git commit oid expected at
+            # the head of the branch prior to the commit"; `FileAddition.contents` "The base64
+            # encoded contents of the file" (GraphQL reference). Signed, every file 100644 (see
+            # "signed commits"). The refusals' words are the fake's: GitHub documents none.
+            b = input["branch"]
+            full = b.get("repositoryNameWithOwner")
+            repo = REPOS.get(full)
+            if repo is None:
+                raise Refused("NOT_FOUND", f"Could not resolve to a Repository with the name '{full}'.")
+            short = "heads/" + (b.get("branchName") or "")
+            head = repo["refs"].get(short)
+            if head is None:
+                raise Refused("NOT_FOUND", f"A ref named \"{b.get('branchName')}\" does not exist")
+            if head != input["expectedHeadOid"]:
+                raise Refused("STALE_DATA", f"Expected branch to point to \"{input['expectedHeadOid']}\" but it did not. Pull and try again.")
+            try:
+                check_rules(full, repo, short)
+            except ApiError as e:
+                raise Refused("UNPROCESSABLE", e.message)
+            files = commit_files(head)
+            changes = input.get("fileChanges") or {}
+            for d in changes.get("deletions") or []:
+                if files.pop(d["path"], None) is None:
+                    raise Refused("UNPROCESSABLE", f"A path was requested for deletion which does not exist as of commit oid `{head}`")
+            for a in changes.get("additions") or []:
+                files[a["path"]] = ("100644", put_blob(base64.b64decode(a["contents"])))
+            msg = input["message"]
+            message = msg["headline"] + ("\n\n" + msg["body"] if msg.get("body") else "")
+            sha = put_commit(build_tree(files), [head], message, signed=github_signs())
+            repo["refs"][short] = sha
+            for pr in repo["pulls"].values():
+                if pr["state"] == "open" and "heads/" + pr["head"] == short:
+                    touch(pr)
+            return {"commit": {"oid": sha}, "clientMutationId": input.get("clientMutationId")}
+
         return {"viewer": {"login": viewer}, "repository": repository,
                 "enablePullRequestAutoMerge": enable, "disablePullRequestAutoMerge": disable,
-                "updateRefs": update_refs}
+                "updateRefs": update_refs, "createCommitOnBranch": create_commit_on_branch}
 
     def _record(self, method, path, op, violations):
         """Counts the operation and keeps what broke GitHub's description (never a header value)."""
@@ -1973,6 +2157,21 @@ class Handler(BaseHTTPRequestHandler):
             if (repo.get("protection") or {}).pop(m.group(1), None) is None:
                 raise ApiError(404, "Branch not protected")
             return 204, None
+        m = re.fullmatch(r"/branches/(.+)/protection/required_signatures", rest)
+        if m and method in ("POST", "DELETE"):
+            # "Create commit signature protection" / "Delete ..." (https://docs.github.com/rest/branches/branch-protection#create-commit-signature-protection):
+            # "You must enable branch protection to require signed commits."
+            p = protection_of(repo, m.group(1))
+            if p is None:
+                raise ApiError(404, "Branch not protected")
+            p["signatures"] = method == "POST"
+            if method == "DELETE":
+                return 204, None
+            return 200, {"url": f"https://api.github.example/repos/{full}/branches/{m.group(1)}/protection/required_signatures",
+                         "enabled": True}
+        m = re.fullmatch(r"/rules/branches/(.+)", rest)
+        if m and method == "GET":
+            return 200, branch_rules_json(full, repo, m.group(1))
         m = re.fullmatch(r"/pulls/(\d+)/reviews", rest)
         if m and method == "POST":
             pr = repo["pulls"].get(int(m.group(1)))
@@ -2025,7 +2224,7 @@ class Handler(BaseHTTPRequestHandler):
                                         int(page) if page else None)
 
         if rest == "/merges" and method == "POST":
-            sha = merge_branches(full, repo, body or {})
+            sha = merge_branches(full, repo, body or {}, signed=signs_git_data(getattr(self, "_token", None), body))
             if sha is None:
                 return 204, None
             return 201, commit_json(full, sha)
@@ -2146,7 +2345,8 @@ class Handler(BaseHTTPRequestHandler):
                     raise ApiError(422, "Parent SHA does not exist or is not a commit object")
             if not body.get("message"):
                 raise ApiError(422, "Invalid request.\n\n\"message\" wasn't supplied.")
-            return 201, git_commit_json(put_commit(tree, parents, body["message"]))
+            signed = signs_git_data(getattr(self, "_token", None), body)
+            return 201, git_commit_json(put_commit(tree, parents, body["message"], signed=signed))
         m = re.fullmatch(r"/git/commits/([0-9a-f]{40})", rest)
         if m and method == "GET":
             if not get_obj(m.group(1), "commit"):
@@ -2461,6 +2661,12 @@ class Handler(BaseHTTPRequestHandler):
                 # A repository's settings as an administrator sets them in the web interface:
                 # `allow_auto_merge` ("Allow auto-merge"; GHES 3.19's REST description does not
                 # document it for "Update a repository", so a test of that flavor sets it here).
+                # `web_commit_signing`: the site administrator's switch on GitHub Enterprise
+                # Server (see "signed commits"), for the whole instance.
+                if "web_commit_signing" in body:
+                    SETTINGS["web_commit_signing"] = bool(body["web_commit_signing"])
+                    if not body.get("repo"):
+                        return 200, dict(SETTINGS)
                 repo = repo_or_404(body.get("repo"))
                 if "allow_auto_merge" in body:
                     repo["allow_auto_merge"] = bool(body["allow_auto_merge"])

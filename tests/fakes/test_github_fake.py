@@ -1106,3 +1106,77 @@ def test_a_closed_pull_request_keeps_its_head_and_cannot_be_reopened_once_the_br
     assert gh("GET", f"/repos/{{repo}}/pulls/{n}").body["head"]["sha"] == head, "a push after the close is not the pull request's"
     r = gh("PATCH", f"/repos/{{repo}}/pulls/{n}", {"state": "open"})
     assert r.status == 422, r
+
+
+# --- signed commits (see the fake's "signed commits") ---------------------------------------------
+
+@pytest.fixture(autouse=False)
+def github_com(monkeypatch):
+    """github.com's rules, whatever flavor a server fixture of this module left in place."""
+    monkeypatch.setitem(gf.SPEC, "description", None)
+
+
+def signed_repo(pull, how):
+    """`pull`'s main requiring signatures by a ruleset or classic protection."""
+    full, pr = pull
+    if how == "ruleset":
+        gf.RULESETS.append({"repo": full, "branch": "main", "required_signatures": True})
+    else:
+        gf.set_protection(gf.REPOS[full], "main", {})
+        gf.protection_of(gf.REPOS[full], "main")["signatures"] = True
+    return full, pr
+
+
+@pytest.mark.parametrize("how", ["ruleset", "protection"])
+def test_one_unsigned_commit_blocks_the_pull_request_with_every_check_green(github_com, pull, how):
+    full, pr = signed_repo(pull, how)
+    repo = gf.REPOS[full]
+    assert gf.signature_rule(full, repo, "main") == how
+    unsigned = repo["refs"]["heads/topic"]
+    assert gf.verification_json(unsigned) == {"verified": False, "reason": "unsigned", "signature": None,
+                                              "payload": None, "verified_at": None}
+    assert gf.merge_state(repo, pr) == "BLOCKED"
+    assert refused(full, pr, 405).message == gf.UNSIGNED_MESSAGE
+    assert gf.unsigned_in_pull(full, repo, pr) == unsigned
+    if how == "ruleset":
+        assert [r["type"] for r in gf.branch_rules_json(full, repo, "main")] == ["required_signatures"]
+        assert gf.branch_rules_json(full, repo, "topic") == []
+        # A rule requiring signatures refuses no update of the branch itself.
+        gf.check_rules(full, repo, "heads/main")
+    gf.RULESETS[:] = [r for r in gf.RULESETS if r.get("repo") != full]
+
+
+def test_signed_commits_pass_and_a_rebase_merge_is_refused(github_com, pull):
+    full, pr = signed_repo(pull, "ruleset")
+    repo = gf.REPOS[full]
+    # The branch holds only a commit GitHub signed (as createCommitOnBranch makes it).
+    base = repo["refs"]["heads/main"]
+    tree = gf.get_obj(repo["refs"]["heads/topic"], "commit")["tree"]
+    signed = gf.put_commit(tree, [base], "the cell", signed=True)
+    repo["refs"]["heads/topic"] = signed
+    assert gf.verification_json(signed)["verified"] is True
+    assert gf.merge_state(repo, pr) == "CLEAN"
+    assert refused(full, pr, 405, merge_method="rebase").message == gf.REBASE_UNSIGNABLE
+    sha = merge(full, pr, merge_method="squash")
+    assert gf.verification_json(sha)["verified"] is True, "GitHub signs the squash it makes"
+    gf.RULESETS[:] = [r for r in gf.RULESETS if r.get("repo") != full]
+
+
+def test_an_apps_git_data_commits_are_signed_a_tokens_are_not(github_com):
+    assert gf.signs_git_data("ghs_installation", {"message": "m", "tree": "t", "parents": []})
+    assert not gf.signs_git_data("ghs_installation", {"author": {"name": "x", "email": "x@example.invalid"}})
+    assert not gf.signs_git_data("ghp_personal", {})
+    gf.SPEC["description"], before = type("D", (), {"flavor": "ghes"})(), gf.SPEC["description"]
+    try:
+        assert not gf.signs_git_data("ghs_installation", {}), "GHES without web commit signing signs nothing"
+        gf.SETTINGS["web_commit_signing"] = True
+        assert gf.signs_git_data("ghs_installation", {})
+    finally:
+        gf.SPEC["description"], gf.SETTINGS["web_commit_signing"] = before, False
+
+
+def test_update_branch_makes_a_signed_merge_commit(github_com, pull):
+    full, pr = pull
+    commit(full, "main", {"OWNERS": "platform\n"}, "main moves")
+    sha = gf.update_pull_branch(full, gf.REPOS[full], pr, {})
+    assert gf.verification_json(sha)["verified"] is True
