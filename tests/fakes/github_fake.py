@@ -601,10 +601,13 @@ def set_protection(repo, branch, body):
         "contexts": contexts, "strict": bool(checks.get("strict")),
         "approvals": int(reviews.get("required_approving_review_count") or 0) if body.get("required_pull_request_reviews") else 0,
     }
-    return {"url": f"https://api.github.example/repos/branches/{branch}/protection",
-            "required_status_checks": {"strict": bool(checks.get("strict")), "contexts": contexts,
-                                       "checks": [{"context": c, "app_id": None} for c in contexts]}
-            if body.get("required_status_checks") else None}
+    out = {"url": f"https://api.github.example/repos/branches/{branch}/protection"}
+    # The `protected-branch` schema's `required_status_checks` is an object when there are
+    # required checks, and absent (not null) when there are none.
+    if body.get("required_status_checks"):
+        out["required_status_checks"] = {"strict": bool(checks.get("strict")), "contexts": contexts,
+                                         "checks": [{"context": c, "app_id": None} for c in contexts]}
+    return out
 
 
 # --- comparing two commits -------------------------------------------------------------------------

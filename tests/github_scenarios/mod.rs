@@ -40,4 +40,5 @@ mod people;
 mod pull_request;
 mod refusals;
 mod requests;
+mod signing;
 mod support;

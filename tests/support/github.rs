@@ -208,6 +208,45 @@ impl FakeGithub {
 
     /// A person's commit on `branch` adding a submodule at `path` (a gitlink naming `commit`, a
     /// commit of another repository).
+    // signatures
+    /// An administrator requires signed commits on `branch`: a ruleset's `required_signatures`
+    /// rule, or classic protection's "Require signed commits" (the branch protected first, as
+    /// "Create commit signature protection" requires).
+    pub fn require_signatures(&self, repo: &str, branch: &str, ruleset: bool) {
+        if ruleset {
+            self.control(
+                "POST",
+                "/_fake/rulesets",
+                Some(&json!({"repo": repo, "branch": branch, "required_signatures": true})),
+            );
+            return;
+        }
+        let protection = format!("/repos/{repo}/branches/{branch}/protection");
+        let (status, out) = self.call(
+            "PUT",
+            &protection,
+            Some(&json!({"required_status_checks": null, "enforce_admins": true,
+                         "required_pull_request_reviews": null, "restrictions": null})),
+        );
+        assert!((200..300).contains(&status), "{protection}: HTTP {status}: {out}");
+        let path = format!("{protection}/required_signatures");
+        let (status, out) = self.call("POST", &path, None);
+        assert!((200..300).contains(&status), "{path}: HTTP {status}: {out}");
+    }
+
+    /// A person's commit on `branch` adding `path` as an executable (mode 100755).
+    pub fn commit_executable(&self, repo: &str, branch: &str, path: &str, text: &str, message: &str) -> String {
+        let v = self.control(
+            "POST",
+            "/_fake/seed",
+            Some(
+                &json!({"repo": repo, "branch": branch, "files": {path: {"text": text, "mode": "100755"}},
+                         "replace": false, "message": message}),
+            ),
+        );
+        v["sha"].as_str().unwrap().to_owned()
+    }
+
     pub fn commit_gitlink(&self, repo: &str, branch: &str, path: &str, commit: &str, message: &str) -> String {
         let v = self.control(
             "POST",

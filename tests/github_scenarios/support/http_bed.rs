@@ -382,6 +382,49 @@ impl Bed for HttpBed {
             p["merged_by"].as_str().map(str::to_owned),
         )
     }
+
+    fn credentials(w: &mut World<Self>, token: bool) {
+        // The bed starts with a personal access token.
+        if !token {
+            let creds = app_credentials(&w.bed.gh);
+            w.sync.fleet = GithubFleet::new(&w.bed.gh.url(), OWNER, REPO_NAME, None, &creds).unwrap();
+        }
+    }
+
+    fn require_signatures(&self, _: &GithubFleet, ruleset: bool) {
+        self.gh.require_signatures(REPO, "main", ruleset);
+    }
+
+    fn verified_commits(&self, _: &GithubFleet, branch: &str) -> Vec<(String, bool)> {
+        // "Compare two commits": each commit's `commit.verification.verified`.
+        let path = format!("/repos/{REPO}/compare/main...{branch}");
+        let (status, v) = self.gh.call("GET", &path, None);
+        assert_eq!(status, 200, "{path}: {v}");
+        v["commits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["sha"].as_str().unwrap().to_owned(),
+                    c["commit"]["verification"]["verified"] == true,
+                )
+            })
+            .collect()
+    }
+
+    fn commit_executable(&self, _: &GithubFleet, branch: &str, path: &str, text: &str) -> String {
+        self.gh.commit_executable(REPO, branch, path, text, "a script")
+    }
+
+    fn signature_reads(&self, _: &GithubFleet) -> usize {
+        self.gh.requests()["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|q| q["path"].as_str().unwrap_or_default().contains("/rules/branches/"))
+            .count()
+    }
 }
 
 /// A world on the HTTP fake whose client authenticates with `creds(fake)`.

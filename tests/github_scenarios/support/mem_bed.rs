@@ -183,4 +183,36 @@ impl Bed for MemBed {
         let p = repo.pulls().into_iter().find(|p| p.number == number).unwrap();
         (p.auto_merge.map(|a| a.enabled_by), p.merged_by)
     }
+
+    fn credentials(w: &mut World<Self>, token: bool) {
+        // The double starts as an App installation's, whose Git-data commits GitHub signs.
+        if token {
+            w.repo().use_token();
+        }
+    }
+
+    fn require_signatures(&self, repo: &MemGithub, ruleset: bool) {
+        use cellbridge::doubles::github::SignatureRule;
+        let rule = if ruleset {
+            SignatureRule::Ruleset
+        } else {
+            SignatureRule::Protection
+        };
+        repo.require_signatures("main", Some(rule));
+    }
+
+    fn verified_commits(&self, repo: &MemGithub, branch: &str) -> Vec<(String, bool)> {
+        repo.commits_verified("main", branch)
+    }
+
+    fn commit_executable(&self, repo: &MemGithub, branch: &str, path: &str, text: &str) -> String {
+        repo.commit_executable(branch, path, text, "a script")
+    }
+
+    fn signature_reads(&self, repo: &MemGithub) -> usize {
+        repo.calls()
+            .iter()
+            .filter(|c| **c == ops::REPOS_GET_BRANCH_RULES.id)
+            .count()
+    }
 }

@@ -150,6 +150,18 @@ pub(crate) trait Bed: Sized {
     fn enable_auto_merge_as_reviewer(&self, repo: &Self::Repo, number: u64);
     /// Who turned on the auto-merge of pull request `number`, while it is on; who merged it.
     fn auto_merge(&self, repo: &Self::Repo, number: u64) -> (Option<String>, Option<String>);
+
+    // signatures
+    /// cellbridge runs with a personal access token (`token`) or as a GitHub App.
+    fn credentials(w: &mut World<Self>, token: bool);
+    /// An administrator requires signed commits on `main`, by a ruleset or classic protection.
+    fn require_signatures(&self, repo: &Self::Repo, ruleset: bool);
+    /// Every commit `branch` holds beyond `main`, oldest first, with whether GitHub verified it.
+    fn verified_commits(&self, repo: &Self::Repo, branch: &str) -> Vec<(String, bool)>;
+    /// A person's commit on `branch` adding `path` as an executable (100755).
+    fn commit_executable(&self, repo: &Self::Repo, branch: &str, path: &str, text: &str) -> String;
+    /// How many times cellbridge asked whether a branch requires signatures.
+    fn signature_reads(&self, repo: &Self::Repo) -> usize;
 }
 
 pub(crate) const REVIEWER: &str = "alice";

@@ -213,6 +213,8 @@ impl MemGithub {
             ops::ISSUES_LIST_FOR_REPO.id,
             ops::APPS_GET_INSTALLATION.id,
             ops::GRAPHQL_MERGE_STATE.id,
+            ops::REPOS_GET_BRANCH_RULES.id,
+            ops::GRAPHQL_REF_UPDATE_RULE.id,
         ];
         self.calls().iter().filter(|c| !reads.contains(c)).count()
     }

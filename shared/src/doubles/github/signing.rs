@@ -168,6 +168,20 @@ impl MemGithub {
         });
     }
 
+    /// A person's (unsigned) commit on `branch` adding `path` as an executable (100755).
+    pub fn commit_executable(&self, branch: &str, path: &str, text: &str, message: &str) -> String {
+        self.with(|s| {
+            let sha = s.commit_on(branch, &[(path.to_owned(), Some(text.to_owned()))], message);
+            let mut tree = s.files_at(&sha);
+            tree.insert(path.to_owned(), (FileMode::Executable, text.to_owned()));
+            let tree = s.put_tree(tree);
+            let parents = s.commits[&sha].parents.clone();
+            let sha = s.put_commit(&tree, &parents, message);
+            s.refs.insert(branch.to_owned(), sha.clone());
+            sha
+        })
+    }
+
     /// Whether GitHub verified `commit`'s signature.
     pub fn verified(&self, commit: &str) -> bool {
         self.with(|s| s.verified.contains(commit))

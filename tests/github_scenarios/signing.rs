@@ -1,0 +1,176 @@
+//! Signed commits on both GitHubs: as a GitHub App, cellbridge's Git-data commits are verified and
+//! it never asks whether signatures are required; with a token on a base requiring them (a ruleset
+//! or classic protection), every commit of the pull request is verified (createCommitOnBranch, and
+//! "Update branch" when main moved) and GitHub merges it; a reviewer's unsigned commit blocks the
+//! pull request and its body names it; a template's script (100755) is refused by name with nothing
+//! written (said in the refused issue); a rebase merge asked of auto-merge is refused, saying why.
+
+use super::support::*;
+
+fn all_verified(commits: &[(String, bool)]) -> bool {
+    !commits.is_empty() && commits.iter().all(|(_, v)| *v)
+}
+
+/// As a GitHub App on a base requiring signatures: every commit it writes is verified, a new cell
+/// and an update after main moved alike, and it asks nothing about signatures.
+async fn as_an_app_every_commit_is_verified_and_nothing_is_asked<B: Bed>() {
+    let mut w = World::<B>::start();
+    B::credentials(&mut w, false);
+    w.bed.require_signatures(w.repo(), true);
+    w.apply(CELL, 1, "vpc-1");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    w.bed
+        .commit(w.repo(), "main", &[("docs/elsewhere.md", "a person's\n")], "main moves");
+    w.apply(CELL, 2, "vpc-2");
+    assert_eq!(action(&w.deliver(CELL).await), "updated");
+    let commits = w.bed.verified_commits(w.repo(), &branch(CELL));
+    assert!(commits.len() >= 3 && all_verified(&commits), "{commits:?}");
+    assert_eq!(
+        w.bed.signature_reads(w.repo()),
+        0,
+        "an App's commits are signed: nothing to ask"
+    );
+    let n = w.open_pulls()[0].number;
+    w.bed.merge(w.repo(), n).unwrap();
+}
+
+/// With a token on a base requiring signatures (by a ruleset, then by classic protection): the
+/// new cell's commit and the update's (main merged in by "Update branch") are all verified, and
+/// GitHub merges the pull request.
+async fn with_a_token_on_a_signed_base_every_commit_is_verified<B: Bed>() {
+    for ruleset in [true, false] {
+        let mut w = World::<B>::start();
+        B::credentials(&mut w, true);
+        w.bed.require_signatures(w.repo(), ruleset);
+        w.apply(CELL, 1, "vpc-1");
+        let r = w.deliver(CELL).await;
+        assert_eq!(action(&r), "opened", "{r}");
+        assert_eq!(
+            w.files(&branch(CELL)).len(),
+            w.files("main").len() + expected_cell_dir(CELL).len()
+        );
+        w.assert_checked(CELL);
+        w.bed
+            .commit(w.repo(), "main", &[("docs/elsewhere.md", "a person's\n")], "main moves");
+        w.apply(CELL, 2, "vpc-2");
+        assert_eq!(action(&w.deliver(CELL).await), "updated");
+        assert!(w.metadata_on(&branch(CELL), CELL).contains("vpc-2"));
+        assert_eq!(
+            w.files(&branch(CELL))["docs/elsewhere.md"],
+            "a person's\n",
+            "main merged in"
+        );
+        let commits = w.bed.verified_commits(w.repo(), &branch(CELL));
+        assert!(
+            commits.len() >= 3 && all_verified(&commits),
+            "ruleset {ruleset}: {commits:?}"
+        );
+        assert_eq!(action(&w.deliver(CELL).await), "unchanged", "a replay writes nothing");
+        let n = w.open_pulls()[0].number;
+        w.bed
+            .merge(w.repo(), n)
+            .unwrap_or_else(|e| panic!("ruleset {ruleset}: GitHub refused the merge: {e}"));
+    }
+}
+
+/// A reviewer's unsigned commit on a base requiring signatures blocks the pull request whatever
+/// its checks say; the next event names it (its id) in the body, and the paragraph goes once the
+/// commit is gone.
+async fn a_reviewers_unsigned_commit_blocks_the_pull_request_and_is_named<B: Bed>() {
+    let mut w = World::<B>::start();
+    B::credentials(&mut w, true);
+    w.bed.require_signatures(w.repo(), true);
+    w.apply(CELL, 1, "vpc-1");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    let theirs = w.bed.commit(
+        w.repo(),
+        &branch(CELL),
+        &[(&format!("clusters/{CELL}/NOTES.md"), "a reviewer's note\n")],
+        "a reviewer's note",
+    );
+    w.apply(CELL, 2, "vpc-2");
+    assert_eq!(action(&w.deliver(CELL).await), "updated");
+    let pr = w.open_pulls().into_iter().next().unwrap();
+    assert!(
+        pr.body.contains(&theirs[..12]) && pr.body.contains("requires signed commits"),
+        "{}",
+        pr.body
+    );
+    let refused = w.bed.merge(w.repo(), pr.number).unwrap_err();
+    assert!(refused.contains("verified signatures"), "{refused}");
+    // Only the reviewer's commit is unverified: cellbridge's own are signed.
+    let commits = w.bed.verified_commits(w.repo(), &branch(CELL));
+    let unverified: Vec<&str> = commits.iter().filter(|(_, v)| !v).map(|(c, _)| c.as_str()).collect();
+    assert_eq!(unverified, [theirs.as_str()], "{commits:?}");
+}
+
+/// A template holding a script (100755) cannot be written by createCommitOnBranch, which writes
+/// every file as a regular one: with a token on a base requiring signatures, the new cell is
+/// refused naming the script, and nothing is written.
+async fn a_script_in_the_template_is_refused_by_name_and_nothing_is_written<B: Bed>() {
+    let mut w = World::<B>::start();
+    B::credentials(&mut w, true);
+    w.bed.require_signatures(w.repo(), false);
+    w.bed.commit_executable(
+        w.repo(),
+        "main",
+        "clusters/_template/hooks/check.sh",
+        "#!/bin/sh\nexit 0\n",
+    );
+    let before = w.writes();
+    w.apply(CELL, 1, "vpc-1");
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), r["retryable"].as_bool()), ("failed", Some(false)), "{r}");
+    let error = r["error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!("clusters/{CELL}/hooks/check.sh")) && error.contains("100755"),
+        "{error}"
+    );
+    // Nothing of the cell is written: no branch, no commit; the refusal is reported as a refused
+    // state is, in one issue naming the script (its one write).
+    assert!(w.head(&branch(CELL)).is_none());
+    assert_eq!(w.writes(), before + 1, "only the refused issue");
+    let issues = w.bed.issues(w.repo());
+    assert!(
+        issues.len() == 1 && issues[0].body.contains(&format!("clusters/{CELL}/hooks/check.sh")),
+        "{issues:?}"
+    );
+}
+
+/// An opt-in file asking `merge_method: rebase` on a base requiring signatures: GitHub cannot sign
+/// a rebase merge's commits, so auto-merge is refused before anything of it is written, and the
+/// result and the body say why.
+async fn a_rebase_merge_on_a_signed_base_is_refused_saying_why<B: Bed>() {
+    let w = World::<B>::start();
+    w.bed.require_signatures(w.repo(), true);
+    let w = opted_in(w, "cells: ['*']\nmerge_method: rebase\n").await;
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "opened", "{r}");
+    assert_eq!(
+        (r["auto_merge"]["eligible"].as_bool(), done(&r)),
+        (Some(false), "nothing"),
+        "{r}"
+    );
+    let reasons = r["auto_merge"]["reasons"].to_string();
+    assert!(reasons.contains("rebase") && reasons.contains("signed commits"), "{r}");
+    let pr = w.open_pulls().into_iter().next().unwrap();
+    assert!(pr.body.contains("merge_method: rebase"), "{}", pr.body);
+    assert_eq!(
+        w.bed.auto_merge(w.repo(), pr.number).0,
+        None,
+        "auto-merge never enabled"
+    );
+}
+
+scenarios!(
+    mem_github: super::MemBed,
+    http_fake: super::HttpBed;
+    [
+        as_an_app_every_commit_is_verified_and_nothing_is_asked,
+        with_a_token_on_a_signed_base_every_commit_is_verified,
+        a_reviewers_unsigned_commit_blocks_the_pull_request_and_is_named,
+        a_script_in_the_template_is_refused_by_name_and_nothing_is_written,
+        a_rebase_merge_on_a_signed_base_is_refused_saying_why,
+    ]
+);
