@@ -121,8 +121,10 @@ async fn http_the_request_budget_per_outcome_is_the_readmes() {
     let table = readme_budget();
 
     let w = World::<HttpBed>::start();
-    // The default branch, once per process: read now, so that every row counts one sync.
+    // The default branch, once per process: read now, so that every row counts one sync. So is,
+    // with a token, whether main requires signed commits (asked again after 5 minutes).
     w.sync.fleet.read_base(&Keep::all(), deadline()).await.unwrap();
+    assert!(!w.sync.fleet.requires_signatures("main", deadline()).await.unwrap());
     let mut measured: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let mut step = async |row: &str, expect: &str| {
         let cell = if row.starts_with("new cell") { "eu-c9" } else { CELL };
@@ -218,6 +220,28 @@ async fn http_the_request_budget_per_outcome_is_the_readmes() {
 
     assert_budget(&table, &measured);
     assert!(measured.len() >= 16, "{measured:?}");
+}
+
+/// The README's rows "token mode, signatures required": a token on a base whose ruleset requires
+/// signed commits writes through createCommitOnBranch (a new cell) and brings main in by "Update
+/// branch" (an update after main moved), measured as the table's other rows are.
+#[tokio::test]
+async fn http_the_request_budget_with_signatures_required_is_the_readmes() {
+    let table = readme_budget();
+    let w = World::<HttpBed>::start();
+    w.bed.require_signatures(w.repo(), true);
+    w.sync.fleet.read_base(&Keep::all(), deadline()).await.unwrap();
+    assert!(w.sync.fleet.requires_signatures("main", deadline()).await.unwrap());
+    let mut measured: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let new_cell = "token mode, signatures required: new cell (`opened`)";
+    w.apply(CELL, 1, "vpc-1");
+    measured.insert(new_cell.to_owned(), measure(&w, new_cell, CELL, "opened").await);
+    w.bed
+        .commit(w.repo(), "main", &[("docs/elsewhere.md", "a person's\n")], "main moves");
+    let updated = "token mode, signatures required: value changed, main moved (`updated`)";
+    w.apply(CELL, 2, "vpc-2");
+    measured.insert(updated.to_owned(), measure(&w, updated, CELL, "updated").await);
+    assert_budget(&table, &measured);
 }
 
 /// The README's table "GitHub requests per outcome": row → (API requests, writes).
