@@ -3,7 +3,8 @@
 //! or classic protection), every commit of the pull request is verified (createCommitOnBranch, and
 //! "Update branch" when main moved) and GitHub merges it; a reviewer's unsigned commit blocks the
 //! pull request and its body names it; a template's script (100755) is refused by name with nothing
-//! written (said in the refused issue); a rebase merge asked of auto-merge is refused, saying why.
+//! written (said in the refused issue); a rebase merge asked of auto-merge is refused, saying why;
+//! a decommission's commits are verified too.
 
 use super::support::*;
 
@@ -163,6 +164,34 @@ async fn a_rebase_merge_on_a_signed_base_is_refused_saying_why<B: Bed>() {
     );
 }
 
+/// A destroyed cell's decommission, with a token on a base requiring signatures: its removal is
+/// a verified commit (createCommitOnBranch's deletions), and after main moved the base comes in
+/// by "Update branch", verified too; GitHub merges it.
+async fn a_decommission_with_a_token_on_a_signed_base_is_verified<B: Bed>() {
+    let aws = cellbridge::doubles::cluster::MemAws::new("arn:aws:iam::123456789012:role/cellbridge");
+    let mut w = World::<B>::start().with_eks(&aws);
+    B::credentials(&mut w, true);
+    w.bed.require_signatures(w.repo(), true);
+    let w = w.merged(state_with(1, metadata(CELL, "vpc-1"))).await;
+    w.put_state(CELL, destroyed_state(2));
+    assert_eq!(action(&w.deliver(CELL).await), "decommission-opened");
+    assert!(w.cell_dir(&branch(CELL)).is_empty(), "the directory removed");
+    w.bed.commit(
+        w.repo(),
+        "main",
+        &[(&format!("clusters/{CELL}/late.yaml"), "late: 1\n")],
+        "a late file",
+    );
+    w.put_state(CELL, destroyed_state(3));
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "decommission-updated", "{r}");
+    assert!(w.cell_dir(&branch(CELL)).is_empty(), "the late file removed too");
+    let commits = w.bed.verified_commits(w.repo(), &branch(CELL));
+    assert!(commits.len() >= 3 && all_verified(&commits), "{commits:?}");
+    let n = w.open_pulls()[0].number;
+    w.bed.merge(w.repo(), n).unwrap();
+}
+
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed;
@@ -172,5 +201,6 @@ scenarios!(
         a_reviewers_unsigned_commit_blocks_the_pull_request_and_is_named,
         a_script_in_the_template_is_refused_by_name_and_nothing_is_written,
         a_rebase_merge_on_a_signed_base_is_refused_saying_why,
+        a_decommission_with_a_token_on_a_signed_base_is_verified,
     ]
 );

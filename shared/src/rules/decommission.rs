@@ -13,6 +13,7 @@
 //! decommission in turn ([`super::proposal::converge`]), and so does EKS showing the
 //! cluster again ([`withdraw`]).
 
+use super::signing::{Signing, Writer};
 use std::collections::BTreeSet;
 use std::time::Instant;
 
@@ -290,22 +291,29 @@ async fn open<G: GithubRepo>(
     deadline: Instant,
 ) -> Result<Decommissioned> {
     let branch = &d.branch;
+    let writer = Signing::default().writer(gh, &snap.base_branch, deadline).await?;
     if let Some(prev) = previous.as_ref().filter(|p| p.state == PullState::Merged) {
         // A merged pull request's branch: everything on it was merged, and its history is not
         // this proposal's.
         gh.delete_branch_at(branch, &prev.head_sha, deadline).await?;
     }
-    let tree = gh
-        .create_tree(&snap.base_sha, snap.base_tree.as_deref(), &[], &d.removed, deadline)
-        .await?;
-    let fresh = gh
-        .create_commit(
-            &tree,
-            std::slice::from_ref(&snap.base_sha),
-            &message_for(d, digest),
-            deadline,
-        )
-        .await?;
+    // As a new cell's (`pull_request::open`): through `createCommitOnBranch`, the branch is
+    // created at the base and the removal committed on it once claimed.
+    let fresh = match writer {
+        Writer::GitData => {
+            let tree = gh
+                .create_tree(&snap.base_sha, snap.base_tree.as_deref(), &[], &d.removed, deadline)
+                .await?;
+            gh.create_commit(
+                &tree,
+                std::slice::from_ref(&snap.base_sha),
+                &message_for(d, digest),
+                deadline,
+            )
+            .await?
+        }
+        Writer::Signed => snap.base_sha.clone(),
+    };
     let commit = match claim_branch(gh, snap, branch, &fresh, deadline).await? {
         Claimed::Created => fresh,
         Claimed::Held { head, message } => {
@@ -322,6 +330,12 @@ async fn open<G: GithubRepo>(
                 fresh
             }
         }
+    };
+    let commit = if writer == Writer::Signed && commit == snap.base_sha {
+        gh.commit_on_branch(branch, &commit, &[], &d.removed, &message_for(d, digest), deadline)
+            .await?
+    } else {
+        commit
     };
     gh.set_status(&commit, true, plan::STATUS_CONTEXT, STATUS_DESCRIPTION, deadline)
         .await?;
@@ -380,9 +394,14 @@ async fn update<G: GithubRepo>(
     }
     let mut head = pr.head_sha.clone();
     let cmp = gh.compare(&snap.base_sha, &head, deadline).await?;
+    let mut signing = Signing::default();
     if !cmp.relation.contains_base() {
         let message = super::branch::merge_message(&snap.base_branch, &d.branch);
-        match gh.merge_into(&d.branch, &snap.base_sha, &message, deadline).await? {
+        let merged = match signing.writer(gh, &snap.base_branch, deadline).await? {
+            Writer::GitData => gh.merge_into(&d.branch, &snap.base_sha, &message, deadline).await?,
+            Writer::Signed => gh.update_pull_branch(pr.number, &d.branch, &head, deadline).await?,
+        };
+        match merged {
             Merge::Merged(sha) => head = sha,
             Merge::UpToDate => {
                 return Err(GithubError::Conflict {
@@ -402,12 +421,21 @@ async fn update<G: GithubRepo>(
     let wrote = !left.is_empty();
     if wrote {
         let left: Vec<String> = left.into_iter().collect();
-        let tree = gh.create_tree(&head, Some(&at_head.tree), &[], &left, deadline).await?;
-        let commit = gh
-            .create_commit(&tree, std::slice::from_ref(&head), &message_for(d, digest), deadline)
-            .await?;
-        gh.move_branch(&d.branch, &head, &commit, deadline).await?;
-        head = commit;
+        let message = message_for(d, digest);
+        head = match signing.writer(gh, &snap.base_branch, deadline).await? {
+            Writer::GitData => {
+                let tree = gh.create_tree(&head, Some(&at_head.tree), &[], &left, deadline).await?;
+                let commit = gh
+                    .create_commit(&tree, std::slice::from_ref(&head), &message, deadline)
+                    .await?;
+                gh.move_branch(&d.branch, &head, &commit, deadline).await?;
+                commit
+            }
+            Writer::Signed => {
+                gh.commit_on_branch(&d.branch, &head, &[], &left, &message, deadline)
+                    .await?
+            }
+        };
     }
     let posted = if wrote {
         None

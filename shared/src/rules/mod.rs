@@ -2,7 +2,8 @@
 //! the traits of [`crate::ports`], so the in-memory doubles and the real services run the same
 //! sequence. A pull request's life ([`proposal`] decides which kind takes a cell's branch:
 //! [`pull_request`] or [`decommission`]; [`branch`] whose branch it is; [`automerge`]; [`report`]
-//! what a status and an issue say; [`dashboard`]); which cell a cluster is ([`cells`]); a
+//! what a status and an issue say; [`dashboard`]; `signing`: how commits reach a base that requires
+//! signed ones); which cell a cluster is ([`cells`]); a
 //! bootstrap ([`bootstrap`]).
 
 pub mod automerge;
@@ -14,3 +15,4 @@ pub mod decommission;
 pub mod proposal;
 pub mod pull_request;
 pub mod report;
+mod signing;

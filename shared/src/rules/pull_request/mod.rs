@@ -26,7 +26,6 @@ use crate::pure::record;
 
 mod changes;
 mod opening;
-mod signing;
 mod text;
 mod updating;
 
@@ -158,7 +157,7 @@ async fn close<G: GithubRepo>(
         let changes = HeadChanges::of(gh, &cmp, &pr.head_sha, deadline).await?;
         let checked = checked_head(gh, snap, plan, &changes, &base_cm, deadline).await?;
         let mut run = OptInFile::read(&snap.fleet).judge(&checked, Some(&pr.body));
-        signing::refuse_rebase(gh, &snap.base_branch, &mut run, deadline).await?;
+        crate::rules::signing::refuse_rebase(gh, &snap.base_branch, &mut run, deadline).await?;
         run.before_status(gh, pr.number, deadline).await?;
         post_status(gh, &pr.head_sha, &checked, false, deadline).await?;
         let cleared = clear_refusal(gh, pr, &pr.head_sha, deadline).await?;

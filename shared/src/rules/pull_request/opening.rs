@@ -5,7 +5,6 @@ use std::time::Instant;
 
 use tracing::Instrument as _;
 
-use super::signing::{self, Signing, Writer};
 use super::text::{body_for, message_for, trailers, with_marker_fields};
 use super::updating::set_status;
 use crate::ports::github::{GithubError, Published, Result, Snapshot};
@@ -13,6 +12,7 @@ use crate::ports::github::{GithubRepo, PullRequest, PullState};
 use crate::pure::fleet::FileWrite;
 use crate::pure::plan::{self, Plan};
 use crate::rules::automerge::{self as auto_merge, AutoMergeReport, OptInFile};
+use crate::rules::signing::{self, Signing, Writer};
 
 /// A new pull request: its branch (recreated from the base when it was a closed or merged pull
 /// request's, or the branch a cut-off run left), its status, the pull request, its labels.

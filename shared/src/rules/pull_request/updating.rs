@@ -5,7 +5,6 @@
 use std::time::Instant;
 
 use super::changes::{HeadChanges, checked_head, post_status};
-use super::signing::{self, Signing, Writer};
 use super::text::{body_for, clear_refusal, labels_for, message_for, recorded_digest, with_marker_fields, write_text};
 use crate::ports::github::{GithubError, Published, Result, Snapshot};
 use crate::ports::github::{GithubRepo, Merge, Merges, PullRequest};
@@ -14,6 +13,7 @@ use crate::pure::fleet::{FileWrite, FleetRead};
 use crate::pure::plan::{self, Plan};
 use crate::pure::record;
 use crate::rules::automerge::{self as auto_merge, AutoMergeReport, OptInFile};
+use crate::rules::signing::{self, Signing, Writer};
 
 pub(super) async fn set_status<G: Merges>(gh: &G, commit: &str, plan: &Plan, deadline: Instant) -> Result<()> {
     gh.set_status(
