@@ -1180,3 +1180,58 @@ def test_update_branch_makes_a_signed_merge_commit(github_com, pull):
     commit(full, "main", {"OWNERS": "platform\n"}, "main moves")
     sha = gf.update_pull_branch(full, gf.REPOS[full], pr, {})
     assert gf.verification_json(sha)["verified"] is True
+
+
+CREATE_COMMIT = """mutation createCommitOnBranch($input: CreateCommitOnBranchInput!) {
+  createCommitOnBranch(input: $input) { commit { oid } }
+}"""
+
+REQUIRES_SIGNATURES = """query branchRequiresSignatures($owner: String!, $name: String!, $ref: String!) {
+  repository(owner: $owner, name: $name) { ref(qualifiedName: $ref) { refUpdateRule { requiresSignatures } } }
+}"""
+
+
+def test_create_commit_on_branch_is_signed_writes_regular_files_and_checks_the_head(gh):
+    import base64 as b64
+    head = sha_of(gh, "main")
+    ghes = gf.SPEC["description"].flavor == "ghes"
+
+    def create(expected, additions=(), deletions=()):
+        return graphql(gh, CREATE_COMMIT, {"input": {
+            "branch": {"repositoryNameWithOwner": gh.full, "branchName": "main"}, "expectedHeadOid": expected,
+            "message": {"headline": "a commit", "body": "its body"},
+            "fileChanges": {"additions": [{"path": p, "contents": b64.b64encode(t.encode()).decode()} for p, t in additions],
+                            "deletions": [{"path": p} for p in deletions]}}})
+
+    r = create(head, [("run.sh", "#!/bin/sh\n")], ["a.txt"])
+    assert "errors" not in r.body, r
+    oid = r.body["data"]["createCommitOnBranch"]["commit"]["oid"]
+    assert sha_of(gh, "main") == oid
+    got = gh("GET", f"/repos/{{repo}}/git/commits/{oid}").body
+    assert (got["message"], [p["sha"] for p in got["parents"]]) == ("a commit\n\nits body", [head])
+    # GitHub Enterprise Server signs only with web commit signing on (off here).
+    assert got["verification"]["verified"] is (not ghes), got["verification"]
+    entries = {e["path"]: e["mode"] for e in gh("GET", f"/repos/{{repo}}/git/trees/{oid}?recursive=1").body["tree"]}
+    assert entries == {"b.txt": "100644", "run.sh": "100644"}, "every file regular, a.txt deleted"
+    # Unhappy paths: a head that moved, a deletion of a file that is not there; nothing moves.
+    for bad in (create(head, [("x", "x")]), create(oid, deletions=["nope.txt"])):
+        assert bad.body["data"] == {"createCommitOnBranch": None} and bad.body["errors"], bad
+    assert sha_of(gh, "main") == oid
+
+
+def test_rules_and_classic_protection_tell_whether_signatures_are_required(gh):
+    owner, name = gh.full.split("/")
+    ask = lambda: graphql(gh, REQUIRES_SIGNATURES, {"owner": owner, "name": name, "ref": "refs/heads/main"}).body
+    assert gh("GET", "/repos/{repo}/rules/branches/main").body == []
+    assert ask()["data"]["repository"]["ref"] == {"refUpdateRule": None}, "no protection: no rule"
+    call(gh.url, "POST", "/_fake/rulesets", {"repo": gh.full, "branch": "~DEFAULT_BRANCH", "required_signatures": True})
+    rules = gh("GET", "/repos/{repo}/rules/branches/main").body
+    assert [r["type"] for r in rules] == ["required_signatures"], rules
+    # Classic protection's "Require signed commits" needs the branch protected first.
+    assert gh("POST", "/repos/{repo}/branches/main/protection/required_signatures").status == 404
+    assert gh("PUT", "/repos/{repo}/branches/main/protection", {
+        "required_status_checks": None, "enforce_admins": True, "required_pull_request_reviews": None,
+        "restrictions": None}).status == 200
+    assert ask()["data"]["repository"]["ref"]["refUpdateRule"] == {"requiresSignatures": False}
+    assert gh("POST", "/repos/{repo}/branches/main/protection/required_signatures").body["enabled"] is True
+    assert ask()["data"]["repository"]["ref"]["refUpdateRule"] == {"requiresSignatures": True}

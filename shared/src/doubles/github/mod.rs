@@ -13,6 +13,7 @@
 //! - `merges`: merging a pull request, or a commit into a branch, three ways;
 //! - `auto_merge`: commit statuses and check runs, branch protection, the merge state, and
 //!   GitHub's auto-merge;
+//! - `signing`: who GitHub signs commits for, and rules requiring signed commits;
 //! - `dashboard`: the listing of open pull requests;
 //! - `faults`: what a test makes happen (faults, races, an App's permissions, a seeded
 //!   schedule) and what it reads back (calls, journal).

@@ -4,7 +4,9 @@
 //! One file per area of GitHub's API: `repository` (the repository, the App installation's
 //! permissions, commit statuses), `git` (trees, commits, blobs, refs), `pulls`, `issues` (and
 //! labels and comments, which GitHub serves as the issues'), `merges` (comparisons, merges,
-//! merge state and auto-merge), and `graphql` (the GraphQL endpoint those use). What GitHub's
+//! merge state and auto-merge), `signing` (whether a branch requires signed commits, and the
+//! commits and merges GitHub signs whatever the credentials), and `graphql` (the GraphQL endpoint
+//! those use). What GitHub's
 //! refusals mean is read in [`super::answers`], the same reading the in-memory double applies.
 
 use std::time::Instant;
