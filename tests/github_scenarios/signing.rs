@@ -192,6 +192,32 @@ async fn a_decommission_with_a_token_on_a_signed_base_is_verified<B: Bed>() {
     w.bed.merge(w.repo(), n).unwrap();
 }
 
+/// With a token on a base requiring signatures, a reviewer and main changing the same file:
+/// "Update branch" refuses the merge as a conflict, the branch is left as it is and the conflict
+/// said, as with `POST /merges`.
+async fn a_conflict_through_update_branch_leaves_the_branch_alone<B: Bed>() {
+    let mut w = World::<B>::start();
+    B::credentials(&mut w, true);
+    w.bed.require_signatures(w.repo(), true);
+    w.apply(CELL, 1, "vpc-1");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    let layers = format!("clusters/{CELL}/layers.yaml");
+    w.bed.commit(
+        w.repo(),
+        &branch(CELL),
+        &[(&layers, "# the reviewer's\n")],
+        "a reviewer",
+    );
+    w.bed
+        .commit(w.repo(), "main", &[(&layers, "# main's\n")], "someone on main");
+    let head = w.head(&branch(CELL));
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "conflicted", "{r}");
+    assert_eq!(w.head(&branch(CELL)), head, "the branch is left as it is");
+    assert!(w.open_pulls()[0].comments[0].contains("Update branch"));
+}
+
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed;
@@ -202,5 +228,6 @@ scenarios!(
         a_script_in_the_template_is_refused_by_name_and_nothing_is_written,
         a_rebase_merge_on_a_signed_base_is_refused_saying_why,
         a_decommission_with_a_token_on_a_signed_base_is_verified,
+        a_conflict_through_update_branch_leaves_the_branch_alone,
     ]
 );

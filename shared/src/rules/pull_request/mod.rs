@@ -4,10 +4,11 @@
 //! Ownership: cellbridge owns `clusters/<cell>/cell-metadata.yaml`. A new cell's first commit
 //! also holds the files copied from the template; from then on they are the reviewers'. An
 //! update is a commit on the pull request's current head that rewrites cellbridge's file only;
-//! a base that moved on is merged in (GitHub's merge, as "Update branch"), never reset. Every
-//! head gets the strict-substitution status, computed on that head's content. A pull request a
-//! person closed stays closed while the values are the ones it proposed; a merged one is never
-//! written to again.
+//! a base that moved on is merged in (GitHub's merge, as "Update branch"), never reset. With a
+//! token on a base requiring signed commits, commits and merges go the ways GitHub signs
+//! (`crate::rules::signing`). Every head gets the strict-substitution status, computed on that
+//! head's content. A pull request a person closed stays closed while the values are the ones it
+//! proposed; a merged one is never written to again.
 //!
 //! The files: this one converges (which of open, update, close, or leave alone); `opening` (a
 //! new pull request, and the claim on its branch), `updating` (the open pull request made to
@@ -163,6 +164,9 @@ async fn close<G: GithubRepo>(
         let cleared = clear_refusal(gh, pr, &pr.head_sha, deadline).await?;
         let body = auto_merge::with_run_block(cleared.as_deref().unwrap_or(&pr.body), &run);
         let body = with_marker_fields(&body, &run);
+        let unsigned =
+            crate::rules::signing::unsigned_commit(gh, &cmp, &snap.base_branch, &plan.branch, deadline).await?;
+        let body = crate::rules::signing::with_unsigned(&body, unsigned.as_ref(), &snap.base_branch);
         if body != pr.body {
             write_text(gh, pr, &pr.title, &body, &pr.labels, deadline).await?;
         }
