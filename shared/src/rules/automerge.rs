@@ -22,6 +22,8 @@
 //!   GitHub's auto-merge never updates one) is brought up to date as Update branch does, and
 //!   its status posted on the new head.
 
+mod queue;
+
 use std::fmt::Write as _;
 use std::time::Instant;
 
@@ -81,6 +83,11 @@ pub enum Done {
     LeftAlone,
     /// The repository does not allow auto-merge.
     NotAllowed,
+    /// In the merge queue the base branch requires (cellbridge added it, GitHub's auto-merge did,
+    /// or it already was): the queue merges it.
+    Queued,
+    /// cellbridge took its own queueing back: this head is not eligible.
+    Dequeued,
     /// GitHub refused (the enabling, the merge, or reading the merge state): `detail` says why.
     Refused,
 }
@@ -233,6 +240,9 @@ impl Run {
         let Some(st) = self.read(gh, number, deadline).await? else {
             return Ok(());
         };
+        if self.out_of_queue(gh, number, &st, deadline).await? {
+            return Ok(());
+        }
         // Whose it is, the enabler tells; only where GitHub names no enabler does the record of
         // what cellbridge enabled decide.
         let ours = |st: &MergeState| {
@@ -314,6 +324,9 @@ impl Run {
         }
         self.note = None;
         self.ours = st.enabled_by_viewer();
+        if st.queue.is_some() {
+            return self.into_queue(gh, number, head, &st, deadline).await;
+        }
         if st.merge_state == MergeStateStatus::Behind && !self.updated {
             // "Require branches to be up to date before merging": GitHub's auto-merge waits for
             // an update it never makes itself, so the caller brings the head up to date.

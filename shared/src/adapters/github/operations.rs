@@ -129,6 +129,18 @@ graphql_operations! {
     GRAPHQL_UPDATE_REFS = mutation "updateRefs" "contents=write" UPDATE_REFS_MUTATION;
     // "Disable auto merge on the given pull request".
     GRAPHQL_DISABLE_AUTO_MERGE = mutation "disablePullRequestAutoMerge" "contents=write,pull_requests=write" DISABLE_AUTO_MERGE_MUTATION;
+    // merge queues
+    // `enablePullRequestAutoMerge` where the base requires a merge queue: no `mergeMethod` ("NOTE:
+    // when merging with a merge queue any input value for merge method is ignored", the input's
+    // description; GitHub in fact refuses a method that is not the queue's: "The merge strategy
+    // for main is set by the merge queue", https://github.com/osac-project/osac/pull/924), and
+    // what GitHub did: queued it at once, or armed it.
+    GRAPHQL_QUEUE_AUTO_MERGE = mutation "enablePullRequestAutoMergeInQueue" "contents=write,pull_requests=write" QUEUE_AUTO_MERGE_MUTATION;
+    // "Add a pull request to the merge queue", for the head cellbridge checked: what a
+    // repository whose "Allow auto-merge" is off leaves (https://github.com/cli/cli/pull/14379).
+    GRAPHQL_ENQUEUE = mutation "enqueuePullRequest" "contents=write,pull_requests=write" ENQUEUE_MUTATION;
+    // "Remove a pull request from the merge queue": a queued head that is no longer eligible.
+    GRAPHQL_DEQUEUE = mutation "dequeuePullRequest" "contents=write,pull_requests=write" DEQUEUE_MUTATION;
 }
 
 const MERGE_STATE_QUERY: &str = "query pullRequestMergeState($owner: String!, $name: String!, $number: Int!) {
@@ -141,6 +153,8 @@ const MERGE_STATE_QUERY: &str = "query pullRequestMergeState($owner: String!, $n
       headRefOid
       mergeStateStatus
       autoMergeRequest { enabledBy { __typename login } mergeMethod }
+      mergeQueue { configuration { mergeMethod } }
+      mergeQueueEntry { state enqueuer { __typename login } }
       commits(last: 1) {
         nodes {
           commit {
@@ -176,4 +190,21 @@ const DISABLE_AUTO_MERGE_MUTATION: &str = "mutation disablePullRequestAutoMerge(
   disablePullRequestAutoMerge(input: {pullRequestId: $pullRequestId}) {
     pullRequest { autoMergeRequest { mergeMethod } }
   }
+}";
+
+const QUEUE_AUTO_MERGE_MUTATION: &str =
+    "mutation enablePullRequestAutoMergeInQueue($pullRequestId: ID!, $expectedHeadOid: GitObjectID!) {
+  enablePullRequestAutoMerge(input: {pullRequestId: $pullRequestId, expectedHeadOid: $expectedHeadOid}) {
+    pullRequest { isInMergeQueue }
+  }
+}";
+
+const ENQUEUE_MUTATION: &str = "mutation enqueuePullRequest($pullRequestId: ID!, $expectedHeadOid: GitObjectID!) {
+  enqueuePullRequest(input: {pullRequestId: $pullRequestId, expectedHeadOid: $expectedHeadOid}) {
+    mergeQueueEntry { state }
+  }
+}";
+
+const DEQUEUE_MUTATION: &str = "mutation dequeuePullRequest($id: ID!) {
+  dequeuePullRequest(input: {id: $id}) { mergeQueueEntry { state } }
 }";
