@@ -716,7 +716,9 @@ def queue_checks(full, repo, pr, passed):
     if e is None:
         return False
     pr["queue_entry"] = None
-    if not passed:
+    # A requirement of the pull request's own that no longer holds (a required status of its head
+    # failed since) fails the entry as a failed check of the group does.
+    if not passed or queue_unmet(repo, pr) is not None:
         touch(pr)
         return False
     protection = (repo.get("protection") or {}).pop(pr["base"], None)

@@ -337,7 +337,9 @@ impl MemGithub {
                 return false;
             };
             s.queues.entries.remove(&number);
-            if !passed {
+            // A requirement of the pull request's own that no longer holds (a required check
+            // of its head failed since) fails the entry as a failed check of the group does.
+            if !passed || s.queue_unmet(&pr).is_some() {
                 s.journal
                     .push(format!("#{number} removed from the merge queue: checks failed"));
                 return false;
