@@ -2,8 +2,8 @@
 //! the way the repository allows (auto-merge without a method when "Allow auto-merge" is on,
 //! `enqueuePullRequest` when it is off) and the queue merges it by its own method; a head behind
 //! main is left to the queue; a head that is no longer eligible is taken out of the queue in the
-//! same run, before its status, and never merged, while a person's queueing is left alone; a
-//! repository without a queue pays no request more.
+//! same run, before its status, and never merged, while a person's queueing is left alone; the
+//! fleet dashboard says "queued"; a repository without a queue pays no request more.
 
 use super::support::*;
 use cellbridge::ports::github::MergeMethod;
@@ -52,6 +52,13 @@ async fn with_a_merge_queue_and_auto_merge_on_an_eligible_head_is_queued_and_the
     let writes = w.writes();
     assert_eq!(done(&w.deliver(CELL).await), "queued");
     assert_eq!(w.writes(), writes, "a replay writes nothing");
+    // The fleet dashboard says so (from what cellbridge recorded in the body).
+    w.dashboard().await;
+    let board = &w.dashboards()[0].body;
+    assert!(
+        board.contains(&format!("#{n} opened today, queued in the merge queue")),
+        "{board}"
+    );
 
     // Main moves: the head is behind, and stays as it is.
     w.bed

@@ -199,7 +199,7 @@ const CELLBRIDGE: &str = "cellbridge";
 
 impl Run {
     /// The marker fields the body records: `optin=` and, for an eligible head,
-    /// `automerge=eligible`.
+    /// `automerge=eligible`; `queued=yes` while it is in the merge queue.
     pub(super) fn marker_fields(&self) -> String {
         let mut f = format!(" optin={}", self.coverage);
         if self.eligibility.eligible {
@@ -207,6 +207,10 @@ impl Run {
         }
         if self.ours {
             f.push_str(&format!(" {ENABLED_BY}={CELLBRIDGE}"));
+        }
+        if self.done == Done::Queued {
+            // For the fleet dashboard, which shows it to people and decides nothing by it.
+            f.push_str(" queued=yes");
         }
         f
     }

@@ -606,6 +606,9 @@ pub struct OpenPull {
     /// When it was opened, in seconds since the Unix epoch.
     pub created_at: u64,
     pub labels: Vec<String>,
+    /// Its description as the listing gives it: what cellbridge recorded there is shown to
+    /// people (the dashboard), never decided on.
+    pub body: String,
 }
 
 /// The base branch as it was when read.
