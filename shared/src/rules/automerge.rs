@@ -329,7 +329,7 @@ impl Run {
         self.note = None;
         self.ours = st.enabled_by_viewer();
         if st.queue.is_some() {
-            return self.into_queue(gh, number, head, &st, deadline).await;
+            return self.queue_eligible(gh, number, head, &st, deadline).await;
         }
         if st.merge_state == MergeStateStatus::Behind && !self.updated {
             // "Require branches to be up to date before merging": GitHub's auto-merge waits for

@@ -23,7 +23,7 @@ use crate::pure::markdown;
 impl Run {
     /// After the status of an eligible head `head` whose base requires a merge queue (`st`
     /// read after the status): the head in the queue, or what is awaited.
-    pub(super) async fn into_queue<G: Merges>(
+    pub(super) async fn queue_eligible<G: Merges>(
         &mut self,
         gh: &G,
         number: u64,
