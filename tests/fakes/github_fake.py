@@ -623,12 +623,19 @@ def set_protection(repo, branch, body):
 #   set by the merge queue" (https://github.com/osac-project/osac/pull/924,
 #   https://github.com/kunchenguid/firstmate/pull/3335; the input's description says a method "is
 #   ignored" with a queue, but GitHub refuses one the queue does not use, and the fake refuses any
-#   given). Without one, it adds the pull request to the queue at once when every requirement is
-#   met, else once they are (`settle`), the entry's enqueuer being whoever enabled it and
+#   given). Without one, it adds the pull request to the queue once every requirement is met
+#   (`settle`; at once when only being up to date is missing), the entry's enqueuer being whoever
+#   enabled it and
 #   `autoMergeRequest` gone ("OPEN plus autoMergeRequest false plus an active merge-queue entry",
 #   https://github.com/vanillagreencom/kendex/issues/608). It still needs "Allow auto-merge"
 #   ("GraphQL: Auto merge is not allowed for this repository (enablePullRequestAutoMerge)" where a
-#   queue is required, https://github.com/cli/cli/pull/14379);
+#   queue is required, https://github.com/cli/cli/pull/14379). A pull request with nothing to wait
+#   for is refused as without a queue ("... is in clean status"): GitHub's own client adds such a
+#   one with `enqueuePullRequest` ("If required checks have not yet passed, auto-merge will be
+#   enabled. If required checks have passed, the pull request will be added to the merge queue",
+#   `gh pr merge --help`, quoted in https://github.com/stella/stella/pull/2985, where GitHub "can
+#   reject it because the pull request is already clean";
+#   https://github.com/rust-lang/triagebot/pull/2450);
 # - `enqueuePullRequest` needs no "Allow auto-merge" (the same pull request) but every requirement
 #   met, refusing with "Pull request " and what is missing ("Pull request Waiting on code owner
 #   review from ...", https://github.com/github/app/issues/93; "Pull request Required workflow
@@ -1908,6 +1915,11 @@ class Handler(BaseHTTPRequestHandler):
                 if "mergeMethod" in given_fields(info, "input"):
                     raise Refused("UNPROCESSABLE", f"The merge strategy for {pr['base']} is set by the merge queue")
                 if entry_of(repo, pr) is None:
+                    # Nothing to wait for: refused as without a queue (see "merge queues").
+                    state = merge_state(repo, pr)
+                    if state in ("CLEAN", "UNSTABLE", "HAS_HOOKS"):
+                        word = {"CLEAN": "clean", "UNSTABLE": "unstable", "HAS_HOOKS": "has_hooks"}[state]
+                        raise Refused("UNPROCESSABLE", f"Pull request Pull request is in {word} status")
                     pr["auto_merge"] = {"enabled_by": viewer, "merge_method": queue_of(repo, pr)}
                     settle_queues(repo)
                 touch(pr)

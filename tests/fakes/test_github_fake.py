@@ -1071,6 +1071,10 @@ def test_enqueue_needs_every_requirement_and_a_push_or_failed_checks_take_the_en
     r = graphql(gh, ENQUEUE, {"pullRequestId": pr["id"], "expectedHeadOid": pr["headRefOid"]})
     assert r.body["errors"][0]["message"] == 'Pull request Required status check "ci/build" is expected.', r
     assert gh("POST", f"/repos/{{repo}}/statuses/{sha_of(gh, 'topic')}", {"state": "success", "context": "ci/build"}).status == 201
+    # Nothing to wait for: auto-merge is refused as without a queue, enqueueing is the way.
+    allow(gh)
+    r = graphql(gh, ENABLE, {"pullRequestId": pr["id"], "expectedHeadOid": pr["headRefOid"]})
+    assert r.body["errors"][0]["message"] == "Pull request Pull request is in clean status", r
     r = graphql(gh, ENQUEUE, {"pullRequestId": pr["id"], "expectedHeadOid": "0" * 40})
     assert "expected head oid" in r.body["errors"][0]["message"], r
     r = graphql(gh, ENQUEUE, {"pullRequestId": pr["id"], "expectedHeadOid": pr["headRefOid"]})

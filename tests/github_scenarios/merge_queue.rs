@@ -1,6 +1,7 @@
 //! Merge queues on both GitHubs: where `main` requires a merge queue, an eligible head is queued
-//! the way the repository allows (auto-merge without a method when "Allow auto-merge" is on,
-//! `enqueuePullRequest` when it is off) and the queue merges it by its own method; a head behind
+//! (`enqueuePullRequest` once every requirement is met; before that, auto-merge without a method
+//! when "Allow auto-merge" is on, nothing when it is off) and the queue merges it by its own
+//! method; a head behind
 //! main is left to the queue; a head that is no longer eligible is taken out of the queue in the
 //! same run, before its status, and never merged, while a person's queueing is left alone; the
 //! fleet dashboard says "queued"; a repository without a queue pays no request more.
@@ -83,6 +84,7 @@ async fn with_a_merge_queue_and_auto_merge_on_an_eligible_head_is_queued_and_the
 
 /// "Allow auto-merge" off: once every requirement is met the head is added with
 /// `enqueuePullRequest`; before that the result says what is awaited and the next event adds it.
+/// (With nothing awaited, auto-merge on or off, it is enqueued at once: the request budget's row.)
 async fn with_a_merge_queue_and_auto_merge_off_an_eligible_head_is_enqueued<B: Bed>() {
     let w = queued_world::<B>(&[STATUS_CONTEXT, CI], false).await;
     w.apply(CELL, 2, "vpc-2");

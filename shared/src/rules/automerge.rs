@@ -21,6 +21,8 @@
 //! - An eligible head GitHub reads `BEHIND` (the base requires branches to be up to date, and
 //!   GitHub's auto-merge never updates one) is brought up to date as Update branch does, and
 //!   its status posted on the new head.
+//! - A base that requires a merge queue: the head queued, never merged nor updated by cellbridge,
+//!   and taken out when it is no longer eligible (`queue`).
 
 mod queue;
 

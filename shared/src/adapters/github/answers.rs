@@ -124,7 +124,8 @@ fn enable_refusal(message: &str) -> Refusal {
 /// `enablePullRequestAutoMerge` where a queue is required): already in it is what was asked
 /// ("Pull request is already in the queue", quoted in
 /// https://github.com/ClickHouse/ClickHouse/pull/109183); a head that moved is a lost race; a
-/// pull request GitHub cannot find a failure; anything else (a requirement not met: "Pull
+/// pull request GitHub cannot find a failure; auto-merge refused for a pull request that can
+/// merge now ("clean status") says it can be added now; anything else (a requirement not met: "Pull
 /// request Waiting on code owner review from ...", https://github.com/github/app/issues/93; a
 /// merge method: "The merge strategy for main is set by the merge queue") an answer.
 pub(crate) fn queue_answer(what: &str, e: &GraphqlError) -> Result<QueueAnswer> {
@@ -140,6 +141,7 @@ pub(crate) fn queue_answer(what: &str, e: &GraphqlError) -> Result<QueueAnswer> 
             });
         }
         Refusal::Other if e.kind == "NOT_FOUND" => return Err(e.as_error(what)),
-        Refusal::MergeableNow | Refusal::Other => QueueAnswer::Refused(e.message.clone()),
+        Refusal::MergeableNow => QueueAnswer::MergeableNow(e.message.clone()),
+        Refusal::Other => QueueAnswer::Refused(e.message.clone()),
     })
 }

@@ -406,6 +406,7 @@ impl MemGithub {
                 return s.queue_auto_merge_for(number, None, login).map(|a| match a {
                     QueueAnswer::Queued | QueueAnswer::Armed => AutoMergeAnswer::Enabled,
                     QueueAnswer::NotAllowed(why) => AutoMergeAnswer::NotAllowed(why),
+                    QueueAnswer::MergeableNow(why) => AutoMergeAnswer::MergeableNow(why),
                     QueueAnswer::Refused(why) => AutoMergeAnswer::Refused(why),
                 });
             }

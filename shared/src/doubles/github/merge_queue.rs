@@ -17,8 +17,14 @@
 //!   strategy for main is set by the merge queue" refuses one
 //!   (https://github.com/osac-project/osac/pull/924,
 //!   https://github.com/kunchenguid/firstmate/pull/3335); without one it adds the pull request to
-//!   the queue at once when every requirement is met, else once they are ([`Store::settle`]), the
-//!   entry's enqueuer being whoever enabled it. It still needs "Allow auto-merge" ("GraphQL: Auto
+//!   the queue once every requirement is met ([`Store::settle`]; at once when only being up to
+//!   date is missing), the entry's enqueuer being whoever enabled it. A pull request with nothing
+//!   to wait for is refused as without a queue ("Pull request is in clean status"): GitHub's own
+//!   client adds such a one with `enqueuePullRequest` instead ("If required checks have not yet
+//!   passed, auto-merge will be enabled. If required checks have passed, the pull request will be
+//!   added to the merge queue", `gh pr merge --help`, quoted in
+//!   https://github.com/stella/stella/pull/2985, where GitHub "can reject it because the pull
+//!   request is already clean"; https://github.com/rust-lang/triagebot/pull/2450). It still needs "Allow auto-merge" ("GraphQL: Auto
 //!   merge is not allowed for this repository (enablePullRequestAutoMerge)" where a queue is
 //!   required and the setting off, https://github.com/cli/cli/pull/14379).
 //! - `enqueuePullRequest` needs no "Allow auto-merge" (the same pull request) but every
@@ -198,6 +204,16 @@ impl Store {
         }
         if self.entry_of(&pr).is_some() {
             return Ok(QueueAnswer::Queued);
+        }
+        // Nothing to wait for: refused as without a queue (see the module).
+        let state = self.merge_state_of(&pr);
+        if state.mergeable_now() {
+            let word = if state == MergeStateStatus::Unstable {
+                "unstable"
+            } else {
+                "clean"
+            };
+            return refused(&format!("Pull request is in {word} status"));
         }
         let p = self.pulls.iter_mut().find(|p| p.number == number).expect("found above");
         p.auto_merge = Some(super::MemAutoMerge {

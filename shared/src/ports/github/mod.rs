@@ -345,6 +345,9 @@ pub enum QueueAnswer {
     Queued,
     /// Auto-merge on: GitHub adds it to the queue once every requirement is met.
     Armed,
+    /// GitHub refuses to wait ("Pull request is in clean status"): every requirement is met, it
+    /// can be added to the queue now.
+    MergeableNow(String),
     /// "Auto merge is not allowed for this repository".
     NotAllowed(String),
     /// Any other refusal (a requirement not met, the queue's method), GitHub's message.

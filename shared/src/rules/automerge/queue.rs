@@ -3,11 +3,15 @@
 //! eligible head is put in the queue the way the repository allows, an ineligible one cellbridge
 //! queued is taken out before its status is posted, a person's queueing is left alone.
 //!
-//! - "Allow auto-merge" on: `enablePullRequestAutoMerge` without a merge method (the queue sets
-//!   it, and GitHub refuses another: "The merge strategy for main is set by the merge queue"),
-//!   for the head checked; GitHub queues it at once or once every requirement is met.
-//! - "Allow auto-merge" off: `enqueuePullRequest` for the head checked, once GitHub says every
-//!   requirement is met (it refuses earlier: "Pull request Waiting on code owner review ...").
+//! - Every requirement met (but being up to date, which the queue sees to): `enqueuePullRequest`
+//!   for the head checked, as GitHub's own client does ("If required checks have passed, the pull
+//!   request will be added to the merge queue", `gh pr merge --help`); auto-merge would be refused
+//!   ("Pull request is in clean status").
+//! - A requirement still missing and "Allow auto-merge" on: `enablePullRequestAutoMerge` without a
+//!   merge method (the queue sets it, and GitHub refuses another: "The merge strategy for main is
+//!   set by the merge queue"), for the head checked; GitHub queues it once every requirement is
+//!   met. Off: nothing yet (GitHub refuses to enqueue it: "Pull request Waiting on code owner
+//!   review ..."); the next event adds it.
 //! - Never "Merge a pull request" (refused: "Changes must be made through the merge queue."), and
 //!   never an update of a head that is behind: the queue tests the merge with the latest base.
 //! - Who queued it, GitHub's `enqueuer` tells (auto-merge queues as whoever enabled it); never the
@@ -55,10 +59,17 @@ impl Run {
             self.detail = Some("the pull request conflicts with the base branch".to_owned());
             return Ok(());
         }
-        let answer = if st.auto_merge_allowed {
-            gh.queue_auto_merge(&st.node_id, head, deadline).await?
-        } else if ready(st) {
+        let answer = if ready(st) {
             gh.enqueue(&st.node_id, head, deadline).await?
+        } else if st.auto_merge_allowed {
+            match gh.queue_auto_merge(&st.node_id, head, deadline).await? {
+                // It became ready since it was read: added now, for the same head.
+                QueueAnswer::MergeableNow(why) => {
+                    tracing::info!(pull_request = number, answer = %why, "auto-merge refused: the pull request can be queued now");
+                    gh.enqueue(&st.node_id, head, deadline).await?
+                }
+                a => a,
+            }
         } else {
             // GitHub refuses to queue it before then, and with auto-merge off nothing of
             // GitHub's queues it later: the next event does.
@@ -85,7 +96,7 @@ impl Run {
                 ));
             }
             QueueAnswer::NotAllowed(why) => self.not_allowed(&why),
-            QueueAnswer::Refused(why) => {
+            QueueAnswer::MergeableNow(why) | QueueAnswer::Refused(why) => {
                 tracing::warn!(pull_request = number, answer = %why, "GitHub refused to queue it");
                 self.done = Done::Refused;
                 self.note = Some(format!(
