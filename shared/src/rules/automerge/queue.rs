@@ -6,7 +6,8 @@
 //! - Every requirement met (but being up to date, which the queue sees to): `enqueuePullRequest`
 //!   for the head checked, as GitHub's own client does ("If required checks have passed, the pull
 //!   request will be added to the merge queue", `gh pr merge --help`); auto-merge would be refused
-//!   ("Pull request is in clean status").
+//!   ("Pull request is in clean status"), or, already on, never fire ("`--auto` silently no-ops.
+//!   The PR is never queued", https://github.com/loopdive/js2/pull/931).
 //! - A requirement still missing and "Allow auto-merge" on: `enablePullRequestAutoMerge` without a
 //!   merge method (the queue sets it, and GitHub refuses another: "The merge strategy for main is
 //!   set by the merge queue"), for the head checked; GitHub queues it once every requirement is
@@ -44,7 +45,11 @@ impl Run {
             ));
             return Ok(());
         }
-        if let Some(a) = &st.auto_merge {
+        // Auto-merge on (anyone's) queues it only when a requirement turns met; one that was met
+        // meanwhile leaves it armed and out of the queue ("GitHub only enqueues a PR on specific
+        // triggers ... not on a passive change", https://github.com/osac-project/osac/pull/924):
+        // a head that is ready is enqueued whatever auto-merge says.
+        if let Some(a) = st.auto_merge.as_ref().filter(|_| !ready(st)) {
             self.done = Done::AlreadyEnabled;
             self.detail = Some(format!(
                 "GitHub adds it to the merge queue once branch protection is satisfied (enabled by {})",
