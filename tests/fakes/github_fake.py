@@ -627,7 +627,9 @@ def set_protection(repo, branch, body):
 #   (`settle`; at once when only being up to date is missing), the entry's enqueuer being whoever
 #   enabled it and
 #   `autoMergeRequest` gone ("OPEN plus autoMergeRequest false plus an active merge-queue entry",
-#   https://github.com/vanillagreencom/kendex/issues/608). It still needs "Allow auto-merge"
+#   https://github.com/vanillagreencom/kendex/issues/608; "once a PR is in the merge queue, REST
+#   `pull.auto_merge` reads `null`", https://github.com/objectstack-ai/objectstack/issues/14605,
+#   however it got there). It still needs "Allow auto-merge"
 #   ("GraphQL: Auto merge is not allowed for this repository (enablePullRequestAutoMerge)" where a
 #   queue is required, https://github.com/cli/cli/pull/14379). A pull request with nothing to wait
 #   for is refused as without a queue ("... is in clean status"): GitHub's own client adds such a
@@ -711,6 +713,7 @@ def enqueue(repo, pr, login):
     if why is not None:
         raise Refused("UNPROCESSABLE", f"Pull request {why}")
     pr["queue_entry"] = {"enqueuer": login, "head": repo["refs"]["heads/" + pr["head"]], "at": iso_now()}
+    pr["auto_merge"] = None  # in the queue, auto-merge is over (see above)
     touch(pr)
     return pr["queue_entry"]
 

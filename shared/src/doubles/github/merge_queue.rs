@@ -11,6 +11,8 @@
 //!   ("Managing a merge queue", #failing-ci, quoted in
 //!   https://github.com/aranya-project/aranya-core/pull/363). So a head behind its base is no
 //!   reason to wait: the queue tests the merge with the latest base.
+//! - In the queue a pull request's auto-merge is over: "once a PR is in the merge queue, REST
+//!   `pull.auto_merge` reads `null`" (https://github.com/objectstack-ai/objectstack/issues/14605).
 //! - An entry is for the head it was added with: a later push takes it out ("GitHub also
 //!   auto-dequeues on a later push", https://github.com/cncf/prow-github-actions/pull/166).
 //! - `enablePullRequestAutoMerge` takes no merge method where a queue is required: "The merge
@@ -249,6 +251,10 @@ impl Store {
                 head,
             },
         );
+        // In the queue, auto-merge is over (see the module).
+        if let Some(p) = self.pulls.iter_mut().find(|p| p.number == number) {
+            p.auto_merge = None;
+        }
         self.journal.push(format!("#{number} added to the merge queue by {by}"));
         Ok(QueueAnswer::Queued)
     }

@@ -131,6 +131,11 @@ impl Run {
                 pull_request = number,
                 "removed from the merge queue: the head is not eligible"
             );
+            // GitHub ends auto-merge when it queues a pull request; one of cellbridge's still on
+            // would queue it again.
+            if st.enabled_by_viewer() {
+                gh.disable_auto_merge(&st.node_id, deadline).await?;
+            }
             self.ours = false;
             self.done = Done::Dequeued;
             self.note = Some(
