@@ -534,11 +534,12 @@ def merge_state(repo, pr):
     return "CLEAN"
 
 
-def settle(full, repo):
+def settle(full, repo, triggered=True):
     """GitHub's auto-merge: every open pull request whose auto-merge is on and whose
-    requirements are met merges, by its method, as whoever enabled it."""
+    requirements are met merges, by its method, as whoever enabled it. `triggered`: the change
+    can trigger auto-merge into a merge queue (a rule relaxed or a queue required cannot)."""
     # Where a queue is required, auto-merge adds to the queue instead ("merge queues").
-    settle_queues(repo)
+    settle_queues(repo, triggered)
     while True:
         ready = [pr for pr in repo["pulls"].values()
                  if pr["state"] == "open" and pr.get("auto_merge") and not queue_of(repo, pr)
@@ -617,6 +618,11 @@ def set_protection(repo, branch, body):
 #   branch, the pull request will be removed from the queue" ("Managing a merge queue", failing
 #   CI, quoted in https://github.com/aranya-project/aranya-core/pull/363). Being behind the base
 #   is no reason to wait: the queue tests the merge with the latest base;
+# - auto-merge queues a pull request when a requirement turns met (a status passing, an approval),
+#   not on a passive change: "GitHub only enqueues a PR on specific triggers (new commit, review,
+#   label, or an explicit `enable-auto-merge` call) — not on a passive change to *why* a PR became
+#   mergeable" such as a ruleset relaxed (https://github.com/osac-project/osac/pull/924): branch
+#   protection changed or a queue required leaves an armed pull request out of the queue;
 # - an entry is for the head it was added with: a push takes it out ("GitHub also auto-dequeues
 #   on a later push", https://github.com/cncf/prow-github-actions/pull/166);
 # - `enablePullRequestAutoMerge` with a `mergeMethod` is refused: "The merge strategy for main is
@@ -690,14 +696,15 @@ def queue_unmet(repo, pr):
     return protection_unmet(repo, pr) or "is not mergeable"
 
 
-def settle_queues(repo):
-    """Entries whose head moved or whose pull request closed are gone; pull requests whose
-    auto-merge is on and whose requirements are met enter their queue as their enabler's."""
+def settle_queues(repo, triggered=True):
+    """Entries whose head moved or whose pull request closed are gone; after a change that can
+    trigger it (`triggered`), pull requests whose auto-merge is on and whose requirements are met
+    enter their queue as their enabler's."""
     for pr in repo["pulls"].values():
         if pr.get("queue_entry") and entry_of(repo, pr) is None:
             pr["queue_entry"] = None
         am = pr.get("auto_merge")
-        if am and pr["state"] == "open" and queue_of(repo, pr) and queue_unmet(repo, pr) is None:
+        if triggered and am and pr["state"] == "open" and queue_of(repo, pr) and queue_unmet(repo, pr) is None:
             pr["queue_entry"] = {"enqueuer": am["enabled_by"], "head": repo["refs"]["heads/" + pr["head"]],
                                  "at": iso_now()}
             pr["auto_merge"] = None
@@ -721,7 +728,7 @@ def enqueue(repo, pr, login):
 def queue_checks(full, repo, pr, passed):
     """The queue's checks of `pr`'s entry reported: passed, merged by the queue's method as its
     enqueuer; failed, out of the queue. Whether it merged."""
-    settle_queues(repo)
+    settle_queues(repo, triggered=False)
     e = entry_of(repo, pr)
     if e is None:
         return False
@@ -1767,9 +1774,10 @@ class Handler(BaseHTTPRequestHandler):
                     self._lose_race(path, fault["lose_race"])
                 result = self._api(method, path, query, body)
                 if method != "GET":
-                    # A write can meet the last requirement of a pull request's auto-merge.
+                    # A write can meet the last requirement of a pull request's auto-merge (a
+                    # protection changed is no trigger for auto-merge into a queue).
                     for full_name, r in list(REPOS.items()):
-                        settle(full_name, r)
+                        settle(full_name, r, triggered=not path.endswith("/protection"))
             status, out = result[0], result[1]
             if len(result) > 2:
                 headers = result[2]
@@ -2699,7 +2707,7 @@ class Handler(BaseHTTPRequestHandler):
                     repo.setdefault("merge_queues", {})[body["branch"]] = m.upper()
                 else:
                     raise ApiError(400, "merge_method must be merge, squash, rebase or null")
-                settle(body["repo"], repo)
+                settle(body["repo"], repo, triggered=False)
                 return 200, {"merge_queues": dict(repo.get("merge_queues") or {})}
             if path == "/_fake/merge_queue/checks" and method == "POST":
                 repo = repo_or_404(body.get("repo"))

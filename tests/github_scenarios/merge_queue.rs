@@ -157,6 +157,27 @@ async fn an_ineligible_head_after_queueing_is_taken_out_in_the_same_run_and_neve
     );
 }
 
+/// Auto-merge on waits for a requirement to turn met; one met by a rule relaxed meanwhile is no
+/// trigger, and the pull request stays armed and out of the queue: the next event enqueues it.
+async fn an_armed_head_a_relaxed_rule_made_ready_is_enqueued_by_the_next_event<B: Bed>() {
+    let w = queued_world::<B>(&[STATUS_CONTEXT, CI], true).await;
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), done(&r)), ("opened", "enabled"), "{r}");
+    let n = r["pull_request"]["number"].as_u64().unwrap();
+    // An administrator stops requiring the CI: nothing triggers GitHub's auto-merge.
+    w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT], 0, true)));
+    assert_eq!(w.bed.queued_by(w.repo(), n), None, "armed, not queued");
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), done(&r)), ("unchanged", "queued"), "{r}");
+    assert_eq!(w.bed.queued_by(w.repo(), n).as_deref(), Some(B::CELLBRIDGE));
+    assert_eq!(
+        w.bed.auto_merge(w.repo(), n).0,
+        None,
+        "in the queue, auto-merge is over"
+    );
+}
+
 /// Without a merge queue the merge state is the same one request: a delivery with a queue costs
 /// exactly what one without costs.
 async fn a_repository_without_a_merge_queue_pays_no_request_more<B: Bed>() {
@@ -181,6 +202,7 @@ scenarios!(
         with_a_merge_queue_and_auto_merge_on_an_eligible_head_is_queued_and_the_queue_merges_it,
         with_a_merge_queue_and_auto_merge_off_an_eligible_head_is_enqueued,
         an_ineligible_head_after_queueing_is_taken_out_in_the_same_run_and_never_merged,
+        an_armed_head_a_relaxed_rule_made_ready_is_enqueued_by_the_next_event,
         a_repository_without_a_merge_queue_pays_no_request_more,
     ]
 );

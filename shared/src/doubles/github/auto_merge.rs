@@ -155,8 +155,14 @@ impl Store {
     /// requirements are now met merges, by the method it was enabled with, as the one who
     /// enabled it.
     pub(super) fn settle(&mut self) {
+        self.settle_with(true);
+    }
+
+    /// [`Store::settle`] after a change that is no trigger for auto-merge into a merge queue (a
+    /// rule relaxed, a queue required: see `merge_queue`).
+    pub(super) fn settle_with(&mut self, triggered: bool) {
         // Where a queue is required, auto-merge adds to the queue instead (`merge_queue`).
-        self.settle_queues();
+        self.settle_queues(triggered);
         loop {
             let ready = self.pulls.iter().find_map(|p| {
                 let am = p.auto_merge.as_ref()?;
@@ -367,7 +373,7 @@ impl MemGithub {
                 Some(p) => s.branch_protection.insert(branch.to_owned(), p),
                 None => s.branch_protection.remove(branch),
             };
-            s.settle();
+            s.settle_with(false);
         });
     }
 

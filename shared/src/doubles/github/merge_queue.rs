@@ -13,6 +13,12 @@
 //!   reason to wait: the queue tests the merge with the latest base.
 //! - In the queue a pull request's auto-merge is over: "once a PR is in the merge queue, REST
 //!   `pull.auto_merge` reads `null`" (https://github.com/objectstack-ai/objectstack/issues/14605).
+//! - Auto-merge queues a pull request when a requirement turns met (a status or a check passing,
+//!   an approval), not on a passive change: "GitHub only enqueues a PR on specific triggers (new
+//!   commit, review, label, or an explicit `enable-auto-merge` call) — not on a passive change to
+//!   *why* a PR became mergeable" such as a ruleset relaxed
+//!   (https://github.com/osac-project/osac/pull/924): branch protection changed or a queue
+//!   required leaves an armed pull request out of the queue.
 //! - An entry is for the head it was added with: a later push takes it out ("GitHub also
 //!   auto-dequeues on a later push", https://github.com/cncf/prow-github-actions/pull/166).
 //! - `enablePullRequestAutoMerge` takes no merge method where a queue is required: "The merge
@@ -137,10 +143,10 @@ impl Store {
     }
 
     /// Before GitHub's auto-merge acts: entries whose head moved or whose pull request closed
-    /// are gone, and pull requests whose auto-merge is on and whose requirements are met enter
-    /// their queue, enqueued by their enabler. The pull requests whose base requires a queue,
-    /// which auto-merge must then leave alone.
-    pub(super) fn settle_queues(&mut self) {
+    /// are gone, and, after a change that can trigger it (`triggered`), pull requests whose
+    /// auto-merge is on and whose requirements are met enter their queue, enqueued by their
+    /// enabler.
+    pub(super) fn settle_queues(&mut self, triggered: bool) {
         let stale: Vec<u64> = self
             .queues
             .entries
@@ -156,6 +162,9 @@ impl Store {
         for n in stale {
             self.queues.entries.remove(&n);
             self.journal.push(format!("#{n} removed from the merge queue"));
+        }
+        if !triggered {
+            return;
         }
         let ready: Vec<(u64, String, String)> = self
             .pulls
@@ -223,7 +232,7 @@ impl Store {
             method: self.queues.required[&pr.base],
         });
         self.journal.push(format!("#{number} auto-merge enabled by {by}"));
-        self.settle_queues();
+        self.settle_queues(true);
         Ok(if self.entry_of(&pr).is_some() {
             QueueAnswer::Queued
         } else {
@@ -336,7 +345,7 @@ impl MemGithub {
                 Some(m) => s.queues.required.insert(branch.to_owned(), m),
                 None => s.queues.required.remove(branch),
             };
-            s.settle();
+            s.settle_with(false);
         });
     }
 
@@ -351,7 +360,7 @@ impl MemGithub {
     /// it leaves the queue. Whether it merged.
     pub fn queue_checks(&self, number: u64, passed: bool) -> bool {
         self.with(|s| {
-            s.settle_queues();
+            s.settle_queues(false);
             let Some(pr) = s.pulls.iter().find(|p| p.number == number).cloned() else {
                 return false;
             };
