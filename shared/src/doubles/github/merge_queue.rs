@@ -32,9 +32,13 @@
 //!   passed, auto-merge will be enabled. If required checks have passed, the pull request will be
 //!   added to the merge queue", `gh pr merge --help`, quoted in
 //!   https://github.com/stella/stella/pull/2985, where GitHub "can reject it because the pull
-//!   request is already clean"; https://github.com/rust-lang/triagebot/pull/2450). It still needs "Allow auto-merge" ("GraphQL: Auto
-//!   merge is not allowed for this repository (enablePullRequestAutoMerge)" where a queue is
-//!   required and the setting off, https://github.com/cli/cli/pull/14379).
+//!   request is already clean"; https://github.com/rust-lang/triagebot/pull/2450). It still
+//!   needs "Allow auto-merge" ("GraphQL: Auto merge is not allowed for this repository
+//!   (enablePullRequestAutoMerge)" where a queue is required and the setting off,
+//!   https://github.com/cli/cli/pull/14379).
+//! - The entry's `enqueuer` for a pull request auto-merge queued is whoever enabled auto-merge:
+//!   GitHub's answer for that case is not documented, and the double (as the HTTP fake) takes
+//!   the enabler, as GitHub names the enabler as the one who merged what auto-merge merges.
 //! - `enqueuePullRequest` needs no "Allow auto-merge" (the same pull request) but every
 //!   requirement met: "Pull request Waiting on code owner review from ..."
 //!   (https://github.com/github/app/issues/93), "Pull request Required workflow '...' is not
