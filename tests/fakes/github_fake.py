@@ -650,6 +650,8 @@ def set_protection(repo, branch, body):
 #   '...' is not satisfied", https://github.com/devantler-tech/platform/pull/3138), and twice with
 #   "Pull request is already in the queue" (https://github.com/ClickHouse/ClickHouse/pull/109183);
 #   `expectedHeadOid` not the head is refused like auto-merge's;
+# - the `enqueuer` of an entry auto-merge made is whoever enabled auto-merge: GitHub's answer for
+#   that case is not documented; the fake takes the enabler, as it does for `merged_by`;
 # - `dequeuePullRequest` of a pull request not in the queue: GitHub's words are not documented,
 #   the fake's are "Pull request is not in the merge queue";
 # - "Merge a pull request" is 405 "Changes must be made through the merge queue."

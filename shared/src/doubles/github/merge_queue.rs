@@ -37,8 +37,8 @@
 //!   (enablePullRequestAutoMerge)" where a queue is required and the setting off,
 //!   https://github.com/cli/cli/pull/14379).
 //! - The entry's `enqueuer` for a pull request auto-merge queued is whoever enabled auto-merge:
-//!   GitHub's answer for that case is not documented, and the double (as the HTTP fake) takes
-//!   the enabler, as GitHub names the enabler as the one who merged what auto-merge merges.
+//!   GitHub's answer for that case is not documented; the double (as the HTTP fake) takes the
+//!   enabler, as it takes the enabler for the merger of what auto-merge merges.
 //! - `enqueuePullRequest` needs no "Allow auto-merge" (the same pull request) but every
 //!   requirement met: "Pull request Waiting on code owner review from ..."
 //!   (https://github.com/github/app/issues/93), "Pull request Required workflow '...' is not
