@@ -72,6 +72,11 @@ Control API (never used by the product; tests and the bench drive it):
   field). The repository's branch protection, reviews and statuses are set through their real
   endpoints (`PUT .../branches/{b}/protection`, `POST .../pulls/{n}/reviews`, `POST
   .../statuses/{sha}`); `POST /_fake/tokens` takes a `"login"` for a person's token.
+- `POST /_fake/merge_queue` `{"repo": "o/r", "branch": "main", "merge_method": "squash"}`: an
+  administrator requires a merge queue on the branch, merging by that method (`null`: no queue;
+  see "merge queues"). `POST /_fake/merge_queue/checks` `{"repo", "number", "passed"}`: the
+  queue's CI reports on the pull request's entry merged with the latest base (its `merge_group`
+  checks); passed, the queue merges it, failed, it leaves the queue; `{"merged": bool}`.
 - `GET /_fake/app`: the GitHub App's id, installation id and private key (PEM, generated at
   start when the `cryptography` package is there), for tests that authenticate as an app, and its
   installation's `permissions` and `repositories`.
@@ -555,12 +560,16 @@ def merge_state(repo, pr):
     return "CLEAN"
 
 
-def settle(full, repo):
+def settle(full, repo, triggered=True):
     """GitHub's auto-merge: every open pull request whose auto-merge is on and whose
-    requirements are met merges, by its method, as whoever enabled it."""
+    requirements are met merges, by its method, as whoever enabled it. `triggered`: the change
+    can trigger auto-merge into a merge queue (a rule relaxed or a queue required cannot)."""
+    # Where a queue is required, auto-merge adds to the queue instead ("merge queues").
+    settle_queues(repo, triggered)
     while True:
         ready = [pr for pr in repo["pulls"].values()
-                 if pr["state"] == "open" and pr.get("auto_merge") and merge_state(repo, pr) in ("CLEAN", "HAS_HOOKS", "UNSTABLE")]
+                 if pr["state"] == "open" and pr.get("auto_merge") and not queue_of(repo, pr)
+                 and merge_state(repo, pr) in ("CLEAN", "HAS_HOOKS", "UNSTABLE")]
         if not ready:
             return
         pr = ready[0]
@@ -581,6 +590,20 @@ def repo_node_id(repo):
 def node_id(repo, pr):
     """A pull request's GraphQL node id (opaque to clients)."""
     return f"PR_kwDO{repo['id']}_{pr['number']}"
+
+
+def given_fields(info, arg):
+    """The fields of the input object argument `arg` as the request wrote them (the executor fills
+    in the schema's defaults, `mergeMethod: MERGE` among them, so the document tells what was sent)."""
+    for node in info.field_nodes:
+        for a in node.arguments or ():
+            if a.name.value != arg:
+                continue
+            if a.value.kind == "object_value":
+                return {f.name.value for f in a.value.fields}
+            if a.value.kind == "variable":
+                return set((info.variable_values.get(a.value.name.value) or {}).keys())
+    return set()
 
 
 def pull_of_node(node):
@@ -608,6 +631,156 @@ def set_protection(repo, branch, body):
         out["required_status_checks"] = {"strict": bool(checks.get("strict")), "contexts": contexts,
                                          "checks": [{"context": c, "app_id": None} for c in contexts]}
     return out
+
+
+# --- merge queues ------------------------------------------------------------------------------------
+#
+# A base branch can require a merge queue (branch protection's or a ruleset's "Require merge
+# queue"): "If a merge queue is required by the branch protection setting for the branch, you can
+# add your pull requests to a merge queue and GitHub will merge the pull requests for you once all
+# required checks have passed" ("Incorporating changes from a pull request",
+# https://docs.github.com/articles/incorporating-changes-from-a-pull-request). What the fake keeps:
+#
+# - the queue merges an entry by the queue's own method (`configuration.mergeMethod`) once the
+#   checks of the entry merged with the latest base pass (`POST /_fake/merge_queue/checks`, the
+#   `merge_group` checks); "if there are failed required status checks or conflicts with the base
+#   branch, the pull request will be removed from the queue" ("Managing a merge queue", failing
+#   CI, quoted in https://github.com/aranya-project/aranya-core/pull/363). Being behind the base
+#   is no reason to wait: the queue tests the merge with the latest base;
+# - auto-merge queues a pull request when a requirement turns met (a status passing, an approval),
+#   not on a passive change: "GitHub only enqueues a PR on specific triggers (new commit, review,
+#   label, or an explicit `enable-auto-merge` call) — not on a passive change to *why* a PR became
+#   mergeable" such as a ruleset relaxed (https://github.com/osac-project/osac/pull/924): branch
+#   protection changed or a queue required leaves an armed pull request out of the queue;
+# - an entry is for the head it was added with: a push takes it out ("GitHub also auto-dequeues
+#   on a later push", https://github.com/cncf/prow-github-actions/pull/166);
+# - `enablePullRequestAutoMerge` with a `mergeMethod` is refused: "The merge strategy for main is
+#   set by the merge queue" (https://github.com/osac-project/osac/pull/924,
+#   https://github.com/kunchenguid/firstmate/pull/3335; the input's description says a method "is
+#   ignored" with a queue, but GitHub refuses one the queue does not use, and the fake refuses any
+#   given). Without one, it adds the pull request to the queue once every requirement is met
+#   (`settle`; at once when only being up to date is missing), the entry's enqueuer being whoever
+#   enabled it and
+#   `autoMergeRequest` gone ("OPEN plus autoMergeRequest false plus an active merge-queue entry",
+#   https://github.com/vanillagreencom/kendex/issues/608; "once a PR is in the merge queue, REST
+#   `pull.auto_merge` reads `null`", https://github.com/objectstack-ai/objectstack/issues/14605,
+#   however it got there). It still needs "Allow auto-merge"
+#   ("GraphQL: Auto merge is not allowed for this repository (enablePullRequestAutoMerge)" where a
+#   queue is required, https://github.com/cli/cli/pull/14379). A pull request with nothing to wait
+#   for is refused as without a queue ("... is in clean status"): GitHub's own client adds such a
+#   one with `enqueuePullRequest` ("If required checks have not yet passed, auto-merge will be
+#   enabled. If required checks have passed, the pull request will be added to the merge queue",
+#   `gh pr merge --help`, quoted in https://github.com/stella/stella/pull/2985, where GitHub "can
+#   reject it because the pull request is already clean";
+#   https://github.com/rust-lang/triagebot/pull/2450);
+# - `enqueuePullRequest` needs no "Allow auto-merge" (the same pull request) but every requirement
+#   met, refusing with "Pull request " and what is missing ("Pull request Waiting on code owner
+#   review from ...", https://github.com/github/app/issues/93; "Pull request Required workflow
+#   '...' is not satisfied", https://github.com/devantler-tech/platform/pull/3138), and twice with
+#   "Pull request is already in the queue" (https://github.com/ClickHouse/ClickHouse/pull/109183);
+#   `expectedHeadOid` not the head is refused like auto-merge's;
+# - the `enqueuer` of an entry auto-merge made is whoever enabled auto-merge: GitHub's answer for
+#   that case is not documented; the fake takes the enabler, as it does for `merged_by`;
+# - `dequeuePullRequest` of a pull request not in the queue: GitHub's words are not documented,
+#   the fake's are "Pull request is not in the merge queue";
+# - "Merge a pull request" is 405 "Changes must be made through the merge queue."
+#   (https://github.com/cncf/prow-github-actions/pull/166,
+#   https://github.com/pascalgn/automerge-action/issues/235);
+# - `mergeStateStatus` is read as without a queue: "an enqueued PR keeps answering CLEAN"
+#   (https://github.com/netresearch/git-workflow-skill/pull/134).
+
+THROUGH_THE_QUEUE = "Changes must be made through the merge queue."
+
+
+def queue_of(repo, pr):
+    """The method of the queue `pr`'s base requires ("MERGE", "SQUASH", "REBASE"), or None."""
+    return (repo.get("merge_queues") or {}).get(pr["base"])
+
+
+def entry_of(repo, pr):
+    """`pr`'s queue entry while it stands: open, its base still queued, its head the one added."""
+    e = pr.get("queue_entry")
+    if e and pr["state"] == "open" and queue_of(repo, pr) and repo["refs"].get("heads/" + pr["head"]) == e["head"]:
+        return e
+    return None
+
+
+def queue_unmet(repo, pr):
+    """Why `pr` cannot enter its queue yet (GitHub's words after "Pull request "), or None: every
+    requirement met but being up to date, which the queue sees to."""
+    state = merge_state(repo, pr)
+    if state in ("CLEAN", "HAS_HOOKS", "UNSTABLE"):
+        return None
+    if state == "DIRTY":
+        return "Merge conflict"
+    if state == "BEHIND":
+        p = protection_of(repo, pr["base"]) or {}
+        head_sha = repo["refs"].get("heads/" + pr["head"])
+        statuses = repo["statuses"].get(head_sha, {})
+        for ctx in p.get("contexts") or []:
+            if statuses.get(ctx, {}).get("state") != "success":
+                return f'Required status check "{ctx}" is expected.'
+        need = p.get("approvals", 0)
+        if len(pr.get("approvals") or ()) < need:
+            return f"At least {need} approving review is required."
+        return None
+    return protection_unmet(repo, pr) or "is not mergeable"
+
+
+def settle_queues(repo, triggered=True):
+    """Entries whose head moved or whose pull request closed are gone; after a change that can
+    trigger it (`triggered`), pull requests whose auto-merge is on and whose requirements are met
+    enter their queue as their enabler's."""
+    for pr in repo["pulls"].values():
+        if pr.get("queue_entry") and entry_of(repo, pr) is None:
+            pr["queue_entry"] = None
+        am = pr.get("auto_merge")
+        if triggered and am and pr["state"] == "open" and queue_of(repo, pr) and queue_unmet(repo, pr) is None:
+            pr["queue_entry"] = {"enqueuer": am["enabled_by"], "head": repo["refs"]["heads/" + pr["head"]],
+                                 "at": iso_now()}
+            pr["auto_merge"] = None
+            touch(pr)
+
+
+def enqueue(repo, pr, login):
+    """`enqueuePullRequest` for `login` (see above): the entry."""
+    Refused = github_graphql.Refused
+    if entry_of(repo, pr):
+        raise Refused("UNPROCESSABLE", "Pull request is already in the queue")
+    why = queue_unmet(repo, pr)
+    if why is not None:
+        raise Refused("UNPROCESSABLE", f"Pull request {why}")
+    pr["queue_entry"] = {"enqueuer": login, "head": repo["refs"]["heads/" + pr["head"]], "at": iso_now()}
+    pr["auto_merge"] = None  # in the queue, auto-merge is over (see above)
+    touch(pr)
+    return pr["queue_entry"]
+
+
+def queue_checks(full, repo, pr, passed):
+    """The queue's checks of `pr`'s entry reported: passed, merged by the queue's method as its
+    enqueuer; failed, out of the queue. Whether it merged."""
+    settle_queues(repo, triggered=False)
+    e = entry_of(repo, pr)
+    if e is None:
+        return False
+    pr["queue_entry"] = None
+    # A requirement of the pull request's own that no longer holds (a required status of its head
+    # failed since) fails the entry as a failed check of the group does.
+    if not passed or queue_unmet(repo, pr) is not None:
+        touch(pr)
+        return False
+    protection = (repo.get("protection") or {}).pop(pr["base"], None)
+    try:
+        # The queue tested the merge with the latest base: its protection is met by that test.
+        merge_pull(full, repo, pr, {"merge_method": queue_of(repo, pr).lower(), "sha": e["head"]})
+    except ApiError:
+        return False
+    finally:
+        if protection is not None:
+            repo["protection"][pr["base"]] = protection
+    pr["closed_by"] = "merge queue"
+    pr["merged_by"] = e["enqueuer"]
+    return True
 
 
 # --- comparing two commits -------------------------------------------------------------------------
@@ -1095,6 +1268,10 @@ GRAPHQL_PERMISSIONS = {
     "graphql/disablePullRequestAutoMerge": [{"pull_requests": _W, "contents": _W}],
     "graphql/branchRequiresSignatures": [{"contents": _R}],
     "graphql/createCommitOnBranch": [{"contents": _W}],
+    # Merge queues: what merging writes, as auto-merge's.
+    "graphql/enablePullRequestAutoMergeInQueue": [{"pull_requests": _W, "contents": _W}],
+    "graphql/enqueuePullRequest": [{"pull_requests": _W, "contents": _W}],
+    "graphql/dequeuePullRequest": [{"pull_requests": _W, "contents": _W}],
 }
 LEVELS = {"read": 1, "write": 2, "admin": 3}
 
@@ -1740,9 +1917,10 @@ class Handler(BaseHTTPRequestHandler):
                     self._lose_race(path, fault["lose_race"])
                 result = self._api(method, path, query, body)
                 if method != "GET":
-                    # A write can meet the last requirement of a pull request's auto-merge.
+                    # A write can meet the last requirement of a pull request's auto-merge (a
+                    # protection changed is no trigger for auto-merge into a queue).
                     for full_name, r in list(REPOS.items()):
-                        settle(full_name, r)
+                        settle(full_name, r, triggered=not path.endswith("/protection"))
             status, out = result[0], result[1]
             if len(result) > 2:
                 headers = result[2]
@@ -1844,12 +2022,20 @@ class Handler(BaseHTTPRequestHandler):
         def pull(full, repo, pr):
             head = pull_head(repo, pr)
             am = pr.get("auto_merge")
+            queue, entry = queue_of(repo, pr), entry_of(repo, pr)
             return {
                 "id": node_id(repo, pr), "number": pr["number"],
                 "state": "MERGED" if pr.get("merged") else pr["state"].upper(),
                 "headRefOid": head, "mergeStateStatus": merge_state(repo, pr) if pr["state"] == "open" else "UNKNOWN",
                 "autoMergeRequest": {"enabledBy": actor(am["enabled_by"]),
                                      "mergeMethod": am["merge_method"]} if am else None,
+                # merge queues
+                "isMergeQueueEnabled": bool(queue),
+                "mergeQueue": {"id": f"MQ_{repo['id']}_{pr['base']}", "configuration": {"mergeMethod": queue}} if queue else None,
+                "isInMergeQueue": entry is not None,
+                "mergeQueueEntry": {"id": f"MQE_{repo['id']}_{pr['number']}", "state": "AWAITING_CHECKS",
+                                    "enqueuer": actor(entry["enqueuer"]), "enqueuedAt": entry["at"],
+                                    "position": 1, "jump": False, "solo": False} if entry else None,
                 "commits": lambda info, **k: {"nodes": [{"commit": {"oid": head, "statusCheckRollup": checks(full, repo, pr, head)}}]},
             }
 
@@ -1888,6 +2074,19 @@ class Handler(BaseHTTPRequestHandler):
             expected = input.get("expectedHeadOid")
             if expected is not None and expected != head:
                 raise Refused("UNPROCESSABLE", f"The pull request's head {head} is not the expected head oid {expected}")
+            if queue_of(repo, pr):
+                if "mergeMethod" in given_fields(info, "input"):
+                    raise Refused("UNPROCESSABLE", f"The merge strategy for {pr['base']} is set by the merge queue")
+                if entry_of(repo, pr) is None:
+                    # Nothing to wait for: refused as without a queue (see "merge queues").
+                    state = merge_state(repo, pr)
+                    if state in ("CLEAN", "UNSTABLE", "HAS_HOOKS"):
+                        word = {"CLEAN": "clean", "UNSTABLE": "unstable", "HAS_HOOKS": "has_hooks"}[state]
+                        raise Refused("UNPROCESSABLE", f"Pull request Pull request is in {word} status")
+                    pr["auto_merge"] = {"enabled_by": viewer, "merge_method": queue_of(repo, pr)}
+                    settle_queues(repo)
+                touch(pr)
+                return {"pullRequest": pull(full, repo, pr), "actor": actor(viewer)}
             state = merge_state(repo, pr)
             if state in ("CLEAN", "UNSTABLE", "HAS_HOOKS"):
                 word = {"CLEAN": "clean", "UNSTABLE": "unstable", "HAS_HOOKS": "has_hooks"}[state]
@@ -1903,6 +2102,40 @@ class Handler(BaseHTTPRequestHandler):
             pr["auto_merge"] = None
             touch(pr)
             return {"pullRequest": pull(full, repo, pr), "actor": actor(viewer)}
+
+        def queued_pull(node, expected=None):
+            full, repo, pr = pull_of_node(node)
+            if pr is None:
+                raise Refused("NOT_FOUND", f"Could not resolve to a node with the global id of '{node}'")
+            if pr["state"] != "open":
+                raise Refused("UNPROCESSABLE", "Pull request is not open")
+            if not queue_of(repo, pr):
+                raise Refused("UNPROCESSABLE", f"Pull request's base branch {pr['base']} has no merge queue")
+            head = repo["refs"].get("heads/" + pr["head"])
+            if expected is not None and expected != head:
+                raise Refused("UNPROCESSABLE", f"The pull request's head {head} is not the expected head oid {expected}")
+            return full, repo, pr
+
+        def entry_json(full, repo, pr, e):
+            return {"id": f"MQE_{repo['id']}_{pr['number']}", "state": "AWAITING_CHECKS", "enqueuer": actor(e["enqueuer"]),
+                    "enqueuedAt": e["at"], "position": 1, "jump": False, "solo": False,
+                    "pullRequest": lambda info, **k: pull(full, repo, pr)}
+
+        def enqueue_pr(info, input, **k):
+            full, repo, pr = queued_pull(input["pullRequestId"], input.get("expectedHeadOid"))
+            e = enqueue(repo, pr, viewer)
+            return {"clientMutationId": input.get("clientMutationId"), "mergeQueueEntry": entry_json(full, repo, pr, e)}
+
+        def dequeue_pr(info, input, **k):
+            full, repo, pr = pull_of_node(input["id"])
+            if pr is None:
+                raise Refused("NOT_FOUND", f"Could not resolve to a node with the global id of '{input['id']}'")
+            e = entry_of(repo, pr)
+            if e is None:
+                raise Refused("UNPROCESSABLE", "Pull request is not in the merge queue")
+            pr["queue_entry"] = None
+            touch(pr)
+            return {"clientMutationId": input.get("clientMutationId"), "mergeQueueEntry": entry_json(full, repo, pr, e)}
 
         def update_refs(info, input, **k):
             # "Creates, updates and/or deletes multiple refs in a repository ... performed
@@ -1992,7 +2225,8 @@ class Handler(BaseHTTPRequestHandler):
 
         return {"viewer": {"login": viewer}, "repository": repository,
                 "enablePullRequestAutoMerge": enable, "disablePullRequestAutoMerge": disable,
-                "updateRefs": update_refs, "createCommitOnBranch": create_commit_on_branch}
+                "updateRefs": update_refs, "createCommitOnBranch": create_commit_on_branch,
+                "enqueuePullRequest": enqueue_pr, "dequeuePullRequest": dequeue_pr}
 
     def _record(self, method, path, op, violations):
         """Counts the operation and keeps what broke GitHub's description (never a header value)."""
@@ -2449,6 +2683,8 @@ class Handler(BaseHTTPRequestHandler):
             pr = repo["pulls"].get(int(m.group(1)))
             if pr is None:
                 raise ApiError(404, "Not Found")
+            if queue_of(repo, pr):
+                raise ApiError(405, THROUGH_THE_QUEUE)
             sha = merge_pull(full, repo, pr, body or {})
             pr["closed_by"] = self.headers.get("User-Agent", "")
             pr["merged_by"] = login_of(getattr(self, "_token", None))
@@ -2674,6 +2910,25 @@ class Handler(BaseHTTPRequestHandler):
                 if "allow_auto_merge" in body:
                     repo["allow_auto_merge"] = bool(body["allow_auto_merge"])
                 return 200, {"allow_auto_merge": bool(repo.get("allow_auto_merge"))}
+            if path == "/_fake/merge_queue" and method == "POST":
+                repo = repo_or_404(body.get("repo"))
+                m = body.get("merge_method")
+                if m is None:
+                    (repo.get("merge_queues") or {}).pop(body.get("branch"), None)
+                elif m in ("merge", "squash", "rebase"):
+                    repo.setdefault("merge_queues", {})[body["branch"]] = m.upper()
+                else:
+                    raise ApiError(400, "merge_method must be merge, squash, rebase or null")
+                settle(body["repo"], repo, triggered=False)
+                return 200, {"merge_queues": dict(repo.get("merge_queues") or {})}
+            if path == "/_fake/merge_queue/checks" and method == "POST":
+                repo = repo_or_404(body.get("repo"))
+                pr = repo["pulls"].get(int(body.get("number") or 0))
+                if pr is None:
+                    raise ApiError(404, "no such pull request")
+                merged = queue_checks(body["repo"], repo, pr, bool(body.get("passed")))
+                settle(body["repo"], repo)
+                return 200, {"merged": merged}
             if path == "/_fake/update_branch" and method == "POST":
                 # A person pressing "Update branch" on the pull request: the same merge as
                 # `PUT /pulls/{n}/update-branch`.
@@ -2725,6 +2980,8 @@ class Handler(BaseHTTPRequestHandler):
                     am = pr.get("auto_merge")
                     j["auto_merge"] = {"enabled_by": am["enabled_by"], "merge_method": am["merge_method"]} if am else None
                     j["merged_by"] = pr.get("merged_by")
+                    e = entry_of(repo, pr)
+                    j["merge_queue_entry"] = {"enqueuer": e["enqueuer"], "head": e["head"]} if e else None
                     j["approvals"] = list(pr.get("approvals") or [])
                     j["merge_state"] = merge_state(repo, pr) if pr["state"] == "open" else None
                     pulls.append(j)

@@ -992,6 +992,113 @@ def test_enabling_is_refused_for_a_pull_request_that_can_merge_now_or_a_reposito
     assert r.body["errors"][0]["path"] == ["enablePullRequestAutoMerge"]
 
 
+# merge queues ---------------------------------------------------------------------------------
+
+QUEUE_STATE = """query queueState($owner: String!, $name: String!, $number: Int!) {
+  repository(owner: $owner, name: $name) {
+    pullRequest(number: $number) {
+      id headRefOid isInMergeQueue isMergeQueueEnabled autoMergeRequest { mergeMethod }
+      mergeQueue { configuration { mergeMethod } }
+      mergeQueueEntry { state enqueuer { __typename login } }
+    }
+  }
+}"""
+ENABLE_WITH_METHOD = """mutation enableWithMethod($pullRequestId: ID!) {
+  enablePullRequestAutoMerge(input: {pullRequestId: $pullRequestId, mergeMethod: SQUASH}) { clientMutationId }
+}"""
+ENQUEUE = """mutation enqueuePullRequest($pullRequestId: ID!, $expectedHeadOid: GitObjectID!) {
+  enqueuePullRequest(input: {pullRequestId: $pullRequestId, expectedHeadOid: $expectedHeadOid}) { mergeQueueEntry { state } }
+}"""
+DEQUEUE = """mutation dequeuePullRequest($id: ID!) { dequeuePullRequest(input: {id: $id}) { mergeQueueEntry { state } } }"""
+
+
+def queue_state(gh, number):
+    owner, name = gh.full.split("/")
+    r = graphql(gh, QUEUE_STATE, {"owner": owner, "name": name, "number": number})
+    assert r.status == 200 and "errors" not in r.body, r
+    return r.body["data"]["repository"]["pullRequest"]
+
+
+def require_queue(gh, method):
+    r = call(gh.url, "POST", "/_fake/merge_queue", {"repo": gh.full, "branch": "main", "merge_method": method})
+    assert r.status == 200, r
+
+
+def queue_checks(gh, number, passed):
+    r = call(gh.url, "POST", "/_fake/merge_queue/checks", {"repo": gh.full, "number": number, "passed": passed})
+    assert r.status == 200, r
+    return r.body["merged"]
+
+
+def test_with_a_queue_auto_merge_takes_no_method_and_queues_once_requirements_are_met(gh):
+    protect(gh, ["ci/build"], strict=True)
+    allow(gh)
+    require_queue(gh, "squash")
+    n = open_pull(gh, "topic")
+    pr = queue_state(gh, n)
+    assert (pr["isMergeQueueEnabled"], pr["mergeQueue"], pr["mergeQueueEntry"]) == (
+        True, {"configuration": {"mergeMethod": "SQUASH"}}, None)
+    r = graphql(gh, ENABLE_WITH_METHOD, {"pullRequestId": pr["id"]})
+    assert r.body["errors"][0]["message"] == "The merge strategy for main is set by the merge queue", r
+    r = graphql(gh, ENABLE, {"pullRequestId": pr["id"], "expectedHeadOid": pr["headRefOid"]})
+    assert "errors" not in r.body and queue_state(gh, n)["autoMergeRequest"] == {"mergeMethod": "SQUASH"}, r
+    # Main moves (the head is behind a strict base): the queue, not the author, sees to that.
+    commit(gh.full, "main", {"c.txt": "c\n"})
+    assert gh("POST", f"/repos/{{repo}}/statuses/{sha_of(gh, 'topic')}", {"state": "success", "context": "ci/build"}).status == 201
+    pr = queue_state(gh, n)
+    assert (pr["isInMergeQueue"], pr["autoMergeRequest"], pr["mergeQueueEntry"]) == (
+        True, None, {"state": "AWAITING_CHECKS", "enqueuer": {"__typename": "User", "login": gf.DEFAULT_LOGIN}}), pr
+    # Nobody merges it outside the queue.
+    assert refused_merge(gh, n).body["message"] == "Changes must be made through the merge queue."
+    assert queue_checks(gh, n, True)
+    pull = state(gh)["pulls"][0]
+    assert (pull["merged"], pull["merged_by"], pull["merge_queue_entry"]) == (True, gf.DEFAULT_LOGIN, None)
+    main = files(gh.full, "main")
+    assert main.get("topic.yaml") == "vpc: 1\n" and main.get("c.txt") == "c\n"
+
+
+def refused_merge(gh, n):
+    r = gh("PUT", f"/repos/{{repo}}/pulls/{n}/merge", {"merge_method": "merge"})
+    assert r.status == 405, r
+    return r
+
+
+def test_enqueue_needs_every_requirement_and_a_push_or_failed_checks_take_the_entry_out(gh):
+    protect(gh, ["ci/build"])
+    require_queue(gh, "merge")
+    n = open_pull(gh, "topic")
+    pr = queue_state(gh, n)
+    r = graphql(gh, ENQUEUE, {"pullRequestId": pr["id"], "expectedHeadOid": pr["headRefOid"]})
+    assert r.body["errors"][0]["message"] == 'Pull request Required status check "ci/build" is expected.', r
+    assert gh("POST", f"/repos/{{repo}}/statuses/{sha_of(gh, 'topic')}", {"state": "success", "context": "ci/build"}).status == 201
+    # Nothing to wait for: auto-merge is refused as without a queue, enqueueing is the way.
+    allow(gh)
+    r = graphql(gh, ENABLE, {"pullRequestId": pr["id"], "expectedHeadOid": pr["headRefOid"]})
+    assert r.body["errors"][0]["message"] == "Pull request Pull request is in clean status", r
+    r = graphql(gh, ENQUEUE, {"pullRequestId": pr["id"], "expectedHeadOid": "0" * 40})
+    assert "expected head oid" in r.body["errors"][0]["message"], r
+    r = graphql(gh, ENQUEUE, {"pullRequestId": pr["id"], "expectedHeadOid": pr["headRefOid"]})
+    assert r.body == {"data": {"enqueuePullRequest": {"mergeQueueEntry": {"state": "AWAITING_CHECKS"}}}}, r
+    r = graphql(gh, ENQUEUE, {"pullRequestId": pr["id"], "expectedHeadOid": pr["headRefOid"]})
+    assert r.body["errors"][0]["message"] == "Pull request is already in the queue", r
+    # A push: the entry was for the old head.
+    commit(gh.full, "topic", {"more.yaml": "x\n"})
+    assert queue_state(gh, n)["mergeQueueEntry"] is None
+    assert not queue_checks(gh, n, True)
+    # Queued again, the queue's checks fail: out, not merged.
+    assert gh("POST", f"/repos/{{repo}}/statuses/{sha_of(gh, 'topic')}", {"state": "success", "context": "ci/build"}).status == 201
+    head = sha_of(gh, "topic")
+    assert "errors" not in graphql(gh, ENQUEUE, {"pullRequestId": pr["id"], "expectedHeadOid": head}).body
+    assert not queue_checks(gh, n, False)
+    assert (queue_state(gh, n)["mergeQueueEntry"], state(gh)["pulls"][0]["state"]) == (None, "open")
+    # Dequeued by its enqueuer; dequeuing what is not queued is refused.
+    assert "errors" not in graphql(gh, ENQUEUE, {"pullRequestId": pr["id"], "expectedHeadOid": head}).body
+    assert graphql(gh, DEQUEUE, {"id": pr["id"]}).body == {"data": {"dequeuePullRequest": {"mergeQueueEntry": {"state": "AWAITING_CHECKS"}}}}
+    r = graphql(gh, DEQUEUE, {"id": pr["id"]})
+    assert r.body["errors"][0]["message"] == "Pull request is not in the merge queue", r
+    assert not queue_checks(gh, n, True)
+
+
 def test_a_document_or_variables_github_would_refuse_are_violations(gh):
     r = graphql(gh, "query pullRequestMergeState { viewer { login nonsense } }", {})
     assert r.status == 200 and "data" not in r.body and "nonsense" in r.body["errors"][0]["message"], r

@@ -174,14 +174,21 @@ async fn a_repository_that_does_not_allow_auto_merge_is_said_and_the_sync_succee
     );
 }
 
-/// Reviewers approving, pushing and CI reporting around racing deliveries: whatever the
-/// interleaving, what cellbridge (or the auto-merge it enabled) merged is a value-only change
-/// of the cell's metadata. (The in-memory double runs many more schedules:
+/// Reviewers approving, pushing and CI reporting around racing deliveries, with a merge queue on
+/// main or none as the seed says (its checks reporting too): whatever the interleaving, what
+/// cellbridge (or the auto-merge it enabled, or the queue it added to) merged is a value-only
+/// change of the cell's metadata. (The in-memory double runs many more schedules:
 /// `shared/tests/rules/auto_merge.rs`.)
 async fn people_and_auto_merge_never_merge_anything_ineligible<B: Bed>() {
     for seed in 1..=3u64 {
         let w = opted_in_world::<B>("cells: ['*']\n").await;
         w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT, CI], 0, false)));
+        // A merge queue on main, or none, as the seed says (its checks then report too).
+        let queue = seed % 2 == 0;
+        if queue {
+            w.bed
+                .require_merge_queue(w.repo(), Some(cellbridge::ports::github::MergeMethod::Squash));
+        }
         let mut dice = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         let mut roll = |sides: u64| {
             dice ^= dice << 13;
@@ -196,10 +203,13 @@ async fn people_and_auto_merge_never_merge_anything_ineligible<B: Bed>() {
                 let head = w.head(&branch(CELL));
                 // A reviewer pushes to the pull request while it is open (a push to a branch no
                 // pull request shows is a final failure of its own scenario).
-                let open = !w.open_pulls().is_empty();
+                let open = w.open_pulls().first().map(|p| p.number);
                 match (roll(4), head) {
                     (0, Some(h)) => w.bed.ci(w.repo(), &h, CI, roll(3) != 0),
-                    (1, Some(_)) if open => {
+                    (2, Some(_)) if queue && open.is_some() => {
+                        w.bed.queue_checks(w.repo(), open.unwrap(), roll(3) != 0);
+                    }
+                    (1, Some(_)) if open.is_some() => {
                         w.bed.commit(
                             w.repo(),
                             &branch(CELL),

@@ -36,6 +36,7 @@ macro_rules! scenarios {
 mod auto_merge;
 mod dashboard;
 mod decommission;
+mod merge_queue;
 mod people;
 mod pull_request;
 mod refusals;

@@ -191,6 +191,16 @@ async fn http_the_request_budget_per_outcome_is_the_readmes() {
         "opened",
     )
     .await;
+    // A merge queue on main: the eligible head goes into it at once (auto-merge without a
+    // method), and the queue merges it.
+    w.bed
+        .require_merge_queue(w.repo(), Some(cellbridge::ports::github::MergeMethod::Squash));
+    w.apply(CELL, 12, "vpc-12");
+    step("opted in: merge queue, queued at once (`opened`)", "opened").await;
+    let number = w.open_pulls().iter().find(|p| p.head == branch(CELL)).unwrap().number;
+    assert_eq!(w.bed.queued_by(w.repo(), number).as_deref(), Some(HttpBed::CELLBRIDGE));
+    assert!(w.bed.queue_checks(w.repo(), number, true), "the queue merged it");
+    w.bed.require_merge_queue(w.repo(), None);
 
     // The fleet dashboard, over a fleet with no pull request open (the new cell's merged): the
     // rows that cost no further request (in sync, refused, a fleet cell no state names).
@@ -219,7 +229,7 @@ async fn http_the_request_budget_per_outcome_is_the_readmes() {
     }
 
     assert_budget(&table, &measured);
-    assert!(measured.len() >= 16, "{measured:?}");
+    assert!(measured.len() >= 17, "{measured:?}");
 }
 
 /// The README's rows "token mode, signatures required": a token on a base whose ruleset requires

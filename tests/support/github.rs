@@ -101,6 +101,27 @@ impl FakeGithub {
         );
     }
 
+    /// An administrator requires a merge queue on `branch` merging by `method` (`merge`,
+    /// `squash`, `rebase`), or none (`None`).
+    pub fn merge_queue(&self, repo: &str, branch: &str, method: Option<&str>) {
+        self.control(
+            "POST",
+            "/_fake/merge_queue",
+            Some(&json!({"repo": repo, "branch": branch, "merge_method": method})),
+        );
+    }
+
+    /// The queue's CI reports on pull request `number`'s entry (its `merge_group` checks);
+    /// whether the queue merged it.
+    pub fn queue_checks(&self, repo: &str, number: u64, passed: bool) -> bool {
+        self.control(
+            "POST",
+            "/_fake/merge_queue/checks",
+            Some(&json!({"repo": repo, "number": number, "passed": passed})),
+        )["merged"]
+            == true
+    }
+
     /// What `GITHUB_API_URL` points at.
     pub fn url(&self) -> String {
         format!("{}{}", self.service.url(), self.prefix)

@@ -21,6 +21,10 @@
 //! - An eligible head GitHub reads `BEHIND` (the base requires branches to be up to date, and
 //!   GitHub's auto-merge never updates one) is brought up to date as Update branch does, and
 //!   its status posted on the new head.
+//! - A base that requires a merge queue: the head queued, never merged nor updated by cellbridge,
+//!   and taken out when it is no longer eligible (`queue`).
+
+mod queue;
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -81,6 +85,11 @@ pub enum Done {
     LeftAlone,
     /// The repository does not allow auto-merge.
     NotAllowed,
+    /// In the merge queue the base branch requires (cellbridge added it, GitHub's auto-merge did,
+    /// or it already was): the queue merges it.
+    Queued,
+    /// cellbridge took its own queueing back: this head is not eligible.
+    Dequeued,
     /// GitHub refused (the enabling, the merge, or reading the merge state): `detail` says why.
     Refused,
 }
@@ -192,7 +201,7 @@ const CELLBRIDGE: &str = "cellbridge";
 
 impl Run {
     /// The marker fields the body records: `optin=` and, for an eligible head,
-    /// `automerge=eligible`.
+    /// `automerge=eligible`; `queued=yes` while it is in the merge queue.
     pub(super) fn marker_fields(&self) -> String {
         let mut f = format!(" optin={}", self.coverage);
         if self.eligibility.eligible {
@@ -200,6 +209,10 @@ impl Run {
         }
         if self.ours {
             f.push_str(&format!(" {ENABLED_BY}={CELLBRIDGE}"));
+        }
+        if self.done == Done::Queued {
+            // For the fleet dashboard, which shows it to people and decides nothing by it.
+            f.push_str(" queued=yes");
         }
         f
     }
@@ -233,6 +246,9 @@ impl Run {
         let Some(st) = self.read(gh, number, deadline).await? else {
             return Ok(());
         };
+        if self.out_of_queue(gh, number, &st, deadline).await? {
+            return Ok(());
+        }
         // Whose it is, the enabler tells; only where GitHub names no enabler does the record of
         // what cellbridge enabled decide.
         let ours = |st: &MergeState| {
@@ -314,6 +330,9 @@ impl Run {
         }
         self.note = None;
         self.ours = st.enabled_by_viewer();
+        if st.queue.is_some() {
+            return self.queue_eligible(gh, number, head, &st, deadline).await;
+        }
         if st.merge_state == MergeStateStatus::Behind && !self.updated {
             // "Require branches to be up to date before merging": GitHub's auto-merge waits for
             // an update it never makes itself, so the caller brings the head up to date.

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use cellbridge::adapters::github::operations as ops;
 use cellbridge::doubles::github::{MemGithub, Protection, VIEWER};
-use cellbridge::ports::github::CheckState;
+use cellbridge::ports::github::{CheckState, MergeMethod};
 use serde_json::{Value, json};
 
 use crate::support::sync::{BUCKET, Bed, LINEAGE, apply, bed, branch, sync};
@@ -413,12 +413,13 @@ async fn the_cell_taken_out_of_the_opt_in_file_loses_cellbridges_auto_merge() {
 }
 
 /// Reviewers pushing, checks arriving, approvals, main moving and events replayed, in many
-/// seeded interleavings: cellbridge never merges (nor enables GitHub's auto-merge into a merge
-/// of) anything but a value-only change of `clusters/<cell>/cell-metadata.yaml`, and nothing
-/// merges with a protection unmet.
+/// seeded interleavings, a third of them with a merge queue required (its checks reporting
+/// too): cellbridge never merges (nor enables GitHub's auto-merge into a merge of, nor queues)
+/// anything but a value-only change of `clusters/<cell>/cell-metadata.yaml`, and nothing merges
+/// with a protection unmet.
 #[tokio::test]
 async fn in_many_interleavings_nothing_ineligible_merges_and_nothing_bypasses_protection() {
-    let (mut merged_by_cellbridge, mut refused_ineligible) = (0, 0);
+    let (mut merged_by_cellbridge, mut refused_ineligible, mut merged_by_a_queue) = (0, 0, 0);
     for seed in 1..=60u64 {
         let mut dice = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         let mut roll = move |sides: u64| {
@@ -433,6 +434,13 @@ async fn in_many_interleavings_nothing_ineligible_merges_and_nothing_bypasses_pr
         let contexts: Vec<&str> = if roll(2) == 0 { vec![STRICT, CI] } else { vec![STRICT] };
         protect(&bed.fleet, &contexts, approvals, strict);
         bed.fleet.allow_auto_merge(roll(4) != 0);
+        // Every third schedule, main requires a merge queue (chosen from the seed, not the dice,
+        // so the other schedules stay as they were).
+        let queue = seed % 3 == 0;
+        if queue {
+            let method = [MergeMethod::Merge, MergeMethod::Squash, MergeMethod::Rebase][(seed / 3 % 3) as usize];
+            bed.fleet.require_merge_queue("main", Some(method));
+        }
         // The cell's first pull request merged before the branch was protected.
         let earlier = bed.fleet.merges().len();
         bed.fleet.jitter(seed);
@@ -446,6 +454,7 @@ async fn in_many_interleavings_nothing_ineligible_merges_and_nothing_bypasses_pr
                 .into_iter()
                 .rev()
                 .find(|p| p.open && p.head == branch(CELL));
+            let queued = open.as_ref().map(|p| p.number);
             match roll(9) {
                 0 | 1 => {
                     serial += 1;
@@ -494,7 +503,17 @@ async fn in_many_interleavings_nothing_ineligible_merges_and_nothing_bypasses_pr
                 }
                 _ => {}
             }
-            let (a, b) = tokio::join!(sync(&bed, CELL), sync(&bed, CELL));
+            let queue_checks = async {
+                // The queue's checks of an entry report while the deliveries run (nothing when
+                // it is not queued); only the queued schedules roll for it.
+                if queue && let Some(number) = queued {
+                    tokio::task::yield_now().await;
+                    if roll(2) == 0 {
+                        bed.fleet.queue_checks(number, roll(4) != 0);
+                    }
+                }
+            };
+            let (a, b, ()) = tokio::join!(sync(&bed, CELL), sync(&bed, CELL), queue_checks);
             for r in [a, b] {
                 assert!(
                     r["action"] != "failed" || r["retryable"] == true,
@@ -503,12 +522,20 @@ async fn in_many_interleavings_nothing_ineligible_merges_and_nothing_bypasses_pr
             }
         }
         assert_only_eligible_merges(&bed.fleet, seed, earlier, &contexts, approvals);
-        merged_by_cellbridge += bed.fleet.merges().iter().filter(|m| m.by == VIEWER).count();
+        let ours = bed.fleet.merges().iter().filter(|m| m.by == VIEWER).count();
+        merged_by_cellbridge += ours;
+        if queue {
+            merged_by_a_queue += ours;
+        }
         refused_ineligible += bed.fleet.pulls().iter().filter(|p| p.open).count();
     }
     // The schedules exercised both sides: merges happened, and pull requests stayed for a person.
     assert!(merged_by_cellbridge > 10, "{merged_by_cellbridge} merges by cellbridge");
     assert!(refused_ineligible > 5, "{refused_ineligible} left open");
+    assert!(
+        merged_by_a_queue > 0,
+        "{merged_by_a_queue} merges of what cellbridge queued"
+    );
 }
 
 /// Every pull request merged by cellbridge or by the auto-merge it enabled changed only the

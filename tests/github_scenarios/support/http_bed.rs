@@ -425,6 +425,47 @@ impl Bed for HttpBed {
             .filter(|q| q["path"].as_str().unwrap_or_default().contains("/rules/branches/"))
             .count()
     }
+
+    fn require_merge_queue(&self, _: &GithubFleet, method: Option<cellbridge::ports::github::MergeMethod>) {
+        self.gh.merge_queue(REPO, "main", method.map(|m| m.rest()));
+    }
+
+    fn queue_checks(&self, _: &GithubFleet, number: u64, passed: bool) -> bool {
+        self.gh.queue_checks(REPO, number, passed)
+    }
+
+    fn queued_by(&self, _: &GithubFleet, number: u64) -> Option<String> {
+        self.pull_state(number)["merge_queue_entry"]["enqueuer"]
+            .as_str()
+            .map(str::to_owned)
+    }
+
+    fn enqueue_as_reviewer(&self, _: &GithubFleet, number: u64) {
+        let q = self.gh.graphql_as(
+            REVIEWER_TOKEN,
+            "query reviewerLooks($owner: String!, $name: String!, $number: Int!) { repository(owner: $owner, name: $name) { pullRequest(number: $number) { id } } }",
+            json!({"owner": OWNER, "name": REPO_NAME, "number": number}),
+        );
+        let id = q["data"]["repository"]["pullRequest"]["id"].clone();
+        let out = self.gh.graphql_as(
+            REVIEWER_TOKEN,
+            "mutation reviewerEnqueues($id: ID!) { enqueuePullRequest(input: {pullRequestId: $id}) { clientMutationId } }",
+            json!({"id": id}),
+        );
+        assert!(out.get("errors").is_none(), "{out}");
+    }
+}
+
+impl HttpBed {
+    fn pull_state(&self, number: u64) -> Value {
+        self.state()["pulls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["number"] == number)
+            .unwrap()
+            .clone()
+    }
 }
 
 /// A world on the HTTP fake whose client authenticates with `creds(fake)`.

@@ -215,4 +215,23 @@ impl Bed for MemBed {
             .filter(|c| **c == ops::REPOS_GET_BRANCH_RULES.id)
             .count()
     }
+
+    fn require_merge_queue(&self, repo: &MemGithub, method: Option<cellbridge::ports::github::MergeMethod>) {
+        repo.require_merge_queue("main", method);
+    }
+
+    fn queue_checks(&self, repo: &MemGithub, number: u64, passed: bool) -> bool {
+        repo.queue_checks(number, passed)
+    }
+
+    fn queued_by(&self, repo: &MemGithub, number: u64) -> Option<String> {
+        repo.queued_by(number)
+    }
+
+    fn enqueue_as_reviewer(&self, repo: &MemGithub, number: u64) {
+        assert_eq!(
+            repo.enqueue_as(number, REVIEWER).unwrap(),
+            cellbridge::ports::github::QueueAnswer::Queued
+        );
+    }
 }

@@ -13,7 +13,7 @@ use cellbridge::adapters::github::operations::Operation;
 use cellbridge::doubles::s3::MemStates;
 use cellbridge::jobs::sync::{DEFAULT_KEY_PATTERN, KeyPattern, SyncConfig, Syncer};
 use cellbridge::pure::plan::STATUS_CONTEXT;
-use cellbridge::{adapters::github::GithubConfig, ports::github::GithubRepo};
+use cellbridge::{adapters::github::GithubConfig, ports::github::GithubRepo, ports::github::MergeMethod};
 use cellbridge_tests::github::example_fleet;
 use cellbridge_tests::leak;
 use serde_json::{Value, json};
@@ -162,6 +162,16 @@ pub(crate) trait Bed: Sized {
     fn commit_executable(&self, repo: &Self::Repo, branch: &str, path: &str, text: &str) -> String;
     /// How many times cellbridge asked whether a branch requires signatures.
     fn signature_reads(&self, repo: &Self::Repo) -> usize;
+    // merge queues
+    /// An administrator requires a merge queue on `main` merging by `method` (`None`: none).
+    fn require_merge_queue(&self, repo: &Self::Repo, method: Option<MergeMethod>);
+    /// The queue's CI reports on pull request `number`'s entry merged with the latest base;
+    /// whether the queue merged it.
+    fn queue_checks(&self, repo: &Self::Repo, number: u64, passed: bool) -> bool;
+    /// Who added pull request `number` to the merge queue, while it is in it.
+    fn queued_by(&self, repo: &Self::Repo, number: u64) -> Option<String>;
+    /// A reviewer adds pull request `number` to the merge queue themself (`enqueuePullRequest`).
+    fn enqueue_as_reviewer(&self, repo: &Self::Repo, number: u64);
 }
 
 pub(crate) const REVIEWER: &str = "alice";

@@ -3,7 +3,7 @@
 //! answers and the in-memory double (`memory`) to the answers it gives as GitHub does, so that
 //! the two cannot read the same answer two ways.
 
-use crate::ports::github::{AutoMergeAnswer, MergeAnswer};
+use crate::ports::github::{AutoMergeAnswer, MergeAnswer, QueueAnswer};
 use crate::ports::github::{GithubError, Result};
 
 /// "Create a pull request" refused because another run or a person was there first: 422 for a
@@ -118,4 +118,30 @@ fn enable_refusal(message: &str) -> Refusal {
     } else {
         Refusal::Other
     }
+}
+
+/// GitHub's refusal `e` of putting a pull request in a merge queue (`enqueuePullRequest`, or
+/// `enablePullRequestAutoMerge` where a queue is required): already in it is what was asked
+/// ("Pull request is already in the queue", quoted in
+/// https://github.com/ClickHouse/ClickHouse/pull/109183); a head that moved is a lost race; a
+/// pull request GitHub cannot find a failure; auto-merge refused for a pull request that can
+/// merge now ("clean status") says it can be added now; anything else (a requirement not met: "Pull
+/// request Waiting on code owner review from ...", https://github.com/github/app/issues/93; a
+/// merge method: "The merge strategy for main is set by the merge queue") an answer.
+pub(crate) fn queue_answer(what: &str, e: &GraphqlError) -> Result<QueueAnswer> {
+    if e.message.to_ascii_lowercase().contains("already in the queue") {
+        return Ok(QueueAnswer::Queued);
+    }
+    Ok(match enable_refusal(&e.message) {
+        Refusal::NotAllowed => QueueAnswer::NotAllowed(e.message.clone()),
+        Refusal::HeadMoved => {
+            return Err(GithubError::Conflict {
+                what: what.to_owned(),
+                detail: e.message.clone(),
+            });
+        }
+        Refusal::Other if e.kind == "NOT_FOUND" => return Err(e.as_error(what)),
+        Refusal::MergeableNow => QueueAnswer::MergeableNow(e.message.clone()),
+        Refusal::Other => QueueAnswer::Refused(e.message.clone()),
+    })
 }

@@ -151,6 +151,18 @@ graphql_operations! {
     // point to the new commit. It can be thought of as similar to `git commit`" (GraphQL
     // reference, Commits); GitHub signs it for an App and a token alike. Content-creating.
     GRAPHQL_CREATE_COMMIT_ON_BRANCH = mutation "createCommitOnBranch" "contents=write" CREATE_COMMIT_ON_BRANCH_MUTATION;
+    // merge queues
+    // `enablePullRequestAutoMerge` where the base requires a merge queue: no `mergeMethod` ("NOTE:
+    // when merging with a merge queue any input value for merge method is ignored", the input's
+    // description; GitHub in fact refuses a method that is not the queue's: "The merge strategy
+    // for main is set by the merge queue", https://github.com/osac-project/osac/pull/924), and
+    // what GitHub did: queued it at once, or armed it.
+    GRAPHQL_QUEUE_AUTO_MERGE = mutation "enablePullRequestAutoMergeInQueue" "contents=write,pull_requests=write" QUEUE_AUTO_MERGE_MUTATION;
+    // "Add a pull request to the merge queue", for the head cellbridge checked: what a
+    // repository whose "Allow auto-merge" is off leaves (https://github.com/cli/cli/pull/14379).
+    GRAPHQL_ENQUEUE = mutation "enqueuePullRequest" "contents=write,pull_requests=write" ENQUEUE_MUTATION;
+    // "Remove a pull request from the merge queue": a queued head that is no longer eligible.
+    GRAPHQL_DEQUEUE = mutation "dequeuePullRequest" "contents=write,pull_requests=write" DEQUEUE_MUTATION;
 }
 
 const MERGE_STATE_QUERY: &str = "query pullRequestMergeState($owner: String!, $name: String!, $number: Int!) {
@@ -163,6 +175,8 @@ const MERGE_STATE_QUERY: &str = "query pullRequestMergeState($owner: String!, $n
       headRefOid
       mergeStateStatus
       autoMergeRequest { enabledBy { __typename login } mergeMethod }
+      mergeQueue { configuration { mergeMethod } }
+      mergeQueueEntry { state enqueuer { __typename login } }
       commits(last: 1) {
         nodes {
           commit {
@@ -208,4 +222,21 @@ const REF_UPDATE_RULE_QUERY: &str = "query branchRequiresSignatures($owner: Stri
 
 const CREATE_COMMIT_ON_BRANCH_MUTATION: &str = "mutation createCommitOnBranch($input: CreateCommitOnBranchInput!) {
   createCommitOnBranch(input: $input) { commit { oid } }
+}";
+
+const QUEUE_AUTO_MERGE_MUTATION: &str =
+    "mutation enablePullRequestAutoMergeInQueue($pullRequestId: ID!, $expectedHeadOid: GitObjectID!) {
+  enablePullRequestAutoMerge(input: {pullRequestId: $pullRequestId, expectedHeadOid: $expectedHeadOid}) {
+    pullRequest { isInMergeQueue }
+  }
+}";
+
+const ENQUEUE_MUTATION: &str = "mutation enqueuePullRequest($pullRequestId: ID!, $expectedHeadOid: GitObjectID!) {
+  enqueuePullRequest(input: {pullRequestId: $pullRequestId, expectedHeadOid: $expectedHeadOid}) {
+    mergeQueueEntry { state }
+  }
+}";
+
+const DEQUEUE_MUTATION: &str = "mutation dequeuePullRequest($id: ID!) {
+  dequeuePullRequest(input: {id: $id}) { mergeQueueEntry { state } }
 }";

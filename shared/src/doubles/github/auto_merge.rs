@@ -39,13 +39,15 @@
 //!   and try the merge again." when `sha` is not the head (the description's example).
 use std::collections::BTreeMap;
 
+use super::merge_queue::actor_of;
 use super::merges::three_way;
 use super::pulls::MemPull;
 use super::{GithubError, MemGithub, Result, Store, api};
 use crate::adapters::github::answers::{self, GraphqlError};
 use crate::adapters::github::operations::{self as ops, Operation};
 use crate::ports::github::{
-    Actor, AutoMergeAnswer, AutoMergeRequest, CheckState, MergeMethod, MergeState, MergeStateStatus, RequiredCheck,
+    AutoMergeAnswer, AutoMergeRequest, CheckState, MergeMethod, MergeState, MergeStateStatus, QueueAnswer,
+    RequiredCheck,
 };
 use crate::pure::plan::STATUS_DESCRIPTION_MAX;
 
@@ -156,10 +158,19 @@ impl Store {
     /// requirements are now met merges, by the method it was enabled with, as the one who
     /// enabled it.
     pub(super) fn settle(&mut self) {
+        self.settle_with(true);
+    }
+
+    /// [`Store::settle`] after a change that is no trigger for auto-merge into a merge queue (a
+    /// rule relaxed, a queue required: see `merge_queue`).
+    pub(super) fn settle_with(&mut self, triggered: bool) {
+        // Where a queue is required, auto-merge adds to the queue instead (`merge_queue`).
+        self.settle_queues(triggered);
         loop {
             let ready = self.pulls.iter().find_map(|p| {
                 let am = p.auto_merge.as_ref()?;
-                (p.open && self.merge_state_of(p).mergeable_now()).then(|| (p.number, am.clone()))
+                (p.open && !self.queued_base(p) && self.merge_state_of(p).mergeable_now())
+                    .then(|| (p.number, am.clone()))
             });
             let Some((number, am)) = ready else { return };
             if self.merge_pr(number, am.method, None, &am.enabled_by, true).is_err() {
@@ -210,6 +221,10 @@ impl Store {
                 detail: format!("the head is {head}, not the one checked"),
             });
         }
+        if self.queued_base(&pr) {
+            // A method where the queue sets it (`merge_queue`).
+            return refused(format!("The merge strategy for {} is set by the merge queue", pr.base));
+        }
         let state = self.merge_state_of(&pr);
         if state.mergeable_now() {
             let word = if state == MergeStateStatus::Unstable {
@@ -238,7 +253,7 @@ fn node_id(number: u64) -> String {
     format!("PR_kwDOfleet{number}")
 }
 
-fn number_of(node: &str) -> Option<u64> {
+pub(super) fn number_of(node: &str) -> Option<u64> {
     node.strip_prefix("PR_kwDOfleet")?.parse().ok()
 }
 
@@ -311,21 +326,14 @@ impl Store {
             // GraphQL names an App as a `Bot` by its slug, without the `[bot]` suffix of its
             // REST login and of `viewer.login` (see `port::Actor`).
             auto_merge: pr.auto_merge.as_ref().map(|a| AutoMergeRequest {
-                enabled_by: Some(match a.enabled_by.strip_suffix("[bot]") {
-                    Some(slug) => Actor {
-                        login: slug.to_owned(),
-                        bot: true,
-                    },
-                    None => Actor {
-                        login: a.enabled_by.clone(),
-                        bot: false,
-                    },
-                }),
+                enabled_by: Some(actor_of(&a.enabled_by)),
                 method: a.method,
             }),
             viewer: VIEWER.to_owned(),
             required,
             checks_complete: true,
+            queue: self.queue_of(pr),
+            queued: self.queue_entry(pr),
         })
     }
 
@@ -368,7 +376,7 @@ impl MemGithub {
                 Some(p) => s.branch_protection.insert(branch.to_owned(), p),
                 None => s.branch_protection.remove(branch),
             };
-            s.settle();
+            s.settle_with(false);
         });
     }
 
@@ -401,7 +409,18 @@ impl MemGithub {
     /// A person (`login`) enables auto-merge on pull request `number` for its current head, in
     /// the web interface; GitHub's answer.
     pub fn enable_auto_merge_as(&self, number: u64, login: &str) -> Result<AutoMergeAnswer> {
-        self.with(|s| s.enable(number, None, MergeMethod::Merge, login))
+        self.with(|s| {
+            // The web interface sends no method where a queue sets it.
+            if s.pulls.iter().any(|p| p.number == number && s.queued_base(p)) {
+                return s.queue_auto_merge_for(number, None, login).map(|a| match a {
+                    QueueAnswer::Queued | QueueAnswer::Armed => AutoMergeAnswer::Enabled,
+                    QueueAnswer::NotAllowed(why) => AutoMergeAnswer::NotAllowed(why),
+                    QueueAnswer::MergeableNow(why) => AutoMergeAnswer::MergeableNow(why),
+                    QueueAnswer::Refused(why) => AutoMergeAnswer::Refused(why),
+                });
+            }
+            s.enable(number, None, MergeMethod::Merge, login)
+        })
     }
 
     /// The latest state of every check of `sha` (statuses and people's check runs).

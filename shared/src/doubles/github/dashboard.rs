@@ -29,6 +29,7 @@ impl Store {
                 head_sha: self.refs.get(&p.head).cloned().unwrap_or_default(),
                 created_at: self.pull_created.get(&p.number).copied().unwrap_or_else(now_secs),
                 labels: p.labels.clone(),
+                body: p.body.clone(),
             })
             .collect())
     }

@@ -160,6 +160,13 @@ impl Store {
         };
         let files =
             three_way(&self.files_at(&since), &self.files_at(&base), &self.files_at(&head)).map_err(not_mergeable)?;
+        if enforce && self.queued_base(&pr) {
+            return Err(MergeRefused {
+                status: 405,
+                message: super::merge_queue::THROUGH_THE_QUEUE.to_owned(),
+                conflicts: Vec::new(),
+            });
+        }
         if enforce && let Some(message) = self.unmet(&pr, &head, &base) {
             return Err(MergeRefused {
                 status: 405,

@@ -14,6 +14,7 @@
 //! - `auto_merge`: commit statuses and check runs, branch protection, the merge state, and
 //!   GitHub's auto-merge;
 //! - `signing`: who GitHub signs commits for, and rules requiring signed commits;
+//! - `merge_queue`: merge queues a base branch requires, their entries and their merges;
 //! - `dashboard`: the listing of open pull requests;
 //! - `faults`: what a test makes happen (faults, races, an App's permissions, a seeded
 //!   schedule) and what it reads back (calls, journal).
@@ -34,7 +35,7 @@ use std::time::Instant;
 use crate::adapters::github::operations::Operation;
 use crate::ports::github::{
     AutoMergeAnswer, CheckState, CloseReason, Comparison, GitData, Issue, Issues, Merge, MergeAnswer, MergeMethod,
-    MergeState, Merges, OpenPull, PullRequest, Pulls, TreeFiles,
+    MergeState, Merges, OpenPull, PullRequest, Pulls, QueueAnswer, TreeFiles,
 };
 use crate::ports::github::{GithubError, Result, Snapshot};
 use crate::pure::fleet::{FileWrite, Keep, MemFleet};
@@ -45,6 +46,7 @@ mod dashboard;
 mod faults;
 mod git;
 mod issues;
+mod merge_queue;
 mod merges;
 mod pulls;
 mod signing;
@@ -54,6 +56,7 @@ mod tests;
 pub use auto_merge::{MemAutoMerge, MemStatus, Protection, VIEWER};
 pub use faults::Fault;
 pub use issues::MemIssue;
+pub use merge_queue::MemQueueEntry;
 pub use merges::{MemMerge, MergeRefused};
 pub use pulls::MemPull;
 pub use signing::SignatureRule;
@@ -110,6 +113,8 @@ struct Store {
     verified: std::collections::HashSet<String>,
     /// Branch → the rule requiring signed commits on it.
     signature_rules: BTreeMap<String, SignatureRule>,
+    /// Merge queues required, and their entries.
+    queues: merge_queue::Queues,
 }
 
 /// One repository on GitHub, in memory.
@@ -364,5 +369,17 @@ impl Merges for MemGithub {
 
     async fn merge_pull(&self, number: u64, sha: &str, method: MergeMethod, _deadline: Instant) -> Result<MergeAnswer> {
         self.call(|s| s.merge_pull(number, sha, method)).await
+    }
+
+    async fn queue_auto_merge(&self, node: &str, expected_head: &str, _deadline: Instant) -> Result<QueueAnswer> {
+        self.call(|s| s.queue_auto_merge(node, expected_head)).await
+    }
+
+    async fn enqueue(&self, node: &str, expected_head: &str, _deadline: Instant) -> Result<QueueAnswer> {
+        self.call(|s| s.enqueue(node, expected_head)).await
+    }
+
+    async fn dequeue(&self, node: &str, _deadline: Instant) -> Result<()> {
+        self.call(|s| s.dequeue(node)).await
     }
 }

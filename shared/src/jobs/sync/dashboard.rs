@@ -312,6 +312,7 @@ fn on_github(pull: &OpenPull, now: u64) -> OnGithub {
         url: pull.url.clone(),
         age_days: now.saturating_sub(pull.created_at) / 86_400,
         decommission: pull.labels.iter().any(|l| l == LABEL_DECOMMISSION),
+        queued: crate::pure::record::field(&pull.body, "queued").as_deref() == Some("yes"),
         check: None,
     }
 }

@@ -279,6 +279,29 @@ pub struct MergeState {
     pub required: Vec<RequiredCheck>,
     /// Whether `required` holds every check of the head (GitHub's answer was not cut to a page).
     pub checks_complete: bool,
+    /// The merge queue the base branch requires, if any (`PullRequest.mergeQueue`).
+    pub queue: Option<MergeQueue>,
+    /// The pull request's entry in that queue, while it is in it (`mergeQueueEntry`).
+    pub queued: Option<QueueEntry>,
+}
+
+/// A merge queue a base branch requires (branch protection's or a ruleset's "Require merge
+/// queue"): GitHub merges what is in it, by the queue's own method, once the queue's checks of
+/// the merge with the latest base pass ("Merging a pull request with a merge queue",
+/// <https://docs.github.com/pull-requests/collaborating-with-pull-requests/incorporating-changes-from-a-pull-request/merging-a-pull-request-with-a-merge-queue>).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeQueue {
+    /// `configuration.mergeMethod`, when GitHub tells.
+    pub method: Option<MergeMethod>,
+}
+
+/// A pull request's entry in a merge queue (`MergeQueueEntry`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueEntry {
+    /// Who added it (`enqueuer`): a person's queueing is theirs, as their auto-merge is.
+    pub enqueuer: Actor,
+    /// `MergeQueueEntryState` as GitHub names it (`QUEUED`, `AWAITING_CHECKS`...), for people.
+    pub state: String,
 }
 
 impl MergeState {
@@ -289,6 +312,12 @@ impl MergeState {
             .as_ref()
             .and_then(|a| a.enabled_by.as_ref())
             .is_some_and(|by| by.is_viewer(&self.viewer))
+    }
+
+    /// The pull request is in the merge queue, added by these credentials (or by the auto-merge
+    /// they enabled, which GitHub names as its enabler's).
+    pub fn queued_by_viewer(&self) -> bool {
+        self.queued.as_ref().is_some_and(|q| q.enqueuer.is_viewer(&self.viewer))
     }
 
     /// Every required check of the head passed, as far as GitHub listed them.
@@ -308,6 +337,23 @@ pub enum AutoMergeAnswer {
     /// "Auto merge is not allowed for this repository": the repository's setting is off.
     NotAllowed(String),
     /// Any other refusal, GitHub's message.
+    Refused(String),
+}
+
+/// GitHub's answer to putting a pull request in a required merge queue
+/// ([`Merges::queue_auto_merge`], [`Merges::enqueue`]); refusals are answers, not failures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueueAnswer {
+    /// In the queue now.
+    Queued,
+    /// Auto-merge on: GitHub adds it to the queue once every requirement is met.
+    Armed,
+    /// GitHub refuses to wait ("Pull request is in clean status"): every requirement is met, it
+    /// can be added to the queue now.
+    MergeableNow(String),
+    /// "Auto merge is not allowed for this repository".
+    NotAllowed(String),
+    /// Any other refusal (a requirement not met, the queue's method), GitHub's message.
     Refused(String),
 }
 
@@ -528,6 +574,26 @@ pub trait Merges: Send + Sync {
     ) -> impl Future<Output = Result<AutoMergeAnswer>> + Send;
     /// Disables auto-merge on the pull request `node_id`; already off is fine.
     fn disable_auto_merge(&self, node_id: &str, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
+    /// Where the base requires a merge queue: GitHub's auto-merge on for the head
+    /// `expected_head` only, with no merge method ("the merge strategy ... is set by the merge
+    /// queue": a method is refused), which queues it once every requirement is met.
+    fn queue_auto_merge(
+        &self,
+        node_id: &str,
+        expected_head: &str,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<QueueAnswer>> + Send;
+    /// Adds the pull request to the merge queue its base requires, for the head
+    /// `expected_head` only (`enqueuePullRequest`); a head that moved is
+    /// [`Conflict`](GithubError::Conflict).
+    fn enqueue(
+        &self,
+        node_id: &str,
+        expected_head: &str,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<QueueAnswer>> + Send;
+    /// Takes the pull request out of the merge queue (`dequeuePullRequest`); not in it is fine.
+    fn dequeue(&self, node_id: &str, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
     /// Merges pull request `number` if its head is still `sha` (else
     /// [`Conflict`](GithubError::Conflict)); GitHub decides whether its protections allow it.
     fn merge_pull(
@@ -578,6 +644,9 @@ pub struct OpenPull {
     /// When it was opened, in seconds since the Unix epoch.
     pub created_at: u64,
     pub labels: Vec<String>,
+    /// Its description as the listing gives it: what cellbridge recorded there is shown to
+    /// people (the dashboard), never decided on.
+    pub body: String,
 }
 
 /// The base branch as it was when read.

@@ -231,6 +231,10 @@ pub enum OnGithub {
         age_days: u64,
         /// A decommission pull request (label `decommission`): it removes `clusters/<cell>/`.
         decommission: bool,
+        /// In the base branch's merge queue, as cellbridge recorded when it last wrote the pull
+        /// request (`queued=yes`): said to people, never decided on.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        queued: bool,
         /// The `cellbridge/strict-substitution` status of its head; read for pending cells only
         /// (and not for all of them when there are very many: `None`).
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -337,19 +341,21 @@ impl CellStatus {
                     age_days,
                     decommission,
                     check,
+                    queued,
                     ..
                 },
             ) => {
                 if *decommission {
                     return format!("{d}; decommission pull request #{number} still open");
                 }
+                let queued = if *queued { ", queued in the merge queue" } else { "" };
                 let check = match check {
                     Some(HeadCheck::Passes) => "strict check passes".to_owned(),
                     Some(HeadCheck::Fails { description }) => format!("strict check fails: {description}"),
                     Some(HeadCheck::NotPosted) => "strict check not posted on its head yet".to_owned(),
                     None => "its head's status not read (too many pending cells for one run)".to_owned(),
                 };
-                format!("{d}; pull request #{number} {}; {check}", days(*age_days))
+                format!("{d}; pull request #{number} {}{queued}; {check}", days(*age_days))
             }
             (CellState::Pending { .. }, OnGithub::Declined { number, .. }) => {
                 format!("{d}; declined: #{number} was closed without merging these values")

@@ -11,7 +11,7 @@ use crate::adapters::github::operations as ops;
 use crate::adapters::github::transport::{enc, sha_of};
 use crate::ports::github::{
     Actor, AutoMergeAnswer, AutoMergeRequest, BranchCommit, ChangedFile, CheckState, Comparison, Merge, MergeAnswer,
-    MergeMethod, MergeState, MergeStateStatus, PullState, Relation, RequiredCheck,
+    MergeMethod, MergeQueue, MergeState, MergeStateStatus, PullState, QueueAnswer, QueueEntry, Relation, RequiredCheck,
 };
 use crate::{adapters::github::GithubFleet, ports::github::GithubError, ports::github::Result};
 
@@ -195,6 +195,63 @@ impl GithubFleet {
     }
 }
 
+impl GithubFleet {
+    pub(super) async fn queue_auto_merge(
+        &self,
+        node_id: &str,
+        expected_head: &str,
+        deadline: Instant,
+    ) -> Result<QueueAnswer> {
+        let what = format!("enabling auto-merge into the merge queue on pull request {node_id}");
+        let answer = self
+            .graphql(
+                &what,
+                &ops::GRAPHQL_QUEUE_AUTO_MERGE,
+                json!({"pullRequestId": node_id, "expectedHeadOid": expected_head}),
+                deadline,
+            )
+            .await?;
+        match answer.errors.first() {
+            // A pull request whose requirements are met goes into the queue at once.
+            None if answer.data["enablePullRequestAutoMerge"]["pullRequest"]["isInMergeQueue"] == true => {
+                Ok(QueueAnswer::Queued)
+            }
+            None => Ok(QueueAnswer::Armed),
+            Some(e) => answers::queue_answer(&what, e),
+        }
+    }
+
+    pub(super) async fn enqueue(&self, node_id: &str, expected_head: &str, deadline: Instant) -> Result<QueueAnswer> {
+        let what = format!("adding pull request {node_id} to the merge queue");
+        let answer = self
+            .graphql(
+                &what,
+                &ops::GRAPHQL_ENQUEUE,
+                json!({"pullRequestId": node_id, "expectedHeadOid": expected_head}),
+                deadline,
+            )
+            .await?;
+        match answer.errors.first() {
+            None => Ok(QueueAnswer::Queued),
+            Some(e) => answers::queue_answer(&what, e),
+        }
+    }
+
+    pub(super) async fn dequeue(&self, node_id: &str, deadline: Instant) -> Result<()> {
+        let what = format!("removing pull request {node_id} from the merge queue");
+        let answer = self
+            .graphql(&what, &ops::GRAPHQL_DEQUEUE, json!({"id": node_id}), deadline)
+            .await?;
+        match answer.errors.first() {
+            None => Ok(()),
+            // Already out (merged, dropped by GitHub on a push or a failed check, or removed by
+            // someone): what was asked.
+            Some(e) if e.message.to_ascii_lowercase().contains("not in the merge queue") => Ok(()),
+            Some(e) => Err(e.as_error(&what)),
+        }
+    }
+}
+
 /// [`MergeState`] from the `pullRequestMergeState` query's `data`.
 fn merge_state_of(data: &Value) -> std::result::Result<MergeState, String> {
     let pr = &data["repository"]["pullRequest"];
@@ -206,6 +263,12 @@ fn merge_state_of(data: &Value) -> std::result::Result<MergeState, String> {
         "SQUASH" => MergeMethod::Squash,
         "REBASE" => MergeMethod::Rebase,
         _ => MergeMethod::Merge,
+    };
+    let actor = |b: &Value| {
+        Some(Actor {
+            login: b["login"].as_str()?.to_owned(),
+            bot: b["__typename"].as_str() == Some("Bot"),
+        })
     };
     let commit = &pr["commits"]["nodes"][0]["commit"];
     let contexts = &commit["statusCheckRollup"]["contexts"];
@@ -260,15 +323,22 @@ fn merge_state_of(data: &Value) -> std::result::Result<MergeState, String> {
             .unwrap_or(MergeStateStatus::Unknown),
         auto_merge_allowed: data["repository"]["autoMergeAllowed"] == true,
         auto_merge: pr["autoMergeRequest"].as_object().map(|a| AutoMergeRequest {
-            enabled_by: a.get("enabledBy").and_then(|b| {
-                Some(Actor {
-                    login: b["login"].as_str()?.to_owned(),
-                    bot: b["__typename"].as_str() == Some("Bot"),
-                })
-            }),
+            enabled_by: a.get("enabledBy").and_then(actor),
             method: method(a.get("mergeMethod").and_then(Value::as_str).unwrap_or("MERGE")),
         }),
         viewer: data["viewer"]["login"].as_str().unwrap_or_default().to_owned(),
         required,
+        queue: pr["mergeQueue"].as_object().map(|q| MergeQueue {
+            method: q
+                .get("configuration")
+                .and_then(|c| c["mergeMethod"].as_str())
+                .map(method),
+        }),
+        queued: pr["mergeQueueEntry"].as_object().and_then(|e| {
+            Some(QueueEntry {
+                enqueuer: actor(e.get("enqueuer")?)?,
+                state: e.get("state").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            })
+        }),
     })
 }

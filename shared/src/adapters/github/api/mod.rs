@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use crate::ports::github::{
     AutoMergeAnswer, CloseReason, Comparison, GitData, Issue, Issues, Merge, MergeAnswer, MergeMethod, MergeState,
-    Merges, OpenPull, PullRequest, Pulls, TreeFiles,
+    Merges, OpenPull, PullRequest, Pulls, QueueAnswer, TreeFiles,
 };
 use crate::pure::fleet::{FileWrite, Keep};
 use crate::{
@@ -228,5 +228,17 @@ impl Merges for GithubFleet {
 
     async fn merge_pull(&self, number: u64, sha: &str, method: MergeMethod, deadline: Instant) -> Result<MergeAnswer> {
         self.merge_pull(number, sha, method, deadline).await
+    }
+
+    async fn queue_auto_merge(&self, node_id: &str, expected_head: &str, deadline: Instant) -> Result<QueueAnswer> {
+        self.queue_auto_merge(node_id, expected_head, deadline).await
+    }
+
+    async fn enqueue(&self, node_id: &str, expected_head: &str, deadline: Instant) -> Result<QueueAnswer> {
+        self.enqueue(node_id, expected_head, deadline).await
+    }
+
+    async fn dequeue(&self, node_id: &str, deadline: Instant) -> Result<()> {
+        self.dequeue(node_id, deadline).await
     }
 }

@@ -143,6 +143,7 @@ impl GithubFleet {
                     head_sha: pr["head"]["sha"].as_str().unwrap_or_default().to_owned(),
                     created_at,
                     labels: label_names(pr),
+                    body: pr["body"].as_str().unwrap_or_default().to_owned(),
                 });
             }
             if !full {

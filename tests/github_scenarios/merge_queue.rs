@@ -1,0 +1,208 @@
+//! Merge queues on both GitHubs: where `main` requires a merge queue, an eligible head is queued
+//! (`enqueuePullRequest` once every requirement is met; before that, auto-merge without a method
+//! when "Allow auto-merge" is on, nothing when it is off) and the queue merges it by its own
+//! method; a head behind
+//! main is left to the queue; a head that is no longer eligible is taken out of the queue in the
+//! same run, before its status, and never merged, while a person's queueing is left alone; the
+//! fleet dashboard says "queued"; a repository without a queue pays no request more.
+
+use super::support::*;
+use cellbridge::ports::github::MergeMethod;
+use cellbridge::pure::plan::STATUS_CONTEXT;
+
+/// A world where `CELL` exists on main and is opted in, `main` requires `contexts` (strict) and
+/// a merge queue merging by squash.
+async fn queued_world<B: Bed>(contexts: &[&str], allow_auto_merge: bool) -> World<B> {
+    let w = opted_in(World::<B>::start(), "cells: ['*']\n").await;
+    w.bed.protect_main(w.repo(), Some((contexts, 0, true)));
+    w.bed.require_merge_queue(w.repo(), Some(MergeMethod::Squash));
+    w.bed.allow_auto_merge(w.repo(), allow_auto_merge);
+    w
+}
+
+fn body_of<B: Bed>(w: &World<B>, n: u64) -> String {
+    w.pulls().into_iter().find(|p| p.number == n).unwrap().body
+}
+
+/// "Allow auto-merge" on: auto-merge is enabled without a merge method and GitHub adds the pull
+/// request to the queue once its CI passes; the next event says "queued" and a replay writes
+/// nothing; a head behind main is not brought up to date (the queue tests the merge with the
+/// latest base); nobody merges it outside the queue, and the queue merges it by its method.
+async fn with_a_merge_queue_and_auto_merge_on_an_eligible_head_is_queued_and_the_queue_merges_it<B: Bed>() {
+    let w = queued_world::<B>(&[STATUS_CONTEXT, CI], true).await;
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), done(&r)), ("opened", "enabled"), "{r}");
+    let n = r["pull_request"]["number"].as_u64().unwrap();
+    assert_eq!(w.bed.auto_merge(w.repo(), n).0.as_deref(), Some(B::CELLBRIDGE));
+    let head = w.head(&branch(CELL)).unwrap();
+    w.bed.ci(w.repo(), &head, CI, true);
+    assert_eq!(
+        w.bed.queued_by(w.repo(), n).as_deref(),
+        Some(B::CELLBRIDGE),
+        "GitHub's auto-merge queued it as its enabler"
+    );
+
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), done(&r)), ("unchanged", "queued"), "{r}");
+    let body = body_of(&w, n);
+    assert!(
+        body.contains("**Queued.**") && body.contains("automerge-by=cellbridge"),
+        "{body}"
+    );
+    let writes = w.writes();
+    assert_eq!(done(&w.deliver(CELL).await), "queued");
+    assert_eq!(w.writes(), writes, "a replay writes nothing");
+    // The fleet dashboard says so (from what cellbridge recorded in the body).
+    w.dashboard().await;
+    let board = &w.dashboards()[0].body;
+    assert!(
+        board.contains(&format!("#{n} opened today, queued in the merge queue")),
+        "{board}"
+    );
+
+    // Main moves: the head is behind, and stays as it is.
+    w.bed
+        .commit(w.repo(), "main", &[("docs/elsewhere.md", "a person's\n")], "elsewhere");
+    let r = w.deliver(CELL).await;
+    assert_eq!(done(&r), "queued", "{r}");
+    assert_eq!(
+        w.head(&branch(CELL)).unwrap(),
+        head,
+        "not brought up to date: the queue does that"
+    );
+
+    let refused = w.bed.merge(w.repo(), n).unwrap_err();
+    assert!(refused.contains("through the merge queue"), "{refused}");
+    assert!(w.bed.queue_checks(w.repo(), n, true), "the queue merges it");
+    let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
+    assert!(pr.merged, "{pr:?}");
+    assert_eq!(w.bed.auto_merge(w.repo(), n).1.as_deref(), Some(B::CELLBRIDGE));
+    let main = w.files("main");
+    assert!(main.contains_key("docs/elsewhere.md") && w.metadata_on("main", CELL).contains("vpc-2"));
+}
+
+/// "Allow auto-merge" off: once every requirement is met the head is added with
+/// `enqueuePullRequest`; before that the result says what is awaited and the next event adds it.
+/// (With nothing awaited, auto-merge on or off, it is enqueued at once: the request budget's row.)
+async fn with_a_merge_queue_and_auto_merge_off_an_eligible_head_is_enqueued<B: Bed>() {
+    let w = queued_world::<B>(&[STATUS_CONTEXT, CI], false).await;
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), done(&r)), ("opened", "waiting"), "{r}");
+    let n = r["pull_request"]["number"].as_u64().unwrap();
+    assert_eq!(w.bed.queued_by(w.repo(), n), None);
+    let head = w.head(&branch(CELL)).unwrap();
+    w.bed.ci(w.repo(), &head, CI, true);
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), done(&r)), ("unchanged", "queued"), "{r}");
+    assert_eq!(w.bed.queued_by(w.repo(), n).as_deref(), Some(B::CELLBRIDGE));
+    assert!(body_of(&w, n).contains("**Queued.**"));
+    assert!(w.bed.queue_checks(w.repo(), n, true));
+    assert!(w.metadata_on("main", CELL).contains("vpc-2"));
+}
+
+/// A queued head that is no longer eligible (the cell opted out, a reviewer's push) is taken out
+/// of the queue in the same run, before its status, and the queue never merges it; a person's
+/// own queueing of an ineligible head is left alone.
+async fn an_ineligible_head_after_queueing_is_taken_out_in_the_same_run_and_never_merged<B: Bed>() {
+    let w = queued_world::<B>(&[STATUS_CONTEXT], false).await;
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), done(&r)), ("opened", "queued"), "{r}");
+    let n = r["pull_request"]["number"].as_u64().unwrap();
+    assert_eq!(w.bed.queued_by(w.repo(), n).as_deref(), Some(B::CELLBRIDGE));
+
+    // The cell is opted out on main: the same head is no longer eligible.
+    w.bed
+        .commit(w.repo(), "main", &[(OPT_IN, "cells: [other]\n")], "opt out");
+    let r = w.deliver(CELL).await;
+    assert_eq!(
+        (r["auto_merge"]["eligible"].as_bool(), done(&r)),
+        (Some(false), "dequeued"),
+        "{r}"
+    );
+    assert_eq!(w.bed.queued_by(w.repo(), n), None, "out of the queue");
+    assert!(!w.bed.queue_checks(w.repo(), n, true), "nothing left to merge");
+    let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
+    assert!(
+        pr.open && !pr.merged && !pr.body.contains("automerge-by="),
+        "{}",
+        pr.body
+    );
+
+    // Opted in again and queued again; a reviewer's push then makes the head ineligible: GitHub
+    // drops the entry of a head that moved, and nothing of cellbridge's is left queued.
+    w.bed.commit(w.repo(), "main", &[(OPT_IN, "cells: ['*']\n")], "opt in");
+    assert_eq!(done(&w.deliver(CELL).await), "queued");
+    w.bed.commit(
+        w.repo(),
+        &branch(CELL),
+        &[(&format!("clusters/{CELL}/extra-layer.yaml"), "# a reviewer's layer\n")],
+        "a reviewer adds a layer",
+    );
+    assert_eq!(w.bed.queued_by(w.repo(), n), None, "GitHub took the moved head out");
+    let r = w.deliver(CELL).await;
+    assert_eq!(r["auto_merge"]["eligible"].as_bool(), Some(false), "{r}");
+    assert!(!w.bed.queue_checks(w.repo(), n, true));
+
+    // A reviewer queues the head themself: their choice, left alone.
+    w.bed.enqueue_as_reviewer(w.repo(), n);
+    let r = w.deliver(CELL).await;
+    assert_eq!(done(&r), "left-alone", "{r}");
+    assert_eq!(w.bed.queued_by(w.repo(), n).as_deref(), Some(REVIEWER));
+    assert!(
+        w.bed.queue_checks(w.repo(), n, true),
+        "the reviewer's queueing merges it"
+    );
+}
+
+/// Auto-merge on waits for a requirement to turn met; one met by a rule relaxed meanwhile is no
+/// trigger, and the pull request stays armed and out of the queue: the next event enqueues it.
+async fn an_armed_head_a_relaxed_rule_made_ready_is_enqueued_by_the_next_event<B: Bed>() {
+    let w = queued_world::<B>(&[STATUS_CONTEXT, CI], true).await;
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), done(&r)), ("opened", "enabled"), "{r}");
+    let n = r["pull_request"]["number"].as_u64().unwrap();
+    // An administrator stops requiring the CI: nothing triggers GitHub's auto-merge.
+    w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT], 0, true)));
+    assert_eq!(w.bed.queued_by(w.repo(), n), None, "armed, not queued");
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), done(&r)), ("unchanged", "queued"), "{r}");
+    assert_eq!(w.bed.queued_by(w.repo(), n).as_deref(), Some(B::CELLBRIDGE));
+    assert_eq!(
+        w.bed.auto_merge(w.repo(), n).0,
+        None,
+        "in the queue, auto-merge is over"
+    );
+}
+
+/// Without a merge queue the merge state is the same one request: a delivery with a queue costs
+/// exactly what one without costs.
+async fn a_repository_without_a_merge_queue_pays_no_request_more<B: Bed>() {
+    let mut counts = Vec::new();
+    for queue in [None, Some(MergeMethod::Merge)] {
+        let w = opted_in(World::<B>::start(), "cells: ['*']\n").await;
+        w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT, CI], 0, false)));
+        w.bed.require_merge_queue(w.repo(), queue);
+        w.apply(CELL, 2, "vpc-2");
+        let (requests, writes) = (w.requests(), w.writes());
+        let r = w.deliver(CELL).await;
+        assert_eq!((action(&r), done(&r)), ("opened", "enabled"), "{queue:?}: {r}");
+        counts.push((w.requests() - requests, w.writes() - writes));
+    }
+    assert_eq!(counts[0], counts[1], "(requests, writes) without a queue, with one");
+}
+
+scenarios!(
+    mem_github: super::MemBed,
+    http_fake: super::HttpBed;
+    [
+        with_a_merge_queue_and_auto_merge_on_an_eligible_head_is_queued_and_the_queue_merges_it,
+        with_a_merge_queue_and_auto_merge_off_an_eligible_head_is_enqueued,
+        an_ineligible_head_after_queueing_is_taken_out_in_the_same_run_and_never_merged,
+        an_armed_head_a_relaxed_rule_made_ready_is_enqueued_by_the_next_event,
+        a_repository_without_a_merge_queue_pays_no_request_more,
+    ]
+);
