@@ -61,6 +61,15 @@ pub enum GithubError {
         missing: Vec<String>,
         granted: String,
     },
+    /// The App installation cannot see the fleet repository: GitHub refused a token for it.
+    #[error(
+        "GitHub App installation {installation} cannot reach repository {repository}: add it to the installation's repositories (the App's installation settings, Repository access) or install the App on its owner; GitHub said: {message}"
+    )]
+    NotInstalled {
+        installation: u64,
+        repository: String,
+        message: String,
+    },
 }
 
 impl Classify for GithubError {
@@ -74,7 +83,8 @@ impl Classify for GithubError {
             | GithubError::Foreign { .. }
             | GithubError::Setup { .. }
             | GithubError::TooLarge { .. }
-            | GithubError::MissingPermissions { .. } => Class::Final,
+            | GithubError::MissingPermissions { .. }
+            | GithubError::NotInstalled { .. } => Class::Final,
         }
     }
 }
@@ -120,7 +130,10 @@ impl GithubError {
     pub fn is_access(&self) -> bool {
         matches!(
             self,
-            GithubError::Access { .. } | GithubError::Setup { .. } | GithubError::MissingPermissions { .. }
+            GithubError::Access { .. }
+                | GithubError::Setup { .. }
+                | GithubError::MissingPermissions { .. }
+                | GithubError::NotInstalled { .. }
         )
     }
 }
