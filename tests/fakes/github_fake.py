@@ -2458,7 +2458,7 @@ class Handler(BaseHTTPRequestHandler):
                 if body.get("expires_at"):
                     # A token with an expiry (ISO 8601, UTC): refused with 401 after it, and
                     # named in `GitHub-Authentication-Token-Expiration` until then.
-                    TOKENS[body["token"]] = calendar.timegm(time.strptime(body["expires_at"], "%Y-%m-%dT%H:%M:%SZ"))
+                    TOKENS[body["token"]] = calendar.timegm(time.strptime(re.sub(r"\.\d+Z$", "Z", body["expires_at"]), "%Y-%m-%dT%H:%M:%SZ"))
                     EXPIRING.add(body["token"])
                 if body.get("login"):
                     # Who the token acts as (a reviewer's own token, say).

@@ -36,6 +36,7 @@ macro_rules! scenarios {
 }
 
 mod auto_merge;
+mod credentials;
 mod dashboard;
 mod decommission;
 mod people;
