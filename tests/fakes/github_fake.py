@@ -1832,10 +1832,11 @@ class Handler(BaseHTTPRequestHandler):
                 "updateRefs": update_refs}
 
     def _record(self, method, path, op, violations):
-        """Counts the operation and keeps what broke GitHub's description (never a header value)."""
+        """Counts the operation and keeps what broke GitHub's description (no credential: of the
+        headers, the User-Agent and the `X-GitHub-Api-Version` asked for only)."""
         agent = self.headers.get("User-Agent", "")
         entry = {"op": op.id if op else None, "method": method, "path": path, "user_agent": agent,
-                 "flavor": SPEC["description"].flavor,
+                 "flavor": SPEC["description"].flavor, "api_version": self.headers.get("X-GitHub-Api-Version"),
                  "violations": [{"check": v.check, "detail": v.detail, "status": v.status} for v in violations]}
         with LOCK:
             if op is not None:

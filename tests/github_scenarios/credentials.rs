@@ -81,12 +81,19 @@ async fn a_token_about_to_expire_is_in_the_metric_and_warned_of_on_the_dashboard
     w.apply(CELL, 1, "vpc-1");
     let (r, records) = invoke_counted(&w, json!({"action": "sync", "cell": CELL})).await;
     assert_eq!(action(&r["cells"][0]), "opened", "{r}");
-    assert_eq!(days_left(&records), Vec::<f64>::new(), "no datapoint without an expiry: {records:?}");
+    assert_eq!(
+        days_left(&records),
+        Vec::<f64>::new(),
+        "no datapoint without an expiry: {records:?}"
+    );
     w.dashboard().await;
     assert!(!w.dashboards()[0].body.contains("GitHub token"), "{:?}", w.dashboards());
 
     // Whole seconds, as GitHub's header gives it.
-    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs();
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
     let at = SystemTime::UNIX_EPOCH + Duration::from_secs(now + 5 * 86_400 + 3_600);
     w.bed.token_expires(w.repo(), at);
     w.apply(CELL, 2, "vpc-2");
@@ -130,7 +137,10 @@ async fn an_installation_lacking_a_permission_is_refused_naming_it_before_any_wr
         e.contains("lacks the repository permission statuses=write") && e.contains("statuses=read"),
         "{e}"
     );
-    assert!(r.get("reported").is_none(), "access failures are not reported on GitHub: {r}");
+    assert!(
+        r.get("reported").is_none(),
+        "access failures are not reported on GitHub: {r}"
+    );
     assert_eq!(w.writes(), writes, "nothing written");
     assert!(w.pulls().is_empty() && w.bed.issues(w.repo()).is_empty());
 

@@ -217,7 +217,10 @@ async fn http_an_app_not_installed_on_the_repository_is_an_access_failure_not_a_
     let r = w.deliver(CELL).await;
     assert_eq!((action(&r), r["retryable"].as_bool()), ("failed", Some(false)), "{r}");
     assert!(
-        r["error"].as_str().unwrap().contains("cannot reach repository acme/fleet"),
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot reach repository acme/fleet"),
         "{r}"
     );
     assert_eq!(repo_writes(&w), 0);

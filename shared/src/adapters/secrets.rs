@@ -82,8 +82,7 @@ impl JsonSecret {
 /// for a GitHub App (the client ID is what GitHub recommends as the JWT's issuer), or
 /// `{"token"}`. A mix of the two, or both App identifiers, is refused naming the field.
 pub fn github_credentials(secret: &JsonSecret) -> Result<Credentials, SecretsError> {
-    const APP: &str =
-        "a GitHub App needs client_id (or app_id), installation_id and private_key; or give a token";
+    const APP: &str = "a GitHub App needs client_id (or app_id), installation_id and private_key; or give a token";
     let invalid = |field: &'static str, reason: &'static str| SecretsError::InvalidField {
         secret: secret.name().to_owned(),
         field,
@@ -241,14 +240,23 @@ mod tests {
                 .unwrap_err()
                 .to_string()
         };
-        let both = err(serde_json::json!({"client_id": "Iv23liX", "app_id": 1, "installation_id": 2, "private_key": KEY}));
+        let both =
+            err(serde_json::json!({"client_id": "Iv23liX", "app_id": 1, "installation_id": 2, "private_key": KEY}));
         assert!(both.contains("`app_id`") && both.contains("client_id"), "{both}");
-        let mixed = err(serde_json::json!({"token": "ghp_hunter2", "client_id": "Iv23liX", "installation_id": 2, "private_key": KEY}));
+        let mixed = err(
+            serde_json::json!({"token": "ghp_hunter2", "client_id": "Iv23liX", "installation_id": 2, "private_key": KEY}),
+        );
         assert!(mixed.contains("`token`"), "{mixed}");
         let numeric = err(serde_json::json!({"client_id": "4242", "installation_id": 2, "private_key": KEY}));
-        assert!(numeric.contains("`client_id`") && numeric.contains("app_id"), "{numeric}");
+        assert!(
+            numeric.contains("`client_id`") && numeric.contains("app_id"),
+            "{numeric}"
+        );
         let neither = err(serde_json::json!({"installation_id": 2, "private_key": KEY}));
-        assert!(neither.contains("`app_id`") && neither.contains("client_id"), "{neither}");
+        assert!(
+            neither.contains("`app_id`") && neither.contains("client_id"),
+            "{neither}"
+        );
         for e in [both, mixed, numeric, neither] {
             assert!(!e.contains("MIIBOgIBAAJBAKj34") && !e.contains("hunter2"), "{e}");
         }

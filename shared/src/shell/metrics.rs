@@ -289,8 +289,12 @@ impl Metrics<'_> {
     pub fn github_token(&self, expires_at: Option<std::time::SystemTime>) {
         if let Some(at) = expires_at {
             let now = std::time::SystemTime::now();
-            self.sink
-                .emit(&token_record(&self.namespace, &self.function, days_left(at, now), now_ms()));
+            self.sink.emit(&token_record(
+                &self.namespace,
+                &self.function,
+                days_left(at, now),
+                now_ms(),
+            ));
         }
     }
 }
@@ -411,8 +415,14 @@ mod tests {
         assert_eq!(days_left(now - Duration::from_secs(86_400), now), -1.0);
         let r = token_record("cellbridge", "state-sync", 13.5, 7);
         assert_eq!(r["_aws"]["CloudWatchMetrics"][0]["Dimensions"], json!([["Function"]]));
-        assert_eq!(r["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"], GITHUB_TOKEN_DAYS_LEFT);
-        assert_eq!((r["Function"].as_str(), r[GITHUB_TOKEN_DAYS_LEFT].as_f64()), (Some("state-sync"), Some(13.5)));
+        assert_eq!(
+            r["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"],
+            GITHUB_TOKEN_DAYS_LEFT
+        );
+        assert_eq!(
+            (r["Function"].as_str(), r[GITHUB_TOKEN_DAYS_LEFT].as_f64()),
+            (Some("state-sync"), Some(13.5))
+        );
         let captured = Captured::default();
         Metrics::new("state-sync", &captured).github_token(None);
         assert!(captured.records().is_empty(), "no datapoint without an expiry");

@@ -93,9 +93,7 @@ impl App {
     /// The installation token while it is good for [`RENEW_BEFORE`] more.
     pub(crate) fn cached(&self, now: SystemTime) -> Option<Minted> {
         let slot = self.token.lock().unwrap_or_else(|e| e.into_inner());
-        slot.as_ref()
-            .filter(|m| now + RENEW_BEFORE < m.expires_at)
-            .cloned()
+        slot.as_ref().filter(|m| now + RENEW_BEFORE < m.expires_at).cloned()
     }
 
     pub(crate) fn store(&self, minted: Minted) {
@@ -186,7 +184,10 @@ mod tests {
     fn the_token_asks_for_the_fleet_repository_and_cellbridges_permissions_only() {
         let body = token_request("fleet");
         assert_eq!(body["repositories"], json!(["fleet"]));
-        assert_eq!(body["permissions"].as_object().unwrap().len(), permissions::REQUIRED.len());
+        assert_eq!(
+            body["permissions"].as_object().unwrap().len(),
+            permissions::REQUIRED.len()
+        );
         assert!(permissions::missing(&body["permissions"]).is_empty());
     }
 
@@ -198,6 +199,8 @@ mod tests {
         assert!(repository_refused(
             "There is at least one repository that does not exist or is not accessible to the parent installation."
         ));
-        assert!(!repository_refused("The permissions requested are not granted to this installation."));
+        assert!(!repository_refused(
+            "The permissions requested are not granted to this installation."
+        ));
     }
 }

@@ -14,8 +14,8 @@ use crate::shell::error::Classify;
 use super::Credentials;
 use super::app::App;
 use super::transport;
-use crate::pure::redact::Secret;
 use crate::ports::github::GithubError;
+use crate::pure::redact::Secret;
 
 /// github.com's API; GitHub Enterprise Server's is `https://HOST/api/v3`.
 pub const DEFAULT_GITHUB_API_URL: &str = "https://api.github.com";

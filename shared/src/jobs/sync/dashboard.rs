@@ -600,7 +600,10 @@ mod tests {
         let far = token_line(Some(now + Duration::from_secs(30 * 86_400)), now).unwrap();
         assert_eq!(far, "GitHub token: expires 2027-02-14T08:00:00Z.");
         let near = token_line(Some(now + Duration::from_secs(5 * 86_400 + 3600)), now).unwrap();
-        assert!(near.starts_with("> [!WARNING]") && near.contains("expires in 5 days"), "{near}");
+        assert!(
+            near.starts_with("> [!WARNING]") && near.contains("expires in 5 days"),
+            "{near}"
+        );
         let gone = token_line(Some(now - Duration::from_secs(60)), now).unwrap();
         assert!(gone.contains("has expired"), "{gone}");
     }

@@ -99,7 +99,10 @@ impl GithubFleet {
                 return Ok(m.token);
             }
             let id = app.installation_id;
-            let what = format!("creating a token of GitHub App installation {id} for {}", self.repo_name());
+            let what = format!(
+                "creating a token of GitHub App installation {id} for {}",
+                self.repo_name()
+            );
             let r = self
                 .send(
                     &what,

@@ -15,8 +15,8 @@ use super::{CONNECT_TIMEOUT, REQUEST_TIMEOUT, enc};
 use crate::adapters::github::app::{self, App};
 use crate::adapters::github::archive;
 use crate::adapters::github::config::{self, Client, GithubConfig, Signer};
-use crate::pure::redact::Secret;
 use crate::adapters::github::pacing::{Pacer, Pacing};
+use crate::pure::redact::Secret;
 use crate::{
     adapters::github::Credentials, adapters::github::GithubFleet, adapters::github::RequestCounts,
     ports::github::Result,
@@ -268,7 +268,8 @@ pub(crate) async fn execute(
     }
     let req = match body {
         Some(b) => {
-            let text = serde_json::to_string(b).map_err(|e| Unanswered::Unsendable(format!("the request body: {e}")))?;
+            let text =
+                serde_json::to_string(b).map_err(|e| Unanswered::Unsendable(format!("the request body: {e}")))?;
             req.header(http::header::CONTENT_TYPE, "application/json")
                 .body(octocrab::OctoBody::from(text))
         }

@@ -222,7 +222,10 @@ impl GithubFleet {
                     Some(bearer(&app.jwt(SystemTime::now()).map_err(setup)?).map_err(setup)?)
                 }
                 (Signer::App(app), _) => {
-                    let token = self.installation_token(app.clone(), deadline).await.map_err(Try::Stop)?;
+                    let token = self
+                        .installation_token(app.clone(), deadline)
+                        .await
+                        .map_err(Try::Stop)?;
                     Some(bearer(&token).map_err(setup)?)
                 }
             };
@@ -249,10 +252,7 @@ impl GithubFleet {
                     );
                     self.client.forget().await;
                 } else if let Signer::App(app) = &crabs.auth {
-                    tracing::warn!(
-                        request = what,
-                        "GitHub refused the installation token; minting another"
-                    );
+                    tracing::warn!(request = what, "GitHub refused the installation token; minting another");
                     app.forget_token();
                 }
                 Err(Try::Again {
