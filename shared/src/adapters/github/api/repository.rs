@@ -60,11 +60,7 @@ impl GithubFleet {
             // A token's permissions cannot be read: a 403 names the one missing.
             return Ok(());
         };
-        self.installation_token(app.clone(), deadline).await?;
-        let granted = app
-            .cached(SystemTime::now())
-            .map(|m| m.permissions)
-            .unwrap_or(Value::Null);
+        let granted = self.installation_token(app.clone(), deadline).await?.permissions;
         let missing = permissions::missing(&granted);
         if missing.is_empty() {
             return Ok(());
@@ -89,14 +85,14 @@ impl GithubFleet {
         &self,
         app: Arc<App>,
         deadline: Instant,
-    ) -> Pin<Box<dyn Future<Output = Result<Secret<String>>> + Send + '_>> {
+    ) -> Pin<Box<dyn Future<Output = Result<Minted>> + Send + '_>> {
         Box::pin(async move {
             if let Some(m) = app.cached(SystemTime::now()) {
-                return Ok(m.token);
+                return Ok(m);
             }
             let _one = app.minting.lock().await;
             if let Some(m) = app.cached(SystemTime::now()) {
-                return Ok(m.token);
+                return Ok(m);
             }
             let id = app.installation_id;
             let what = format!(
@@ -145,7 +141,7 @@ impl GithubFleet {
                 permissions: v["permissions"].clone(),
             };
             app.store(minted.clone());
-            Ok(minted.token)
+            Ok(minted)
         })
     }
 

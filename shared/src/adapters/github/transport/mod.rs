@@ -186,8 +186,10 @@ impl GithubFleet {
             // writes, and GraphQL's mutations ("Content creation limits include actions taken
             // ... via the REST API and GraphQL API", "Rate limits for the REST API"); a GraphQL
             // query is a POST that creates nothing.
+            // Minting the App's installation token creates nothing in the repository.
+            let app_route = uri.starts_with("/app/");
             let writes = match target {
-                Target::Rest => !download && !matches!(method, Method::GET | Method::HEAD),
+                Target::Rest => !download && !app_route && !matches!(method, Method::GET | Method::HEAD),
                 Target::Graphql { mutation } => mutation,
             };
             if writes
@@ -205,7 +207,6 @@ impl GithubFleet {
                 }));
             }
             let crabs = self.client.get(&self.api_url, deadline).await.map_err(Try::Stop)?;
-            let app_route = uri.starts_with("/app/");
             let setup = |reason: String| {
                 Try::Stop(GithubError::Setup {
                     api_url: self.api_url.clone(),
@@ -222,11 +223,11 @@ impl GithubFleet {
                     Some(bearer(&app.jwt(SystemTime::now()).map_err(setup)?).map_err(setup)?)
                 }
                 (Signer::App(app), _) => {
-                    let token = self
+                    let minted = self
                         .installation_token(app.clone(), deadline)
                         .await
                         .map_err(Try::Stop)?;
-                    Some(bearer(&token).map_err(setup)?)
+                    Some(bearer(&minted.token).map_err(setup)?)
                 }
             };
             // GitHub Enterprise Server's GraphQL is beside the REST API, through its own client.
