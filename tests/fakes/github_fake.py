@@ -81,7 +81,8 @@ Control API (never used by the product; tests and the bench drive it):
   "repositories": ["o/r"] (optional)}`: a fine-grained one, checked; `"expires_at":
   "2026-12-19T00:00:00Z"` (either kind) gives it an expiry: every answer to a request made with
   it carries `GitHub-Authentication-Token-Expiration` (`token_expiration_header`), and after it
-  the token is refused with 401; `DELETE` revokes either.
+  the token is refused with 401; `DELETE` revokes either (`{"installation": true}`: every
+  installation token the App was given).
 - `GET /_fake/conformance`: what the description check saw: `{"flavor", "operations": {id: n},
   "violations": [...]}`; `DELETE` resets it, here and in the suite report (a test that plants a
   bad request on purpose).
@@ -2472,6 +2473,13 @@ class Handler(BaseHTTPRequestHandler):
                     ACTORS.pop(body["token"], None)
                 return 201, {}
             if path == "/_fake/tokens" and method == "DELETE":
+                if body.get("installation"):
+                    # Every installation token revoked (an administrator suspending and
+                    # reinstating the App, say): a request with one is then 401 "Bad credentials".
+                    for tok in [t for t, a in ACTORS.items() if a["kind"] == "installation"]:
+                        TOKENS.pop(tok, None)
+                        ACTORS.pop(tok, None)
+                    return 200, {}
                 TOKENS.pop(body["token"], None)
                 ACTORS.pop(body["token"], None)
                 return 200, {}

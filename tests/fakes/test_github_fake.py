@@ -1134,3 +1134,10 @@ def test_a_closed_pull_request_keeps_its_head_and_cannot_be_reopened_once_the_br
     assert gh("GET", f"/repos/{{repo}}/pulls/{n}").body["head"]["sha"] == head, "a push after the close is not the pull request's"
     r = gh("PATCH", f"/repos/{{repo}}/pulls/{n}", {"state": "open"})
     assert r.status == 422, r
+
+
+def test_every_installation_token_can_be_revoked_at_once(gh, app):
+    tok = app.token().body["token"]
+    assert gh("GET", "/repos/{repo}", headers=as_token(tok)).status == 200
+    assert call(gh.url, "DELETE", "/_fake/tokens", {"installation": True}).status == 200
+    assert gh("GET", "/repos/{repo}", headers=as_token(tok)).status == 401

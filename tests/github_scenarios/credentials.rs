@@ -170,6 +170,24 @@ async fn http_an_app_by_its_client_id_mints_one_narrowed_token_for_the_process()
     assert_eq!(app, ["POST /app/installations/777/access_tokens"], "{app:?}");
 }
 
+/// An installation token GitHub stops accepting (revoked) is minted again once, and the state
+/// syncs as without it.
+#[tokio::test]
+async fn http_a_revoked_installation_token_is_minted_again() {
+    let w = http_world(app_credentials);
+    w.apply(CELL, 1, "vpc-1");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    w.bed.gh.revoke_installation_tokens();
+    w.apply(CELL, 2, "vpc-2");
+    assert_eq!(action(&w.deliver(CELL).await), "updated");
+    w.assert_checked(CELL);
+    let mints = api_requests_since(&w, 0)
+        .into_iter()
+        .filter(|(path, _)| path.ends_with("/access_tokens"))
+        .count();
+    assert_eq!(mints, 2);
+}
+
 scenarios!(
     mem_token: super::MemBed,
     http_fake: super::HttpBed;

@@ -249,6 +249,11 @@ impl FakeGithub {
         );
     }
 
+    /// Revokes every installation token the fake's App was given.
+    pub fn revoke_installation_tokens(&self) {
+        self.control("DELETE", "/_fake/tokens", Some(&json!({"installation": true})));
+    }
+
     /// Accepts `token` (a classic personal access token, or the one the fake started with) with an
     /// expiry, `expires_at` in ISO 8601 (`2026-12-19T08:30:00Z`): every answer to a request made
     /// with it carries `GitHub-Authentication-Token-Expiration`.

@@ -93,7 +93,7 @@ impl App {
     /// The installation token while it is good for [`RENEW_BEFORE`] more.
     pub(crate) fn cached(&self, now: SystemTime) -> Option<Minted> {
         let slot = self.token.lock().unwrap_or_else(|e| e.into_inner());
-        slot.as_ref().filter(|m| now + RENEW_BEFORE < m.expires_at).cloned()
+        slot.as_ref().filter(|m| fresh(m.expires_at, now)).cloned()
     }
 
     pub(crate) fn store(&self, minted: Minted) {
@@ -104,6 +104,12 @@ impl App {
     pub(crate) fn forget_token(&self) {
         *self.token.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
+}
+
+/// Whether a token expiring at `expires_at` is still good to send at `now`: not within
+/// [`RENEW_BEFORE`] of its expiry.
+pub(crate) fn fresh(expires_at: SystemTime, now: SystemTime) -> bool {
+    now + RENEW_BEFORE < expires_at
 }
 
 /// The body of "Create an installation access token for an app": the fleet repository alone
@@ -189,6 +195,15 @@ mod tests {
             permissions::REQUIRED.len()
         );
         assert!(permissions::missing(&body["permissions"]).is_empty());
+    }
+
+    #[test]
+    fn a_token_is_renewed_five_minutes_before_it_expires() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        assert!(fresh(now + Duration::from_secs(3600), now));
+        assert!(fresh(now + Duration::from_secs(301), now));
+        assert!(!fresh(now + Duration::from_secs(300), now));
+        assert!(!fresh(now - Duration::from_secs(1), now));
     }
 
     #[test]

@@ -14,8 +14,10 @@
 //! with a retryable error as soon as waiting would cross the deadline.
 //!
 //! The module's files, in the order a sync meets them: [`config`] (which repository, the
-//! octocrab client and its credentials from Secrets Manager, read again on a 401), `transport`
-//! (one request with retries), `answers` (GitHub's refusals classified, once, for this adapter and
+//! octocrab client and its credentials from Secrets Manager, read again on a 401), `app` (a
+//! GitHub App's JWT and the installation token cellbridge mints, narrowed to the fleet
+//! repository and its permissions), `transport` (one request with retries, its
+//! `X-GitHub-Api-Version` chosen by the API URL), `answers` (GitHub's refusals classified, once, for this adapter and
 //! the double alike), `api` (the typed calls, one per documented operation of [`operations`],
 //! implementing [`crate::ports::github`]'s slices over REST and GraphQL), `archive` (the base
 //! branch as one archive). What is done with them is [`crate::rules`]'.

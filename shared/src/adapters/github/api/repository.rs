@@ -112,7 +112,7 @@ impl GithubFleet {
             if r.status.as_u16() == 422 {
                 let message = r.message();
                 if app::permissions_refused(&message) {
-                    return Err(self.missing_permissions(id, deadline).await?);
+                    return Err(self.missing_permissions(id, &what, message, deadline).await?);
                 }
                 if app::repository_refused(&message) {
                     return Err(GithubError::NotInstalled {
@@ -147,7 +147,13 @@ impl GithubFleet {
 
     /// What the installation lacks of cellbridge's permissions, read with the App's JWT, after
     /// GitHub refused a token asking for them.
-    async fn missing_permissions(&self, id: u64, deadline: Instant) -> Result<GithubError> {
+    async fn missing_permissions(
+        &self,
+        id: u64,
+        minting: &str,
+        refusal: String,
+        deadline: Instant,
+    ) -> Result<GithubError> {
         let what = format!("reading the permissions of GitHub App installation {id}");
         let path = format!("/app/installations/{id}");
         let r = self
@@ -164,10 +170,14 @@ impl GithubFleet {
             return Err(r.api_error(&what));
         }
         let granted = r.json(&what)?["permissions"].clone();
-        let mut missing = permissions::missing(&granted);
+        let missing = permissions::missing(&granted);
         if missing.is_empty() {
-            // The installation grants them all, yet GitHub refused: say what it said.
-            missing = vec!["(none by the installation's own account; GitHub refused the token's permissions)".into()];
+            // The installation grants them all, yet GitHub refused: what it said, as it said it.
+            return Ok(GithubError::Api {
+                what: minting.to_owned(),
+                status: 422,
+                message: format!("{refusal} (the installation grants {})", listed(&granted)),
+            });
         }
         Ok(GithubError::MissingPermissions {
             installation: id,
