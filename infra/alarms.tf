@@ -135,6 +135,29 @@ resource "aws_cloudwatch_metric_alarm" "flux_stuck" {
   tags                = local.tags
 }
 
+# state-sync's GitHub token: every invocation writes GithubTokenDaysLeft (dimension Function only)
+# from GitHub's GitHub-Authentication-Token-Expiration header when the secret holds a token that
+# expires; a token without expiry and a GitHub App (whose installation tokens cellbridge renews)
+# write none, hence notBreaching. Under 14 days: put a new token in the secret before GitHub stops
+# accepting it. The fleet dashboard warns in the same window. A day's minimum: sync-alls and
+# deliveries write it at least daily on a fleet that changes.
+resource "aws_cloudwatch_metric_alarm" "github_token_expiring" {
+  alarm_name          = "${local.state_sync_name}-github-token-expiring"
+  alarm_description   = "cellbridge state-sync: the GitHub token cellbridge uses expires in less than 14 days (GithubTokenDaysLeft). Put a new token in the secret ${var.github_secret_arn} (or move to a GitHub App); the fleet dashboard names the date."
+  namespace           = var.metrics_namespace
+  metric_name         = "GithubTokenDaysLeft"
+  dimensions          = { Function = local.state_sync_name }
+  statistic           = "Minimum"
+  period              = 86400
+  evaluation_periods  = 1
+  comparison_operator = "LessThanThreshold"
+  threshold           = 14
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = var.alarm_actions
+  ok_actions          = var.alarm_actions
+  tags                = local.tags
+}
+
 # Every EventBridge rule with a target: events it could not deliver (a queue policy that refuses
 # it, a KMS key it may not use) are FailedInvocations, retried and then dead-lettered; the alarm
 # says so before the dead-letter queue fills. Custom buses add the EventBusName dimension

@@ -10,6 +10,9 @@ the documented operation it matched, the caller's User-Agent and what broke GitH
   - prints which documented operations the product called (its User-Agent, `cellbridge/<version>`)
     and how often,
     on github.com and on GitHub Enterprise Server, next to what the tests' own client called;
+  - prints which `X-GitHub-Api-Version`s each caller sent to each flavor, and fails when the
+    product sent github.com anything but 2026-03-10 or GitHub Enterprise Server anything but
+    2022-11-28 (`EXPECTED_VERSIONS`; the only version GHES 3.19 knows);
   - fails on any violation, from any caller, that a test did not plant on purpose and clear
     (`DELETE /_fake/conformance` writes a `{"cleared": true}` line);
   - fails when an operation the product's code can call (the `operations!` table of
@@ -31,6 +34,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TABLE = os.path.join(ROOT, "shared", "src", "adapters", "github", "operations.rs")
 PRODUCT_AGENT = "cellbridge/"
+# The API version the product sends each flavor (shared/src/adapters/github/config.rs, api_version).
+EXPECTED_VERSIONS = {"api.github.com": "2026-03-10", "ghes": "2022-11-28"}
 # `NAME = METHOD "path" "operation id";` lines of the `operations!` table.
 # NAME = METHOD "path" "operationId" "permission";
 ENTRY = re.compile(r'^\s*([A-Z_]+)\s*=\s*(GET|POST|PATCH|PUT|DELETE)\s+"([^"]+)"\s+"([^"]+)"\s+"[^"]*";', re.M)
@@ -77,6 +82,7 @@ def main(argv):
     files = sorted(glob.glob(os.path.join(argv[1], "github-*.jsonl")))
     product = collections.defaultdict(collections.Counter)  # flavor -> op -> n
     tests = collections.defaultdict(collections.Counter)
+    versions = collections.defaultdict(collections.Counter)  # (caller, flavor) -> version -> n
     violations = []
     requests = 0
     for path in files:
@@ -97,6 +103,9 @@ def main(argv):
                 who = product if rec.get("user_agent", "").startswith(PRODUCT_AGENT) else tests
                 if rec.get("op"):
                     who[rec["flavor"]][rec["op"]] += 1
+                if rec.get("api_version"):
+                    caller = "product" if who is product else "tests"
+                    versions[(caller, rec["flavor"])][rec["api_version"]] += 1
                 for v in rec.get("violations", []):
                     mine.append((rec, v))
             violations.extend(mine)
@@ -116,7 +125,17 @@ def main(argv):
         row = "".join(f"{product[f][op] or '-':>24}" for f in flavors) + "".join(f"{tests[f][op] or '-':>22}" for f in flavors)
         print(f"  {op:<{width}}{row}")
 
+    for (caller, flavor), seen in sorted(versions.items()):
+        print(f"github conformance: API versions {caller} -> {flavor}: "
+              + ", ".join(f"{v} ({n} requests)" for v, n in sorted(seen.items())))
+
     failed = False
+    wrong_versions = [f"{flavor}: {v} ({n} requests; expected {EXPECTED_VERSIONS.get(flavor)})"
+                      for (caller, flavor), seen in sorted(versions.items()) if caller == "product"
+                      for v, n in sorted(seen.items()) if EXPECTED_VERSIONS.get(flavor) not in (None, v)]
+    if wrong_versions:
+        failed = True
+        print("FAILED: the product sent an API version other than the one it supports there: " + "; ".join(wrong_versions))
     openapi_dir = os.environ.get("CELLBRIDGE_GITHUB_OPENAPI_DIR") or os.path.join(
         ROOT, ".testbed", "openapi", "node_modules", "@octokit", "openapi", "generated")
     described, wrong = undocumented(ops, openapi_dir)

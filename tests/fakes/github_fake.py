@@ -77,9 +77,10 @@ Control API (never used by the product; tests and the bench drive it):
   see "merge queues"). `POST /_fake/merge_queue/checks` `{"repo", "number", "passed"}`: the
   queue's CI reports on the pull request's entry merged with the latest base (its `merge_group`
   checks); passed, the queue merges it, failed, it leaves the queue; `{"merged": bool}`.
-- `GET /_fake/app`: the GitHub App's id, installation id and private key (PEM, generated at
-  start when the `cryptography` package is there), for tests that authenticate as an app, and its
-  installation's `permissions` and `repositories`.
+- `GET /_fake/app`: the GitHub App's id, client ID, installation id and private key (PEM,
+  generated at start when the `cryptography` package is there), for tests that authenticate as
+  an app (the JWT's `iss` may be the client ID or the id), and its installation's `permissions`
+  and `repositories`.
 - `POST /_fake/app` `{"permissions": {"contents": "write", ...}, "repositories": ["o/r", ...] |
   null}`: the installation's permissions (default `DEFAULT_APP_PERMISSIONS`: metadata read,
   contents, pull_requests, issues and statuses write) and repository selection (null, the
@@ -87,7 +88,11 @@ Control API (never used by the product; tests and the bench drive it):
   checked against the installation as it is at each request). Answers as `GET`.
 - `POST /_fake/tokens` `{"token": "..."}`: accept a classic personal access token (every
   permission, nothing checked); `{"token": "...", "permissions": {"contents": "read", ...},
-  "repositories": ["o/r"] (optional)}`: a fine-grained one, checked; `DELETE` revokes either.
+  "repositories": ["o/r"] (optional)}`: a fine-grained one, checked; `"expires_at":
+  "2026-12-19T00:00:00Z"` (either kind) gives it an expiry: every answer to a request made with
+  it carries `GitHub-Authentication-Token-Expiration` (`token_expiration_header`), and after it
+  the token is refused with 401; `DELETE` revokes either (`{"installation": true}`: every
+  installation token the App was given).
 - `GET /_fake/conformance`: what the description check saw: `{"flavor", "operations": {id: n},
   "violations": [...]}`; `DELETE` resets it, here and in the suite report (a test that plants a
   bad request on purpose).
@@ -112,6 +117,7 @@ User-Agent, violations) is appended to `github-<pid>.jsonl` there, for the suite
 """
 import argparse
 import base64
+import calendar
 import fnmatch
 import gzip
 import hashlib
@@ -456,6 +462,16 @@ def iso_now(t=None):
     """GitHub's timestamps: ISO 8601 in UTC ("YYYY-MM-DDTHH:MM:SSZ",
     https://docs.github.com/rest/using-the-rest-api/timezones-and-the-rest-api)."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if t is None else t))
+
+
+def token_expiration_header(expiry):
+    """`GitHub-Authentication-Token-Expiration`: when the token a request carried expires, sent
+    with every answer to a token that has an expiry and absent for one without ("Expiration
+    options for personal access tokens",
+    https://github.blog/changelog/2021-07-26-expiration-options-for-personal-access-tokens/), as
+    `2021-10-07 19:07:53 UTC` (GitHub's answer as curl shows it,
+    https://github.com/github/gh-aw/issues/20097)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(expiry))
 
 
 def base64_lines(data: bytes) -> str:
@@ -1161,6 +1177,9 @@ def update_pull_branch(full, repo, pr, body):
 REPOS = {}  # "o/r" -> repo dict
 NEXT_ID = [1000]
 TOKENS = {}  # token -> expiry (None: forever)
+# Tokens given an expiry through `POST /_fake/tokens` (`expires_at`): every answer to a request
+# made with one carries `GitHub-Authentication-Token-Expiration` (see `token_expiration_header`).
+EXPIRING = set()
 # token -> the login it acts as (GraphQL `viewer`, who enabled auto-merge, who approved);
 # installation tokens act as the App's bot.
 LOGINS = {}
@@ -1170,7 +1189,12 @@ APP_BOT = "cellbridge[bot]"
 
 def login_of(token):
     return LOGINS.get(token) or (APP_BOT if token and token.startswith("ghs_") else DEFAULT_LOGIN)
-APP = {"app_id": 4242, "installation_id": 777, "private_key": None, "public_key": None}
+# The App's client ID is what GitHub recommends as its JWT's issuer ("The client ID or
+# application ID of your GitHub App ... Use of the client ID is recommended", "Generating a JSON
+# Web Token (JWT) for a GitHub App",
+# https://docs.github.com/apps/creating-github-apps/authenticating-with-a-github-app/generating-a-json-web-token-jwt-for-a-github-app);
+# its numeric ID is accepted too.
+APP = {"app_id": 4242, "client_id": "Iv23liCe11br1dgeFake", "installation_id": 777, "private_key": None, "public_key": None}
 
 
 # --- permissions of fine-grained actors ----------------------------------------------------------
@@ -1743,7 +1767,8 @@ def check_app_jwt(token):
     register_secret("github fake: App JWT signature", token.rsplit(".", 1)[-1])
     if header.get("alg") != "RS256":
         raise ApiError(401, "'alg' must be RS256")
-    if str(claims.get("iss")) != str(APP["app_id"]):
+    iss = claims.get("iss")
+    if not (iss == APP["client_id"] or str(iss) == str(APP["app_id"])):
         raise ApiError(401, "'Issuer' claim ('iss') must be an Integer or the app's client id")
     now = time.time()
     if "exp" not in claims or claims["exp"] < now or claims["exp"] - claims.get("iat", now) > 660:
@@ -2229,10 +2254,11 @@ class Handler(BaseHTTPRequestHandler):
                 "enqueuePullRequest": enqueue_pr, "dequeuePullRequest": dequeue_pr}
 
     def _record(self, method, path, op, violations):
-        """Counts the operation and keeps what broke GitHub's description (never a header value)."""
+        """Counts the operation and keeps what broke GitHub's description (no credential: of the
+        headers, the User-Agent and the `X-GitHub-Api-Version` asked for only)."""
         agent = self.headers.get("User-Agent", "")
         entry = {"op": op.id if op else None, "method": method, "path": path, "user_agent": agent,
-                 "flavor": SPEC["description"].flavor,
+                 "flavor": SPEC["description"].flavor, "api_version": self.headers.get("X-GitHub-Api-Version"),
                  "violations": [{"check": v.check, "detail": v.detail, "status": v.status} for v in violations]}
         with LOCK:
             if op is not None:
@@ -2283,6 +2309,8 @@ class Handler(BaseHTTPRequestHandler):
         exp = TOKENS[cred]
         if exp is not None and exp < time.time():
             raise ApiError(401, "Bad credentials")
+        if cred in EXPIRING:
+            self._extra_headers["GitHub-Authentication-Token-Expiration"] = token_expiration_header(exp)
         return cred
 
     def _authorize(self, token, full):
@@ -2340,10 +2368,14 @@ class Handler(BaseHTTPRequestHandler):
         an app", https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app):
         a token for an hour with the installation's permissions, or fewer: `permissions` "The
         permissions granted to the user access token" and `repositories` "List of repository
-        names that the token should have access to" narrow it. Asking for more than the
+        names that the token should have access to" narrow it; "The installation access token
+        cannot be granted access to repositories that the installation was not granted access to
+        ... cannot be granted permissions that the app was not granted" (the operation's
+        description, same page). Asking for more than the
         installation has is 422 "The permissions requested are not granted to this installation."
         (GitHub's message as clients meet it:
-        https://github.com/peter-murray/workflow-application-token-action/issues/48); a repository
+        https://github.com/peter-murray/workflow-application-token-action/issues/48, and in
+        actions/create-github-app-token's log quoted in https://github.com/elastic/apm-agent-go/pull/1662); a repository
         the installation cannot see is 422 too ("There is at least one repository that does not
         exist or is not accessible to the parent installation.", GitHub's message quoted by
         clients; the docs list 422 "Validation failed" only). The token's permissions follow the
@@ -2863,6 +2895,12 @@ class Handler(BaseHTTPRequestHandler):
                 return 200, {}
             if path == "/_fake/tokens" and method == "POST":
                 TOKENS[body["token"]] = None
+                EXPIRING.discard(body["token"])
+                if body.get("expires_at"):
+                    # A token with an expiry (ISO 8601, UTC): refused with 401 after it, and
+                    # named in `GitHub-Authentication-Token-Expiration` until then.
+                    TOKENS[body["token"]] = calendar.timegm(time.strptime(re.sub(r"\.\d+Z$", "Z", body["expires_at"]), "%Y-%m-%dT%H:%M:%SZ"))
+                    EXPIRING.add(body["token"])
                 if body.get("login"):
                     # Who the token acts as (a reviewer's own token, say).
                     LOGINS[body["token"]] = body["login"]
@@ -2874,6 +2912,13 @@ class Handler(BaseHTTPRequestHandler):
                     ACTORS.pop(body["token"], None)
                 return 201, {}
             if path == "/_fake/tokens" and method == "DELETE":
+                if body.get("installation"):
+                    # Every installation token revoked (an administrator suspending and
+                    # reinstating the App, say): a request with one is then 401 "Bad credentials".
+                    for tok in [t for t, a in ACTORS.items() if a["kind"] == "installation"]:
+                        TOKENS.pop(tok, None)
+                        ACTORS.pop(tok, None)
+                    return 200, {}
                 TOKENS.pop(body["token"], None)
                 ACTORS.pop(body["token"], None)
                 return 200, {}
@@ -2954,7 +2999,8 @@ class Handler(BaseHTTPRequestHandler):
                         raise ApiError(400, "repositories must be null (all) or a list of \"owner/repo\"")
                     APP["repositories"] = list(repos) if repos is not None else None
             if path == "/_fake/app" and method in ("GET", "POST"):
-                return 200, {"app_id": APP["app_id"], "installation_id": APP["installation_id"], "private_key": APP["private_key"],
+                return 200, {"app_id": APP["app_id"], "client_id": APP["client_id"], "installation_id": APP["installation_id"],
+                             "private_key": APP["private_key"],
                              "permissions": dict(APP["permissions"]), "repositories": APP["repositories"]}
             if path == "/_fake/state" and method == "GET":
                 full = query.get("repo", [None])[0]

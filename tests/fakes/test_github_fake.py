@@ -721,11 +721,13 @@ def test_open_pull_requests_are_listed_oldest_first_with_their_head_and_time(gh)
 
 # permissions of fine-grained actors -----------------------------------------------------------------
 
-def app_jwt():
-    """A JWT of the fake's App (signed with its key when the fake has one)."""
+def app_jwt(iss=None):
+    """A JWT of the fake's App (signed with its key when the fake has one), issued by its id or
+    `iss`."""
     enc = lambda d: base64.urlsafe_b64encode(json.dumps(d).encode()).rstrip(b"=").decode()  # noqa: E731
     now = int(gf.time.time())
-    signed = enc({"alg": "RS256", "typ": "JWT"}) + "." + enc({"iat": now - 60, "exp": now + 540, "iss": gf.APP["app_id"]})
+    iss = gf.APP["app_id"] if iss is None else iss
+    signed = enc({"alg": "RS256", "typ": "JWT"}) + "." + enc({"iat": now - 60, "exp": now + 540, "iss": iss})
     sig = b"not-verified"
     if gf.APP["private_key"] is not None:
         from cryptography.hazmat.primitives import hashes, serialization
@@ -847,6 +849,32 @@ def test_a_repository_outside_the_selection_is_404_for_an_installation_token(gh,
     assert state(gh)["issues"] == []
     app.set(repositories=None)
     assert gh("GET", "/repos/{repo}", headers=as_token(tok)).status == 200, "all repositories again"
+
+
+def test_the_apps_jwt_may_be_issued_by_its_client_id_or_its_id_and_no_other(gh, app):
+    path = f"/app/installations/{gf.APP['installation_id']}"
+    for iss in (gf.APP["client_id"], gf.APP["app_id"]):
+        assert gh("GET", path, headers={"Authorization": f"Bearer {app_jwt(iss)}"}).status == 200, iss
+    r = gh("GET", path, headers={"Authorization": f"Bearer {app_jwt('Iv23liSomeoneElse')}"})
+    assert r.status == 401 and "client id" in r.body["message"]
+    assert call(gh.url, "GET", "/_fake/app").body["client_id"] == gf.APP["client_id"]
+
+
+def test_a_token_with_an_expiry_is_named_in_every_answer_and_refused_after_it(gh):
+    tok, forever = "ghp_fake_expiring_not_a_credential", "ghp_fake_forever_not_a_credential"
+    assert call(gh.url, "POST", "/_fake/tokens", {"token": tok, "expires_at": "2099-12-19T08:30:00Z"}).status == 201
+    assert call(gh.url, "POST", "/_fake/tokens", {"token": forever}).status == 201
+    try:
+        r = gh("GET", "/repos/{repo}", headers=as_token(tok))
+        assert r.status == 200 and header(r, "GitHub-Authentication-Token-Expiration") == "2099-12-19 08:30:00 UTC"
+        r = gh("GET", "/repos/{repo}/pulls/99999", headers=as_token(tok))
+        assert r.status == 404 and header(r, "GitHub-Authentication-Token-Expiration") == "2099-12-19 08:30:00 UTC"
+        assert header(gh("GET", "/repos/{repo}", headers=as_token(forever)), "GitHub-Authentication-Token-Expiration") is None
+        call(gh.url, "POST", "/_fake/tokens", {"token": tok, "expires_at": "2001-01-01T00:00:00Z"})
+        assert gh("GET", "/repos/{repo}", headers=as_token(tok)).status == 401
+    finally:
+        call(gh.url, "DELETE", "/_fake/tokens", {"token": tok})
+        call(gh.url, "DELETE", "/_fake/tokens", {"token": forever})
 
 
 def test_a_classic_token_is_not_checked(gh, app):
@@ -1342,3 +1370,10 @@ def test_rules_and_classic_protection_tell_whether_signatures_are_required(gh):
     assert ask()["data"]["repository"]["ref"]["refUpdateRule"] == {"requiresSignatures": False}
     assert gh("POST", "/repos/{repo}/branches/main/protection/required_signatures").body["enabled"] is True
     assert ask()["data"]["repository"]["ref"]["refUpdateRule"] == {"requiresSignatures": True}
+
+
+def test_every_installation_token_can_be_revoked_at_once(gh, app):
+    tok = app.token().body["token"]
+    assert gh("GET", "/repos/{repo}", headers=as_token(tok)).status == 200
+    assert call(gh.url, "DELETE", "/_fake/tokens", {"installation": True}).status == 200
+    assert gh("GET", "/repos/{repo}", headers=as_token(tok)).status == 401

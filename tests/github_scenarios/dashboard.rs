@@ -135,7 +135,8 @@ async fn thousands_of_cells_needing_attention_fit_githubs_body_limit<B: Bed>() {
 
 scenarios!(
     mem_github: super::MemBed,
-    http_fake: super::HttpBed;
+    http_fake: super::HttpBed,
+    http_ghes: super::GhesBed;
     [
         the_fleet_dashboard_is_one_issue_rewritten_only_when_what_it_shows_changed,
         a_repository_without_issues_fails_the_dashboard_not_the_sync_all,

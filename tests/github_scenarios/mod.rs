@@ -1,13 +1,15 @@
 //! state-sync's GitHub behaviour as a user sees it, written once and run against both GitHubs
 //! the project has: the in-memory double (`cellbridge::doubles::github::MemGithub`, feature
 //! `test-support`) and the HTTP fake (`tests/fakes/github_fake.py`, checked against GitHub's
-//! REST description) reached by the product's own client, `GithubFleet`.
+//! REST description) reached by the product's own client, `GithubFleet`, twice: as github.com
+//! with a token (API version 2026-03-10) and as GitHub Enterprise Server with a GitHub App
+//! (2022-11-28), so that both API versions and both kinds of credentials are exercised.
 //!
 //! Each scenario is one generic function over [`Bed`], the GitHub side of a test: what a
 //! scenario needs beyond the product's orchestrator (`Syncer`), which drives the repository the
 //! same way in both (any `GithubRepo` is a `FleetRepo`). The `scenarios!` macro instantiates every
-//! scenario once per bed, as `mem_github::<scenario>` and `http_fake::<scenario>`; run one half
-//! with the filter `mem_` or `http_`.
+//! scenario once per bed, as `mem_github::<scenario>`, `http_fake::<scenario>` and
+//! `http_ghes::<scenario>`; run one bed with the filter `mem_`, `http_fake` or `http_ghes`.
 //!
 //! Where the two GitHubs model a fault differently on purpose, the bed says so
 //! ([`Bed::RETRIES_IN_CLIENT`]); where they disagree on what GitHub does, the scenario says which
@@ -34,6 +36,7 @@ macro_rules! scenarios {
 }
 
 mod auto_merge;
+mod credentials;
 mod dashboard;
 mod decommission;
 mod merge_queue;

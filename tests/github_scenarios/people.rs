@@ -383,7 +383,8 @@ async fn http_a_submodule_on_the_branch_is_no_file_and_never_blocks_the_cell() {
 
 scenarios!(
     mem_github: super::MemBed,
-    http_fake: super::HttpBed;
+    http_fake: super::HttpBed,
+    http_ghes: super::GhesBed;
     [
         a_reviewer_merging_after_main_moved_keeps_both_sides,
         a_reviewer_merging_a_conflicting_pull_request_is_refused_and_main_is_unchanged,

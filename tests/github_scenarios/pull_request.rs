@@ -289,7 +289,8 @@ async fn a_pull_request_merged_while_a_run_wrote_it_keeps_saying_what_it_merged<
 
 scenarios!(
     mem_github: super::MemBed,
-    http_fake: super::HttpBed;
+    http_fake: super::HttpBed,
+    http_ghes: super::GhesBed;
     [
         a_new_cell_opens_one_pull_request_with_its_whole_directory,
         the_same_state_delivered_twice_writes_nothing_the_second_time,

@@ -220,7 +220,7 @@ async fn http_an_app_not_installed_on_the_repository_is_an_access_failure_not_a_
         r["error"]
             .as_str()
             .unwrap()
-            .contains("is the GitHub App installed on the repository"),
+            .contains("cannot reach repository acme/fleet"),
         "{r}"
     );
     assert_eq!(repo_writes(&w), 0);
@@ -246,7 +246,8 @@ async fn http_a_refusal_in_a_repository_without_issues_is_answered_with_why_it_w
 
 scenarios!(
     mem_github: super::MemBed,
-    http_fake: super::HttpBed;
+    http_fake: super::HttpBed,
+    http_ghes: super::GhesBed;
     [
         a_refused_state_opens_no_pull_request_and_is_reported_in_one_issue,
         a_refused_state_fails_the_pull_requests_contract_status_until_a_good_state,

@@ -311,6 +311,21 @@ def test_the_flux_stuck_alarm_reads_the_functions_metric():
     assert one("alarm_actions") == one("ok_actions") == "${var.alarm_actions}"
 
 
+def test_the_github_token_expiring_alarm_reads_state_syncs_days_left():
+    mod = load()
+    alarm = mod["resource"][("aws_cloudwatch_metric_alarm", "github_token_expiring")]
+    one = lambda field: flat(alarm[field], mod)[0]
+    assert one("alarm_name") == "${local.state_sync_name}-github-token-expiring"
+    assert (one("namespace"), one("metric_name"), one("statistic")) == (
+        "${var.metrics_namespace}", "GithubTokenDaysLeft", "Minimum")
+    # Dimension Function only, as state-sync writes it (shell/metrics.rs, token_record).
+    assert alarm["dimensions"] == [{"Function": "${local.state_sync_name}"}]
+    # No datapoint for a token without expiry or a GitHub App: never an alarm for them.
+    assert (one("comparison_operator"), one("threshold"), one("treat_missing_data")) == (
+        "LessThanThreshold", 14, "notBreaching")
+    assert one("alarm_actions") == one("ok_actions") == "${var.alarm_actions}"
+
+
 def documented_account_role_policy():
     """The policy infra/README.md documents for the role in another account: the JSON block
     after "The role's permissions in that account"."""

@@ -152,12 +152,12 @@ async fn github_faults_are_retried_or_fail_cleanly() {
     assert_eq!(
         app_calls("/access_tokens"),
         1,
-        "one installation token, reused by every request"
+        "one installation token, reused by every request; its answer is the permission check"
     );
     assert_eq!(
         app_calls("/777"),
-        1,
-        "the installation's permissions, read once before the first write"
+        0,
+        "the installation's permissions are read only to name what a refused token lacks"
     );
     assert_eq!(
         reqs.iter()

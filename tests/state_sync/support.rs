@@ -123,7 +123,8 @@ impl Bed {
                 &format!("state-sync {name}: GitHub App private key"),
                 a["private_key"].as_str().unwrap(),
             );
-            json!({"app_id": a["app_id"], "installation_id": a["installation_id"], "private_key": a["private_key"]})
+            // By its client ID, as GitHub recommends (cluster-bootstrap's teams fleet keeps `app_id`).
+            json!({"client_id": a["client_id"], "installation_id": a["installation_id"], "private_key": a["private_key"]})
         } else {
             leak::secret("state-sync: GitHub token", TOKEN);
             json!({"token": TOKEN})

@@ -309,6 +309,22 @@ impl FakeGithub {
         );
     }
 
+    /// Revokes every installation token the fake's App was given.
+    pub fn revoke_installation_tokens(&self) {
+        self.control("DELETE", "/_fake/tokens", Some(&json!({"installation": true})));
+    }
+
+    /// Accepts `token` (a classic personal access token, or the one the fake started with) with an
+    /// expiry, `expires_at` in ISO 8601 (`2026-12-19T08:30:00Z`): every answer to a request made
+    /// with it carries `GitHub-Authentication-Token-Expiration`.
+    pub fn expiring_token(&self, token: &str, expires_at: &str) {
+        self.control(
+            "POST",
+            "/_fake/tokens",
+            Some(&json!({"token": token, "expires_at": expires_at})),
+        );
+    }
+
     /// Accepts a fine-grained personal access token holding `permissions`
     /// (`{"contents": "read", ...}`): the fake answers 403 "Resource not accessible by personal
     /// access token" to a request none of whose accepted permission sets it holds.
@@ -320,7 +336,7 @@ impl FakeGithub {
         );
     }
 
-    /// The GitHub App the fake trusts: `{"app_id", "installation_id", "private_key",
+    /// The GitHub App the fake trusts: `{"app_id", "client_id", "installation_id", "private_key",
     /// "permissions", "repositories"}`.
     pub fn app(&self) -> Value {
         self.control("GET", "/_fake/app", None)

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::github::Credentials;
+use super::github::{Credentials, Issuer};
 use crate::ports::secrets::{SecretStore, SecretsError};
 use crate::pure::redact::Secret;
 
@@ -78,30 +78,60 @@ impl JsonSecret {
     }
 }
 
-/// The GitHub credentials secret: `{"app_id", "installation_id", "private_key"}` for a GitHub
-/// App, or `{"token"}`.
+/// The GitHub credentials secret: `{"client_id" | "app_id", "installation_id", "private_key"}`
+/// for a GitHub App (the client ID is what GitHub recommends as the JWT's issuer), or
+/// `{"token"}`. A mix of the two, or both App identifiers, is refused naming the field.
 pub fn github_credentials(secret: &JsonSecret) -> Result<Credentials, SecretsError> {
-    const APP: &str = "a GitHub App needs app_id, installation_id and private_key; or give a token";
-    if secret.has("app_id") || secret.has("installation_id") || secret.has("private_key") {
-        let app_id = secret.number("app_id", APP)?;
+    const APP: &str = "a GitHub App needs client_id (or app_id), installation_id and private_key; or give a token";
+    let invalid = |field: &'static str, reason: &'static str| SecretsError::InvalidField {
+        secret: secret.name().to_owned(),
+        field,
+        reason,
+    };
+    let app_fields = ["client_id", "app_id", "installation_id", "private_key"];
+    if app_fields.iter().any(|f| secret.has(f)) {
+        if secret.has("token") {
+            return Err(invalid(
+                "token",
+                "is given with a GitHub App's fields: give either the App's client_id (or app_id), installation_id and private_key, or a token",
+            ));
+        }
+        let issuer = match (secret.has("client_id"), secret.has("app_id")) {
+            (true, true) => {
+                return Err(invalid(
+                    "app_id",
+                    "is given with client_id: give one of them (the client ID is recommended)",
+                ));
+            }
+            (true, false) => {
+                let id = secret.string("client_id", APP)?;
+                // Client IDs are GitHub's opaque strings (`Iv23li...`); a number here is an App ID
+                // in the wrong field.
+                let id = id.expose().trim();
+                if id.chars().all(|c| c.is_ascii_digit()) || id.chars().any(|c| !c.is_ascii_alphanumeric()) {
+                    return Err(invalid(
+                        "client_id",
+                        "is not a GitHub App client ID (letters and digits, like Iv23li...; a number is an app_id)",
+                    ));
+                }
+                Issuer::ClientId(id.to_owned())
+            }
+            (false, _) => Issuer::AppId(secret.number("app_id", APP)?),
+        };
         let installation_id = secret.number("installation_id", APP)?;
         let private_key = secret.string("private_key", APP)?;
         if !private_key.expose().contains("PRIVATE KEY-----") {
-            return Err(SecretsError::InvalidField {
-                secret: secret.name().to_owned(),
-                field: "private_key",
-                reason: "is not a PEM private key",
-            });
+            return Err(invalid("private_key", "is not a PEM private key"));
         }
         return Ok(Credentials::App {
-            app_id,
+            issuer,
             installation_id,
             private_key,
         });
     }
     let token = secret.string(
         "token",
-        "give a GitHub App's app_id, installation_id and private_key, or a token",
+        "give a GitHub App's client_id (or app_id), installation_id and private_key, or a token",
     )?;
     Ok(Credentials::Token(token))
 }
@@ -162,10 +192,19 @@ mod tests {
         .unwrap();
         match github_credentials(&s).unwrap() {
             Credentials::App {
-                app_id,
+                issuer,
                 installation_id,
                 ..
-            } => assert_eq!((app_id, installation_id), (12, 34)),
+            } => assert_eq!((issuer, installation_id), (Issuer::AppId(12), 34)),
+            other => panic!("{other:?}"),
+        }
+        let s = JsonSecret::parse(
+            "gh",
+            &serde_json::json!({"client_id": "Iv23liAbC123", "installation_id": 34, "private_key": KEY}).to_string(),
+        )
+        .unwrap();
+        match github_credentials(&s).unwrap() {
+            Credentials::App { issuer, .. } => assert_eq!(issuer, Issuer::ClientId("Iv23liAbC123".into())),
             other => panic!("{other:?}"),
         }
         let s = JsonSecret::parse("gh", r#"{"token":"ghp_s3cr3t"}"#).unwrap();
@@ -192,5 +231,34 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("missing field `token`"), "{e}");
+    }
+
+    #[test]
+    fn bad_combinations_name_the_field_never_the_key() {
+        let err = |v: serde_json::Value| {
+            github_credentials(&JsonSecret::parse("cellbridge/github", &v.to_string()).unwrap())
+                .unwrap_err()
+                .to_string()
+        };
+        let both =
+            err(serde_json::json!({"client_id": "Iv23liX", "app_id": 1, "installation_id": 2, "private_key": KEY}));
+        assert!(both.contains("`app_id`") && both.contains("client_id"), "{both}");
+        let mixed = err(
+            serde_json::json!({"token": "ghp_hunter2", "client_id": "Iv23liX", "installation_id": 2, "private_key": KEY}),
+        );
+        assert!(mixed.contains("`token`"), "{mixed}");
+        let numeric = err(serde_json::json!({"client_id": "4242", "installation_id": 2, "private_key": KEY}));
+        assert!(
+            numeric.contains("`client_id`") && numeric.contains("app_id"),
+            "{numeric}"
+        );
+        let neither = err(serde_json::json!({"installation_id": 2, "private_key": KEY}));
+        assert!(
+            neither.contains("`app_id`") && neither.contains("client_id"),
+            "{neither}"
+        );
+        for e in [both, mixed, numeric, neither] {
+            assert!(!e.contains("MIIBOgIBAAJBAKj34") && !e.contains("hunter2"), "{e}");
+        }
     }
 }

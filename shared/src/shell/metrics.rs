@@ -284,6 +284,49 @@ impl Metrics<'_> {
             now_ms(),
         ));
     }
+
+    /// The GitHub token's days left ([`token_record`]); no record for a token without expiry.
+    pub fn github_token(&self, expires_at: Option<std::time::SystemTime>) {
+        if let Some(at) = expires_at {
+            let now = std::time::SystemTime::now();
+            self.sink.emit(&token_record(
+                &self.namespace,
+                &self.function,
+                days_left(at, now),
+                now_ms(),
+            ));
+        }
+    }
+}
+
+/// The gauge of the GitHub token's expiry: days until GitHub stops accepting it (negative once
+/// it has), what the module's token-expiring alarm watches.
+pub const GITHUB_TOKEN_DAYS_LEFT: &str = "GithubTokenDaysLeft";
+
+/// Days from `now` to `at`, to a hundredth.
+pub fn days_left(at: std::time::SystemTime, now: std::time::SystemTime) -> f64 {
+    let secs = match at.duration_since(now) {
+        Ok(d) => d.as_secs_f64(),
+        Err(e) => -e.duration().as_secs_f64(),
+    };
+    (secs / 86_400.0 * 100.0).round() / 100.0
+}
+
+/// One EMF record of the GitHub token's expiry, dimension `Function` only: `GithubTokenDaysLeft`
+/// (CloudWatch has no unit for days: `None`).
+pub fn token_record(namespace: &str, function: &str, days: f64, timestamp_ms: u64) -> Value {
+    json!({
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": namespace,
+                "Dimensions": [["Function"]],
+                "Metrics": [{"Name": GITHUB_TOKEN_DAYS_LEFT, "Unit": "None"}],
+            }],
+        },
+        "Function": function,
+        GITHUB_TOKEN_DAYS_LEFT: days,
+    })
 }
 
 /// The `Outcome` dimension: what one cell's, cluster's or dashboard's run came to (README,
@@ -363,6 +406,27 @@ impl std::fmt::Display for Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_token_record_is_days_left_for_the_function_and_none_without_expiry() {
+        use std::time::{Duration, SystemTime};
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        assert_eq!(days_left(now + Duration::from_secs(13 * 86_400 + 43_200), now), 13.5);
+        assert_eq!(days_left(now - Duration::from_secs(86_400), now), -1.0);
+        let r = token_record("cellbridge", "state-sync", 13.5, 7);
+        assert_eq!(r["_aws"]["CloudWatchMetrics"][0]["Dimensions"], json!([["Function"]]));
+        assert_eq!(
+            r["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"],
+            GITHUB_TOKEN_DAYS_LEFT
+        );
+        assert_eq!(
+            (r["Function"].as_str(), r[GITHUB_TOKEN_DAYS_LEFT].as_f64()),
+            (Some("state-sync"), Some(13.5))
+        );
+        let captured = Captured::default();
+        Metrics::new("state-sync", &captured).github_token(None);
+        assert!(captured.records().is_empty(), "no datapoint without an expiry");
+    }
 
     #[test]
     fn a_record_is_one_emf_document_with_the_cell_as_a_property() {

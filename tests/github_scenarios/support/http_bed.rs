@@ -5,18 +5,23 @@
 use super::*;
 use cellbridge::adapters::github::operations::Operation;
 use cellbridge::pure::redact::Secret;
-use cellbridge::{adapters::github::Credentials, adapters::github::GithubFleet};
+use cellbridge::{adapters::github::Credentials, adapters::github::GithubFleet, adapters::github::Issuer};
 use cellbridge_tests::github::{FakeGithub, REVIEWER_TOKEN, TOKEN, TOKEN_LOGIN};
 use cellbridge_tests::leak;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
-/// The HTTP fake, one process per test, reached by the product's real client.
-pub(crate) struct HttpBed {
+/// The HTTP fake, one process per test, reached by the product's real client: a fake github.com
+/// reached with a token (API version 2026-03-10), or with `GHES` a fake GitHub Enterprise Server
+/// (REST below `/api/v3`, 2022-11-28) reached as a GitHub App installation.
+pub(crate) struct HttpBed<const GHES: bool = false> {
     pub(crate) gh: FakeGithub,
 }
 
-impl HttpBed {
+/// The GitHub Enterprise Server bed: App credentials, API version 2022-11-28.
+pub(crate) type GhesBed = HttpBed<true>;
+
+impl<const GHES: bool> HttpBed<GHES> {
     pub(crate) fn state(&self) -> Value {
         self.gh.state(REPO)
     }
@@ -48,7 +53,7 @@ pub(crate) fn fault_match(op: &Operation) -> String {
     format!("{} {glob}", op.method)
 }
 
-impl Bed for HttpBed {
+impl<const GHES: bool> Bed for HttpBed<GHES> {
     type Repo = GithubFleet;
     const RETRIES_IN_CLIENT: bool = true;
 
@@ -56,17 +61,19 @@ impl Bed for HttpBed {
         leak::init();
         leak::secret("github_scenarios: GitHub token", TOKEN);
         leak::secret("github_scenarios: a secret planted in cell_metadata", PLANTED_SECRET);
-        let gh = FakeGithub::start();
+        let gh = if GHES {
+            FakeGithub::start_enterprise()
+        } else {
+            FakeGithub::start()
+        };
         gh.seed_files(REPO, files);
+        let creds = if GHES {
+            app_credentials(&gh)
+        } else {
+            Credentials::Token(Secret::new(TOKEN.to_owned()))
+        };
         // No base branch: the client asks GitHub for the default one, as the Lambda does.
-        let repo = GithubFleet::new(
-            &gh.url(),
-            OWNER,
-            REPO_NAME,
-            None,
-            &Credentials::Token(Secret::new(TOKEN.to_owned())),
-        )
-        .unwrap();
+        let repo = GithubFleet::new(&gh.url(), OWNER, REPO_NAME, None, &creds).unwrap();
         (HttpBed { gh }, repo)
     }
 
@@ -207,7 +214,13 @@ impl Bed for HttpBed {
     }
 
     fn writes(&self, _: &GithubFleet) -> usize {
-        self.gh.requests()["writes"].as_u64().unwrap() as usize
+        // The App's installation token is minted once per process, not written to the repository.
+        self.gh.requests()["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["write"] == true && !r["path"].as_str().unwrap_or("").starts_with("/app/"))
+            .count()
     }
 
     fn requests(&self, _: &GithubFleet) -> usize {
@@ -300,7 +313,7 @@ impl Bed for HttpBed {
         self.gh.disable_issues(REPO);
     }
 
-    const CELLBRIDGE: &'static str = TOKEN_LOGIN;
+    const CELLBRIDGE: &'static str = if GHES { APP_LOGIN } else { TOKEN_LOGIN };
 
     fn allow_auto_merge(&self, _: &GithubFleet, on: bool) {
         self.gh.allow_auto_merge(REPO, on);
@@ -476,14 +489,29 @@ pub(crate) fn http_world(creds: impl FnOnce(&FakeGithub) -> Credentials) -> Worl
     w
 }
 
+/// The login the fake's App installation acts as (its bot).
+pub(crate) const APP_LOGIN: &str = "cellbridge[bot]";
+
+/// The fake's GitHub App, its JWT issued by its numeric App ID.
 pub(crate) fn app_credentials(gh: &FakeGithub) -> Credentials {
+    let a = gh.app();
+    app_credentials_issued_by(gh, Issuer::AppId(a["app_id"].as_u64().unwrap()))
+}
+
+/// The fake's GitHub App, its JWT issued by its client ID (what GitHub recommends).
+pub(crate) fn app_credentials_by_client_id(gh: &FakeGithub) -> Credentials {
+    let a = gh.app();
+    app_credentials_issued_by(gh, Issuer::ClientId(a["client_id"].as_str().unwrap().to_owned()))
+}
+
+fn app_credentials_issued_by(gh: &FakeGithub, issuer: Issuer) -> Credentials {
     let a = gh.app();
     let key = a["private_key"]
         .as_str()
         .expect("the fake GitHub needs the `cryptography` package to act as a GitHub App");
     leak::secret("github_scenarios: GitHub App private key", key);
     Credentials::App {
-        app_id: a["app_id"].as_u64().unwrap(),
+        issuer,
         installation_id: a["installation_id"].as_u64().unwrap(),
         private_key: Secret::new(key.to_owned()),
     }

@@ -1,6 +1,7 @@
-//! The scenario suite's two GitHubs and its world, shared by every scenario file: a pull request,
+//! The scenario suite's GitHubs and its world, shared by every scenario file: a pull request,
 //! a status and an issue as a user sees them; [`Bed`], the GitHub side of a test, with `MemBed` (the
-//! in-memory double) and `HttpBed` (the HTTP fake through `GithubFleet`); [`World`], a bed with the
+//! in-memory double), `HttpBed` (the HTTP fake as github.com through `GithubFleet`, a token) and
+//! `GhesBed` (the fake as GitHub Enterprise Server, a GitHub App); [`World`], a bed with the
 //! state bucket and the product's `Syncer`, and the states it delivers.
 
 mod http_bed;

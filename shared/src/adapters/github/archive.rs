@@ -11,7 +11,7 @@ use http_body_util::BodyExt;
 
 use super::operations as ops;
 use super::transport::{
-    DEADLINE_MARGIN, FIRST_BACKOFF, MAX_ATTEMPTS, MAX_BACKOFF, Response, download_client, enc, execute,
+    DEADLINE_MARGIN, FIRST_BACKOFF, Headers, MAX_ATTEMPTS, MAX_BACKOFF, Response, download_client, enc, execute,
     octocrab_message, transient_status,
 };
 use crate::pure::fleet::{FileMode, Keep, MemFleet};
@@ -125,12 +125,21 @@ impl GithubFleet {
         let left = deadline.saturating_duration_since(Instant::now());
         let resp = match tokio::time::timeout(
             left.saturating_sub(DEADLINE_MARGIN),
-            execute(&client, Method::GET, &path, None, Some("application/x-gzip")),
+            execute(
+                &client,
+                Method::GET,
+                &path,
+                None,
+                Headers {
+                    accept: Some("application/x-gzip"),
+                    ..Headers::default()
+                },
+            ),
         )
         .await
         {
             Err(_) => return Err(again("no answer before the function's deadline".into())),
-            Ok(Err(e)) => return Err(again(octocrab_message(&e))),
+            Ok(Err(e)) => return Err(again(e.message())),
             Ok(Ok(resp)) => resp,
         };
         let (parts, mut body) = resp.into_parts();

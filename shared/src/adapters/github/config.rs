@@ -12,8 +12,10 @@ use crate::shell::config::{self, ConfigError};
 use crate::shell::error::Classify;
 
 use super::Credentials;
-use super::transport::{self, Auth};
+use super::app::App;
+use super::transport;
 use crate::ports::github::GithubError;
+use crate::pure::redact::Secret;
 
 /// github.com's API; GitHub Enterprise Server's is `https://HOST/api/v3`.
 pub const DEFAULT_GITHUB_API_URL: &str = "https://api.github.com";
@@ -94,21 +96,43 @@ enum Source {
     },
 }
 
-/// The octocrab clients built from one set of credentials.
+/// The octocrab clients built from one set of credentials, and those credentials. The clients
+/// carry none: every request is given its `Authorization` by the transport (the token, the App's
+/// JWT for the App's own routes, else the installation token cellbridge minted).
 #[derive(Clone)]
 pub(super) struct Crabs {
-    /// Every repository request: the installation's token, or the token given.
-    pub(super) repo: Arc<Octocrab>,
-    /// The App itself (requests signed with its JWT) and its installation's id; `None` for a
-    /// token.
-    pub(super) app: Option<(Arc<Octocrab>, u64)>,
+    /// Every REST request.
+    pub(super) api: Arc<Octocrab>,
+    /// Who requests are from.
+    pub(super) auth: Signer,
     // auto-merge
     /// GraphQL where it is not below the REST API's base (GitHub Enterprise Server: REST at
     /// `https://HOST/api/v3`, GraphQL at `https://HOST/api/graphql`): a client whose base is
-    /// `https://HOST/api`. With a token it carries the token; for an App it carries none and is
-    /// handed the installation token `repo` holds, at each request. `None`: `repo` sends GraphQL
-    /// to `{GITHUB_API_URL}/graphql` (github.com).
+    /// `https://HOST/api`. `None`: GraphQL is `{GITHUB_API_URL}/graphql` (github.com).
     pub(super) graphql: Option<Arc<Octocrab>>,
+}
+
+/// The credentials requests carry.
+#[derive(Clone)]
+pub(super) enum Signer {
+    Token(Secret<String>),
+    /// Shared: the installation token it keeps is the process's.
+    App(Arc<App>),
+}
+
+/// The `X-GitHub-Api-Version` cellbridge sends to the REST API at `api_url`: `2026-03-10` to
+/// github.com (and GHE.com, `api.SUBDOMAIN.ghe.com`), `2022-11-28` to GitHub Enterprise Server
+/// (`…/api/v3`), whose REST API knows no other ("API Versions",
+/// <https://docs.github.com/rest/about-the-rest-api/api-versions>: a version is supported for at
+/// least 24 months after its successor's release, so 2022-11-28 until March 2028). cellbridge
+/// reads none of the fields 2026-03-10 removes ("Breaking changes",
+/// <https://docs.github.com/rest/about-the-rest-api/breaking-changes>).
+pub(super) fn api_version(api_url: &str) -> &'static str {
+    if graphql_base(api_url).is_some() {
+        "2022-11-28"
+    } else {
+        "2026-03-10"
+    }
 }
 
 // auto-merge
@@ -202,46 +226,33 @@ fn setup(api_url: &str, reason: String) -> GithubError {
 }
 
 /// The octocrab clients for `creds` ([`transport::client`]: cellbridge's User-Agent, no retries
-/// of octocrab's); no request is sent (a cold start stays cheap).
+/// of octocrab's, no credentials of their own); no request is sent (a cold start stays cheap).
 pub(super) fn octocrab_for(api_url: &str, creds: &Credentials) -> Result<Crabs, GithubError> {
     let api = api_url.trim_end_matches('/');
-    let client = |base: &str, auth| transport::client(base, auth).map_err(|reason| setup(api_url, reason));
-    let graphql = |token: Option<&String>| -> Result<Option<Arc<Octocrab>>, GithubError> {
-        let Some(base) = graphql_base(api_url) else {
-            return Ok(None);
-        };
-        let auth = token.map_or(Auth::None, |t| Auth::Token(t.clone()));
-        Ok(Some(Arc::new(client(&base, auth)?)))
+    let client = |base: &str| transport::client(base).map_err(|reason| setup(api_url, reason));
+    let graphql = match graphql_base(api_url) {
+        Some(base) => Some(Arc::new(client(&base)?)),
+        None => None,
     };
-    match creds {
-        Credentials::Token(t) => Ok(Crabs {
-            repo: Arc::new(client(api, Auth::Token(t.expose().clone()))?),
-            app: None,
-            graphql: graphql(Some(t.expose()))?,
-        }),
+    let auth = match creds {
+        Credentials::Token(t) => {
+            // Checked now: a token no header can carry is a setup error, never a request's.
+            transport::bearer(t).map_err(|reason| setup(api_url, reason))?;
+            Signer::Token(t.clone())
+        }
         Credentials::App {
-            app_id,
+            issuer,
             installation_id,
             private_key,
-        } => {
-            // The key's parse error never includes the key.
-            let key = octocrab::EncodingKey::from_rsa_pem(private_key.expose().as_bytes()).map_err(|_| {
-                setup(
-                    api_url,
-                    "the GitHub App private_key is not an RSA private key in PEM form".into(),
-                )
-            })?;
-            let app = client(api, Auth::App { app_id: *app_id, key })?;
-            let repo = app
-                .installation((*installation_id).into())
-                .map_err(|e| setup(api_url, e.to_string()))?;
-            Ok(Crabs {
-                repo: Arc::new(repo),
-                app: Some((Arc::new(app), *installation_id)),
-                graphql: graphql(None)?,
-            })
-        }
-    }
+        } => Signer::App(Arc::new(
+            App::new(issuer.clone(), *installation_id, private_key).map_err(|reason| setup(api_url, reason))?,
+        )),
+    };
+    Ok(Crabs {
+        api: Arc::new(client(api)?),
+        auth,
+        graphql,
+    })
 }
 
 #[cfg(test)]
@@ -265,6 +276,15 @@ mod tests {
         assert!(e.starts_with("GITHUB_API_URL="), "{e}");
         let e = cfg(Some("../main"), DEFAULT_GITHUB_API_URL).unwrap_err().to_string();
         assert!(e.starts_with("CELLBRIDGE_BASE_BRANCH="), "{e}");
+    }
+
+    #[test]
+    fn github_com_gets_2026_03_10_and_enterprise_server_2022_11_28() {
+        assert_eq!(api_version(DEFAULT_GITHUB_API_URL), "2026-03-10");
+        assert_eq!(api_version("https://api.acme.ghe.com"), "2026-03-10");
+        assert_eq!(api_version("http://127.0.0.1:8080"), "2026-03-10");
+        assert_eq!(api_version("https://github.example/api/v3"), "2022-11-28");
+        assert_eq!(api_version("http://127.0.0.1:8080/api/v3/"), "2022-11-28");
     }
 
     #[test]

@@ -14,8 +14,10 @@
 //! with a retryable error as soon as waiting would cross the deadline.
 //!
 //! The module's files, in the order a sync meets them: [`config`] (which repository, the
-//! octocrab client and its credentials from Secrets Manager, read again on a 401), `transport`
-//! (one request with retries), `answers` (GitHub's refusals classified, once, for this adapter and
+//! octocrab client and its credentials from Secrets Manager, read again on a 401), `app` (a
+//! GitHub App's JWT and the installation token cellbridge mints, narrowed to the fleet
+//! repository and its permissions), `transport` (one request with retries, its
+//! `X-GitHub-Api-Version` chosen by the API URL), `answers` (GitHub's refusals classified, once, for this adapter and
 //! the double alike), `api` (the typed calls, one per documented operation of [`operations`],
 //! implementing [`crate::ports::github`]'s slices over REST and GraphQL), `archive` (the base
 //! branch as one archive). What is done with them is [`crate::rules`]'.
@@ -28,6 +30,7 @@ use crate::pure::redact::Secret;
 
 pub(crate) mod answers;
 pub(crate) mod api;
+pub(crate) mod app;
 pub(crate) mod archive;
 pub mod config;
 pub mod operations;
@@ -43,10 +46,22 @@ pub use config::{DEFAULT_GITHUB_API_URL, GithubConfig};
 pub enum Credentials {
     Token(Secret<String>),
     App {
-        app_id: u64,
+        /// Who signs the App's JWT (its `iss` claim).
+        issuer: Issuer,
         installation_id: u64,
         private_key: Secret<String>,
     },
+}
+
+/// The `iss` claim of a GitHub App's JWT: "The client ID or application ID of your GitHub App
+/// ... Use of the client ID is recommended" ("Generating a JSON Web Token (JWT) for a GitHub
+/// App", <https://docs.github.com/apps/creating-github-apps/authenticating-with-a-github-app/generating-a-json-web-token-jwt-for-a-github-app>).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Issuer {
+    /// The App's client ID (`Iv23li...`), sent as a string.
+    ClientId(String),
+    /// The App's numeric ID, sent as a number.
+    AppId(u64),
 }
 
 /// Requests sent so far by one client, for the benchmark and the request-budget tests.
@@ -74,8 +89,9 @@ pub struct GithubFleet {
     /// The repository's GraphQL node id.
     repository_id: OnceCell<String>,
     counts: RequestCounts,
-    /// The App installation whose permissions were found sufficient (checked once).
-    access_checked: std::sync::Mutex<Option<u64>>,
+    /// When the token GitHub answers with expires (its `GitHub-Authentication-Token-Expiration`
+    /// header, token mode), as last seen.
+    token_expiry: std::sync::Mutex<Option<std::time::SystemTime>>,
     /// This process's share of GitHub's limits on content-creating requests.
     pacer: pacing::Pacer,
     /// How many bytes of the fleet repo one read may keep.

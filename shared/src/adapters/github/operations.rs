@@ -53,10 +53,11 @@ operations! {
     ISSUES_CREATE_COMMENT = POST "/repos/{owner}/{repo}/issues/{issue_number}/comments" "issues/create-comment" "issues=write; pull_requests=write";
     ISSUES_LIST_FOR_REPO = GET "/repos/{owner}/{repo}/issues" "issues/list-for-repo" "issues=read";
     ISSUES_CREATE = POST "/repos/{owner}/{repo}/issues" "issues/create" "issues=write";
-    // Authenticated as the App itself (its JWT): the installation's permissions, checked before
-    // the first write.
+    // Authenticated as the App itself (its JWT): the installation's permissions, read to name
+    // what it lacks once GitHub refused a token asking for cellbridge's.
     APPS_GET_INSTALLATION = GET "/app/installations/{installation_id}" "apps/get-installation" "";
-    // Sent by octocrab itself when cellbridge authenticates as a GitHub App.
+    // The App's JWT: the installation token cellbridge mints itself, narrowed to the fleet
+    // repository and cellbridge's permissions (`app.rs`); its answer is the permission check.
     APPS_CREATE_INSTALLATION_ACCESS_TOKEN = POST "/app/installations/{installation_id}/access_tokens" "apps/create-installation-access-token" "";
     // auto-merge
     // "Merge a pull request" (https://docs.github.com/rest/pulls/pulls#merge-a-pull-request), with

@@ -82,15 +82,18 @@ impl Store {
         Ok(())
     }
 
+    /// As the adapter: an App mints its installation token narrowed to cellbridge's permissions
+    /// once; GitHub refuses it with 422 when the installation lacks one, and the installation's
+    /// permissions are then read to name what is missing. Nothing is written either way.
     pub(super) fn check_write_access(&mut self) -> Result<()> {
         // Credentials of a token until `grant` makes them an App installation's.
-        if self.permissions.is_none() {
-            return Ok(());
-        }
-        self.enter(&ops::APPS_GET_INSTALLATION)?;
-        let Some(granted) = &self.permissions else {
+        let Some(granted) = self.permissions.clone() else {
             return Ok(());
         };
+        if self.token_minted {
+            return Ok(());
+        }
+        self.enter(&ops::APPS_CREATE_INSTALLATION_ACCESS_TOKEN)?;
         let as_json = serde_json::Value::Object(
             granted
                 .iter()
@@ -99,8 +102,10 @@ impl Store {
         );
         let missing = permissions::missing(&as_json);
         if missing.is_empty() {
+            self.token_minted = true;
             return Ok(());
         }
+        self.enter(&ops::APPS_GET_INSTALLATION)?;
         Err(GithubError::MissingPermissions {
             installation: 777,
             missing,
@@ -152,8 +157,14 @@ impl MemGithub {
 
     /// The App installation's permissions from now on (`name` → `read`/`write`), as an
     /// administrator edits them: what is not listed is not granted.
+    /// The token's expiry GitHub's answers report from now on (`None`: a token without one).
+    pub fn set_token_expiry(&self, at: Option<std::time::SystemTime>) {
+        self.with(|s| s.token_expiry = at);
+    }
+
     pub fn grant(&self, permissions: &[(&str, &str)]) {
         self.with(|s| {
+            s.token_minted = false;
             s.permissions = Some(
                 permissions
                     .iter()
@@ -212,6 +223,7 @@ impl MemGithub {
             ops::REPOS_LIST_COMMIT_STATUSES_FOR_REF.id,
             ops::ISSUES_LIST_FOR_REPO.id,
             ops::APPS_GET_INSTALLATION.id,
+            ops::APPS_CREATE_INSTALLATION_ACCESS_TOKEN.id,
             ops::GRAPHQL_MERGE_STATE.id,
             ops::REPOS_GET_BRANCH_RULES.id,
             ops::GRAPHQL_REF_UPDATE_RULE.id,

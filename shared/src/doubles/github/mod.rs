@@ -77,6 +77,10 @@ struct Store {
     /// The App installation's permissions (`None`: everything cellbridge needs): a call whose
     /// documented permission is missing is refused with 403, as GitHub refuses it.
     permissions: Option<BTreeMap<String, String>>,
+    /// Whether the App's installation token was minted (once per process, as the adapter does).
+    token_minted: bool,
+    /// When the token expires, as GitHub's answers would say (`set_token_expiry`).
+    token_expiry: Option<std::time::SystemTime>,
     statuses: HashMap<String, Vec<MemStatus>>,
     rules: Vec<Rule>,
     races: Vec<Race>,
@@ -266,6 +270,10 @@ impl GitData for MemGithub {
 
     async fn check_write_access(&self, _deadline: Instant) -> Result<()> {
         self.call(|s| s.check_write_access()).await
+    }
+
+    fn token_expires_at(&self) -> Option<std::time::SystemTime> {
+        self.with(|s| s.token_expiry)
     }
 }
 

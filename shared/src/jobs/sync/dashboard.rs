@@ -14,7 +14,7 @@
 //! reason is the contract's, which names keys only.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use futures::{StreamExt, TryStreamExt};
 use serde::Serialize;
@@ -435,6 +435,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             &self.config.state_bucket,
             &self.config.key_pattern.to_string(),
             &rows,
+            token_line(self.fleet.token_expires_at(), SystemTime::now()).as_deref(),
         );
         let summary = status::summary(&rows);
         if dry_run {
@@ -527,15 +528,45 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
     }
 }
 
-/// The issue's body: a heading and what it is made of, the dashboard's markdown
-/// ([`status::render_markdown`]) within GitHub's limit, and the marker last.
-fn render(base_branch: &str, bucket: &str, key_pattern: &str, rows: &[CellStatus]) -> String {
-    let header = format!(
+/// The issue's body: a heading and what it is made of, the GitHub token's expiry when it has one,
+/// the dashboard's markdown ([`status::render_markdown`]) within GitHub's limit, and the marker
+/// last.
+fn render(base_branch: &str, bucket: &str, key_pattern: &str, rows: &[CellStatus], token: Option<&str>) -> String {
+    let mut header = format!(
         "## Fleet dashboard\n\nEvery Terraform state of `s3://{bucket}` that `{key_pattern}` names, checked against the contract and compared with `clusters/*/cell-metadata.yaml` on `{base_branch}`, with the open `cellbridge/*` pull requests. Rebuilt by every sync-all and by `{{\"action\": \"dashboard\"}}` (a single cell's sync leaves it alone); written by cellbridge, so edits here are overwritten.\n\n"
     );
+    if let Some(line) = token {
+        header.push_str(line);
+        header.push_str("\n\n");
+    }
     let footer = format!("\n{}\n", dashboard::marker(base_branch));
     let limit = status::BODY_LIMIT.saturating_sub(header.len() + footer.len());
     format!("{header}{}{footer}", status::render_markdown(rows, limit))
+}
+
+/// Within this many days of its expiry the dashboard warns of the token (the module's
+/// `github-token-expiring` alarm fires then too).
+pub const TOKEN_WARNING_DAYS: f64 = 14.0;
+
+/// The dashboard's line on the GitHub token's expiry: its date (the body stays the same from one
+/// run to the next), and within [`TOKEN_WARNING_DAYS`] a warning with the days left. `None` for a
+/// token without expiry or a GitHub App's.
+pub fn token_line(expires_at: Option<SystemTime>, now: SystemTime) -> Option<String> {
+    let at = expires_at?;
+    let date = crate::ports::cluster::access::format_rfc3339(at);
+    let days = metrics::days_left(at, now);
+    Some(if days <= TOKEN_WARNING_DAYS {
+        let when = if at <= now {
+            "has expired".to_owned()
+        } else {
+            format!("expires in {} days", days.floor() as i64)
+        };
+        format!(
+            "> [!WARNING]\n> The GitHub token cellbridge uses {when} ({date}): put a new one in the secret `CELLBRIDGE_GITHUB_SECRET` names before then, or every sync fails."
+        )
+    } else {
+        format!("GitHub token: expires {date}.")
+    })
 }
 
 #[cfg(test)]
@@ -556,10 +587,25 @@ mod tests {
                 flux: None,
             })
             .collect();
-        let body = render("main", "acme-tfstate", "cells/{cell}/terraform.tfstate", &rows);
+        let body = render("main", "acme-tfstate", "cells/{cell}/terraform.tfstate", &rows, None);
         assert!(body.chars().count() <= status::BODY_LIMIT, "{}", body.len());
         assert!(body.ends_with("\n<!-- cellbridge:dashboard=main -->\n"));
         assert!(body.contains("more cells needing attention not shown"));
         assert!(body.starts_with("## Fleet dashboard\n"));
+    }
+
+    #[test]
+    fn the_token_line_gives_the_date_and_warns_within_two_weeks() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        assert_eq!(token_line(None, now), None);
+        let far = token_line(Some(now + Duration::from_secs(30 * 86_400)), now).unwrap();
+        assert_eq!(far, "GitHub token: expires 2027-02-14T08:00:00Z.");
+        let near = token_line(Some(now + Duration::from_secs(5 * 86_400 + 3600)), now).unwrap();
+        assert!(
+            near.starts_with("> [!WARNING]") && near.contains("expires in 5 days"),
+            "{near}"
+        );
+        let gone = token_line(Some(now - Duration::from_secs(60)), now).unwrap();
+        assert!(gone.contains("has expired"), "{gone}");
     }
 }

@@ -334,7 +334,10 @@ impl<S: StateSource, G: GithubRepo> Job for Syncer<S, G> {
         ctx: &Ctx,
         metrics: &Metrics<'_>,
     ) -> Result<Option<After>, SyncError> {
-        Ok(self.rebuild_dashboard(plan, pause, ctx, metrics).await)
+        let after = self.rebuild_dashboard(plan, pause, ctx, metrics).await;
+        // Once per invocation, as GitHub's answers left it: the token-expiring alarm's gauge.
+        metrics.github_token(self.fleet.token_expires_at());
+        Ok(after)
     }
 
     fn answer(

@@ -74,6 +74,15 @@ pub enum GithubError {
         mode: &'static str,
         base: String,
     },
+    /// The App installation cannot see the fleet repository: GitHub refused a token for it.
+    #[error(
+        "GitHub App installation {installation} cannot reach repository {repository}: add it to the installation's repositories (the App's installation settings, Repository access) or install the App on its owner; GitHub said: {message}"
+    )]
+    NotInstalled {
+        installation: u64,
+        repository: String,
+        message: String,
+    },
 }
 
 impl Classify for GithubError {
@@ -88,7 +97,8 @@ impl Classify for GithubError {
             | GithubError::Setup { .. }
             | GithubError::TooLarge { .. }
             | GithubError::MissingPermissions { .. }
-            | GithubError::Unsignable { .. } => Class::Final,
+            | GithubError::Unsignable { .. }
+            | GithubError::NotInstalled { .. } => Class::Final,
         }
     }
 }
@@ -134,7 +144,10 @@ impl GithubError {
     pub fn is_access(&self) -> bool {
         matches!(
             self,
-            GithubError::Access { .. } | GithubError::Setup { .. } | GithubError::MissingPermissions { .. }
+            GithubError::Access { .. }
+                | GithubError::Setup { .. }
+                | GithubError::MissingPermissions { .. }
+                | GithubError::NotInstalled { .. }
         )
     }
 }

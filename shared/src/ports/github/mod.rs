@@ -375,6 +375,12 @@ pub trait GitData: Send + Sync {
     /// [`MissingPermissions`](GithubError::MissingPermissions) names what is missing.
     /// `Ok` when GitHub cannot tell (a token): a 403 then names the permission.
     fn check_write_access(&self, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
+    /// When the credentials' token expires, as GitHub's answers so far said (its
+    /// `GitHub-Authentication-Token-Expiration` header); `None` for a token without expiry, a
+    /// GitHub App (whose installation tokens are renewed as they expire), or before any answer.
+    fn token_expires_at(&self) -> Option<std::time::SystemTime> {
+        None
+    }
     /// Whether a write could still be sent before `deadline` within this process's share of
     /// GitHub's limits: [`Transient`](GithubError::Transient) when the pacing leaves no
     /// room, so that a state comes back later instead of reading the base for nothing.

@@ -49,6 +49,10 @@ impl GitData for GithubFleet {
         self.check_write_access(deadline).await
     }
 
+    fn token_expires_at(&self) -> Option<std::time::SystemTime> {
+        GithubFleet::token_expires_at(self)
+    }
+
     async fn compare(&self, base: &str, head: &str, deadline: Instant) -> Result<Comparison> {
         self.compare(base, head, deadline).await
     }

@@ -1,13 +1,18 @@
 //! The repository and the App installation: "Get a repository" (the base branch, the node id),
-//! the installation's permissions, and the commit statuses cellbridge posts.
+//! the installation's token and permissions, and the commit statuses cellbridge posts.
 
-use std::time::Instant;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
 
 use serde_json::{Value, json};
 
+use crate::adapters::github::app::{self, App, Minted};
 use crate::adapters::github::operations as ops;
 use crate::adapters::github::permissions;
 use crate::adapters::github::transport::url_query;
+use crate::pure::redact::Secret;
 use crate::{adapters::github::GithubFleet, ports::github::GithubError, ports::github::Result};
 
 impl GithubFleet {
@@ -45,17 +50,110 @@ impl GithubFleet {
             })
     }
 
+    /// A GitHub App installation's permissions, before the first write: those of the token
+    /// cellbridge minted, narrowed to exactly what it writes with. GitHub refuses such a token
+    /// outright when the installation lacks a permission or the repository
+    /// ([`Self::installation_token`]), so nothing is written then; the check of the 201's
+    /// `permissions` stays for a GitHub that grants less than asked.
     pub(super) async fn check_write_access(&self, deadline: Instant) -> Result<()> {
-        let Some(id) = self.installation(deadline).await? else {
+        let Some(app) = self.installation(deadline).await? else {
             // A token's permissions cannot be read: a 403 names the one missing.
             return Ok(());
         };
-        if *self.access_checked.lock().unwrap_or_else(|e| e.into_inner()) == Some(id) {
+        let granted = self.installation_token(app.clone(), deadline).await?.permissions;
+        let missing = permissions::missing(&granted);
+        if missing.is_empty() {
             return Ok(());
         }
-        // "Get an installation for the authenticated app"
-        // (https://docs.github.com/rest/apps/apps#get-an-installation-for-the-authenticated-app):
-        // the permissions the installation was granted, read with the App's JWT.
+        Err(GithubError::MissingPermissions {
+            installation: app.installation_id,
+            missing,
+            granted: listed(&granted),
+        })
+    }
+
+    /// The App installation's token for the fleet repository, minted when there is none or it is
+    /// about to expire ("Create an installation access token for an app",
+    /// <https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app>):
+    /// `repositories` the fleet repository alone, `permissions` exactly cellbridge's. GitHub's
+    /// 422 for permissions the installation lacks is [`GithubError::MissingPermissions`], naming
+    /// them from the installation's own ("Get an installation for the authenticated app",
+    /// <https://docs.github.com/rest/apps/apps#get-an-installation-for-the-authenticated-app>);
+    /// its 422 for a repository it cannot see is [`GithubError::NotInstalled`]. Boxed: the
+    /// transport asks for it, and it sends through the transport.
+    pub(crate) fn installation_token(
+        &self,
+        app: Arc<App>,
+        deadline: Instant,
+    ) -> Pin<Box<dyn Future<Output = Result<Minted>> + Send + '_>> {
+        Box::pin(async move {
+            if let Some(m) = app.cached(SystemTime::now()) {
+                return Ok(m);
+            }
+            let _one = app.minting.lock().await;
+            if let Some(m) = app.cached(SystemTime::now()) {
+                return Ok(m);
+            }
+            let id = app.installation_id;
+            let what = format!(
+                "creating a token of GitHub App installation {id} for {}",
+                self.repo_name()
+            );
+            let r = self
+                .send(
+                    &what,
+                    ops::APPS_CREATE_INSTALLATION_ACCESS_TOKEN.method.clone(),
+                    &format!("/app/installations/{id}/access_tokens"),
+                    Some(&app::token_request(&self.repo)),
+                    None,
+                    deadline,
+                )
+                .await?;
+            if r.status.as_u16() == 422 {
+                let message = r.message();
+                if app::permissions_refused(&message) {
+                    return Err(self.missing_permissions(id, &what, message, deadline).await?);
+                }
+                if app::repository_refused(&message) {
+                    return Err(GithubError::NotInstalled {
+                        installation: id,
+                        repository: self.repo_name(),
+                        message,
+                    });
+                }
+            }
+            if !r.status.is_success() {
+                return Err(r.api_error(&what));
+            }
+            let v = r.json(&what)?;
+            let protocol = |detail: &str| GithubError::Protocol {
+                what: what.clone(),
+                detail: detail.to_owned(),
+            };
+            let token = v["token"].as_str().ok_or_else(|| protocol("no token"))?;
+            let expires_at = v["expires_at"]
+                .as_str()
+                .and_then(app::parse_time)
+                .ok_or_else(|| protocol("no expires_at"))?;
+            let minted = Minted {
+                token: Secret::new(token.to_owned()),
+                expires_at,
+                permissions: v["permissions"].clone(),
+            };
+            app.store(minted.clone());
+            Ok(minted)
+        })
+    }
+
+    /// What the installation lacks of cellbridge's permissions, read with the App's JWT, after
+    /// GitHub refused a token asking for them.
+    async fn missing_permissions(
+        &self,
+        id: u64,
+        minting: &str,
+        refusal: String,
+        deadline: Instant,
+    ) -> Result<GithubError> {
         let what = format!("reading the permissions of GitHub App installation {id}");
         let path = format!("/app/installations/{id}");
         let r = self
@@ -73,28 +171,19 @@ impl GithubFleet {
         }
         let granted = r.json(&what)?["permissions"].clone();
         let missing = permissions::missing(&granted);
-        if !missing.is_empty() {
-            let mut listed: Vec<String> = granted
-                .as_object()
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("?")))
-                        .collect()
-                })
-                .unwrap_or_default();
-            listed.sort();
-            return Err(GithubError::MissingPermissions {
-                installation: id,
-                missing,
-                granted: if listed.is_empty() {
-                    "none".into()
-                } else {
-                    listed.join(", ")
-                },
+        if missing.is_empty() {
+            // The installation grants them all, yet GitHub refused: what it said, as it said it.
+            return Ok(GithubError::Api {
+                what: minting.to_owned(),
+                status: 422,
+                message: format!("{refusal} (the installation grants {})", listed(&granted)),
             });
         }
-        *self.access_checked.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
-        Ok(())
+        Ok(GithubError::MissingPermissions {
+            installation: id,
+            missing,
+            granted: listed(&granted),
+        })
     }
 
     pub(super) async fn set_status(
@@ -145,5 +234,23 @@ impl GithubFleet {
                 )
             })
         }))
+    }
+}
+
+/// Permissions as `name=level`, sorted; `none` for none.
+fn listed(granted: &Value) -> String {
+    let mut listed: Vec<String> = granted
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("?")))
+                .collect()
+        })
+        .unwrap_or_default();
+    listed.sort();
+    if listed.is_empty() {
+        "none".into()
+    } else {
+        listed.join(", ")
     }
 }

@@ -2,7 +2,7 @@
 //! archive host; and a [`GithubFleet`]'s construction around them.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 use http::Method;
@@ -12,9 +12,11 @@ use serde_json::Value;
 use tokio::sync::OnceCell;
 
 use super::{CONNECT_TIMEOUT, REQUEST_TIMEOUT, enc};
+use crate::adapters::github::app::{self, App};
 use crate::adapters::github::archive;
-use crate::adapters::github::config::{self, Client, GithubConfig};
+use crate::adapters::github::config::{self, Client, GithubConfig, Signer};
 use crate::adapters::github::pacing::{Pacer, Pacing};
+use crate::pure::redact::Secret;
 use crate::{
     adapters::github::Credentials, adapters::github::GithubFleet, adapters::github::RequestCounts,
     ports::github::Result,
@@ -66,7 +68,7 @@ impl GithubFleet {
             base_branch: base,
             repository_id: OnceCell::new(),
             counts: RequestCounts::default(),
-            access_checked: std::sync::Mutex::new(None),
+            token_expiry: std::sync::Mutex::new(None),
             pacer: Pacer::new(Pacing::default()),
             // Checked at init (`GithubConfig::from_env`).
             fleet_memory: archive::memory_limit_from_env().unwrap_or(archive::DEFAULT_LIMIT),
@@ -81,8 +83,29 @@ impl GithubFleet {
     }
 
     /// The App installation these credentials act as; `None` for a token.
-    pub(crate) async fn installation(&self, deadline: Instant) -> Result<Option<u64>> {
-        Ok(self.client.get(&self.api_url, deadline).await?.app.map(|(_, id)| id))
+    pub(crate) async fn installation(&self, deadline: Instant) -> Result<Option<Arc<App>>> {
+        Ok(match self.client.get(&self.api_url, deadline).await?.auth {
+            Signer::App(app) => Some(app),
+            Signer::Token(_) => None,
+        })
+    }
+
+    /// When the token these credentials hold expires, as GitHub's answers last said
+    /// (`GitHub-Authentication-Token-Expiration`); `None` before any answer, for a token without
+    /// expiry, and for a GitHub App (whose installation tokens cellbridge renews itself).
+    pub fn token_expires_at(&self) -> Option<SystemTime> {
+        *self.token_expiry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps what an answer's headers say of the token's expiry.
+    pub(super) fn note_token_expiry(&self, headers: &http::HeaderMap) {
+        if let Some(t) = headers
+            .get("github-authentication-token-expiration")
+            .and_then(|v| v.to_str().ok())
+            .and_then(app::parse_token_expiration)
+        {
+            *self.token_expiry.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
+        }
     }
 
     /// Writes paced to `pacing` instead of GitHub's whole limits.
@@ -119,7 +142,7 @@ pub(crate) fn download_client(uri: &str) -> std::result::Result<Option<(Octocrab
         .path_and_query()
         .map(|p| p.as_str().to_owned())
         .unwrap_or_else(|| "/".into());
-    Ok(Some((client(&origin, Auth::None)?, path)))
+    Ok(Some((client(&origin)?, path)))
 }
 
 /// What cellbridge's requests to GitHub say they come from. GitHub asks every request to name
@@ -134,20 +157,9 @@ pub const USER_AGENT: &str = concat!(
     ")"
 );
 
-/// Who a client's requests are from.
-pub(crate) enum Auth {
-    /// No one: an archive download (its URL carries a token), or a client given a token per
-    /// request.
-    None,
-    Token(String),
-    App {
-        app_id: u64,
-        key: octocrab::EncodingKey,
-    },
-}
-
 /// An octocrab client of `base` (an API's root, or an archive host's origin) whose requests
-/// carry [`USER_AGENT`] and no other User-Agent.
+/// carry [`USER_AGENT`] and no other User-Agent, and no credentials: [`execute`] gives each
+/// request its own.
 ///
 /// octocrab's `Octocrab::builder()` always adds `User-Agent: octocrab` (`prepare_config`), and a
 /// header given to its `add_header` goes through the same layer, which appends
@@ -156,13 +168,12 @@ pub(crate) enum Auth {
 /// layers add; octocrab's own example `examples/custom_client.rs` sets this very header that way.
 /// The stack is the one `Octocrab::builder().build()` makes for cellbridge's features (rustls with
 /// the process's crypto provider and the system's roots, connect and read timeouts, extra
-/// headers, base URI, credentials for the API's host only), less octocrab's retries: ours are
-/// the transport's.
-pub(crate) fn client(base: &str, auth: Auth) -> std::result::Result<Octocrab, String> {
-    use octocrab::service::middleware::auth_header::AuthHeaderLayer;
+/// headers, base URI), less octocrab's retries (ours are the transport's) and its credentials
+/// (cellbridge mints and sends its own).
+pub(crate) fn client(base: &str) -> std::result::Result<Octocrab, String> {
     use octocrab::service::middleware::base_uri::BaseUriLayer;
     use octocrab::service::middleware::extra_headers::ExtraHeadersLayer;
-    use octocrab::{AuthState, OctocrabBuilder, auth::AppAuth};
+    use octocrab::{AuthState, OctocrabBuilder};
 
     let base: http::Uri = base.parse().map_err(|e| format!("{base} is not a URL: {e}"))?;
     let provider = rustls::crypto::CryptoProvider::get_default()
@@ -178,31 +189,12 @@ pub(crate) fn client(base: &str, auth: Auth) -> std::result::Result<Octocrab, St
     connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
     connector.set_read_timeout(Some(REQUEST_TIMEOUT));
     let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
-    let (authorization, state) = match auth {
-        Auth::None => (None, AuthState::None),
-        Auth::Token(token) => {
-            let mut value = http::HeaderValue::try_from(format!("Bearer {token}"))
-                .map_err(|_| "the token holds characters no HTTP header may carry".to_owned())?;
-            value.set_sensitive(true);
-            (Some(value), AuthState::None)
-        }
-        Auth::App { app_id, key } => (
-            None,
-            AuthState::App(AppAuth {
-                app_id: app_id.into(),
-                key,
-            }),
-        ),
-    };
-    // As octocrab's own builder: credentials go to the API's host and GitHub's upload host only.
-    let uploads = http::Uri::from_static("https://uploads.github.com");
     let agent = vec![(http::header::USER_AGENT, http::HeaderValue::from_static(USER_AGENT))];
     let built = OctocrabBuilder::new_empty()
         .with_service(http)
         .with_layer(&ExtraHeadersLayer::new(Arc::new(agent)))
-        .with_layer(&BaseUriLayer::new(base.clone()))
-        .with_layer(&AuthHeaderLayer::new(authorization, base, uploads))
-        .with_auth(state)
+        .with_layer(&BaseUriLayer::new(base))
+        .with_auth(AuthState::None)
         .build();
     match built {
         Ok(crab) => Ok(crab),
@@ -210,19 +202,82 @@ pub(crate) fn client(base: &str, auth: Auth) -> std::result::Result<Octocrab, St
     }
 }
 
-/// One request through `crab`, its body not read yet.
+/// `Authorization: Bearer <token>`, marked sensitive (never printed by `http`'s `Debug`).
+pub(crate) fn bearer(token: &Secret<String>) -> std::result::Result<http::HeaderValue, String> {
+    let mut value = http::HeaderValue::try_from(format!("Bearer {}", token.expose()))
+        .map_err(|_| "the token holds characters no HTTP header may carry".to_owned())?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
+/// Why a request got no answer: octocrab's (transport, body) or, before it was sent, its URI.
+#[derive(Debug)]
+pub(crate) enum Unanswered {
+    Client(octocrab::Error),
+    Unsendable(String),
+}
+
+impl Unanswered {
+    /// The status of an answer octocrab turned into an error.
+    pub(crate) fn status(&self) -> Option<http::StatusCode> {
+        match self {
+            Unanswered::Client(e) => super::classify_octocrab(e),
+            Unanswered::Unsendable(_) => None,
+        }
+    }
+
+    /// The error's text, never with credentials (octocrab prints no header).
+    pub(crate) fn message(&self) -> String {
+        match self {
+            Unanswered::Client(e) => super::octocrab_message(e),
+            Unanswered::Unsendable(m) => m.clone(),
+        }
+    }
+}
+
+/// What a request is sent with besides its method, path and body.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Headers<'a> {
+    /// `Accept`; GitHub's JSON media type when `None`.
+    pub(crate) accept: Option<&'a str>,
+    /// `X-GitHub-Api-Version` ([`config::api_version`]); none to an archive host.
+    pub(crate) version: Option<&'static str>,
+    pub(crate) authorization: Option<&'a http::HeaderValue>,
+}
+
+/// One request through `crab`, its body not read yet. Built here rather than by octocrab's
+/// `build_request`, which adds `X-GitHub-Api-Version: 2022-11-28` to every request (its
+/// `_SET_HEADERS_MAP`), where cellbridge sends the version the API at hand supports; the rest
+/// is as `build_request` does it: a JSON body with `Content-Type: application/json`, none with
+/// `Content-Length: 0`.
 pub(crate) async fn execute(
     crab: &Octocrab,
     method: Method,
     uri: &str,
     body: Option<&Value>,
-    accept: Option<&str>,
-) -> std::result::Result<http::Response<BoxBody<Bytes, octocrab::Error>>, octocrab::Error> {
-    let mut req = http::Request::builder().method(method).uri(uri);
-    req = req.header(http::header::ACCEPT, accept.unwrap_or("application/vnd.github+json"));
-    // `X-GitHub-Api-Version` is octocrab's to set (`build_request` adds it to every request);
-    // a second copy here would reach GitHub as two lines, which it joins with a comma into a
-    // value it does not support.
-    let req = crab.build_request(req, body)?;
-    crab.execute(req).await
+    headers: Headers<'_>,
+) -> std::result::Result<http::Response<BoxBody<Bytes, octocrab::Error>>, Unanswered> {
+    let mut req = http::Request::builder().method(method).uri(uri).header(
+        http::header::ACCEPT,
+        headers.accept.unwrap_or("application/vnd.github+json"),
+    );
+    if let Some(v) = headers.version {
+        req = req.header("x-github-api-version", v);
+    }
+    if let Some(a) = headers.authorization {
+        req = req.header(http::header::AUTHORIZATION, a.clone());
+    }
+    let req = match body {
+        Some(b) => {
+            let text =
+                serde_json::to_string(b).map_err(|e| Unanswered::Unsendable(format!("the request body: {e}")))?;
+            req.header(http::header::CONTENT_TYPE, "application/json")
+                .body(octocrab::OctoBody::from(text))
+        }
+        None => req
+            .header(http::header::CONTENT_LENGTH, "0")
+            .body(octocrab::OctoBody::empty()),
+    }
+    .map_err(|e| Unanswered::Unsendable(format!("{uri}: {e}")))?;
+    crab.execute(req).await.map_err(Unanswered::Client)
 }

@@ -1,5 +1,6 @@
-//! One request to GitHub, with retries: octocrab builds and sends it (credentials, the one
-//! `X-GitHub-Api-Version`), this file decides what is worth another try.
+//! One request to GitHub, with retries: cellbridge builds it (its credentials, the
+//! `X-GitHub-Api-Version` the API at hand supports), octocrab's client sends it, this file decides
+//! what is worth another try.
 //!
 //! Retries are ours, not octocrab's: octocrab would sleep for whatever `Retry-After` says,
 //! however long, while a Lambda has a deadline. Every request here retries 5xx, transport
@@ -8,9 +9,8 @@
 //!
 //! The octocrab clients themselves, and a [`GithubFleet`]'s construction, are in `client`.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
@@ -19,6 +19,7 @@ use octocrab::Octocrab;
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use serde_json::Value;
 
+use super::config::{self, Signer};
 use super::operations::Operation;
 use crate::shell::retry::{Again, GaveUp, Policy, retry};
 use crate::{adapters::github::GithubFleet, ports::github::GithubError, ports::github::Result};
@@ -27,7 +28,7 @@ mod client;
 #[cfg(test)]
 mod tests;
 
-pub(super) use client::{Auth, client, download_client, execute};
+pub(super) use client::{Headers, Unanswered, bearer, client, download_client, execute};
 
 pub(super) const MAX_ATTEMPTS: u32 = 6;
 pub(super) const FIRST_BACKOFF: Duration = Duration::from_millis(250);
@@ -185,8 +186,10 @@ impl GithubFleet {
             // writes, and GraphQL's mutations ("Content creation limits include actions taken
             // ... via the REST API and GraphQL API", "Rate limits for the REST API"); a GraphQL
             // query is a POST that creates nothing.
+            // Minting the App's installation token creates nothing in the repository.
+            let app_route = uri.starts_with("/app/");
             let writes = match target {
-                Target::Rest => !download && !matches!(method, Method::GET | Method::HEAD),
+                Target::Rest => !download && !app_route && !matches!(method, Method::GET | Method::HEAD),
                 Target::Graphql { mutation } => mutation,
             };
             if writes
@@ -204,50 +207,55 @@ impl GithubFleet {
                 }));
             }
             let crabs = self.client.get(&self.api_url, deadline).await.map_err(Try::Stop)?;
-            // The App's own routes are signed with its JWT, every other with the token.
-            let crab = match (&crabs.app, uri.starts_with("/app/"), target, &crabs.graphql) {
-                (Some((app, _)), true, Target::Rest, _) => app.clone(),
-                // GitHub Enterprise Server's GraphQL beside the REST API: its own client, given
-                // the installation's token (cached by octocrab, minted when it is due).
-                (Some(_), _, Target::Graphql { .. }, Some(g)) => match crabs.repo.installation_token().await {
-                    Ok(token) => Arc::new(g.user_access_token(token).map_err(|e| {
-                        Try::Stop(GithubError::Setup {
-                            api_url: self.api_url.clone(),
-                            reason: octocrab_message(&e),
-                        })
-                    })?),
-                    Err(e) => {
-                        return Err(match classify_octocrab(&e) {
-                            Some(status) if !transient_status(status) => Try::Stop(GithubError::Access {
-                                what: what.to_owned(),
-                                status: status.as_u16(),
-                                message: octocrab_message(&e),
-                                permission: None,
-                            }),
-                            _ => Try::Again {
-                                detail: octocrab_message(&e),
-                                retry_after: None,
-                            },
-                        });
-                    }
-                },
-                (None, _, Target::Graphql { .. }, Some(g)) => g.clone(),
-                _ => crabs.repo.clone(),
+            let setup = |reason: String| {
+                Try::Stop(GithubError::Setup {
+                    api_url: self.api_url.clone(),
+                    reason,
+                })
+            };
+            // Who the request is from: the token; for an App, its JWT on the App's own routes and
+            // the installation token (minted when there is none, or it is about to expire) on
+            // every other. An archive download carries none (its URL carries a token).
+            let authorization = match (&crabs.auth, download) {
+                (_, true) => None,
+                (Signer::Token(t), _) => Some(bearer(t).map_err(setup)?),
+                (Signer::App(app), _) if app_route => {
+                    Some(bearer(&app.jwt(SystemTime::now()).map_err(setup)?).map_err(setup)?)
+                }
+                (Signer::App(app), _) => {
+                    let minted = self
+                        .installation_token(app.clone(), deadline)
+                        .await
+                        .map_err(Try::Stop)?;
+                    Some(bearer(&minted.token).map_err(setup)?)
+                }
+            };
+            // GitHub Enterprise Server's GraphQL is beside the REST API, through its own client.
+            let crab = match (target, &crabs.graphql) {
+                (Target::Graphql { .. }, Some(g)) => g.clone(),
+                _ => crabs.api.clone(),
             };
             // Credentials GitHub refuses were probably rotated in Secrets Manager while this
-            // process kept the old ones: read the secret again and try once more.
+            // process kept the old ones: read the secret again and try once more. An App's
+            // installation token refused (revoked, the installation changed) is minted again.
+            let app_token = matches!(crabs.auth, Signer::App(_)) && !app_route;
             let refused = |status: StatusCode| {
                 status == StatusCode::UNAUTHORIZED
                     && !download
-                    && self.client.rereadable()
+                    && (self.client.rereadable() || app_token)
                     && !reread.swap(true, Ordering::Relaxed)
             };
             let reread_secret = || async {
-                tracing::warn!(
-                    request = what,
-                    "GitHub refused the credentials; reading the secret again"
-                );
-                self.client.forget().await;
+                if self.client.rereadable() {
+                    tracing::warn!(
+                        request = what,
+                        "GitHub refused the credentials; reading the secret again"
+                    );
+                    self.client.forget().await;
+                } else if let Signer::App(app) = &crabs.auth {
+                    tracing::warn!(request = what, "GitHub refused the installation token; minting another");
+                    app.forget_token();
+                }
                 Err(Try::Again {
                     detail: "GitHub refused the credentials".into(),
                     retry_after: Some(Duration::ZERO),
@@ -262,7 +270,6 @@ impl GithubFleet {
             // Archive downloads go elsewhere (codeload, or `/_codeload/` on GitHub Enterprise
             // Server): a client of their own, without our credentials (the URL carries a token)
             // and without the API's base path, which octocrab would otherwise prepend.
-            // (A clone of the API client would not share its cached installation token.)
             let elsewhere = match download_client(uri) {
                 Ok(c) => c,
                 Err(reason) => {
@@ -276,34 +283,44 @@ impl GithubFleet {
                 Some((client, path)) => (client, path.as_str()),
                 None => (&*crab, uri),
             };
+            let headers = Headers {
+                accept,
+                version: (!download).then(|| config::api_version(&self.api_url)),
+                authorization: authorization.as_ref(),
+            };
             let limit = left.min(REQUEST_TIMEOUT);
-            match tokio::time::timeout(limit, send_once(crab, method.clone(), uri, body, accept)).await {
+            match tokio::time::timeout(limit, send_once(crab, method.clone(), uri, body, headers)).await {
                 Err(_) => Err(Try::Again {
                     detail: format!("no answer within {} ms", limit.as_millis()),
                     retry_after: None,
                 }),
-                Ok(Err(e)) if classify_octocrab(&e).is_some_and(refused) => reread_secret().await,
+                Ok(Err(e)) if e.status().is_some_and(refused) => reread_secret().await,
                 Ok(Ok(resp)) if refused(resp.status) => reread_secret().await,
-                Ok(Err(e)) => match classify_octocrab(&e) {
-                    // octocrab reports an installation token refused or failed as a GitHub error.
-                    // 401: the App's key or id refused; 403: the installation suspended; 404:
-                    // the App is not installed (any more).
+                Ok(Err(e)) => match e.status() {
                     Some(status) if !transient_status(status) => Err(Try::Stop(GithubError::Access {
                         what: what.to_owned(),
                         status: status.as_u16(),
-                        message: octocrab_message(&e),
+                        message: e.message(),
                         permission: None,
                     })),
                     _ => Err(Try::Again {
-                        detail: octocrab_message(&e),
+                        detail: e.message(),
                         retry_after: None,
                     }),
                 },
-                Ok(Ok(resp)) if !is_transient(&resp) => Ok(resp),
-                Ok(Ok(resp)) => Err(Try::Again {
-                    detail: format!("HTTP {}: {}", resp.status.as_u16(), resp.message()),
-                    retry_after: retry_after(&resp.headers),
-                }),
+                Ok(Ok(resp)) => {
+                    if !download && matches!(crabs.auth, Signer::Token(_)) {
+                        self.note_token_expiry(&resp.headers);
+                    }
+                    if is_transient(&resp) {
+                        Err(Try::Again {
+                            detail: format!("HTTP {}: {}", resp.status.as_u16(), resp.message()),
+                            retry_after: retry_after(&resp.headers),
+                        })
+                    } else {
+                        Ok(resp)
+                    }
+                }
             }
         };
         let judge = |t: &Try| match t {
@@ -387,11 +404,11 @@ async fn send_once(
     method: Method,
     uri: &str,
     body: Option<&Value>,
-    accept: Option<&str>,
-) -> std::result::Result<Response, octocrab::Error> {
-    let resp = execute(crab, method, uri, body, accept).await?;
+    headers: Headers<'_>,
+) -> std::result::Result<Response, Unanswered> {
+    let resp = execute(crab, method, uri, body, headers).await?;
     let (parts, body) = resp.into_parts();
-    let body = body.collect().await?.to_bytes();
+    let body = body.collect().await.map_err(Unanswered::Client)?.to_bytes();
     Ok(Response {
         status: parts.status,
         headers: parts.headers,

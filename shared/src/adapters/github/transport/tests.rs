@@ -25,10 +25,10 @@ fn secondary_rate_limits_are_transient_and_forbidden_is_not() {
 
 /// What reaches the wire: one request to a listener that records its header lines and
 /// answers like GitHub's `GET /repos/{owner}/{repo}`.
-async fn header_lines_of_one_request(creds: Credentials) -> Vec<(String, String)> {
+async fn header_lines_of_one_request(creds: Credentials, api_path: &str) -> Vec<(String, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
+    let url = format!("http://{}{api_path}", listener.local_addr().unwrap());
     let server = tokio::spawn(async move {
         let (mut conn, _) = listener.accept().await.unwrap();
         let mut raw = Vec::new();
@@ -63,7 +63,7 @@ async fn header_lines_of_one_request(creds: Credentials) -> Vec<(String, String)
 
 #[tokio::test]
 async fn every_request_carries_one_api_version_accept_and_user_agent() {
-    let lines = header_lines_of_one_request(Credentials::Token(Secret::new("t0k".to_owned()))).await;
+    let lines = header_lines_of_one_request(Credentials::Token(Secret::new("t0k".to_owned())), "").await;
     for name in ["x-github-api-version", "accept", "user-agent"] {
         let values: Vec<&str> = lines
             .iter()
@@ -73,11 +73,43 @@ async fn every_request_carries_one_api_version_accept_and_user_agent() {
         assert_eq!(values.len(), 1, "{name} sent {} times: {values:?}", values.len());
     }
     let get = |name: &str| lines.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
-    assert_eq!(get("x-github-api-version"), Some("2022-11-28"));
+    // Not GitHub Enterprise Server's `/api/v3`: github.com's newest version.
+    assert_eq!(get("x-github-api-version"), Some("2026-03-10"));
+    assert_eq!(get("authorization"), Some("Bearer t0k"));
     assert_eq!(get("accept"), Some("application/vnd.github+json"));
     let agent = get("user-agent").unwrap();
     assert!(
         agent.starts_with(concat!("cellbridge/", env!("CARGO_PKG_VERSION"), " ")),
         "GitHub asks for the application's name: {agent}"
     );
+}
+
+#[tokio::test]
+async fn the_api_version_is_chosen_by_the_api_url() {
+    let version = |lines: Vec<(String, String)>| {
+        let v: Vec<String> = lines
+            .into_iter()
+            .filter(|(k, _)| k == "x-github-api-version")
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(v.len(), 1, "{v:?}");
+        v[0].clone()
+    };
+    let token = || Credentials::Token(Secret::new("t0k".to_owned()));
+    assert_eq!(version(header_lines_of_one_request(token(), "").await), "2026-03-10");
+    assert_eq!(
+        version(header_lines_of_one_request(token(), "/api/v3").await),
+        "2022-11-28",
+        "GitHub Enterprise Server supports 2022-11-28 only"
+    );
+}
+
+#[test]
+fn a_token_no_header_can_carry_is_a_setup_error_never_quoting_it() {
+    let bad = Credentials::Token(Secret::new("hunter2\nX-Injected: 1".to_owned()));
+    let e = match GithubFleet::new("https://api.github.com", "o", "r", None, &bad) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("accepted"),
+    };
+    assert!(e.contains("no HTTP header may carry") && !e.contains("hunter2"), "{e}");
 }
