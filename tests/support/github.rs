@@ -101,6 +101,12 @@ impl FakeGithub {
         );
     }
 
+    /// GitHub Enterprise Server's site-wide "web commit signing" (the site administrator's
+    /// switch): GitHub signs what it writes for the API only with it on.
+    pub fn web_commit_signing(&self, on: bool) {
+        self.control("POST", "/_fake/settings", Some(&json!({"web_commit_signing": on})));
+    }
+
     /// An administrator requires a merge queue on `branch` merging by `method` (`merge`,
     /// `squash`, `rebase`), or none (`None`).
     pub fn merge_queue(&self, repo: &str, branch: &str, method: Option<&str>) {

@@ -62,7 +62,11 @@ impl<const GHES: bool> Bed for HttpBed<GHES> {
         leak::secret("github_scenarios: GitHub token", TOKEN);
         leak::secret("github_scenarios: a secret planted in cell_metadata", PLANTED_SECRET);
         let gh = if GHES {
-            FakeGithub::start_enterprise()
+            let gh = FakeGithub::start_enterprise();
+            // A site that signs what GitHub writes for the API, as a fleet requiring signed
+            // commits needs (cellbridge cannot tell whether a site does; the README says so).
+            gh.web_commit_signing(true);
+            gh
         } else {
             FakeGithub::start()
         };
@@ -397,9 +401,13 @@ impl<const GHES: bool> Bed for HttpBed<GHES> {
     }
 
     fn credentials(w: &mut World<Self>, token: bool) {
-        // The bed starts with a personal access token.
-        if !token {
-            let creds = app_credentials(&w.bed.gh);
+        // The github.com bed starts with a personal access token, the GHES bed as an App.
+        if token == GHES {
+            let creds = if token {
+                Credentials::Token(Secret::new(TOKEN.to_owned()))
+            } else {
+                app_credentials(&w.bed.gh)
+            };
             w.sync.fleet = GithubFleet::new(&w.bed.gh.url(), OWNER, REPO_NAME, None, &creds).unwrap();
         }
     }
@@ -469,7 +477,7 @@ impl<const GHES: bool> Bed for HttpBed<GHES> {
     }
 }
 
-impl HttpBed {
+impl<const GHES: bool> HttpBed<GHES> {
     fn pull_state(&self, number: u64) -> Value {
         self.state()["pulls"]
             .as_array()
