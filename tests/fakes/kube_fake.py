@@ -478,6 +478,10 @@ def eks_authorize(url, state):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body leave in two writes; with Nagle's algorithm on, the second waits for
+    # the client's delayed ACK of the first (about 40 ms on Linux) on every keep-alive
+    # request. socketserver's own switch sets TCP_NODELAY on each connection.
+    disable_nagle_algorithm = True
     server_version = "kube-fake/1.0"
 
     def log_message(self, fmt, *args):  # keep stderr quiet; the log is at /_fake/requests
