@@ -220,7 +220,8 @@ async fn a_conflict_through_update_branch_leaves_the_branch_alone<B: Bed>() {
 
 scenarios!(
     mem_github: super::MemBed,
-    http_fake: super::HttpBed;
+    http_fake: super::HttpBed,
+    http_ghes: super::GhesBed;
     [
         as_an_app_every_commit_is_verified_and_nothing_is_asked,
         with_a_token_on_a_signed_base_every_commit_is_verified,
