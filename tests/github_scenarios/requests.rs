@@ -198,7 +198,10 @@ async fn http_the_request_budget_per_outcome_is_the_readmes() {
     w.apply(CELL, 12, "vpc-12");
     step("opted in: merge queue, queued at once (`opened`)", "opened").await;
     let number = w.open_pulls().iter().find(|p| p.head == branch(CELL)).unwrap().number;
-    assert_eq!(w.bed.queued_by(w.repo(), number).as_deref(), Some(HttpBed::<false>::CELLBRIDGE));
+    assert_eq!(
+        w.bed.queued_by(w.repo(), number).as_deref(),
+        Some(HttpBed::<false>::CELLBRIDGE)
+    );
     assert!(w.bed.queue_checks(w.repo(), number, true), "the queue merged it");
     w.bed.require_merge_queue(w.repo(), None);
 
