@@ -123,10 +123,10 @@ fn enable_refusal(message: &str) -> Refusal {
 /// GitHub's refusal `e` of putting a pull request in a merge queue (`enqueuePullRequest`, or
 /// `enablePullRequestAutoMerge` where a queue is required): already in it is what was asked
 /// ("Pull request is already in the queue", quoted in
-/// https://github.com/ClickHouse/ClickHouse/pull/109183); a head that moved is a lost race; a
+/// <https://github.com/ClickHouse/ClickHouse/pull/109183>); a head that moved is a lost race; a
 /// pull request GitHub cannot find a failure; auto-merge refused for a pull request that can
 /// merge now ("clean status") says it can be added now; anything else (a requirement not met: "Pull
-/// request Waiting on code owner review from ...", https://github.com/github/app/issues/93; a
+/// request Waiting on code owner review from ...", <https://github.com/github/app/issues/93>; a
 /// merge method: "The merge strategy for main is set by the merge queue") an answer.
 pub(crate) fn queue_answer(what: &str, e: &GraphqlError) -> Result<QueueAnswer> {
     if e.message.to_ascii_lowercase().contains("already in the queue") {

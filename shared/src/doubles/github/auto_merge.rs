@@ -3,39 +3,39 @@
 //!
 //! - a status needs an existing commit and a description of at most
 //!   [`STATUS_DESCRIPTION_MAX`] characters (422,
-//!   https://docs.github.com/rest/commits/statuses#create-a-commit-status);
-//! - A pull request's `mergeStateStatus` (https://docs.github.com/graphql/reference/enums#mergestatestatus)
+//!   <https://docs.github.com/rest/commits/statuses#create-a-commit-status>);
+//! - A pull request's `mergeStateStatus` (<https://docs.github.com/graphql/reference/enums#mergestatestatus>)
 //!   is derived from the store: DIRTY when it cannot merge (the three-way rule of `merges`), BEHIND
 //!   when the base's protection is `strict` ("Require branches to be up to date before merging",
-//!   https://docs.github.com/repositories/configuring-branches-and-merges-in-your-repository/managing-protected-branches/about-protected-branches#require-status-checks-before-merging)
+//!   <https://docs.github.com/repositories/configuring-branches-and-merges-in-your-repository/managing-protected-branches/about-protected-branches#require-status-checks-before-merging>)
 //!   and the head lacks the base's head, BLOCKED when a required check of the head is missing,
 //!   pending or failed, or fewer approving reviews stand than required, UNSTABLE when only checks
 //!   that are not required do not pass ("Mergeable with non-passing commit status"), else CLEAN.
 //! - A check of a commit is a commit status (cellbridge's, `set_status`) or a check run people's
 //!   CI reports ([`MemGithub::post_check`]); `isRequired(pullRequestNumber:)` is true for those
 //!   the base's protection names, and only checks that exist on the head are listed.
-//! - Auto-merge (https://docs.github.com/pull-requests/collaborating-with-pull-requests/incorporating-changes-from-a-pull-request/automatically-merging-a-pull-request):
+//! - Auto-merge (<https://docs.github.com/pull-requests/collaborating-with-pull-requests/incorporating-changes-from-a-pull-request/automatically-merging-a-pull-request>):
 //!   "the pull request will merge automatically when all required reviews are met and all
 //!   required status checks have passed" ([`Store::settle`], after every change that can meet
 //!   them); it needs the repository's "Allow auto-merge" ("Before you can use auto-merge with a
 //!   pull request, auto-merge must be enabled for the repository"); closing the pull request
 //!   cancels it. `enablePullRequestAutoMerge` refuses a pull request that can merge now with
 //!   "Pull request is in clean status" (or "unstable status"), as GitHub answers it (quoted in
-//!   https://github.com/peter-evans/enable-pull-request-automerge/issues/343 and
-//!   https://github.com/peter-evans/enable-pull-request-automerge/issues/1118), a repository that
+//!   <https://github.com/peter-evans/enable-pull-request-automerge/issues/343> and
+//!   <https://github.com/peter-evans/enable-pull-request-automerge/issues/1118>), a repository that
 //!   does not allow it with "Auto merge is not allowed for this repository" (quoted in
-//!   https://github.com/indexable-inc/index/issues/2948), and a closed one with GitHub's generic
+//!   <https://github.com/indexable-inc/index/issues/2948>), and a closed one with GitHub's generic
 //!   "Can't enable auto-merge for this pull request." (quoted in
-//!   https://github.com/peter-evans/enable-pull-request-automerge/issues/310).
+//!   <https://github.com/peter-evans/enable-pull-request-automerge/issues/310>).
 //!   Not modelled: auto-merge disabled by a push from someone without write permission (every
 //!   person here has it).
-//! - "Merge a pull request" (https://docs.github.com/rest/pulls/pulls#merge-a-pull-request) is 405
+//! - "Merge a pull request" (<https://docs.github.com/rest/pulls/pulls#merge-a-pull-request>) is 405
 //!   when a protection is not met, with GitHub's messages as clients quote them: `Required
-//!   status check "X" is expected.` (https://github.com/claroline/Distribution/issues/492),
+//!   status check "X" is expected.` (<https://github.com/claroline/Distribution/issues/492>),
 //!   "At least 1 approving review is required by reviewers with write access."
-//!   (https://github.com/Reviewable/Reviewable/issues/561), "N of N required status checks are
+//!   (<https://github.com/Reviewable/Reviewable/issues/561>), "N of N required status checks are
 //!   expected." for a head that is behind a strict base
-//!   (https://github.com/RakuenSoftware/aimee/pull/2460); 409 "Head branch was modified. Review
+//!   (<https://github.com/RakuenSoftware/aimee/pull/2460>); 409 "Head branch was modified. Review
 //!   and try the merge again." when `sha` is not the head (the description's example).
 use std::collections::BTreeMap;
 
@@ -381,7 +381,7 @@ impl MemGithub {
     }
 
     /// `login` approves pull request `number` ("Create a review for a pull request" with `event:
-    /// APPROVE`, https://docs.github.com/rest/pulls/reviews#create-a-review-for-a-pull-request).
+    /// APPROVE`, <https://docs.github.com/rest/pulls/reviews#create-a-review-for-a-pull-request>).
     pub fn approve(&self, number: u64, login: &str) {
         self.with(|s| {
             if let Some(p) = s.pulls.iter_mut().find(|p| p.number == number && p.open) {
@@ -395,7 +395,7 @@ impl MemGithub {
     }
 
     /// People's CI reports check `name` on commit `sha` (a check run: "Create a check run",
-    /// https://docs.github.com/rest/checks/runs#create-a-check-run).
+    /// <https://docs.github.com/rest/checks/runs#create-a-check-run>).
     pub fn post_check(&self, sha: &str, name: &str, state: CheckState) {
         self.with(|s| {
             let list = s.checks.entry(sha.to_owned()).or_default();

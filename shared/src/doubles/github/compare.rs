@@ -1,4 +1,4 @@
-//! "Compare two commits" (https://docs.github.com/rest/commits/commits#compare-two-commits):
+//! "Compare two commits" (<https://docs.github.com/rest/commits/commits#compare-two-commits>):
 //! three dots, the head's changes since its merge base with the base, as git's `merge-base`
 //! finds it; at most 300 files and the newest 250 commits, as GitHub lists them.
 

@@ -1,7 +1,7 @@
 //! The open pull requests as the fleet dashboard lists them.
 //!
 //! - "List pull requests" lists the open ones, oldest first with `direction=asc`, each with the
-//!   time it was opened (`created_at`, https://docs.github.com/rest/pulls/pulls#list-pull-requests).
+//!   time it was opened (`created_at`, <https://docs.github.com/rest/pulls/pulls#list-pull-requests>).
 
 use super::{MemGithub, Result, Store};
 use crate::adapters::github::operations as ops;

@@ -3,17 +3,17 @@
 //!
 //! - refs move by fast-forward only unless forced ("Update a reference": `force` "Indicates
 //!   whether to force the update or to make sure the update is a fast-forward update",
-//!   https://docs.github.com/rest/git/refs#update-a-reference); a refused update is 422
+//!   <https://docs.github.com/rest/git/refs#update-a-reference>); a refused update is 422
 //!   "Update is not a fast forward", which the port reports as a lost race;
 //! - creating a ref that exists is 422 "Reference already exists"
-//!   (https://docs.github.com/rest/git/refs#create-a-reference);
+//!   (<https://docs.github.com/rest/git/refs#create-a-reference>);
 //! - a tree's `base_tree`, a commit's tree and parents must exist (422,
-//!   https://docs.github.com/rest/git/trees#create-a-tree, .../commits#create-a-commit);
+//!   <https://docs.github.com/rest/git/trees#create-a-tree>, .../commits#create-a-commit);
 //! - a tree entry has a mode, `100644` a file, `100755` an executable, `120000` "a blob that
 //!   specifies the path of a symlink" (same page); the store keeps it, an edit keeps it, and a
 //!   change of mode alone is a change;
 //! - deleting a pull request's head branch closes the pull request
-//!   (https://docs.github.com/pull-requests/collaborating-with-pull-requests/proposing-changes-to-your-work-with-pull-requests/creating-and-deleting-branches-within-your-repository#deleting-a-branch-used-for-a-pull-request);
+//!   (<https://docs.github.com/pull-requests/collaborating-with-pull-requests/proposing-changes-to-your-work-with-pull-requests/creating-and-deleting-branches-within-your-repository#deleting-a-branch-used-for-a-pull-request>);
 //! - a repository rule (a ruleset) refuses updates of the branches it protects.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};

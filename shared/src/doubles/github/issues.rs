@@ -2,12 +2,12 @@
 //!
 //! - an issue's body is at most 65,536 characters: a longer one is 422 Validation Failed, "body
 //!   is too long (maximum is 65536 characters)" (GitHub's answer as clients quote it,
-//!   https://github.com/PyGithub/PyGithub/issues/1906); a repository whose issues are turned off
+//!   <https://github.com/PyGithub/PyGithub/issues/1906>); a repository whose issues are turned off
 //!   answers 410 to creating or updating one ("Create an issue", "Update an issue": 410 Gone,
-//!   https://docs.github.com/rest/issues/issues#create-an-issue), while listing them still
-//!   answers (https://github.com/ingydotnet/git-hub/issues/72); an issue closes as `completed`
+//!   <https://docs.github.com/rest/issues/issues#create-an-issue>), while listing them still
+//!   answers (<https://github.com/ingydotnet/git-hub/issues/72>); an issue closes as `completed`
 //!   unless a `state_reason` (`duplicate`, `not_planned`) says otherwise
-//!   (https://docs.github.com/rest/issues/issues#update-an-issue).
+//!   (<https://docs.github.com/rest/issues/issues#update-an-issue>).
 
 use super::{MemGithub, Result, Store, api};
 use crate::adapters::github::operations::{self as ops, Operation};

@@ -4,50 +4,50 @@
 //! - "If a merge queue is required by the branch protection setting for the branch, you can add
 //!   your pull requests to a merge queue and GitHub will merge the pull requests for you once all
 //!   required checks have passed" ("Incorporating changes from a pull request",
-//!   https://docs.github.com/articles/incorporating-changes-from-a-pull-request). The queue merges
+//!   <https://docs.github.com/articles/incorporating-changes-from-a-pull-request>). The queue merges
 //!   an entry by its own method once the checks of the entry merged with the latest base pass
 //!   (the `merge_group` checks, [`MemGithub::queue_checks`]); "if there are failed required status
 //!   checks or conflicts with the base branch, the pull request will be removed from the queue"
 //!   ("Managing a merge queue", #failing-ci, quoted in
-//!   https://github.com/aranya-project/aranya-core/pull/363). So a head behind its base is no
+//!   <https://github.com/aranya-project/aranya-core/pull/363>). So a head behind its base is no
 //!   reason to wait: the queue tests the merge with the latest base.
 //! - In the queue a pull request's auto-merge is over: "once a PR is in the merge queue, REST
-//!   `pull.auto_merge` reads `null`" (https://github.com/objectstack-ai/objectstack/issues/14605).
+//!   `pull.auto_merge` reads `null`" (<https://github.com/objectstack-ai/objectstack/issues/14605>).
 //! - Auto-merge queues a pull request when a requirement turns met (a status or a check passing,
 //!   an approval), not on a passive change: "GitHub only enqueues a PR on specific triggers (new
 //!   commit, review, label, or an explicit `enable-auto-merge` call) — not on a passive change to
 //!   *why* a PR became mergeable" such as a ruleset relaxed
-//!   (https://github.com/osac-project/osac/pull/924): branch protection changed or a queue
+//!   (<https://github.com/osac-project/osac/pull/924>): branch protection changed or a queue
 //!   required leaves an armed pull request out of the queue.
 //! - An entry is for the head it was added with: a later push takes it out ("GitHub also
-//!   auto-dequeues on a later push", https://github.com/cncf/prow-github-actions/pull/166).
+//!   auto-dequeues on a later push", <https://github.com/cncf/prow-github-actions/pull/166>).
 //! - `enablePullRequestAutoMerge` takes no merge method where a queue is required: "The merge
 //!   strategy for main is set by the merge queue" refuses one
-//!   (https://github.com/osac-project/osac/pull/924,
-//!   https://github.com/kunchenguid/firstmate/pull/3335); without one it adds the pull request to
+//!   (<https://github.com/osac-project/osac/pull/924>,
+//!   <https://github.com/kunchenguid/firstmate/pull/3335>); without one it adds the pull request to
 //!   the queue once every requirement is met ([`Store::settle`]; at once when only being up to
 //!   date is missing), the entry's enqueuer being whoever enabled it. A pull request with nothing
 //!   to wait for is refused as without a queue ("Pull request is in clean status"): GitHub's own
 //!   client adds such a one with `enqueuePullRequest` instead ("If required checks have not yet
 //!   passed, auto-merge will be enabled. If required checks have passed, the pull request will be
 //!   added to the merge queue", `gh pr merge --help`, quoted in
-//!   https://github.com/stella/stella/pull/2985, where GitHub "can reject it because the pull
-//!   request is already clean"; https://github.com/rust-lang/triagebot/pull/2450). It still
+//!   <https://github.com/stella/stella/pull/2985>, where GitHub "can reject it because the pull
+//!   request is already clean"; <https://github.com/rust-lang/triagebot/pull/2450>). It still
 //!   needs "Allow auto-merge" ("GraphQL: Auto merge is not allowed for this repository
 //!   (enablePullRequestAutoMerge)" where a queue is required and the setting off,
-//!   https://github.com/cli/cli/pull/14379).
+//!   <https://github.com/cli/cli/pull/14379>).
 //! - The entry's `enqueuer` for a pull request auto-merge queued is whoever enabled auto-merge:
 //!   GitHub's answer for that case is not documented; the double (as the HTTP fake) takes the
 //!   enabler, as it takes the enabler for the merger of what auto-merge merges.
 //! - `enqueuePullRequest` needs no "Allow auto-merge" (the same pull request) but every
 //!   requirement met: "Pull request Waiting on code owner review from ..."
-//!   (https://github.com/github/app/issues/93), "Pull request Required workflow '...' is not
-//!   satisfied" (https://github.com/devantler-tech/platform/pull/3138); the double answers
+//!   (<https://github.com/github/app/issues/93>), "Pull request Required workflow '...' is not
+//!   satisfied" (<https://github.com/devantler-tech/platform/pull/3138>); the double answers
 //!   "Pull request " and the protection's own message. Twice is refused with "Pull request is
-//!   already in the queue" (https://github.com/ClickHouse/ClickHouse/pull/109183).
+//!   already in the queue" (<https://github.com/ClickHouse/ClickHouse/pull/109183>).
 //! - "Merge a pull request" is refused with 405 "Changes must be made through the merge queue."
-//!   (https://github.com/cncf/prow-github-actions/pull/166,
-//!   https://github.com/pascalgn/automerge-action/issues/235).
+//!   (<https://github.com/cncf/prow-github-actions/pull/166>,
+//!   <https://github.com/pascalgn/automerge-action/issues/235>).
 //! - `dequeuePullRequest` of a pull request not in the queue: GitHub's words are not documented;
 //!   the double answers as the adapter reads "not in the merge queue" (already out).
 

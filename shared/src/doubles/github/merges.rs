@@ -3,9 +3,9 @@
 //!
 //! - a pull request behind its base merges when nothing conflicts, keeping both sides ("Merge a
 //!   pull request" refuses with 405 "Pull Request is not mergeable" only "if merge cannot be
-//!   performed", https://docs.github.com/rest/pulls/pulls#merge-a-pull-request), and it cannot be
+//!   performed", <https://docs.github.com/rest/pulls/pulls#merge-a-pull-request>), and it cannot be
 //!   when both sides changed the same thing differently, editing vs deleting a file included
-//!   (https://docs.github.com/pull-requests/collaborating-with-pull-requests/addressing-merge-conflicts/about-merge-conflicts).
+//!   (<https://docs.github.com/pull-requests/collaborating-with-pull-requests/addressing-merge-conflicts/about-merge-conflicts>).
 //!   The double merges whole files three ways against the merge base ([`MemGithub::try_merge`]):
 //!   git merges lines, so two edits of different lines of one file conflict here, not on GitHub;
 //! - a merge is held to the base's protection, and refused with 409 when the head is not the

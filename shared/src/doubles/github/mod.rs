@@ -97,7 +97,7 @@ struct Store {
     /// Seeded interleaving: each call yields to the scheduler a pseudo-random number of times.
     jitter: Option<u64>,
     /// The repository's "Allow auto-merge" setting (`allow_auto_merge`, off unless set: "Default:
-    /// `false`", https://docs.github.com/rest/repos/repos#update-a-repository).
+    /// `false`", <https://docs.github.com/rest/repos/repos#update-a-repository>).
     allow_auto_merge: bool,
     /// Base branch → its protection.
     branch_protection: BTreeMap<String, Protection>,

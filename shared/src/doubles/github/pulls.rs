@@ -2,11 +2,11 @@
 //!
 //! - one open pull request per head branch, and none without commits between base and head
 //!   or from a head that does not exist (422 "A pull request already exists for ...", "No
-//!   commits between ...", `head` `invalid`; https://docs.github.com/rest/pulls/pulls#create-a-pull-request),
+//!   commits between ...", `head` `invalid`; <https://docs.github.com/rest/pulls/pulls#create-a-pull-request>),
 //!   which the port reports as lost races;
 //! - labels added are kept with those already there; the issues endpoint's `labels` replaces
-//!   the set (https://docs.github.com/rest/issues/labels#add-labels-to-an-issue,
-//!   https://docs.github.com/rest/issues/issues#update-an-issue);
+//!   the set (<https://docs.github.com/rest/issues/labels#add-labels-to-an-issue>,
+//!   <https://docs.github.com/rest/issues/issues#update-an-issue>);
 //! - a closed pull request keeps the head it had when it was closed.
 
 use super::auto_merge::MemAutoMerge;

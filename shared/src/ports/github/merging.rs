@@ -206,7 +206,7 @@ pub enum AutoMergeAnswer {
 }
 
 /// GitHub's answer to putting a pull request in a required merge queue
-/// ([`Merges::queue_auto_merge`], [`Merges::enqueue`]); refusals are answers, not failures.
+/// ([`super::Merges::queue_auto_merge`], [`super::Merges::enqueue`]); refusals are answers, not failures.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum QueueAnswer {
     /// In the queue now.

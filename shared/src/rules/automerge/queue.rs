@@ -7,7 +7,7 @@
 //!   for the head checked, as GitHub's own client does ("If required checks have passed, the pull
 //!   request will be added to the merge queue", `gh pr merge --help`); auto-merge would be refused
 //!   ("Pull request is in clean status"), or, already on, never fire ("`--auto` silently no-ops.
-//!   The PR is never queued", https://github.com/loopdive/js2/pull/931).
+//!   The PR is never queued", <https://github.com/loopdive/js2/pull/931>).
 //! - A requirement still missing and "Allow auto-merge" on: `enablePullRequestAutoMerge` without a
 //!   merge method (the queue sets it, and GitHub refuses another: "The merge strategy for main is
 //!   set by the merge queue"), for the head checked; GitHub queues it once every requirement is

@@ -55,9 +55,14 @@ impl GithubFleet {
                     .collect()
             })
             .unwrap_or_default();
-        // "If you exceed your primary rate limit ... the response ... errors ... RATE_LIMITED"
-        // ("Rate limits and query limits for the GraphQL API"): try later.
-        if let Some(e) = errors.iter().find(|e| e.kind == "RATE_LIMITED") {
+        // A spent primary rate limit is still answered 200 ("Rate limits and query limits for the
+        // GraphQL API": "the response status will still be 200"), its reason in `errors`: typed
+        // `RATE_LIMITED` (renovatebot/renovate#21861) or, in answers reported since,
+        // `RATE_LIMIT` with `code: graphql_rate_limit` (yanyongyu/githubkit#271). Try later.
+        if let Some(e) = errors
+            .iter()
+            .find(|e| matches!(e.kind.as_str(), "RATE_LIMITED" | "RATE_LIMIT"))
+        {
             return Err(GithubError::Transient {
                 what: what.to_owned(),
                 detail: e.message.clone(),
