@@ -259,3 +259,188 @@ class _Pages(graphql.Visitor):
             r = gq.pagination_refusal(node.name.value, args)
             if r:
                 self.refused.append(r)
+
+
+# Over HTTP: the fake's GraphQL endpoint holds every call to these limits. -----------------------
+
+from test_github_fake import app, as_token, call, gh, open_pull, server  # noqa: E402,F401
+from test_github_fake import graphql as post  # noqa: E402
+
+
+@pytest.fixture
+def fresh(gh):
+    """A fresh repository (`gh`), the GraphQL limits at their defaults and every budget full."""
+    call(gh.url, "DELETE", "/_fake/graphql_limits")
+    yield gh
+    call(gh.url, "DELETE", "/_fake/graphql_limits")
+
+
+def limits_set(gh, **body):
+    r = call(gh.url, "POST", "/_fake/graphql_limits", body)
+    assert r.status == 200, r
+    return r.body
+
+
+def header(r, name):
+    return {k.lower(): v for k, v in r.headers.items()}.get(name)
+
+
+RATE = "query fleetRate { viewer { login } rateLimit { cost limit remaining used resetAt nodeCount } }"
+GHES = lambda: gf.SPEC["description"].flavor == "ghes"  # noqa: E731
+
+
+def test_the_answer_says_what_the_call_cost_in_its_headers_and_rate_limit(fresh):
+    r = post(fresh, RATE, {})
+    assert r.status == 200 and "errors" not in r.body, r
+    if GHES():
+        # "Rate limits are disabled by default for GitHub Enterprise Server".
+        assert r.body["data"]["rateLimit"] is None and header(r, "x-ratelimit-limit") is None, r
+        return
+    rl = r.body["data"]["rateLimit"]
+    assert (rl["cost"], rl["limit"], rl["used"], rl["remaining"], rl["nodeCount"]) == (1, 5000, 1, 4999, 0), rl
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", rl["resetAt"]), rl
+    assert (header(r, "x-ratelimit-resource"), header(r, "x-ratelimit-limit"), header(r, "x-ratelimit-remaining"),
+            header(r, "x-ratelimit-used")) == ("graphql", "5000", "4999", "1"), r.headers
+    assert int(header(r, "x-ratelimit-reset")) > gf.time.time()
+    # A call of 300 requests costs 3 points, its nodes counted.
+    owner, name = fresh.full.split("/")
+    q = fleet(100).replace("query fleet(", "query fleetCost(").replace("\n}", "\n  rateLimit { cost used nodeCount }\n}", 1)
+    r = post(fresh, q, {"o": owner, "n": name, "h": "none"})
+    assert r.body["data"]["rateLimit"] == {"cost": 3, "used": 4, "nodeCount": 1200}, r.body.get("errors")
+
+
+def test_a_spent_budget_is_refused_with_200_rate_limited_and_no_points_left(fresh):
+    limits_set(fresh, points_per_hour=2)
+    for used in (1, 2):
+        r = post(fresh, RATE, {})
+        assert r.status == 200 and r.body["data"]["rateLimit"]["used"] == used, r
+    r = post(fresh, RATE, {})
+    assert r.status == 200, r
+    assert r.body == {"errors": [{"type": "RATE_LIMITED",
+                                  "message": f"API rate limit already exceeded for user ID {gf.zlib.crc32(gf.DEFAULT_LOGIN.encode()) % 10**8}."}]}
+    assert (header(r, "x-ratelimit-remaining"), header(r, "x-ratelimit-used")) == ("0", "2"), r.headers
+    assert int(header(r, "x-ratelimit-reset")) > gf.time.time()
+    # The newer shape GitHub has been seen sending.
+    limits_set(fresh, rate_limited_type="RATE_LIMIT")
+    err = post(fresh, RATE, {}).body["errors"][0]
+    assert (err["type"], err["code"]) == ("RATE_LIMIT", "graphql_rate_limit"), err
+    # The window over, the budget is whole again.
+    for b in gf.BUDGETS.values():
+        b["reset"] = int(gf.time.time()) - 1
+    assert post(fresh, RATE, {}).body["data"]["rateLimit"]["used"] == 1
+
+
+def test_an_installation_has_its_own_budget_raised_by_its_repositories(fresh, app):
+    if GHES():
+        limits_set(fresh, points_per_hour=5000)
+    tok = app.token().body["token"]
+    r = call(fresh.url, "POST", gf.graphql_path(), {"query": RATE, "variables": {}}, headers=as_token(tok))
+    assert r.status == 200 and "errors" not in r.body, r
+    repos = len(gf.REPOS)
+    assert r.body["data"]["rateLimit"]["limit"] == (5000 if GHES() else min(12_500, 5000 + (50 * repos if repos > 20 else 0)))
+    assert r.body["data"]["rateLimit"]["used"] == 1, "not the user's budget"
+    limits_set(fresh, points_per_hour=None)
+    for n, limit in ((20, 5000), (21, 5000 + 50 * 21), (300, 12_500)):
+        gf.APP["repositories"] = [f"acme/r{i}" for i in range(n)]
+        assert gf.graphql_budget(tok)[1:] == ((None if GHES() else limit), f"installation ID {gf.APP['installation_id']}")
+
+
+def test_a_call_over_500000_nodes_is_refused_before_it_runs(fresh):
+    q = """query fleetHuge { viewer { repositories(first: 100) { nodes { pullRequests(first: 100) { nodes {
+      labels(first: 100) { nodes { name } } } } } } } }"""
+    r = post(fresh, q, {})
+    assert (r.status, r.body) == (200, {"errors": [{
+        "type": "MAX_NODE_LIMIT_EXCEEDED",
+        "message": "This query requests up to 1,010,100 possible nodes which exceeds the maximum limit of 500,000."}]}), r
+    if not GHES():
+        assert header(r, "x-ratelimit-used") == "0", "nothing charged"
+
+
+def test_a_page_outside_1_to_100_or_missing_is_a_field_error_with_its_path(fresh):
+    owner, name = fresh.full.split("/")
+    q = """query fleetPage($o: String!, $n: String!, $p: Int) {
+      viewer { login }
+      repository(owner: $o, name: $n) { pullRequests(first: $p) { totalCount } } }"""
+    r = post(fresh, q, {"o": owner, "n": name, "p": 101})
+    assert r.status == 200, r
+    assert r.body["data"] == {"viewer": {"login": gf.DEFAULT_LOGIN}, "repository": None}, "the non-null connection nulls its parent"
+    (err,) = r.body["errors"]
+    assert (err["type"], err["path"], err["message"]) == (
+        "EXCESSIVE_PAGINATION", ["repository", "pullRequests"],
+        "Requesting 101 records on the `pullRequests` connection exceeds the `first` limit of 100 records."), err
+    err = post(fresh, q, {"o": owner, "n": name, "p": None}).body["errors"][0]
+    assert (err["type"], err["message"]) == (
+        "MISSING_PAGINATION_BOUNDARIES", "You must provide a `first` or `last` value to properly paginate the `pullRequests` connection.")
+    assert post(fresh, q, {"o": owner, "n": name, "p": 0}).body["errors"][0]["type"] == "INVALID_PAGINATION"
+    assert post(fresh, q, {"o": owner, "n": name, "p": 100}).body == {
+        "data": {"viewer": {"login": gf.DEFAULT_LOGIN}, "repository": {"pullRequests": {"totalCount": 0}}}}
+
+
+def test_an_oversized_page_times_out_and_a_smaller_one_passes(fresh):
+    limits_set(fresh, timeout_nodes=50)
+    owner, name = fresh.full.split("/")
+    number = open_pull(fresh, "cell-a")
+    fresh("POST", f"/repos/{{repo}}/issues/{number}/labels", {"labels": ["drift"]})
+    q = """query fleetPage($o: String!, $n: String!, $p: Int!) { repository(owner: $o, name: $n) {
+      pullRequests(headRefName: "cell-a", first: $p) { nodes { number headRefName labels(first: 10) { nodes { name } } } } } }"""
+    r = post(fresh, q, {"o": owner, "n": name, "p": 10})  # 10 + 10 x 10 nodes
+    assert r.status == 502, r
+    assert r.body["data"] is None and r.body["errors"][0]["message"].startswith(
+        "Something went wrong while executing your query. This may be the result of a timeout"), r
+    if not GHES():
+        assert call(fresh.url, "GET", "/_fake/graphql_limits").body["budgets"][f"user:{gf.DEFAULT_LOGIN}"]["used"] == 1, \
+            "a timeout is charged"
+    r = post(fresh, q, {"o": owner, "n": name, "p": 4})  # 4 + 4 x 10 nodes
+    assert r.status == 200 and r.body["data"]["repository"]["pullRequests"]["nodes"] == [
+        {"number": number, "headRefName": "cell-a", "labels": {"nodes": [{"name": "drift"}]}}], r
+    limits_set(fresh, timeout_nodes=None, timeout_status=504)
+    assert post(fresh, q, {"o": owner, "n": name, "p": 10}).status == 200
+
+
+CHECKS = """query fleetChecks($o: String!, $n: String!, $number: Int!) { repository(owner: $o, name: $n) {
+  pullRequest(number: $number) { number commits(last: 1) { nodes { commit { oid checkSuites(first: 1) { totalCount } } } } } } }"""
+
+
+def test_a_field_the_installation_cannot_read_is_null_with_a_forbidden_error(fresh, app):
+    owner, name = fresh.full.split("/")
+    number = open_pull(fresh, "cell-b")
+    tok = app.token().body["token"]
+    r = call(fresh.url, "POST", gf.graphql_path(), {"query": CHECKS, "variables": {"o": owner, "n": name, "number": number}},
+             headers=as_token(tok))
+    assert r.status == 200, r
+    commit = r.body["data"]["repository"]["pullRequest"]["commits"]["nodes"][0]["commit"]
+    assert commit["checkSuites"] is None and commit["oid"] == gf.REPOS[fresh.full]["refs"]["heads/cell-b"], r
+    (err,) = r.body["errors"]
+    assert err == {"type": "FORBIDDEN", "message": "Resource not accessible by integration",
+                   "path": ["repository", "pullRequest", "commits", "nodes", 0, "commit", "checkSuites"],
+                   "extensions": {"saml_failure": False}, "locations": err["locations"]}, err
+    app.set(permissions={"checks": "read"})
+    r = call(fresh.url, "POST", gf.graphql_path(), {"query": CHECKS, "variables": {"o": owner, "n": name, "number": number}},
+             headers=as_token(tok))
+    assert "errors" not in r.body, r
+
+
+def test_an_issue_field_without_issues_read_is_forbidden_for_a_fine_grained_token(fresh):
+    owner, name = fresh.full.split("/")
+    tok = "fake-fine-grained-no-issues"
+    assert call(fresh.url, "POST", "/_fake/tokens", {"token": tok, "permissions": {"pull_requests": "read"}}).status in (200, 201)
+    try:
+        q = """query fleetIssues($o: String!, $n: String!) { viewer { login }
+          repository(owner: $o, name: $n) { pullRequests(first: 1) { totalCount } issues(first: 1) { totalCount } } }"""
+        r = call(fresh.url, "POST", gf.graphql_path(), {"query": q, "variables": {"o": owner, "n": name}}, headers=as_token(tok))
+        assert r.status == 200 and r.body["data"]["repository"] is None, r
+        (err,) = r.body["errors"]
+        assert (err["type"], err["path"], err["message"]) == (
+            "FORBIDDEN", ["repository", "issues"], "Resource not accessible by personal access token"), err
+    finally:
+        call(fresh.url, "DELETE", "/_fake/tokens", {"token": tok})
+
+
+def test_the_product_merge_state_document_passes_over_http_and_is_charged_its_points(fresh):
+    owner, name = fresh.full.split("/")
+    number = open_pull(fresh, "cell-c")
+    text = product_documents()["MERGE_STATE_QUERY"]
+    r = post(fresh, text, {"owner": owner, "name": name, "number": number})
+    assert r.status == 200 and "errors" not in r.body, r
+    if not GHES():
+        assert header(r, "x-ratelimit-used") == "1", "2 requests: 1 point"
