@@ -19,7 +19,16 @@ GraphQL (`POST /graphql`, `/api/graphql` on GitHub Enterprise Server): the docum
 sends, checked against GitHub's GraphQL schema (`github_graphql.py`), over the same state: a pull
 request's merge state (`mergeStateStatus` derived from branch protection, statuses, reviews),
 and GitHub's auto-merge, enabled and disabled by mutation and fired when the requirements are met
-(`settle`; see "branch protection, merge state, auto-merge").
+(`settle`; see "branch protection, merge state, auto-merge"); `pullRequests(headRefName:)` with
+their labels. Every call is held to GitHub's GraphQL limits ("Rate limits and query limits for
+the GraphQL API"): its point value and node count computed from the document
+(`github_graphql.limits`), charged to a budget per user or per installation (`x-ratelimit-*`
+headers with `x-ratelimit-resource: graphql`, `rateLimit { cost limit remaining used resetAt
+nodeCount }`, a spent budget answered 200 with a `RATE_LIMITED` error; see "GraphQL's primary rate
+limit"), more than 500,000 nodes refused (`MAX_NODE_LIMIT_EXCEEDED`), a connection's page outside
+1-100 or missing refused at its field (`EXCESSIVE_PAGINATION`, `INVALID_PAGINATION`,
+`MISSING_PAGINATION_BOUNDARIES`), and a field the token may not read null with a `FORBIDDEN` error
+at its path (`GRAPHQL_FIELD_PERMISSIONS`).
 
 Control API (never used by the product; tests and the bench drive it):
 
@@ -44,6 +53,16 @@ Control API (never used by the product; tests and the bench drive it):
   (another writer commits on `ref` just before the matched request is handled). `match` is
   `METHOD glob` on the path without query (`*` matches anything, `...` too); omitted, any API
   request. `DELETE /_fake/faults` clears them.
+- `POST /_fake/graphql_limits` `{"points_per_hour": 10, "timeout_nodes": 1000, "timeout_status": 502,
+  "rate_limited_type": "RATE_LIMITED"}`: GraphQL's limits, each key given replacing its value.
+  `points_per_hour` replaces every budget's documented size (null: 5,000 for a user, 5,000 and 50
+  per repository past 20 up to 12,500 for the installation, none on GitHub Enterprise Server);
+  `timeout_nodes`: a call asking more nodes than that times out (`timeout_status`, 502 or 504, with
+  GitHub's "Something went wrong while executing your query. This may be the result of a timeout
+  ..." and its points charged), so a client's retry with a smaller page can be tested;
+  `rate_limited_type` `"RATE_LIMIT"`: a spent budget answered with the newer error shape (`"code":
+  "graphql_rate_limit"`). `GET` answers them and the budgets (`{key: {"used", "reset"}}`);
+  `DELETE` restores the defaults and fills every budget.
 - `GET /_fake/requests`: `{"requests": [{"method","path","status","write","user_agent"}], "count": n,
   "writes": n}` (`user_agent`: every User-Agent line the request carried); `DELETE
   /_fake/requests` resets the log.

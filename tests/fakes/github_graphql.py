@@ -25,6 +25,13 @@ fields asked for, with the schema's types; a resolver's refusal becomes an error
 them (https://docs.github.com/graphql/guides/forming-calls-with-graphql, and answers quoted in
 the fakes' other comments).
 
+A document that passes is then held to GitHub's GraphQL limits ("Rate limits and query limits for
+the GraphQL API", https://docs.github.com/graphql/overview/rate-limits-and-query-limits-for-the-graphql-api):
+`limits` computes its requests, point value and node count from the document as the docs' formula
+does, `node_limit_refusal` answers a call over 500,000 nodes, and `limits_middleware` refuses a
+connection's page outside 1-100 or missing, and a field the token may not read, at the field as
+GitHub does (the rate limit's budgets, timeouts and permissions are the fake's: github_fake.py).
+
 The operation's id, for the conformance report, is `graphql/<operation name>` (an anonymous
 operation is itself a violation: cellbridge names every document it sends).
 """
