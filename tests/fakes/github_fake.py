@@ -2064,6 +2064,17 @@ class Handler(BaseHTTPRequestHandler):
         GraphQL schema (`github_graphql.check`), then run over the fake's state."""
         op, doc, variables, problems = github_graphql.check(SPEC["graphql"], list(self.headers.items()), raw_body)
         violations = [github_openapi.Violation("graphql", f"{op.id if op else 'graphql'}: {p}", 200, p) for p in problems]
+        cost = None
+        if not problems:
+            # GitHub's limits, computed from the document before it runs (`github_graphql.Limits`).
+            # A call GitHub refuses for them (over the node limit, a page outside 1-100 or
+            # missing) is answered as GitHub answers it below, and recorded here too: the
+            # product's documents must never meet these refusals.
+            cost = github_graphql.limits(SPEC["graphql"], doc, variables, op.id[len("graphql/"):])
+            limited = [f"{'.'.join(map(str, at))}: {kind}: {message}" for at, kind, message in cost.pages]
+            if cost.nodes > github_graphql.MAX_NODES:
+                limited.insert(0, github_graphql.node_limit_refusal(cost.nodes)["errors"][0]["message"])
+            violations += [github_openapi.Violation("graphql", f"{op.id}: {p}", 200, p) for p in limited]
         self._record("POST", path, op, violations)
         if problems:
             return self._send(200, github_graphql.refusal(problems[0]))
@@ -2079,9 +2090,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(403, {"message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."},
                               {"Retry-After": fault.get("retry_after", 1)})
         actor = actor_of(token)
-        # GitHub's limits (see "GraphQL's primary rate limit" and `github_graphql.Limits`),
-        # computed from the document before it runs.
-        cost = github_graphql.limits(SPEC["graphql"], doc, variables, op.id[len("graphql/"):])
+        # GitHub's rate limit (see "GraphQL's primary rate limit").
         key, limit, who = graphql_budget(token)
         with LOCK:
             budget = budget_window(key) if limit is not None else None
@@ -3049,6 +3058,8 @@ class Handler(BaseHTTPRequestHandler):
                 unknown = set(body) - set(GRAPHQL_LIMITS_DEFAULT)
                 if unknown:
                     return 400, {"message": f"not a GraphQL limit setting: {sorted(unknown)}"}
+                if body.get("timeout_status", 502) not in (502, 504):
+                    return 400, {"message": "timeout_status: 502 or 504 (\"you may receive either a `502` or `504` status code\")"}
                 if body.get("rate_limited_type", "RATE_LIMITED") not in ("RATE_LIMITED", "RATE_LIMIT"):
                     return 400, {"message": "rate_limited_type: RATE_LIMITED or RATE_LIMIT"}
                 GRAPHQL_LIMITS.update(body)

@@ -183,9 +183,12 @@ class Limits:
     """What GitHub computes of a call before running it: `requests` (the connections' fetches),
     `points` (the primary rate limit's point value) and `nodes` (the node limit's count)."""
 
-    def __init__(self, requests: int, nodes: int):
+    def __init__(self, requests: int, nodes: int, pages=()):
         self.requests = requests
         self.nodes = nodes
+        # The connections whose page GitHub refuses when they run (`pagination_refusal`), as
+        # (response path, type, message): known before, for the conformance report.
+        self.pages = list(pages)
         # "Divide the number by **100** and round the result to the nearest whole number to get
         # the final aggregate point value" and "The minimum point value of a call to the GraphQL
         # API is **1**" ("Predicting the point value of a query"). A half rounds up here: the docs
@@ -236,14 +239,17 @@ def _collect(s, parent, selection_set, fragments, out, seen):
                      seen | {sel.name.value})
 
 
-def _walk(s, parent, selection_sets, fragments, variables, parents, acc):
+def _walk(s, parent, selection_sets, fragments, variables, parents, acc, at=()):
     fields = {}
     for ss in selection_sets:
         _collect(s, parent, ss, fragments, fields, frozenset())
-    for (_key, _type, _name), (fdef, nodes) in fields.items():
+    for (key, _type, name), (fdef, nodes) in fields.items():
         below = parents
         if is_connection(fdef.type):
             args = get_argument_values(fdef, nodes[0], variables)
+            refused = pagination_refusal(name, args)
+            if refused:
+                acc[2].append((list(at + (key,)),) + refused)
             size = page_size(args) or 0
             # "Add up the number of requests needed to fulfill each unique connection in the
             # call. Assume every request will reach the `first` or `last` argument limits": a
@@ -257,7 +263,7 @@ def _walk(s, parent, selection_sets, fragments, variables, parents, acc):
         subs = [n.selection_set for n in nodes if n.selection_set]
         named = graphql.get_named_type(fdef.type)
         if subs and isinstance(named, (graphql.GraphQLObjectType, graphql.GraphQLInterfaceType, graphql.GraphQLUnionType)):
-            _walk(s, named, subs, fragments, variables, below, acc)
+            _walk(s, named, subs, fragments, variables, below, acc, at + (key,))
 
 
 def limits(path_or_schema, doc, variables: dict | None = None, operation_name: str | None = None) -> Limits:
@@ -274,9 +280,9 @@ def limits(path_or_schema, doc, variables: dict | None = None, operation_name: s
     if isinstance(coerced, list):
         coerced = dict(variables or {})
     root = {"query": s.query_type, "mutation": s.mutation_type, "subscription": s.subscription_type}[op.operation.value]
-    acc = [0, 0]
+    acc = [0, 0, []]
     _walk(s, root, [op.selection_set], fragments, coerced, 1, acc)
-    return Limits(acc[0], acc[1])
+    return Limits(acc[0], acc[1], acc[2])
 
 
 def node_limit_refusal(nodes: int) -> dict:

@@ -207,6 +207,14 @@ def test_variables_set_the_page_and_points_round_to_the_nearest_whole_number(sch
     assert (limits(schema, m).requests, limits(schema, m).points) == (0, 1)
 
 
+def test_a_refused_page_is_known_before_the_call_runs_with_its_path(schema):
+    q = "query p($n: Int) { viewer { a: repositories(first: $n) { nodes { issues(last: 101) { totalCount } } } } }"
+    pages = limits(schema, q, {"n": None}).pages
+    assert [(at, kind) for at, kind, _ in pages] == [(["viewer", "a"], "MISSING_PAGINATION_BOUNDARIES"),
+                                                      (["viewer", "a", "nodes", "issues"], "EXCESSIVE_PAGINATION")]
+    assert limits(schema, q, {"n": 5}).pages[0][0] == ["viewer", "a", "nodes", "issues"]
+
+
 def test_pages_outside_1_to_100_and_missing_pages_are_refused_as_github_words_them():
     assert gq.pagination_refusal("teams", {"first": 101}) == (
         "EXCESSIVE_PAGINATION", "Requesting 101 records on the `teams` connection exceeds the `first` limit of 100 records.")
@@ -237,28 +245,8 @@ def test_every_document_the_product_sends_passes_and_costs_what_the_formula_says
         c = gq.limits(schema, doc)
         assert (c.requests, c.nodes) == expected.get(name, (0, 0)), (name, c)
         assert c.points == 1 and c.nodes <= gq.MAX_NODES, (name, c)
-        # Every connection it asks for has a page GitHub accepts.
-        visitor = _Pages(schema)
-        graphql.visit(doc, graphql.TypeInfoVisitor(visitor.info, visitor))
-        assert visitor.refused == [], (name, visitor.refused)
-
-
-class _Pages(graphql.Visitor):
-    """The connections of a document whose literal page GitHub would refuse."""
-
-    def __init__(self, schema):
-        super().__init__()
-        self.info = graphql.TypeInfo(schema)
-        self.refused = []
-
-    def enter_field(self, node, *_):
-        fdef = self.info.get_field_def()
-        if fdef is not None and gq.is_connection(fdef.type):
-            args = {a.name.value: (int(a.value.value) if isinstance(a.value, graphql.IntValueNode) else 1)
-                    for a in node.arguments if a.name.value in ("first", "last")}
-            r = gq.pagination_refusal(node.name.value, args)
-            if r:
-                self.refused.append(r)
+        # Every connection it asks for has a page GitHub accepts (each is a literal).
+        assert c.pages == [], (name, c.pages)
 
 
 # Over HTTP: the fake's GraphQL endpoint holds every call to these limits. -----------------------
@@ -354,6 +342,14 @@ def test_a_call_over_500000_nodes_is_refused_before_it_runs(fresh):
         "message": "This query requests up to 1,010,100 possible nodes which exceeds the maximum limit of 500,000."}]}), r
     if not GHES():
         assert header(r, "x-ratelimit-used") == "0", "nothing charged"
+    planted(fresh, ["graphql/fleetHuge: This query requests up to 1,010,100 possible nodes which exceeds the maximum limit of 500,000."])
+
+
+def planted(gh, details):
+    """The violations a test planted on purpose, recorded for the conformance report; then cleared."""
+    v = call(gh.url, "GET", "/_fake/conformance").body["violations"]
+    assert [(x["check"], x["detail"]) for x in v] == [("graphql", d) for d in details], v
+    call(gh.url, "DELETE", "/_fake/conformance")
 
 
 def test_a_page_outside_1_to_100_or_missing_is_a_field_error_with_its_path(fresh):
@@ -374,6 +370,13 @@ def test_a_page_outside_1_to_100_or_missing_is_a_field_error_with_its_path(fresh
     assert post(fresh, q, {"o": owner, "n": name, "p": 0}).body["errors"][0]["type"] == "INVALID_PAGINATION"
     assert post(fresh, q, {"o": owner, "n": name, "p": 100}).body == {
         "data": {"viewer": {"login": gf.DEFAULT_LOGIN}, "repository": {"pullRequests": {"totalCount": 0}}}}
+    planted(fresh, [
+        "graphql/fleetPage: repository.pullRequests: EXCESSIVE_PAGINATION: "
+        "Requesting 101 records on the `pullRequests` connection exceeds the `first` limit of 100 records.",
+        "graphql/fleetPage: repository.pullRequests: MISSING_PAGINATION_BOUNDARIES: "
+        "You must provide a `first` or `last` value to properly paginate the `pullRequests` connection.",
+        "graphql/fleetPage: repository.pullRequests: INVALID_PAGINATION: "
+        "`first` on the `pullRequests` connection must be within 1-100."])
 
 
 def test_an_oversized_page_times_out_and_a_smaller_one_passes(fresh):
