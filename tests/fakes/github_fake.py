@@ -2227,10 +2227,16 @@ class Handler(BaseHTTPRequestHandler):
                     "pageInfo": {"hasNextPage": first is not None and len(nodes) > first,
                                  "hasPreviousPage": last is not None and len(nodes) > last}}
 
+        seen = actor_of(token)
+
         def repository(info, owner, name, **k):
             full = f"{owner}/{name}"
             repo = REPOS.get(full)
-            if repo is None:
+            # A repository outside an installation's or a fine-grained token's selection is one
+            # it cannot see, as REST's 404 (see "permissions of fine-grained actors"): in an
+            # aliased read of many, that alias alone is null with its NOT_FOUND error.
+            hidden = seen is not None and seen.get("repositories") is not None and full not in seen["repositories"]
+            if repo is None or hidden:
                 raise Refused("NOT_FOUND", f"Could not resolve to a Repository with the name '{full}'.")
 
             def pull_request(info, number, **k):

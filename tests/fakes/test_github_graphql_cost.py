@@ -449,3 +449,22 @@ def test_the_product_merge_state_document_passes_over_http_and_is_charged_its_po
     assert r.status == 200 and "errors" not in r.body, r
     if not GHES():
         assert header(r, "x-ratelimit-used") == "1", "2 requests: 1 point"
+
+
+def test_an_aliased_read_of_many_repositories_answers_each_and_nulls_one_outside_the_selection(fresh, app):
+    owner, name = fresh.full.split("/")
+    number = open_pull(fresh, "cell-d")
+    other = fresh.full + "-unselected"
+    gf.seed({"repo": other, "branch": "main", "files": {"a.txt": "a\n"}})
+    app.set(repositories=[fresh.full])
+    tok = app.token().body["token"]
+    q = """query fleetCells($o: String!, $n: String!, $other: String!) {
+      a: repository(owner: $o, name: $n) { pullRequests(headRefName: "cell-d", first: 1) { nodes { number } } }
+      b: repository(owner: $o, name: $other) { pullRequests(headRefName: "cell-d", first: 1) { nodes { number } } } }"""
+    r = call(fresh.url, "POST", gf.graphql_path(), {"query": q, "variables": {"o": owner, "n": name, "other": other.split("/")[1]}},
+             headers=as_token(tok))
+    assert r.status == 200, r
+    assert r.body["data"] == {"a": {"pullRequests": {"nodes": [{"number": number}]}}, "b": None}, r
+    (err,) = r.body["errors"]
+    assert (err["type"], err["path"], err["message"]) == (
+        "NOT_FOUND", ["b"], f"Could not resolve to a Repository with the name '{other}'."), err
