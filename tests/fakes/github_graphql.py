@@ -250,7 +250,7 @@ def _walk(s, parent, selection_sets, fragments, variables, parents, acc, at=()):
             refused = pagination_refusal(name, args)
             if refused:
                 acc[2].append((list(at + (key,)),) + refused)
-            size = page_size(args) or 0
+            size = max(0, page_size(args) or 0)  # a page refused (negative, missing) brings nothing
             # "Add up the number of requests needed to fulfill each unique connection in the
             # call. Assume every request will reach the `first` or `last` argument limits": a
             # connection is fetched once for each object it hangs from ("the API has to connect

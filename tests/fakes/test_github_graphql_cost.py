@@ -213,6 +213,7 @@ def test_a_refused_page_is_known_before_the_call_runs_with_its_path(schema):
     assert [(at, kind) for at, kind, _ in pages] == [(["viewer", "a"], "MISSING_PAGINATION_BOUNDARIES"),
                                                       (["viewer", "a", "nodes", "issues"], "EXCESSIVE_PAGINATION")]
     assert limits(schema, q, {"n": 5}).pages[0][0] == ["viewer", "a", "nodes", "issues"]
+    assert limits(schema, q, {"n": -5}).nodes == 0, "a negative page counts no node"
 
 
 def test_pages_outside_1_to_100_and_missing_pages_are_refused_as_github_words_them():
