@@ -19,7 +19,16 @@ GraphQL (`POST /graphql`, `/api/graphql` on GitHub Enterprise Server): the docum
 sends, checked against GitHub's GraphQL schema (`github_graphql.py`), over the same state: a pull
 request's merge state (`mergeStateStatus` derived from branch protection, statuses, reviews),
 and GitHub's auto-merge, enabled and disabled by mutation and fired when the requirements are met
-(`settle`; see "branch protection, merge state, auto-merge").
+(`settle`; see "branch protection, merge state, auto-merge"); `pullRequests(headRefName:)` with
+their labels. Every call is held to GitHub's GraphQL limits ("Rate limits and query limits for
+the GraphQL API"): its point value and node count computed from the document
+(`github_graphql.limits`), charged to a budget per user or per installation (`x-ratelimit-*`
+headers with `x-ratelimit-resource: graphql`, `rateLimit { cost limit remaining used resetAt
+nodeCount }`, a spent budget answered 200 with a `RATE_LIMITED` error; see "GraphQL's primary rate
+limit"), more than 500,000 nodes refused (`MAX_NODE_LIMIT_EXCEEDED`), a connection's page outside
+1-100 or missing refused at its field (`EXCESSIVE_PAGINATION`, `INVALID_PAGINATION`,
+`MISSING_PAGINATION_BOUNDARIES`), and a field the token may not read null with a `FORBIDDEN` error
+at its path (`GRAPHQL_FIELD_PERMISSIONS`).
 
 Control API (never used by the product; tests and the bench drive it):
 
@@ -44,6 +53,16 @@ Control API (never used by the product; tests and the bench drive it):
   (another writer commits on `ref` just before the matched request is handled). `match` is
   `METHOD glob` on the path without query (`*` matches anything, `...` too); omitted, any API
   request. `DELETE /_fake/faults` clears them.
+- `POST /_fake/graphql_limits` `{"points_per_hour": 10, "timeout_nodes": 1000, "timeout_status": 502,
+  "rate_limited_type": "RATE_LIMITED"}`: GraphQL's limits, each key given replacing its value.
+  `points_per_hour` replaces every budget's documented size (null: 5,000 for a user, 5,000 and 50
+  per repository past 20 up to 12,500 for the installation, none on GitHub Enterprise Server);
+  `timeout_nodes`: a call asking more nodes than that times out (`timeout_status`, 502 or 504, with
+  GitHub's "Something went wrong while executing your query. This may be the result of a timeout
+  ..." and its points charged), so a client's retry with a smaller page can be tested;
+  `rate_limited_type` `"RATE_LIMIT"`: a spent budget answered with the newer error shape (`"code":
+  "graphql_rate_limit"`). `GET` answers them and the budgets (`{key: {"used", "reset"}}`);
+  `DELETE` restores the defaults and fills every budget.
 - `GET /_fake/requests`: `{"requests": [{"method","path","status","write","user_agent"}], "count": n,
   "writes": n}` (`user_agent`: every User-Agent line the request carried); `DELETE
   /_fake/requests` resets the log.
@@ -131,6 +150,7 @@ import sys
 import tarfile
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
@@ -1297,6 +1317,23 @@ GRAPHQL_PERMISSIONS = {
     "graphql/enqueuePullRequest": [{"pull_requests": _W, "contents": _W}],
     "graphql/dequeuePullRequest": [{"pull_requests": _W, "contents": _W}],
 }
+# Fields a query may ask that need more than the operation's permission: GitHub answers each
+# with `null` and a FORBIDDEN error at its path, the rest of `data` answered ("Resource not
+# accessible by integration" at `["repository", "refs", "edges", 3, "node",
+# "associatedPullRequests"]`, https://github.com/fpicalausa/remove-stale-branches/issues/49; at
+# `[..., "commit", "statusCheckRollup"]`, https://github.com/facebook/sapling/issues/993). Which
+# permission a GraphQL field needs is not published: each is the REST permission of the same read
+# ("Permissions required for GitHub Apps": check suites under "Checks", an issue list under
+# "Issues", a pull request list under "Pull requests", a combined status under "Commit statuses").
+# `statusCheckRollup` mixes statuses and check runs: which of the two GitHub asks is not
+# documented, so it is not checked here.
+GRAPHQL_FIELD_PERMISSIONS = {
+    ("Commit", "checkSuites"): [{"checks": _R}],
+    ("Commit", "status"): PERMISSIONS["repos/get-combined-status-for-ref"],
+    ("Repository", "issues"): PERMISSIONS["issues/list-for-repo"],
+    ("Repository", "issue"): [{"issues": _R}],
+    ("Repository", "pullRequests"): PERMISSIONS["pulls/list"],
+}
 LEVELS = {"read": 1, "write": 2, "admin": 3}
 
 
@@ -1354,6 +1391,69 @@ def installation_json():
             "created_at": iso_now(0), "updated_at": iso_now(0)}
 FAULTS = []
 REQUESTS = []
+
+
+# --- GraphQL's primary rate limit ----------------------------------------------------------------
+#
+# "The GraphQL API assigns points to each query and limits the points that you can use within a
+# specific amount of time" (LIMITS_DOCS below, "Primary rate limit"); a query's points are
+# `github_graphql.Limits.points`. Budgets, per hour:
+#
+# - "_For users_: 5,000 points per hour per user. This includes requests made with a personal
+#   access token": classic and fine-grained tokens of one login share one budget;
+# - "_For GitHub App installations not on a GitHub Enterprise Cloud organization_: 5,000 points
+#   per hour per installation. Installations that have more than 20 repositories receive another
+#   50 points per hour for each repository. ... The rate limit cannot increase beyond 12,500
+#   points per hour": every token of the installation shares one budget. The fake's installation
+#   is on no Enterprise Cloud organization and has no organization members (the "more than 20
+#   users" raise is not modelled); "for each repository" is read as each of its repositories;
+# - GitHub Enterprise Server: "Rate limits are disabled by default for GitHub Enterprise Server":
+#   no budget, no `x-ratelimit-*` header and a null `rateLimit`, unless `POST
+#   /_fake/graphql_limits {"points_per_hour": n}` sets one (a site administrator's).
+#
+# The window: the fake opens an hour at a budget's first charge (GitHub documents only "The time
+# at which the current rate limit window resets").
+LIMITS_DOCS = "https://docs.github.com/graphql/overview/rate-limits-and-query-limits-for-the-graphql-api"
+GRAPHQL_LIMITS_DEFAULT = {"points_per_hour": None, "timeout_nodes": None, "timeout_status": 502,
+                          "rate_limited_type": "RATE_LIMITED"}
+GRAPHQL_LIMITS = dict(GRAPHQL_LIMITS_DEFAULT)
+BUDGETS = {}  # budget key -> {"used": points, "reset": epoch seconds}
+
+
+def graphql_budget(token):
+    """(budget key, points per hour or None when none applies, who it is in GitHub's message)."""
+    actor = actor_of(token)
+    if actor is not None and actor["kind"] == "installation":
+        iid = APP["installation_id"]
+        key, who = f"installation:{iid}", f"installation ID {iid}"
+        n = len(APP["repositories"]) if APP["repositories"] is not None else len(REPOS)
+        limit = min(12_500, 5_000 + (50 * n if n > 20 else 0))
+    else:
+        login = login_of(token)
+        key, who = f"user:{login}", f"user ID {zlib.crc32(login.encode()) % 10**8}"
+        limit = 5_000
+    if GRAPHQL_LIMITS["points_per_hour"] is not None:
+        limit = int(GRAPHQL_LIMITS["points_per_hour"])
+    elif SPEC["description"] is not None and SPEC["description"].flavor == "ghes":
+        limit = None
+    return key, limit, who
+
+
+def budget_window(key, now=None):
+    """The budget's current window, a new one when the last has reset."""
+    now = now or time.time()
+    b = BUDGETS.get(key)
+    if b is None or b["reset"] <= now:
+        b = BUDGETS[key] = {"used": 0, "reset": int(now) + 3600}
+    return b
+
+
+def rate_limit_headers(limit, b):
+    """"You can use the headers that are sent with each response to determine the current status
+    of your primary rate limit": `x-ratelimit-limit`, `-remaining`, `-used`, `-reset` ("in UTC
+    epoch seconds") and `-resource` ("For GraphQL requests, this will always be `graphql`")."""
+    return {"x-ratelimit-limit": limit, "x-ratelimit-remaining": max(0, limit - b["used"]),
+            "x-ratelimit-used": b["used"], "x-ratelimit-reset": b["reset"], "x-ratelimit-resource": "graphql"}
 # The description every request is checked against, and what the checks saw.
 SPEC = {"description": None, "log": None, "graphql": None}
 
@@ -1993,6 +2093,17 @@ class Handler(BaseHTTPRequestHandler):
         GraphQL schema (`github_graphql.check`), then run over the fake's state."""
         op, doc, variables, problems = github_graphql.check(SPEC["graphql"], list(self.headers.items()), raw_body)
         violations = [github_openapi.Violation("graphql", f"{op.id if op else 'graphql'}: {p}", 200, p) for p in problems]
+        cost = None
+        if not problems:
+            # GitHub's limits, computed from the document before it runs (`github_graphql.Limits`).
+            # A call GitHub refuses for them (over the node limit, a page outside 1-100 or
+            # missing) is answered as GitHub answers it below, and recorded here too: the
+            # product's documents must never meet these refusals.
+            cost = github_graphql.limits(SPEC["graphql"], doc, variables, op.id[len("graphql/"):])
+            limited = [f"{'.'.join(map(str, at))}: {kind}: {message}" for at, kind, message in cost.pages]
+            if cost.nodes > github_graphql.MAX_NODES:
+                limited.insert(0, github_graphql.node_limit_refusal(cost.nodes)["errors"][0]["message"])
+            violations += [github_openapi.Violation("graphql", f"{op.id}: {p}", 200, p) for p in limited]
         self._record("POST", path, op, violations)
         if problems:
             return self._send(200, github_graphql.refusal(problems[0]))
@@ -2008,20 +2119,88 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(403, {"message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."},
                               {"Retry-After": fault.get("retry_after", 1)})
         actor = actor_of(token)
+        # GitHub's rate limit (see "GraphQL's primary rate limit").
+        key, limit, who = graphql_budget(token)
+        with LOCK:
+            budget = budget_window(key) if limit is not None else None
+            headers = rate_limit_headers(limit, budget) if budget is not None else {}
+            if cost.nodes > github_graphql.MAX_NODES:
+                # "To pass schema validation, all GraphQL API calls must meet these standards
+                # ... Individual calls cannot request more than 500,000 total nodes" ("Node
+                # limit"): refused before it runs, nothing charged.
+                return self._graphql_answer(path, op, 200, github_graphql.node_limit_refusal(cost.nodes), headers)
+            if budget is not None and limit - budget["used"] < cost.points:
+                # "If you exceed your primary rate limit, the response status will still be
+                # `200`, but you will receive an error message, and the value of the
+                # `x-ratelimit-remaining` header will be `0`. You should not retry your request
+                # until after the time specified by the `x-ratelimit-reset` header" ("Exceeding
+                # the rate limit"). The error GitHub sends: {"errors": [{"type": "RATE_LIMITED",
+                # "message": "API rate limit exceeded for installation ID 9306189."}]}
+                # (https://github.com/renovatebot/renovate/issues/21861); seen since with
+                # {"type": "RATE_LIMIT", "code": "graphql_rate_limit", "message": "API rate limit
+                # already exceeded for user ID xxxxx."} (https://github.com/yanyongyu/githubkit/issues/271),
+                # which `"rate_limited_type": "RATE_LIMIT"` answers. A call costing more than what
+                # is left is refused whole, nothing charged (the fake's choice: GitHub does not
+                # say).
+                kind = GRAPHQL_LIMITS["rate_limited_type"]
+                already = "already " if budget["used"] >= limit else ""
+                error = {"type": kind, "message": f"API rate limit {already}exceeded for {who}."}
+                if kind == "RATE_LIMIT":
+                    error["code"] = "graphql_rate_limit"
+                return self._graphql_answer(path, op, 200, {"errors": [error]}, headers)
+            if budget is not None:
+                budget["used"] += cost.points
+                headers = rate_limit_headers(limit, budget)
+            slow = GRAPHQL_LIMITS["timeout_nodes"]
+            if slow is not None and cost.nodes > slow:
+                # "If GitHub takes more than 10 seconds to process an API request, GitHub will
+                # terminate the request and you will receive a timeout response ... you may
+                # receive either a `502` or `504` status code" and "If a timeout occurs for any
+                # of your API requests, additional points will be deducted from your primary rate
+                # limit" ("Timeouts"; how many is not said: the call's points here, charged
+                # above). The body GitHub sends with its 502: {"data": null, "errors": [{"message":
+                # "Something went wrong while executing your query. This may be the result of a
+                # timeout, or it could be a GitHub bug. Please include `4A9B:716A:296B9:53EA6:64DCF39F`
+                # when reporting this issue."}]} (https://github.com/liatrio/liatrio-otel-collector/issues/71).
+                # Which call is slow is the fake's to decide: one asking more nodes than
+                # `timeout_nodes` (POST /_fake/graphql_limits), so a client's retry with a smaller
+                # page can be tested.
+                rid = ":".join(secrets.token_hex(2).upper() for _ in range(5))
+                message = ("Something went wrong while executing your query. This may be the result of a timeout, "
+                           f"or it could be a GitHub bug. Please include `{rid}` when reporting this issue.")
+                return self._graphql_answer(path, op, int(GRAPHQL_LIMITS["timeout_status"]),
+                                            {"data": None, "errors": [{"message": message}]}, {})
+        # What `rateLimit { cost limit nodeCount remaining resetAt used }` answers ("Returning the
+        # point value of a query": "querying the `cost` field on the `rateLimit` object"); null
+        # where no rate limit applies (GitHub Enterprise Server's default).
+        self._rate_limit = None if budget is None else {
+            "cost": cost.points, "limit": limit, "nodeCount": cost.nodes, "remaining": max(0, limit - budget["used"]),
+            "used": budget["used"], "resetAt": iso_now(budget["reset"])}
         sets = GRAPHQL_PERMISSIONS.get(op.id)
+        who_denied = "integration" if actor is not None and actor["kind"] == "installation" else "personal access token"
         if actor is not None and sets and not grants(actor["permissions"], sets):
-            who = "integration" if actor["kind"] == "installation" else "personal access token"
-            answer = {"data": None, "errors": [{"type": "FORBIDDEN", "message": f"Resource not accessible by {who}"}]}
+            answer = {"data": None, "errors": [{"type": "FORBIDDEN", "message": f"Resource not accessible by {who_denied}"}]}
         else:
+            def permit(type_name, field_name):
+                needed = GRAPHQL_FIELD_PERMISSIONS.get((type_name, field_name))
+                if actor is None or not needed or grants(actor["permissions"], needed):
+                    return None
+                return f"Resource not accessible by {who_denied}"
+
             with LOCK:
-                answer = github_graphql.execute(SPEC["graphql"], doc, variables, self._graphql_root(token))
+                answer = github_graphql.execute(SPEC["graphql"], doc, variables, self._graphql_root(token),
+                                                middleware=[github_graphql.limits_middleware(permit)])
                 for full_name, r in list(REPOS.items()):
                     settle(full_name, r)
+        self._graphql_answer(path, op, 200, answer, headers)
+
+    def _graphql_answer(self, path, op, status, answer, headers):
+        """Logs the GraphQL request and sends its answer."""
         with LOCK:
-            REQUESTS.append({"method": "POST", "path": path, "query": "", "status": 200,
+            REQUESTS.append({"method": "POST", "path": path, "query": "", "status": status,
                              "write": op.kind == "mutation", "t": time.time(), "graphql": op.id,
                              "user_agent": self._user_agents()})
-        self._send(200, answer)
+        self._send(status, answer, headers)
 
     def _graphql_root(self, token):
         """The root of the fake's GraphQL answers: `viewer`, `repository(owner:, name:)` and the
@@ -2066,12 +2245,27 @@ class Handler(BaseHTTPRequestHandler):
                                     "enqueuer": actor(entry["enqueuer"]), "enqueuedAt": entry["at"],
                                     "position": 1, "jump": False, "solo": False} if entry else None,
                 "commits": lambda info, **k: {"nodes": [{"commit": {"oid": head, "statusCheckRollup": checks(full, repo, pr, head)}}]},
+                "headRefName": pr["head"], "baseRefName": pr["base"],
+                "labels": lambda info, first=None, last=None, **k: page([{"name": n} for n in sorted(pr["labels"])], first, last),
             }
+
+        def page(nodes, first, last):
+            # A connection's page: the first `first` or the last `last` of its nodes.
+            shown = nodes[:first] if first is not None else nodes[-last:] if last else []
+            return {"totalCount": len(nodes), "nodes": shown,
+                    "pageInfo": {"hasNextPage": first is not None and len(nodes) > first,
+                                 "hasPreviousPage": last is not None and len(nodes) > last}}
+
+        seen = actor_of(token)
 
         def repository(info, owner, name, **k):
             full = f"{owner}/{name}"
             repo = REPOS.get(full)
-            if repo is None:
+            # A repository outside an installation's or a fine-grained token's selection is one
+            # it cannot see, as REST's 404 (see "permissions of fine-grained actors"): in an
+            # aliased read of many, that alias alone is null with its NOT_FOUND error.
+            hidden = seen is not None and seen.get("repositories") is not None and full not in seen["repositories"]
+            if repo is None or hidden:
                 raise Refused("NOT_FOUND", f"Could not resolve to a Repository with the name '{full}'.")
 
             def pull_request(info, number, **k):
@@ -2089,7 +2283,18 @@ class Handler(BaseHTTPRequestHandler):
                 p = protection_of(repo, branch)
                 return {"name": branch, "refUpdateRule": None if p is None else {"requiresSignatures": bool(p.get("signatures"))}}
 
-            return {"autoMergeAllowed": bool(repo.get("allow_auto_merge")), "pullRequest": pull_request, "ref": ref}
+            def pull_requests(info, headRefName=None, baseRefName=None, states=None, first=None, last=None, **k):
+                # `Repository.pullRequests`: "A list of pull requests that have been opened in the
+                # repository", filtered by `headRefName`, `baseRefName` and `states` (GraphQL
+                # reference), oldest first.
+                found = [pr for n, pr in sorted(repo["pulls"].items())
+                         if (headRefName is None or pr["head"] == headRefName)
+                         and (baseRefName is None or pr["base"] == baseRefName)
+                         and (not states or ("MERGED" if pr.get("merged") else pr["state"].upper()) in states)]
+                return page([pull(full, repo, pr) for pr in found], first, last)
+
+            return {"autoMergeAllowed": bool(repo.get("allow_auto_merge")), "pullRequest": pull_request, "ref": ref,
+                    "pullRequests": pull_requests}
 
         def enable(info, input, **k):
             full, repo, pr = pull_of_node(input["pullRequestId"])
@@ -2252,7 +2457,7 @@ class Handler(BaseHTTPRequestHandler):
                     touch(pr)
             return {"commit": {"oid": sha}, "clientMutationId": input.get("clientMutationId")}
 
-        return {"viewer": {"login": viewer}, "repository": repository,
+        return {"viewer": {"login": viewer}, "repository": repository, "rateLimit": getattr(self, "_rate_limit", None),
                 "enablePullRequestAutoMerge": enable, "disablePullRequestAutoMerge": disable,
                 "updateRefs": update_refs, "createCommitOnBranch": create_commit_on_branch,
                 "enqueuePullRequest": enqueue_pr, "dequeuePullRequest": dequeue_pr}
@@ -2891,6 +3096,23 @@ class Handler(BaseHTTPRequestHandler):
                 return 200, {}
             if path == "/_fake/faults" and method == "GET":
                 return 200, {"faults": FAULTS}
+            if path == "/_fake/graphql_limits" and method == "POST":
+                unknown = set(body) - set(GRAPHQL_LIMITS_DEFAULT)
+                if unknown:
+                    return 400, {"message": f"not a GraphQL limit setting: {sorted(unknown)}"}
+                if body.get("timeout_status", 502) not in (502, 504):
+                    return 400, {"message": "timeout_status: 502 or 504 (\"you may receive either a `502` or `504` status code\")"}
+                if body.get("rate_limited_type", "RATE_LIMITED") not in ("RATE_LIMITED", "RATE_LIMIT"):
+                    return 400, {"message": "rate_limited_type: RATE_LIMITED or RATE_LIMIT"}
+                GRAPHQL_LIMITS.update(body)
+                return 200, dict(GRAPHQL_LIMITS, budgets=BUDGETS)
+            if path == "/_fake/graphql_limits" and method == "GET":
+                return 200, dict(GRAPHQL_LIMITS, budgets=BUDGETS)
+            if path == "/_fake/graphql_limits" and method == "DELETE":
+                GRAPHQL_LIMITS.clear()
+                GRAPHQL_LIMITS.update(GRAPHQL_LIMITS_DEFAULT)
+                BUDGETS.clear()
+                return 200, {}
             if path == "/_fake/requests" and method == "GET":
                 reqs = list(REQUESTS)
                 return 200, {"requests": reqs, "count": len(reqs), "writes": sum(r["write"] for r in reqs)}
