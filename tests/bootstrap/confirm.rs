@@ -91,7 +91,15 @@ async fn a_bootstrapped_cluster_reads_ready_once_flux_reports_it_and_image_pull_
 
     // As applied: no Node, no controller status, no pod; source-controller's answer (the fake's
     // auto-ready) is the GitRepository's only status.
-    let s = api.observe(&what).await.unwrap();
+    // The fake's source-controller answers 0.2 s after the GitRepository was written.
+    let mut s = api.observe(&what).await.unwrap();
+    for _ in 0..50 {
+        if s.git_repository.as_ref().is_some_and(|g| g.revision.is_some()) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        s = api.observe(&what).await.unwrap();
+    }
     assert_eq!(s.nodes, 0);
     assert_eq!(s.deployments.len(), 4, "{s:?}");
     assert!(s.deployments.iter().all(|d| d.available.is_none()), "{s:?}");

@@ -57,6 +57,9 @@ pub(super) fn split_api_version(av: &str) -> (&str, &str) {
     }
 }
 
+/// How long a kind a CRD just brought is looked for in discovery before it is called unknown.
+const DISCOVERY_WAIT: Duration = Duration::from_secs(10);
+
 impl Applier {
     pub fn new(session: Session) -> Self {
         Self {
@@ -82,11 +85,12 @@ impl Applier {
         if let Some(hit) = self.discovered.get(&key).and_then(find) {
             return Ok(hit);
         }
-        // A CRD's kinds can reach discovery a moment after it is Established: look again a
-        // few times before calling the kind unknown.
-        let tries = if after_crds { 30 } else { 1 };
+        // A CRD's kinds can reach discovery a moment after it is Established: look again for a
+        // while before calling the kind unknown. A while in time, not a number of looks: a fast
+        // API server answers thirty looks long before a slow aggregator has caught up.
+        let until = after_crds.then(|| std::time::Instant::now() + DISCOVERY_WAIT);
         let gv = kube::core::GroupVersion::gv(group, version);
-        for i in 0..tries {
+        loop {
             let client = self.session.client().await?;
             let tstr = target.to_string();
             let res = retry(&self.session, "discover", &tstr, false, || {
@@ -105,8 +109,10 @@ impl Applier {
                 Err(ApplyError::Api { code: 404, .. }) => {}
                 Err(e) => return Err(e),
             }
-            if i + 1 < tries {
-                tokio::time::sleep(self.session.tuning.poll.min(Duration::from_millis(300))).await;
+            let pause = self.session.tuning.poll.min(Duration::from_millis(300));
+            match until {
+                Some(until) if std::time::Instant::now() + pause < until => tokio::time::sleep(pause).await,
+                _ => break,
             }
         }
         Err(ApplyError::UnknownKind {
