@@ -371,18 +371,10 @@ impl<const GHES: bool> Bed for HttpBed<GHES> {
     }
 
     fn enable_auto_merge_as_reviewer(&self, _: &GithubFleet, number: u64) {
-        let q = self.gh.graphql_as(
-            REVIEWER_TOKEN,
-            "query reviewerLooks($owner: String!, $name: String!, $number: Int!) { repository(owner: $owner, name: $name) { pullRequest(number: $number) { id } } }",
-            json!({"owner": OWNER, "name": REPO_NAME, "number": number}),
-        );
-        let id = q["data"]["repository"]["pullRequest"]["id"].clone();
-        let out = self.gh.graphql_as(
-            REVIEWER_TOKEN,
+        self.reviewer_mutation(
+            number,
             "mutation reviewerEnables($id: ID!) { enablePullRequestAutoMerge(input: {pullRequestId: $id}) { clientMutationId } }",
-            json!({"id": id}),
         );
-        assert!(out.get("errors").is_none(), "{out}");
     }
 
     fn auto_merge(&self, _: &GithubFleet, number: u64) -> (Option<String>, Option<String>) {
@@ -462,22 +454,26 @@ impl<const GHES: bool> Bed for HttpBed<GHES> {
     }
 
     fn enqueue_as_reviewer(&self, _: &GithubFleet, number: u64) {
+        self.reviewer_mutation(
+            number,
+            "mutation reviewerEnqueues($id: ID!) { enqueuePullRequest(input: {pullRequestId: $id}) { clientMutationId } }",
+        );
+    }
+}
+
+impl<const GHES: bool> HttpBed<GHES> {
+    /// A reviewer's GraphQL `mutation` on pull request `number`, given its node id as `$id`.
+    fn reviewer_mutation(&self, number: u64, mutation: &str) {
         let q = self.gh.graphql_as(
             REVIEWER_TOKEN,
             "query reviewerLooks($owner: String!, $name: String!, $number: Int!) { repository(owner: $owner, name: $name) { pullRequest(number: $number) { id } } }",
             json!({"owner": OWNER, "name": REPO_NAME, "number": number}),
         );
         let id = q["data"]["repository"]["pullRequest"]["id"].clone();
-        let out = self.gh.graphql_as(
-            REVIEWER_TOKEN,
-            "mutation reviewerEnqueues($id: ID!) { enqueuePullRequest(input: {pullRequestId: $id}) { clientMutationId } }",
-            json!({"id": id}),
-        );
+        let out = self.gh.graphql_as(REVIEWER_TOKEN, mutation, json!({"id": id}));
         assert!(out.get("errors").is_none(), "{out}");
     }
-}
 
-impl<const GHES: bool> HttpBed<GHES> {
     fn pull_state(&self, number: u64) -> Value {
         self.state()["pulls"]
             .as_array()
