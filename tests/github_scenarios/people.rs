@@ -152,12 +152,21 @@ async fn a_conflict_between_a_reviewer_and_main_is_reported_once_and_the_branch_
 /// Randomized, end to end: for a few seeds, two deliveries of each of three successive states
 /// race each other while people push to the pull request's branch and to main, merge, close and
 /// press "Update branch" between them. Whatever the interleaving: no person's file is lost,
-/// merging never undoes main, there is never more than one open pull request. (The in-memory
+/// merging never undoes main, there is never more than one open pull request. Every other seed
+/// runs as a token on a base requiring signed commits (a ruleset or classic protection):
+/// cellbridge's commits there go through `createCommitOnBranch` and "Update branch", and every
+/// commit on the branch that no person made is verified. (The in-memory
 /// double runs a thousand such schedules with every GitHub call interleaved:
 /// `shared/tests/rules/sync/schedules.rs`.)
 async fn people_and_racing_deliveries_lose_nothing<B: Bed>() {
-    for seed in 1..=3u64 {
-        let w = World::<B>::start();
+    for seed in 1..=4u64 {
+        let mut w = World::<B>::start();
+        let signed = seed % 2 == 0;
+        if signed {
+            B::credentials(&mut w, true);
+            w.bed.require_signatures(w.repo(), seed == 4);
+        }
+        let mut people_made = Vec::new();
         let mut dice = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         let mut roll = |sides: u64| {
             dice ^= dice << 13;
@@ -180,12 +189,12 @@ async fn people_and_racing_deliveries_lose_nothing<B: Bed>() {
                     }
                     (1 | 2, Some(n)) => {
                         let path = format!("clusters/{CELL}/review-{serial}.yaml");
-                        w.bed.commit(
+                        people_made.push(w.bed.commit(
                             w.repo(),
                             &branch(CELL),
                             &[(&path, &format!("# {step}\n"))],
                             "a reviewer",
-                        );
+                        ));
                         on_branch.push((n, path, format!("# {step}\n")));
                     }
                     (3, Some(n)) => {
@@ -204,6 +213,14 @@ async fn people_and_racing_deliveries_lose_nothing<B: Bed>() {
         w.deliver_until_done(CELL).await;
         let pulls = w.pulls();
         assert!(pulls.iter().filter(|p| p.open).count() <= 1, "seed {seed}: {pulls:?}");
+        if signed && pulls.iter().any(|p| p.open) {
+            for (sha, verified) in w.bed.verified_commits(w.repo(), &branch(CELL)) {
+                assert!(
+                    verified || people_made.contains(&sha),
+                    "seed {seed}: commit {sha} on the branch is unverified and no person's"
+                );
+            }
+        }
         let main = w.files("main");
         for (path, text) in &on_main {
             assert_eq!(main.get(path), Some(text), "seed {seed}: main lost {path}");
