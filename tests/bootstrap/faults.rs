@@ -9,7 +9,7 @@ use cellbridge::{
     ports::cluster::kube::Tuning, rules::bootstrap::Bootstrapper, rules::bootstrap::Target,
     rules::bootstrap::config::Settings, rules::bootstrap::report::BootstrapOutcome,
 };
-use cellbridge_tests::kube::http_json;
+use cellbridge_tests::kube::{KubeFake, http_json};
 use cellbridge_tests::moto;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -74,7 +74,11 @@ async fn a_persistent_fault_is_a_clean_retryable_error_and_the_next_run_converge
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_eks_token_is_renewed_when_it_gets_old() {
-    let bed = Bed::new("eks-token", &[("cellbridge.dev/cell", "token")], None).await;
+    // CRDs Established 1.5 s after they are written: the run spans more than one second, so
+    // tokens signed anew carry different dates.
+    let eks_auth = format!("{},{REGION},eks-token", moto::endpoint());
+    let kube = KubeFake::start_with(&["--crd-delay", "1.5", "--eks-auth", &eks_auth]);
+    let bed = Bed::with_server("eks-token", &[("cellbridge.dev/cell", "token")], None, kube).await;
     // Renew on every request: each one then carries a token signed anew (one-second dates).
     let s = Settings {
         tuning: Tuning {

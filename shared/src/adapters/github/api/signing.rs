@@ -121,6 +121,15 @@ impl GithubFleet {
                 detail: "no commit in the answer".into(),
             });
         };
+        // The branch gone (`NOT_FOUND`: "A ref named ... does not exist"): another run deleted
+        // it between its creation and this commit, and may have made it again since; a lost
+        // race either way, redone on a fresh read.
+        if e.kind == "NOT_FOUND" {
+            return Err(GithubError::Conflict {
+                what,
+                detail: e.message.clone(),
+            });
+        }
         // GitHub documents the check (`expectedHeadOid`), not its refusal's words: the branch as
         // it is now tells a head that moved from another refusal (a rule, a missing permission).
         match self.branch_head(branch, deadline).await? {
