@@ -159,6 +159,34 @@ async fn refused_states_of_many_cells_list_the_refused_issues_once<B: Bed>() {
 }
 
 #[tokio::test]
+async fn http_an_app_installation_missing_a_permission_is_refused_before_any_write_naming_it() {
+    let w = http_world(app_credentials);
+    w.bed.gh.set_app(json!({"permissions": {
+        "metadata": "read", "contents": "write", "pull_requests": "write", "issues": "write", "statuses": "read",
+    }}));
+    w.apply(CELL, 1, "vpc-1");
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), r["retryable"].as_bool()), ("failed", Some(false)), "{r}");
+    let e = r["error"].as_str().unwrap();
+    assert!(
+        e.contains("lacks the repository permission statuses=write") && e.contains("statuses=read"),
+        "{e}"
+    );
+    assert_eq!(repo_writes(&w), 0, "nothing written: {}", w.bed.gh.requests());
+    assert!(
+        r.get("reported").is_none(),
+        "access failures are not reported on GitHub: {r}"
+    );
+
+    // The administrator grants it: the next event opens the pull request.
+    w.bed.gh.set_app(json!({"permissions": {
+        "metadata": "read", "contents": "write", "pull_requests": "write", "issues": "write", "statuses": "write",
+    }}));
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    w.assert_checked(CELL);
+}
+
+#[tokio::test]
 async fn http_a_fine_grained_token_missing_a_permission_fails_naming_the_one_github_gives() {
     const FINE: &str = "github_pat_11AAAAAAA0123456789_scenarioFineGrainedTokenWithoutStatuses";
     let w = http_world(|gh| {
