@@ -46,6 +46,17 @@ pub struct PullRequest {
     pub body: String,
 }
 
+/// What [`Pulls::cell_reading`] read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CellReading {
+    /// The newest pull request of the branch, as [`Pulls::latest_pull`] answers it.
+    pub latest: Option<PullRequest>,
+    /// The open issues carrying the label, oldest first, as [`Issues::open_issues`] answers them.
+    pub labelled: Vec<Issue>,
+    /// The root tree of the base commit, as GitHub names it (never computed from the archive).
+    pub base_tree: String,
+}
+
 /// An open issue (not a pull request), as far as cellbridge needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Issue {
@@ -270,6 +281,17 @@ pub trait GitData: Send + Sync {
 pub trait Pulls: Send + Sync {
     /// The newest pull request whose head is `branch`, open, closed or merged.
     fn latest_pull(&self, branch: &str, deadline: Instant) -> impl Future<Output = Result<Option<PullRequest>>> + Send;
+    /// What a new cell's proposal needs to know before its first write, in one request where
+    /// GitHub allows it (a new cell's budget of requests is the fleet's): the newest pull request
+    /// of `branch` (a fork's of the same name left out), the open issues carrying `label`
+    /// (every page), and the root tree of commit `base_sha`.
+    fn cell_reading(
+        &self,
+        branch: &str,
+        label: &str,
+        base_sha: &str,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<CellReading>> + Send;
     /// Opens a pull request; [`Conflict`](GithubError::Conflict) when one is already open
     /// for `head`, or `head` is gone (another run deleted it meanwhile).
     fn create_pull(
