@@ -459,10 +459,11 @@ pub struct Snapshot {
     pub base_branch: String,
     /// The commit, as GitHub's archive names it.
     pub base_sha: String,
-    /// The root tree id when one of GitHub's answers gave it; `None`: GitHub is asked for the
-    /// commit's tree when a tree is built on the base. Never computed from the archive, which
-    /// can lack what the tree has (`export-ignore`, submodules).
-    pub base_tree: Option<String>,
+    /// The root tree id once one of GitHub's answers gave it (a cell's reading, the same for
+    /// every cell of this base); unset: GitHub is asked for the commit's tree when a tree is
+    /// built on the base. Never computed from the archive, which can lack what the tree has
+    /// (`export-ignore`, submodules).
+    pub base_tree: std::sync::OnceLock<String>,
     /// What was kept: the shared part and [`Keep::cells`]; other cells were read past.
     pub fleet: MemFleet,
     pub keep: Keep,

@@ -17,6 +17,7 @@ use crate::pure::events::sync::{DeletedCluster, StateObject, SyncItem};
 use crate::pure::fleet::{FleetRead, Overlay};
 use crate::rules::decommission::{self as gh_decommission, Decommissioned};
 use crate::rules::proposal::{self, Proposal, Proposed};
+use crate::rules::report::RefusedIssues;
 use crate::{
     ports::probe::ClusterProbe,
     ports::probe::Presence,
@@ -65,6 +66,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         snap: &Snapshot,
         cell: &str,
         destroyed: Destroyed,
+        refused: &RefusedIssues,
         dry_run: bool,
         deadline: Instant,
         result: &mut CellResult,
@@ -121,7 +123,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 }
                 self.fleet.check_write_access(deadline).await.map_err(github_fail)?;
                 let Proposed::Removal(published) =
-                    proposal::converge(&self.fleet, snap, Proposal::Removal(&d), deadline)
+                    proposal::converge(&self.fleet, snap, Proposal::Removal(&d), refused, deadline)
                         .await
                         .map_err(github_fail)?
                 else {
