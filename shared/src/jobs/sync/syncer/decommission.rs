@@ -61,6 +61,8 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
     /// decommission); one still `DELETING` is asked again later (retryable); a cell whose
     /// metadata names no cluster, or a function with no EKS access, proposes nothing. A cell the
     /// base never had is `unmerged`'s.
+    // The invocation's refused issues travel with its base: both are the invocation's, not the cell's.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn decommission(
         &self,
         snap: &Snapshot,
