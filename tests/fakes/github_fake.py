@@ -2117,6 +2117,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(e.status, {"message": e.message, "documentation_url": "https://docs.github.com/graphql"})
         with LOCK:
             fault = fault_for("POST", "/graphql")
+        if fault and fault.get("delay_ms"):
+            # A slow answer, as REST's (a query GitHub takes long over, for timeouts).
+            time.sleep(fault["delay_ms"] / 1000)
         if fault and fault.get("status"):
             return self._send(fault["status"], {"message": fault.get("message", "Server Error")})
         if fault and fault.get("secondary_rate_limit"):
