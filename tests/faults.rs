@@ -252,7 +252,8 @@ async fn probe_github_kinds(tag: &str) -> Vec<(String, Phase)> {
     }
     let names: Vec<&String> = kinds.keys().collect();
     for needed in [
-        "GET /repos/acme/fleet/pulls",
+        // The cell's reading: its newest pull request, the refused issues, the base's tree.
+        "POST /graphql",
         "POST /repos/acme/fleet/pulls",
         "POST /repos/acme/fleet/git/commits",
         "POST /repos/acme/fleet/git/refs",

@@ -403,7 +403,7 @@ async fn the_checkout_and_the_github_archive_agree_and_new_cells_keep_modes() {
     )
     .unwrap();
     assert_eq!(p, new_cell);
-    let published = proposal::converge(&gh, &snap, Proposal::Values(&p), deadline())
+    let published = proposal::converge(&gh, &snap, Proposal::Values(&p), &Default::default(), deadline())
         .await
         .unwrap();
     assert!(

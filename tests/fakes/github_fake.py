@@ -1312,6 +1312,10 @@ GRAPHQL_PERMISSIONS = {
     "graphql/disablePullRequestAutoMerge": [{"pull_requests": _W, "contents": _W}],
     "graphql/branchRequiresSignatures": [{"contents": _R}],
     "graphql/createCommitOnBranch": [{"contents": _W}],
+    # A cell's reading: each part is the REST read it replaces (pulls/list, issues/list-for-repo,
+    # git/get-commit), so their permissions together.
+    "graphql/cellReading": [{"contents": _R, "issues": _R, "pull_requests": _R}],
+    "graphql/labelledIssues": [{"issues": _R}],
     # Merge queues: what merging writes, as auto-merge's.
     "graphql/enablePullRequestAutoMergeInQueue": [{"pull_requests": _W, "contents": _W}],
     "graphql/enqueuePullRequest": [{"pull_requests": _W, "contents": _W}],
@@ -2113,6 +2117,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(e.status, {"message": e.message, "documentation_url": "https://docs.github.com/graphql"})
         with LOCK:
             fault = fault_for("POST", "/graphql")
+        if fault and fault.get("delay_ms"):
+            # A slow answer, as REST's (a query GitHub takes long over, for timeouts).
+            time.sleep(fault["delay_ms"] / 1000)
         if fault and fault.get("status"):
             return self._send(fault["status"], {"message": fault.get("message", "Server Error")})
         if fault and fault.get("secondary_rate_limit"):
@@ -2247,6 +2254,10 @@ class Handler(BaseHTTPRequestHandler):
                 "commits": lambda info, **k: {"nodes": [{"commit": {"oid": head, "statusCheckRollup": checks(full, repo, pr, head)}}]},
                 "headRefName": pr["head"], "baseRefName": pr["base"],
                 "labels": lambda info, first=None, last=None, **k: page([{"name": n} for n in sorted(pr["labels"])], first, last),
+                "number": pr["number"], "title": pr["title"], "body": pr["body"],
+                "url": f"https://github.example/{full}/pull/{pr['number']}",
+                # A fork's pull request (`pr["head_repo"]`) has its head in the fork.
+                "headRepository": {"nameWithOwner": pr.get("head_repo") or full},
             }
 
         def page(nodes, first, last):
@@ -2283,18 +2294,55 @@ class Handler(BaseHTTPRequestHandler):
                 p = protection_of(repo, branch)
                 return {"name": branch, "refUpdateRule": None if p is None else {"requiresSignatures": bool(p.get("signatures"))}}
 
-            def pull_requests(info, headRefName=None, baseRefName=None, states=None, first=None, last=None, **k):
+            def pull_requests(info, headRefName=None, baseRefName=None, states=None, first=None, last=None,
+                              orderBy=None, **k):
                 # `Repository.pullRequests`: "A list of pull requests that have been opened in the
-                # repository", filtered by `headRefName`, `baseRefName` and `states` (GraphQL
-                # reference), oldest first.
+                # repository", filtered by `headRefName` (a fork's head of that name too: the
+                # filter is the branch's name alone), `baseRefName` and `states` (GraphQL
+                # reference), oldest first unless `orderBy` says otherwise (numbers are given in
+                # the order of creation, so CREATED_AT orders as they do).
                 found = [pr for n, pr in sorted(repo["pulls"].items())
                          if (headRefName is None or pr["head"] == headRefName)
                          and (baseRefName is None or pr["base"] == baseRefName)
                          and (not states or ("MERGED" if pr.get("merged") else pr["state"].upper()) in states)]
+                if orderBy and orderBy.get("direction") == "DESC":
+                    found.reverse()
                 return page([pull(full, repo, pr) for pr in found], first, last)
 
+            def issues(info, labels=None, states=None, first=None, last=None, after=None, orderBy=None, **k):
+                # `Repository.issues`: "A list of issues that have been opened in the repository"
+                # (pull requests are not issues here), filtered by `labels` ("A list of label
+                # names to filter the pull requests by") and `states`, paged with `after`, the
+                # cursor a page's `pageInfo.endCursor` gave (GraphQL reference, "Using
+                # pagination in the GraphQL API"). Cursors here are the last number shown.
+                found = [i for n, i in sorted(repo["issues"].items())
+                         if (not labels or any(label in i["labels"] for label in labels))
+                         and (not states or i["state"].upper() in states)]
+                if orderBy and orderBy.get("direction") == "DESC":
+                    found.reverse()
+                if after is not None:
+                    seen_at = next((x for x, i in enumerate(found) if str(i["number"]) == after), None)
+                    found = found[seen_at + 1:] if seen_at is not None else []
+                nodes = [{"number": i["number"], "title": i["title"], "body": i["body"],
+                          "url": f"https://github.example/{full}/issues/{i['number']}",
+                          "labels": (lambda i: lambda info, first=None, last=None, **k:
+                                     page([{"name": n} for n in sorted(i["labels"])], first, last))(i)}
+                         for i in found]
+                answer = page(nodes, first, last)
+                shown = answer["nodes"]
+                answer["pageInfo"]["endCursor"] = str(shown[-1]["number"]) if shown else None
+                return answer
+
+            def object_(info, expression=None, **k):
+                # `Repository.object(expression:)`: "A Git object in the repository", null when
+                # there is none; a commit's `tree { oid }` (GraphQL reference, Commit).
+                c = get_obj(expression, "commit")
+                if c is None:
+                    return None
+                return {"__typename": "Commit", "oid": expression, "tree": {"oid": c["tree"]}}
+
             return {"autoMergeAllowed": bool(repo.get("allow_auto_merge")), "pullRequest": pull_request, "ref": ref,
-                    "pullRequests": pull_requests}
+                    "pullRequests": pull_requests, "issues": issues, "object": object_}
 
         def enable(info, input, **k):
             full, repo, pr = pull_of_node(input["pullRequestId"])

@@ -287,6 +287,33 @@ async fn a_pull_request_merged_while_a_run_wrote_it_keeps_saying_what_it_merged<
     );
 }
 
+/// The newest of a branch's pull requests is the cell's: with a merged, a closed and an open one
+/// on `cellbridge/<cell>`, a changed value updates the open one, the newest.
+async fn the_newest_of_several_pull_requests_of_the_branch_is_the_cells<B: Bed>() {
+    let w = World::<B>::start();
+    w.apply(CELL, 1, "vpc-1");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    w.bed.merge(w.repo(), 1).unwrap();
+    w.apply(CELL, 2, "vpc-2");
+    assert_eq!(action(&w.deliver(CELL).await), "opened");
+    w.bed.close(w.repo(), 2);
+    w.apply(CELL, 3, "vpc-3");
+    let r = w.deliver(CELL).await;
+    assert_eq!(
+        (action(&r), &r["pull_request"]["number"]),
+        ("opened", &serde_json::json!(3)),
+        "{r}"
+    );
+    w.apply(CELL, 4, "vpc-4");
+    let r = w.deliver(CELL).await;
+    assert_eq!(
+        (action(&r), &r["pull_request"]["number"]),
+        ("updated", &serde_json::json!(3)),
+        "{r}"
+    );
+    assert_eq!(w.open_pulls().len(), 1);
+}
+
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed,
@@ -300,5 +327,6 @@ scenarios!(
         main_moving_is_merged_in_at_the_next_change,
         a_transient_5xx_on_one_call_ends_as_without_it,
         a_pull_request_merged_while_a_run_wrote_it_keeps_saying_what_it_merged,
+        the_newest_of_several_pull_requests_of_the_branch_is_the_cells,
     ]
 );

@@ -244,6 +244,41 @@ async fn http_a_refusal_in_a_repository_without_issues_is_answered_with_why_it_w
     assert_eq!(repo_writes(&w), 1, "the one refused attempt: {}", w.bed.gh.requests());
 }
 
+/// A cell's refused issue past the first hundred open `cellbridge-refused` issues (a fleet with
+/// many refused cells) is still found when the cell's next good state opens its pull request,
+/// and closed: the cell's reading pages the issues.
+async fn a_refused_issue_past_the_first_hundred_is_closed_by_the_next_good_state<B: Bed>() {
+    let w = World::<B>::start();
+    for i in 0..120 {
+        let other = format!("eu-x{i}");
+        w.bed.open_issue(
+            w.repo(),
+            &format!("cellbridge refused the Terraform state of cell {other}"),
+            &format!("<!-- cellbridge:refused-cell={other} -->\n\nrefused"),
+            &["cellbridge-refused"],
+        );
+    }
+    let mut meta = metadata(CELL, "vpc-1");
+    meta["api_token"] = json!(PLANTED_SECRET);
+    w.put_state(CELL, state_with(1, meta));
+    let r = w.deliver(CELL).await;
+    assert_eq!(r["reported"]["on"], "issue", "{r}");
+    let mine = w
+        .bed
+        .issues(w.repo())
+        .into_iter()
+        .find(|i| i.title.contains(CELL))
+        .unwrap();
+    assert!(mine.number > 120, "{mine:?}");
+
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!(action(&r), "opened", "{r}");
+    assert_eq!(r["resolved_issues"], json!([mine.number]), "{r}");
+    let open = w.bed.issues(w.repo()).into_iter().filter(|i| i.open).count();
+    assert_eq!(open, 120, "the others' issues stay open");
+}
+
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed,
@@ -252,5 +287,6 @@ scenarios!(
         a_refused_state_opens_no_pull_request_and_is_reported_in_one_issue,
         a_refused_state_fails_the_pull_requests_contract_status_until_a_good_state,
         refused_states_of_many_cells_list_the_refused_issues_once,
+        a_refused_issue_past_the_first_hundred_is_closed_by_the_next_good_state,
     ]
 );

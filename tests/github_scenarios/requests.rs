@@ -257,6 +257,28 @@ async fn http_the_request_budget_with_signatures_required_is_the_readmes() {
     assert_budget(&table, &measured);
 }
 
+/// A base tree GitHub refuses when a tree is built on it (the one the cell's reading gave, gone
+/// since) is read again from the base commit, once, and the new cell opens as without it.
+#[tokio::test]
+async fn http_a_refused_base_tree_is_read_again_from_the_base_commit() {
+    let w = World::<HttpBed>::start();
+    w.bed.refuse_once(
+        w.repo(),
+        &cellbridge::adapters::github::operations::GIT_CREATE_TREE,
+        422,
+    );
+    w.apply("eu-c9", 1, "vpc-1");
+    let r = w.deliver("eu-c9").await;
+    assert_eq!(action(&r), "opened", "{r}");
+    let commit_reads = w.bed.gh.requests()["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|q| q["method"] == "GET" && q["path"].as_str().unwrap().contains("/git/commits/"))
+        .count();
+    assert_eq!(commit_reads, 1, "{}", w.bed.gh.requests());
+}
+
 /// The README's table "GitHub requests per outcome": row → (API requests, writes).
 fn readme_budget() -> BTreeMap<String, (usize, usize)> {
     let readme = include_str!("../../README.md");

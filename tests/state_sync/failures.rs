@@ -182,9 +182,10 @@ async fn github_faults_are_retried_or_fail_cleanly() {
     assert_eq!(bed.counts().2, 0, "nothing written: {}", bed.gh.requests());
     bed.gh.clear_faults();
 
-    // GitHub hangs: the request is abandoned before the deadline, the record goes back.
+    // GitHub hangs: the request is abandoned before the deadline, the record goes back. The
+    // first request after the archive is the cell's reading (GraphQL).
     bed.gh
-        .fault(json!({"match": "GET /repos/*/pulls", "delay_ms": 8000, "times": 1}));
+        .fault(json!({"match": "POST /graphql", "delay_ms": 8000, "times": 1}));
     let t = Instant::now();
     let resp = bed.invoke_with(event2.clone(), 5).await.unwrap();
     assert!(t.elapsed() < Duration::from_secs(5), "answered within the deadline");

@@ -302,7 +302,13 @@ async fn open<G: GithubRepo>(
     let fresh = match writer {
         Writer::GitData => {
             let tree = gh
-                .create_tree(&snap.base_sha, snap.base_tree.as_deref(), &[], &d.removed, deadline)
+                .create_tree(
+                    &snap.base_sha,
+                    snap.base_tree.get().map(String::as_str),
+                    &[],
+                    &d.removed,
+                    deadline,
+                )
                 .await?;
             gh.create_commit(
                 &tree,

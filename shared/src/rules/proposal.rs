@@ -25,6 +25,7 @@ use crate::ports::github::{Published, Result, Snapshot};
 use crate::pure::decommission::Decommission;
 use crate::pure::plan::{self, Plan};
 use crate::pure::record::{Kind, Record};
+use crate::rules::report::{LABEL_REFUSED, RefusedIssues};
 
 /// What cellbridge proposes for a cell.
 #[derive(Debug, Clone, Copy)]
@@ -58,15 +59,25 @@ impl Proposal<'_> {
     }
 }
 
-/// Converges the cell's pull request to `proposal`, computed against `snap`.
+/// Converges the cell's pull request to `proposal`, computed against `snap`. The one read of
+/// GitHub before deciding also gives the open `cellbridge-refused` issues (kept in `refused`,
+/// for closing a stale one once the cell synced) and the base's tree (kept in `snap`, for a tree
+/// built on the base): a new cell's three reads in one request.
 #[tracing::instrument(target = "cellbridge::chain", level = "trace", name = "proposal.converge", skip_all)]
 pub async fn converge<G: GithubRepo>(
     gh: &G,
     snap: &Snapshot,
     proposal: Proposal<'_>,
+    refused: &RefusedIssues,
     deadline: Instant,
 ) -> Result<Proposed> {
-    let latest = gh.latest_pull(proposal.branch(), deadline).await?;
+    let reading = gh
+        .cell_reading(proposal.branch(), LABEL_REFUSED, &snap.base_sha, deadline)
+        .await?;
+    // The same commit has the same tree: another cell of this base set it already, or not.
+    let _ = snap.base_tree.set(reading.base_tree);
+    refused.seed(reading.labelled).await;
+    let latest = reading.latest;
     let open = latest.as_ref().filter(|p| p.state == PullState::Open);
     // An older event than what the open pull request holds (same lineage) is old news, whichever
     // kind of pull request it is.

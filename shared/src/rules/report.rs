@@ -76,6 +76,16 @@ impl RefusedIssues {
             .collect())
     }
 
+    /// The open issues as a cell's reading gave them, unless this invocation listed them
+    /// already (its own writes since are in that list, and GitHub's listing may not show them
+    /// yet).
+    pub async fn seed(&self, issues: Vec<Issue>) {
+        let mut listed = self.0.lock().await;
+        if listed.is_none() {
+            *listed = Some(issues);
+        }
+    }
+
     /// What this invocation did to an issue: opened (`Some`, new), rewritten (`Some`), closed
     /// (`None`).
     async fn wrote(&self, number: u64, now: Option<Issue>) {

@@ -72,7 +72,7 @@ impl GithubFleet {
         Ok(Snapshot {
             base_branch,
             base_sha: archive.sha,
-            base_tree: None,
+            base_tree: Default::default(),
             fleet: archive.fleet,
             keep: keep.clone(),
         })

@@ -152,6 +152,18 @@ graphql_operations! {
     // point to the new commit. It can be thought of as similar to `git commit`" (GraphQL
     // reference, Commits); GitHub signs it for an App and a token alike. Content-creating.
     GRAPHQL_CREATE_COMMIT_ON_BRANCH = mutation "createCommitOnBranch" "contents=write" CREATE_COMMIT_ON_BRANCH_MUTATION;
+    // cells
+    // What a cell's proposal reads before its first write, in one request instead of three REST
+    // reads (the branch's newest pull request, the open refused issues, the base commit's tree):
+    // `Repository.pullRequests(headRefName:, orderBy:)`, newest first, whose head filter also
+    // matches a fork's branch of that name (hence `headRepository`, to leave those out);
+    // `Repository.issues(labels:, states:)`; `Repository.object(expression:)` on the base commit,
+    // its `tree { oid }` (GraphQL reference, Repository, Commit). Pull requests and issues are
+    // Contents-free: pull_requests=read and issues=read, the base's tree contents=read.
+    GRAPHQL_CELL_READING = query "cellReading" "contents=read,issues=read,pull_requests=read" CELL_READING_QUERY;
+    // The next page of the open issues carrying a label, after `cellReading`'s first hundred
+    // ("first ... Returns the first n elements", at most 100).
+    GRAPHQL_LABELLED_ISSUES = query "labelledIssues" "issues=read" LABELLED_ISSUES_QUERY;
     // merge queues
     // `enablePullRequestAutoMerge` where the base requires a merge queue: no `mergeMethod` ("NOTE:
     // when merging with a merge queue any input value for merge method is ignored", the input's
@@ -165,6 +177,35 @@ graphql_operations! {
     // "Remove a pull request from the merge queue": a queued head that is no longer eligible.
     GRAPHQL_DEQUEUE = mutation "dequeuePullRequest" "contents=write,pull_requests=write" DEQUEUE_MUTATION;
 }
+
+// Enough pull requests that a fork's of the same head name or two still leave this repository's
+// newest on the page; labels and bodies as `latest_pull` reads them over REST.
+const CELL_READING_QUERY: &str = "query cellReading($owner: String!, $name: String!, $head: String!, $labels: [String!], $base: String!) {
+  repository(owner: $owner, name: $name) {
+    pullRequests(headRefName: $head, first: 10, orderBy: {field: CREATED_AT, direction: DESC}, states: [OPEN, CLOSED, MERGED]) {
+      nodes {
+        number url title body state headRefOid
+        headRepository { nameWithOwner }
+        labels(first: 100) { nodes { name } }
+      }
+    }
+    issues(labels: $labels, states: [OPEN], first: 100, orderBy: {field: CREATED_AT, direction: ASC}) {
+      pageInfo { hasNextPage endCursor }
+      nodes { number url title body labels(first: 100) { nodes { name } } }
+    }
+    object(expression: $base) { ... on Commit { tree { oid } } }
+  }
+}";
+
+const LABELLED_ISSUES_QUERY: &str =
+    "query labelledIssues($owner: String!, $name: String!, $labels: [String!], $after: String) {
+  repository(owner: $owner, name: $name) {
+    issues(labels: $labels, states: [OPEN], first: 100, after: $after, orderBy: {field: CREATED_AT, direction: ASC}) {
+      pageInfo { hasNextPage endCursor }
+      nodes { number url title body labels(first: 100) { nodes { name } } }
+    }
+  }
+}";
 
 const MERGE_STATE_QUERY: &str = "query pullRequestMergeState($owner: String!, $name: String!, $number: Int!) {
   viewer { login }

@@ -227,6 +227,8 @@ impl MemGithub {
             ops::GRAPHQL_MERGE_STATE.id,
             ops::REPOS_GET_BRANCH_RULES.id,
             ops::GRAPHQL_REF_UPDATE_RULE.id,
+            ops::GRAPHQL_CELL_READING.id,
+            ops::GRAPHQL_LABELLED_ISSUES.id,
         ];
         self.calls().iter().filter(|c| !reads.contains(c)).count()
     }

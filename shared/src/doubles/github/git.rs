@@ -198,7 +198,7 @@ impl Store {
         Ok(Snapshot {
             base_branch: self.default_branch.clone(),
             base_sha,
-            base_tree: None,
+            base_tree: Default::default(),
             fleet,
             keep: keep.clone(),
         })

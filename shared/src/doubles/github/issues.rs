@@ -47,8 +47,12 @@ impl Store {
 impl Store {
     pub(super) fn open_issues(&mut self, label: &str) -> Result<Vec<Issue>> {
         self.enter(&ops::ISSUES_LIST_FOR_REPO)?;
-        Ok(self
-            .issues
+        Ok(self.labelled(label))
+    }
+
+    /// The open issues carrying `label`, oldest first.
+    pub(super) fn labelled(&self, label: &str) -> Vec<Issue> {
+        self.issues
             .iter()
             .filter(|i| i.open && i.labels.iter().any(|l| l == label))
             .map(|i| Issue {
@@ -58,7 +62,7 @@ impl Store {
                 body: i.body.clone(),
                 labels: i.labels.clone(),
             })
-            .collect())
+            .collect()
     }
 
     pub(super) fn create_issue(&mut self, title: &str, body: &str, labels: &[String]) -> Result<(u64, String)> {

@@ -34,8 +34,8 @@ use std::time::Instant;
 
 use crate::adapters::github::operations::Operation;
 use crate::ports::github::{
-    AutoMergeAnswer, CheckState, CloseReason, Comparison, GitData, Issue, Issues, Merge, MergeAnswer, MergeMethod,
-    MergeState, Merges, OpenPull, PullRequest, Pulls, QueueAnswer, TreeFiles,
+    AutoMergeAnswer, CellReading, CheckState, CloseReason, Comparison, GitData, Issue, Issues, Merge, MergeAnswer,
+    MergeMethod, MergeState, Merges, OpenPull, PullRequest, Pulls, QueueAnswer, TreeFiles,
 };
 use crate::ports::github::{GithubError, Result, Snapshot};
 use crate::pure::fleet::{FileWrite, Keep, MemFleet};
@@ -280,6 +280,10 @@ impl GitData for MemGithub {
 impl Pulls for MemGithub {
     async fn latest_pull(&self, branch: &str, _deadline: Instant) -> Result<Option<PullRequest>> {
         self.call(|s| s.latest_pull(branch)).await
+    }
+
+    async fn cell_reading(&self, branch: &str, label: &str, base_sha: &str, _deadline: Instant) -> Result<CellReading> {
+        self.call(|s| s.cell_reading(branch, label, base_sha)).await
     }
 
     async fn create_pull(

@@ -13,8 +13,11 @@ use super::auto_merge::MemAutoMerge;
 use super::dashboard::now_secs;
 use super::{MemGithub, Result, Store, api};
 use crate::adapters::github::answers;
-use crate::adapters::github::operations as ops;
-use crate::ports::github::{PullRequest, PullState};
+use crate::adapters::github::operations::{self as ops, Operation};
+use crate::ports::github::{CellReading, GithubError, PullRequest, PullState};
+
+static GRAPHQL_CELL_READING: Operation = ops::GRAPHQL_CELL_READING.as_operation();
+static GRAPHQL_LABELLED_ISSUES: Operation = ops::GRAPHQL_LABELLED_ISSUES.as_operation();
 
 /// A pull request as the store keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,7 +83,36 @@ impl MemPull {
 impl Store {
     pub(super) fn latest_pull(&mut self, branch: &str) -> Result<Option<PullRequest>> {
         self.enter(&ops::PULLS_LIST)?;
-        Ok(self.pulls.iter().rev().find(|p| p.head == branch).map(|p| PullRequest {
+        Ok(self.newest_pull(branch))
+    }
+
+    /// GraphQL's `cellReading`: the newest pull request, the labelled open issues and the base
+    /// commit's tree in one request, one more (`labelledIssues`) per further hundred issues.
+    pub(super) fn cell_reading(&mut self, branch: &str, label: &str, base_sha: &str) -> Result<CellReading> {
+        self.enter(&GRAPHQL_CELL_READING)?;
+        let labelled = self.labelled(label);
+        for _ in 1..labelled.len().div_ceil(100) {
+            self.enter(&GRAPHQL_LABELLED_ISSUES)?;
+        }
+        // `object(expression:)` is null for a commit GitHub does not have: read as the adapter
+        // reads it.
+        let base_tree = self
+            .commits
+            .get(base_sha)
+            .map(|c| c.tree.clone())
+            .ok_or_else(|| GithubError::Protocol {
+                what: format!("reading the tree of {base_sha}"),
+                detail: format!("no commit {base_sha} in the repository"),
+            })?;
+        Ok(CellReading {
+            latest: self.newest_pull(branch),
+            labelled,
+            base_tree,
+        })
+    }
+
+    fn newest_pull(&self, branch: &str) -> Option<PullRequest> {
+        self.pulls.iter().rev().find(|p| p.head == branch).map(|p| PullRequest {
             number: p.number,
             url: format!("https://github.example/acme/fleet/pull/{}", p.number),
             branch: p.head.clone(),
@@ -94,7 +126,7 @@ impl Store {
             },
             labels: p.labels.clone(),
             body: p.body.clone(),
-        }))
+        })
     }
 
     pub(super) fn create_pull(&mut self, head: &str, base: &str, title: &str, body: &str) -> Result<(u64, String)> {

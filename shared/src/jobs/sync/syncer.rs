@@ -270,7 +270,7 @@ impl<S: StateSource, G: GithubRepo> Job for Syncer<S, G> {
                                     planned_on = Some(snapshot.base_sha.clone());
                                     let converged = async {
                                         self.fleet.check_write_access(deadline).await?;
-                                        proposal::converge(&self.fleet, &snapshot, Proposal::Values(&plan), deadline).await
+                                        proposal::converge(&self.fleet, &snapshot, Proposal::Values(&plan), &base.refused, deadline).await
                                     };
                                     match converged.await.map_err(github_fail) {
                                         Ok(Proposed::Values(converged)) => {
@@ -285,7 +285,7 @@ impl<S: StateSource, G: GithubRepo> Job for Syncer<S, G> {
                                 }
                                 Ok(Some((snapshot, Change::Destroyed(destroyed)))) => {
                                     planned_on = Some(snapshot.base_sha.clone());
-                                    self.decommission(&snapshot, &key_cell, *destroyed, dry_run, deadline, &mut result)
+                                    self.decommission(&snapshot, &key_cell, *destroyed, &base.refused, dry_run, deadline, &mut result)
                                         .await
                                 }
                                 Err(e) => Err(e),

@@ -46,6 +46,17 @@ pub struct PullRequest {
     pub body: String,
 }
 
+/// What [`Pulls::cell_reading`] read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CellReading {
+    /// The newest pull request of the branch, as [`Pulls::latest_pull`] answers it.
+    pub latest: Option<PullRequest>,
+    /// The open issues carrying the label, oldest first, as [`Issues::open_issues`] answers them.
+    pub labelled: Vec<Issue>,
+    /// The root tree of the base commit, as GitHub names it (never computed from the archive).
+    pub base_tree: String,
+}
+
 /// An open issue (not a pull request), as far as cellbridge needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Issue {
@@ -270,6 +281,17 @@ pub trait GitData: Send + Sync {
 pub trait Pulls: Send + Sync {
     /// The newest pull request whose head is `branch`, open, closed or merged.
     fn latest_pull(&self, branch: &str, deadline: Instant) -> impl Future<Output = Result<Option<PullRequest>>> + Send;
+    /// What a new cell's proposal needs to know before its first write, in one request where
+    /// GitHub allows it (a new cell's budget of requests is the fleet's): the newest pull request
+    /// of `branch` (a fork's of the same name left out), the open issues carrying `label`
+    /// (every page), and the root tree of commit `base_sha`.
+    fn cell_reading(
+        &self,
+        branch: &str,
+        label: &str,
+        base_sha: &str,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<CellReading>> + Send;
     /// Opens a pull request; [`Conflict`](GithubError::Conflict) when one is already open
     /// for `head`, or `head` is gone (another run deleted it meanwhile).
     fn create_pull(
@@ -437,10 +459,11 @@ pub struct Snapshot {
     pub base_branch: String,
     /// The commit, as GitHub's archive names it.
     pub base_sha: String,
-    /// The root tree id when one of GitHub's answers gave it; `None`: GitHub is asked for the
-    /// commit's tree when a tree is built on the base. Never computed from the archive, which
-    /// can lack what the tree has (`export-ignore`, submodules).
-    pub base_tree: Option<String>,
+    /// The root tree id once one of GitHub's answers gave it (a cell's reading, the same for
+    /// every cell of this base); unset: GitHub is asked for the commit's tree when a tree is
+    /// built on the base. Never computed from the archive, which can lack what the tree has
+    /// (`export-ignore`, submodules).
+    pub base_tree: std::sync::OnceLock<String>,
     /// What was kept: the shared part and [`Keep::cells`]; other cells were read past.
     pub fleet: MemFleet,
     pub keep: Keep,

@@ -67,7 +67,13 @@ pub(crate) async fn open<G: GithubRepo>(
     let fresh = match writer {
         Writer::GitData => {
             let tree = gh
-                .create_tree(&snap.base_sha, snap.base_tree.as_deref(), &files, &[], deadline)
+                .create_tree(
+                    &snap.base_sha,
+                    snap.base_tree.get().map(String::as_str),
+                    &files,
+                    &[],
+                    deadline,
+                )
                 .await?;
             gh.create_commit(&tree, std::slice::from_ref(&snap.base_sha), &message, deadline)
                 .await?

@@ -236,9 +236,15 @@ async fn a_run_that_read_an_older_base_than_the_pull_request_writes_nothing() {
     // The older run's plan, against the base it read: GitHub is not touched.
     let plan = cellbridge::pure::plan::plan(&meta, Default::default(), &old.fleet, &Default::default()).unwrap();
     bed.fleet.clear_calls();
-    let err = proposal::converge(&bed.fleet, &old, Proposal::Values(&plan), deadline())
-        .await
-        .unwrap_err();
+    let err = proposal::converge(
+        &bed.fleet,
+        &old,
+        Proposal::Values(&plan),
+        &Default::default(),
+        deadline(),
+    )
+    .await
+    .unwrap_err();
     assert!(
         matches!(err, cellbridge::ports::github::GithubError::Conflict { .. }),
         "{err}"

@@ -12,14 +12,15 @@
 use std::time::Instant;
 
 use crate::ports::github::{
-    AutoMergeAnswer, CloseReason, Comparison, GitData, Issue, Issues, Merge, MergeAnswer, MergeMethod, MergeState,
-    Merges, OpenPull, PullRequest, Pulls, QueueAnswer, TreeFiles,
+    AutoMergeAnswer, CellReading, CloseReason, Comparison, GitData, Issue, Issues, Merge, MergeAnswer, MergeMethod,
+    MergeState, Merges, OpenPull, PullRequest, Pulls, QueueAnswer, TreeFiles,
 };
 use crate::pure::fleet::{FileWrite, Keep};
 use crate::{
     adapters::github::GithubFleet, ports::github::GithubError, ports::github::Result, ports::github::Snapshot,
 };
 
+mod cells;
 mod git;
 mod graphql;
 mod issues;
@@ -173,6 +174,10 @@ impl Pulls for GithubFleet {
 
     async fn open_pulls(&self, head_prefix: &str, deadline: Instant) -> Result<Vec<OpenPull>> {
         self.open_pulls(head_prefix, deadline).await
+    }
+
+    async fn cell_reading(&self, branch: &str, label: &str, base_sha: &str, deadline: Instant) -> Result<CellReading> {
+        self.cell_reading(branch, label, base_sha, deadline).await
     }
 }
 

@@ -17,6 +17,7 @@ use crate::pure::events::sync::{DeletedCluster, StateObject, SyncItem};
 use crate::pure::fleet::{FleetRead, Overlay};
 use crate::rules::decommission::{self as gh_decommission, Decommissioned};
 use crate::rules::proposal::{self, Proposal, Proposed};
+use crate::rules::report::RefusedIssues;
 use crate::{
     ports::probe::ClusterProbe,
     ports::probe::Presence,
@@ -60,11 +61,14 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
     /// decommission); one still `DELETING` is asked again later (retryable); a cell whose
     /// metadata names no cluster, or a function with no EKS access, proposes nothing. A cell the
     /// base never had is `unmerged`'s.
+    // The invocation's refused issues travel with its base: both are the invocation's, not the cell's.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn decommission(
         &self,
         snap: &Snapshot,
         cell: &str,
         destroyed: Destroyed,
+        refused: &RefusedIssues,
         dry_run: bool,
         deadline: Instant,
         result: &mut CellResult,
@@ -121,7 +125,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 }
                 self.fleet.check_write_access(deadline).await.map_err(github_fail)?;
                 let Proposed::Removal(published) =
-                    proposal::converge(&self.fleet, snap, Proposal::Removal(&d), deadline)
+                    proposal::converge(&self.fleet, snap, Proposal::Removal(&d), refused, deadline)
                         .await
                         .map_err(github_fail)?
                 else {

@@ -1,0 +1,128 @@
+//! What a cell's proposal reads before its first write, over GraphQL in one request: the
+//! branch's newest pull request, the open issues carrying a label, the base commit's tree.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use crate::adapters::github::operations as ops;
+use crate::ports::github::{CellReading, Issue, PullRequest, PullState};
+use crate::{adapters::github::GithubFleet, ports::github::GithubError, ports::github::Result};
+
+impl GithubFleet {
+    pub(super) async fn cell_reading(
+        &self,
+        branch: &str,
+        label: &str,
+        base_sha: &str,
+        deadline: Instant,
+    ) -> Result<CellReading> {
+        let what =
+            format!("reading the pull requests of {branch}, the issues labelled {label} and the tree of {base_sha}");
+        let answer = self
+            .graphql(
+                &what,
+                &ops::GRAPHQL_CELL_READING,
+                json!({"owner": self.owner, "name": self.repo, "head": branch, "labels": [label], "base": base_sha}),
+                deadline,
+            )
+            .await?;
+        if let Some(e) = answer.errors.first() {
+            return Err(e.as_error(&what));
+        }
+        let repo = &answer.data["repository"];
+        // `headRefName` also matches a fork's branch of that name: only this repository's head
+        // is the cell's (REST's `head=owner:branch` said so itself).
+        let own = format!("{}/{}", self.owner, self.repo);
+        let latest = repo["pullRequests"]["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| {
+                p["headRepository"]["nameWithOwner"]
+                    .as_str()
+                    .is_some_and(|n| n.eq_ignore_ascii_case(&own))
+            })
+            .map(|p| pull_of(p, branch, &what))
+            .transpose()?;
+        let mut labelled = issues_of(&repo["issues"]);
+        let mut page = repo["issues"]["pageInfo"].clone();
+        // A fleet may have many refused cells at once: every page, 100 at a time.
+        while page["hasNextPage"] == true {
+            let more = self
+                .graphql(
+                    &what,
+                    &ops::GRAPHQL_LABELLED_ISSUES,
+                    json!({"owner": self.owner, "name": self.repo, "labels": [label], "after": page["endCursor"]}),
+                    deadline,
+                )
+                .await?;
+            if let Some(e) = more.errors.first() {
+                return Err(e.as_error(&what));
+            }
+            let issues = &more.data["repository"]["issues"];
+            labelled.extend(issues_of(issues));
+            page = issues["pageInfo"].clone();
+        }
+        // `object(expression:)` is null for a commit GitHub does not have.
+        let base_tree = repo["object"]["tree"]["oid"]
+            .as_str()
+            .ok_or_else(|| GithubError::Protocol {
+                what: what.clone(),
+                detail: format!("no commit {base_sha} in the repository"),
+            })?
+            .to_owned();
+        Ok(CellReading {
+            latest,
+            labelled,
+            base_tree,
+        })
+    }
+}
+
+fn pull_of(p: &Value, branch: &str, what: &str) -> Result<PullRequest> {
+    let state = match p["state"].as_str() {
+        Some("OPEN") => PullState::Open,
+        Some("MERGED") => PullState::Merged,
+        _ => PullState::Closed,
+    };
+    Ok(PullRequest {
+        number: p["number"].as_u64().ok_or_else(|| GithubError::Protocol {
+            what: what.to_owned(),
+            detail: "pull request without number".into(),
+        })?,
+        branch: branch.to_owned(),
+        url: p["url"].as_str().unwrap_or_default().to_owned(),
+        title: p["title"].as_str().unwrap_or_default().to_owned(),
+        state,
+        head_sha: p["headRefOid"].as_str().unwrap_or_default().to_owned(),
+        labels: names(&p["labels"]),
+        body: p["body"].as_str().unwrap_or_default().to_owned(),
+    })
+}
+
+fn issues_of(connection: &Value) -> Vec<Issue> {
+    connection["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| {
+            Some(Issue {
+                number: i["number"].as_u64()?,
+                url: i["url"].as_str().unwrap_or_default().to_owned(),
+                title: i["title"].as_str().unwrap_or_default().to_owned(),
+                body: i["body"].as_str().unwrap_or_default().to_owned(),
+                labels: names(&i["labels"]),
+            })
+        })
+        .collect()
+}
+
+fn names(labels: &Value) -> Vec<String> {
+    labels["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l["name"].as_str().map(str::to_owned))
+        .collect()
+}
