@@ -2246,6 +2246,11 @@ class Handler(BaseHTTPRequestHandler):
                                     "position": 1, "jump": False, "solo": False} if entry else None,
                 "commits": lambda info, **k: {"nodes": [{"commit": {"oid": head, "statusCheckRollup": checks(full, repo, pr, head)}}]},
                 "headRefName": pr["head"], "baseRefName": pr["base"],
+                "url": f"https://github.example/{full}/pull/{pr['number']}", "title": pr["title"], "body": pr["body"],
+                # "Whether the head ref is from a different repository than the base ref"
+                # (GraphQL reference, PullRequest.isCrossRepository): a fork's pull request, which
+                # a seed marks `fork` (its head branch named as cellbridge's).
+                "isCrossRepository": bool(pr.get("fork")),
                 "labels": lambda info, first=None, last=None, **k: page([{"name": n} for n in sorted(pr["labels"])], first, last),
             }
 
@@ -2283,14 +2288,18 @@ class Handler(BaseHTTPRequestHandler):
                 p = protection_of(repo, branch)
                 return {"name": branch, "refUpdateRule": None if p is None else {"requiresSignatures": bool(p.get("signatures"))}}
 
-            def pull_requests(info, headRefName=None, baseRefName=None, states=None, first=None, last=None, **k):
+            def pull_requests(info, headRefName=None, baseRefName=None, states=None, first=None, last=None, orderBy=None, **k):
                 # `Repository.pullRequests`: "A list of pull requests that have been opened in the
                 # repository", filtered by `headRefName`, `baseRefName` and `states` (GraphQL
-                # reference), oldest first.
+                # reference), oldest first, or in `orderBy`'s order ("Ordering options for pull
+                # request connections": `CREATED_AT`, `ASC` or `DESC`; numbers are given in the
+                # order pull requests are opened, so by number is by creation).
                 found = [pr for n, pr in sorted(repo["pulls"].items())
                          if (headRefName is None or pr["head"] == headRefName)
                          and (baseRefName is None or pr["base"] == baseRefName)
                          and (not states or ("MERGED" if pr.get("merged") else pr["state"].upper()) in states)]
+                if orderBy and orderBy.get("direction") == "DESC":
+                    found.reverse()
                 return page([pull(full, repo, pr) for pr in found], first, last)
 
             return {"autoMergeAllowed": bool(repo.get("allow_auto_merge")), "pullRequest": pull_request, "ref": ref,

@@ -164,6 +164,42 @@ graphql_operations! {
     GRAPHQL_ENQUEUE = mutation "enqueuePullRequest" "contents=write,pull_requests=write" ENQUEUE_MUTATION;
     // "Remove a pull request from the merge queue": a queued head that is no longer eligible.
     GRAPHQL_DEQUEUE = mutation "dequeuePullRequest" "contents=write,pull_requests=write" DEQUEUE_MUTATION;
+    // dashboard
+    // The newest pull requests of many branches in one request: `Repository.pullRequests`
+    // filtered by `headRefName`, newest first (`orderBy: {field: CREATED_AT, direction: DESC}`),
+    // one alias a branch ("Using aliases", GraphQL reference). The document here reads one
+    // branch; the adapter sends the same operation with `NEWEST_PULLS_PER_QUERY` aliases.
+    // `headRefName` matches a fork's branch of the same name too: a few are read and a fork's
+    // (`isCrossRepository`) passed over.
+    GRAPHQL_NEWEST_PULLS = query "newestPulls" "pull_requests=read" NEWEST_PULLS_QUERY;
+}
+
+/// Branches a `newestPulls` request reads: 100 aliases of 5 pull requests with 20 labels each
+/// is 1 + 100 + 500 requests, 7 points ("Calculating a rate limit score"), 10,600 nodes.
+pub const NEWEST_PULLS_PER_QUERY: usize = 100;
+
+/// The pull requests `newestPulls` reads of a branch: this repository's newest is among them
+/// unless forks opened more than four newer on a branch of the same name.
+pub const NEWEST_PULLS_READ: usize = 5;
+
+/// What `newestPulls` reads of each branch, its alias and variable numbered `i`.
+pub fn newest_pulls_alias(i: usize) -> String {
+    format!(
+        "b{i}: pullRequests(headRefName: $b{i}, first: {NEWEST_PULLS_READ}, orderBy: {{field: CREATED_AT, direction: DESC}}) {{
+      nodes {{ number url title state headRefName headRefOid isCrossRepository body labels(first: 20) {{ nodes {{ name }} }} }}
+    }}"
+    )
+}
+
+/// `newestPulls` for `n` branches (variables `$b0`..).
+pub fn newest_pulls_document(n: usize) -> String {
+    let vars: Vec<String> = (0..n).map(|i| format!("$b{i}: String!")).collect();
+    let aliases: Vec<String> = (0..n).map(newest_pulls_alias).collect();
+    format!(
+        "query newestPulls($owner: String!, $name: String!, {}) {{\n  repository(owner: $owner, name: $name) {{\n    {}\n  }}\n}}",
+        vars.join(", "),
+        aliases.join("\n    ")
+    )
 }
 
 const MERGE_STATE_QUERY: &str = "query pullRequestMergeState($owner: String!, $name: String!, $number: Int!) {
@@ -238,6 +274,31 @@ const ENQUEUE_MUTATION: &str = "mutation enqueuePullRequest($pullRequestId: ID!,
   }
 }";
 
+const NEWEST_PULLS_QUERY: &str = "query newestPulls($owner: String!, $name: String!, $b0: String!) {
+  repository(owner: $owner, name: $name) {
+    b0: pullRequests(headRefName: $b0, first: 5, orderBy: {field: CREATED_AT, direction: DESC}) {
+      nodes { number url title state headRefName headRefOid isCrossRepository body labels(first: 20) { nodes { name } } }
+    }
+  }
+}";
+
 const DEQUEUE_MUTATION: &str = "mutation dequeuePullRequest($id: ID!) {
   dequeuePullRequest(input: {id: $id}) { mergeQueueEntry { state } }
 }";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The document the conformance report and the fakes know is the one the adapter sends for
+    /// one branch.
+    #[test]
+    fn newest_pulls_for_one_branch_is_the_operations_document() {
+        assert_eq!(newest_pulls_document(1), NEWEST_PULLS_QUERY);
+        let two = newest_pulls_document(2);
+        assert!(
+            two.contains("$b1: String!") && two.contains("b1: pullRequests(headRefName: $b1"),
+            "{two}"
+        );
+    }
+}

@@ -319,6 +319,10 @@ impl Pulls for MemGithub {
     async fn open_pulls(&self, head_prefix: &str, _deadline: Instant) -> Result<Vec<OpenPull>> {
         self.call(|s| s.open_pulls(head_prefix)).await
     }
+
+    async fn newest_pulls(&self, branches: &[String], _deadline: Instant) -> Result<BTreeMap<String, PullRequest>> {
+        self.call(|s| s.newest_pulls(branches)).await
+    }
 }
 
 impl Issues for MemGithub {

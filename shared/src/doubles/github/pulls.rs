@@ -80,7 +80,12 @@ impl MemPull {
 impl Store {
     pub(super) fn latest_pull(&mut self, branch: &str) -> Result<Option<PullRequest>> {
         self.enter(&ops::PULLS_LIST)?;
-        Ok(self.pulls.iter().rev().find(|p| p.head == branch).map(|p| PullRequest {
+        Ok(self.newest_of(branch))
+    }
+
+    /// The newest pull request of `branch`, as GitHub's answers give it.
+    pub(super) fn newest_of(&self, branch: &str) -> Option<PullRequest> {
+        self.pulls.iter().rev().find(|p| p.head == branch).map(|p| PullRequest {
             number: p.number,
             url: format!("https://github.example/acme/fleet/pull/{}", p.number),
             branch: p.head.clone(),
@@ -94,7 +99,7 @@ impl Store {
             },
             labels: p.labels.clone(),
             body: p.body.clone(),
-        }))
+        })
     }
 
     pub(super) fn create_pull(&mut self, head: &str, base: &str, title: &str, body: &str) -> Result<(u64, String)> {

@@ -9,6 +9,7 @@
 //! those use). What GitHub's
 //! refusals mean is read in [`super::answers`], the same reading the in-memory double applies.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::ports::github::{
@@ -173,6 +174,10 @@ impl Pulls for GithubFleet {
 
     async fn open_pulls(&self, head_prefix: &str, deadline: Instant) -> Result<Vec<OpenPull>> {
         self.open_pulls(head_prefix, deadline).await
+    }
+
+    async fn newest_pulls(&self, branches: &[String], deadline: Instant) -> Result<BTreeMap<String, PullRequest>> {
+        self.newest_pulls(branches, deadline).await
     }
 }
 
