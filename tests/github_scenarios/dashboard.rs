@@ -160,6 +160,41 @@ async fn every_pending_cell_is_read_for_a_declined_proposal<B: Bed>() {
     assert!(!body.contains(&format!("#{first} was closed")), "{body}");
 }
 
+/// m. The dashboard's GraphQL read of the declined proposals, refused (a token without
+/// `pull_requests=read`): the dashboard fails for good; a 5xx once is retryable, and the
+/// dashboard written.
+async fn a_refused_graphql_read_fails_the_dashboard_and_a_5xx_is_retried<B: Bed>() {
+    let w = World::<B>::start();
+    w.put_state("eu-waiting-1", state_with(1, metadata("eu-waiting-1", "vpc-1")));
+    let newest = cellbridge::adapters::github::operations::GRAPHQL_NEWEST_PULLS.as_operation();
+    w.bed.refuse_once(w.repo(), &newest, 403);
+    let inv = w.handle(json!({"action": "dashboard"})).await;
+    assert_eq!(
+        inv.class,
+        Some(cellbridge::shell::error::Class::Final),
+        "{}",
+        inv.response
+    );
+    let d = &inv.response["dashboard"];
+    assert_eq!((&d["action"], &d["class"]), (&json!("failed"), &json!("final")), "{d}");
+    assert!(d["error"].as_str().unwrap().contains("HTTP 403"), "{d}");
+    assert!(w.dashboards().is_empty());
+    // A 5xx: retried by the client where it retries (HTTP); else the run fails retryably and the
+    // next one writes.
+    w.bed.transient(w.repo(), &newest);
+    if !B::RETRIES_IN_CLIENT {
+        let inv = w.handle(json!({"action": "dashboard"})).await;
+        assert_eq!(
+            inv.class,
+            Some(cellbridge::shell::error::Class::Retryable),
+            "{}",
+            inv.response
+        );
+    }
+    let d = w.dashboard().await;
+    assert_eq!(d["action"], "created", "{d}");
+}
+
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed,
@@ -169,5 +204,6 @@ scenarios!(
         a_repository_without_issues_fails_the_dashboard_not_the_sync_all,
         thousands_of_cells_needing_attention_fit_githubs_body_limit,
         every_pending_cell_is_read_for_a_declined_proposal,
+        a_refused_graphql_read_fails_the_dashboard_and_a_5xx_is_retried,
     ]
 );
