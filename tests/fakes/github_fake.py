@@ -2302,8 +2302,25 @@ class Handler(BaseHTTPRequestHandler):
                     found.reverse()
                 return page([pull(full, repo, pr) for pr in found], first, last)
 
+            def git_object(info, oid=None, **k):
+                # `Repository.object(oid:)`: "A Git object in the repository" (null when there is
+                # none), here a commit (`__typename` resolves `... on Commit`), with `status`:
+                # "Commit status information, if present", and `Status.context(name:)`: "Looks up
+                # an individual status context by context name" (GraphQL reference; `StatusState`
+                # is REST's state in capitals).
+                if OBJECTS.get(oid, (None,))[0] != "commit":
+                    return None
+                sts = repo["statuses"].get(oid, {})
+
+                def context(info, name, **k):
+                    st = sts.get(name)
+                    return None if st is None else {"context": name, "state": st["state"].upper(),
+                                                    "description": st.get("description")}
+                return {"__typename": "Commit", "oid": oid,
+                        "status": {"context": context} if sts else None}
+
             return {"autoMergeAllowed": bool(repo.get("allow_auto_merge")), "pullRequest": pull_request, "ref": ref,
-                    "pullRequests": pull_requests}
+                    "pullRequests": pull_requests, "object": git_object}
 
         def enable(info, input, **k):
             full, repo, pr = pull_of_node(input["pullRequestId"])

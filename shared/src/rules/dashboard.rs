@@ -127,14 +127,27 @@ pub async fn open_cell_pulls<G: Pulls>(gh: &G, deadline: Instant) -> Result<BTre
         .collect())
 }
 
-/// The `cellbridge/strict-substitution` status of `head` (one request: its statuses, newest
-/// first).
-pub async fn head_check<G: Merges>(gh: &G, head: &str, deadline: Instant) -> Result<HeadCheck> {
-    Ok(match gh.status(head, plan::STATUS_CONTEXT, deadline).await? {
-        Some((true, _)) => HeadCheck::Passes,
-        Some((false, description)) => HeadCheck::Fails { description },
-        None => HeadCheck::NotPosted,
-    })
+/// The `cellbridge/strict-substitution` status of each of `heads`, a hundred heads a request
+/// ([`Merges::statuses`]): every pending cell's head is read, however many.
+pub async fn head_checks<G: Merges>(
+    gh: &G,
+    heads: &[String],
+    deadline: Instant,
+) -> Result<BTreeMap<String, HeadCheck>> {
+    let found = gh.statuses(heads, plan::STATUS_CONTEXT, deadline).await?;
+    Ok(heads
+        .iter()
+        .map(|h| {
+            let check = match found.get(h) {
+                Some((true, _)) => HeadCheck::Passes,
+                Some((false, description)) => HeadCheck::Fails {
+                    description: description.clone(),
+                },
+                None => HeadCheck::NotPosted,
+            };
+            (h.clone(), check)
+        })
+        .collect())
 }
 
 /// Of `cells` (each with [`values_digest_of`](super::pull_request::values_digest_of) of its

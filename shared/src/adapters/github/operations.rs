@@ -172,6 +172,29 @@ graphql_operations! {
     // `headRefName` matches a fork's branch of the same name too: a few are read and a fork's
     // (`isCrossRepository`) passed over.
     GRAPHQL_NEWEST_PULLS = query "newestPulls" "pull_requests=read" NEWEST_PULLS_QUERY;
+    // The status of one context on many commits in one request: `Repository.object(oid:)` as a
+    // `Commit`, its `status` ("Commit status information, if present") and
+    // `Status.context(name:)` ("Looks up an individual status context by context name"), one
+    // alias a commit (GraphQL reference). As `newestPulls`, the adapter sends a hundred aliases.
+    GRAPHQL_HEAD_STATUSES = query "headStatuses" "statuses=read" HEAD_STATUSES_QUERY;
+}
+
+/// What `headStatuses` reads of each commit, its alias and variable numbered `i`.
+pub fn head_statuses_alias(i: usize) -> String {
+    format!(
+        "c{i}: object(oid: $c{i}) {{ ... on Commit {{ oid status {{ context(name: $context) {{ state description }} }} }} }}"
+    )
+}
+
+/// `headStatuses` for `n` commits (variables `$c0`..).
+pub fn head_statuses_document(n: usize) -> String {
+    let vars: Vec<String> = (0..n).map(|i| format!("$c{i}: GitObjectID!")).collect();
+    let aliases: Vec<String> = (0..n).map(head_statuses_alias).collect();
+    format!(
+        "query headStatuses($owner: String!, $name: String!, $context: String!, {}) {{\n  repository(owner: $owner, name: $name) {{\n    {}\n  }}\n}}",
+        vars.join(", "),
+        aliases.join("\n    ")
+    )
 }
 
 /// Branches a `newestPulls` request reads: 100 aliases of 5 pull requests with 20 labels each
@@ -282,6 +305,13 @@ const NEWEST_PULLS_QUERY: &str = "query newestPulls($owner: String!, $name: Stri
   }
 }";
 
+const HEAD_STATUSES_QUERY: &str =
+    "query headStatuses($owner: String!, $name: String!, $context: String!, $c0: GitObjectID!) {
+  repository(owner: $owner, name: $name) {
+    c0: object(oid: $c0) { ... on Commit { oid status { context(name: $context) { state description } } } }
+  }
+}";
+
 const DEQUEUE_MUTATION: &str = "mutation dequeuePullRequest($id: ID!) {
   dequeuePullRequest(input: {id: $id}) { mergeQueueEntry { state } }
 }";
@@ -295,6 +325,7 @@ mod tests {
     #[test]
     fn newest_pulls_for_one_branch_is_the_operations_document() {
         assert_eq!(newest_pulls_document(1), NEWEST_PULLS_QUERY);
+        assert_eq!(head_statuses_document(1), HEAD_STATUSES_QUERY);
         let two = newest_pulls_document(2);
         assert!(
             two.contains("$b1: String!") && two.contains("b1: pullRequests(headRefName: $b1"),

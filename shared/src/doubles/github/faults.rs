@@ -227,6 +227,8 @@ impl MemGithub {
             ops::GRAPHQL_MERGE_STATE.id,
             ops::REPOS_GET_BRANCH_RULES.id,
             ops::GRAPHQL_REF_UPDATE_RULE.id,
+            ops::GRAPHQL_NEWEST_PULLS.id,
+            ops::GRAPHQL_HEAD_STATUSES.id,
         ];
         self.calls().iter().filter(|c| !reads.contains(c)).count()
     }

@@ -350,6 +350,15 @@ impl Merges for MemGithub {
         self.call(|s| s.status(commit, context)).await
     }
 
+    async fn statuses(
+        &self,
+        commits: &[String],
+        context: &str,
+        _deadline: Instant,
+    ) -> Result<BTreeMap<String, (bool, String)>> {
+        self.call(|s| s.head_statuses(commits, context)).await
+    }
+
     async fn set_status(
         &self,
         commit: &str,

@@ -8,8 +8,8 @@
 //! every state the key pattern names (the sync-all listing), read from S3 with the streaming
 //! reader a few at a time and checked against the contract, each turned into its row at once;
 //! the open `cellbridge/*` pull requests in one paged listing; and, for a pending cell only, its
-//! head's strict-substitution status or, with nothing open, its newest pull request (declined?: a
-//! hundred cells a GraphQL request, every one read);
+//! head's strict-substitution status or, with nothing open, its newest pull request (declined?),
+//! a hundred cells a GraphQL request, every one read;
 //! and, where EKS is reachable, each named cluster's bootstrap record, its Flux column
 //! (`dashboard/flux.rs`). A row says what a person needs to know and never a value: a refusal's
 //! reason is the contract's, which names keys only.
@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use serde::Serialize;
 use tracing::Instrument;
 
@@ -40,12 +40,6 @@ pub use self::flux::ClustersRead;
 
 /// States read from S3 at once (each streamed, keeping only its outputs).
 const READS: usize = 16;
-/// Heads' statuses read at once.
-const GITHUB_READS: usize = 4;
-/// At most this many heads' statuses a run (by cell name), one request each: the others say
-/// they were not read. Whether a cell's values were declined is read for every pending cell
-/// (a hundred a request).
-pub const GITHUB_LOOKUPS: usize = 300;
 /// What reading may leave of the deadline: the GitHub part and the write come after it.
 const PUBLISH_MARGIN: Duration = Duration::from_secs(10);
 
@@ -492,27 +486,11 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 rows[i].status.github = Some(OnGithub::Declined { number, url });
             }
         }
-        // By cell, so that the same cells are read from one run to the next.
-        checks.sort_by(|a, b| rows[a.0].status.cell.cmp(&rows[b.0].status.cell));
-        if checks.len() > GITHUB_LOOKUPS {
-            tracing::info!(
-                pending = checks.len(),
-                read = GITHUB_LOOKUPS,
-                "fleet dashboard: more pending heads than statuses read a run; the others are not read"
-            );
-            checks.truncate(GITHUB_LOOKUPS);
-        }
-        let fleet = &self.fleet;
-        let found: Vec<(usize, status::HeadCheck)> =
-            futures::stream::iter(checks.into_iter().map(|(i, head)| async move {
-                Ok::<_, GithubError>((i, dashboard::head_check(fleet, &head, deadline).await?))
-            }))
-            .buffer_unordered(GITHUB_READS)
-            .try_collect()
-            .await?;
-        for (i, c) in found {
-            if let Some(OnGithub::Open { check, .. }) = &mut rows[i].status.github {
-                *check = Some(c);
+        let heads: Vec<String> = checks.iter().map(|(_, h)| h.clone()).collect();
+        let found = dashboard::head_checks(&self.fleet, &heads, deadline).await?;
+        for (i, head) in checks {
+            if let (Some(c), Some(OnGithub::Open { check, .. })) = (found.get(&head), &mut rows[i].status.github) {
+                *check = Some(c.clone());
             }
         }
         Ok(())

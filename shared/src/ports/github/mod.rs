@@ -343,6 +343,14 @@ pub trait Merges: Send + Sync {
         context: &str,
         deadline: Instant,
     ) -> impl Future<Output = Result<Option<(bool, String)>>> + Send;
+    /// [`status`](Merges::status) of `context` on each of `commits`, in as few requests as GitHub
+    /// allows (GraphQL: a hundred commits a request); a commit without one is left out.
+    fn statuses(
+        &self,
+        commits: &[String],
+        context: &str,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<BTreeMap<String, (bool, String)>>> + Send;
     fn set_status(
         &self,
         commit: &str,

@@ -217,6 +217,15 @@ impl Merges for GithubFleet {
         self.status(commit, context, deadline).await
     }
 
+    async fn statuses(
+        &self,
+        commits: &[String],
+        context: &str,
+        deadline: Instant,
+    ) -> Result<BTreeMap<String, (bool, String)>> {
+        self.statuses(commits, context, deadline).await
+    }
+
     async fn merge_state(&self, number: u64, deadline: Instant) -> Result<MergeState> {
         self.merge_state(number, deadline).await
     }
