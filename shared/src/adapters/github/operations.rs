@@ -197,8 +197,9 @@ pub fn head_statuses_document(n: usize) -> String {
     )
 }
 
-/// Branches a `newestPulls` request reads: 100 aliases of 5 pull requests with 20 labels each
-/// is 1 + 100 + 500 requests, 7 points ("Calculating a rate limit score"), 10,600 nodes.
+/// Branches a `newestPulls` (and commits a `headStatuses`) request reads: 100 aliases of 5 pull
+/// requests with 20 labels each is 100 × (1 + 5) = 600 requests, 6 points ("Calculating a rate
+/// limit score"), 10,500 nodes; `headStatuses` has no connection (1 point).
 pub const NEWEST_PULLS_PER_QUERY: usize = 100;
 
 /// The pull requests `newestPulls` reads of a branch: this repository's newest is among them
