@@ -2256,8 +2256,11 @@ class Handler(BaseHTTPRequestHandler):
                 "labels": lambda info, first=None, last=None, **k: page([{"name": n} for n in sorted(pr["labels"])], first, last),
                 "number": pr["number"], "title": pr["title"], "body": pr["body"],
                 "url": f"https://github.example/{full}/pull/{pr['number']}",
-                # A fork's pull request (`pr["head_repo"]`) has its head in the fork.
+                # A fork's pull request (`pr["head_repo"]`) has its head in the fork: "Whether the
+                # head ref is from a different repository than the base ref" (GraphQL reference,
+                # PullRequest.isCrossRepository), and `headRepository` names the fork.
                 "headRepository": {"nameWithOwner": pr.get("head_repo") or full},
+                "isCrossRepository": (pr.get("head_repo") or full).lower() != full.lower(),
             }
 
         def page(nodes, first, last):
@@ -2333,13 +2336,25 @@ class Handler(BaseHTTPRequestHandler):
                 answer["pageInfo"]["endCursor"] = str(shown[-1]["number"]) if shown else None
                 return answer
 
-            def object_(info, expression=None, **k):
-                # `Repository.object(expression:)`: "A Git object in the repository", null when
-                # there is none; a commit's `tree { oid }` (GraphQL reference, Commit).
-                c = get_obj(expression, "commit")
+            def object_(info, expression=None, oid=None, **k):
+                # `Repository.object(expression:)` / `object(oid:)`: "A Git object in the
+                # repository", null when there is none; here a commit (`__typename` resolves
+                # `... on Commit`) with its `tree { oid }` and `status`: "Commit status
+                # information, if present", and `Status.context(name:)`: "Looks up an individual
+                # status context by context name" (GraphQL reference; `StatusState` is REST's
+                # state in capitals).
+                sha = expression if expression is not None else oid
+                c = get_obj(sha, "commit")
                 if c is None:
                     return None
-                return {"__typename": "Commit", "oid": expression, "tree": {"oid": c["tree"]}}
+                sts = repo["statuses"].get(sha, {})
+
+                def context(info, name, **k):
+                    st = sts.get(name)
+                    return None if st is None else {"context": name, "state": st["state"].upper(),
+                                                    "description": st.get("description")}
+                return {"__typename": "Commit", "oid": sha, "tree": {"oid": c["tree"]},
+                        "status": {"context": context} if sts else None}
 
             return {"autoMergeAllowed": bool(repo.get("allow_auto_merge")), "pullRequest": pull_request, "ref": ref,
                     "pullRequests": pull_requests, "issues": issues, "object": object_}

@@ -133,6 +133,68 @@ async fn thousands_of_cells_needing_attention_fit_githubs_body_limit<B: Bed>() {
     assert!(!body.contains(PLANTED_SECRET));
 }
 
+/// l. Every pending cell with nothing open is read for a declined proposal, however many there
+/// are (a hundred a GraphQL request): a cell named after 350 other pending cells is shown
+/// declined, by its newest pull request when a person closed several.
+async fn every_pending_cell_is_read_for_a_declined_proposal<B: Bed>() {
+    let w = World::<B>::start();
+    let cell = "zz-declined-1";
+    w.apply(cell, 1, "vpc-1");
+    let first = w.deliver(cell).await["pull_request"]["number"].as_u64().unwrap();
+    w.bed.close(w.repo(), first);
+    w.apply(cell, 2, "vpc-2");
+    let second = w.deliver(cell).await["pull_request"]["number"].as_u64().unwrap();
+    assert_ne!(first, second);
+    w.bed.close(w.repo(), second);
+    for i in 0..350 {
+        let other = format!("aa-pending-{i:03}");
+        w.put_state(&other, state_with(1, metadata(&other, "vpc-1")));
+    }
+    let d = w.dashboard().await;
+    assert_eq!(d["action"], "created", "{d}");
+    let body = w.dashboards().remove(0).body;
+    assert!(
+        body.contains(&format!("declined: #{second} was closed without merging these values")),
+        "{body}"
+    );
+    assert!(!body.contains(&format!("#{first} was closed")), "{body}");
+}
+
+/// m. The dashboard's GraphQL read of the declined proposals, refused (a token without
+/// `pull_requests=read`): the dashboard fails for good; a 5xx once is retryable, and the
+/// dashboard written.
+async fn a_refused_graphql_read_fails_the_dashboard_and_a_5xx_is_retried<B: Bed>() {
+    let w = World::<B>::start();
+    w.put_state("eu-waiting-1", state_with(1, metadata("eu-waiting-1", "vpc-1")));
+    let newest = cellbridge::adapters::github::operations::GRAPHQL_NEWEST_PULLS.as_operation();
+    w.bed.refuse_once(w.repo(), &newest, 403);
+    let inv = w.handle(json!({"action": "dashboard"})).await;
+    assert_eq!(
+        inv.class,
+        Some(cellbridge::shell::error::Class::Final),
+        "{}",
+        inv.response
+    );
+    let d = &inv.response["dashboard"];
+    assert_eq!((&d["action"], &d["class"]), (&json!("failed"), &json!("final")), "{d}");
+    assert!(d["error"].as_str().unwrap().contains("HTTP 403"), "{d}");
+    assert!(w.dashboards().is_empty());
+    // A 5xx: retried by the client where it retries (HTTP); else the run fails retryably and the
+    // next one writes.
+    w.bed.transient(w.repo(), &newest);
+    if !B::RETRIES_IN_CLIENT {
+        let inv = w.handle(json!({"action": "dashboard"})).await;
+        assert_eq!(
+            inv.class,
+            Some(cellbridge::shell::error::Class::Retryable),
+            "{}",
+            inv.response
+        );
+    }
+    let d = w.dashboard().await;
+    assert_eq!(d["action"], "created", "{d}");
+}
+
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed,
@@ -141,5 +203,7 @@ scenarios!(
         the_fleet_dashboard_is_one_issue_rewritten_only_when_what_it_shows_changed,
         a_repository_without_issues_fails_the_dashboard_not_the_sync_all,
         thousands_of_cells_needing_attention_fit_githubs_body_limit,
+        every_pending_cell_is_read_for_a_declined_proposal,
+        a_refused_graphql_read_fails_the_dashboard_and_a_5xx_is_retried,
     ]
 );

@@ -127,31 +127,48 @@ pub async fn open_cell_pulls<G: Pulls>(gh: &G, deadline: Instant) -> Result<BTre
         .collect())
 }
 
-/// The `cellbridge/strict-substitution` status of `head` (one request: its statuses, newest
-/// first).
-pub async fn head_check<G: Merges>(gh: &G, head: &str, deadline: Instant) -> Result<HeadCheck> {
-    Ok(match gh.status(head, plan::STATUS_CONTEXT, deadline).await? {
-        Some((true, _)) => HeadCheck::Passes,
-        Some((false, description)) => HeadCheck::Fails { description },
-        None => HeadCheck::NotPosted,
-    })
+/// The `cellbridge/strict-substitution` status of each of `heads`, a hundred heads a request
+/// ([`Merges::statuses`]): every pending cell's head is read, however many.
+pub async fn head_checks<G: Merges>(
+    gh: &G,
+    heads: &[String],
+    deadline: Instant,
+) -> Result<BTreeMap<String, HeadCheck>> {
+    let found = gh.statuses(heads, plan::STATUS_CONTEXT, deadline).await?;
+    Ok(heads
+        .iter()
+        .map(|h| {
+            let check = match found.get(h) {
+                Some((true, _)) => HeadCheck::Passes,
+                Some((false, description)) => HeadCheck::Fails {
+                    description: description.clone(),
+                },
+                None => HeadCheck::NotPosted,
+            };
+            (h.clone(), check)
+        })
+        .collect())
 }
 
-/// The cell's newest pull request when a person closed it without merging while it proposed
-/// the values of `digest` ([`values_digest_of`](super::pull_request::values_digest_of) of the
-/// state's map): those values are declined, and cellbridge opens
-/// nothing for them (one request: the branch's newest pull request).
-pub async fn declined_pull<G: Pulls>(
+/// Of `cells` (each with [`values_digest_of`](super::pull_request::values_digest_of) of its
+/// state's map), those whose newest pull request a person closed without merging while it
+/// proposed those values: declined, and cellbridge opens nothing for them. Every cell is read,
+/// a hundred a request ([`Pulls::newest_pulls`]).
+pub async fn declined_pulls<G: Pulls>(
     gh: &G,
-    cell: &str,
-    digest: &str,
+    cells: &[(String, String)],
     deadline: Instant,
-) -> Result<Option<(u64, String)>> {
-    Ok(gh
-        .latest_pull(&plan::branch_for(cell), deadline)
-        .await?
-        .filter(|pr| declined(pr, digest))
-        .map(|pr| (pr.number, pr.url)))
+) -> Result<BTreeMap<String, (u64, String)>> {
+    let branches: Vec<String> = cells.iter().map(|(cell, _)| plan::branch_for(cell)).collect();
+    let newest = gh.newest_pulls(&branches, deadline).await?;
+    Ok(cells
+        .iter()
+        .zip(&branches)
+        .filter_map(|((cell, digest), branch)| {
+            let pr = newest.get(branch).filter(|pr| declined(pr, digest))?;
+            Some((cell.clone(), (pr.number, pr.url.clone())))
+        })
+        .collect())
 }
 
 #[cfg(test)]

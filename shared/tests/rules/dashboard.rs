@@ -451,7 +451,9 @@ async fn thousands_of_cells_needing_attention_fit_githubs_body_limit_and_are_cou
         "the marker stays"
     );
     assert!(!body.contains(secret));
-    // Pending cells read GitHub (their newest pull request) at most so many times a run.
-    let reads = bed.fleet.calls().iter().filter(|c| **c == ops::PULLS_LIST.id).count();
-    assert_eq!(reads, 1 + 300, "one listing and the capped lookups");
+    // Every pending cell is read (its newest pull request: declined?), a hundred a query: the
+    // 2,000 pending cells with nothing open are 20 queries, after one listing of open ones.
+    let count = |op: &str| bed.fleet.calls().iter().filter(|c| **c == op).count();
+    assert_eq!(count(ops::PULLS_LIST.id), 1, "one listing of open pull requests");
+    assert_eq!(count(ops::GRAPHQL_NEWEST_PULLS.id), 20, "every pending cell read, 100 a query");
 }

@@ -176,6 +176,66 @@ graphql_operations! {
     GRAPHQL_ENQUEUE = mutation "enqueuePullRequest" "contents=write,pull_requests=write" ENQUEUE_MUTATION;
     // "Remove a pull request from the merge queue": a queued head that is no longer eligible.
     GRAPHQL_DEQUEUE = mutation "dequeuePullRequest" "contents=write,pull_requests=write" DEQUEUE_MUTATION;
+    // dashboard
+    // The newest pull requests of many branches in one request: `Repository.pullRequests`
+    // filtered by `headRefName`, newest first (`orderBy: {field: CREATED_AT, direction: DESC}`),
+    // one alias a branch ("Using aliases", GraphQL reference). The document here reads one
+    // branch; the adapter sends the same operation with `NEWEST_PULLS_PER_QUERY` aliases.
+    // `headRefName` matches a fork's branch of the same name too: a few are read and a fork's
+    // (`isCrossRepository`) passed over.
+    GRAPHQL_NEWEST_PULLS = query "newestPulls" "pull_requests=read" NEWEST_PULLS_QUERY;
+    // The status of one context on many commits in one request: `Repository.object(oid:)` as a
+    // `Commit`, its `status` ("Commit status information, if present") and
+    // `Status.context(name:)` ("Looks up an individual status context by context name"), one
+    // alias a commit (GraphQL reference). As `newestPulls`, the adapter sends a hundred aliases.
+    GRAPHQL_HEAD_STATUSES = query "headStatuses" "statuses=read" HEAD_STATUSES_QUERY;
+}
+
+/// What `headStatuses` reads of each commit, its alias and variable numbered `i`.
+pub fn head_statuses_alias(i: usize) -> String {
+    format!(
+        "c{i}: object(oid: $c{i}) {{ ... on Commit {{ oid status {{ context(name: $context) {{ state description }} }} }} }}"
+    )
+}
+
+/// `headStatuses` for `n` commits (variables `$c0`..).
+pub fn head_statuses_document(n: usize) -> String {
+    let vars: Vec<String> = (0..n).map(|i| format!("$c{i}: GitObjectID!")).collect();
+    let aliases: Vec<String> = (0..n).map(head_statuses_alias).collect();
+    format!(
+        "query headStatuses($owner: String!, $name: String!, $context: String!, {}) {{\n  repository(owner: $owner, name: $name) {{\n    {}\n  }}\n}}",
+        vars.join(", "),
+        aliases.join("\n    ")
+    )
+}
+
+/// Branches a `newestPulls` (and commits a `headStatuses`) request reads: 100 aliases of 5 pull
+/// requests with 20 labels each is 100 × (1 + 5) = 600 requests, 6 points ("Calculating a rate
+/// limit score"), 10,500 nodes; `headStatuses` has no connection (1 point).
+pub const NEWEST_PULLS_PER_QUERY: usize = 100;
+
+/// The pull requests `newestPulls` reads of a branch: this repository's newest is among them
+/// unless forks opened more than four newer on a branch of the same name.
+pub const NEWEST_PULLS_READ: usize = 5;
+
+/// What `newestPulls` reads of each branch, its alias and variable numbered `i`.
+pub fn newest_pulls_alias(i: usize) -> String {
+    format!(
+        "b{i}: pullRequests(headRefName: $b{i}, first: {NEWEST_PULLS_READ}, orderBy: {{field: CREATED_AT, direction: DESC}}) {{
+      nodes {{ number url title state headRefName headRefOid isCrossRepository body labels(first: 20) {{ nodes {{ name }} }} }}
+    }}"
+    )
+}
+
+/// `newestPulls` for `n` branches (variables `$b0`..).
+pub fn newest_pulls_document(n: usize) -> String {
+    let vars: Vec<String> = (0..n).map(|i| format!("$b{i}: String!")).collect();
+    let aliases: Vec<String> = (0..n).map(newest_pulls_alias).collect();
+    format!(
+        "query newestPulls($owner: String!, $name: String!, {}) {{\n  repository(owner: $owner, name: $name) {{\n    {}\n  }}\n}}",
+        vars.join(", "),
+        aliases.join("\n    ")
+    )
 }
 
 // Enough pull requests that a fork's of the same head name or two still leave this repository's
@@ -279,6 +339,39 @@ const ENQUEUE_MUTATION: &str = "mutation enqueuePullRequest($pullRequestId: ID!,
   }
 }";
 
+const NEWEST_PULLS_QUERY: &str = "query newestPulls($owner: String!, $name: String!, $b0: String!) {
+  repository(owner: $owner, name: $name) {
+    b0: pullRequests(headRefName: $b0, first: 5, orderBy: {field: CREATED_AT, direction: DESC}) {
+      nodes { number url title state headRefName headRefOid isCrossRepository body labels(first: 20) { nodes { name } } }
+    }
+  }
+}";
+
+const HEAD_STATUSES_QUERY: &str =
+    "query headStatuses($owner: String!, $name: String!, $context: String!, $c0: GitObjectID!) {
+  repository(owner: $owner, name: $name) {
+    c0: object(oid: $c0) { ... on Commit { oid status { context(name: $context) { state description } } } }
+  }
+}";
+
 const DEQUEUE_MUTATION: &str = "mutation dequeuePullRequest($id: ID!) {
   dequeuePullRequest(input: {id: $id}) { mergeQueueEntry { state } }
 }";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The document the conformance report and the fakes know is the one the adapter sends for
+    /// one branch.
+    #[test]
+    fn newest_pulls_for_one_branch_is_the_operations_document() {
+        assert_eq!(newest_pulls_document(1), NEWEST_PULLS_QUERY);
+        assert_eq!(head_statuses_document(1), HEAD_STATUSES_QUERY);
+        let two = newest_pulls_document(2);
+        assert!(
+            two.contains("$b1: String!") && two.contains("b1: pullRequests(headRefName: $b1"),
+            "{two}"
+        );
+    }
+}

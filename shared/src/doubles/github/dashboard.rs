@@ -2,10 +2,17 @@
 //!
 //! - "List pull requests" lists the open ones, oldest first with `direction=asc`, each with the
 //!   time it was opened (`created_at`, <https://docs.github.com/rest/pulls/pulls#list-pull-requests>).
+//! - `newestPulls` reads the newest pull request of a hundred branches a request (GraphQL's
+//!   `Repository.pullRequests(headRefName:)`, aliased: `adapters/github/operations.rs`).
+
+use std::collections::BTreeMap;
 
 use super::{MemGithub, Result, Store};
-use crate::adapters::github::operations as ops;
-use crate::ports::github::OpenPull;
+use crate::adapters::github::operations::{self as ops, Operation};
+use crate::ports::github::{OpenPull, PullRequest};
+
+static GRAPHQL_NEWEST_PULLS: Operation = ops::GRAPHQL_NEWEST_PULLS.as_operation();
+static GRAPHQL_HEAD_STATUSES: Operation = ops::GRAPHQL_HEAD_STATUSES.as_operation();
 
 /// Now, in seconds since the epoch: when a pull request opened through the port was opened.
 pub(super) fn now_secs() -> u64 {
@@ -32,6 +39,36 @@ impl Store {
                 body: p.body.clone(),
             })
             .collect())
+    }
+
+    pub(super) fn head_statuses(
+        &mut self,
+        commits: &[String],
+        context: &str,
+    ) -> Result<BTreeMap<String, (bool, String)>> {
+        let mut found = BTreeMap::new();
+        for chunk in commits.chunks(ops::NEWEST_PULLS_PER_QUERY) {
+            self.enter(&GRAPHQL_HEAD_STATUSES)?;
+            for c in chunk {
+                let newest = self
+                    .statuses
+                    .get(c)
+                    .and_then(|l| l.iter().rev().find(|st| st.context == context));
+                if let Some(st) = newest {
+                    found.insert(c.clone(), (st.success, st.description.clone()));
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    pub(super) fn newest_pulls(&mut self, branches: &[String]) -> Result<BTreeMap<String, PullRequest>> {
+        let mut found = BTreeMap::new();
+        for chunk in branches.chunks(ops::NEWEST_PULLS_PER_QUERY) {
+            self.enter(&GRAPHQL_NEWEST_PULLS)?;
+            found.extend(chunk.iter().filter_map(|b| Some((b.clone(), self.newest_of(b)?))));
+        }
+        Ok(found)
     }
 }
 

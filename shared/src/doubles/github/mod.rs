@@ -323,6 +323,10 @@ impl Pulls for MemGithub {
     async fn open_pulls(&self, head_prefix: &str, _deadline: Instant) -> Result<Vec<OpenPull>> {
         self.call(|s| s.open_pulls(head_prefix)).await
     }
+
+    async fn newest_pulls(&self, branches: &[String], _deadline: Instant) -> Result<BTreeMap<String, PullRequest>> {
+        self.call(|s| s.newest_pulls(branches)).await
+    }
 }
 
 impl Issues for MemGithub {
@@ -348,6 +352,15 @@ impl Issues for MemGithub {
 impl Merges for MemGithub {
     async fn status(&self, commit: &str, context: &str, _deadline: Instant) -> Result<Option<(bool, String)>> {
         self.call(|s| s.status(commit, context)).await
+    }
+
+    async fn statuses(
+        &self,
+        commits: &[String],
+        context: &str,
+        _deadline: Instant,
+    ) -> Result<BTreeMap<String, (bool, String)>> {
+        self.call(|s| s.head_statuses(commits, context)).await
     }
 
     async fn set_status(

@@ -83,7 +83,7 @@ impl MemPull {
 impl Store {
     pub(super) fn latest_pull(&mut self, branch: &str) -> Result<Option<PullRequest>> {
         self.enter(&ops::PULLS_LIST)?;
-        Ok(self.newest_pull(branch))
+        Ok(self.newest_of(branch))
     }
 
     /// GraphQL's `cellReading`: the newest pull request, the labelled open issues and the base
@@ -105,13 +105,14 @@ impl Store {
                 detail: format!("no commit {base_sha} in the repository"),
             })?;
         Ok(CellReading {
-            latest: self.newest_pull(branch),
+            latest: self.newest_of(branch),
             labelled,
             base_tree,
         })
     }
 
-    fn newest_pull(&self, branch: &str) -> Option<PullRequest> {
+    /// The newest pull request of `branch`, as GitHub's answers give it.
+    pub(super) fn newest_of(&self, branch: &str) -> Option<PullRequest> {
         self.pulls.iter().rev().find(|p| p.head == branch).map(|p| PullRequest {
             number: p.number,
             url: format!("https://github.example/acme/fleet/pull/{}", p.number),

@@ -8,7 +8,8 @@
 //! every state the key pattern names (the sync-all listing), read from S3 with the streaming
 //! reader a few at a time and checked against the contract, each turned into its row at once;
 //! the open `cellbridge/*` pull requests in one paged listing; and, for a pending cell only, its
-//! head's strict-substitution status or, with nothing open, its newest pull request (declined?);
+//! head's strict-substitution status or, with nothing open, its newest pull request (declined?),
+//! a hundred cells a GraphQL request, every one read;
 //! and, where EKS is reachable, each named cluster's bootstrap record, its Flux column
 //! (`dashboard/flux.rs`). A row says what a person needs to know and never a value: a refusal's
 //! reason is the contract's, which names keys only.
@@ -16,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use serde::Serialize;
 use tracing::Instrument;
 
@@ -39,12 +40,6 @@ pub use self::flux::ClustersRead;
 
 /// States read from S3 at once (each streamed, keeping only its outputs).
 const READS: usize = 16;
-/// GitHub reads (a head's status, a cell's newest pull request) at once.
-const GITHUB_READS: usize = 4;
-/// At most this many such reads a run (by cell name), so that a fleet with many pending cells
-/// (a first adoption, a template change) does not spend GitHub's hourly requests on its
-/// dashboard: the others say they were not read.
-pub const GITHUB_LOOKUPS: usize = 300;
 /// What reading may leave of the deadline: the GitHub part and the write come after it.
 const PUBLISH_MARGIN: Duration = Duration::from_secs(10);
 
@@ -317,19 +312,6 @@ fn on_github(pull: &OpenPull, now: u64) -> OnGithub {
     }
 }
 
-/// A GitHub read a pending row needs: its head's status, or its newest pull request.
-enum Ask {
-    Check(String),
-    /// The cell, and the digest of the state's values.
-    Declined(String, String),
-}
-
-/// What a GitHub read of the second pass found for a row.
-enum Found {
-    Check(status::HeadCheck),
-    Declined(Option<(u64, String)>),
-}
-
 impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
     /// Rebuilds the dashboard: computes every row, then writes the issue when what it shows
     /// changed (`dry_run`: returns the body, writes nothing). Paused by `switch`
@@ -479,49 +461,36 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
     async fn read_github(&self, rows: &mut [StateRow], deadline: Instant) -> Result<(), DashboardError> {
         let pulls = dashboard::open_cell_pulls(&self.fleet, deadline).await?;
         let now = now_secs();
-        let mut asks: Vec<(usize, Ask)> = Vec::new();
+        let mut checks: Vec<(usize, String)> = Vec::new();
+        let mut newest: Vec<(String, String)> = Vec::new();
+        let mut at: BTreeMap<String, usize> = BTreeMap::new();
         for (i, r) in rows.iter_mut().enumerate() {
             let pull = pulls.get(&r.status.cell);
             let gh = pull.map_or(OnGithub::None, |p| on_github(p, now));
             if matches!(r.status.state, CellState::Pending { .. }) {
                 match (pull, &r.digest) {
                     (Some(p), _) if !matches!(gh, OnGithub::Open { decommission: true, .. }) => {
-                        asks.push((i, Ask::Check(p.head_sha.clone())));
+                        checks.push((i, p.head_sha.clone()));
                     }
-                    (None, Some(d)) => asks.push((i, Ask::Declined(r.status.cell.clone(), d.clone()))),
+                    (None, Some(d)) => {
+                        at.insert(r.status.cell.clone(), i);
+                        newest.push((r.status.cell.clone(), d.clone()));
+                    }
                     _ => {}
                 }
             }
             r.status.github = Some(gh);
         }
-        // By cell, so that the same cells are read from one run to the next.
-        asks.sort_by(|a, b| rows[a.0].status.cell.cmp(&rows[b.0].status.cell));
-        if asks.len() > GITHUB_LOOKUPS {
-            tracing::info!(
-                pending = asks.len(),
-                read = GITHUB_LOOKUPS,
-                "fleet dashboard: more pending cells than GitHub reads a run; the others are not read"
-            );
-            asks.truncate(GITHUB_LOOKUPS);
+        for (cell, (number, url)) in dashboard::declined_pulls(&self.fleet, &newest, deadline).await? {
+            if let Some(&i) = at.get(&cell) {
+                rows[i].status.github = Some(OnGithub::Declined { number, url });
+            }
         }
-        let fleet = &self.fleet;
-        let found: Vec<(usize, Found)> = futures::stream::iter(asks.into_iter().map(|(i, ask)| async move {
-            let f = match ask {
-                Ask::Check(head) => Found::Check(dashboard::head_check(fleet, &head, deadline).await?),
-                Ask::Declined(cell, digest) => {
-                    Found::Declined(dashboard::declined_pull(fleet, &cell, &digest, deadline).await?)
-                }
-            };
-            Ok::<_, GithubError>((i, f))
-        }))
-        .buffer_unordered(GITHUB_READS)
-        .try_collect()
-        .await?;
-        for (i, f) in found {
-            match (f, &mut rows[i].status.github) {
-                (Found::Check(c), Some(OnGithub::Open { check, .. })) => *check = Some(c),
-                (Found::Declined(Some((number, url))), gh) => *gh = Some(OnGithub::Declined { number, url }),
-                _ => {}
+        let heads: Vec<String> = checks.iter().map(|(_, h)| h.clone()).collect();
+        let found = dashboard::head_checks(&self.fleet, &heads, deadline).await?;
+        for (i, head) in checks {
+            if let (Some(c), Some(OnGithub::Open { check, .. })) = (found.get(&head), &mut rows[i].status.github) {
+                *check = Some(c.clone());
             }
         }
         Ok(())

@@ -18,6 +18,7 @@ mod merging;
 
 pub use error::{GithubError, Result};
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Instant;
 
@@ -322,6 +323,14 @@ pub trait Pulls: Send + Sync {
     /// Every open pull request whose head is a branch of this repository starting with
     /// `head_prefix` (not a fork's), oldest first, all pages of the listing.
     fn open_pulls(&self, head_prefix: &str, deadline: Instant) -> impl Future<Output = Result<Vec<OpenPull>>> + Send;
+    /// [`latest_pull`](Pulls::latest_pull) of each of `branches` (this repository's, never a
+    /// fork's of the same name), in as few requests as GitHub allows (GraphQL: a hundred
+    /// branches a request), so that the dashboard reads every pending cell's however many.
+    fn newest_pulls(
+        &self,
+        branches: &[String],
+        deadline: Instant,
+    ) -> impl Future<Output = Result<BTreeMap<String, PullRequest>>> + Send;
 }
 
 /// Issues (pull requests left out): the open ones carrying a label, opening and closing one.
@@ -356,6 +365,14 @@ pub trait Merges: Send + Sync {
         context: &str,
         deadline: Instant,
     ) -> impl Future<Output = Result<Option<(bool, String)>>> + Send;
+    /// [`status`](Merges::status) of `context` on each of `commits`, in as few requests as GitHub
+    /// allows (GraphQL: a hundred commits a request); a commit without one is left out.
+    fn statuses(
+        &self,
+        commits: &[String],
+        context: &str,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<BTreeMap<String, (bool, String)>>> + Send;
     fn set_status(
         &self,
         commit: &str,

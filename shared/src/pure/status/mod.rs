@@ -353,7 +353,8 @@ impl CellStatus {
                     Some(HeadCheck::Passes) => "strict check passes".to_owned(),
                     Some(HeadCheck::Fails { description }) => format!("strict check fails: {description}"),
                     Some(HeadCheck::NotPosted) => "strict check not posted on its head yet".to_owned(),
-                    None => "its head's status not read (too many pending cells for one run)".to_owned(),
+                    // The dashboard reads every pending head's status: only a caller reading none leaves it.
+                    None => "its head's status not read".to_owned(),
                 };
                 format!("{d}; pull request #{number} {}{queued}; {check}", days(*age_days))
             }

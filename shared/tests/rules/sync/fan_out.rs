@@ -36,8 +36,7 @@ async fn sync_all_sends_one_message_per_cell_and_each_is_synced_and_retried_on_i
         [
             ops::REPOS_DOWNLOAD_TARBALL_ARCHIVE.id,
             ops::PULLS_LIST.id,
-            ops::PULLS_LIST.id,
-            ops::PULLS_LIST.id,
+            ops::GRAPHQL_NEWEST_PULLS.id,
             ops::ISSUES_LIST_FOR_REPO.id,
             ops::ISSUES_CREATE.id,
         ],

@@ -28,12 +28,25 @@ impl GithubFleet {
         variables: Value,
         deadline: Instant,
     ) -> Result<Graphql> {
+        self.graphql_document(what, op, op.document, variables, deadline).await
+    }
+
+    /// [`graphql`](Self::graphql) with `document` for the operation's own: the same operation
+    /// with as many aliases as a request reads (`newestPulls`).
+    pub(super) async fn graphql_document(
+        &self,
+        what: &str,
+        op: &GraphqlOperation,
+        document: &str,
+        variables: Value,
+        deadline: Instant,
+    ) -> Result<Graphql> {
         let mut r = self
             .send_to(
                 what,
                 Method::POST,
                 "/graphql",
-                Some(&json!({"query": op.document, "operationName": op.name, "variables": variables})),
+                Some(&json!({"query": document, "operationName": op.name, "variables": variables})),
                 None,
                 deadline,
                 Target::Graphql { mutation: op.mutation },

@@ -9,6 +9,7 @@
 //! those use). What GitHub's
 //! refusals mean is read in [`super::answers`], the same reading the in-memory double applies.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::ports::github::{
@@ -179,6 +180,10 @@ impl Pulls for GithubFleet {
     async fn cell_reading(&self, branch: &str, label: &str, base_sha: &str, deadline: Instant) -> Result<CellReading> {
         self.cell_reading(branch, label, base_sha, deadline).await
     }
+
+    async fn newest_pulls(&self, branches: &[String], deadline: Instant) -> Result<BTreeMap<String, PullRequest>> {
+        self.newest_pulls(branches, deadline).await
+    }
 }
 
 impl Issues for GithubFleet {
@@ -215,6 +220,15 @@ impl Merges for GithubFleet {
 
     async fn status(&self, commit: &str, context: &str, deadline: Instant) -> Result<Option<(bool, String)>> {
         self.status(commit, context, deadline).await
+    }
+
+    async fn statuses(
+        &self,
+        commits: &[String],
+        context: &str,
+        deadline: Instant,
+    ) -> Result<BTreeMap<String, (bool, String)>> {
+        self.statuses(commits, context, deadline).await
     }
 
     async fn merge_state(&self, number: u64, deadline: Instant) -> Result<MergeState> {

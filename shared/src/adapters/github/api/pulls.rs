@@ -1,6 +1,7 @@
 //! Pull requests: the newest of a branch, opening, closing, and the open ones the dashboard
 //! lists.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use serde_json::json;
@@ -152,6 +153,82 @@ impl GithubFleet {
         }
         Ok(pulls)
     }
+}
+
+impl GithubFleet {
+    pub(super) async fn newest_pulls(
+        &self,
+        branches: &[String],
+        deadline: Instant,
+    ) -> Result<BTreeMap<String, PullRequest>> {
+        let mut found = BTreeMap::new();
+        for chunk in branches.chunks(ops::NEWEST_PULLS_PER_QUERY) {
+            let what = format!(
+                "reading the newest pull requests of {} branches ({}...)",
+                chunk.len(),
+                chunk[0]
+            );
+            let mut variables = json!({"owner": self.owner, "name": self.repo});
+            for (i, b) in chunk.iter().enumerate() {
+                variables[format!("b{i}")] = json!(b);
+            }
+            let document = ops::newest_pulls_document(chunk.len());
+            let answer = self
+                .graphql_document(&what, &ops::GRAPHQL_NEWEST_PULLS, &document, variables, deadline)
+                .await?;
+            // One refused alias (a field the token may not read) refuses the read: a row shown
+            // as "nothing declined" for a branch that was not read would be wrong.
+            if let Some(e) = answer.errors.first() {
+                return Err(e.as_error(&what));
+            }
+            for (i, branch) in chunk.iter().enumerate() {
+                let nodes = answer.data["repository"][format!("b{i}")]["nodes"]
+                    .as_array()
+                    .ok_or_else(|| GithubError::Protocol {
+                        what: what.clone(),
+                        detail: format!("no pull requests answered for {branch}"),
+                    })?;
+                let ours = nodes.iter().find(|pr| {
+                    pr["isCrossRepository"] == json!(false) && pr["headRefName"].as_str() == Some(branch.as_str())
+                });
+                if let Some(pr) = ours {
+                    found.insert(branch.clone(), pull_of_graphql(pr, branch, &what)?);
+                }
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// A pull request as `newestPulls` reads it (`PullRequestState`: `OPEN`, `CLOSED`, `MERGED`).
+fn pull_of_graphql(pr: &serde_json::Value, branch: &str, what: &str) -> Result<PullRequest> {
+    let number = pr["number"].as_u64().ok_or_else(|| GithubError::Protocol {
+        what: what.to_owned(),
+        detail: "pull request without number".into(),
+    })?;
+    let state = match pr["state"].as_str() {
+        Some("OPEN") => PullState::Open,
+        Some("MERGED") => PullState::Merged,
+        _ => PullState::Closed,
+    };
+    let labels = pr["labels"]["nodes"]
+        .as_array()
+        .map(|ls| {
+            ls.iter()
+                .filter_map(|l| l["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(PullRequest {
+        number,
+        branch: branch.to_owned(),
+        url: pr["url"].as_str().unwrap_or_default().to_owned(),
+        title: pr["title"].as_str().unwrap_or_default().to_owned(),
+        state,
+        head_sha: pr["headRefOid"].as_str().unwrap_or_default().to_owned(),
+        labels,
+        body: pr["body"].as_str().unwrap_or_default().to_owned(),
+    })
 }
 
 /// Seconds since the epoch of an ISO 8601 time as GitHub writes them (`2026-12-02T10:00:00Z`),
