@@ -2263,12 +2263,22 @@ class Handler(BaseHTTPRequestHandler):
                 "isCrossRepository": (pr.get("head_repo") or full).lower() != full.lower(),
             }
 
-        def page(nodes, first, last):
-            # A connection's page: the first `first` or the last `last` of its nodes.
+        def page(nodes, first, last, after=None, cursor=None):
+            # A connection's page: the first `first` or the last `last` of its nodes, after the
+            # node whose cursor is `after` ("Using pagination in the GraphQL API": a page's
+            # `pageInfo.endCursor` is passed as `after` for the next). `cursor(node)` names a
+            # node's cursor (here a number: opaque to clients); a cursor no node has is an
+            # empty rest, as for a node since deleted.
+            total = len(nodes)  # of the whole connection, whatever the page
+            if after is not None and cursor is not None:
+                at = next((x for x, n in enumerate(nodes) if cursor(n) == after), None)
+                nodes = nodes[at + 1:] if at is not None else []
             shown = nodes[:first] if first is not None else nodes[-last:] if last else []
-            return {"totalCount": len(nodes), "nodes": shown,
+            end = cursor(shown[-1]) if shown and cursor is not None else None
+            return {"totalCount": total, "nodes": shown,
                     "pageInfo": {"hasNextPage": first is not None and len(nodes) > first,
-                                 "hasPreviousPage": last is not None and len(nodes) > last}}
+                                 "hasPreviousPage": last is not None and len(nodes) > last,
+                                 "endCursor": end}}
 
         seen = actor_of(token)
 
@@ -2298,7 +2308,7 @@ class Handler(BaseHTTPRequestHandler):
                 return {"name": branch, "refUpdateRule": None if p is None else {"requiresSignatures": bool(p.get("signatures"))}}
 
             def pull_requests(info, headRefName=None, baseRefName=None, states=None, first=None, last=None,
-                              orderBy=None, **k):
+                              orderBy=None, after=None, **k):
                 # `Repository.pullRequests`: "A list of pull requests that have been opened in the
                 # repository", filtered by `headRefName` (a fork's head of that name too: the
                 # filter is the branch's name alone), `baseRefName` and `states` (GraphQL
@@ -2310,7 +2320,8 @@ class Handler(BaseHTTPRequestHandler):
                          and (not states or ("MERGED" if pr.get("merged") else pr["state"].upper()) in states)]
                 if orderBy and orderBy.get("direction") == "DESC":
                     found.reverse()
-                return page([pull(full, repo, pr) for pr in found], first, last)
+                return page([pull(full, repo, pr) for pr in found], first, last, after,
+                            cursor=lambda node: str(node["number"]))
 
             def issues(info, labels=None, states=None, first=None, last=None, after=None, orderBy=None, **k):
                 # `Repository.issues`: "A list of issues that have been opened in the repository"
@@ -2323,18 +2334,12 @@ class Handler(BaseHTTPRequestHandler):
                          and (not states or i["state"].upper() in states)]
                 if orderBy and orderBy.get("direction") == "DESC":
                     found.reverse()
-                if after is not None:
-                    seen_at = next((x for x, i in enumerate(found) if str(i["number"]) == after), None)
-                    found = found[seen_at + 1:] if seen_at is not None else []
                 nodes = [{"number": i["number"], "title": i["title"], "body": i["body"],
                           "url": f"https://github.example/{full}/issues/{i['number']}",
                           "labels": (lambda i: lambda info, first=None, last=None, **k:
                                      page([{"name": n} for n in sorted(i["labels"])], first, last))(i)}
                          for i in found]
-                answer = page(nodes, first, last)
-                shown = answer["nodes"]
-                answer["pageInfo"]["endCursor"] = str(shown[-1]["number"]) if shown else None
-                return answer
+                return page(nodes, first, last, after, cursor=lambda node: str(node["number"]))
 
             def object_(info, expression=None, oid=None, **k):
                 # `Repository.object(expression:)` / `object(oid:)`: "A Git object in the
