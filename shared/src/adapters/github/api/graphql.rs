@@ -59,14 +59,7 @@ impl GithubFleet {
         let v = r.json(what)?;
         let errors: Vec<GraphqlError> = v["errors"]
             .as_array()
-            .map(|es| {
-                es.iter()
-                    .map(|e| GraphqlError {
-                        kind: e["type"].as_str().unwrap_or_default().to_owned(),
-                        message: e["message"].as_str().unwrap_or("GraphQL error").to_owned(),
-                    })
-                    .collect()
-            })
+            .map(|es| es.iter().map(GraphqlError::of).collect())
             .unwrap_or_default();
         // A spent primary rate limit is still answered 200 ("Rate limits and query limits for the
         // GraphQL API": "the response status will still be 200"), its reason in `errors`: typed
