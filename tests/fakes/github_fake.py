@@ -1325,6 +1325,10 @@ GRAPHQL_PERMISSIONS = {
     # git/get-commit), so their permissions together.
     "graphql/cellReading": [{"contents": _R, "issues": _R, "pull_requests": _R}],
     "graphql/labelledIssues": [{"issues": _R}],
+    # The dashboard's reads: pull requests as pulls/list; a head's status is the field
+    # `Commit.status` (below).
+    "graphql/openCellPulls": [{"pull_requests": _R}],
+    "graphql/newestPulls": [{"pull_requests": _R}],
     # Merge queues: what merging writes, as auto-merge's.
     "graphql/enablePullRequestAutoMergeInQueue": [{"pull_requests": _W, "contents": _W}],
     "graphql/enqueuePullRequest": [{"pull_requests": _W, "contents": _W}],

@@ -200,3 +200,35 @@ pub(crate) fn queue_answer(what: &str, e: &GraphqlError) -> Result<QueueAnswer> 
         Refusal::Other => QueueAnswer::Refused(e.message.clone()),
     })
 }
+
+#[cfg(test)]
+mod graphql_error_tests {
+    use super::*;
+    use crate::shell::error::{Class, Classify};
+
+    #[test]
+    fn a_field_refused_or_missing_inside_the_answer_is_final_and_named() {
+        let refused = GraphqlError::of(&serde_json::json!({
+            "type": "FORBIDDEN", "message": "Resource not accessible by integration",
+            "path": ["repository", "pullRequests", "nodes", 0, "commits", "nodes", 0, "commit", "status"]
+        }))
+        .as_error_of("listing the open pull requests", Some("statuses=read"));
+        let text = refused.to_string();
+        assert_eq!(refused.class(), Class::Final);
+        assert!(
+            text.contains("HTTP 200") && text.contains("nodes.0.commit.status") && text.contains("statuses=read"),
+            "{text}"
+        );
+        let missing = GraphqlError::of(&serde_json::json!({
+            "message": "Field 'isInMergeQueue' doesn't exist on type 'PullRequest'",
+            "extensions": {"code": "undefinedField", "typeName": "PullRequest", "fieldName": "isInMergeQueue"}
+        }))
+        .as_error_of("listing the open pull requests", Some("pull_requests=read"));
+        let text = missing.to_string();
+        assert_eq!(missing.class(), Class::Final);
+        assert!(
+            text.contains("undefinedField") && text.contains("isInMergeQueue"),
+            "{text}"
+        );
+    }
+}
