@@ -27,7 +27,7 @@ impl GithubFleet {
             let variables = json!({"owner": self.owner, "name": self.repo, "context": context, "after": after});
             let document = ops::open_cell_pulls_document(first);
             let answer = match self
-                .graphql_document(&what, &ops::GRAPHQL_OPEN_CELL_PULLS, &document, variables, deadline)
+                .graphql_page(&what, &ops::GRAPHQL_OPEN_CELL_PULLS, &document, variables, deadline)
                 .await
             {
                 // GitHub gave up on the page in time: the same page, smaller, may be answered.

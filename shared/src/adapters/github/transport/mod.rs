@@ -48,11 +48,13 @@ pub(super) enum Try {
 }
 
 // auto-merge
-/// Where a request goes: the REST API, or the GraphQL endpoint (`mutation`: content-creating).
+/// Where a request goes: the REST API, or the GraphQL endpoint (`mutation`: content-creating;
+/// `paged`: the caller asks a smaller page when GitHub gives up on one, so a timeout is handed
+/// to it at once rather than asked again as it was).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Target {
     Rest,
-    Graphql { mutation: bool },
+    Graphql { mutation: bool, paged: bool },
 }
 
 pub(super) struct Response {
@@ -190,7 +192,7 @@ impl GithubFleet {
             let app_route = uri.starts_with("/app/");
             let writes = match target {
                 Target::Rest => !download && !app_route && !matches!(method, Method::GET | Method::HEAD),
-                Target::Graphql { mutation } => mutation,
+                Target::Graphql { mutation, .. } => mutation,
             };
             if writes
                 && let Err(too_soon) = self
@@ -312,7 +314,7 @@ impl GithubFleet {
                     if !download && matches!(crabs.auth, Signer::Token(_)) {
                         self.note_token_expiry(&resp.headers);
                     }
-                    if matches!(target, Target::Graphql { .. }) && graphql_timed_out(&resp) {
+                    if matches!(target, Target::Graphql { paged: true, .. }) && graphql_timed_out(&resp) {
                         // Asked again as it was, it would time out again and cost points again
                         // ("If a timeout occurs for any of your API requests, additional points
                         // will be deducted"): the caller asks less, or tries later.
