@@ -296,6 +296,42 @@ async fn a_graphql_timeout_asks_a_smaller_page_then_fails_retryably<B: Bed>() {
     );
 }
 
+/// q. More than a hundred open pull requests: read a page of a hundred at a time, the cell whose
+/// pull request is on the second page shown with it like the first hundred (not as "no pull
+/// request open yet").
+async fn more_than_a_hundred_open_pull_requests_are_each_shown<B: Bed>() {
+    let w = World::<B>::start();
+    let mut last = 0;
+    for i in 0..101 {
+        let cell = format!("eu-many-{i:03}");
+        w.put_state(&cell, state_with(1, metadata(&cell, "vpc-1")));
+        // People's pull requests on the cells' branches (cellbridge's own writes would be paced
+        // past the test's deadline).
+        w.bed.commit(
+            w.repo(),
+            &branch(&cell),
+            &[("docs/note.md", &format!("{cell}\n"))],
+            "a note",
+        );
+        last = w.bed.open_pull_as_person(w.repo(), &branch(&cell), &cell);
+    }
+    let d = w.dashboard().await;
+    assert_eq!(d["action"], "created", "{d}");
+    let body = w.dashboards().remove(0).body;
+    let shown = body
+        .lines()
+        .filter(|l| l.starts_with("| `eu-many-") && l.contains("opened today; strict check not posted on its head yet"))
+        .count();
+    assert_eq!(shown, 101, "{body}");
+    assert!(
+        body.contains(&format!(
+            "| `eu-many-100` | pending | new cell (11 keys); pull request #{last} opened today;"
+        )),
+        "{body}"
+    );
+    assert!(!body.contains("no pull request open yet"), "{body}");
+}
+
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed,
@@ -309,5 +345,6 @@ scenarios!(
         a_row_shows_its_merge_state_and_the_merge_queue_as_github_says,
         a_field_refused_inside_the_graphql_answer_fails_the_dashboard_not_the_sync_all,
         a_graphql_timeout_asks_a_smaller_page_then_fails_retryably,
+        more_than_a_hundred_open_pull_requests_are_each_shown,
     ]
 );

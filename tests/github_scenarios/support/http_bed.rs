@@ -241,6 +241,16 @@ impl<const GHES: bool> Bed for HttpBed<GHES> {
             .fault(json!({"match": fault_match(op), "status": status, "times": 1}));
     }
 
+    fn open_pull_as_person(&self, _: &GithubFleet, head: &str, title: &str) -> u64 {
+        // "Create a pull request": https://docs.github.com/rest/pulls/pulls#create-a-pull-request
+        let out = self.person(
+            "POST",
+            &format!("/repos/{REPO}/pulls"),
+            &json!({"title": title, "head": head, "base": "main"}),
+        );
+        out["number"].as_u64().unwrap()
+    }
+
     fn graphql_times_out(&self, _: &GithubFleet, op: &Operation, times: usize) {
         let name = op.id.trim_start_matches("graphql/");
         self.gh

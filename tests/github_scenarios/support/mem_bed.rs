@@ -105,6 +105,10 @@ impl Bed for MemBed {
         repo.fail(op, 1, Fault::Status(status));
     }
 
+    fn open_pull_as_person(&self, repo: &MemGithub, head: &str, title: &str) -> u64 {
+        repo.open_pull_as_person(head, title)
+    }
+
     fn graphql_times_out(&self, repo: &MemGithub, op: &Operation, times: usize) {
         repo.fail(op, times, Fault::TimedOut);
     }

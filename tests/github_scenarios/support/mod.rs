@@ -114,6 +114,8 @@ pub(crate) trait Bed: Sized {
     fn transient(&self, repo: &Self::Repo, op: &Operation);
     /// GitHub answers the next call of `op` with `status`, a final answer (a run cut off there).
     fn refuse_once(&self, repo: &Self::Repo, op: &Operation, status: u16);
+    /// A person opens a pull request from `head` (a branch of this repository) into `main`.
+    fn open_pull_as_person(&self, repo: &Self::Repo, head: &str, title: &str) -> u64;
     /// GitHub gives up on the next `times` GraphQL queries of `op` (a 502: "This may be the
     /// result of a timeout").
     fn graphql_times_out(&self, repo: &Self::Repo, op: &Operation, times: usize);
