@@ -52,7 +52,10 @@ Control API (never used by the product; tests and the bench drive it):
   (or `{"lose_race": {"merge_pull": 3}, ...}`: a person merges pull request #3 first)
   (another writer commits on `ref` just before the matched request is handled). `match` is
   `METHOD glob` on the path without query (`*` matches anything, `...` too); omitted, any API
-  request. `DELETE /_fake/faults` clears them.
+  request. `"operation": "openCellPulls"` narrows a fault on `/graphql` to that GraphQL
+  operation; there `{"timeout": true}` answers GitHub's 502 for a query it gave up on, and
+  `{"graphql_errors": [...]}` answers 200 with those `errors` (a field refused, a field missing).
+  `DELETE /_fake/faults` clears them.
 - `POST /_fake/graphql_limits` `{"points_per_hour": 10, "timeout_nodes": 1000, "timeout_status": 502,
   "rate_limited_type": "RATE_LIMITED"}`: GraphQL's limits, each key given replacing its value.
   `points_per_hour` replaces every budget's documented size (null: 5,000 for a user, 5,000 and 50
@@ -96,6 +99,8 @@ Control API (never used by the product; tests and the bench drive it):
   see "merge queues"). `POST /_fake/merge_queue/checks` `{"repo", "number", "passed"}`: the
   queue's CI reports on the pull request's entry merged with the latest base (its `merge_group`
   checks); passed, the queue merges it, failed, it leaves the queue; `{"merged": bool}`.
+- `POST /_fake/merge_state` `{"repo", "number", "computed": false}`: GitHub has not computed the
+  pull request's merge state yet (`mergeStateStatus: UNKNOWN`) until `"computed": true`.
 - `GET /_fake/app`: the GitHub App's id, client ID, installation id and private key (PEM,
   generated at start when the `cryptography` package is there), for tests that authenticate as
   an app (the JWT's `iss` may be the client ID or the id), and its installation's `permissions`
@@ -580,9 +585,13 @@ def protection_unmet(repo, pr):
 
 
 def merge_state(repo, pr):
-    """The pull request's `mergeStateStatus` (see above)."""
+    """The pull request's `mergeStateStatus` (see above). `UNKNOWN`, "The state cannot currently
+    be determined", while GitHub computes it: it does so in the background after a push to the
+    pull request or its base ("Get a pull request": "If the value is `null`, then GitHub has
+    started a background job to compute the mergeability"); `POST /_fake/merge_state
+    {"repo", "number", "computed": false}` holds a pull request there."""
     head_sha, base_sha = repo["refs"].get("heads/" + pr["head"]), repo["refs"].get("heads/" + pr["base"])
-    if head_sha is None or base_sha is None:
+    if head_sha is None or base_sha is None or pr.get("merge_state_pending"):
         return "UNKNOWN"
     if not mergeable(repo, pr):
         return "DIRTY"
@@ -1316,6 +1325,10 @@ GRAPHQL_PERMISSIONS = {
     # git/get-commit), so their permissions together.
     "graphql/cellReading": [{"contents": _R, "issues": _R, "pull_requests": _R}],
     "graphql/labelledIssues": [{"issues": _R}],
+    # The dashboard's reads: pull requests as pulls/list; a head's status is the field
+    # `Commit.status` (below).
+    "graphql/openCellPulls": [{"pull_requests": _R}],
+    "graphql/newestPulls": [{"pull_requests": _R}],
     # Merge queues: what merging writes, as auto-merge's.
     "graphql/enablePullRequestAutoMergeInQueue": [{"pull_requests": _W, "contents": _W}],
     "graphql/enqueuePullRequest": [{"pull_requests": _W, "contents": _W}],
@@ -1925,9 +1938,16 @@ def general_error_violations(op, status, body):
 
 # --- faults ------------------------------------------------------------------------------------
 
-def fault_for(method, path):
+# GitHub's 502 body for a GraphQL query it gave up on (request id as GitHub writes it; see
+# "Timeouts" in the GraphQL endpoint).
+TIMEOUT_MESSAGE = ("Something went wrong while executing your query. This may be the result of a timeout, "
+                   "or it could be a GitHub bug. Please include `4A9B:716A:296B9:53EA6:64DCF39F` when reporting this issue.")
+
+def fault_for(method, path, operation=None):
     for f in FAULTS:
         if f.get("times", 1) <= 0:
+            continue
+        if f.get("operation") and f["operation"] != operation:
             continue
         m = f.get("match")
         if m:
@@ -2116,7 +2136,14 @@ class Handler(BaseHTTPRequestHandler):
         except ApiError as e:
             return self._send(e.status, {"message": e.message, "documentation_url": "https://docs.github.com/graphql"})
         with LOCK:
-            fault = fault_for("POST", "/graphql")
+            fault = fault_for("POST", "/graphql", op.id[len("graphql/"):])
+        if fault and fault.get("timeout"):
+            # GitHub giving up on this query (see "Timeouts" below), whatever its size.
+            return self._graphql_answer(path, op, 502, {"data": None, "errors": [{"message": TIMEOUT_MESSAGE}]}, {})
+        if fault and fault.get("graphql_errors"):
+            # GitHub's answer 200 with a refusal inside `errors` (a field the credentials may not
+            # read: `FORBIDDEN`; one this GitHub lacks: `extensions.code: undefinedField`).
+            return self._graphql_answer(path, op, 200, {"data": None, "errors": fault["graphql_errors"]}, {})
         if fault and fault.get("delay_ms"):
             # A slow answer, as REST's (a query GitHub takes long over, for timeouts).
             time.sleep(fault["delay_ms"] / 1000)
@@ -2172,11 +2199,8 @@ class Handler(BaseHTTPRequestHandler):
                 # Which call is slow is the fake's to decide: one asking more nodes than
                 # `timeout_nodes` (POST /_fake/graphql_limits), so a client's retry with a smaller
                 # page can be tested.
-                rid = ":".join(secrets.token_hex(2).upper() for _ in range(5))
-                message = ("Something went wrong while executing your query. This may be the result of a timeout, "
-                           f"or it could be a GitHub bug. Please include `{rid}` when reporting this issue.")
                 return self._graphql_answer(path, op, int(GRAPHQL_LIMITS["timeout_status"]),
-                                            {"data": None, "errors": [{"message": message}]}, {})
+                                            {"data": None, "errors": [{"message": TIMEOUT_MESSAGE}]}, {})
         # What `rateLimit { cost limit nodeCount remaining resetAt used }` answers ("Returning the
         # point value of a query": "querying the `cost` field on the `rateLimit` object"); null
         # where no rate limit applies (GitHub Enterprise Server's default).
@@ -2225,6 +2249,18 @@ class Handler(BaseHTTPRequestHandler):
                      for c, st in sorted(statuses.items())]
             return {"contexts": lambda info, **k: {"pageInfo": {"hasNextPage": False}, "nodes": nodes, "totalCount": len(nodes)}}
 
+        def commit_status(repo, sha):
+            # `Commit.status`: "Commit status information, if present" (null without one), and
+            # `Status.context(name:)`: "Looks up an individual status context by context name"
+            # (GraphQL reference; `StatusState` is REST's state in capitals).
+            sts = repo["statuses"].get(sha, {})
+
+            def context(info, name, **k):
+                st = sts.get(name)
+                return None if st is None else {"context": name, "state": st["state"].upper(),
+                                                "description": st.get("description")}
+            return {"context": context} if sts else None
+
         def actor(login):
             # GraphQL's `Actor` for a REST login. A GitHub App acts as a `Bot` whose GraphQL login
             # is its slug without the `[bot]` suffix that its REST login and `viewer.login` carry:
@@ -2251,7 +2287,9 @@ class Handler(BaseHTTPRequestHandler):
                 "mergeQueueEntry": {"id": f"MQE_{repo['id']}_{pr['number']}", "state": "AWAITING_CHECKS",
                                     "enqueuer": actor(entry["enqueuer"]), "enqueuedAt": entry["at"],
                                     "position": 1, "jump": False, "solo": False} if entry else None,
-                "commits": lambda info, **k: {"nodes": [{"commit": {"oid": head, "statusCheckRollup": checks(full, repo, pr, head)}}]},
+                "commits": lambda info, **k: {"nodes": [{"commit": {"oid": head, "statusCheckRollup": checks(full, repo, pr, head),
+                                                                     "status": commit_status(repo, head)}}]},
+                "createdAt": pr.get("created_at") or iso_now(0),
                 "headRefName": pr["head"], "baseRefName": pr["base"],
                 "labels": lambda info, first=None, last=None, **k: page([{"name": n} for n in sorted(pr["labels"])], first, last),
                 "number": pr["number"], "title": pr["title"], "body": pr["body"],
@@ -2352,14 +2390,8 @@ class Handler(BaseHTTPRequestHandler):
                 c = get_obj(sha, "commit")
                 if c is None:
                     return None
-                sts = repo["statuses"].get(sha, {})
-
-                def context(info, name, **k):
-                    st = sts.get(name)
-                    return None if st is None else {"context": name, "state": st["state"].upper(),
-                                                    "description": st.get("description")}
                 return {"__typename": "Commit", "oid": sha, "tree": {"oid": c["tree"]},
-                        "status": {"context": context} if sts else None}
+                        "status": commit_status(repo, sha)}
 
             return {"autoMergeAllowed": bool(repo.get("allow_auto_merge")), "pullRequest": pull_request, "ref": ref,
                     "pullRequests": pull_requests, "issues": issues, "object": object_}
@@ -3268,6 +3300,15 @@ class Handler(BaseHTTPRequestHandler):
                 merged = queue_checks(body["repo"], repo, pr, bool(body.get("passed")))
                 settle(body["repo"], repo)
                 return 200, {"merged": merged}
+            if path == "/_fake/merge_state" and method == "POST":
+                # GitHub not having computed a pull request's merge state yet (`computed: false`),
+                # or having computed it (see `merge_state`).
+                repo = repo_or_404(body.get("repo"))
+                pr = repo["pulls"].get(int(body.get("number") or 0))
+                if pr is None:
+                    raise ApiError(404, "no such pull request")
+                pr["merge_state_pending"] = not body.get("computed", True)
+                return 200, {"mergeStateStatus": merge_state(repo, pr)}
             if path == "/_fake/update_branch" and method == "POST":
                 # A person pressing "Update branch" on the pull request: the same merge as
                 # `PUT /pulls/{n}/update-branch`.

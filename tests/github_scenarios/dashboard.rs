@@ -3,6 +3,7 @@
 //! sync-all; thousands of cells needing attention fit the body limit both GitHubs enforce.
 
 use super::support::*;
+use cellbridge::ports::github::MergeMethod;
 use serde_json::json;
 
 /// i. The fleet dashboard: one issue labelled `cellbridge-dashboard`, listing every
@@ -195,6 +196,142 @@ async fn a_refused_graphql_read_fails_the_dashboard_and_a_5xx_is_retried<B: Bed>
     assert_eq!(d["action"], "created", "{d}");
 }
 
+/// n. A row shows what GitHub says of its pull request: its merge state in words ("not computed
+/// yet" while GitHub computes it), and "queued" only when GitHub's merge queue holds it, never
+/// because its body says `queued=yes` (a person can edit a body).
+async fn a_row_shows_its_merge_state_and_the_merge_queue_as_github_says<B: Bed>() {
+    let w = World::<B>::start();
+    w.bed.require_merge_queue(w.repo(), Some(MergeMethod::Squash));
+    w.apply(CELL, 1, "vpc-1");
+    let queued = w.deliver(CELL).await["pull_request"]["number"].as_u64().unwrap();
+    let other = "eu-c2";
+    w.apply(other, 1, "vpc-1");
+    let edited = w.deliver(other).await["pull_request"]["number"].as_u64().unwrap();
+    w.bed.enqueue_as_reviewer(w.repo(), queued);
+    let body = w.pulls().into_iter().find(|p| p.number == edited).unwrap().body;
+    w.bed
+        .edit_body(w.repo(), edited, &format!("{body}\n<!-- cellbridge:queued=yes -->\n"));
+    w.bed.merge_state_not_computed(w.repo(), edited);
+
+    let d = w.dashboard().await;
+    assert_eq!(d["action"], "created", "{d}");
+    let body = w.dashboards().remove(0).body;
+    assert!(
+        body.contains(&format!(
+            "pull request #{queued} opened today, queued in the merge queue; strict check passes; merge state: ready to merge ("
+        )),
+        "{body}"
+    );
+    assert!(
+        body.contains(&format!(
+            "pull request #{edited} opened today; strict check passes; merge state: not computed yet ("
+        )),
+        "{body}"
+    );
+}
+
+/// o. The open pull requests' read answered HTTP 200 with the head's status refused inside
+/// `errors` (`FORBIDDEN`: the credentials cannot read statuses): the dashboard fails for good,
+/// naming the field and the permission; the sync-all's cells are synced all the same.
+async fn a_field_refused_inside_the_graphql_answer_fails_the_dashboard_not_the_sync_all<B: Bed>() {
+    let w = World::<B>::start();
+    w.apply(CELL, 1, "vpc-1");
+    let op = cellbridge::adapters::github::operations::GRAPHQL_OPEN_CELL_PULLS.as_operation();
+    w.bed.graphql_field_refused(
+        w.repo(),
+        &op,
+        "repository.pullRequests.nodes.0.commits.nodes.0.commit.status",
+    );
+    let inv = w.handle(json!({"action": "sync-all"})).await;
+    assert_eq!(inv.class, None, "{}", inv.response);
+    assert_eq!(inv.response["cells"][0]["action"], "opened", "{}", inv.response);
+    let d = &inv.response["dashboard"];
+    assert_eq!((&d["action"], &d["class"]), (&json!("failed"), &json!("final")), "{d}");
+    let error = d["error"].as_str().unwrap();
+    assert!(
+        error.contains("FORBIDDEN") && error.contains("commit.status") && error.contains("statuses=read"),
+        "{error}"
+    );
+    assert!(!error.contains("HTTP 403"), "GitHub answered 200: {error}");
+    assert!(w.dashboards().is_empty());
+}
+
+/// p. GitHub gives up on a page of open pull requests (a 502 "This may be the result of a
+/// timeout"): the dashboard asks a smaller page and is written; when even the smallest page
+/// times out, it fails retryably, saying GitHub could not answer in time.
+async fn a_graphql_timeout_asks_a_smaller_page_then_fails_retryably<B: Bed>() {
+    let w = World::<B>::start();
+    w.apply(CELL, 1, "vpc-1");
+    let number = w.deliver(CELL).await["pull_request"]["number"].as_u64().unwrap();
+    let op = cellbridge::adapters::github::operations::GRAPHQL_OPEN_CELL_PULLS.as_operation();
+    w.bed.graphql_times_out(w.repo(), &op, 1);
+    let d = w.dashboard().await;
+    assert_eq!(d["action"], "created", "{d}");
+    let body = w.dashboards().remove(0).body;
+    assert!(
+        body.contains(&format!("pull request #{number} opened today; strict check passes")),
+        "{body}"
+    );
+    // 100, 50 and 25 a page: each times out.
+    w.bed.graphql_times_out(w.repo(), &op, 3);
+    let inv = w.handle(json!({"action": "dashboard"})).await;
+    assert_eq!(
+        inv.class,
+        Some(cellbridge::shell::error::Class::Retryable),
+        "{}",
+        inv.response
+    );
+    let d = &inv.response["dashboard"];
+    assert_eq!(
+        (&d["action"], &d["class"]),
+        (&json!("failed"), &json!("retryable")),
+        "{d}"
+    );
+    assert!(
+        d["error"]
+            .as_str()
+            .unwrap()
+            .contains("could not answer the query in time"),
+        "{d}"
+    );
+}
+
+/// q. More than a hundred open pull requests: read a page of a hundred at a time, the cell whose
+/// pull request is on the second page shown with it like the first hundred (not as "no pull
+/// request open yet").
+async fn more_than_a_hundred_open_pull_requests_are_each_shown<B: Bed>() {
+    let w = World::<B>::start();
+    let mut last = 0;
+    for i in 0..101 {
+        let cell = format!("eu-many-{i:03}");
+        w.put_state(&cell, state_with(1, metadata(&cell, "vpc-1")));
+        // People's pull requests on the cells' branches (cellbridge's own writes would be paced
+        // past the test's deadline).
+        w.bed.commit(
+            w.repo(),
+            &branch(&cell),
+            &[("docs/note.md", &format!("{cell}\n"))],
+            "a note",
+        );
+        last = w.bed.open_pull_as_person(w.repo(), &branch(&cell), &cell);
+    }
+    let d = w.dashboard().await;
+    assert_eq!(d["action"], "created", "{d}");
+    let body = w.dashboards().remove(0).body;
+    let shown = body
+        .lines()
+        .filter(|l| l.starts_with("| `eu-many-") && l.contains("opened today; strict check not posted on its head yet"))
+        .count();
+    assert_eq!(shown, 101, "{body}");
+    assert!(
+        body.contains(&format!(
+            "| `eu-many-100` | pending | new cell (11 keys); pull request #{last} opened today;"
+        )),
+        "{body}"
+    );
+    assert!(!body.contains("no pull request open yet"), "{body}");
+}
+
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed,
@@ -205,5 +342,9 @@ scenarios!(
         thousands_of_cells_needing_attention_fit_githubs_body_limit,
         every_pending_cell_is_read_for_a_declined_proposal,
         a_refused_graphql_read_fails_the_dashboard_and_a_5xx_is_retried,
+        a_row_shows_its_merge_state_and_the_merge_queue_as_github_says,
+        a_field_refused_inside_the_graphql_answer_fails_the_dashboard_not_the_sync_all,
+        a_graphql_timeout_asks_a_smaller_page_then_fails_retryably,
+        more_than_a_hundred_open_pull_requests_are_each_shown,
     ]
 );

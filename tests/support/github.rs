@@ -191,6 +191,15 @@ impl FakeGithub {
         self.seed(repo, "main", &refs)
     }
 
+    /// Whether GitHub has computed pull request `number`'s merge state (`UNKNOWN` until then).
+    pub fn merge_state_computed(&self, repo: &str, number: u64, computed: bool) {
+        self.control(
+            "POST",
+            "/_fake/merge_state",
+            Some(&json!({"repo": repo, "number": number, "computed": computed})),
+        );
+    }
+
     /// Turns `repo`'s issues off, as its settings can (creating one is then 410).
     pub fn disable_issues(&self, repo: &str) {
         self.control(

@@ -2,8 +2,8 @@
 //! the marker its body ends with, opened only when none is open, rewritten only when what it
 //! shows changed, and a duplicate (two runs that raced to open it) closed pointing at the oldest;
 //! and what GitHub holds for the cells it shows: the open `cellbridge/*` pull requests (one paged
-//! listing), the strict-substitution status of a pending cell's head, and whether a pending
-//! cell's values were declined.
+//! listing, each with its head's strict-substitution status, queue and merge state), and whether
+//! a pending cell's values were declined.
 //!
 //! What the body shows is computed elsewhere ([`crate::pure::status`], from S3 and the base branch:
 //! `jobs/sync/dashboard.rs`); it holds nothing that changes from one run to the next by itself (no
@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use super::pull_request::declined;
 use crate::ports::github::Result;
-use crate::ports::github::{CloseReason, Issues, Merges, OpenPull, Pulls};
+use crate::ports::github::{CloseReason, Issues, OpenPull, Pulls};
 use crate::pure::plan;
 use crate::pure::status::HeadCheck;
 
@@ -114,12 +114,13 @@ pub async fn publish<G: Issues + Pulls>(gh: &G, base_branch: &str, body: &str, d
     })
 }
 
-/// The open pull requests on cellbridge's branches (`cellbridge/<cell>`), by cell: one paged
-/// listing of the repository's open pull requests, whatever the number of cells.
+/// The open pull requests on cellbridge's branches (`cellbridge/<cell>`), by cell, each with its
+/// head's `cellbridge/strict-substitution` status, its place in the merge queue and its merge
+/// state: a hundred a request, whatever the number of cells ([`Pulls::open_pulls`]).
 pub async fn open_cell_pulls<G: Pulls>(gh: &G, deadline: Instant) -> Result<BTreeMap<String, OpenPull>> {
     let prefix = plan::branch_for("");
     Ok(gh
-        .open_pulls(&prefix, deadline)
+        .open_pulls(&prefix, plan::STATUS_CONTEXT, deadline)
         .await?
         .into_iter()
         .filter_map(|p| Some((p.head.strip_prefix(&prefix)?.to_owned(), p)))
@@ -127,27 +128,15 @@ pub async fn open_cell_pulls<G: Pulls>(gh: &G, deadline: Instant) -> Result<BTre
         .collect())
 }
 
-/// The `cellbridge/strict-substitution` status of each of `heads`, a hundred heads a request
-/// ([`Merges::statuses`]): every pending cell's head is read, however many.
-pub async fn head_checks<G: Merges>(
-    gh: &G,
-    heads: &[String],
-    deadline: Instant,
-) -> Result<BTreeMap<String, HeadCheck>> {
-    let found = gh.statuses(heads, plan::STATUS_CONTEXT, deadline).await?;
-    Ok(heads
-        .iter()
-        .map(|h| {
-            let check = match found.get(h) {
-                Some((true, _)) => HeadCheck::Passes,
-                Some((false, description)) => HeadCheck::Fails {
-                    description: description.clone(),
-                },
-                None => HeadCheck::NotPosted,
-            };
-            (h.clone(), check)
-        })
-        .collect())
+/// What a row shows of the strict-substitution status on an open pull request's head.
+pub fn head_check(pull: &OpenPull) -> HeadCheck {
+    match &pull.status {
+        Some((true, _)) => HeadCheck::Passes,
+        Some((false, description)) => HeadCheck::Fails {
+            description: description.clone(),
+        },
+        None => HeadCheck::NotPosted,
+    }
 }
 
 /// Of `cells` (each with [`values_digest_of`](super::pull_request::values_digest_of) of its

@@ -241,6 +241,39 @@ impl<const GHES: bool> Bed for HttpBed<GHES> {
             .fault(json!({"match": fault_match(op), "status": status, "times": 1}));
     }
 
+    fn open_pull_as_person(&self, _: &GithubFleet, head: &str, title: &str) -> u64 {
+        // "Create a pull request": https://docs.github.com/rest/pulls/pulls#create-a-pull-request
+        let out = self.person(
+            "POST",
+            &format!("/repos/{REPO}/pulls"),
+            &json!({"title": title, "head": head, "base": "main"}),
+        );
+        out["number"].as_u64().unwrap()
+    }
+
+    fn graphql_times_out(&self, _: &GithubFleet, op: &Operation, times: usize) {
+        let name = op.id.trim_start_matches("graphql/");
+        self.gh
+            .fault(json!({"match": "POST /graphql", "operation": name, "timeout": true, "times": times}));
+    }
+
+    fn graphql_field_refused(&self, _: &GithubFleet, op: &Operation, path: &'static str) {
+        // GitHub's field-level refusal: `type: FORBIDDEN`, the field's `path`, HTTP 200.
+        let name = op.id.trim_start_matches("graphql/");
+        let who = if GHES { "integration" } else { "personal access token" };
+        let path: Vec<serde_json::Value> = path
+            .split('.')
+            .map(|p| p.parse::<u64>().map_or_else(|_| json!(p), |n| json!(n)))
+            .collect();
+        let error = json!({"type": "FORBIDDEN", "path": path, "message": format!("Resource not accessible by {who}")});
+        self.gh
+            .fault(json!({"match": "POST /graphql", "operation": name, "graphql_errors": [error], "times": 1}));
+    }
+
+    fn merge_state_not_computed(&self, _: &GithubFleet, number: u64) {
+        self.gh.merge_state_computed(REPO, number, false);
+    }
+
     fn server_errors(&self, _: &GithubFleet) -> Option<usize> {
         let log = self.gh.requests();
         Some(

@@ -105,6 +105,22 @@ impl Bed for MemBed {
         repo.fail(op, 1, Fault::Status(status));
     }
 
+    fn open_pull_as_person(&self, repo: &MemGithub, head: &str, title: &str) -> u64 {
+        repo.open_pull_as_person(head, title)
+    }
+
+    fn graphql_times_out(&self, repo: &MemGithub, op: &Operation, times: usize) {
+        repo.fail(op, times, Fault::TimedOut);
+    }
+
+    fn graphql_field_refused(&self, repo: &MemGithub, op: &Operation, path: &'static str) {
+        repo.fail(op, 1, Fault::FieldRefused(path));
+    }
+
+    fn merge_state_not_computed(&self, repo: &MemGithub, number: u64) {
+        repo.merge_state_not_computed(number);
+    }
+
     fn race(&self, repo: &MemGithub, op: &Operation, branch: &str, files: &[(&str, &str)]) {
         repo.race(op, branch, files);
     }

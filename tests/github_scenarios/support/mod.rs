@@ -114,6 +114,16 @@ pub(crate) trait Bed: Sized {
     fn transient(&self, repo: &Self::Repo, op: &Operation);
     /// GitHub answers the next call of `op` with `status`, a final answer (a run cut off there).
     fn refuse_once(&self, repo: &Self::Repo, op: &Operation, status: u16);
+    /// A person opens a pull request from `head` (a branch of this repository) into `main`.
+    fn open_pull_as_person(&self, repo: &Self::Repo, head: &str, title: &str) -> u64;
+    /// GitHub gives up on the next `times` GraphQL queries of `op` (a 502: "This may be the
+    /// result of a timeout").
+    fn graphql_times_out(&self, repo: &Self::Repo, op: &Operation, times: usize);
+    /// GitHub answers the next query of `op` with HTTP 200 and `FORBIDDEN` inside `errors` for
+    /// the field at `path` (the credentials lack the permission to read it).
+    fn graphql_field_refused(&self, repo: &Self::Repo, op: &Operation, path: &'static str);
+    /// GitHub has not computed pull request `number`'s merge state yet (`UNKNOWN`).
+    fn merge_state_not_computed(&self, repo: &Self::Repo, number: u64);
     /// The 5xx answers served so far, where the bed's log shows them.
     fn server_errors(&self, _repo: &Self::Repo) -> Option<usize> {
         None

@@ -53,20 +53,75 @@ pub(crate) fn merge_refused(what: &str, status: u16, message: &str) -> Option<Re
 }
 
 /// One of `errors`: its `type` (GitHub's extension: `NOT_FOUND`, `FORBIDDEN`, `UNPROCESSABLE`,
-/// `RATE_LIMITED`...) and `message`.
+/// `RATE_LIMITED`...), `message`, `extensions.code` (the GraphQL server's own refusals of a
+/// document: `undefinedField` for a field this GitHub does not have, as on a GitHub Enterprise
+/// Server older than the field) and `path` (the field refused, dotted).
+#[derive(Debug, Default)]
 pub(crate) struct GraphqlError {
     pub(crate) kind: String,
     pub(crate) message: String,
+    pub(crate) code: String,
+    pub(crate) path: String,
 }
 
 impl GraphqlError {
+    /// One entry of an answer's `errors`.
+    pub(crate) fn of(e: &serde_json::Value) -> Self {
+        let path = e["path"]
+            .as_array()
+            .map(|p| {
+                p.iter()
+                    .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_owned))
+                    .collect::<Vec<_>>()
+                    .join(".")
+            })
+            .unwrap_or_default();
+        GraphqlError {
+            kind: e["type"].as_str().unwrap_or_default().to_owned(),
+            message: e["message"].as_str().unwrap_or("GraphQL error").to_owned(),
+            code: e["extensions"]["code"].as_str().unwrap_or_default().to_owned(),
+            path,
+        }
+    }
+
     pub(super) fn as_error(&self, what: &str) -> GithubError {
+        self.as_error_of(what, None)
+    }
+
+    /// [`as_error`](Self::as_error) of an operation needing `permission`: a field refused
+    /// (`FORBIDDEN` inside an answer of HTTP 200, not a 403) names the field and the permission;
+    /// a field this GitHub lacks names the field. Both final: asking again changes nothing.
+    pub(crate) fn as_error_of(&self, what: &str, permission: Option<&str>) -> GithubError {
+        let at = if self.path.is_empty() {
+            String::new()
+        } else {
+            format!(" (field {})", self.path)
+        };
+        if self.code == "undefinedField" {
+            return GithubError::Api {
+                what: what.to_owned(),
+                status: 422,
+                message: format!(
+                    "this GitHub's GraphQL lacks a field cellbridge reads (undefinedField: an older GitHub Enterprise Server?): {}{at}",
+                    self.message
+                ),
+            };
+        }
+        if let (Some(p), "FORBIDDEN") = (permission, self.kind.as_str()) {
+            // GitHub answered 200 and refused the field inside the answer.
+            return GithubError::Access {
+                what: what.to_owned(),
+                status: 200,
+                message: format!("a field refused inside the answer (FORBIDDEN): {}{at}", self.message),
+                permission: Some(p.to_owned()),
+            };
+        }
         let status = match self.kind.as_str() {
             "NOT_FOUND" => 404,
             "FORBIDDEN" => 403,
             _ => 422,
         };
-        GithubError::from_status(what, status, self.message.clone(), None)
+        GithubError::from_status(what, status, format!("{}{at}", self.message), None)
     }
 }
 
@@ -144,4 +199,36 @@ pub(crate) fn queue_answer(what: &str, e: &GraphqlError) -> Result<QueueAnswer> 
         Refusal::MergeableNow => QueueAnswer::MergeableNow(e.message.clone()),
         Refusal::Other => QueueAnswer::Refused(e.message.clone()),
     })
+}
+
+#[cfg(test)]
+mod graphql_error_tests {
+    use super::*;
+    use crate::shell::error::{Class, Classify};
+
+    #[test]
+    fn a_field_refused_or_missing_inside_the_answer_is_final_and_named() {
+        let refused = GraphqlError::of(&serde_json::json!({
+            "type": "FORBIDDEN", "message": "Resource not accessible by integration",
+            "path": ["repository", "pullRequests", "nodes", 0, "commits", "nodes", 0, "commit", "status"]
+        }))
+        .as_error_of("listing the open pull requests", Some("statuses=read"));
+        let text = refused.to_string();
+        assert_eq!(refused.class(), Class::Final);
+        assert!(
+            text.contains("HTTP 200") && text.contains("nodes.0.commit.status") && text.contains("statuses=read"),
+            "{text}"
+        );
+        let missing = GraphqlError::of(&serde_json::json!({
+            "message": "Field 'isInMergeQueue' doesn't exist on type 'PullRequest'",
+            "extensions": {"code": "undefinedField", "typeName": "PullRequest", "fieldName": "isInMergeQueue"}
+        }))
+        .as_error_of("listing the open pull requests", Some("pull_requests=read"));
+        let text = missing.to_string();
+        assert_eq!(missing.class(), Class::Final);
+        assert!(
+            text.contains("undefinedField") && text.contains("isInMergeQueue"),
+            "{text}"
+        );
+    }
 }

@@ -184,34 +184,33 @@ graphql_operations! {
     // `headRefName` matches a fork's branch of the same name too: a few are read and a fork's
     // (`isCrossRepository`) passed over.
     GRAPHQL_NEWEST_PULLS = query "newestPulls" "pull_requests=read" NEWEST_PULLS_QUERY;
-    // The status of one context on many commits in one request: `Repository.object(oid:)` as a
-    // `Commit`, its `status` ("Commit status information, if present") and
-    // `Status.context(name:)` ("Looks up an individual status context by context name"), one
-    // alias a commit (GraphQL reference). As `newestPulls`, the adapter sends a hundred aliases.
-    GRAPHQL_HEAD_STATUSES = query "headStatuses" "statuses=read" HEAD_STATUSES_QUERY;
+    // The open pull requests, a page at a time (`after`: the last page's `endCursor`, "Using
+    // pagination in the GraphQL API"), each with what its row shows: its head's commit and that
+    // commit's status of one context (`Status.context(name:)`), whether it is in the merge queue
+    // (`isInMergeQueue`: "Indicates whether the pull request is in a merge queue") and its
+    // `mergeStateStatus` ("Detailed information about the current pull request merge state
+    // status"; GraphQL reference). No head-ref filter: it names one branch, and matches forks.
+    GRAPHQL_OPEN_CELL_PULLS = query "openCellPulls" "pull_requests=read,statuses=read" OPEN_CELL_PULLS_QUERY;
 }
 
-/// What `headStatuses` reads of each commit, its alias and variable numbered `i`.
-pub fn head_statuses_alias(i: usize) -> String {
-    format!(
-        "c{i}: object(oid: $c{i}) {{ ... on Commit {{ oid status {{ context(name: $context) {{ state description }} }} }} }}"
+/// Pull requests an `openCellPulls` page reads: 1 + 100 labels + 100 commits = 201 requests, 2
+/// points, 2,200 nodes. A page GitHub could not answer in time is asked again at half the size,
+/// down to [`OPEN_CELL_PULLS_SMALLEST`].
+pub const OPEN_CELL_PULLS_PER_QUERY: usize = 100;
+
+/// The smallest page `openCellPulls` asks for before the read fails (retryable).
+pub const OPEN_CELL_PULLS_SMALLEST: usize = 25;
+
+/// `openCellPulls` with pages of `first` pull requests (the registered document: 100).
+pub fn open_cell_pulls_document(first: usize) -> String {
+    OPEN_CELL_PULLS_QUERY.replace(
+        "states: [OPEN], first: 100,",
+        &format!("states: [OPEN], first: {first},"),
     )
 }
 
-/// `headStatuses` for `n` commits (variables `$c0`..).
-pub fn head_statuses_document(n: usize) -> String {
-    let vars: Vec<String> = (0..n).map(|i| format!("$c{i}: GitObjectID!")).collect();
-    let aliases: Vec<String> = (0..n).map(head_statuses_alias).collect();
-    format!(
-        "query headStatuses($owner: String!, $name: String!, $context: String!, {}) {{\n  repository(owner: $owner, name: $name) {{\n    {}\n  }}\n}}",
-        vars.join(", "),
-        aliases.join("\n    ")
-    )
-}
-
-/// Branches a `newestPulls` (and commits a `headStatuses`) request reads: 100 aliases of 5 pull
-/// requests with 20 labels each is 100 × (1 + 5) = 600 requests, 6 points ("Calculating a rate
-/// limit score"), 10,500 nodes; `headStatuses` has no connection (1 point).
+/// Branches a `newestPulls` request reads: 100 aliases of 5 pull requests with 20 labels each is
+/// 100 × (1 + 5) = 600 requests, 6 points ("Calculating a rate limit score"), 10,500 nodes.
 pub const NEWEST_PULLS_PER_QUERY: usize = 100;
 
 /// The pull requests `newestPulls` reads of a branch: this repository's newest is among them
@@ -347,10 +346,18 @@ const NEWEST_PULLS_QUERY: &str = "query newestPulls($owner: String!, $name: Stri
   }
 }";
 
-const HEAD_STATUSES_QUERY: &str =
-    "query headStatuses($owner: String!, $name: String!, $context: String!, $c0: GitObjectID!) {
+const OPEN_CELL_PULLS_QUERY: &str =
+    "query openCellPulls($owner: String!, $name: String!, $context: String!, $after: String) {
   repository(owner: $owner, name: $name) {
-    c0: object(oid: $c0) { ... on Commit { oid status { context(name: $context) { state description } } } }
+    pullRequests(states: [OPEN], first: 100, after: $after, orderBy: {field: CREATED_AT, direction: ASC}) {
+      pageInfo { hasNextPage endCursor }
+      nodes {
+        number url createdAt headRefName headRefOid isCrossRepository isInMergeQueue mergeStateStatus body
+        headRepository { nameWithOwner }
+        labels(first: 20) { nodes { name } }
+        commits(last: 1) { nodes { commit { oid status { context(name: $context) { state description } } } } }
+      }
+    }
   }
 }";
 
@@ -367,7 +374,8 @@ mod tests {
     #[test]
     fn newest_pulls_for_one_branch_is_the_operations_document() {
         assert_eq!(newest_pulls_document(1), NEWEST_PULLS_QUERY);
-        assert_eq!(head_statuses_document(1), HEAD_STATUSES_QUERY);
+        assert_eq!(open_cell_pulls_document(100), OPEN_CELL_PULLS_QUERY);
+        assert!(open_cell_pulls_document(50).contains("states: [OPEN], first: 50, after: $after"));
         let two = newest_pulls_document(2);
         assert!(
             two.contains("$b1: String!") && two.contains("b1: pullRequests(headRefName: $b1"),

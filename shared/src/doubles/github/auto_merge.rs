@@ -129,6 +129,9 @@ impl Store {
     }
 
     pub(super) fn merge_state_of(&self, pr: &MemPull) -> MergeStateStatus {
+        if self.merge_not_computed.contains(&pr.number) {
+            return MergeStateStatus::Unknown;
+        }
         let (Some(head), Some(base)) = (self.refs.get(&pr.head), self.refs.get(&pr.base)) else {
             return MergeStateStatus::Unknown;
         };
@@ -205,6 +208,7 @@ impl Store {
                 &GraphqlError {
                     kind: "UNPROCESSABLE".into(),
                     message,
+                    ..GraphqlError::default()
                 },
             )
         };

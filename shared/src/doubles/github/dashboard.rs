@@ -1,18 +1,19 @@
 //! The open pull requests as the fleet dashboard lists them.
 //!
-//! - "List pull requests" lists the open ones, oldest first with `direction=asc`, each with the
-//!   time it was opened (`created_at`, <https://docs.github.com/rest/pulls/pulls#list-pull-requests>).
+//! - `openCellPulls` reads the open ones a page of a hundred a request, oldest first, each with
+//!   its head's status of one context, its place in the merge queue and its merge state.
 //! - `newestPulls` reads the newest pull request of a hundred branches a request (GraphQL's
 //!   `Repository.pullRequests(headRefName:)`, aliased: `adapters/github/operations.rs`).
 
 use std::collections::BTreeMap;
 
-use super::{MemGithub, Result, Store};
+use super::{GithubError, MemGithub, MemPull, Result, Store};
 use crate::adapters::github::operations::{self as ops, Operation};
+use crate::adapters::github::transport::GRAPHQL_TIMEOUT;
 use crate::ports::github::{OpenPull, PullRequest};
 
 static GRAPHQL_NEWEST_PULLS: Operation = ops::GRAPHQL_NEWEST_PULLS.as_operation();
-static GRAPHQL_HEAD_STATUSES: Operation = ops::GRAPHQL_HEAD_STATUSES.as_operation();
+static GRAPHQL_OPEN_CELL_PULLS: Operation = ops::GRAPHQL_OPEN_CELL_PULLS.as_operation();
 
 /// Now, in seconds since the epoch: when a pull request opened through the port was opened.
 pub(super) fn now_secs() -> u64 {
@@ -23,43 +24,55 @@ pub(super) fn now_secs() -> u64 {
 }
 
 impl Store {
-    pub(super) fn open_pulls(&mut self, head_prefix: &str) -> Result<Vec<OpenPull>> {
-        self.enter(&ops::PULLS_LIST)?;
-        Ok(self
+    /// A page of a hundred a call, as the adapter's `openCellPulls` (faults, smaller pages after
+    /// a timeout, and request counts as the adapter's).
+    pub(super) fn open_pulls(&mut self, head_prefix: &str, context: &str) -> Result<Vec<OpenPull>> {
+        let all_open = self.pulls.iter().filter(|p| p.open).count();
+        let (mut read, mut first) = (0, ops::OPEN_CELL_PULLS_PER_QUERY);
+        loop {
+            match self.enter(&GRAPHQL_OPEN_CELL_PULLS) {
+                // As the adapter: a page GitHub could not answer in time is asked smaller.
+                Err(GithubError::Transient { detail, .. })
+                    if detail.contains(GRAPHQL_TIMEOUT) && first > ops::OPEN_CELL_PULLS_SMALLEST =>
+                {
+                    first /= 2;
+                    continue;
+                }
+                other => other?,
+            }
+            read += first;
+            if read >= all_open {
+                break;
+            }
+        }
+        let open: Vec<&MemPull> = self
             .pulls
             .iter()
             .filter(|p| p.open && p.head.starts_with(head_prefix))
-            .map(|p| OpenPull {
-                number: p.number,
-                url: format!("https://github.example/acme/fleet/pull/{}", p.number),
-                head: p.head.clone(),
-                head_sha: self.refs.get(&p.head).cloned().unwrap_or_default(),
-                created_at: self.pull_created.get(&p.number).copied().unwrap_or_else(now_secs),
-                labels: p.labels.clone(),
-                body: p.body.clone(),
+            .collect();
+        Ok(open
+            .iter()
+            .map(|p| {
+                let head_sha = self.refs.get(&p.head).cloned().unwrap_or_default();
+                let status = self
+                    .statuses
+                    .get(&head_sha)
+                    .and_then(|l| l.iter().rev().find(|st| st.context == context))
+                    .map(|st| (st.success, st.description.clone()));
+                OpenPull {
+                    number: p.number,
+                    url: format!("https://github.example/acme/fleet/pull/{}", p.number),
+                    head: p.head.clone(),
+                    head_sha,
+                    created_at: self.pull_created.get(&p.number).copied().unwrap_or_else(now_secs),
+                    labels: p.labels.clone(),
+                    body: p.body.clone(),
+                    status,
+                    queued: self.entry_of(p).is_some(),
+                    merge_state: self.merge_state_of(p),
+                }
             })
             .collect())
-    }
-
-    pub(super) fn head_statuses(
-        &mut self,
-        commits: &[String],
-        context: &str,
-    ) -> Result<BTreeMap<String, (bool, String)>> {
-        let mut found = BTreeMap::new();
-        for chunk in commits.chunks(ops::NEWEST_PULLS_PER_QUERY) {
-            self.enter(&GRAPHQL_HEAD_STATUSES)?;
-            for c in chunk {
-                let newest = self
-                    .statuses
-                    .get(c)
-                    .and_then(|l| l.iter().rev().find(|st| st.context == context));
-                if let Some(st) = newest {
-                    found.insert(c.clone(), (st.success, st.description.clone()));
-                }
-            }
-        }
-        Ok(found)
     }
 
     pub(super) fn newest_pulls(&mut self, branches: &[String]) -> Result<BTreeMap<String, PullRequest>> {
@@ -76,5 +89,11 @@ impl MemGithub {
     /// Pull request `number` was opened `days` days ago (as if).
     pub fn opened_days_ago(&self, number: u64, days: u64) {
         self.with(|s| s.pull_created.insert(number, now_secs().saturating_sub(days * 86_400)));
+    }
+
+    /// GitHub has not computed pull request `number`'s merge state yet (after a push to it or
+    /// its base): it answers `UNKNOWN` until it has.
+    pub fn merge_state_not_computed(&self, number: u64) {
+        self.with(|s| s.merge_not_computed.insert(number));
     }
 }

@@ -3,8 +3,10 @@
 //! installation's permissions, a seeded schedule, and the journal of every call.
 
 use super::{GithubError, MemGithub, Result, Store, api};
+use crate::adapters::github::answers::GraphqlError;
 use crate::adapters::github::operations::{self as ops, Operation};
 use crate::adapters::github::permissions;
+use crate::adapters::github::transport::GRAPHQL_TIMEOUT;
 use crate::ports::github::MergeMethod;
 
 /// How an injected fault fails the call.
@@ -14,6 +16,11 @@ pub enum Fault {
     Transient,
     /// A final answer with this HTTP status (401, 403, 404, 422...).
     Status(u16),
+    /// GitHub gave up on a GraphQL query that took too long (a 502 saying so).
+    TimedOut,
+    /// GraphQL answered 200 and refused the field at this path inside `errors` (`FORBIDDEN`: the
+    /// credentials lack the operation's permission for it).
+    FieldRefused(&'static str),
 }
 
 pub(super) struct Rule {
@@ -77,6 +84,17 @@ impl Store {
                     detail: "injected: 502 after every retry".into(),
                 },
                 Fault::Status(s) => api(op, s, "injected"),
+                Fault::TimedOut => GithubError::Transient {
+                    what: op.id.to_owned(),
+                    detail: format!("HTTP 502: {GRAPHQL_TIMEOUT}: injected"),
+                },
+                Fault::FieldRefused(path) => GraphqlError {
+                    kind: "FORBIDDEN".into(),
+                    message: "Resource not accessible by integration".into(),
+                    path: path.to_owned(),
+                    ..GraphqlError::default()
+                }
+                .as_error_of(op.id, Some(op.permission)),
             });
         }
         Ok(())
@@ -230,7 +248,7 @@ impl MemGithub {
             ops::GRAPHQL_CELL_READING.id,
             ops::GRAPHQL_LABELLED_ISSUES.id,
             ops::GRAPHQL_NEWEST_PULLS.id,
-            ops::GRAPHQL_HEAD_STATUSES.id,
+            ops::GRAPHQL_OPEN_CELL_PULLS.id,
         ];
         self.calls().iter().filter(|c| !reads.contains(c)).count()
     }

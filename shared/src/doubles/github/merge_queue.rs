@@ -307,6 +307,7 @@ fn refused(message: &str) -> Result<QueueAnswer> {
         &GraphqlError {
             kind: "UNPROCESSABLE".into(),
             message: message.to_owned(),
+            ..GraphqlError::default()
         },
     )
 }

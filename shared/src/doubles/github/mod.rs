@@ -107,6 +107,8 @@ struct Store {
     merges: Vec<MemMerge>,
     /// When each pull request was opened (seconds since the epoch), by number.
     pull_created: HashMap<u64, u64>,
+    /// Pull requests whose merge state GitHub has not computed yet (`UNKNOWN`).
+    merge_not_computed: std::collections::HashSet<u64>,
     /// Why each closed issue was closed (`completed`, `duplicate`), by number.
     state_reasons: HashMap<u64, &'static str>,
     /// Issues turned off in the repository's settings.
@@ -320,8 +322,8 @@ impl Pulls for MemGithub {
         self.call(|s| s.close_pull(number, body)).await
     }
 
-    async fn open_pulls(&self, head_prefix: &str, _deadline: Instant) -> Result<Vec<OpenPull>> {
-        self.call(|s| s.open_pulls(head_prefix)).await
+    async fn open_pulls(&self, head_prefix: &str, context: &str, _deadline: Instant) -> Result<Vec<OpenPull>> {
+        self.call(|s| s.open_pulls(head_prefix, context)).await
     }
 
     async fn newest_pulls(&self, branches: &[String], _deadline: Instant) -> Result<BTreeMap<String, PullRequest>> {
@@ -352,15 +354,6 @@ impl Issues for MemGithub {
 impl Merges for MemGithub {
     async fn status(&self, commit: &str, context: &str, _deadline: Instant) -> Result<Option<(bool, String)>> {
         self.call(|s| s.status(commit, context)).await
-    }
-
-    async fn statuses(
-        &self,
-        commits: &[String],
-        context: &str,
-        _deadline: Instant,
-    ) -> Result<BTreeMap<String, (bool, String)>> {
-        self.call(|s| s.head_statuses(commits, context)).await
     }
 
     async fn set_status(

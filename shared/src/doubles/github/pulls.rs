@@ -228,6 +228,17 @@ impl MemGithub {
         });
     }
 
+    /// A person opens a pull request from `head` (a branch of this repository) into `main`.
+    pub fn open_pull_as_person(&self, head: &str, title: &str) -> u64 {
+        self.with(|s| {
+            let number = s.next_number();
+            s.pulls.push(MemPull::opened(number, head, "main", title, ""));
+            s.pull_created.insert(number, super::dashboard::now_secs());
+            s.journal.push(format!("#{number} opened by a person"));
+            number
+        })
+    }
+
     /// A person closes pull request `number` without merging it.
     pub fn close(&self, number: u64) {
         self.with(|s| {

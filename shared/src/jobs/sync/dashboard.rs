@@ -7,9 +7,10 @@
 //! part and the index only (every `clusters/<cell>/cell-metadata.yaml`: [`Keep::with_index`]);
 //! every state the key pattern names (the sync-all listing), read from S3 with the streaming
 //! reader a few at a time and checked against the contract, each turned into its row at once;
-//! the open `cellbridge/*` pull requests in one paged listing; and, for a pending cell only, its
-//! head's strict-substitution status or, with nothing open, its newest pull request (declined?),
-//! a hundred cells a GraphQL request, every one read;
+//! the open `cellbridge/*` pull requests, a hundred a GraphQL request, each with its head's
+//! strict-substitution status, its place in the merge queue and its merge state; for a pending
+//! cell with nothing open, its newest pull request (declined?), a hundred cells a GraphQL request,
+//! every one read;
 //! and, where EKS is reachable, each named cluster's bootstrap record, its Flux column
 //! (`dashboard/flux.rs`). A row says what a person needs to know and never a value: a refusal's
 //! reason is the contract's, which names keys only.
@@ -307,8 +308,9 @@ fn on_github(pull: &OpenPull, now: u64) -> OnGithub {
         url: pull.url.clone(),
         age_days: now.saturating_sub(pull.created_at) / 86_400,
         decommission: pull.labels.iter().any(|l| l == LABEL_DECOMMISSION),
-        queued: crate::pure::record::field(&pull.body, "queued").as_deref() == Some("yes"),
+        queued: pull.queued,
         check: None,
+        merge_state: Some(pull.merge_state.in_words().to_owned()),
     }
 }
 
@@ -456,23 +458,31 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         })
     }
 
-    /// What GitHub holds for each row: its open pull request (one listing for the fleet), and for
-    /// a pending cell the head's status or, with nothing open, whether its values were declined.
+    /// What GitHub holds for each row: its open pull request (one listing for the fleet, with
+    /// its head's status), and for a pending cell with nothing open whether its values were
+    /// declined.
     async fn read_github(&self, rows: &mut [StateRow], deadline: Instant) -> Result<(), DashboardError> {
         let pulls = dashboard::open_cell_pulls(&self.fleet, deadline).await?;
         let now = now_secs();
-        let mut checks: Vec<(usize, String)> = Vec::new();
         let mut newest: Vec<(String, String)> = Vec::new();
         let mut at: BTreeMap<String, usize> = BTreeMap::new();
         for (i, r) in rows.iter_mut().enumerate() {
             let pull = pulls.get(&r.status.cell);
-            let gh = pull.map_or(OnGithub::None, |p| on_github(p, now));
+            let mut gh = pull.map_or(OnGithub::None, |p| on_github(p, now));
             if matches!(r.status.state, CellState::Pending { .. }) {
-                match (pull, &r.digest) {
-                    (Some(p), _) if !matches!(gh, OnGithub::Open { decommission: true, .. }) => {
-                        checks.push((i, p.head_sha.clone()));
+                match (pull, &r.digest, &mut gh) {
+                    (
+                        Some(p),
+                        _,
+                        OnGithub::Open {
+                            decommission: false,
+                            check,
+                            ..
+                        },
+                    ) => {
+                        *check = Some(dashboard::head_check(p));
                     }
-                    (None, Some(d)) => {
+                    (None, Some(d), _) => {
                         at.insert(r.status.cell.clone(), i);
                         newest.push((r.status.cell.clone(), d.clone()));
                     }
@@ -484,13 +494,6 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         for (cell, (number, url)) in dashboard::declined_pulls(&self.fleet, &newest, deadline).await? {
             if let Some(&i) = at.get(&cell) {
                 rows[i].status.github = Some(OnGithub::Declined { number, url });
-            }
-        }
-        let heads: Vec<String> = checks.iter().map(|(_, h)| h.clone()).collect();
-        let found = dashboard::head_checks(&self.fleet, &heads, deadline).await?;
-        for (i, head) in checks {
-            if let (Some(c), Some(OnGithub::Open { check, .. })) = (found.get(&head), &mut rows[i].status.github) {
-                *check = Some(c.clone());
             }
         }
         Ok(())

@@ -57,6 +57,22 @@ impl MergeStateStatus {
         }
     }
 
+    /// What the dashboard's row says of it. `Unknown`: GitHub computes a pull request's
+    /// mergeability in the background, after a push to it or its base ("Get a pull request":
+    /// "If the value is `null`, then GitHub has started a background job to compute the
+    /// mergeability"), and answers "The state cannot currently be determined" until then.
+    pub fn in_words(self) -> &'static str {
+        match self {
+            Self::Behind => "behind its base branch",
+            Self::Blocked => "blocked by a required check or review",
+            Self::Clean | Self::HasHooks => "ready to merge",
+            Self::Dirty => "conflicts with its base branch",
+            Self::Draft => "a draft",
+            Self::Unknown => "not computed yet",
+            Self::Unstable => "mergeable, a check not passing",
+        }
+    }
+
     /// Every requirement of the base branch is met: the pull request can merge now (what GitHub's
     /// auto-merge refuses to wait for).
     pub fn mergeable_now(self) -> bool {

@@ -321,8 +321,14 @@ pub trait Pulls: Send + Sync {
     /// Closes the pull request, its body replaced by `body` in the same write.
     fn close_pull(&self, number: u64, body: &str, deadline: Instant) -> impl Future<Output = Result<()>> + Send;
     /// Every open pull request whose head is a branch of this repository starting with
-    /// `head_prefix` (not a fork's), oldest first, all pages of the listing.
-    fn open_pulls(&self, head_prefix: &str, deadline: Instant) -> impl Future<Output = Result<Vec<OpenPull>>> + Send;
+    /// `head_prefix` (not a fork's), oldest first, all pages of the listing, each with its
+    /// head's status of `context`, its place in the merge queue and its merge state.
+    fn open_pulls(
+        &self,
+        head_prefix: &str,
+        context: &str,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<Vec<OpenPull>>> + Send;
     /// [`latest_pull`](Pulls::latest_pull) of each of `branches` (this repository's, never a
     /// fork's of the same name), in as few requests as GitHub allows (GraphQL: a hundred
     /// branches a request), so that the dashboard reads every pending cell's however many.
@@ -365,14 +371,6 @@ pub trait Merges: Send + Sync {
         context: &str,
         deadline: Instant,
     ) -> impl Future<Output = Result<Option<(bool, String)>>> + Send;
-    /// [`status`](Merges::status) of `context` on each of `commits`, in as few requests as GitHub
-    /// allows (GraphQL: a hundred commits a request); a commit without one is left out.
-    fn statuses(
-        &self,
-        commits: &[String],
-        context: &str,
-        deadline: Instant,
-    ) -> impl Future<Output = Result<BTreeMap<String, (bool, String)>>> + Send;
     fn set_status(
         &self,
         commit: &str,
@@ -468,6 +466,14 @@ pub struct OpenPull {
     /// Its description as the listing gives it: what cellbridge recorded there is shown to
     /// people (the dashboard), never decided on.
     pub body: String,
+    /// The newest status of the context asked for on its head commit: (success, description);
+    /// `None` when none was posted there.
+    pub status: Option<(bool, String)>,
+    /// In the base branch's merge queue, as GitHub says (`isInMergeQueue`): never the body's
+    /// `queued=yes`, which a person can edit.
+    pub queued: bool,
+    /// Where it stands for merging, as GitHub computed it (`Unknown`: not computed yet).
+    pub merge_state: MergeStateStatus,
 }
 
 /// The base branch as it was when read.

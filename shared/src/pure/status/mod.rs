@@ -231,14 +231,16 @@ pub enum OnGithub {
         age_days: u64,
         /// A decommission pull request (label `decommission`): it removes `clusters/<cell>/`.
         decommission: bool,
-        /// In the base branch's merge queue, as cellbridge recorded when it last wrote the pull
-        /// request (`queued=yes`): said to people, never decided on.
+        /// In the base branch's merge queue, as GitHub says (never the body's `queued=yes`,
+        /// which a person can edit).
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         queued: bool,
-        /// The `cellbridge/strict-substitution` status of its head; read for pending cells only
-        /// (and not for all of them when there are very many: `None`).
+        /// The `cellbridge/strict-substitution` status of its head; read for pending cells only.
         #[serde(skip_serializing_if = "Option::is_none")]
         check: Option<HeadCheck>,
+        /// Where it stands for merging, in words ("not computed yet" while GitHub computes it).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        merge_state: Option<String>,
     },
     /// Nothing is open, and the cell's newest pull request, which proposed these very values,
     /// was closed by a person without merging: cellbridge leaves it closed.
@@ -342,6 +344,7 @@ impl CellStatus {
                     decommission,
                     check,
                     queued,
+                    merge_state,
                     ..
                 },
             ) => {
@@ -356,7 +359,14 @@ impl CellStatus {
                     // The dashboard reads every pending head's status: only a caller reading none leaves it.
                     None => "its head's status not read".to_owned(),
                 };
-                format!("{d}; pull request #{number} {}{queued}; {check}", days(*age_days))
+                let merge = merge_state
+                    .as_deref()
+                    .map(|m| format!("; merge state: {m}"))
+                    .unwrap_or_default();
+                format!(
+                    "{d}; pull request #{number} {}{queued}; {check}{merge}",
+                    days(*age_days)
+                )
             }
             (CellState::Pending { .. }, OnGithub::Declined { number, .. }) => {
                 format!("{d}; declined: #{number} was closed without merging these values")

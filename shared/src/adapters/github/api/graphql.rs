@@ -41,6 +41,33 @@ impl GithubFleet {
         variables: Value,
         deadline: Instant,
     ) -> Result<Graphql> {
+        self.graphql_sent(what, op, document, variables, deadline, false).await
+    }
+
+    /// [`graphql_document`](Self::graphql_document) of a page the caller asks again smaller
+    /// when GitHub gives up on it: a timeout fails at once (`Transient`, saying
+    /// [`GRAPHQL_TIMEOUT`](crate::adapters::github::transport::GRAPHQL_TIMEOUT)), not asked
+    /// again as it was.
+    pub(super) async fn graphql_page(
+        &self,
+        what: &str,
+        op: &GraphqlOperation,
+        document: &str,
+        variables: Value,
+        deadline: Instant,
+    ) -> Result<Graphql> {
+        self.graphql_sent(what, op, document, variables, deadline, true).await
+    }
+
+    async fn graphql_sent(
+        &self,
+        what: &str,
+        op: &GraphqlOperation,
+        document: &str,
+        variables: Value,
+        deadline: Instant,
+        paged: bool,
+    ) -> Result<Graphql> {
         let mut r = self
             .send_to(
                 what,
@@ -49,7 +76,10 @@ impl GithubFleet {
                 Some(&json!({"query": document, "operationName": op.name, "variables": variables})),
                 None,
                 deadline,
-                Target::Graphql { mutation: op.mutation },
+                Target::Graphql {
+                    mutation: op.mutation,
+                    paged,
+                },
             )
             .await?;
         r.permission = op.permission;
@@ -59,14 +89,7 @@ impl GithubFleet {
         let v = r.json(what)?;
         let errors: Vec<GraphqlError> = v["errors"]
             .as_array()
-            .map(|es| {
-                es.iter()
-                    .map(|e| GraphqlError {
-                        kind: e["type"].as_str().unwrap_or_default().to_owned(),
-                        message: e["message"].as_str().unwrap_or("GraphQL error").to_owned(),
-                    })
-                    .collect()
-            })
+            .map(|es| es.iter().map(GraphqlError::of).collect())
             .unwrap_or_default();
         // A spent primary rate limit is still answered 200 ("Rate limits and query limits for the
         // GraphQL API": "the response status will still be 200"), its reason in `errors`: typed

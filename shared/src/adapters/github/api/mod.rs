@@ -26,6 +26,7 @@ mod git;
 mod graphql;
 mod issues;
 mod merges;
+mod open;
 mod pulls;
 mod repository;
 mod signing;
@@ -173,8 +174,8 @@ impl Pulls for GithubFleet {
         self.add_labels(number, labels, deadline).await
     }
 
-    async fn open_pulls(&self, head_prefix: &str, deadline: Instant) -> Result<Vec<OpenPull>> {
-        self.open_pulls(head_prefix, deadline).await
+    async fn open_pulls(&self, head_prefix: &str, context: &str, deadline: Instant) -> Result<Vec<OpenPull>> {
+        self.open_pulls(head_prefix, context, deadline).await
     }
 
     async fn cell_reading(&self, branch: &str, label: &str, base_sha: &str, deadline: Instant) -> Result<CellReading> {
@@ -220,15 +221,6 @@ impl Merges for GithubFleet {
 
     async fn status(&self, commit: &str, context: &str, deadline: Instant) -> Result<Option<(bool, String)>> {
         self.status(commit, context, deadline).await
-    }
-
-    async fn statuses(
-        &self,
-        commits: &[String],
-        context: &str,
-        deadline: Instant,
-    ) -> Result<BTreeMap<String, (bool, String)>> {
-        self.statuses(commits, context, deadline).await
     }
 
     async fn merge_state(&self, number: u64, deadline: Instant) -> Result<MergeState> {

@@ -1,5 +1,5 @@
-//! Pull requests: the newest of a branch, opening, closing, and the open ones the dashboard
-//! lists.
+//! Pull requests: the newest of a branch, opening, closing, and (`open.rs`) the open ones the
+//! dashboard lists.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -10,7 +10,7 @@ use super::issues::label_names;
 use crate::adapters::github::answers;
 use crate::adapters::github::operations as ops;
 use crate::adapters::github::transport::url_query;
-use crate::ports::github::{OpenPull, PullRequest, PullState};
+use crate::ports::github::{PullRequest, PullState};
 use crate::{adapters::github::GithubFleet, ports::github::GithubError, ports::github::Result};
 
 impl GithubFleet {
@@ -96,63 +96,6 @@ impl GithubFleet {
         .await?;
         Ok(())
     }
-
-    pub(super) async fn open_pulls(&self, head_prefix: &str, deadline: Instant) -> Result<Vec<OpenPull>> {
-        let what = "listing the open pull requests".to_owned();
-        let mut pulls = Vec::new();
-        // "List pull requests" (https://docs.github.com/rest/pulls/pulls#list-pull-requests):
-        // `head` filters on one branch only, so every open pull request is listed, 100 a page,
-        // oldest first: one opened meanwhile lands on a later page, none moves ahead.
-        for page in 1.. {
-            let page = page.to_string();
-            let q = url_query(&[
-                ("state", "open"),
-                ("sort", "created"),
-                ("direction", "asc"),
-                ("per_page", "100"),
-                ("page", &page),
-            ]);
-            let r = self
-                .repo_call(&what, &ops::PULLS_LIST, &format!("/pulls?{q}"), None, deadline)
-                .await?;
-            let list = r.json(&what)?;
-            let items = list.as_array().cloned().unwrap_or_default();
-            let full = items.len() == 100;
-            for pr in &items {
-                let head = pr["head"]["ref"].as_str().unwrap_or_default();
-                // A fork's branch of the same name is not cellbridge's: its label is the
-                // fork owner's (`owner:ref`).
-                if !head.starts_with(head_prefix)
-                    || pr["head"]["label"].as_str() != Some(format!("{}:{head}", self.owner).as_str())
-                {
-                    continue;
-                }
-                let protocol = |detail: String| GithubError::Protocol {
-                    what: what.clone(),
-                    detail,
-                };
-                let number = pr["number"]
-                    .as_u64()
-                    .ok_or_else(|| protocol("pull request without number".into()))?;
-                let created = pr["created_at"].as_str().unwrap_or_default();
-                let created_at = epoch_secs(created)
-                    .ok_or_else(|| protocol(format!("pull request #{number}: created_at {created:?} is no date")))?;
-                pulls.push(OpenPull {
-                    number,
-                    url: pr["html_url"].as_str().unwrap_or_default().to_owned(),
-                    head: head.to_owned(),
-                    head_sha: pr["head"]["sha"].as_str().unwrap_or_default().to_owned(),
-                    created_at,
-                    labels: label_names(pr),
-                    body: pr["body"].as_str().unwrap_or_default().to_owned(),
-                });
-            }
-            if !full {
-                break;
-            }
-        }
-        Ok(pulls)
-    }
 }
 
 impl GithubFleet {
@@ -229,23 +172,4 @@ fn pull_of_graphql(pr: &serde_json::Value, branch: &str, what: &str) -> Result<P
         labels,
         body: pr["body"].as_str().unwrap_or_default().to_owned(),
     })
-}
-
-/// Seconds since the epoch of an ISO 8601 time as GitHub writes them (`2026-12-02T10:00:00Z`),
-/// read with the SDK's RFC 3339 parser (aws-smithy-types, already linked).
-fn epoch_secs(iso: &str) -> Option<u64> {
-    use aws_sdk_s3::primitives::{DateTime, DateTimeFormat};
-    u64::try_from(DateTime::from_str(iso, DateTimeFormat::DateTime).ok()?.secs()).ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn githubs_times_are_read_to_the_second() {
-        assert_eq!(epoch_secs("2026-12-02T10:00:00Z"), Some(1_796_205_600));
-        assert_eq!(epoch_secs("1970-01-01T00:00:01Z"), Some(1));
-        assert_eq!(epoch_secs("yesterday"), None);
-    }
 }

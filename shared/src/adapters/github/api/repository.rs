@@ -208,38 +208,6 @@ impl GithubFleet {
         Ok(())
     }
 
-    pub(super) async fn statuses(
-        &self,
-        commits: &[String],
-        context: &str,
-        deadline: Instant,
-    ) -> Result<std::collections::BTreeMap<String, (bool, String)>> {
-        let mut found = std::collections::BTreeMap::new();
-        for chunk in commits.chunks(ops::NEWEST_PULLS_PER_QUERY) {
-            let what = format!("reading {context} on {} commits ({}...)", chunk.len(), chunk[0]);
-            let mut variables = serde_json::json!({"owner": self.owner, "name": self.repo, "context": context});
-            for (i, c) in chunk.iter().enumerate() {
-                variables[format!("c{i}")] = serde_json::json!(c);
-            }
-            let document = ops::head_statuses_document(chunk.len());
-            let answer = self
-                .graphql_document(&what, &ops::GRAPHQL_HEAD_STATUSES, &document, variables, deadline)
-                .await?;
-            if let Some(e) = answer.errors.first() {
-                return Err(e.as_error(&what));
-            }
-            for (i, commit) in chunk.iter().enumerate() {
-                // `StatusState`: `SUCCESS` passes; `ERROR`, `FAILURE`, `PENDING`, `EXPECTED` do not.
-                let st = &answer.data["repository"][format!("c{i}")]["status"]["context"];
-                if let Some(state) = st["state"].as_str() {
-                    let description = st["description"].as_str().unwrap_or_default().to_owned();
-                    found.insert(commit.clone(), (state == "SUCCESS", description));
-                }
-            }
-        }
-        Ok(found)
-    }
-
     pub(super) async fn status(
         &self,
         commit: &str,

@@ -48,11 +48,13 @@ pub(super) enum Try {
 }
 
 // auto-merge
-/// Where a request goes: the REST API, or the GraphQL endpoint (`mutation`: content-creating).
+/// Where a request goes: the REST API, or the GraphQL endpoint (`mutation`: content-creating;
+/// `paged`: the caller asks a smaller page when GitHub gives up on one, so a timeout is handed
+/// to it at once rather than asked again as it was).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Target {
     Rest,
-    Graphql { mutation: bool },
+    Graphql { mutation: bool, paged: bool },
 }
 
 pub(super) struct Response {
@@ -190,7 +192,7 @@ impl GithubFleet {
             let app_route = uri.starts_with("/app/");
             let writes = match target {
                 Target::Rest => !download && !app_route && !matches!(method, Method::GET | Method::HEAD),
-                Target::Graphql { mutation } => mutation,
+                Target::Graphql { mutation, .. } => mutation,
             };
             if writes
                 && let Err(too_soon) = self
@@ -312,7 +314,15 @@ impl GithubFleet {
                     if !download && matches!(crabs.auth, Signer::Token(_)) {
                         self.note_token_expiry(&resp.headers);
                     }
-                    if is_transient(&resp) {
+                    if matches!(target, Target::Graphql { paged: true, .. }) && graphql_timed_out(&resp) {
+                        // Asked again as it was, it would time out again and cost points again
+                        // ("If a timeout occurs for any of your API requests, additional points
+                        // will be deducted"): the caller asks less, or tries later.
+                        Err(Try::Stop(GithubError::Transient {
+                            what: what.to_owned(),
+                            detail: format!("HTTP {}: {GRAPHQL_TIMEOUT}: {}", resp.status.as_u16(), resp.message()),
+                        }))
+                    } else if is_transient(&resp) {
                         Err(Try::Again {
                             detail: format!("HTTP {}: {}", resp.status.as_u16(), resp.message()),
                             retry_after: retry_after(&resp.headers),
@@ -438,6 +448,20 @@ pub(super) fn sha_of(r: &Response, what: &str) -> Result<String> {
             what: what.to_owned(),
             detail: "no sha".into(),
         })
+}
+
+/// What a GraphQL query GitHub stopped for taking too long fails with (retryable): "If GitHub
+/// takes more than 10 seconds to process an API request, GitHub will terminate the request and
+/// you will receive a timeout response and a message reporting that \"We couldn't respond to your
+/// request in time\"" ("Rate limits and query limits for the GraphQL API", Timeouts), a 502 or a
+/// 504; the 502's body GitHub sends says "This may be the result of a timeout".
+pub(crate) const GRAPHQL_TIMEOUT: &str = "GitHub could not answer the query in time";
+
+fn graphql_timed_out(r: &Response) -> bool {
+    let m = r.message().to_ascii_lowercase();
+    r.status == StatusCode::GATEWAY_TIMEOUT
+        || (r.status == StatusCode::BAD_GATEWAY
+            && (m.contains("timeout") || m.contains("respond to your request in time")))
 }
 
 pub(super) fn is_transient(r: &Response) -> bool {
