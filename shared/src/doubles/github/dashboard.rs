@@ -28,7 +28,7 @@ impl Store {
         Ok(self
             .pulls
             .iter()
-            .filter(|p| p.open && p.head.starts_with(head_prefix))
+            .filter(|p| p.open && p.own() && p.head.starts_with(head_prefix))
             .map(|p| OpenPull {
                 number: p.number,
                 url: format!("https://github.example/acme/fleet/pull/{}", p.number),

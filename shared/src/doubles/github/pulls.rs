@@ -7,7 +7,12 @@
 //! - labels added are kept with those already there; the issues endpoint's `labels` replaces
 //!   the set (<https://docs.github.com/rest/issues/labels#add-labels-to-an-issue>,
 //!   <https://docs.github.com/rest/issues/issues#update-an-issue>);
-//! - a closed pull request keeps the head it had when it was closed.
+//! - a closed pull request keeps the head it had when it was closed;
+//! - a fork's pull request (`MemPull::head_repo`) may carry the head name of one of the
+//!   repository's own branches: the port answers the repository's own pull requests only, as the
+//!   adapter tells them apart (REST's `head=owner:branch`, GraphQL's `headRepository`), and the
+//!   one open pull request per head is per head *repository* ("A pull request already exists for
+//!   acme:branch" names the owner), so a fork's open one does not stop cellbridge's.
 
 use super::auto_merge::MemAutoMerge;
 use super::dashboard::now_secs;
@@ -46,6 +51,8 @@ pub struct MemPull {
     /// what the head was when the pull request was closed)", isaacs/github#361), so a push to the
     /// branch afterwards is not the pull request's.
     pub closed_head: Option<String>,
+    /// The fork its head branch is in (`someone/fleet`); `None` for the repository's own branch.
+    pub head_repo: Option<String>,
 }
 
 impl MemPull {
@@ -66,7 +73,13 @@ impl MemPull {
             approvals: Vec::new(),
             merged_by: None,
             closed_head: None,
+            head_repo: None,
         }
+    }
+
+    /// Whether its head branch is the repository's own (not a fork's of the same name).
+    pub(super) fn own(&self) -> bool {
+        self.head_repo.is_none()
     }
 
     /// Where it stands, as GitHub tells it.
@@ -113,21 +126,25 @@ impl Store {
 
     /// The newest pull request of `branch`, as GitHub's answers give it.
     pub(super) fn newest_of(&self, branch: &str) -> Option<PullRequest> {
-        self.pulls.iter().rev().find(|p| p.head == branch).map(|p| PullRequest {
-            number: p.number,
-            url: format!("https://github.example/acme/fleet/pull/{}", p.number),
-            branch: p.head.clone(),
-            title: p.title.clone(),
-            state: p.state(),
-            // A closed pull request's head is the one it had when it was closed (see
-            // `MemPull::closed_head`), also once its branch is deleted.
-            head_sha: match (&p.closed_head, p.open) {
-                (Some(pinned), false) => pinned.clone(),
-                _ => self.refs.get(&p.head).cloned().unwrap_or_default(),
-            },
-            labels: p.labels.clone(),
-            body: p.body.clone(),
-        })
+        self.pulls
+            .iter()
+            .rev()
+            .find(|p| p.own() && p.head == branch)
+            .map(|p| PullRequest {
+                number: p.number,
+                url: format!("https://github.example/acme/fleet/pull/{}", p.number),
+                branch: p.head.clone(),
+                title: p.title.clone(),
+                state: p.state(),
+                // A closed pull request's head is the one it had when it was closed (see
+                // `MemPull::closed_head`), also once its branch is deleted.
+                head_sha: match (&p.closed_head, p.open) {
+                    (Some(pinned), false) => pinned.clone(),
+                    _ => self.refs.get(&p.head).cloned().unwrap_or_default(),
+                },
+                labels: p.labels.clone(),
+                body: p.body.clone(),
+            })
     }
 
     pub(super) fn create_pull(&mut self, head: &str, base: &str, title: &str, body: &str) -> Result<(u64, String)> {
@@ -141,7 +158,7 @@ impl Store {
             // GitHub: 422 Validation Failed, `{"field": "head", "code": "invalid"}`.
             return Err(refused("Validation Failed: head invalid".into()));
         };
-        if self.pulls.iter().any(|p| p.open && p.head == head) {
+        if self.pulls.iter().any(|p| p.open && p.own() && p.head == head) {
             return Err(refused(format!("A pull request already exists for acme:{head}.")));
         }
         if self.is_ancestor(&h, &b) {
@@ -240,6 +257,26 @@ impl MemGithub {
                 p.auto_merge = None;
             }
         });
+    }
+
+    /// Someone opens a pull request from their fork `fork`'s branch `branch` (a head name the
+    /// repository may have too) into the default branch; closed at once unless `open`. Its number.
+    pub fn fork_pull(&self, fork: &str, branch: &str, open: bool) -> u64 {
+        self.with(|s| {
+            let number = s.next_number();
+            let base = s.default_branch.clone();
+            let mut p = MemPull::opened(number, branch, &base, &format!("{fork}'s change"), "");
+            p.head_repo = Some(fork.to_owned());
+            // Its head commit is in the fork; the repository's refs never move it.
+            p.closed_head = s.refs.get(&base).cloned();
+            if !open {
+                p.open = false;
+                p.closed_by = Some("a person".into());
+            }
+            s.pulls.push(p);
+            s.pull_created.insert(number, now_secs());
+            number
+        })
     }
 
     pub fn pulls(&self) -> Vec<MemPull> {
