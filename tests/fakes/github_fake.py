@@ -1319,6 +1319,7 @@ GRAPHQL_PERMISSIONS = {
     # git/get-commit), so their permissions together.
     "graphql/cellReading": [{"contents": _R, "issues": _R, "pull_requests": _R}],
     "graphql/labelledIssues": [{"issues": _R}],
+    "graphql/branchPulls": [{"pull_requests": _R}],
     # Merge queues: what merging writes, as auto-merge's.
     "graphql/enablePullRequestAutoMergeInQueue": [{"pull_requests": _W, "contents": _W}],
     "graphql/enqueuePullRequest": [{"pull_requests": _W, "contents": _W}],

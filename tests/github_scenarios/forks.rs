@@ -109,6 +109,32 @@ async fn the_dashboard_shows_the_cells_own_pull_request_not_a_forks<B: Bed>() {
     assert_untouched(&w, fork_closed, false);
 }
 
+/// More forks' pull requests with the cell's branch name than a page of the reading holds (ten),
+/// all newer than the cell's own open one: a new Terraform value still updates the cell's own
+/// (found on the next page), and opens no second pull request.
+async fn the_cells_own_pull_request_behind_a_page_of_forks_is_updated<B: Bed>() {
+    let w = World::<B>::start();
+    w.apply(CELL, 1, "vpc-1");
+    let own = w.deliver(CELL).await["pull_request"]["number"].as_u64().unwrap();
+    let forks: Vec<u64> = (0..11)
+        .map(|_| w.bed.fork_pull(w.repo(), &branch(CELL), true))
+        .collect();
+
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!(
+        (action(&r), r["pull_request"]["number"].as_u64()),
+        ("updated", Some(own)),
+        "{r}"
+    );
+    assert!(w.metadata_on(&branch(CELL), CELL).contains("vpc-2"));
+    w.assert_checked(CELL);
+    assert_eq!(w.open_pulls().len(), 12, "no second pull request of the cell");
+    for fork in forks {
+        assert_untouched(&w, fork, true);
+    }
+}
+
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed,
@@ -117,5 +143,6 @@ scenarios!(
         a_forks_newer_pull_request_of_the_cells_branch_name_is_left_alone,
         a_new_cell_opens_its_own_pull_request_beside_a_forks_of_the_same_branch_name,
         the_dashboard_shows_the_cells_own_pull_request_not_a_forks,
+        the_cells_own_pull_request_behind_a_page_of_forks_is_updated,
     ]
 );

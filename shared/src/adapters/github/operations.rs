@@ -164,6 +164,10 @@ graphql_operations! {
     // The next page of the open issues carrying a label, after `cellReading`'s first hundred
     // ("first ... Returns the first n elements", at most 100).
     GRAPHQL_LABELLED_ISSUES = query "labelledIssues" "issues=read" LABELLED_ISSUES_QUERY;
+    // The next page of a branch's pull requests, after `cellReading`'s first ten, while none of
+    // them was this repository's: forks' pull requests with the same head name fill the page
+    // ("Using pagination in the GraphQL API": `after` the page's `pageInfo.endCursor`).
+    GRAPHQL_BRANCH_PULLS = query "branchPulls" "pull_requests=read" BRANCH_PULLS_QUERY;
     // merge queues
     // `enablePullRequestAutoMerge` where the base requires a merge queue: no `mergeMethod` ("NOTE:
     // when merging with a merge queue any input value for merge method is ignored", the input's
@@ -243,6 +247,7 @@ pub fn newest_pulls_document(n: usize) -> String {
 const CELL_READING_QUERY: &str = "query cellReading($owner: String!, $name: String!, $head: String!, $labels: [String!], $base: String!) {
   repository(owner: $owner, name: $name) {
     pullRequests(headRefName: $head, first: 10, orderBy: {field: CREATED_AT, direction: DESC}, states: [OPEN, CLOSED, MERGED]) {
+      pageInfo { hasNextPage endCursor }
       nodes {
         number url title body state headRefOid
         headRepository { nameWithOwner }
@@ -254,6 +259,20 @@ const CELL_READING_QUERY: &str = "query cellReading($owner: String!, $name: Stri
       nodes { number url title body labels(first: 100) { nodes { name } } }
     }
     object(expression: $base) { ... on Commit { tree { oid } } }
+  }
+}";
+
+const BRANCH_PULLS_QUERY: &str =
+    "query branchPulls($owner: String!, $name: String!, $head: String!, $after: String) {
+  repository(owner: $owner, name: $name) {
+    pullRequests(headRefName: $head, first: 10, after: $after, orderBy: {field: CREATED_AT, direction: DESC}, states: [OPEN, CLOSED, MERGED]) {
+      pageInfo { hasNextPage endCursor }
+      nodes {
+        number url title body state headRefOid
+        headRepository { nameWithOwner }
+        labels(first: 100) { nodes { name } }
+      }
+    }
   }
 }";
 

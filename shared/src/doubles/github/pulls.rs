@@ -23,6 +23,10 @@ use crate::ports::github::{CellReading, GithubError, PullRequest, PullState};
 
 static GRAPHQL_CELL_READING: Operation = ops::GRAPHQL_CELL_READING.as_operation();
 static GRAPHQL_LABELLED_ISSUES: Operation = ops::GRAPHQL_LABELLED_ISSUES.as_operation();
+static GRAPHQL_BRANCH_PULLS: Operation = ops::GRAPHQL_BRANCH_PULLS.as_operation();
+
+/// The pull requests a page of `cellReading` (and `branchPulls`) holds.
+const PULLS_PAGE: usize = 10;
 
 /// A pull request as the store keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,9 +104,26 @@ impl Store {
     }
 
     /// GraphQL's `cellReading`: the newest pull request, the labelled open issues and the base
-    /// commit's tree in one request, one more (`labelledIssues`) per further hundred issues.
+    /// commit's tree in one request; one more (`branchPulls`) per further ten pull requests of
+    /// the head name while none was the repository's own (forks' newer ones filled the page), one
+    /// more (`labelledIssues`) per further hundred issues.
     pub(super) fn cell_reading(&mut self, branch: &str, label: &str, base_sha: &str) -> Result<CellReading> {
         self.enter(&GRAPHQL_CELL_READING)?;
+        // `headRefName` lists forks' pull requests of the name too, newest first.
+        let named: Vec<bool> = self
+            .pulls
+            .iter()
+            .rev()
+            .filter(|p| p.head == branch)
+            .map(MemPull::own)
+            .collect();
+        let pages = match named.iter().position(|own| *own) {
+            Some(at) => at / PULLS_PAGE + 1,
+            None => named.len().div_ceil(PULLS_PAGE).max(1),
+        };
+        for _ in 1..pages {
+            self.enter(&GRAPHQL_BRANCH_PULLS)?;
+        }
         let labelled = self.labelled(label);
         for _ in 1..labelled.len().div_ceil(100) {
             self.enter(&GRAPHQL_LABELLED_ISSUES)?;

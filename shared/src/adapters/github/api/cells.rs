@@ -34,17 +34,39 @@ impl GithubFleet {
         // `headRefName` also matches a fork's branch of that name: only this repository's head
         // is the cell's (REST's `head=owner:branch` said so itself).
         let own = format!("{}/{}", self.owner, self.repo);
-        let latest = repo["pullRequests"]["nodes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|p| {
-                p["headRepository"]["nameWithOwner"]
-                    .as_str()
-                    .is_some_and(|n| n.eq_ignore_ascii_case(&own))
-            })
-            .map(|p| pull_of(p, branch, &what))
-            .transpose()?;
+        let own_of = |pulls: &Value| {
+            pulls["nodes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|p| {
+                    p["headRepository"]["nameWithOwner"]
+                        .as_str()
+                        .is_some_and(|n| n.eq_ignore_ascii_case(&own))
+                })
+                .map(|p| pull_of(p, branch, &what))
+                .transpose()
+        };
+        let mut latest = own_of(&repo["pullRequests"])?;
+        let mut page = repo["pullRequests"]["pageInfo"].clone();
+        // Forks' pull requests newer than the cell's own may fill the first page: the next, until
+        // one is this repository's or there are no more (none at all in the ordinary case).
+        while latest.is_none() && page["hasNextPage"] == true {
+            let more = self
+                .graphql(
+                    &what,
+                    &ops::GRAPHQL_BRANCH_PULLS,
+                    json!({"owner": self.owner, "name": self.repo, "head": branch, "after": page["endCursor"]}),
+                    deadline,
+                )
+                .await?;
+            if let Some(e) = more.errors.first() {
+                return Err(e.as_error(&what));
+            }
+            let pulls = &more.data["repository"]["pullRequests"];
+            latest = own_of(pulls)?;
+            page = pulls["pageInfo"].clone();
+        }
         let mut labelled = issues_of(&repo["issues"]);
         let mut page = repo["issues"]["pageInfo"].clone();
         // A fleet may have many refused cells at once: every page, 100 at a time.
