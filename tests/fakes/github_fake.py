@@ -2358,7 +2358,12 @@ class Handler(BaseHTTPRequestHandler):
                     return None
                 branch = qualifiedName[len("refs/heads/"):]
                 p = protection_of(repo, branch)
-                return {"name": branch, "refUpdateRule": None if p is None else {"requiresSignatures": bool(p.get("signatures"))}}
+                # `Ref.rules`: "A list of rules from active Repository and Organization rulesets
+                # that apply to this ref" (GraphQL reference, Ref), as "Get rules for a branch"
+                # lists them (`branch_rules_json`), its `type` GraphQL's `RepositoryRuleType`.
+                kinds = [{"type": r["type"].upper()} for r in branch_rules_json(full, repo, branch)]
+                return {"name": branch, "refUpdateRule": None if p is None else {"requiresSignatures": bool(p.get("signatures"))},
+                        "rules": lambda info, first=None, last=None, after=None, **k: page(kinds, first, last)}
 
             def pull_requests(info, headRefName=None, baseRefName=None, states=None, first=None, last=None,
                               orderBy=None, after=None, **k):

@@ -158,8 +158,14 @@ graphql_operations! {
     // `Repository.pullRequests(headRefName:, orderBy:)`, newest first, whose head filter also
     // matches a fork's branch of that name (hence `headRepository`, to leave those out);
     // `Repository.issues(labels:, states:)`; `Repository.object(expression:)` on the base commit,
-    // its `tree { oid }` (GraphQL reference, Repository, Commit). Pull requests and issues are
-    // Contents-free: pull_requests=read and issues=read, the base's tree contents=read.
+    // its `tree { oid }` (GraphQL reference, Repository, Commit); the base branch's `ref`, its
+    // `refUpdateRule.requiresSignatures` (as `branchRequiresSignatures`) and `rules`, "A list of
+    // rules from active Repository and Organization rulesets that apply to this ref" (as "Get
+    // rules for a branch" lists them), so a token's first commit need not ask again (both fields
+    // are in github.com's schema, which the fake checks; GitHub Enterprise Server's is not
+    // checked here, and a site without `Ref.rules` would refuse the whole reading). Pull
+    // requests and issues are Contents-free: pull_requests=read and issues=read, the base's tree
+    // and ref contents=read.
     GRAPHQL_CELL_READING = query "cellReading" "contents=read,issues=read,pull_requests=read" CELL_READING_QUERY;
     // The next page of the open issues carrying a label, after `cellReading`'s first hundred
     // ("first ... Returns the first n elements", at most 100).
@@ -244,7 +250,7 @@ pub fn newest_pulls_document(n: usize) -> String {
 
 // Enough pull requests that a fork's of the same head name or two still leave this repository's
 // newest on the page; labels and bodies as `latest_pull` reads them over REST.
-const CELL_READING_QUERY: &str = "query cellReading($owner: String!, $name: String!, $head: String!, $labels: [String!], $base: String!) {
+const CELL_READING_QUERY: &str = "query cellReading($owner: String!, $name: String!, $head: String!, $labels: [String!], $base: String!, $baseRef: String!) {
   repository(owner: $owner, name: $name) {
     pullRequests(headRefName: $head, first: 10, orderBy: {field: CREATED_AT, direction: DESC}, states: [OPEN, CLOSED, MERGED]) {
       pageInfo { hasNextPage endCursor }
@@ -259,6 +265,10 @@ const CELL_READING_QUERY: &str = "query cellReading($owner: String!, $name: Stri
       nodes { number url title body labels(first: 100) { nodes { name } } }
     }
     object(expression: $base) { ... on Commit { tree { oid } } }
+    ref(qualifiedName: $baseRef) {
+      refUpdateRule { requiresSignatures }
+      rules(first: 100) { pageInfo { hasNextPage } nodes { type } }
+    }
   }
 }";
 

@@ -107,7 +107,13 @@ impl Store {
     /// commit's tree in one request; one more (`branchPulls`) per further ten pull requests of
     /// the head name while none was the repository's own (forks' newer ones filled the page), one
     /// more (`labelledIssues`) per further hundred issues.
-    pub(super) fn cell_reading(&mut self, branch: &str, label: &str, base_sha: &str) -> Result<CellReading> {
+    pub(super) fn cell_reading(
+        &mut self,
+        branch: &str,
+        label: &str,
+        base: &str,
+        base_sha: &str,
+    ) -> Result<CellReading> {
         self.enter(&GRAPHQL_CELL_READING)?;
         // `headRefName` lists forks' pull requests of the name too, newest first.
         let named: Vec<bool> = self
@@ -138,6 +144,8 @@ impl Store {
                 what: format!("reading the tree of {base_sha}"),
                 detail: format!("no commit {base_sha} in the repository"),
             })?;
+        // The base's `ref` in the same read: whether it requires signed commits.
+        self.signatures_read = Some((base.to_owned(), self.signature_rules.contains_key(base)));
         Ok(CellReading {
             latest: self.newest_of(branch),
             labelled,

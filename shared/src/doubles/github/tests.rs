@@ -128,21 +128,24 @@ async fn the_cells_reading_pages_past_forks_only_while_none_of_a_page_was_its_ow
     for _ in 0..9 {
         gh.fork_pull("someone/fleet", "topic", true);
     }
-    let reading = gh.cell_reading("topic", "refused", &main, d).await.unwrap();
+    let reading = gh.cell_reading("topic", "refused", "main", &main, d).await.unwrap();
     assert_eq!(
         (reading.latest.map(|p| p.number), pages(&gh)),
         (Some(1), 0),
         "nine forks: the own is on the first page"
     );
     gh.fork_pull("someone/fleet", "topic", false);
-    let reading = gh.cell_reading("topic", "refused", &main, d).await.unwrap();
+    let reading = gh.cell_reading("topic", "refused", "main", &main, d).await.unwrap();
     assert_eq!(
         (reading.latest.map(|p| p.number), pages(&gh)),
         (Some(1), 1),
         "ten: the own is on the next page"
     );
     assert_eq!(
-        gh.cell_reading("other", "refused", &main, d).await.unwrap().latest,
+        gh.cell_reading("other", "refused", "main", &main, d)
+            .await
+            .unwrap()
+            .latest,
         None
     );
     assert_eq!(pages(&gh), 1, "no pull request of the name: no further page");

@@ -1,5 +1,6 @@
 //! What a cell's proposal reads before its first write, over GraphQL in one request: the
-//! branch's newest pull request, the open issues carrying a label, the base commit's tree.
+//! branch's newest pull request, the open issues carrying a label, the base commit's tree, and
+//! whether the base branch requires signed commits.
 
 use std::time::Instant;
 
@@ -14,6 +15,7 @@ impl GithubFleet {
         &self,
         branch: &str,
         label: &str,
+        base: &str,
         base_sha: &str,
         deadline: Instant,
     ) -> Result<CellReading> {
@@ -23,7 +25,8 @@ impl GithubFleet {
             .graphql(
                 &what,
                 &ops::GRAPHQL_CELL_READING,
-                json!({"owner": self.owner, "name": self.repo, "head": branch, "labels": [label], "base": base_sha}),
+                json!({"owner": self.owner, "name": self.repo, "head": branch, "labels": [label], "base": base_sha,
+                    "baseRef": format!("refs/heads/{base}")}),
                 deadline,
             )
             .await?;
@@ -86,6 +89,7 @@ impl GithubFleet {
             labelled.extend(issues_of(issues));
             page = issues["pageInfo"].clone();
         }
+        self.note_signatures(base, &repo["ref"]);
         // `object(expression:)` is null for a commit GitHub does not have.
         let base_tree = repo["object"]["tree"]["oid"]
             .as_str()
@@ -99,6 +103,23 @@ impl GithubFleet {
             labelled,
             base_tree,
         })
+    }
+}
+
+impl GithubFleet {
+    /// Whether `base` requires signed commits, as the reading's `ref` tells it (a ruleset's
+    /// `REQUIRED_SIGNATURES` rule, classic protection's `requiresSignatures`: what
+    /// `requires_signatures` asks over two requests otherwise), kept as its answer. Not kept when
+    /// the reading cannot tell: no such branch, or more rules than the page held.
+    fn note_signatures(&self, base: &str, reference: &Value) {
+        let rules = &reference["rules"];
+        let Some(nodes) = rules["nodes"].as_array() else { return };
+        let by_ruleset = nodes.iter().any(|r| r["type"] == "REQUIRED_SIGNATURES");
+        if !by_ruleset && rules["pageInfo"]["hasNextPage"] == true {
+            return;
+        }
+        let required = by_ruleset || reference["refUpdateRule"]["requiresSignatures"] == true;
+        self.keep_signatures(base, required);
     }
 }
 
