@@ -82,6 +82,9 @@ Control API (never used by the product; tests and the bench drive it):
   `{"repo": "o/r", "branch": "main", "required_signatures": true}` is a ruleset requiring signed
   commits instead (no update refused: see "signed commits"), listed by `GET
   /repos/{o}/{r}/rules/branches/{b}`.
+- `POST /_fake/fork_pull` `{"repo": "o/r", "branch": "b", "fork": "someone/fleet", "state":
+  "open" | "closed"}`: someone's pull request from their fork's branch `b` (see "forks' pull
+  requests"); 201 `{"number"}`.
 - `POST /_fake/update_branch` `{"repo": "o/r", "number": n}`: a person pressing the pull
   request's "Update branch" button: base merged into the head branch as
   `PUT /pulls/{n}/update-branch` does (`update_pull_branch`); 202 `{"message", "url", "sha"}`
@@ -1329,6 +1332,7 @@ GRAPHQL_PERMISSIONS = {
     # `Commit.status` (below).
     "graphql/openCellPulls": [{"pull_requests": _R}],
     "graphql/newestPulls": [{"pull_requests": _R}],
+    "graphql/branchPulls": [{"pull_requests": _R}],
     # Merge queues: what merging writes, as auto-merge's.
     "graphql/enablePullRequestAutoMergeInQueue": [{"pull_requests": _W, "contents": _W}],
     "graphql/enqueuePullRequest": [{"pull_requests": _W, "contents": _W}],
@@ -1587,6 +1591,51 @@ def git_commit_json(sha):
             "verification": verification_json(sha)}
 
 
+# --- forks' pull requests ---------------------------------------------------------------------------
+#
+# A pull request from a fork (`pr["head_repo"]`, e.g. "someone/fleet"; `POST /_fake/fork_pull`) has
+# its head branch in the fork, not here: this repository's refs never move it, and its head commit
+# is the one it was opened with (`pr["head_sha"]`). GitHub tells such a pull request apart by its
+# head: REST's `head.label` is "owner:branch" of the fork and `head.repo` the fork ("Get a pull
+# request", https://docs.github.com/rest/pulls/pulls#get-a-pull-request); "List pull requests"
+# filters `head` "by head user or head organization and branch name in the format of
+# `user:ref-name`" (https://docs.github.com/rest/pulls/pulls#list-pull-requests), so `acme:branch`
+# leaves a fork's out, while GraphQL's `Repository.pullRequests(headRefName:)` filters on the
+# branch's name alone and does list it (forks' pull requests matching by branch name are a known
+# trap: generalaction/emdash#3023, kdlbs/kandev#1182), with `isCrossRepository` true. "A pull
+# request already exists for owner:branch" is per head label, so a fork's open pull request does
+# not stop the repository's own branch of the same name from having its own.
+
+
+def own(pr):
+    """Whether `pr`'s head branch is in the repository itself (not a fork's)."""
+    return not pr.get("head_repo")
+
+
+def fork_pull(body):
+    """`POST /_fake/fork_pull` `{"repo", "branch", "fork": "someone/fleet", "state": "open" |
+    "closed"}`: someone's pull request from their fork's `branch` into the default branch, its
+    head a commit of theirs on top of it; its number."""
+    repo = repo_or_404(body.get("repo"))
+    fork = body.get("fork") or "someone/fleet"
+    base = repo["default_branch"]
+    parent = repo["refs"]["heads/" + base]
+    files = tree_files(get_obj(parent, "commit")["tree"])
+    files["FORK.md"] = ("100644", put_blob(f"{fork} was here\n".encode()))
+    head_sha = put_commit(build_tree(files), [parent], f"{fork}'s change")
+    number = repo["next_number"]
+    repo["next_number"] += 1
+    closed = body.get("state") == "closed"
+    pr = {"id": new_id(), "number": number, "state": "closed" if closed else "open", "title": f"{fork}'s change",
+          "body": "", "head": body["branch"], "base": base, "labels": [], "merged": False, "created_at": iso_now(),
+          "comments": [], "head_repo": fork, "head_sha": head_sha}
+    if closed:
+        pr["closed_at"], pr["closed_by"] = iso_now(), "a person"
+    touch(pr)
+    repo["pulls"][number] = pr
+    return {"number": number}
+
+
 def pull_head(repo, pr):
     """A pull request's head commit. An open one follows its branch; a closed or merged one keeps
     the head it had when it was closed: "a closed PR does not track pushes" (open-gsd/gsd-core
@@ -1594,21 +1643,25 @@ def pull_head(repo, pr):
     (isaacs/github#361). A pull request whose branch was deleted keeps its last head."""
     if pr["state"] == "closed" and pr.get("pinned_head"):
         return pr["pinned_head"]
+    if not own(pr):
+        return pr["head_sha"]
     return repo["refs"].get("heads/" + pr["head"], pr.get("head_sha"))
 
 
 def pull_json(full, repo, pr):
     owner = full.split("/")[0]
     head_sha = pull_head(repo, pr)
+    head_repo = pr.get("head_repo") or full
     return {
         "id": pr["id"], "number": pr["number"], "state": pr["state"], "title": pr["title"],
         "body": pr["body"], "merged": pr.get("merged", False), "draft": False,
         "html_url": f"https://github.example/{full}/pull/{pr['number']}",
         "url": f"/repos/{full}/pulls/{pr['number']}",
         "labels": [{"name": n, "id": repo["labels"].setdefault(n, new_id())} for n in pr["labels"]],
-        "head": {"ref": pr["head"], "sha": head_sha, "label": f"{owner}:{pr['head']}"},
+        "head": {"ref": pr["head"], "sha": head_sha, "label": f"{head_repo.split('/')[0]}:{pr['head']}",
+                 "repo": {"full_name": head_repo}},
         "base": {"ref": pr["base"], "sha": repo["refs"].get("heads/" + pr["base"]), "label": f"{owner}:{pr['base']}"},
-        "user": {"login": "cellbridge[bot]", "id": 2},
+        "user": {"login": "cellbridge[bot]", "id": 2} if own(pr) else {"login": head_repo.split("/")[0], "id": 3},
         # null unless merged / closed (the `pull-request` and `pull-request-simple` schemas:
         # https://docs.github.com/rest/pulls/pulls#get-a-pull-request).
         "created_at": pr.get("created_at") or iso_now(0), "updated_at": pr.get("updated_at") or pr.get("created_at") or iso_now(0),
@@ -2343,7 +2396,12 @@ class Handler(BaseHTTPRequestHandler):
                     return None
                 branch = qualifiedName[len("refs/heads/"):]
                 p = protection_of(repo, branch)
-                return {"name": branch, "refUpdateRule": None if p is None else {"requiresSignatures": bool(p.get("signatures"))}}
+                # `Ref.rules`: "A list of rules from active Repository and Organization rulesets
+                # that apply to this ref" (GraphQL reference, Ref), as "Get rules for a branch"
+                # lists them (`branch_rules_json`), its `type` GraphQL's `RepositoryRuleType`.
+                kinds = [{"type": r["type"].upper()} for r in branch_rules_json(full, repo, branch)]
+                return {"name": branch, "refUpdateRule": None if p is None else {"requiresSignatures": bool(p.get("signatures"))},
+                        "rules": lambda info, first=None, last=None, after=None, **k: page(kinds, first, last)}
 
             def pull_requests(info, headRefName=None, baseRefName=None, states=None, first=None, last=None,
                               orderBy=None, after=None, **k):
@@ -2509,7 +2567,7 @@ class Handler(BaseHTTPRequestHandler):
                 if after == zero:
                     gone = repo["refs"].pop(short, None)
                     for pr in repo["pulls"].values():
-                        if "heads/" + pr["head"] == short:
+                        if own(pr) and "heads/" + pr["head"] == short:
                             pr["head_sha"] = gone
                             # GitHub closes open pull requests whose head branch is deleted.
                             if pr["state"] == "open":
@@ -2553,7 +2611,7 @@ class Handler(BaseHTTPRequestHandler):
             sha = put_commit(build_tree(files), [head], message, signed=github_signs())
             repo["refs"][short] = sha
             for pr in repo["pulls"].values():
-                if pr["state"] == "open" and "heads/" + pr["head"] == short:
+                if pr["state"] == "open" and own(pr) and "heads/" + pr["head"] == short:
                     touch(pr)
             return {"commit": {"oid": sha}, "clientMutationId": input.get("clientMutationId")}
 
@@ -2867,11 +2925,11 @@ class Handler(BaseHTTPRequestHandler):
             # A pull request keeps its last head commit when its branch is deleted (`head.sha`
             # is a required string of the `pull-request-simple` schema).
             for pr in repo["pulls"].values():
-                if "heads/" + pr["head"] == short:
+                if own(pr) and "heads/" + pr["head"] == short:
                     pr["head_sha"] = gone
             # GitHub closes open pull requests whose head branch is deleted.
             for pr in repo["pulls"].values():
-                if pr["state"] == "open" and "heads/" + pr["head"] == short:
+                if pr["state"] == "open" and own(pr) and "heads/" + pr["head"] == short:
                     pr["state"], pr["closed_at"], pr["pinned_head"] = "closed", iso_now(), gone
                     pr["auto_merge"] = None
                     pr["closed_by"] = self.headers.get("User-Agent", "")
@@ -2954,7 +3012,7 @@ class Handler(BaseHTTPRequestHandler):
             for pr in pulls:
                 if state != "all" and pr["state"] != state:
                     continue
-                if head and head != f"{owner}:{pr['head']}":
+                if head and head != pull_json(full, repo, pr)["head"]["label"]:
                     continue
                 if base and base != pr["base"]:
                     continue
@@ -3156,7 +3214,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _refuse_duplicate(self, owner, repo, head, exclude=None):
         for pr in repo["pulls"].values():
-            if pr["state"] == "open" and pr["head"] == head and pr["number"] != exclude:
+            if pr["state"] == "open" and own(pr) and pr["head"] == head and pr["number"] != exclude:
                 raise ApiError(422, "Validation Failed", errors=[{"resource": "PullRequest", "code": "custom", "message": f"A pull request already exists for {owner}:{head}."}])
 
     def _create_pull(self, full, repo, body):
@@ -3309,6 +3367,8 @@ class Handler(BaseHTTPRequestHandler):
                     raise ApiError(404, "no such pull request")
                 pr["merge_state_pending"] = not body.get("computed", True)
                 return 200, {"mergeStateStatus": merge_state(repo, pr)}
+            if path == "/_fake/fork_pull" and method == "POST":
+                return 201, fork_pull(body)
             if path == "/_fake/update_branch" and method == "POST":
                 # A person pressing "Update branch" on the pull request: the same merge as
                 # `PUT /pulls/{n}/update-branch`.

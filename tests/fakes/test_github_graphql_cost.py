@@ -244,9 +244,12 @@ def test_every_document_the_product_sends_passes_and_costs_what_the_formula_says
     expected = {
         "MERGE_STATE_QUERY": (2, 101),  # commits(last: 1) once, contexts(first: 100) once
         # pullRequests(first: 10) once and labels(first: 100) for each of its 10; issues(first:
-        # 100) once and labels(first: 100) for each of its 100: 112 requests, 1 point.
-        "CELL_READING_QUERY": (112, 11110),
+        # 100) once and labels(first: 100) for each of its 100; the base's rules(first: 100)
+        # once: 113 requests, 1 point.
+        "CELL_READING_QUERY": (113, 11210),
         "LABELLED_ISSUES_QUERY": (101, 10100),  # issues(first: 100), labels(first: 100) for each
+        # pullRequests(first: 10) once, labels(first: 100) for each of its 10.
+        "BRANCH_PULLS_QUERY": (11, 1010),
         # pullRequests(first: 5) once, labels(first: 20) for each of its 5: the adapter's
         # hundred aliases are 600 requests (6 points) and 10,500 nodes.
         "NEWEST_PULLS_QUERY": (6, 105),

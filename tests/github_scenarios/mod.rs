@@ -39,6 +39,7 @@ mod auto_merge;
 mod credentials;
 mod dashboard;
 mod decommission;
+mod forks;
 mod merge_queue;
 mod people;
 mod pull_request;

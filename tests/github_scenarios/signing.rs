@@ -37,7 +37,7 @@ async fn as_an_app_every_commit_is_verified_and_nothing_is_asked<B: Bed>() {
 
 /// With a token on a base requiring signatures (by a ruleset, then by classic protection): the
 /// new cell's commit and the update's (main merged in by "Update branch") are all verified, and
-/// GitHub merges the pull request.
+/// GitHub merges the pull request; the cell's reading told the rule, so nothing more is asked.
 async fn with_a_token_on_a_signed_base_every_commit_is_verified<B: Bed>() {
     for ruleset in [true, false] {
         let mut w = World::<B>::start();
@@ -67,6 +67,11 @@ async fn with_a_token_on_a_signed_base_every_commit_is_verified<B: Bed>() {
             "ruleset {ruleset}: {commits:?}"
         );
         assert_eq!(action(&w.deliver(CELL).await), "unchanged", "a replay writes nothing");
+        assert_eq!(
+            w.bed.signature_reads(w.repo()),
+            0,
+            "ruleset {ruleset}: the cell's reading told the rule; nothing more asked"
+        );
         let n = w.open_pulls()[0].number;
         w.bed
             .merge(w.repo(), n)

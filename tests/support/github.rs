@@ -209,6 +209,18 @@ impl FakeGithub {
         );
     }
 
+    /// Someone's pull request from their fork `fork`'s `branch` into `repo`'s default branch,
+    /// closed at once unless `open`; its number.
+    pub fn fork_pull(&self, repo: &str, fork: &str, branch: &str, open: bool) -> u64 {
+        let state = if open { "open" } else { "closed" };
+        let v = self.control(
+            "POST",
+            "/_fake/fork_pull",
+            Some(&json!({"repo": repo, "branch": branch, "fork": fork, "state": state})),
+        );
+        v["number"].as_u64().unwrap()
+    }
+
     pub fn seed(&self, repo: &str, branch: &str, files: &[(&str, &str)]) -> String {
         let files: serde_json::Map<String, Value> = files.iter().map(|(p, t)| (p.to_string(), json!(t))).collect();
         let v = self.control(

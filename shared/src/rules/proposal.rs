@@ -72,7 +72,13 @@ pub async fn converge<G: GithubRepo>(
     deadline: Instant,
 ) -> Result<Proposed> {
     let reading = gh
-        .cell_reading(proposal.branch(), LABEL_REFUSED, &snap.base_sha, deadline)
+        .cell_reading(
+            proposal.branch(),
+            LABEL_REFUSED,
+            &snap.base_branch,
+            &snap.base_sha,
+            deadline,
+        )
         .await?;
     // The same commit has the same tree: another cell of this base set it already, or not.
     let _ = snap.base_tree.set(reading.base_tree);

@@ -350,6 +350,10 @@ impl<const GHES: bool> Bed for HttpBed<GHES> {
         self.gh.disable_issues(REPO);
     }
 
+    fn fork_pull(&self, _: &GithubFleet, branch: &str, open: bool) -> u64 {
+        self.gh.fork_pull(REPO, FORK, branch, open)
+    }
+
     const CELLBRIDGE: &'static str = if GHES { APP_LOGIN } else { TOKEN_LOGIN };
 
     fn allow_auto_merge(&self, _: &GithubFleet, on: bool) {

@@ -156,6 +156,10 @@ impl Bed for MemBed {
         repo.disable_issues();
     }
 
+    fn fork_pull(&self, repo: &MemGithub, branch: &str, open: bool) -> u64 {
+        repo.fork_pull(FORK, branch, open)
+    }
+
     const CELLBRIDGE: &'static str = cellbridge::doubles::github::VIEWER;
 
     fn allow_auto_merge(&self, repo: &MemGithub, on: bool) {

@@ -33,6 +33,9 @@ pub(crate) const LINEAGE: &str = "5f0c2b1e-0000-4000-8000-00000000cafe";
 
 pub(crate) const CELL: &str = "eu-c1";
 
+/// Someone's fork of the fleet repository.
+pub(crate) const FORK: &str = "someone/fleet";
+
 /// A value a cell's metadata must never carry: it looks like a GitHub token.
 pub(crate) const PLANTED_SECRET: &str = "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB";
 
@@ -144,6 +147,9 @@ pub(crate) trait Bed: Sized {
     fn open_issue(&self, repo: &Self::Repo, title: &str, body: &str, labels: &[&str]) -> u64;
     /// The repository's issues are turned off in its settings.
     fn disable_issues(&self, repo: &Self::Repo);
+    /// Someone opens a pull request from their fork [`FORK`] whose head branch is `branch` (a
+    /// name the repository's own branch may have too), closed at once unless `open`; its number.
+    fn fork_pull(&self, repo: &Self::Repo, branch: &str, open: bool) -> u64;
 
     // auto-merge
     /// The login cellbridge's credentials act as on this GitHub.

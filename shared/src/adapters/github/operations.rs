@@ -158,12 +158,22 @@ graphql_operations! {
     // `Repository.pullRequests(headRefName:, orderBy:)`, newest first, whose head filter also
     // matches a fork's branch of that name (hence `headRepository`, to leave those out);
     // `Repository.issues(labels:, states:)`; `Repository.object(expression:)` on the base commit,
-    // its `tree { oid }` (GraphQL reference, Repository, Commit). Pull requests and issues are
-    // Contents-free: pull_requests=read and issues=read, the base's tree contents=read.
+    // its `tree { oid }` (GraphQL reference, Repository, Commit); the base branch's `ref`, its
+    // `refUpdateRule.requiresSignatures` (as `branchRequiresSignatures`) and `rules`, "A list of
+    // rules from active Repository and Organization rulesets that apply to this ref" (as "Get
+    // rules for a branch" lists them), so a token's first commit need not ask again (both fields
+    // are in github.com's schema, which the fake checks; GitHub Enterprise Server's is not
+    // checked here, and a site without `Ref.rules` would refuse the whole reading). Pull
+    // requests and issues are Contents-free: pull_requests=read and issues=read, the base's tree
+    // and ref contents=read.
     GRAPHQL_CELL_READING = query "cellReading" "contents=read,issues=read,pull_requests=read" CELL_READING_QUERY;
     // The next page of the open issues carrying a label, after `cellReading`'s first hundred
     // ("first ... Returns the first n elements", at most 100).
     GRAPHQL_LABELLED_ISSUES = query "labelledIssues" "issues=read" LABELLED_ISSUES_QUERY;
+    // The next page of a branch's pull requests, after `cellReading`'s first ten, while none of
+    // them was this repository's: forks' pull requests with the same head name fill the page
+    // ("Using pagination in the GraphQL API": `after` the page's `pageInfo.endCursor`).
+    GRAPHQL_BRANCH_PULLS = query "branchPulls" "pull_requests=read" BRANCH_PULLS_QUERY;
     // merge queues
     // `enablePullRequestAutoMerge` where the base requires a merge queue: no `mergeMethod` ("NOTE:
     // when merging with a merge queue any input value for merge method is ignored", the input's
@@ -239,9 +249,10 @@ pub fn newest_pulls_document(n: usize) -> String {
 
 // Enough pull requests that a fork's of the same head name or two still leave this repository's
 // newest on the page; labels and bodies as `latest_pull` reads them over REST.
-const CELL_READING_QUERY: &str = "query cellReading($owner: String!, $name: String!, $head: String!, $labels: [String!], $base: String!) {
+const CELL_READING_QUERY: &str = "query cellReading($owner: String!, $name: String!, $head: String!, $labels: [String!], $base: String!, $baseRef: String!) {
   repository(owner: $owner, name: $name) {
     pullRequests(headRefName: $head, first: 10, orderBy: {field: CREATED_AT, direction: DESC}, states: [OPEN, CLOSED, MERGED]) {
+      pageInfo { hasNextPage endCursor }
       nodes {
         number url title body state headRefOid
         headRepository { nameWithOwner }
@@ -253,6 +264,24 @@ const CELL_READING_QUERY: &str = "query cellReading($owner: String!, $name: Stri
       nodes { number url title body labels(first: 100) { nodes { name } } }
     }
     object(expression: $base) { ... on Commit { tree { oid } } }
+    ref(qualifiedName: $baseRef) {
+      refUpdateRule { requiresSignatures }
+      rules(first: 100) { pageInfo { hasNextPage } nodes { type } }
+    }
+  }
+}";
+
+const BRANCH_PULLS_QUERY: &str =
+    "query branchPulls($owner: String!, $name: String!, $head: String!, $after: String) {
+  repository(owner: $owner, name: $name) {
+    pullRequests(headRefName: $head, first: 10, after: $after, orderBy: {field: CREATED_AT, direction: DESC}, states: [OPEN, CLOSED, MERGED]) {
+      pageInfo { hasNextPage endCursor }
+      nodes {
+        number url title body state headRefOid
+        headRepository { nameWithOwner }
+        labels(first: 100) { nodes { name } }
+      }
+    }
   }
 }";
 

@@ -48,7 +48,7 @@ impl Store {
         let open: Vec<&MemPull> = self
             .pulls
             .iter()
-            .filter(|p| p.open && p.head.starts_with(head_prefix))
+            .filter(|p| p.open && p.own() && p.head.starts_with(head_prefix))
             .collect();
         Ok(open
             .iter()

@@ -247,6 +247,7 @@ impl MemGithub {
             ops::GRAPHQL_REF_UPDATE_RULE.id,
             ops::GRAPHQL_CELL_READING.id,
             ops::GRAPHQL_LABELLED_ISSUES.id,
+            ops::GRAPHQL_BRANCH_PULLS.id,
             ops::GRAPHQL_NEWEST_PULLS.id,
             ops::GRAPHQL_OPEN_CELL_PULLS.id,
         ];

@@ -342,7 +342,7 @@ impl Store {
         }
         self.check_rules(branch, "deleting")?;
         if let Some(head) = self.refs.remove(branch) {
-            for p in self.pulls.iter_mut().filter(|p| p.open && p.head == branch) {
+            for p in self.pulls.iter_mut().filter(|p| p.open && p.own() && p.head == branch) {
                 p.open = false;
                 p.closed_head = Some(head.clone());
                 p.auto_merge = None;

@@ -119,6 +119,9 @@ struct Store {
     verified: std::collections::HashSet<String>,
     /// Branch → the rule requiring signed commits on it.
     signature_rules: BTreeMap<String, SignatureRule>,
+    /// The branch a cell's reading last told whether it requires signed commits, and the
+    /// answer: `requires_signatures` of it asks nothing more, as the adapter keeps it.
+    signatures_read: Option<(String, bool)>,
     /// Merge queues required, and their entries.
     queues: merge_queue::Queues,
 }
@@ -284,8 +287,15 @@ impl Pulls for MemGithub {
         self.call(|s| s.latest_pull(branch)).await
     }
 
-    async fn cell_reading(&self, branch: &str, label: &str, base_sha: &str, _deadline: Instant) -> Result<CellReading> {
-        self.call(|s| s.cell_reading(branch, label, base_sha)).await
+    async fn cell_reading(
+        &self,
+        branch: &str,
+        label: &str,
+        base: &str,
+        base_sha: &str,
+        _deadline: Instant,
+    ) -> Result<CellReading> {
+        self.call(|s| s.cell_reading(branch, label, base, base_sha)).await
     }
 
     async fn create_pull(

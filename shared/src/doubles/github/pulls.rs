@@ -7,7 +7,12 @@
 //! - labels added are kept with those already there; the issues endpoint's `labels` replaces
 //!   the set (<https://docs.github.com/rest/issues/labels#add-labels-to-an-issue>,
 //!   <https://docs.github.com/rest/issues/issues#update-an-issue>);
-//! - a closed pull request keeps the head it had when it was closed.
+//! - a closed pull request keeps the head it had when it was closed;
+//! - a fork's pull request (`MemPull::head_repo`) may carry the head name of one of the
+//!   repository's own branches: the port answers the repository's own pull requests only, as the
+//!   adapter tells them apart (REST's `head=owner:branch`, GraphQL's `headRepository`), and the
+//!   one open pull request per head is per head *repository* ("A pull request already exists for
+//!   acme:branch" names the owner), so a fork's open one does not stop cellbridge's.
 
 use super::auto_merge::MemAutoMerge;
 use super::dashboard::now_secs;
@@ -18,6 +23,10 @@ use crate::ports::github::{CellReading, GithubError, PullRequest, PullState};
 
 static GRAPHQL_CELL_READING: Operation = ops::GRAPHQL_CELL_READING.as_operation();
 static GRAPHQL_LABELLED_ISSUES: Operation = ops::GRAPHQL_LABELLED_ISSUES.as_operation();
+static GRAPHQL_BRANCH_PULLS: Operation = ops::GRAPHQL_BRANCH_PULLS.as_operation();
+
+/// The pull requests a page of `cellReading` (and `branchPulls`) holds.
+const PULLS_PAGE: usize = 10;
 
 /// A pull request as the store keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +55,8 @@ pub struct MemPull {
     /// what the head was when the pull request was closed)", isaacs/github#361), so a push to the
     /// branch afterwards is not the pull request's.
     pub closed_head: Option<String>,
+    /// The fork its head branch is in (`someone/fleet`); `None` for the repository's own branch.
+    pub head_repo: Option<String>,
 }
 
 impl MemPull {
@@ -66,7 +77,13 @@ impl MemPull {
             approvals: Vec::new(),
             merged_by: None,
             closed_head: None,
+            head_repo: None,
         }
+    }
+
+    /// Whether its head branch is the repository's own (not a fork's of the same name).
+    pub(super) fn own(&self) -> bool {
+        self.head_repo.is_none()
     }
 
     /// Where it stands, as GitHub tells it.
@@ -87,9 +104,32 @@ impl Store {
     }
 
     /// GraphQL's `cellReading`: the newest pull request, the labelled open issues and the base
-    /// commit's tree in one request, one more (`labelledIssues`) per further hundred issues.
-    pub(super) fn cell_reading(&mut self, branch: &str, label: &str, base_sha: &str) -> Result<CellReading> {
+    /// commit's tree in one request; one more (`branchPulls`) per further ten pull requests of
+    /// the head name while none was the repository's own (forks' newer ones filled the page), one
+    /// more (`labelledIssues`) per further hundred issues.
+    pub(super) fn cell_reading(
+        &mut self,
+        branch: &str,
+        label: &str,
+        base: &str,
+        base_sha: &str,
+    ) -> Result<CellReading> {
         self.enter(&GRAPHQL_CELL_READING)?;
+        // `headRefName` lists forks' pull requests of the name too, newest first.
+        let named: Vec<bool> = self
+            .pulls
+            .iter()
+            .rev()
+            .filter(|p| p.head == branch)
+            .map(MemPull::own)
+            .collect();
+        let pages = match named.iter().position(|own| *own) {
+            Some(at) => at / PULLS_PAGE + 1,
+            None => named.len().div_ceil(PULLS_PAGE).max(1),
+        };
+        for _ in 1..pages {
+            self.enter(&GRAPHQL_BRANCH_PULLS)?;
+        }
         let labelled = self.labelled(label);
         for _ in 1..labelled.len().div_ceil(100) {
             self.enter(&GRAPHQL_LABELLED_ISSUES)?;
@@ -104,6 +144,8 @@ impl Store {
                 what: format!("reading the tree of {base_sha}"),
                 detail: format!("no commit {base_sha} in the repository"),
             })?;
+        // The base's `ref` in the same read: whether it requires signed commits.
+        self.signatures_read = Some((base.to_owned(), self.signature_rules.contains_key(base)));
         Ok(CellReading {
             latest: self.newest_of(branch),
             labelled,
@@ -113,21 +155,25 @@ impl Store {
 
     /// The newest pull request of `branch`, as GitHub's answers give it.
     pub(super) fn newest_of(&self, branch: &str) -> Option<PullRequest> {
-        self.pulls.iter().rev().find(|p| p.head == branch).map(|p| PullRequest {
-            number: p.number,
-            url: format!("https://github.example/acme/fleet/pull/{}", p.number),
-            branch: p.head.clone(),
-            title: p.title.clone(),
-            state: p.state(),
-            // A closed pull request's head is the one it had when it was closed (see
-            // `MemPull::closed_head`), also once its branch is deleted.
-            head_sha: match (&p.closed_head, p.open) {
-                (Some(pinned), false) => pinned.clone(),
-                _ => self.refs.get(&p.head).cloned().unwrap_or_default(),
-            },
-            labels: p.labels.clone(),
-            body: p.body.clone(),
-        })
+        self.pulls
+            .iter()
+            .rev()
+            .find(|p| p.own() && p.head == branch)
+            .map(|p| PullRequest {
+                number: p.number,
+                url: format!("https://github.example/acme/fleet/pull/{}", p.number),
+                branch: p.head.clone(),
+                title: p.title.clone(),
+                state: p.state(),
+                // A closed pull request's head is the one it had when it was closed (see
+                // `MemPull::closed_head`), also once its branch is deleted.
+                head_sha: match (&p.closed_head, p.open) {
+                    (Some(pinned), false) => pinned.clone(),
+                    _ => self.refs.get(&p.head).cloned().unwrap_or_default(),
+                },
+                labels: p.labels.clone(),
+                body: p.body.clone(),
+            })
     }
 
     pub(super) fn create_pull(&mut self, head: &str, base: &str, title: &str, body: &str) -> Result<(u64, String)> {
@@ -141,7 +187,7 @@ impl Store {
             // GitHub: 422 Validation Failed, `{"field": "head", "code": "invalid"}`.
             return Err(refused("Validation Failed: head invalid".into()));
         };
-        if self.pulls.iter().any(|p| p.open && p.head == head) {
+        if self.pulls.iter().any(|p| p.open && p.own() && p.head == head) {
             return Err(refused(format!("A pull request already exists for acme:{head}.")));
         }
         if self.is_ancestor(&h, &b) {
@@ -251,6 +297,26 @@ impl MemGithub {
                 p.auto_merge = None;
             }
         });
+    }
+
+    /// Someone opens a pull request from their fork `fork`'s branch `branch` (a head name the
+    /// repository may have too) into the default branch; closed at once unless `open`. Its number.
+    pub fn fork_pull(&self, fork: &str, branch: &str, open: bool) -> u64 {
+        self.with(|s| {
+            let number = s.next_number();
+            let base = s.default_branch.clone();
+            let mut p = MemPull::opened(number, branch, &base, &format!("{fork}'s change"), "");
+            p.head_repo = Some(fork.to_owned());
+            // Its head commit is in the fork; the repository's refs never move it.
+            p.closed_head = s.refs.get(&base).cloned();
+            if !open {
+                p.open = false;
+                p.closed_by = Some("a person".into());
+            }
+            s.pulls.push(p);
+            s.pull_created.insert(number, now_secs());
+            number
+        })
     }
 
     pub fn pulls(&self) -> Vec<MemPull> {

@@ -76,6 +76,11 @@ impl Store {
     }
 
     pub(super) fn requires_signatures(&mut self, branch: &str) -> Result<bool> {
+        if let Some((read, required)) = &self.signatures_read
+            && read == branch
+        {
+            return Ok(*required);
+        }
         self.enter(&ops::REPOS_GET_BRANCH_RULES)?;
         if self.signature_rules.get(branch) == Some(&SignatureRule::Ruleset) {
             return Ok(true);

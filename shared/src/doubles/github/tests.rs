@@ -115,3 +115,38 @@ fn the_merge_base_is_the_newest_common_ancestor() {
     let main = gh.commit("main", &[("a", "A\n")], "main moves again");
     assert_eq!(gh.with(|s| s.merge_base(&main, &cut)), Some(merged_head));
 }
+
+/// The reading pages on as the adapter does: only while a full page of the head name held no
+/// pull request of the repository's own (forks' newer ones), so request counts match GitHub's.
+#[tokio::test]
+async fn the_cells_reading_pages_past_forks_only_while_none_of_a_page_was_its_own() {
+    use crate::ports::github::Pulls as _;
+    let gh = repo_with_pull();
+    let d = Instant::now() + std::time::Duration::from_secs(5);
+    let main = gh.head("main").unwrap();
+    let pages = |gh: &MemGithub| gh.calls().iter().filter(|c| **c == "graphql/branchPulls").count();
+    for _ in 0..9 {
+        gh.fork_pull("someone/fleet", "topic", true);
+    }
+    let reading = gh.cell_reading("topic", "refused", "main", &main, d).await.unwrap();
+    assert_eq!(
+        (reading.latest.map(|p| p.number), pages(&gh)),
+        (Some(1), 0),
+        "nine forks: the own is on the first page"
+    );
+    gh.fork_pull("someone/fleet", "topic", false);
+    let reading = gh.cell_reading("topic", "refused", "main", &main, d).await.unwrap();
+    assert_eq!(
+        (reading.latest.map(|p| p.number), pages(&gh)),
+        (Some(1), 1),
+        "ten: the own is on the next page"
+    );
+    assert_eq!(
+        gh.cell_reading("other", "refused", "main", &main, d)
+            .await
+            .unwrap()
+            .latest,
+        None
+    );
+    assert_eq!(pages(&gh), 1, "no pull request of the name: no further page");
+}

@@ -285,11 +285,14 @@ pub trait Pulls: Send + Sync {
     /// What a new cell's proposal needs to know before its first write, in one request where
     /// GitHub allows it (a new cell's budget of requests is the fleet's): the newest pull request
     /// of `branch` (a fork's of the same name left out), the open issues carrying `label`
-    /// (every page), and the root tree of commit `base_sha`.
+    /// (every page), and the root tree of commit `base_sha`, the head of `base`. The same read
+    /// tells whether `base` requires signed commits: [`GitData::requires_signatures`] of `base`
+    /// is then answered without asking GitHub again.
     fn cell_reading(
         &self,
         branch: &str,
         label: &str,
+        base: &str,
         base_sha: &str,
         deadline: Instant,
     ) -> impl Future<Output = Result<CellReading>> + Send;

@@ -1,5 +1,6 @@
 //! What a cell's proposal reads before its first write, over GraphQL in one request: the
-//! branch's newest pull request, the open issues carrying a label, the base commit's tree.
+//! branch's newest pull request, the open issues carrying a label, the base commit's tree, and
+//! whether the base branch requires signed commits.
 
 use std::time::Instant;
 
@@ -14,6 +15,7 @@ impl GithubFleet {
         &self,
         branch: &str,
         label: &str,
+        base: &str,
         base_sha: &str,
         deadline: Instant,
     ) -> Result<CellReading> {
@@ -23,7 +25,8 @@ impl GithubFleet {
             .graphql(
                 &what,
                 &ops::GRAPHQL_CELL_READING,
-                json!({"owner": self.owner, "name": self.repo, "head": branch, "labels": [label], "base": base_sha}),
+                json!({"owner": self.owner, "name": self.repo, "head": branch, "labels": [label], "base": base_sha,
+                    "baseRef": format!("refs/heads/{base}")}),
                 deadline,
             )
             .await?;
@@ -34,17 +37,39 @@ impl GithubFleet {
         // `headRefName` also matches a fork's branch of that name: only this repository's head
         // is the cell's (REST's `head=owner:branch` said so itself).
         let own = format!("{}/{}", self.owner, self.repo);
-        let latest = repo["pullRequests"]["nodes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|p| {
-                p["headRepository"]["nameWithOwner"]
-                    .as_str()
-                    .is_some_and(|n| n.eq_ignore_ascii_case(&own))
-            })
-            .map(|p| pull_of(p, branch, &what))
-            .transpose()?;
+        let own_of = |pulls: &Value| {
+            pulls["nodes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|p| {
+                    p["headRepository"]["nameWithOwner"]
+                        .as_str()
+                        .is_some_and(|n| n.eq_ignore_ascii_case(&own))
+                })
+                .map(|p| pull_of(p, branch, &what))
+                .transpose()
+        };
+        let mut latest = own_of(&repo["pullRequests"])?;
+        let mut page = repo["pullRequests"]["pageInfo"].clone();
+        // Forks' pull requests newer than the cell's own may fill the first page: the next, until
+        // one is this repository's or there are no more (none at all in the ordinary case).
+        while latest.is_none() && page["hasNextPage"] == true {
+            let more = self
+                .graphql(
+                    &what,
+                    &ops::GRAPHQL_BRANCH_PULLS,
+                    json!({"owner": self.owner, "name": self.repo, "head": branch, "after": page["endCursor"]}),
+                    deadline,
+                )
+                .await?;
+            if let Some(e) = more.errors.first() {
+                return Err(e.as_error(&what));
+            }
+            let pulls = &more.data["repository"]["pullRequests"];
+            latest = own_of(pulls)?;
+            page = pulls["pageInfo"].clone();
+        }
         let mut labelled = issues_of(&repo["issues"]);
         let mut page = repo["issues"]["pageInfo"].clone();
         // A fleet may have many refused cells at once: every page, 100 at a time.
@@ -64,6 +89,7 @@ impl GithubFleet {
             labelled.extend(issues_of(issues));
             page = issues["pageInfo"].clone();
         }
+        self.note_signatures(base, &repo["ref"]);
         // `object(expression:)` is null for a commit GitHub does not have.
         let base_tree = repo["object"]["tree"]["oid"]
             .as_str()
@@ -77,6 +103,23 @@ impl GithubFleet {
             labelled,
             base_tree,
         })
+    }
+}
+
+impl GithubFleet {
+    /// Whether `base` requires signed commits, as the reading's `ref` tells it (a ruleset's
+    /// `REQUIRED_SIGNATURES` rule, classic protection's `requiresSignatures`: what
+    /// `requires_signatures` asks over two requests otherwise), kept as its answer. Not kept when
+    /// the reading cannot tell: no such branch, or more rules than the page held.
+    fn note_signatures(&self, base: &str, reference: &Value) {
+        let rules = &reference["rules"];
+        let Some(nodes) = rules["nodes"].as_array() else { return };
+        let by_ruleset = nodes.iter().any(|r| r["type"] == "REQUIRED_SIGNATURES");
+        if !by_ruleset && rules["pageInfo"]["hasNextPage"] == true {
+            return;
+        }
+        let required = by_ruleset || reference["refUpdateRule"]["requiresSignatures"] == true;
+        self.keep_signatures(base, required);
     }
 }
 

@@ -178,8 +178,15 @@ impl Pulls for GithubFleet {
         self.open_pulls(head_prefix, context, deadline).await
     }
 
-    async fn cell_reading(&self, branch: &str, label: &str, base_sha: &str, deadline: Instant) -> Result<CellReading> {
-        self.cell_reading(branch, label, base_sha, deadline).await
+    async fn cell_reading(
+        &self,
+        branch: &str,
+        label: &str,
+        base: &str,
+        base_sha: &str,
+        deadline: Instant,
+    ) -> Result<CellReading> {
+        self.cell_reading(branch, label, base, base_sha, deadline).await
     }
 
     async fn newest_pulls(&self, branches: &[String], deadline: Instant) -> Result<BTreeMap<String, PullRequest>> {

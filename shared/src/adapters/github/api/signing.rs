@@ -43,8 +43,14 @@ impl GithubFleet {
         }
         let required = self.ruleset_requires_signatures(branch, deadline).await?
             || self.protection_requires_signatures(branch, deadline).await?;
-        *self.signatures.lock().expect("signatures") = Some((branch.to_owned(), required, Instant::now()));
+        self.keep_signatures(branch, required);
         Ok(required)
+    }
+
+    /// `branch` requires signed commits or not, as GitHub just answered (here, or in a cell's
+    /// reading): kept for [`SIGNATURES_KEPT`].
+    pub(super) fn keep_signatures(&self, branch: &str, required: bool) {
+        *self.signatures.lock().expect("signatures") = Some((branch.to_owned(), required, Instant::now()));
     }
 
     async fn ruleset_requires_signatures(&self, branch: &str, deadline: Instant) -> Result<bool> {
