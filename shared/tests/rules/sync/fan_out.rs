@@ -35,7 +35,7 @@ async fn sync_all_sends_one_message_per_cell_and_each_is_synced_and_retried_on_i
         bed.fleet.calls(),
         [
             ops::REPOS_DOWNLOAD_TARBALL_ARCHIVE.id,
-            ops::PULLS_LIST.id,
+            ops::GRAPHQL_OPEN_CELL_PULLS.id,
             ops::GRAPHQL_NEWEST_PULLS.id,
             ops::ISSUES_LIST_FOR_REPO.id,
             ops::ISSUES_CREATE.id,
