@@ -455,5 +455,9 @@ async fn thousands_of_cells_needing_attention_fit_githubs_body_limit_and_are_cou
     // 2,000 pending cells with nothing open are 20 queries, after one listing of open ones.
     let count = |op: &str| bed.fleet.calls().iter().filter(|c| **c == op).count();
     assert_eq!(count(ops::PULLS_LIST.id), 1, "one listing of open pull requests");
-    assert_eq!(count(ops::GRAPHQL_NEWEST_PULLS.id), 20, "every pending cell read, 100 a query");
+    assert_eq!(
+        count(ops::GRAPHQL_NEWEST_PULLS.id),
+        20,
+        "every pending cell read, 100 a query"
+    );
 }
