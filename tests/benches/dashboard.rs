@@ -360,6 +360,8 @@ async fn run() -> bool {
     let out = tempfile::NamedTempFile::new().unwrap();
     let start = Instant::now();
     let spec = json!({"gh": gh.url()});
+    // Waited for by `rusage::wait` (wait4, which also gives its resource use).
+    #[allow(clippy::zombie_processes)]
     let child = Command::new(std::env::current_exe().unwrap())
         .arg("--child")
         .arg(spec.to_string())

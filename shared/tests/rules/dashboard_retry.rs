@@ -60,7 +60,7 @@ async fn a_scheduled_sync_all_whose_dashboard_failed_for_now_queues_one_delayed_
 
     // Received once the delay passed: the dashboard is written, nothing more is queued.
     let body = queue.sent.lock().unwrap()[2].clone();
-    let inv = crate::support::handle(&bed, &sqs_bodies(&[body.clone()]), deadline())
+    let inv = crate::support::handle(&bed, &sqs_bodies(std::slice::from_ref(&body)), deadline())
         .await
         .unwrap();
     assert_eq!(inv.response["dashboard"]["action"], "created", "{}", inv.response);
