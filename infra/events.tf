@@ -80,7 +80,8 @@ resource "aws_cloudwatch_event_target" "eks_delete_cluster" {
 
 # --- daily sync-all: catches whatever events were missed ---------------------------------------
 # EventBridge Scheduler delivers `input` verbatim as the invocation payload (asynchronous
-# invoke), the same JSON as events/schedule-sync-all.json.
+# invoke), the same JSON as events/schedule-sync-all.json. `scheduled` tells state-sync nobody
+# is watching: a dashboard it could not rebuild for now is retried through its queue.
 
 resource "aws_scheduler_schedule" "sync_all" {
   count = var.enable_sync_all_schedule ? 1 : 0
@@ -99,7 +100,7 @@ resource "aws_scheduler_schedule" "sync_all" {
   target {
     arn      = aws_lambda_function.state_sync.arn
     role_arn = aws_iam_role.scheduler[0].arn
-    input    = jsonencode({ action = "sync-all" })
+    input    = jsonencode({ action = "sync-all", scheduled = true })
 
     retry_policy {
       maximum_event_age_in_seconds = 3600

@@ -67,8 +67,16 @@ Control API (never used by the product; tests and the bench drive it):
   "graphql_rate_limit"`). `GET` answers them and the budgets (`{key: {"used", "reset"}}`);
   `DELETE` restores the defaults and fills every budget.
 - `GET /_fake/requests`: `{"requests": [{"method","path","status","write","user_agent"}], "count": n,
-  "writes": n}` (`user_agent`: every User-Agent line the request carried); `DELETE
-  /_fake/requests` resets the log.
+  "writes": n}` (`user_agent`: every User-Agent line the request carried; a GraphQL request also
+  has `graphql`, its operation, and `points`, what it cost of the primary rate limit by
+  `github_graphql.Limits`: 0 for one refused before it ran); `DELETE /_fake/requests` resets the
+  log.
+- `POST /_fake/pulls` `{"repo": "o/r", "base": "main", "pulls": [{"head": "cellbridge/c",
+  "files": {path: text}, "title": "..", "body": "..", "state": "open" | "closed",
+  "statuses": {context: "success" | "failure" | ...}}]}`: many pull requests at once, each on a
+  new branch `head` holding one commit over the base that lays `files` over its tree, the
+  statuses posted on that commit; a closed one is closed unmerged at that head. Answers
+  `{"pulls": [{"number", "sha"}]}` in order. For seeding a fleet's worth in one request.
 - `GET /_fake/state?repo=o/r`: branches, pull requests (with labels, head sha, statuses,
   `comments`: the bodies of their comments, oldest first, and `closed_by`: the User-Agent of the
   request that closed or merged it, null while open), `issues` (plain issues only, by number:
@@ -1548,6 +1556,53 @@ def seed(body):
     return {"sha": sha}
 
 
+def tree_with(tree_sha, parts, mode, blob):
+    """`tree_sha` with the file at `parts` (a path split on `/`) set: only the trees along the
+    path are written again, so a branch over a large fleet costs what its path does."""
+    entries = {name: (m, sha) for m, name, sha in (get_obj(tree_sha, "tree") or [])} if tree_sha else {}
+    if len(parts) == 1:
+        entries[parts[0]] = (mode, blob)
+    else:
+        below = entries.get(parts[0])
+        entries[parts[0]] = ("40000", tree_with(below[1] if below and below[0] == "40000" else None, parts[1:], mode, blob))
+    return put_tree([(m, name, sha) for name, (m, sha) in entries.items()])
+
+
+def seed_pulls(body):
+    """`POST /_fake/pulls` (see the control API): pull requests made directly in the fake's
+    state, as `_create_pull` and the status endpoint would leave them."""
+    full = body["repo"]
+    repo = REPOS[full]
+    base = body.get("base", repo["default_branch"])
+    base_sha = repo["refs"]["heads/" + base]
+    base_tree = get_obj(base_sha, "commit")["tree"]
+    out = []
+    for p in body["pulls"]:
+        tree = base_tree
+        for path, text in p.get("files", {}).items():
+            tree = tree_with(tree, path.split("/"), "100644", put_blob(text.encode()))
+        sha = put_commit(tree, [base_sha], p.get("message", "seed"))
+        repo["refs"]["heads/" + p["head"]] = sha
+        number = repo["next_number"]
+        repo["next_number"] += 1
+        pr = {"id": new_id(), "number": number, "state": "open", "title": p.get("title") or p["head"],
+              "body": p.get("body") or "", "head": p["head"], "base": base, "labels": list(p.get("labels", [])),
+              "merged": False, "created_at": iso_now(), "comments": []}
+        if p.get("state") == "closed":
+            pr["state"], pr["closed_at"], pr["pinned_head"] = "closed", iso_now(), sha
+        touch(pr)
+        repo["pulls"][number] = pr
+        for ctx, state in p.get("statuses", {}).items():
+            sid, now = new_id(), iso_now()
+            st = {"state": state, "context": ctx, "description": p.get("description", ""), "target_url": None,
+                  "id": sid, "node_id": f"SC_{sid}", "url": f"https://api.github.example/repos/{full}/statuses/{sha}",
+                  "avatar_url": None, "created_at": now, "updated_at": now, "creator": {"login": "cellbridge[bot]", "id": 2}}
+            repo["statuses"].setdefault(sha, {})[ctx] = st
+            repo.setdefault("status_log", {}).setdefault(sha, []).append(st)
+        out.append({"number": number, "sha": sha})
+    return {"pulls": out}
+
+
 def dir_files(root):
     """{path: (mode, blob sha)} of every file below the local directory `root`, as Git commits
     them: an executable 100755, a symlink 120000 holding its target (not followed)."""
@@ -2253,7 +2308,7 @@ class Handler(BaseHTTPRequestHandler):
                 # `timeout_nodes` (POST /_fake/graphql_limits), so a client's retry with a smaller
                 # page can be tested.
                 return self._graphql_answer(path, op, int(GRAPHQL_LIMITS["timeout_status"]),
-                                            {"data": None, "errors": [{"message": TIMEOUT_MESSAGE}]}, {})
+                                            {"data": None, "errors": [{"message": TIMEOUT_MESSAGE}]}, {}, cost.points)
         # What `rateLimit { cost limit nodeCount remaining resetAt used }` answers ("Returning the
         # point value of a query": "querying the `cost` field on the `rateLimit` object"); null
         # where no rate limit applies (GitHub Enterprise Server's default).
@@ -2276,14 +2331,15 @@ class Handler(BaseHTTPRequestHandler):
                                                 middleware=[github_graphql.limits_middleware(permit)])
                 for full_name, r in list(REPOS.items()):
                     settle(full_name, r)
-        self._graphql_answer(path, op, 200, answer, headers)
+        self._graphql_answer(path, op, 200, answer, headers, cost.points)
 
-    def _graphql_answer(self, path, op, status, answer, headers):
-        """Logs the GraphQL request and sends its answer."""
+    def _graphql_answer(self, path, op, status, answer, headers, points=0):
+        """Logs the GraphQL request, with the points it cost (0: refused before it ran), and
+        sends its answer."""
         with LOCK:
             REQUESTS.append({"method": "POST", "path": path, "query": "", "status": status,
                              "write": op.kind == "mutation", "t": time.time(), "graphql": op.id,
-                             "user_agent": self._user_agents()})
+                             "points": points, "user_agent": self._user_agents()})
         self._send(status, answer, headers)
 
     def _graphql_root(self, token):
@@ -3246,6 +3302,8 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             if path == "/_fake/seed" and method == "POST":
                 return 201, seed(body)
+            if path == "/_fake/pulls" and method == "POST":
+                return 201, seed_pulls(body)
             if path == "/_fake/faults" and method == "POST":
                 FAULTS.extend(body if isinstance(body, list) else [body])
                 return 201, {"faults": len(FAULTS)}

@@ -1377,3 +1377,22 @@ def test_every_installation_token_can_be_revoked_at_once(gh, app):
     assert gh("GET", "/repos/{repo}", headers=as_token(tok)).status == 200
     assert call(gh.url, "DELETE", "/_fake/tokens", {"installation": True}).status == 200
     assert gh("GET", "/repos/{repo}", headers=as_token(tok)).status == 401
+
+
+def test_pulls_seeded_in_bulk_read_as_pulls_opened_and_closed_through_the_api(gh):
+    r = call(gh.url, "POST", "/_fake/pulls", {"repo": gh.full, "pulls": [
+        {"head": "cellbridge/c1", "files": {"clusters/c1/meta.yaml": "v: 1\n"}, "title": "c1",
+         "statuses": {"cellbridge/strict-substitution": "success"}},
+        {"head": "cellbridge/c2", "files": {"clusters/c2/meta.yaml": "v: 2\n"}, "body": "declined", "state": "closed"},
+    ]})
+    assert r.status == 201, r
+    (one, two) = r.body["pulls"]
+    open_ = gh("GET", "/repos/{repo}/pulls?state=open").body
+    assert [(p["number"], p["head"]["ref"], p["head"]["sha"]) for p in open_] == [(one["number"], "cellbridge/c1", one["sha"])]
+    closed = gh("GET", f"/repos/{{repo}}/pulls/{two['number']}").body
+    assert (closed["state"], closed["merged"], closed["body"], closed["head"]["sha"]) == ("closed", False, "declined", two["sha"])
+    status = gh("GET", f"/repos/{{repo}}/commits/{one['sha']}/status").body
+    assert [(s["context"], s["state"]) for s in status["statuses"]] == [("cellbridge/strict-substitution", "success")]
+    # The branch holds the base's files and the seeded one.
+    tree = gh("GET", f"/repos/{{repo}}/git/trees/{one['sha']}?recursive=1").body["tree"]
+    assert {"a.txt", "b.txt", "clusters/c1/meta.yaml"} <= {e["path"] for e in tree}

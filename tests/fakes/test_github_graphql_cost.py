@@ -485,3 +485,12 @@ def test_an_aliased_read_of_many_repositories_answers_each_and_nulls_one_outside
     (err,) = r.body["errors"]
     assert (err["type"], err["path"], err["message"]) == (
         "NOT_FOUND", ["b"], f"Could not resolve to a Repository with the name '{other}'."), err
+
+
+def test_the_request_log_gives_each_graphql_call_the_points_it_cost(fresh):
+    owner, name = fresh.full.split("/")
+    call(fresh.url, "DELETE", "/_fake/requests")
+    assert post(fresh, fleet(100), {"o": owner, "n": name, "h": "none"}).status == 200
+    assert post(fresh, RATE, {}).status == 200
+    log = call(fresh.url, "GET", "/_fake/requests").body["requests"]
+    assert [(r["graphql"], r["points"]) for r in log if "graphql" in r] == [("graphql/fleet", 3), ("graphql/fleetRate", 1)], log

@@ -1,7 +1,8 @@
 //! state-sync end to end: the AWS side. `invoke` from a file uses the environment; state-sync reaches
 //! a cell's account narrowed to `DescribeCluster`; a state bucket in another account is read through
 //! `CELLBRIDGE_STATE_ROLE_ARN`; a record handed back comes back after a backoff that doubles
-//! (`ChangeMessageVisibility`); sync-all fans out through moto's SQS and each message syncs its cell.
+//! (`ChangeMessageVisibility`); sync-all fans out through moto's SQS and each message syncs its cell;
+//! the schedule's sync-all's failed dashboard comes back delayed through the queue.
 
 use crate::support::*;
 use cellbridge::adapters::github::{GithubConfig, GithubFleet};
@@ -259,4 +260,102 @@ async fn sync_all_fans_out_through_the_queue_and_each_message_syncs_its_cell() {
     actions.sort();
     assert_eq!(actions, ["opened", "opened"], "{resp}");
     assert_eq!(bed.pulls().len(), 2);
+}
+
+/// Through moto's SQS: the schedule's sync-all whose dashboard GitHub keeps refusing for now
+/// (503s) still fans out, and leaves one `{"action": "dashboard"}` on the queue, delayed by
+/// `CELLBRIDGE_DASHBOARD_RETRY_SECS`; delivered once the delay passed (and GitHub is back), it
+/// writes the dashboard and queues nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_sync_all_s_failed_dashboard_comes_back_delayed_through_the_queue_and_is_written() {
+    // SAFETY: read only when a scheduled sync-all's dashboard fails, which no other test makes.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::env::set_var("CELLBRIDGE_DASHBOARD_RETRY_SECS", "3");
+    }
+    let bed = Bed::new("dashretry", false).await;
+    bed.apply("eu-r1", &base_data("eu-r1", "vpc-1"), false).await;
+    let _ = bed.receive().await;
+    bed.gh
+        .fault(json!({"match": "POST /repos/*/issues", "status": 503, "times": 1000}));
+    let conf = moto::sdk_config().await;
+    let fanning = cellbridge::jobs::sync::service_for(bed.service.config.clone(), &conf)
+        .with_queue(cellbridge::jobs::queue::SqsQueue::new(&conf, bed.queue_url.clone()));
+    let resp = cellbridge_tests::lambda_handler(
+        &fanning,
+        lambda_runtime::LambdaEvent::new(
+            json!({"action": "sync-all", "scheduled": true}),
+            cellbridge_tests::lambda_context(60),
+        ),
+    )
+    .await
+    .unwrap();
+    let sent = Instant::now();
+    leak::capture("state-sync dashboard retry", &resp.to_string());
+    assert_eq!(resp["enqueued"], 1, "the fan-out stands: {resp}");
+    let d = &resp["dashboard"];
+    assert_eq!(
+        (&d["action"], &d["class"]),
+        (&json!("failed"), &json!("retryable")),
+        "{resp}"
+    );
+    assert_eq!(d["retry"], json!({"queued": true, "delay_seconds": 3}), "{resp}");
+    bed.gh.clear_faults();
+
+    // At once: the cell's message only, and one message delayed.
+    let now = bed.receive().await;
+    let bodies: Vec<&str> = now["Records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["body"].as_str().unwrap())
+        .collect();
+    assert!(
+        bodies.len() == 1 && bodies[0].contains("\"sync\""),
+        "only the cell's message is visible: {bodies:?}"
+    );
+    let attrs = bed
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&bed.queue_url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesDelayed)
+        .send()
+        .await
+        .unwrap();
+    let delayed = attrs
+        .attributes()
+        .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesDelayed))
+        .cloned();
+    assert_eq!(delayed.as_deref(), Some("1"), "one message waits out its delay");
+
+    let event = bed
+        .poll_once(Duration::from_secs(10))
+        .await
+        .expect("the dashboard's message, once its delay passed");
+    assert!(
+        sent.elapsed() >= Duration::from_millis(2700),
+        "visible after {:?}",
+        sent.elapsed()
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(event["Records"][0]["body"].as_str().unwrap()).unwrap(),
+        json!({"action": "dashboard"})
+    );
+    let resp = cellbridge_tests::lambda_handler(
+        &fanning,
+        lambda_runtime::LambdaEvent::new(event, cellbridge_tests::lambda_context(60)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp["dashboard"]["action"], "created", "{resp}");
+    assert_eq!(resp["batchItemFailures"], json!([]), "{resp}");
+    assert_eq!(bed.gh.issues(REPO).len(), 1, "the dashboard is written");
+    assert!(
+        bed.poll_once(Duration::from_secs(4)).await.is_none(),
+        "the retry queued nothing more"
+    );
+    #[allow(unsafe_code)]
+    unsafe {
+        std::env::remove_var("CELLBRIDGE_DASHBOARD_RETRY_SECS");
+    }
 }

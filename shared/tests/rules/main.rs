@@ -4,6 +4,7 @@
 //! - `sync/`: state-sync's rules (the pull request, people and races, the seeded schedules,
 //!   failures, refusals, pause and metrics, what is read, the fan-out);
 //! - `dashboard.rs`: the fleet dashboard; `dashboard_flux.rs`: its Flux column;
+//!   `dashboard_retry.rs`: a scheduled sync-all's delayed retry of it;
 //! - `decommission.rs`: a destroyed cell's decommission;
 //! - `auto_merge.rs`: auto-merge under branch protection;
 //! - `bootstrap/`: cluster-bootstrap's rules (the order of the apply, the access entry, readiness,
@@ -18,6 +19,7 @@ mod bootstrap;
 mod chains;
 mod dashboard;
 mod dashboard_flux;
+mod dashboard_retry;
 mod decommission;
 mod support;
 mod sweep;

@@ -44,6 +44,7 @@ impl SyncConfig {
         crate::rules::cells::account_roles_from_env()?;
         crate::shell::backoff::Backoff::from_env()?;
         super::fanout::queue_url_from_env()?;
+        super::fanout::dashboard_retry_from_env()?;
         crate::shell::metrics::namespace_from_env()?;
         Ok(Self {
             github,

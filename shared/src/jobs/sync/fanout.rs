@@ -4,6 +4,8 @@
 //! `{"action": "sync", "bucket": ..., "key": ...}`, which the queue path reads like an S3 event:
 //! a record brought back from the dead-letter queue by a redrive is synced as it was meant to be.
 
+use std::time::Duration;
+
 use serde_json::json;
 
 use crate::pure::events::sync::StateObject;
@@ -25,6 +27,36 @@ pub fn queue_url_from_env() -> Result<Option<String>, ConfigError> {
             value: u,
             reason: "expected the queue's URL, https://sqs.<region>.amazonaws.com/<account>/<name>".into(),
         }),
+    }
+}
+
+/// How long a scheduled sync-all's dashboard waits before it is tried again, when it failed for a
+/// reason that passes (GitHub's rate limits, a 5xx, the deadline): long enough for a secondary
+/// rate limit or an outage's first minutes to pass, short enough that the table is not a day
+/// old. The queue's own retries (`CELLBRIDGE_RETRY_BASE_SECS`) take over from there.
+pub const DASHBOARD_RETRY_DEFAULT: Duration = Duration::from_secs(300);
+/// SQS's longest `DelaySeconds`.
+const SQS_MAX_DELAY: Duration = Duration::from_secs(900);
+
+/// The message that rebuilds the fleet dashboard alone.
+pub fn dashboard_message() -> String {
+    json!({"action": "dashboard"}).to_string()
+}
+
+/// `CELLBRIDGE_DASHBOARD_RETRY_SECS`: the delay of a scheduled sync-all's dashboard retry
+/// ([`DASHBOARD_RETRY_DEFAULT`] unset), at most SQS's 900 s.
+pub fn dashboard_retry_from_env() -> Result<Duration, ConfigError> {
+    let name = "CELLBRIDGE_DASHBOARD_RETRY_SECS";
+    match config::optional(name) {
+        None => Ok(DASHBOARD_RETRY_DEFAULT),
+        Some(v) => match v.parse::<u64>() {
+            Ok(n) if Duration::from_secs(n) <= SQS_MAX_DELAY => Ok(Duration::from_secs(n)),
+            _ => Err(ConfigError::Invalid {
+                name,
+                value: v,
+                reason: "expected whole seconds, at most 900 (SQS's longest DelaySeconds)".into(),
+            }),
+        },
     }
 }
 

@@ -42,6 +42,8 @@ pub struct SyncPlan {
     dashboard: Dashboard,
     /// A sync-all that sent one message per state to the queue (answered with `"enqueued"`).
     fanned_out: bool,
+    /// The schedule's sync-all: its dashboard, failed for now, is tried again through the queue.
+    scheduled: bool,
     /// The open `cellbridge-refused` issues, listed once for the invocation (every group of it).
     pub(super) refused: Arc<RefusedIssues>,
 }
@@ -75,6 +77,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             dry_run: false,
             dashboard: Dashboard::No,
             fanned_out: false,
+            scheduled: false,
             refused: Arc::default(),
         };
         let work = |plan: SyncPlan, answered: Vec<CellResult>, alone: bool| -> Work<Self> {
@@ -96,6 +99,7 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             SyncEvent::Manual {
                 request: Manual::Dashboard,
                 dry_run,
+                ..
             } => {
                 plan.dry_run = dry_run;
                 plan.dashboard = Dashboard::Alone;
@@ -121,18 +125,25 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             SyncEvent::Manual {
                 request: Manual::All,
                 dry_run: false,
+                scheduled,
             } if self.queue.is_some() => {
                 let sent = self.fan_out(deadline).await?;
                 // The cells are on the queue: the dashboard shows the fleet as this sync-all
                 // found it.
                 plan.dashboard = Dashboard::After;
                 plan.fanned_out = true;
+                plan.scheduled = scheduled;
                 return Ok(work(plan, sent, false));
             }
-            SyncEvent::Manual { request, dry_run } => {
+            SyncEvent::Manual {
+                request,
+                dry_run,
+                scheduled,
+            } => {
                 named = matches!(request, Manual::Cell(_) | Manual::Object { .. });
                 if matches!(request, Manual::All) {
                     plan.dashboard = Dashboard::After;
+                    plan.scheduled = scheduled;
                 }
                 plan.dry_run = dry_run;
                 (self.manual_items(request, deadline).await?, None)
@@ -239,11 +250,58 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             Dashboard::Messages(ids) => Fails::Records(ids.clone()),
         };
         let run = self.dashboard(plan.dry_run, ctx.deadline, pause, metrics).await;
+        let mut answer = serde_json::to_value(&run).unwrap_or_default();
+        // Only a sync-all's dashboard is retried here: a `{"action": "dashboard"}` is retried by
+        // the queue's redelivery or by its caller, and one retry queueing the next would chain.
+        if let (Dashboard::After, Some(class)) = (&plan.dashboard, run.class()) {
+            answer["retry"] = self.retry_dashboard(plan, class, ctx.deadline).await;
+        }
         Some(After {
             failure: run.class().map(|class| (class, run.error_text())),
-            answer: serde_json::to_value(&run).unwrap_or_default(),
+            answer,
             fails,
         })
+    }
+
+    /// A sync-all's failed dashboard: for the schedule's, failed for a reason that passes, one
+    /// delayed `{"action": "dashboard"}` on state-sync's own queue, so that the table is not left
+    /// a day old for a rate limit nobody was there to wait out. The answer's `"retry"` says
+    /// what was done, and why not when nothing was. Never the sync-all's failure: its cells
+    /// are on the queue already.
+    async fn retry_dashboard(&self, plan: &SyncPlan, class: Class, deadline: Instant) -> Value {
+        let not = |reason: &str| json!({"queued": false, "reason": reason});
+        if class != Class::Retryable {
+            return not("the failure is not one that passes: a retry would fail the same way");
+        }
+        if !plan.scheduled {
+            return not("a sync-all run by hand: run {\"action\": \"dashboard\"} again");
+        }
+        if plan.dry_run {
+            return not("a dry run writes nothing");
+        }
+        let Some(queue) = &self.queue else {
+            return not("no queue (CELLBRIDGE_SYNC_QUEUE_URL): the next sync-all rebuilds it");
+        };
+        // Checked at the cold start: the default is never wrong.
+        let delay = fanout::dashboard_retry_from_env().unwrap_or(fanout::DASHBOARD_RETRY_DEFAULT);
+        let left = deadline.saturating_duration_since(Instant::now());
+        let sent = match tokio::time::timeout(left, queue.enqueue(&[fanout::dashboard_message()], delay)).await {
+            Ok(sent) => sent,
+            Err(_) => Err(crate::ports::queue::EnqueueError::Deadline),
+        };
+        match sent {
+            Ok(()) => {
+                tracing::info!(
+                    delay_seconds = delay.as_secs(),
+                    "the fleet dashboard is tried again later: {{\"action\": \"dashboard\"}} sent to the queue"
+                );
+                json!({"queued": true, "delay_seconds": delay.as_secs()})
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "the fleet dashboard's retry could not be sent to the queue");
+                not(&format!("sending it to the queue failed: {e}"))
+            }
+        }
     }
 
     /// What an SQS record asks about, before its manual payloads are resolved: for the line of

@@ -83,6 +83,10 @@ pub enum SyncEvent {
     Manual {
         request: Manual,
         dry_run: bool,
+        /// The module's schedule sent it (`"scheduled": true`, a sync-all only): a dashboard it
+        /// could not rebuild for now is tried again later ([`crate::jobs::sync`]), as nobody is
+        /// there to run it again.
+        scheduled: bool,
     },
 }
 
@@ -98,6 +102,9 @@ struct ManualPayload {
     key: Option<String>,
     #[serde(default)]
     dry_run: bool,
+    /// The schedule's own sync-all says so: nothing else tells it from one run by hand.
+    #[serde(default)]
+    scheduled: bool,
 }
 
 /// Tells the event apart and extracts what it carries.
@@ -106,7 +113,11 @@ pub fn parse(event: &Value) -> Result<SyncEvent, SyncEventError> {
         reason: "not a JSON object".into(),
     })?;
     if obj.contains_key("action") {
-        return parse_manual(event).map(|(request, dry_run)| SyncEvent::Manual { request, dry_run });
+        return parse_manual(event).map(|(request, dry_run, scheduled)| SyncEvent::Manual {
+            request,
+            dry_run,
+            scheduled,
+        });
     }
     if let Some(records) = obj.get("Records").and_then(Value::as_array) {
         let from_sqs = records
@@ -135,11 +146,12 @@ pub fn parse(event: &Value) -> Result<SyncEvent, SyncEventError> {
                             reason: format!("body is not JSON: {e}"),
                         }),
                         Some(Ok(body)) if body.get("action").is_some() => match parse_manual(&body) {
-                            Ok((_, true)) => Err(SyncEventError::Invalid {
+                            Ok((_, true, _)) => Err(SyncEventError::Invalid {
                                 what: format!("SQS message {message_id}"),
                                 reason: "\"dry_run\" is for direct invocations: a queued message syncs".into(),
                             }),
-                            Ok((request, false)) => Ok(vec![SyncItem::Manual(request)]),
+                            // A redriven scheduled sync-all is a person's redrive: run as theirs.
+                            Ok((request, false, _)) => Ok(vec![SyncItem::Manual(request)]),
                             Err(e) => Err(e),
                         },
                         Some(Ok(body)) => parse_notification(&body),
@@ -313,7 +325,8 @@ fn str_at(v: &Value, path: &[&str]) -> Option<String> {
     cur.as_str().map(str::to_owned)
 }
 
-fn parse_manual(event: &Value) -> Result<(Manual, bool), SyncEventError> {
+/// The request, `dry_run` and `scheduled`.
+fn parse_manual(event: &Value) -> Result<(Manual, bool, bool), SyncEventError> {
     let p: ManualPayload = serde_json::from_value(event.clone()).map_err(|e| SyncEventError::Invalid {
         what: "manual payload".into(),
         reason: e.to_string(),
@@ -322,6 +335,9 @@ fn parse_manual(event: &Value) -> Result<(Manual, bool), SyncEventError> {
         what: "manual payload".into(),
         reason: reason.into(),
     };
+    if p.scheduled && p.action != "sync-all" {
+        return Err(invalid("\"scheduled\" is the schedule's sync-all's only"));
+    }
     let request = match (p.action.as_str(), p.cell, p.key) {
         ("sync", Some(cell), None) if p.bucket.is_none() => Manual::Cell(cell),
         ("sync", None, Some(key)) => Manual::Object { bucket: p.bucket, key },
@@ -337,7 +353,7 @@ fn parse_manual(event: &Value) -> Result<(Manual, bool), SyncEventError> {
             )));
         }
     };
-    Ok((request, p.dry_run))
+    Ok((request, p.dry_run, p.scheduled))
 }
 
 /// The answer to an SQS batch: the messages to deliver again.
@@ -487,14 +503,16 @@ mod tests {
             parse(&load("manual-sync-cell.json")).unwrap(),
             SyncEvent::Manual {
                 request: Manual::Cell("prod-eu-west-1".into()),
-                dry_run: false
+                dry_run: false,
+                scheduled: false
             }
         );
         assert_eq!(
             parse(&load("manual-sync-dry-run.json")).unwrap(),
             SyncEvent::Manual {
                 request: Manual::Cell("prod-eu-west-1".into()),
-                dry_run: true
+                dry_run: true,
+                scheduled: false
             }
         );
         assert_eq!(
@@ -504,15 +522,17 @@ mod tests {
                     bucket: Some("acme-tfstate".into()),
                     key: prod.into()
                 },
-                dry_run: false
+                dry_run: false,
+                scheduled: false
             }
         );
-        for all in ["manual-sync-all.json", "schedule-sync-all.json"] {
+        for (all, scheduled) in [("manual-sync-all.json", false), ("schedule-sync-all.json", true)] {
             assert_eq!(
                 parse(&load(all)).unwrap(),
                 SyncEvent::Manual {
                     request: Manual::All,
-                    dry_run: false
+                    dry_run: false,
+                    scheduled
                 },
                 "{all}"
             );
@@ -521,7 +541,8 @@ mod tests {
             parse(&load("manual-dashboard.json")).unwrap(),
             SyncEvent::Manual {
                 request: Manual::Dashboard,
-                dry_run: false
+                dry_run: false,
+                scheduled: false
             }
         );
         // The bootstrap function's CloudTrail call is not state-sync's: ignored, not an error.
@@ -568,14 +589,16 @@ mod tests {
             parse(&json!({"action": "sync", "cell": "c1"})).unwrap(),
             SyncEvent::Manual {
                 request: Manual::Cell("c1".into()),
-                dry_run: false
+                dry_run: false,
+                scheduled: false
             }
         );
         assert_eq!(
             parse(&json!({"action": "sync-all", "dry_run": true})).unwrap(),
             SyncEvent::Manual {
                 request: Manual::All,
-                dry_run: true
+                dry_run: true,
+                scheduled: false
             }
         );
         assert_eq!(
@@ -585,14 +608,16 @@ mod tests {
                     bucket: Some("b".into()),
                     key: "k".into()
                 },
-                dry_run: false
+                dry_run: false,
+                scheduled: false
             }
         );
         assert_eq!(
             parse(&json!({"action": "dashboard", "dry_run": true})).unwrap(),
             SyncEvent::Manual {
                 request: Manual::Dashboard,
-                dry_run: true
+                dry_run: true,
+                scheduled: false
             }
         );
         assert!(
@@ -600,6 +625,12 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("takes no cell")
+        );
+        assert!(
+            parse(&json!({"action": "dashboard", "scheduled": true}))
+                .unwrap_err()
+                .to_string()
+                .contains("sync-all's only")
         );
         assert!(parse(&json!({"action": "sync"})).is_err());
         assert!(parse(&json!({"action": "bootstrap", "cluster": "x"})).is_err());
