@@ -170,7 +170,8 @@ graphql_operations! {
     // The next page of the open issues carrying a label, after `cellReading`'s first hundred
     // ("first ... Returns the first n elements", at most 100).
     GRAPHQL_LABELLED_ISSUES = query "labelledIssues" "issues=read" LABELLED_ISSUES_QUERY;
-    // The next page of a branch's pull requests, after `cellReading`'s first ten, while none of
+    // The next page of a branch's pull requests, after `cellReading`'s first ten (or
+    // `newestPulls`' first five of that branch), while none of
     // them was this repository's: forks' pull requests with the same head name fill the page
     // ("Using pagination in the GraphQL API": `after` the page's `pageInfo.endCursor`).
     GRAPHQL_BRANCH_PULLS = query "branchPulls" "pull_requests=read" BRANCH_PULLS_QUERY;
@@ -192,7 +193,8 @@ graphql_operations! {
     // one alias a branch ("Using aliases", GraphQL reference). The document here reads one
     // branch; the adapter sends the same operation with `NEWEST_PULLS_PER_QUERY` aliases.
     // `headRefName` matches a fork's branch of the same name too: a few are read and a fork's
-    // (`isCrossRepository`) passed over.
+    // (`isCrossRepository`) passed over; a branch whose few were all forks' is read on with
+    // `branchPulls` after its `endCursor`.
     GRAPHQL_NEWEST_PULLS = query "newestPulls" "pull_requests=read" NEWEST_PULLS_QUERY;
     // The open pull requests, a page at a time (`after`: the last page's `endCursor`, "Using
     // pagination in the GraphQL API"), each with what its row shows: its head's commit and that
@@ -224,13 +226,15 @@ pub fn open_cell_pulls_document(first: usize) -> String {
 pub const NEWEST_PULLS_PER_QUERY: usize = 100;
 
 /// The pull requests `newestPulls` reads of a branch: this repository's newest is among them
-/// unless forks opened more than four newer on a branch of the same name.
+/// unless forks opened five or more newer on a branch of the same name (then `branchPulls` reads
+/// on, ten at a time).
 pub const NEWEST_PULLS_READ: usize = 5;
 
 /// What `newestPulls` reads of each branch, its alias and variable numbered `i`.
 pub fn newest_pulls_alias(i: usize) -> String {
     format!(
         "b{i}: pullRequests(headRefName: $b{i}, first: {NEWEST_PULLS_READ}, orderBy: {{field: CREATED_AT, direction: DESC}}) {{
+      pageInfo {{ hasNextPage endCursor }}
       nodes {{ number url title state headRefName headRefOid isCrossRepository body labels(first: 20) {{ nodes {{ name }} }} }}
     }}"
     )
@@ -370,6 +374,7 @@ const ENQUEUE_MUTATION: &str = "mutation enqueuePullRequest($pullRequestId: ID!,
 const NEWEST_PULLS_QUERY: &str = "query newestPulls($owner: String!, $name: String!, $b0: String!) {
   repository(owner: $owner, name: $name) {
     b0: pullRequests(headRefName: $b0, first: 5, orderBy: {field: CREATED_AT, direction: DESC}) {
+      pageInfo { hasNextPage endCursor }
       nodes { number url title state headRefName headRefOid isCrossRepository body labels(first: 20) { nodes { name } } }
     }
   }
@@ -410,5 +415,7 @@ mod tests {
             two.contains("$b1: String!") && two.contains("b1: pullRequests(headRefName: $b1"),
             "{two}"
         );
+        // Each alias tells whether its branch has more, and where to read on.
+        assert_eq!(two.matches("pageInfo { hasNextPage endCursor }").count(), 2, "{two}");
     }
 }

@@ -34,41 +34,14 @@ impl GithubFleet {
             return Err(e.as_error(&what));
         }
         let repo = &answer.data["repository"];
-        // `headRefName` also matches a fork's branch of that name: only this repository's head
-        // is the cell's (REST's `head=owner:branch` said so itself).
-        let own = format!("{}/{}", self.owner, self.repo);
-        let own_of = |pulls: &Value| {
-            pulls["nodes"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|p| {
-                    p["headRepository"]["nameWithOwner"]
-                        .as_str()
-                        .is_some_and(|n| n.eq_ignore_ascii_case(&own))
-                })
-                .map(|p| pull_of(p, branch, &what))
-                .transpose()
-        };
-        let mut latest = own_of(&repo["pullRequests"])?;
-        let mut page = repo["pullRequests"]["pageInfo"].clone();
+        let pulls = &repo["pullRequests"];
+        let mut latest = self.own_pull(pulls, branch, &what)?;
         // Forks' pull requests newer than the cell's own may fill the first page: the next, until
         // one is this repository's or there are no more (none at all in the ordinary case).
-        while latest.is_none() && page["hasNextPage"] == true {
-            let more = self
-                .graphql(
-                    &what,
-                    &ops::GRAPHQL_BRANCH_PULLS,
-                    json!({"owner": self.owner, "name": self.repo, "head": branch, "after": page["endCursor"]}),
-                    deadline,
-                )
+        if latest.is_none() && pulls["pageInfo"]["hasNextPage"] == true {
+            latest = self
+                .own_pull_after(branch, &pulls["pageInfo"]["endCursor"], &what, deadline)
                 .await?;
-            if let Some(e) = more.errors.first() {
-                return Err(e.as_error(&what));
-            }
-            let pulls = &more.data["repository"]["pullRequests"];
-            latest = own_of(pulls)?;
-            page = pulls["pageInfo"].clone();
         }
         let mut labelled = issues_of(&repo["issues"]);
         let mut page = repo["issues"]["pageInfo"].clone();
@@ -107,6 +80,55 @@ impl GithubFleet {
 }
 
 impl GithubFleet {
+    /// This repository's pull request among a `pullRequests(headRefName:)` page's nodes:
+    /// `headRefName` also matches a fork's branch of that name, and only this repository's head
+    /// is the cell's (REST's `head=owner:branch` said so itself).
+    fn own_pull(&self, pulls: &Value, branch: &str, what: &str) -> Result<Option<PullRequest>> {
+        let own = format!("{}/{}", self.owner, self.repo);
+        pulls["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| {
+                p["headRepository"]["nameWithOwner"]
+                    .as_str()
+                    .is_some_and(|n| n.eq_ignore_ascii_case(&own))
+            })
+            .map(|p| pull_of(p, branch, what))
+            .transpose()
+    }
+
+    /// `branch`'s newest pull request of this repository's after `cursor` (`branchPulls`, a
+    /// page of ten a request), read on while the pages hold only forks' and have more.
+    pub(super) async fn own_pull_after(
+        &self,
+        branch: &str,
+        cursor: &Value,
+        what: &str,
+        deadline: Instant,
+    ) -> Result<Option<PullRequest>> {
+        let mut cursor = cursor.clone();
+        loop {
+            let more = self
+                .graphql(
+                    what,
+                    &ops::GRAPHQL_BRANCH_PULLS,
+                    json!({"owner": self.owner, "name": self.repo, "head": branch, "after": cursor}),
+                    deadline,
+                )
+                .await?;
+            if let Some(e) = more.errors.first() {
+                return Err(e.as_error(what));
+            }
+            let pulls = &more.data["repository"]["pullRequests"];
+            let latest = self.own_pull(pulls, branch, what)?;
+            if latest.is_some() || pulls["pageInfo"]["hasNextPage"] != true {
+                return Ok(latest);
+            }
+            cursor = pulls["pageInfo"]["endCursor"].clone();
+        }
+    }
+
     /// Whether `base` requires signed commits, as the reading's `ref` tells it (a ruleset's
     /// `REQUIRED_SIGNATURES` rule, classic protection's `requiresSignatures`: what
     /// `requires_signatures` asks over two requests otherwise), kept as its answer. Not kept when
