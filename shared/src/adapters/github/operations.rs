@@ -163,7 +163,8 @@ graphql_operations! {
     // rules from active Repository and Organization rulesets that apply to this ref" (as "Get
     // rules for a branch" lists them), so a token's first commit need not ask again (both fields
     // are in github.com's schema, which the fake checks; GitHub Enterprise Server's is not
-    // checked here, and a site without `Ref.rules` would refuse the whole reading). Pull
+    // checked here: a site without `Ref.rules` refuses the whole reading, which is then sent
+    // without it, `cell_reading_without_rules`, for the rest of the process). Pull
     // requests and issues are Contents-free: pull_requests=read and issues=read, the base's tree
     // and ref contents=read.
     GRAPHQL_CELL_READING = query "cellReading" "contents=read,issues=read,pull_requests=read" CELL_READING_QUERY;
@@ -249,6 +250,24 @@ pub fn newest_pulls_document(n: usize) -> String {
         vars.join(", "),
         aliases.join("\n    ")
     )
+}
+
+/// What `cellReading` reads of the base's rulesets: `Ref.rules`, which github.com has but a GitHub
+/// Enterprise Server may not (its schema is not checked here).
+const CELL_READING_RULES: &str = "      rules(first: 100) { pageInfo { hasNextPage } nodes { type } }\n";
+
+/// `cellReading` without `Ref.rules`, for a GitHub that refused the field: the same operation,
+/// reading whether signatures are required from `refUpdateRule` alone.
+pub fn cell_reading_without_rules() -> String {
+    CELL_READING_QUERY.replace(CELL_READING_RULES, "")
+}
+
+/// Whether `e` is this GitHub refusing `Ref.rules` as a field it does not have ("Field 'rules'
+/// doesn't exist on type 'Ref'", `extensions.code` `undefinedField`, its `path` ending at the
+/// field): the one refusal [`cell_reading_without_rules`] answers.
+pub(crate) fn lacks_ref_rules(e: &super::answers::GraphqlError) -> bool {
+    e.code == "undefinedField"
+        && (e.message.contains("Field 'rules' doesn't exist on type 'Ref'") || e.path.ends_with("ref.rules"))
 }
 
 // Enough pull requests that a fork's of the same head name or two still leave this repository's
@@ -415,6 +434,29 @@ mod tests {
             two.contains("$b1: String!") && two.contains("b1: pullRequests(headRefName: $b1"),
             "{two}"
         );
+        // The short reading is the reading less its `rules` line, and still a document.
+        let short = cell_reading_without_rules();
+        assert!(CELL_READING_QUERY.contains(CELL_READING_RULES));
+        assert!(
+            !short.contains("rules(")
+                && short.contains("ref(qualifiedName: $baseRef) {\n      refUpdateRule { requiresSignatures }\n    }"),
+            "{short}"
+        );
+        // Only the refusal of `Ref.rules` as a missing field sends it.
+        let of = |e| lacks_ref_rules(&super::super::answers::GraphqlError::of(&e));
+        assert!(of(serde_json::json!({
+            "path": ["query cellReading", "repository", "ref", "rules"],
+            "extensions": {"code": "undefinedField", "typeName": "Ref", "fieldName": "rules"},
+            "message": "Field 'rules' doesn't exist on type 'Ref'"
+        })));
+        assert!(!of(serde_json::json!({
+            "path": ["query cellReading", "repository", "pullRequests", "nodes", "isInMergeQueue"],
+            "extensions": {"code": "undefinedField", "typeName": "PullRequest", "fieldName": "isInMergeQueue"},
+            "message": "Field 'isInMergeQueue' doesn't exist on type 'PullRequest'"
+        })));
+        assert!(!of(
+            serde_json::json!({"type": "FORBIDDEN", "path": ["repository", "ref", "rules"], "message": "Resource not accessible by integration"})
+        ));
         // Each alias tells whether its branch has more, and where to read on.
         assert_eq!(two.matches("pageInfo { hasNextPage endCursor }").count(), 2, "{two}");
     }

@@ -2,6 +2,7 @@
 //! branch's newest pull request, the open issues carrying a label, the base commit's tree, and
 //! whether the base branch requires signed commits.
 
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use serde_json::{Value, json};
@@ -21,15 +22,27 @@ impl GithubFleet {
     ) -> Result<CellReading> {
         let what =
             format!("reading the pull requests of {branch}, the issues labelled {label} and the tree of {base_sha}");
-        let answer = self
-            .graphql(
-                &what,
-                &ops::GRAPHQL_CELL_READING,
-                json!({"owner": self.owner, "name": self.repo, "head": branch, "labels": [label], "base": base_sha,
-                    "baseRef": format!("refs/heads/{base}")}),
-                deadline,
-            )
-            .await?;
+        let variables = json!({"owner": self.owner, "name": self.repo, "head": branch, "labels": [label],
+            "base": base_sha, "baseRef": format!("refs/heads/{base}")});
+        let short = ops::cell_reading_without_rules();
+        let answer = if self.reading_without_rules.load(Ordering::Relaxed) {
+            self.graphql_document(&what, &ops::GRAPHQL_CELL_READING, &short, variables, deadline)
+                .await?
+        } else {
+            let answer = self
+                .graphql(&what, &ops::GRAPHQL_CELL_READING, variables.clone(), deadline)
+                .await?;
+            if answer.errors.iter().any(ops::lacks_ref_rules) {
+                // A GitHub without `Ref.rules` refuses the whole document for it, for good: every
+                // cell's reading would fail. Without it, the reading tells required signatures
+                // only by classic protection, and the separate detection asks the rest.
+                self.reading_without_rules.store(true, Ordering::Relaxed);
+                self.graphql_document(&what, &ops::GRAPHQL_CELL_READING, &short, variables, deadline)
+                    .await?
+            } else {
+                answer
+            }
+        };
         if let Some(e) = answer.errors.first() {
             return Err(e.as_error(&what));
         }
@@ -132,8 +145,15 @@ impl GithubFleet {
     /// Whether `base` requires signed commits, as the reading's `ref` tells it (a ruleset's
     /// `REQUIRED_SIGNATURES` rule, classic protection's `requiresSignatures`: what
     /// `requires_signatures` asks over two requests otherwise), kept as its answer. Not kept when
-    /// the reading cannot tell: no such branch, or more rules than the page held.
+    /// the reading cannot tell: no such branch, or more rules than the page held, or no `rules`
+    /// read at all (a GitHub without the field) unless classic protection already requires them.
     fn note_signatures(&self, base: &str, reference: &Value) {
+        if reference.is_object() && reference.get("rules").is_none() {
+            if reference["refUpdateRule"]["requiresSignatures"] == true {
+                self.keep_signatures(base, true);
+            }
+            return;
+        }
         let rules = &reference["rules"];
         let Some(nodes) = rules["nodes"].as_array() else { return };
         let by_ruleset = nodes.iter().any(|r| r["type"] == "REQUIRED_SIGNATURES");
