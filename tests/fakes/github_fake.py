@@ -56,6 +56,9 @@ Control API (never used by the product; tests and the bench drive it):
   operation; there `{"timeout": true}` answers GitHub's 502 for a query it gave up on, and
   `{"graphql_errors": [...]}` answers 200 with those `errors` (a field refused, a field missing).
   `DELETE /_fake/faults` clears them.
+- `POST /_fake/schema` `{"lacks": ["Ref.rules"]}`: GraphQL fields this GitHub does not have (a
+  GitHub Enterprise Server older than them): a document asking one is refused whole with
+  `extensions.code: undefinedField`; `{"lacks": []}` gives them back.
 - `POST /_fake/graphql_limits` `{"points_per_hour": 10, "timeout_nodes": 1000, "timeout_status": 502,
   "rate_limited_type": "RATE_LIMITED"}`: GraphQL's limits, each key given replacing its value.
   `points_per_hour` replaces every budget's documented size (null: 5,000 for a user, 5,000 and 50
@@ -1446,6 +1449,10 @@ LIMITS_DOCS = "https://docs.github.com/graphql/overview/rate-limits-and-query-li
 GRAPHQL_LIMITS_DEFAULT = {"points_per_hour": None, "timeout_nodes": None, "timeout_status": 502,
                           "rate_limited_type": "RATE_LIMITED"}
 GRAPHQL_LIMITS = dict(GRAPHQL_LIMITS_DEFAULT)
+# GraphQL fields this GitHub lacks ("Type.field"; `POST /_fake/schema {"lacks": ["Ref.rules"]}`): a
+# GitHub Enterprise Server older than them, which refuses a document asking one
+# (`github_graphql.undefined_fields`).
+SCHEMA_LACKS = set()
 BUDGETS = {}  # budget key -> {"used": points, "reset": epoch seconds}
 
 
@@ -2244,6 +2251,12 @@ class Handler(BaseHTTPRequestHandler):
         except ApiError as e:
             return self._send(e.status, {"message": e.message, "documentation_url": "https://docs.github.com/graphql"})
         with LOCK:
+            lacks = set(SCHEMA_LACKS)
+        undefined = github_graphql.undefined_fields(SPEC["graphql"], doc, lacks)
+        if undefined:
+            # Validated before it runs: refused whole, nothing charged.
+            return self._graphql_answer(path, op, 200, {"data": None, "errors": undefined}, {})
+        with LOCK:
             fault = fault_for("POST", "/graphql", op.id[len("graphql/"):])
         if fault and fault.get("timeout"):
             # GitHub giving up on this query (see "Timeouts" below), whatever its size.
@@ -2339,7 +2352,10 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             REQUESTS.append({"method": "POST", "path": path, "query": "", "status": status,
                              "write": op.kind == "mutation", "t": time.time(), "graphql": op.id,
-                             "points": points, "user_agent": self._user_agents()})
+                             "points": points, "user_agent": self._user_agents(),
+                             # What GitHub refused inside the answer (`extensions.code` or `type`).
+                             "graphql_errors": [e.get("extensions", {}).get("code") or e.get("type")
+                                                for e in answer.get("errors") or []]})
         self._send(status, answer, headers)
 
     def _graphql_root(self, token):
@@ -3322,6 +3338,10 @@ class Handler(BaseHTTPRequestHandler):
                     return 400, {"message": "rate_limited_type: RATE_LIMITED or RATE_LIMIT"}
                 GRAPHQL_LIMITS.update(body)
                 return 200, dict(GRAPHQL_LIMITS, budgets=BUDGETS)
+            if path == "/_fake/schema" and method == "POST":
+                SCHEMA_LACKS.clear()
+                SCHEMA_LACKS.update(body.get("lacks", []))
+                return 200, {"lacks": sorted(SCHEMA_LACKS)}
             if path == "/_fake/graphql_limits" and method == "GET":
                 return 200, dict(GRAPHQL_LIMITS, budgets=BUDGETS)
             if path == "/_fake/graphql_limits" and method == "DELETE":

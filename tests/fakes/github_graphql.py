@@ -160,6 +160,48 @@ def execute(path: str, doc, variables: dict, root: dict, operation_name: str | N
     return out
 
 
+def undefined_fields(path: str, doc, lacks) -> list[dict]:
+    """The fields of `doc` a GitHub lacking `lacks` ("Type.field" names, e.g. "Ref.rules": a
+    GitHub Enterprise Server older than the field) refuses, as GitHub refuses a field its schema
+    does not have: the whole document, HTTP 200, no `data`, one error a field, e.g.
+    {"path": ["query", "repository", "issue", "noSuchFieldOnIssue"], "extensions": {"code":
+    "undefinedField", "typeName": "Issue", "fieldName": "noSuchFieldOnIssue"}, "locations":
+    [{"line": 1, "column": 114}], "message": "Field 'noSuchFieldOnIssue' doesn't exist on type
+    'Issue'"} (as `gh api graphql` prints GitHub's answer; a named operation's path begins "query
+    <name>"; on a GitHub Enterprise Server: "Field 'stackEntry' doesn't exist on type
+    'PullRequest'", https://github.com/gitify-app/gitify/issues/3174)."""
+    if not lacks:
+        return []
+    info = graphql.TypeInfo(schema(path))
+    at, errors = [], []
+
+    class Walk(graphql.Visitor):
+        def enter_operation_definition(self, node, *_):
+            at.append(f"{node.operation.value} {node.name.value}" if node.name else node.operation.value)
+
+        def enter_field(self, node, *_):
+            at.append((node.alias or node.name).value)
+            parent = info.get_parent_type()
+            named = f"{parent.name}.{node.name.value}" if parent else None
+            if named in lacks:
+                errors.append({
+                    "path": list(at),
+                    "extensions": {"code": "undefinedField", "typeName": parent.name, "fieldName": node.name.value},
+                    "locations": [{"line": node.loc.source.get_location(node.loc.start).line,
+                                   "column": node.loc.source.get_location(node.loc.start).column}] if node.loc else [],
+                    "message": f"Field '{node.name.value}' doesn't exist on type '{parent.name}'",
+                })
+
+        def leave_field(self, *_):
+            at.pop()
+
+        def leave_operation_definition(self, *_):
+            at.pop()
+
+    graphql.visit(doc, graphql.TypeInfoVisitor(info, Walk()))
+    return errors
+
+
 def refusal(message: str) -> dict:
     """GitHub's answer to a document it cannot run (validated before execution): no `data`."""
     return {"errors": [{"message": message}]}

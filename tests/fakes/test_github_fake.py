@@ -956,6 +956,31 @@ def graphql(gh, query, variables, name=None):
     return call(gh.url, "POST", path, body)
 
 
+def test_a_site_lacking_a_field_refuses_the_whole_document_as_github_does(gh):
+    owner, name = gh.full.split("/")
+    query = ("query baseRules($owner: String!, $name: String!) { repository(owner: $owner, name: $name) {"
+             " ref(qualifiedName: \"refs/heads/main\") { refUpdateRule { requiresSignatures }"
+             " rules(first: 100) { nodes { type } } } } }")
+    assert call(gh.url, "POST", "/_fake/schema", {"lacks": ["Ref.rules"]}).status == 200
+    try:
+        r = graphql(gh, query, {"owner": owner, "name": name})
+        assert r.status == 200 and r.body["data"] is None, r
+        assert r.body["errors"] == [{
+            "path": ["query baseRules", "repository", "ref", "rules"],
+            "extensions": {"code": "undefinedField", "typeName": "Ref", "fieldName": "rules"},
+            "locations": [{"line": 1, "column": query.index("rules(") + 1}],
+            "message": "Field 'rules' doesn't exist on type 'Ref'",
+        }], r.body
+        # Without the field, the same site answers.
+        short = query.replace(" rules(first: 100) { nodes { type } }", "")
+        r = graphql(gh, short, {"owner": owner, "name": name})
+        assert r.status == 200 and "errors" not in r.body, r
+    finally:
+        call(gh.url, "POST", "/_fake/schema", {"lacks": []})
+    r = graphql(gh, query, {"owner": owner, "name": name})
+    assert r.status == 200 and "errors" not in r.body, r
+
+
 def merge_state_of(gh, number):
     owner, name = gh.full.split("/")
     r = graphql(gh, MERGE_STATE, {"owner": owner, "name": name, "number": number})

@@ -109,6 +109,34 @@ async fn the_dashboard_shows_the_cells_own_pull_request_not_a_forks<B: Bed>() {
     assert_untouched(&w, fork_closed, false);
 }
 
+/// A reviewer declined the cell's pull request, and then forks opened and closed six pull
+/// requests with the cell's branch name (more than the five the dashboard reads of a branch at
+/// first): the dashboard still shows the cell declined, and none of the forks' pull requests.
+async fn a_declined_cell_behind_six_forks_pull_requests_is_shown_declined<B: Bed>() {
+    let w = World::<B>::start();
+    w.apply(CELL, 1, "vpc-1");
+    let own = w.deliver(CELL).await["pull_request"]["number"].as_u64().unwrap();
+    w.bed.close(w.repo(), own);
+    let forks: Vec<u64> = (0..6)
+        .map(|_| w.bed.fork_pull(w.repo(), &branch(CELL), false))
+        .collect();
+
+    assert_eq!(w.dashboard().await["action"], "created");
+    let body = w.dashboards().remove(0).body;
+    let shown = body
+        .lines()
+        .find(|l| l.starts_with(&format!("| `{CELL}` |")))
+        .unwrap_or_else(|| panic!("no row of {CELL}: {body}"));
+    assert!(
+        shown.contains(&format!("declined: #{own} was closed without merging these values")),
+        "{shown}"
+    );
+    for fork in forks {
+        assert!(!shown.contains(&format!("#{fork} ")), "{shown}");
+        assert_untouched(&w, fork, false);
+    }
+}
+
 /// More forks' pull requests with the cell's branch name than a page of the reading holds (ten),
 /// all newer than the cell's own open one: a new Terraform value still updates the cell's own
 /// (found on the next page), and opens no second pull request.
@@ -144,5 +172,6 @@ scenarios!(
         a_new_cell_opens_its_own_pull_request_beside_a_forks_of_the_same_branch_name,
         the_dashboard_shows_the_cells_own_pull_request_not_a_forks,
         the_cells_own_pull_request_behind_a_page_of_forks_is_updated,
+        a_declined_cell_behind_six_forks_pull_requests_is_shown_declined,
     ]
 );

@@ -4,7 +4,8 @@
 //! "Update branch" when main moved) and GitHub merges it; a reviewer's unsigned commit blocks the
 //! pull request and its body names it; a template's script (100755) is refused by name with nothing
 //! written (said in the refused issue); a rebase merge asked of auto-merge is refused, saying why;
-//! a decommission's commits are verified too.
+//! a decommission's commits are verified too. On the HTTP fake only (the double has no GraphQL
+//! schema to lack a field of): a site without `Ref.rules` still gets verified cells.
 
 use super::support::*;
 
@@ -221,6 +222,52 @@ async fn a_conflict_through_update_branch_leaves_the_branch_alone<B: Bed>() {
     assert_eq!(action(&r), "conflicted", "{r}");
     assert_eq!(w.head(&branch(CELL)), head, "the branch is left as it is");
     assert!(w.open_pulls()[0].comments[0].contains("Update branch"));
+}
+
+/// On a GitHub without `Ref.rules` (a GitHub Enterprise Server older than the field), with a
+/// token and a ruleset requiring signatures: a new cell still opens with verified commits, and a
+/// second cell too; the site's refusal of the field is met once, and the rule is asked apart.
+async fn on_a_site_without_ref_rules_a_token_still_opens_verified_cells<const GHES: bool>() {
+    let mut w = World::<HttpBed<GHES>>::start();
+    HttpBed::<GHES>::credentials(&mut w, true);
+    w.bed.gh.lacks(&["Ref.rules"]);
+    w.bed.require_signatures(w.repo(), true);
+    for cell in [CELL, "eu-c2"] {
+        w.apply(cell, 1, "vpc-1");
+        let r = w.deliver(cell).await;
+        assert_eq!(action(&r), "opened", "{cell}: {r}");
+        w.assert_checked(cell);
+        let commits = w.bed.verified_commits(w.repo(), &branch(cell));
+        assert!(all_verified(&commits), "{cell}: {commits:?}");
+    }
+    let readings: Vec<Vec<serde_json::Value>> = w.bed.gh.requests()["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|q| q["graphql"] == "graphql/cellReading")
+        .map(|q| q["graphql_errors"].as_array().cloned().unwrap_or_default())
+        .collect();
+    let refused = readings.iter().filter(|e| !e.is_empty()).count();
+    assert_eq!(
+        refused, 1,
+        "the second cell's reading went straight to the short one: {readings:?}"
+    );
+    assert_eq!(readings.len(), 3, "{readings:?}");
+    assert_eq!(
+        w.bed.signature_reads(w.repo()),
+        1,
+        "the reading could not tell the ruleset's rule: asked apart, once"
+    );
+}
+
+#[tokio::test]
+async fn http_fake_on_a_site_without_ref_rules_a_token_still_opens_verified_cells() {
+    on_a_site_without_ref_rules_a_token_still_opens_verified_cells::<false>().await
+}
+
+#[tokio::test]
+async fn http_ghes_on_a_site_without_ref_rules_a_token_still_opens_verified_cells() {
+    on_a_site_without_ref_rules_a_token_still_opens_verified_cells::<true>().await
 }
 
 scenarios!(

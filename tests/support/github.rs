@@ -107,6 +107,12 @@ impl FakeGithub {
         self.control("POST", "/_fake/settings", Some(&json!({"web_commit_signing": on})));
     }
 
+    /// GraphQL fields ("Type.field") this GitHub does not have, as on a GitHub Enterprise Server
+    /// older than them: a document asking one is refused whole (`undefinedField`).
+    pub fn lacks(&self, fields: &[&str]) {
+        self.control("POST", "/_fake/schema", Some(&json!({"lacks": fields})));
+    }
+
     /// An administrator requires a merge queue on `branch` merging by `method` (`merge`,
     /// `squash`, `rebase`), or none (`None`).
     pub fn merge_queue(&self, repo: &str, branch: &str, method: Option<&str>) {

@@ -98,4 +98,7 @@ pub struct GithubFleet {
     fleet_memory: u64,
     /// Whether a branch requires signed commits, as last asked: (branch, answer, when).
     signatures: std::sync::Mutex<Option<(String, bool, std::time::Instant)>>,
+    /// This GitHub refused `Ref.rules` (a GitHub Enterprise Server older than the field): the
+    /// cell's reading is sent without it from then on, for the process.
+    reading_without_rules: std::sync::atomic::AtomicBool,
 }

@@ -163,14 +163,16 @@ graphql_operations! {
     // rules from active Repository and Organization rulesets that apply to this ref" (as "Get
     // rules for a branch" lists them), so a token's first commit need not ask again (both fields
     // are in github.com's schema, which the fake checks; GitHub Enterprise Server's is not
-    // checked here, and a site without `Ref.rules` would refuse the whole reading). Pull
+    // checked here: a site without `Ref.rules` refuses the whole reading, which is then sent
+    // without it, `cell_reading_without_rules`, for the rest of the process). Pull
     // requests and issues are Contents-free: pull_requests=read and issues=read, the base's tree
     // and ref contents=read.
     GRAPHQL_CELL_READING = query "cellReading" "contents=read,issues=read,pull_requests=read" CELL_READING_QUERY;
     // The next page of the open issues carrying a label, after `cellReading`'s first hundred
     // ("first ... Returns the first n elements", at most 100).
     GRAPHQL_LABELLED_ISSUES = query "labelledIssues" "issues=read" LABELLED_ISSUES_QUERY;
-    // The next page of a branch's pull requests, after `cellReading`'s first ten, while none of
+    // The next page of a branch's pull requests, after `cellReading`'s first ten (or
+    // `newestPulls`' first five of that branch), while none of
     // them was this repository's: forks' pull requests with the same head name fill the page
     // ("Using pagination in the GraphQL API": `after` the page's `pageInfo.endCursor`).
     GRAPHQL_BRANCH_PULLS = query "branchPulls" "pull_requests=read" BRANCH_PULLS_QUERY;
@@ -192,7 +194,8 @@ graphql_operations! {
     // one alias a branch ("Using aliases", GraphQL reference). The document here reads one
     // branch; the adapter sends the same operation with `NEWEST_PULLS_PER_QUERY` aliases.
     // `headRefName` matches a fork's branch of the same name too: a few are read and a fork's
-    // (`isCrossRepository`) passed over.
+    // (`isCrossRepository`) passed over; a branch whose few were all forks' is read on with
+    // `branchPulls` after its `endCursor`.
     GRAPHQL_NEWEST_PULLS = query "newestPulls" "pull_requests=read" NEWEST_PULLS_QUERY;
     // The open pull requests, a page at a time (`after`: the last page's `endCursor`, "Using
     // pagination in the GraphQL API"), each with what its row shows: its head's commit and that
@@ -224,13 +227,15 @@ pub fn open_cell_pulls_document(first: usize) -> String {
 pub const NEWEST_PULLS_PER_QUERY: usize = 100;
 
 /// The pull requests `newestPulls` reads of a branch: this repository's newest is among them
-/// unless forks opened more than four newer on a branch of the same name.
+/// unless forks opened five or more newer on a branch of the same name (then `branchPulls` reads
+/// on, ten at a time).
 pub const NEWEST_PULLS_READ: usize = 5;
 
 /// What `newestPulls` reads of each branch, its alias and variable numbered `i`.
 pub fn newest_pulls_alias(i: usize) -> String {
     format!(
         "b{i}: pullRequests(headRefName: $b{i}, first: {NEWEST_PULLS_READ}, orderBy: {{field: CREATED_AT, direction: DESC}}) {{
+      pageInfo {{ hasNextPage endCursor }}
       nodes {{ number url title state headRefName headRefOid isCrossRepository body labels(first: 20) {{ nodes {{ name }} }} }}
     }}"
     )
@@ -245,6 +250,24 @@ pub fn newest_pulls_document(n: usize) -> String {
         vars.join(", "),
         aliases.join("\n    ")
     )
+}
+
+/// What `cellReading` reads of the base's rulesets: `Ref.rules`, which github.com has but a GitHub
+/// Enterprise Server may not (its schema is not checked here).
+const CELL_READING_RULES: &str = "      rules(first: 100) { pageInfo { hasNextPage } nodes { type } }\n";
+
+/// `cellReading` without `Ref.rules`, for a GitHub that refused the field: the same operation,
+/// reading whether signatures are required from `refUpdateRule` alone.
+pub fn cell_reading_without_rules() -> String {
+    CELL_READING_QUERY.replace(CELL_READING_RULES, "")
+}
+
+/// Whether `e` is this GitHub refusing `Ref.rules` as a field it does not have ("Field 'rules'
+/// doesn't exist on type 'Ref'", `extensions.code` `undefinedField`, its `path` ending at the
+/// field): the one refusal [`cell_reading_without_rules`] answers.
+pub(crate) fn lacks_ref_rules(e: &super::answers::GraphqlError) -> bool {
+    e.code == "undefinedField"
+        && (e.message.contains("Field 'rules' doesn't exist on type 'Ref'") || e.path.ends_with("ref.rules"))
 }
 
 // Enough pull requests that a fork's of the same head name or two still leave this repository's
@@ -370,6 +393,7 @@ const ENQUEUE_MUTATION: &str = "mutation enqueuePullRequest($pullRequestId: ID!,
 const NEWEST_PULLS_QUERY: &str = "query newestPulls($owner: String!, $name: String!, $b0: String!) {
   repository(owner: $owner, name: $name) {
     b0: pullRequests(headRefName: $b0, first: 5, orderBy: {field: CREATED_AT, direction: DESC}) {
+      pageInfo { hasNextPage endCursor }
       nodes { number url title state headRefName headRefOid isCrossRepository body labels(first: 20) { nodes { name } } }
     }
   }
@@ -410,5 +434,30 @@ mod tests {
             two.contains("$b1: String!") && two.contains("b1: pullRequests(headRefName: $b1"),
             "{two}"
         );
+        // The short reading is the reading less its `rules` line, and still a document.
+        let short = cell_reading_without_rules();
+        assert!(CELL_READING_QUERY.contains(CELL_READING_RULES));
+        assert!(
+            !short.contains("rules(")
+                && short.contains("ref(qualifiedName: $baseRef) {\n      refUpdateRule { requiresSignatures }\n    }"),
+            "{short}"
+        );
+        // Only the refusal of `Ref.rules` as a missing field sends it.
+        let of = |e| lacks_ref_rules(&super::super::answers::GraphqlError::of(&e));
+        assert!(of(serde_json::json!({
+            "path": ["query cellReading", "repository", "ref", "rules"],
+            "extensions": {"code": "undefinedField", "typeName": "Ref", "fieldName": "rules"},
+            "message": "Field 'rules' doesn't exist on type 'Ref'"
+        })));
+        assert!(!of(serde_json::json!({
+            "path": ["query cellReading", "repository", "pullRequests", "nodes", "isInMergeQueue"],
+            "extensions": {"code": "undefinedField", "typeName": "PullRequest", "fieldName": "isInMergeQueue"},
+            "message": "Field 'isInMergeQueue' doesn't exist on type 'PullRequest'"
+        })));
+        assert!(!of(
+            serde_json::json!({"type": "FORBIDDEN", "path": ["repository", "ref", "rules"], "message": "Resource not accessible by integration"})
+        ));
+        // Each alias tells whether its branch has more, and where to read on.
+        assert_eq!(two.matches("pageInfo { hasNextPage endCursor }").count(), 2, "{two}");
     }
 }

@@ -13,6 +13,7 @@ use crate::adapters::github::transport::GRAPHQL_TIMEOUT;
 use crate::ports::github::{OpenPull, PullRequest};
 
 static GRAPHQL_NEWEST_PULLS: Operation = ops::GRAPHQL_NEWEST_PULLS.as_operation();
+static GRAPHQL_BRANCH_PULLS: Operation = ops::GRAPHQL_BRANCH_PULLS.as_operation();
 static GRAPHQL_OPEN_CELL_PULLS: Operation = ops::GRAPHQL_OPEN_CELL_PULLS.as_operation();
 
 /// Now, in seconds since the epoch: when a pull request opened through the port was opened.
@@ -79,9 +80,33 @@ impl Store {
         let mut found = BTreeMap::new();
         for chunk in branches.chunks(ops::NEWEST_PULLS_PER_QUERY) {
             self.enter(&GRAPHQL_NEWEST_PULLS)?;
+            for b in chunk {
+                // As the adapter: a branch whose first five were all forks' is read on with
+                // `branchPulls`, ten at a time, until this repository's or the last.
+                for _ in 0..self.pages_past_forks(b) {
+                    self.enter(&GRAPHQL_BRANCH_PULLS)?;
+                }
+            }
             found.extend(chunk.iter().filter_map(|b| Some((b.clone(), self.newest_of(b)?))));
         }
         Ok(found)
+    }
+
+    /// The `branchPulls` pages `newestPulls` reads of `branch` after its first five.
+    fn pages_past_forks(&self, branch: &str) -> usize {
+        let named: Vec<bool> = self
+            .pulls
+            .iter()
+            .rev()
+            .filter(|p| p.head == branch)
+            .map(MemPull::own)
+            .collect();
+        let after = |n: usize| n.saturating_sub(ops::NEWEST_PULLS_READ);
+        match named.iter().position(|own| *own) {
+            Some(at) if at < ops::NEWEST_PULLS_READ => 0,
+            Some(at) => after(at) / super::pulls::PULLS_PAGE + 1,
+            None => after(named.len()).div_ceil(super::pulls::PULLS_PAGE),
+        }
     }
 }
 

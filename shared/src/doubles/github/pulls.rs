@@ -26,7 +26,7 @@ static GRAPHQL_LABELLED_ISSUES: Operation = ops::GRAPHQL_LABELLED_ISSUES.as_oper
 static GRAPHQL_BRANCH_PULLS: Operation = ops::GRAPHQL_BRANCH_PULLS.as_operation();
 
 /// The pull requests a page of `cellReading` (and `branchPulls`) holds.
-const PULLS_PAGE: usize = 10;
+pub(super) const PULLS_PAGE: usize = 10;
 
 /// A pull request as the store keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -136,6 +136,15 @@ impl GithubFleet {
                 });
                 if let Some(pr) = ours {
                     found.insert(branch.clone(), pull_of_graphql(pr, branch, &what)?);
+                    continue;
+                }
+                // Five forks' pull requests of the same head name newer than the cell's own would
+                // hide it (a declined cell shown as nothing declined): read on past them.
+                let page = &answer.data["repository"][format!("b{i}")]["pageInfo"];
+                if page["hasNextPage"] == true
+                    && let Some(pr) = self.own_pull_after(branch, &page["endCursor"], &what, deadline).await?
+                {
+                    found.insert(branch.clone(), pr);
                 }
             }
         }

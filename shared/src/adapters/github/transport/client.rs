@@ -73,6 +73,7 @@ impl GithubFleet {
             // Checked at init (`GithubConfig::from_env`).
             fleet_memory: archive::memory_limit_from_env().unwrap_or(archive::DEFAULT_LIMIT),
             signatures: std::sync::Mutex::new(None),
+            reading_without_rules: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
