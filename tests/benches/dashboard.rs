@@ -238,7 +238,11 @@ fn seed_pulls(gh: &FakeGithub, cells: &[String]) -> BTreeMap<String, Seeded> {
 /// repository, numbers and names that vary left out.
 fn operation(r: &Value) -> String {
     if let Some(op) = r["graphql"].as_str() {
-        return op.to_owned();
+        // A page GitHub gave up on, or a refusal, is counted apart from the answers.
+        return match r["status"].as_u64() {
+            Some(200) | None => op.to_owned(),
+            Some(status) => format!("{op} (HTTP {status})"),
+        };
     }
     let path = r["path"].as_str().unwrap_or_default();
     if path.starts_with("/_codeload/") {

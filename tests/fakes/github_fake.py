@@ -2396,13 +2396,15 @@ class Handler(BaseHTTPRequestHandler):
             return {"__typename": "User", "login": login}
 
         def pull(full, repo, pr):
+            # What costs (the merge state merges trees) is a resolver, computed only for a query
+            # that selects it: a page of open pull requests does not merge those it skips.
             head = pull_head(repo, pr)
             am = pr.get("auto_merge")
             queue, entry = queue_of(repo, pr), entry_of(repo, pr)
             return {
                 "id": node_id(repo, pr), "number": pr["number"],
                 "state": "MERGED" if pr.get("merged") else pr["state"].upper(),
-                "headRefOid": head, "mergeStateStatus": merge_state(repo, pr) if pr["state"] == "open" else "UNKNOWN",
+                "headRefOid": head, "mergeStateStatus": lambda info, **k: merge_state(repo, pr) if pr["state"] == "open" else "UNKNOWN",
                 "autoMergeRequest": {"enabledBy": actor(am["enabled_by"]),
                                      "mergeMethod": am["merge_method"]} if am else None,
                 # merge queues
