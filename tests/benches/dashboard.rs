@@ -16,8 +16,6 @@ use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cellbridge::adapters::github::GithubConfig;
-use cellbridge::jobs::sync::{KeyPattern, SyncConfig};
 use cellbridge_tests::fleetgen;
 use cellbridge_tests::github::{FakeGithub, TOKEN};
 use cellbridge_tests::moto;
@@ -62,7 +60,7 @@ fn main() {
         return; // `cargo bench -- --list` and test harness probes
     }
     println!("== The fleet dashboard over 1,000 pending cells ==");
-    if let Some(why) = missing_tools() {
+    if let Some(why) = cellbridge_tests::github::missing_bed() {
         println!("SKIPPED: {why}");
         return;
     }
@@ -76,45 +74,6 @@ fn main() {
     }
 }
 
-/// Why the bench cannot run here, if it cannot.
-fn missing_tools() -> Option<String> {
-    let python = std::env::var_os("CELLBRIDGE_TEST_PYTHON")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| cellbridge_tests::process::repo_root().join(".venv/bin/python"));
-    if !python.exists() {
-        return Some(format!(
-            "the test bed's Python ({}) is missing: run `make testbed`",
-            python.display()
-        ));
-    }
-    let openapi = cellbridge_tests::github::openapi_dir();
-    if !openapi.is_dir() {
-        return Some(format!(
-            "GitHub's REST description ({}) is missing: run `make testbed`",
-            openapi.display()
-        ));
-    }
-    None
-}
-
-fn config(gh_url: &str) -> SyncConfig {
-    let (owner, name) = REPO.split_once('/').unwrap();
-    SyncConfig {
-        github: GithubConfig::checked(
-            owner.into(),
-            name.into(),
-            Some("main".into()),
-            SECRET.into(),
-            gh_url.into(),
-        )
-        .unwrap(),
-        state_bucket: BUCKET.into(),
-        key_pattern: KeyPattern::parse(cellbridge::jobs::sync::DEFAULT_KEY_PATTERN).unwrap(),
-        flux_git_url: None,
-        flux_git_branch: None,
-    }
-}
-
 /// The measured side: `{"action": "dashboard"}` in a process of its own (the AWS endpoint and
 /// credentials come from the environment).
 fn child(spec: Value) {
@@ -125,7 +84,10 @@ fn child(spec: Value) {
         .unwrap();
     let result = rt.block_on(async {
         let conf = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
-        let service = cellbridge::jobs::sync::service_for(config(spec["gh"].as_str().unwrap()), &conf);
+        let service = cellbridge::jobs::sync::service_for(
+            cellbridge_tests::github::sync_config(spec["gh"].as_str().unwrap(), REPO, BUCKET, SECRET),
+            &conf,
+        );
         let t = Instant::now();
         let answer = cellbridge_tests::lambda_handler(
             &service,

@@ -16,8 +16,6 @@ use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use cellbridge::adapters::github::GithubConfig;
-use cellbridge::jobs::sync::{KeyPattern, SyncConfig};
 use cellbridge_tests::fleetgen;
 use cellbridge_tests::github::{FakeGithub, TOKEN};
 use cellbridge_tests::moto;
@@ -54,7 +52,7 @@ fn main() {
         return; // `cargo bench -- --list` and test harness probes
     }
     println!("== Fleet scale: synthetic fleets of 10, 100 and 1,000 cells ==");
-    if let Some(why) = missing_tools() {
+    if let Some(why) = cellbridge_tests::github::missing_bed() {
         println!("SKIPPED: {why}");
         return;
     }
@@ -63,46 +61,6 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(run());
-}
-
-/// Why the bench cannot run here, if it cannot: the test bed's Python (moto, the GitHub fake)
-/// and GitHub's REST description the fake checks every request against.
-fn missing_tools() -> Option<String> {
-    let python = std::env::var_os("CELLBRIDGE_TEST_PYTHON")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| cellbridge_tests::process::repo_root().join(".venv/bin/python"));
-    if !python.exists() {
-        return Some(format!(
-            "the test bed's Python ({}) is missing: run `make testbed`",
-            python.display()
-        ));
-    }
-    let openapi = cellbridge_tests::github::openapi_dir();
-    if !openapi.is_dir() {
-        return Some(format!(
-            "GitHub's REST description ({}) is missing: run `make testbed`",
-            openapi.display()
-        ));
-    }
-    None
-}
-
-fn config(gh_url: &str, repo: &str, bucket: &str) -> SyncConfig {
-    let (owner, name) = repo.split_once('/').unwrap();
-    SyncConfig {
-        github: GithubConfig::checked(
-            owner.into(),
-            name.into(),
-            Some("main".into()),
-            SECRET.into(),
-            gh_url.into(),
-        )
-        .unwrap(),
-        state_bucket: bucket.into(),
-        key_pattern: KeyPattern::parse(cellbridge::jobs::sync::DEFAULT_KEY_PATTERN).unwrap(),
-        flux_git_url: None,
-        flux_git_branch: None,
-    }
 }
 
 fn key(cell: &str) -> String {
@@ -131,7 +89,10 @@ fn child(spec: Value) {
     let s = |k: &str| spec[k].as_str().unwrap_or_default().to_owned();
     let result = rt.block_on(async {
         let conf = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
-        let mut service = cellbridge::jobs::sync::service_for(config(&s("gh"), &s("repo"), &s("bucket")), &conf);
+        let mut service = cellbridge::jobs::sync::service_for(
+            cellbridge_tests::github::sync_config(&s("gh"), &s("repo"), &s("bucket"), SECRET),
+            &conf,
+        );
         if spec["mode"] == "consume" {
             let sqs = aws_sdk_sqs::Client::new(&conf);
             consume(

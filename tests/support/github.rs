@@ -35,6 +35,49 @@ pub fn openapi_dir() -> std::path::PathBuf {
         .unwrap_or_else(|| crate::process::repo_root().join(".testbed/openapi/node_modules/@octokit/openapi/generated"))
 }
 
+/// Why a bench against the fake GitHub cannot run here, if it cannot: the test bed's Python
+/// (moto, the GitHub fake) and GitHub's REST description the fake checks every request against.
+pub fn missing_bed() -> Option<String> {
+    let python = std::env::var_os("CELLBRIDGE_TEST_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| crate::process::repo_root().join(".venv/bin/python"));
+    if !python.exists() {
+        return Some(format!(
+            "the test bed's Python ({}) is missing: run `make testbed`",
+            python.display()
+        ));
+    }
+    let openapi = openapi_dir();
+    if !openapi.is_dir() {
+        return Some(format!(
+            "GitHub's REST description ({}) is missing: run `make testbed`",
+            openapi.display()
+        ));
+    }
+    None
+}
+
+/// state-sync's configuration for `repo` (`owner/name`, base branch `main`) on the fake at
+/// `gh_url`, its states in `bucket` under the default key pattern, its credentials in `secret`.
+pub fn sync_config(gh_url: &str, repo: &str, bucket: &str, secret: &str) -> cellbridge::jobs::sync::SyncConfig {
+    let (owner, name) = repo.split_once('/').expect("owner/name");
+    cellbridge::jobs::sync::SyncConfig {
+        github: cellbridge::adapters::github::GithubConfig::checked(
+            owner.into(),
+            name.into(),
+            Some("main".into()),
+            secret.into(),
+            gh_url.into(),
+        )
+        .expect("a valid GitHub configuration"),
+        state_bucket: bucket.into(),
+        key_pattern: cellbridge::jobs::sync::KeyPattern::parse(cellbridge::jobs::sync::DEFAULT_KEY_PATTERN)
+            .expect("the default key pattern"),
+        flux_git_url: None,
+        flux_git_branch: None,
+    }
+}
+
 impl FakeGithub {
     /// A fake github.com (checked against `api.github.com.json`).
     pub fn start() -> FakeGithub {
