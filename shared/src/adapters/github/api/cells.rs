@@ -165,7 +165,9 @@ impl GithubFleet {
     }
 }
 
-fn pull_of(p: &Value, branch: &str, what: &str) -> Result<PullRequest> {
+/// A pull request as GraphQL's `PullRequest` gives it (`PullRequestState`: `OPEN`, `CLOSED`,
+/// `MERGED`): the reading's, `branchPulls`' and `newestPulls`'.
+pub(super) fn pull_of(p: &Value, branch: &str, what: &str) -> Result<PullRequest> {
     let state = match p["state"].as_str() {
         Some("OPEN") => PullState::Open,
         Some("MERGED") => PullState::Merged,
@@ -203,7 +205,8 @@ fn issues_of(connection: &Value) -> Vec<Issue> {
         .collect()
 }
 
-fn names(labels: &Value) -> Vec<String> {
+/// The names of a `labels(first:)` connection.
+pub(super) fn names(labels: &Value) -> Vec<String> {
     labels["nodes"]
         .as_array()
         .into_iter()

@@ -106,14 +106,7 @@ fn open_pull(pr: &Value, head: &str, what: &str) -> Result<OpenPull> {
     let merge = pr["mergeStateStatus"].as_str().unwrap_or_default();
     let merge_state = MergeStateStatus::parse(merge)
         .ok_or_else(|| protocol(format!("pull request #{number}: mergeStateStatus {merge:?}")))?;
-    let labels = pr["labels"]["nodes"]
-        .as_array()
-        .map(|ls| {
-            ls.iter()
-                .filter_map(|l| l["name"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
+    let labels = super::cells::names(&pr["labels"]);
     Ok(OpenPull {
         number,
         url: pr["url"].as_str().unwrap_or_default().to_owned(),

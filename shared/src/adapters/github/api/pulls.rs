@@ -135,7 +135,7 @@ impl GithubFleet {
                     pr["isCrossRepository"] == json!(false) && pr["headRefName"].as_str() == Some(branch.as_str())
                 });
                 if let Some(pr) = ours {
-                    found.insert(branch.clone(), pull_of_graphql(pr, branch, &what)?);
+                    found.insert(branch.clone(), super::cells::pull_of(pr, branch, &what)?);
                     continue;
                 }
                 // Five forks' pull requests of the same head name newer than the cell's own would
@@ -150,35 +150,4 @@ impl GithubFleet {
         }
         Ok(found)
     }
-}
-
-/// A pull request as `newestPulls` reads it (`PullRequestState`: `OPEN`, `CLOSED`, `MERGED`).
-fn pull_of_graphql(pr: &serde_json::Value, branch: &str, what: &str) -> Result<PullRequest> {
-    let number = pr["number"].as_u64().ok_or_else(|| GithubError::Protocol {
-        what: what.to_owned(),
-        detail: "pull request without number".into(),
-    })?;
-    let state = match pr["state"].as_str() {
-        Some("OPEN") => PullState::Open,
-        Some("MERGED") => PullState::Merged,
-        _ => PullState::Closed,
-    };
-    let labels = pr["labels"]["nodes"]
-        .as_array()
-        .map(|ls| {
-            ls.iter()
-                .filter_map(|l| l["name"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    Ok(PullRequest {
-        number,
-        branch: branch.to_owned(),
-        url: pr["url"].as_str().unwrap_or_default().to_owned(),
-        title: pr["title"].as_str().unwrap_or_default().to_owned(),
-        state,
-        head_sha: pr["headRefOid"].as_str().unwrap_or_default().to_owned(),
-        labels,
-        body: pr["body"].as_str().unwrap_or_default().to_owned(),
-    })
 }
