@@ -602,7 +602,8 @@ def merge_state(repo, pr):
     """The pull request's `mergeStateStatus` (see above). `UNKNOWN`, "The state cannot currently
     be determined", while GitHub computes it: it does so in the background after a push to the
     pull request or its base ("Get a pull request": "If the value is `null`, then GitHub has
-    started a background job to compute the mergeability"); `POST /_fake/merge_state
+    started a background job to compute the mergeability. After giving the job time to complete,
+    resubmit the request", https://docs.github.com/rest/pulls/pulls#get-a-pull-request); `POST /_fake/merge_state
     {"repo", "number", "computed": false}` holds a pull request there."""
     head_sha, base_sha = repo["refs"].get("heads/" + pr["head"]), repo["refs"].get("heads/" + pr["base"])
     if head_sha is None or base_sha is None or pr.get("merge_state_pending"):

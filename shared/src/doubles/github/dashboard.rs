@@ -83,30 +83,13 @@ impl Store {
             for b in chunk {
                 // As the adapter: a branch whose first five were all forks' is read on with
                 // `branchPulls`, ten at a time, until this repository's or the last.
-                for _ in 0..self.pages_past_forks(b) {
+                for _ in 0..self.pages_past_forks(b, ops::NEWEST_PULLS_READ) {
                     self.enter(&GRAPHQL_BRANCH_PULLS)?;
                 }
             }
             found.extend(chunk.iter().filter_map(|b| Some((b.clone(), self.newest_of(b)?))));
         }
         Ok(found)
-    }
-
-    /// The `branchPulls` pages `newestPulls` reads of `branch` after its first five.
-    fn pages_past_forks(&self, branch: &str) -> usize {
-        let named: Vec<bool> = self
-            .pulls
-            .iter()
-            .rev()
-            .filter(|p| p.head == branch)
-            .map(MemPull::own)
-            .collect();
-        let after = |n: usize| n.saturating_sub(ops::NEWEST_PULLS_READ);
-        match named.iter().position(|own| *own) {
-            Some(at) if at < ops::NEWEST_PULLS_READ => 0,
-            Some(at) => after(at) / super::pulls::PULLS_PAGE + 1,
-            None => after(named.len()).div_ceil(super::pulls::PULLS_PAGE),
-        }
     }
 }
 

@@ -115,19 +115,7 @@ impl Store {
         base_sha: &str,
     ) -> Result<CellReading> {
         self.enter(&GRAPHQL_CELL_READING)?;
-        // `headRefName` lists forks' pull requests of the name too, newest first.
-        let named: Vec<bool> = self
-            .pulls
-            .iter()
-            .rev()
-            .filter(|p| p.head == branch)
-            .map(MemPull::own)
-            .collect();
-        let pages = match named.iter().position(|own| *own) {
-            Some(at) => at / PULLS_PAGE + 1,
-            None => named.len().div_ceil(PULLS_PAGE).max(1),
-        };
-        for _ in 1..pages {
+        for _ in 0..self.pages_past_forks(branch, PULLS_PAGE) {
             self.enter(&GRAPHQL_BRANCH_PULLS)?;
         }
         let labelled = self.labelled(label);
@@ -151,6 +139,24 @@ impl Store {
             labelled,
             base_tree,
         })
+    }
+
+    /// The `branchPulls` pages (of [`PULLS_PAGE`]) read after a first page of `first` pull
+    /// requests named `branch`, newest first: GraphQL's `headRefName` lists forks' of the name
+    /// too, and the adapter pages on while none was this repository's and more are left.
+    pub(super) fn pages_past_forks(&self, branch: &str, first: usize) -> usize {
+        let named: Vec<bool> = self
+            .pulls
+            .iter()
+            .rev()
+            .filter(|p| p.head == branch)
+            .map(MemPull::own)
+            .collect();
+        match named.iter().position(|own| *own) {
+            Some(at) if at < first => 0,
+            Some(at) => (at - first) / PULLS_PAGE + 1,
+            None => named.len().saturating_sub(first).div_ceil(PULLS_PAGE),
+        }
     }
 
     /// The newest pull request of `branch`, as GitHub's answers give it.
