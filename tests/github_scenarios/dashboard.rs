@@ -170,14 +170,7 @@ async fn a_refused_graphql_read_fails_the_dashboard_and_a_5xx_is_retried<B: Bed>
     let newest = cellbridge::adapters::github::operations::GRAPHQL_NEWEST_PULLS.as_operation();
     w.bed.refuse_once(w.repo(), &newest, 403);
     let inv = w.handle(json!({"action": "dashboard"})).await;
-    assert_eq!(
-        inv.class,
-        Some(cellbridge::shell::error::Class::Final),
-        "{}",
-        inv.response
-    );
-    let d = &inv.response["dashboard"];
-    assert_eq!((&d["action"], &d["class"]), (&json!("failed"), &json!("final")), "{d}");
+    let d = failed_dashboard(&inv, cellbridge::shell::error::Class::Final);
     assert!(d["error"].as_str().unwrap().contains("HTTP 403"), "{d}");
     assert!(w.dashboards().is_empty());
     // A 5xx: retried by the client where it retries (HTTP); else the run fails retryably and the
@@ -275,18 +268,7 @@ async fn a_graphql_timeout_asks_a_smaller_page_then_fails_retryably<B: Bed>() {
     // 100, 50 and 25 a page: each times out.
     w.bed.graphql_times_out(w.repo(), &op, 3);
     let inv = w.handle(json!({"action": "dashboard"})).await;
-    assert_eq!(
-        inv.class,
-        Some(cellbridge::shell::error::Class::Retryable),
-        "{}",
-        inv.response
-    );
-    let d = &inv.response["dashboard"];
-    assert_eq!(
-        (&d["action"], &d["class"]),
-        (&json!("failed"), &json!("retryable")),
-        "{d}"
-    );
+    let d = failed_dashboard(&inv, cellbridge::shell::error::Class::Retryable);
     assert!(
         d["error"]
             .as_str()
@@ -348,3 +330,19 @@ scenarios!(
         more_than_a_hundred_open_pull_requests_are_each_shown,
     ]
 );
+
+/// The dashboard's part of an invocation that failed with `class`, which the invocation's own
+/// class is too (a dashboard asked for alone fails its invocation).
+fn failed_dashboard(
+    inv: &cellbridge::shell::lambda::Invocation,
+    class: cellbridge::shell::error::Class,
+) -> &serde_json::Value {
+    assert_eq!(inv.class, Some(class), "{}", inv.response);
+    let d = &inv.response["dashboard"];
+    let word = match class {
+        cellbridge::shell::error::Class::Final => "final",
+        _ => "retryable",
+    };
+    assert_eq!((&d["action"], &d["class"]), (&json!("failed"), &json!(word)), "{d}");
+    d
+}
