@@ -54,6 +54,14 @@ pub struct Recheck {
     pub controllers: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flux_instance: Option<String>,
+    /// An operator cell's `spec.sync.name`: the name of the sync objects its FluxInstance made,
+    /// read until the instance itself says otherwise. Absent: `flux-system`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync: Option<String>,
+    /// The Git secret the bootstrap applied (`flux-system/<name>`): the only object a check that
+    /// finds the credentials refused may apply again, when Secrets Manager holds other ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_secret: Option<String>,
 }
 
 impl Recheck {
