@@ -6,8 +6,9 @@
 //! [`Tuning::ready_timeout`](crate::ports::cluster::kube::Tuning::ready_timeout) while it holds
 //! the cluster; after that each re-check is a message the function sends to its own queue with
 //! a delay ([`record::next_delay`]), and runs as one check under a fresh temporary access entry,
-//! deleted at its end. A re-check reads neither the fleet repo nor the Git secret: everything it
-//! needs is in its message ([`Recheck`]).
+//! deleted at its end. A re-check reads no fleet repo: everything it needs is in its message
+//! ([`Recheck`]); it reads the Git secret only when the source refuses the credentials, to apply
+//! corrected ones ([`super::rekey`]).
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -250,8 +251,8 @@ pub(super) fn next(
 impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
     /// One re-check of a bootstrap's confirmation: the cluster described, a fresh temporary
     /// access entry, one look at what the cluster reports, the entry deleted, the outcome
-    /// recorded; with the next re-check when it is still confirming. No GitHub request, no
-    /// Git secret read.
+    /// recorded; with the next re-check when it is still confirming. No GitHub request; the Git
+    /// secret is read only when the source refuses the credentials ([`super::rekey`]).
     pub async fn recheck(
         &self,
         r: &Recheck,
