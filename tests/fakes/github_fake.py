@@ -124,7 +124,7 @@ Control API (never used by the product; tests and the bench drive it):
   and `repositories`.
 - `POST /_fake/app` `{"permissions": {"contents": "write", ...}, "repositories": ["o/r", ...] |
   null}`: the installation's permissions (default `DEFAULT_APP_PERMISSIONS`: metadata read,
-  contents, pull_requests, issues and statuses write) and repository selection (null, the
+  contents, pull_requests, issues and statuses write, checks read) and repository selection (null, the
   default: all); each key given replaces its value, and tokens already made follow (they are
   checked against the installation as it is at each request). Answers as `GET`.
 - `POST /_fake/tokens` `{"token": "..."}`: accept a classic personal access token (every
