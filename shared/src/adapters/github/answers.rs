@@ -37,6 +37,31 @@ pub(crate) fn merge_into_refused(what: &str, status: u16, message: &str) -> Opti
     }
 }
 
+/// "Update a reference" refused with 422 or 409 (both documented) while the branch is `moved`
+/// or not: moved, a lost race to redo; a message naming a rule or a protection ("Repository rule
+/// violations found", "Protected branch update failed"), a person must change the rule; anything
+/// else is GitHub failing, final and never a refused state.
+pub(crate) fn ref_update_refused(what: &str, status: u16, message: &str, moved: bool) -> GithubError {
+    let m = message.to_ascii_lowercase();
+    if moved {
+        GithubError::Conflict {
+            what: what.to_owned(),
+            detail: message.to_owned(),
+        }
+    } else if m.contains("rule") || m.contains("protected") {
+        GithubError::Refused {
+            what: what.to_owned(),
+            rule: message.to_owned(),
+        }
+    } else {
+        GithubError::Api {
+            what: what.to_owned(),
+            status,
+            message: message.to_owned(),
+        }
+    }
+}
+
 /// "Merge a pull request" refused: 405, "Method Not Allowed if merge cannot be performed" (a
 /// protection not met, a conflict, a method the repository does not allow), is an answer; 409,
 /// "Conflict if sha was provided and pull request head did not match", a lost race. `None`:
