@@ -83,7 +83,7 @@ impl GithubFleet {
                 return Ok(answer);
             }
             tries += 1;
-            tracing::warn!(concerning = %what, operation = op.name, error = %answer.errors[0].message, tries, "GitHub answered an error of an unknown kind: asking again");
+            tracing::warn!(request = %what, operation = op.name, error = %answer.errors[0].message, tries, "GitHub answered an error of an unknown kind: asking again");
         }
     }
 

@@ -117,7 +117,7 @@ impl GithubFleet {
                 match self.missing_permissions(id, &what, r.message(), deadline).await? {
                     // Only the check runs' permission is missing: asked for again without it.
                     None if checks => {
-                        tracing::warn!(installation = id, repository = %self.repo_name(), "the GitHub App installation does not grant checks=read: the merge state is read without check runs (cellbridge never merges a pull request itself; GitHub's auto-merge still waits for the required checks)");
+                        tracing::warn!(scope = "fleet", installation = id, repository = %self.repo_name(), "the GitHub App installation does not grant checks=read: the merge state is read without check runs (cellbridge never merges a pull request itself; GitHub's auto-merge still waits for the required checks)");
                         app.no_checks.store(true, std::sync::atomic::Ordering::Relaxed);
                     }
                     None => break r,
