@@ -1730,7 +1730,7 @@ def pull_json(full, repo, pr):
     head_sha = pull_head(repo, pr)
     head_repo = pr.get("head_repo") or full
     return {
-        "id": pr["id"], "number": pr["number"], "state": pr["state"], "title": pr["title"],
+        "id": pr["id"], "node_id": node_id(repo, pr), "number": pr["number"], "state": pr["state"], "title": pr["title"],
         "body": pr["body"], "merged": pr.get("merged", False), "draft": False,
         "html_url": f"https://github.example/{full}/pull/{pr['number']}",
         "url": f"/repos/{full}/pulls/{pr['number']}",

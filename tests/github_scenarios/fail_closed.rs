@@ -62,6 +62,48 @@ async fn an_unreadable_merge_state_never_merges_a_reviewers_head<B: Bed>() {
     assert!(pr.open && !pr.merged, "{pr:?}");
 }
 
+/// A 5xx on the merge state after a reviewer's push: the answer names no pull request, and
+/// cellbridge's own auto-merge goes all the same, by the node id the run read the pull request
+/// by; the reviewer's head is pending, nothing merges, the cell is retried.
+async fn a_5xx_on_the_merge_state_turns_cellbridges_auto_merge_off<B: Bed>() {
+    let w = opted_in(World::<B>::start(), "cells: ['*']\n").await;
+    w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT, CI], 0, false)));
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!(done(&r), "enabled", "{r}");
+    let n = r["pull_request"]["number"].as_u64().unwrap();
+    assert!(
+        w.bed.auto_merge(w.repo(), n).0.is_some(),
+        "cellbridge's auto-merge is on"
+    );
+    let pushed = w.bed.commit(
+        w.repo(),
+        &branch(CELL),
+        &[(&format!("clusters/{CELL}/extra-layer.yaml"), "# a reviewer's layer\n")],
+        "a reviewer adds a layer",
+    );
+    w.bed.ci(w.repo(), &pushed, CI, true);
+
+    w.bed
+        .graphql_server_error(w.repo(), &ops::GRAPHQL_MERGE_STATE.as_operation());
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), r["retryable"].as_bool()), ("failed", Some(true)), "{r}");
+    assert_eq!(
+        w.bed.auto_merge(w.repo(), n),
+        (None, None),
+        "cellbridge's auto-merge is off: {r}"
+    );
+    let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
+    assert!(pr.open && !pr.merged, "{pr:?}");
+    let ours: Vec<Status> = w
+        .statuses(&pushed)
+        .into_iter()
+        .filter(|s| s.context == STATUS_CONTEXT)
+        .collect();
+    assert!(ours.len() == 1 && ours[0].pending, "{ours:?}");
+    nothing_refused(&w, &r);
+}
+
 async fn githubs_own_failures_inside_an_answer_are_retried_and_never_a_refused_state<B: Bed>() {
     let w = World::<B>::start();
     w.apply(CELL, 1, "vpc-1");
@@ -109,3 +151,14 @@ scenarios!(
         a_merge_whose_answer_was_lost_reads_back_merged,
     ]
 );
+
+// The client's six tries of a 5xx cost about eight seconds of backoff on an HTTP double: once,
+// on GitHub.com's (the Enterprise Server's reads the pull request the same way).
+mod no_data {
+    use super::*;
+    scenarios!(
+        mem_github: super::super::MemBed,
+        http_fake: super::super::HttpBed;
+        [a_5xx_on_the_merge_state_turns_cellbridges_auto_merge_off]
+    );
+}

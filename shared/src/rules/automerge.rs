@@ -33,7 +33,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::ports::github::{
-    AutoMergeAnswer, GitData, MergeAnswer, MergeMethod, MergeState, MergeStateStatus, Merges, PullState,
+    AutoMergeAnswer, GitData, MergeAnswer, MergeMethod, MergeState, MergeStateStatus, Merges, PullRequest, PullState,
 };
 use crate::ports::github::{GithubError, Result};
 use crate::pure::automerge::{self, AutoMergeError, Eligibility, OptIn};
@@ -122,8 +122,9 @@ impl OptInFile {
         marker(body, "optin").as_deref().unwrap_or(NOT_COVERED) == self.coverage(cell)
     }
 
-    /// The verdict on a head whose plan (the head's own content, checked) is `head`.
-    pub(super) fn judge(&self, head: &Plan, recorded_body: Option<&str>) -> Run {
+    /// The verdict on a head whose plan (the head's own content, checked) is `head`, of the pull
+    /// request `recorded` as read in this run (none for one being opened).
+    pub(super) fn judge(&self, head: &Plan, recorded: Option<&PullRequest>) -> Run {
         let eligibility = match &self.0 {
             Ok(o) => automerge::eligibility(head, o),
             Err(e) => Eligibility {
@@ -135,7 +136,9 @@ impl OptInFile {
                 opted_in_by: None,
             },
         };
-        self.run(&head.cell, eligibility, recorded_body)
+        let mut run = self.run(&head.cell, eligibility, recorded.map(|p| p.body.as_str()));
+        run.node_id = recorded.and_then(|p| p.node_id.clone());
+        run
     }
 
     /// Whether auto-merge is in play for `cell`'s pull request: the opt-in file covers it now,
@@ -164,6 +167,7 @@ impl OptInFile {
             merge: None,
             behind: false,
             updated: false,
+            node_id: None,
             eligibility,
         }
     }
@@ -193,6 +197,9 @@ pub(super) struct Run {
     /// The head was brought up to date in this run (once is enough: a base that moved again
     /// is the next event's).
     updated: bool,
+    /// The pull request's node id as this run's reading of it gave it: what turns cellbridge's
+    /// own auto-merge off when the merge state's answer names no pull request at all.
+    node_id: Option<String>,
 }
 
 /// The record field saying who enabled the pull request's auto-merge, and its value when
@@ -576,6 +583,7 @@ mod tests {
             ours: false,
             behind: false,
             updated: false,
+            node_id: None,
         }
     }
 

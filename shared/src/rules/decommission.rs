@@ -513,6 +513,7 @@ mod tests {
             head_sha: "h".into(),
             labels: vec![],
             body: body.into(),
+            node_id: None,
         };
         let body = "text\n<!-- cellbridge:kind=decommission digest=d base=b head=h values=d key=k -->\n";
         assert!(is_decommission(&pr(body)));

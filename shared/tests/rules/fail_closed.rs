@@ -79,21 +79,20 @@ fn nothing_refused(bed: &Bed, r: &Value) {
 
 /// A reviewer's layer pushed on an eligible pull request whose auto-merge cellbridge enabled,
 /// the merge state then unreadable as `fault` says: nothing merges the reviewer's head, no
-/// passing status is on it (a pending one says why), cellbridge's own auto-merge goes where
-/// GitHub's answer still names the pull request, and the cell fails retryably or not by the
-/// cause. The next run converges.
+/// passing status is on it (a pending one says why), cellbridge's own auto-merge goes (by the
+/// node id the answer names, or, when it carries no data, the one this run read the pull request
+/// by), and the cell fails retryably or not by the cause. The next run converges.
 #[tokio::test]
 async fn an_unreadable_merge_state_never_leaves_auto_merge_or_a_passing_status_on_an_ineligible_head() {
-    for (fault, retryable, answered) in [
-        (Fault::FieldRefused(ROLLUP_NODE), false, true),
+    for (fault, retryable) in [
+        (Fault::FieldRefused(ROLLUP_NODE), false),
         (
             Fault::Unreadable("mergeStateStatus \"QUEUED\" is not one cellbridge knows"),
             false,
-            true,
         ),
-        (Fault::Unreadable("no pullRequest in the answer"), false, true),
-        (Fault::Untyped, true, false),
-        (Fault::Transient, true, false),
+        (Fault::Unreadable("no pullRequest in the answer"), false),
+        (Fault::Untyped, true),
+        (Fault::Transient, true),
     ] {
         let bed = opted_in(None).await;
         protect(&bed.fleet, &[STRICT, CI]);
@@ -126,12 +125,10 @@ async fn an_unreadable_merge_state_never_leaves_auto_merge_or_a_passing_status_o
             strict.len() == 1 && strict[0].pending && strict[0].description.starts_with("not verified"),
             "{fault:?}: {strict:?}"
         );
-        if answered {
-            assert!(
-                pr.auto_merge.is_none(),
-                "{fault:?}: cellbridge's auto-merge is off: {pr:?}"
-            );
-        }
+        assert!(
+            pr.auto_merge.is_none(),
+            "{fault:?}: cellbridge's auto-merge is off: {pr:?}"
+        );
         nothing_refused(&bed, &r);
 
         // GitHub answers again: the head is judged, cellbridge's auto-merge is off, its status is
@@ -149,6 +146,47 @@ async fn an_unreadable_merge_state_never_leaves_auto_merge_or_a_passing_status_o
         );
         assert_eq!(pr.number, n);
     }
+}
+
+/// A 5xx on the merge state after a reviewer's push, and the disabling failing too: the pending
+/// status still stands on the reviewer's head, nothing merges, the cell fails retryably; the next
+/// run turns cellbridge's auto-merge off.
+#[tokio::test]
+async fn auto_merge_that_cannot_be_turned_off_leaves_the_head_pending_and_the_cell_retried() {
+    let bed = opted_in(None).await;
+    protect(&bed.fleet, &[STRICT, CI]);
+    apply(&bed, CELL, 2, "vpc-2");
+    let r = sync(&bed, CELL).await;
+    assert_eq!(r["auto_merge"]["done"], "enabled", "{r}");
+    let pushed = bed.fleet.commit(
+        &branch(CELL),
+        &[("clusters/eu-c1/extra-layer.yaml", "# a reviewer's layer\n")],
+        "a reviewer adds a layer",
+    );
+    bed.fleet.post_check(&pushed, CI, CheckState::Passed);
+    bed.fleet
+        .fail(&ops::GRAPHQL_MERGE_STATE.as_operation(), 1, Fault::Transient);
+    bed.fleet
+        .fail(&ops::GRAPHQL_DISABLE_AUTO_MERGE.as_operation(), 1, Fault::Transient);
+    let r = sync(&bed, CELL).await;
+    assert_eq!(outcome(&r), (Some("failed"), Some(true)), "{r}");
+    let pr = open_pull(&bed.fleet);
+    assert!(pr.open && !pr.merged, "{pr:?}");
+    let strict: Vec<_> = bed
+        .fleet
+        .statuses(&pushed)
+        .into_iter()
+        .filter(|s| s.context == STRICT)
+        .collect();
+    assert!(
+        strict.len() == 1 && strict[0].pending && strict[0].description.starts_with("not verified"),
+        "{strict:?}"
+    );
+    nothing_refused(&bed, &r);
+    let r = sync(&bed, CELL).await;
+    assert_eq!(r["action"], "unchanged", "{r}");
+    let pr = open_pull(&bed.fleet);
+    assert!(pr.open && !pr.merged && pr.auto_merge.is_none(), "{pr:?}");
 }
 
 /// An eligible head whose merge state cannot be read when cellbridge would turn auto-merge on:

@@ -288,6 +288,13 @@ impl<const GHES: bool> Bed for HttpBed<GHES> {
             .fault(json!({"match": "POST /graphql", "operation": name, "graphql_errors": [error], "times": times}));
     }
 
+    fn graphql_server_error(&self, _: &GithubFleet, op: &Operation) {
+        // Every try the client makes of one request (the transport's six attempts).
+        let name = op.id.trim_start_matches("graphql/");
+        self.gh
+            .fault(json!({"match": "POST /graphql", "operation": name, "status": 502, "times": 6}));
+    }
+
     fn merge_state_unknown_enum(&self, _: &GithubFleet) {
         self.gh.fault(json!({"match": "POST /graphql", "operation": "pullRequestMergeState", "times": 1,
                              "answer_patch": {"path": ["repository", "pullRequest", "mergeStateStatus"], "value": "QUEUED"}}));

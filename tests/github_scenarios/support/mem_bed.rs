@@ -126,6 +126,10 @@ impl Bed for MemBed {
         repo.fail(op, times, Fault::UnknownType);
     }
 
+    fn graphql_server_error(&self, repo: &MemGithub, op: &Operation) {
+        repo.fail(op, 1, Fault::Transient);
+    }
+
     fn merge_state_unknown_enum(&self, repo: &MemGithub) {
         repo.fail(
             &ops::GRAPHQL_MERGE_STATE.as_operation(),

@@ -133,6 +133,9 @@ pub(crate) trait Bed: Sized {
     /// GitHub answers the next `times` requests of `op` with HTTP 200 and an error whose `type`
     /// cellbridge does not know (`INSUFFICIENT_SCOPES`).
     fn graphql_unknown_error(&self, repo: &Self::Repo, op: &Operation, times: usize);
+    /// GitHub answers every try of the next request of `op` with a 5xx (an answer with no data
+    /// at all): the client's own retries are spent and the request fails retryably.
+    fn graphql_server_error(&self, repo: &Self::Repo, op: &Operation);
     /// The next merge state answers a `mergeStateStatus` GitHub added after cellbridge was
     /// written (`QUEUED`).
     fn merge_state_unknown_enum(&self, repo: &Self::Repo);

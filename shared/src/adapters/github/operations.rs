@@ -236,7 +236,7 @@ pub fn newest_pulls_alias(i: usize) -> String {
     format!(
         "b{i}: pullRequests(headRefName: $b{i}, first: {NEWEST_PULLS_READ}, orderBy: {{field: CREATED_AT, direction: DESC}}) {{
       pageInfo {{ hasNextPage endCursor }}
-      nodes {{ number url title state headRefName headRefOid isCrossRepository body labels(first: 20) {{ nodes {{ name }} }} }}
+      nodes {{ id number url title state headRefName headRefOid isCrossRepository body labels(first: 20) {{ nodes {{ name }} }} }}
     }}"
     )
 }
@@ -277,7 +277,7 @@ const CELL_READING_QUERY: &str = "query cellReading($owner: String!, $name: Stri
     pullRequests(headRefName: $head, first: 10, orderBy: {field: CREATED_AT, direction: DESC}, states: [OPEN, CLOSED, MERGED]) {
       pageInfo { hasNextPage endCursor }
       nodes {
-        number url title body state headRefOid
+        id number url title body state headRefOid
         headRepository { nameWithOwner }
         labels(first: 100) { nodes { name } }
       }
@@ -300,7 +300,7 @@ const BRANCH_PULLS_QUERY: &str =
     pullRequests(headRefName: $head, first: 10, after: $after, orderBy: {field: CREATED_AT, direction: DESC}, states: [OPEN, CLOSED, MERGED]) {
       pageInfo { hasNextPage endCursor }
       nodes {
-        number url title body state headRefOid
+        id number url title body state headRefOid
         headRepository { nameWithOwner }
         labels(first: 100) { nodes { name } }
       }

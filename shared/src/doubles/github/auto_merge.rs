@@ -271,7 +271,7 @@ static GRAPHQL_ENABLE: Operation = ops::GRAPHQL_ENABLE_AUTO_MERGE.as_operation()
 static GRAPHQL_DISABLE: Operation = ops::GRAPHQL_DISABLE_AUTO_MERGE.as_operation();
 
 /// A pull request's node id (`PullRequest.id`), as the store hands it out.
-fn node_id(number: u64) -> String {
+pub(super) fn node_id(number: u64) -> String {
     format!("PR_kwDOfleet{number}")
 }
 

@@ -179,6 +179,7 @@ impl Store {
                 },
                 labels: p.labels.clone(),
                 body: p.body.clone(),
+                node_id: Some(super::auto_merge::node_id(p.number)),
             })
     }
 

@@ -45,6 +45,10 @@ pub struct PullRequest {
     pub head_sha: String,
     pub labels: Vec<String>,
     pub body: String,
+    /// Its node id (GraphQL `PullRequest.id`, REST `node_id`), which the auto-merge mutations
+    /// take: known from the reading, so that cellbridge's own auto-merge can be turned off even
+    /// when the merge state's answer carries no data. `None` when the answer did not carry it.
+    pub node_id: Option<String>,
 }
 
 /// What [`Pulls::cell_reading`] read.

@@ -49,17 +49,24 @@ impl Run {
         );
         self.done = Done::Refused;
         self.detail = Some(error.to_string());
-        // The answer may still name the pull request: cellbridge's own auto-merge goes (a
-        // person's stays theirs; the pending status below holds what waits for it).
-        if let GithubError::Unreadable { pull: Some(p), .. } = &error
-            && (p.auto_merge_by_viewer || self.ours)
-        {
-            match gh.disable_auto_merge(&p.node_id, deadline).await {
+        // cellbridge's own auto-merge goes (a person's stays theirs; the pending status below
+        // holds what waits for it). Whose it is, the answer tells when it still names the pull
+        // request; when it carries no data at all (a 5xx, an error with no `data`), the record
+        // does (`automerge-by=cellbridge`), with the node id this run read the pull request by.
+        let node = match &error {
+            GithubError::Unreadable { pull: Some(p), .. } => {
+                (p.auto_merge_by_viewer || self.ours).then(|| p.node_id.clone())
+            }
+            _ => self.node_id.clone().filter(|_| self.ours),
+        };
+        if let Some(node) = node {
+            match gh.disable_auto_merge(&node, deadline).await {
                 Ok(()) => {
                     tracing::info!(cell = %self.cell, pull_request = number, "auto-merge disabled: the merge state could not be read");
                     self.ours = false;
                 }
                 Err(e) => {
+                    // The pending status still stands; the cell fails by the read's cause.
                     tracing::warn!(cell = %self.cell, pull_request = number, error = %e, "cellbridge's auto-merge could not be disabled");
                 }
             }

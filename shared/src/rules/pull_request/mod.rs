@@ -157,7 +157,7 @@ async fn close<G: GithubRepo>(
         let base_cm = snap.fleet.read_text(&cm).ok().flatten().unwrap_or_default();
         let changes = HeadChanges::of(gh, &cmp, &pr.head_sha, deadline).await?;
         let checked = checked_head(gh, snap, plan, &changes, &base_cm, deadline).await?;
-        let mut run = OptInFile::read(&snap.fleet).judge(&checked, Some(&pr.body));
+        let mut run = OptInFile::read(&snap.fleet).judge(&checked, Some(pr));
         crate::rules::signing::refuse_rebase(gh, &snap.base_branch, &mut run, deadline).await?;
         run.before_status(gh, pr.number, &pr.head_sha, deadline).await?;
         post_status(gh, &pr.head_sha, &checked, false, deadline).await?;

@@ -57,7 +57,7 @@ pub(super) async fn update<G: GithubRepo>(
             write_text(gh, &pr, &pr.title, &body, &labels_for(plan, &pr), deadline).await?;
         }
         // Not covered now nor then: not eligible, whatever the body says.
-        *report = Some(opt_in.judge(plan, Some(&pr.body)).report());
+        *report = Some(opt_in.judge(plan, Some(&pr)).report());
         return Ok(Published::Unchanged {
             number: pr.number,
             url: pr.url,
@@ -113,7 +113,7 @@ pub(super) async fn update<G: GithubRepo>(
     // eligible loses cellbridge's auto-merge before its status could let GitHub merge it; an
     // eligible one gets it once its status is there.
     let checked = checked_head(gh, snap, plan, &changes, ours, deadline).await?;
-    let mut run = opt_in.judge(&checked, Some(&pr.body));
+    let mut run = opt_in.judge(&checked, Some(&pr));
     signing::refuse_rebase(gh, &snap.base_branch, &mut run, deadline).await?;
     run.before_status(gh, pr.number, &head, deadline).await?;
     post_status(gh, &head, &checked, wrote, deadline).await?;

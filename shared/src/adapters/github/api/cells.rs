@@ -185,6 +185,7 @@ pub(super) fn pull_of(p: &Value, branch: &str, what: &str) -> Result<PullRequest
         head_sha: p["headRefOid"].as_str().unwrap_or_default().to_owned(),
         labels: names(&p["labels"]),
         body: p["body"].as_str().unwrap_or_default().to_owned(),
+        node_id: p["id"].as_str().map(str::to_owned),
     })
 }
 

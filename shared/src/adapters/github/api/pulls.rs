@@ -47,6 +47,7 @@ impl GithubFleet {
             head_sha: pr["head"]["sha"].as_str().unwrap_or_default().to_owned(),
             labels: label_names(pr),
             body: pr["body"].as_str().unwrap_or_default().to_owned(),
+            node_id: pr["node_id"].as_str().map(str::to_owned),
         }))
     }
 
