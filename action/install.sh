@@ -53,10 +53,11 @@ download() {
   curl -fsSL --retry 3 --proto '=https,file' -o "$tmp/$asset" "$base/$asset" || return 1
   (cd "$tmp" && echo "$line" | sha256sum --check --status) ||
     fail 1 "refused: $asset does not match its checksum in the pinned SHA256SUMS (sha256 $(sha256sum "$tmp/$asset" | cut -d' ' -f1))"
-  # Only a verified archive is unpacked, and only its one binary.
-  mkdir -p "$install_dir/bin"
-  tar -xzf "$tmp/$asset" -C "$tmp" cellbridge
-  install -m 0755 "$tmp/cellbridge" "$install_dir/bin/cellbridge"
+  # Only a verified archive is unpacked, and only its one binary. (errexit does not apply inside a
+  # function called as a condition: every step says how it fails.)
+  tar -xzf "$tmp/$asset" -C "$tmp" cellbridge || fail 1 "$asset holds no cellbridge binary"
+  mkdir -p "$install_dir/bin" && install -m 0755 "$tmp/cellbridge" "$install_dir/bin/cellbridge" ||
+    fail 2 "cannot write $install_dir/bin/cellbridge"
 }
 
 tmp=$(mktemp -d)
