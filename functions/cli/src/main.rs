@@ -15,10 +15,14 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+/// `cellbridge --version`: the release and the commit it was built from (functions/cli/build.rs),
+/// which the release's action checks and a bug report names.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("CELLBRIDGE_COMMIT"), ")");
+
 #[derive(Parser)]
 #[command(
     name = "cellbridge",
-    version,
+    version = VERSION,
     about = "Carry Terraform's cell_metadata into the Flux fleet repo, and bootstrap Flux on new EKS clusters"
 )]
 struct Cli {

@@ -615,3 +615,27 @@ fn invoke_names_the_missing_variable_and_the_bad_event() {
         );
     }
 }
+
+#[test]
+fn version_names_the_release_and_the_commit_it_was_built_from() {
+    // A build may name its commit (a source archive has no Git); otherwise it is the checkout's.
+    let commit = match std::env::var("CELLBRIDGE_COMMIT") {
+        Ok(commit) if !commit.trim().is_empty() => commit.trim().to_owned(),
+        _ => {
+            let out = Command::new("git")
+                .args(["rev-parse", "--short=12", "HEAD"])
+                .current_dir(root())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "the tests run in a Git checkout");
+            String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        }
+    };
+    let out = cellbridge(&["--version"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        stdout.trim(),
+        format!("cellbridge {} (commit {commit})", env!("CARGO_PKG_VERSION"))
+    );
+}
