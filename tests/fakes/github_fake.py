@@ -2412,13 +2412,16 @@ class Handler(BaseHTTPRequestHandler):
         def commit_status(repo, sha):
             # `Commit.status`: "Commit status information, if present" (null without one), and
             # `Status.context(name:)`: "Looks up an individual status context by context name"
-            # (GraphQL reference; `StatusState` is REST's state in capitals).
+            # (GraphQL reference; `StatusState` is REST's state in capitals, and
+            # `StatusContext.createdAt` "Identifies the date and time when the object was
+            # created": REST's `created_at` of the same status).
             sts = repo["statuses"].get(sha, {})
 
             def context(info, name, **k):
                 st = sts.get(name)
                 return None if st is None else {"context": name, "state": st["state"].upper(),
-                                                "description": st.get("description")}
+                                                "description": st.get("description"),
+                                                "createdAt": st["created_at"]}
 
             def required(c):
                 # `StatusContext.isRequired(pullRequestNumber:)`: "Whether this is required to

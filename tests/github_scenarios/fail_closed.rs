@@ -2,11 +2,17 @@
 //! added since) never lets a reviewer's head merge through cellbridge's auto-merge and leaves no
 //! passing status on it; GitHub's own failure inside an answer of HTTP 200 is retried, never a
 //! refused state; an error of a kind cellbridge does not know is asked again twice, then final,
-//! never a refused state; a merge whose answer was lost reads back merged.
+//! never a refused state; a merge whose answer was lost reads back merged. While the merge state
+//! stays unreadable, the fleet dashboard shows GitHub's failure and since when, never a failing
+//! strict check.
 
 use super::support::*;
 use cellbridge::adapters::github::operations as ops;
 use cellbridge::pure::plan::STATUS_CONTEXT;
+
+fn now() -> std::time::SystemTime {
+    std::time::SystemTime::now()
+}
 
 /// The state was not reported refused anywhere: no issue, no contract status.
 fn nothing_refused<B: Bed>(w: &World<B>, r: &serde_json::Value) {
@@ -55,6 +61,24 @@ async fn an_unreadable_merge_state_never_merges_a_reviewers_head<B: Bed>() {
         .collect();
     assert!(ours.len() == 1 && ours[0].pending, "{ours:?}");
     nothing_refused(&w, &r);
+
+    // While it lasts, the dashboard shows GitHub's failure and since when, never a failing check.
+    let (before, _) = (now(), w.dashboard().await);
+    let body = w.dashboards().remove(0).body;
+    let row = body
+        .lines()
+        .find(|l| l.starts_with(&format!("| `{CELL}` | pending |")))
+        .unwrap_or_else(|| panic!("{body}"));
+    let since = row
+        .split("GitHub failed: the merge state could not be read, since ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{row}"));
+    let since = cellbridge::pure::bootstrap::record::parse_time(&since[..20]).unwrap_or_else(|| panic!("{row}"));
+    assert!(
+        since <= before && before.duration_since(since).unwrap().as_secs() < 600,
+        "{row}"
+    );
+    assert!(!row.contains("strict check fails"), "{row}");
 
     let r = w.deliver(CELL).await;
     assert_eq!(action(&r), "unchanged", "{r}");

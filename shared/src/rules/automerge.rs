@@ -27,6 +27,8 @@
 mod queue;
 mod verify;
 
+pub(crate) use verify::is_not_verified;
+
 use std::fmt::Write as _;
 use std::time::Instant;
 

@@ -12,9 +12,10 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use super::automerge::is_not_verified;
 use super::pull_request::declined;
 use crate::ports::github::Result;
-use crate::ports::github::{CloseReason, Issues, OpenPull, Pulls};
+use crate::ports::github::{CloseReason, Issues, OpenPull, Pulls, StatusState};
 use crate::pure::plan;
 use crate::pure::status::HeadCheck;
 
@@ -129,13 +130,21 @@ pub async fn open_cell_pulls<G: Pulls>(gh: &G, deadline: Instant) -> Result<BTre
 }
 
 /// What a row shows of the strict-substitution status on an open pull request's head.
+/// cellbridge's own `pending` "not verified" (GitHub's merge state could not be read) is GitHub's
+/// failure, shown with the time it was posted; any other state that is not `SUCCESS` (a value
+/// GitHub added since too) does not pass.
 pub fn head_check(pull: &OpenPull) -> HeadCheck {
-    match &pull.status {
-        Some((true, _)) => HeadCheck::Passes,
-        Some((false, description)) => HeadCheck::Fails {
-            description: description.clone(),
+    let Some(status) = &pull.status else {
+        return HeadCheck::NotPosted;
+    };
+    match status.state {
+        StatusState::Success => HeadCheck::Passes,
+        StatusState::Pending if is_not_verified(&status.description) => HeadCheck::NotVerified {
+            since: status.created_at,
         },
-        None => HeadCheck::NotPosted,
+        _ => HeadCheck::Fails {
+            description: status.description.clone(),
+        },
     }
 }
 

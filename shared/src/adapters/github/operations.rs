@@ -439,7 +439,7 @@ const OPEN_CELL_PULLS_QUERY: &str =
         number url createdAt headRefName headRefOid isCrossRepository isInMergeQueue mergeStateStatus body
         headRepository { nameWithOwner }
         labels(first: 20) { nodes { name } }
-        commits(last: 1) { nodes { commit { oid status { context(name: $context) { state description } } } } }
+        commits(last: 1) { nodes { commit { oid status { context(name: $context) { state description createdAt } } } } }
       }
     }
   }

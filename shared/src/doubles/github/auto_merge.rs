@@ -80,6 +80,8 @@ pub struct MemStatus {
     /// `pending`: neither passing nor failing (a check not finished, or not verified).
     pub pending: bool,
     pub description: String,
+    /// When it was posted, in seconds since the Unix epoch (GitHub's `createdAt`).
+    pub created_at: u64,
 }
 
 /// The state a commit status is posted with.
@@ -309,6 +311,7 @@ impl Store {
             success: state == Posted::Success,
             pending: state == Posted::Pending,
             description: description.to_owned(),
+            created_at: super::dashboard::now_secs(),
         });
         // The last required status turning success is what GitHub's auto-merge waits for.
         self.settle();

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use super::{GithubError, MemGithub, MemPull, Result, Store};
 use crate::adapters::github::operations::{self as ops, Operation};
 use crate::adapters::github::transport::GRAPHQL_TIMEOUT;
-use crate::ports::github::{OpenPull, PullRequest};
+use crate::ports::github::{HeadStatus, OpenPull, PullRequest, StatusState};
 
 static GRAPHQL_NEWEST_PULLS: Operation = ops::GRAPHQL_NEWEST_PULLS.as_operation();
 static GRAPHQL_BRANCH_PULLS: Operation = ops::GRAPHQL_BRANCH_PULLS.as_operation();
@@ -59,7 +59,18 @@ impl Store {
                     .statuses
                     .get(&head_sha)
                     .and_then(|l| l.iter().rev().find(|st| st.context == context))
-                    .map(|st| (st.success, st.description.clone()));
+                    // As GitHub's `StatusContext`: its `state`, `description` and `createdAt`.
+                    .map(|st| HeadStatus {
+                        state: if st.success {
+                            StatusState::Success
+                        } else if st.pending {
+                            StatusState::Pending
+                        } else {
+                            StatusState::Failure
+                        },
+                        description: st.description.clone(),
+                        created_at: st.created_at,
+                    });
                 OpenPull {
                     number: p.number,
                     url: format!("https://github.example/acme/fleet/pull/{}", p.number),

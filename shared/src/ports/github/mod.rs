@@ -482,14 +482,51 @@ pub struct OpenPull {
     /// Its description as the listing gives it: what cellbridge recorded there is shown to
     /// people (the dashboard), never decided on.
     pub body: String,
-    /// The newest status of the context asked for on its head commit: (success, description);
-    /// `None` when none was posted there.
-    pub status: Option<(bool, String)>,
+    /// The newest status of the context asked for on its head commit; `None` when none was
+    /// posted there.
+    pub status: Option<HeadStatus>,
     /// In the base branch's merge queue, as GitHub says (`isInMergeQueue`): never the body's
     /// `queued=yes`, which a person can edit.
     pub queued: bool,
     /// Where it stands for merging, as GitHub computed it (`Unknown`: not computed yet).
     pub merge_state: MergeStateStatus,
+}
+
+/// The newest status of one context on a head, as the dashboard's listing reads it
+/// (`StatusContext`: `state`, `description`, `createdAt`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeadStatus {
+    pub state: StatusState,
+    pub description: String,
+    /// When it was posted, in seconds since the Unix epoch.
+    pub created_at: u64,
+}
+
+/// A commit status's state, as GitHub's GraphQL `StatusState` names it
+/// (<https://docs.github.com/graphql/reference/enums#statusstate>).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatusState {
+    Success,
+    Pending,
+    Failure,
+    Error,
+    /// "Status is expected": none posted yet for a required context.
+    Expected,
+    /// A value GitHub added after cellbridge was written: never a pass.
+    Other(String),
+}
+
+impl StatusState {
+    pub fn parse(state: &str) -> Self {
+        match state {
+            "SUCCESS" => StatusState::Success,
+            "PENDING" => StatusState::Pending,
+            "FAILURE" => StatusState::Failure,
+            "ERROR" => StatusState::Error,
+            "EXPECTED" => StatusState::Expected,
+            other => StatusState::Other(other.to_owned()),
+        }
+    }
 }
 
 /// The base branch as it was when read.

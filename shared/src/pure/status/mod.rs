@@ -260,6 +260,12 @@ pub enum HeadCheck {
     },
     /// No status on this head yet (a person's push the next event will check).
     NotPosted,
+    /// cellbridge's own `pending` "not verified": GitHub's merge state of the pull request could
+    /// not be read, so nothing was judged. GitHub's failure, never a failing check.
+    NotVerified {
+        /// When that status was posted, in seconds since the Unix epoch.
+        since: u64,
+    },
 }
 
 fn days(n: u64) -> String {
@@ -356,6 +362,12 @@ impl CellStatus {
                     Some(HeadCheck::Passes) => "strict check passes".to_owned(),
                     Some(HeadCheck::Fails { description }) => format!("strict check fails: {description}"),
                     Some(HeadCheck::NotPosted) => "strict check not posted on its head yet".to_owned(),
+                    Some(HeadCheck::NotVerified { since }) => format!(
+                        "GitHub failed: the merge state could not be read, since {}",
+                        crate::pure::bootstrap::record::format_time(
+                            std::time::UNIX_EPOCH + std::time::Duration::from_secs(*since)
+                        )
+                    ),
                     // The dashboard reads every pending head's status: only a caller reading none leaves it.
                     None => "its head's status not read".to_owned(),
                 };

@@ -86,7 +86,16 @@ impl Run {
 /// holds 140 characters: the cause is in the log).
 pub(crate) fn pending_description(retry: bool) -> String {
     format!(
-        "not verified: GitHub's merge state of this pull request could not be read ({})",
+        "{NOT_VERIFIED} ({})",
         if retry { "retrying" } else { "see cellbridge's log" }
     )
+}
+
+/// How [`pending_description`] begins, whatever the cause.
+const NOT_VERIFIED: &str = "not verified: GitHub's merge state of this pull request could not be read";
+
+/// Whether a `pending` status's description is [`pending_description`]'s: the dashboard shows
+/// it as GitHub's failure (what it shows is read by people, never decided on).
+pub(crate) fn is_not_verified(description: &str) -> bool {
+    description.starts_with(NOT_VERIFIED)
 }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::adapters::github::operations as ops;
 use crate::adapters::github::transport::GRAPHQL_TIMEOUT;
-use crate::ports::github::{MergeStateStatus, OpenPull};
+use crate::ports::github::{HeadStatus, MergeStateStatus, OpenPull, StatusState};
 use crate::{adapters::github::GithubFleet, ports::github::GithubError, ports::github::Result};
 
 impl GithubFleet {
@@ -93,16 +93,27 @@ fn open_pull(pr: &Value, head: &str, what: &str) -> Result<OpenPull> {
         .ok_or_else(|| protocol(format!("pull request #{number}: createdAt {created:?} is no date")))?;
     let head_sha = pr["headRefOid"].as_str().unwrap_or_default().to_owned();
     let commit = &pr["commits"]["nodes"][0]["commit"];
-    // `StatusState`: `SUCCESS` passes; `ERROR`, `FAILURE`, `PENDING`, `EXPECTED` do not.
-    let status = Some(&commit["status"]["context"])
+    // `StatusState`: `SUCCESS` passes; `ERROR`, `FAILURE`, `PENDING`, `EXPECTED` and a value
+    // added since do not.
+    let status = match Some(&commit["status"]["context"])
         .filter(|_| commit["oid"].as_str() == Some(head_sha.as_str()))
-        .and_then(|st| {
-            let state = st["state"].as_str()?;
-            Some((
-                state == "SUCCESS",
-                st["description"].as_str().unwrap_or_default().to_owned(),
-            ))
-        });
+        .and_then(|st| Some((st, st["state"].as_str()?)))
+    {
+        None => None,
+        Some((st, state)) => {
+            let posted = st["createdAt"].as_str().unwrap_or_default();
+            let created_at = epoch_secs(posted).ok_or_else(|| {
+                protocol(format!(
+                    "pull request #{number}: its head's status createdAt {posted:?} is no date"
+                ))
+            })?;
+            Some(HeadStatus {
+                state: StatusState::parse(state),
+                description: st["description"].as_str().unwrap_or_default().to_owned(),
+                created_at,
+            })
+        }
+    };
     let merge = pr["mergeStateStatus"].as_str().unwrap_or_default();
     let merge_state = MergeStateStatus::parse(merge)
         .ok_or_else(|| protocol(format!("pull request #{number}: mergeStateStatus {merge:?}")))?;
@@ -144,10 +155,17 @@ mod tests {
         let node = |oid: &str| {
             json!({"number": 7, "createdAt": "2026-12-02T10:00:00Z", "headRefOid": "aaa",
                    "mergeStateStatus": "UNKNOWN", "isInMergeQueue": true,
-                   "commits": {"nodes": [{"commit": {"oid": oid, "status": {"context": {"state": "SUCCESS", "description": "ok"}}}}]}})
+                   "commits": {"nodes": [{"commit": {"oid": oid, "status": {"context": {"state": "SUCCESS", "description": "ok", "createdAt": "2026-12-02T10:00:01Z"}}}}]}})
         };
         let head = open_pull(&node("aaa"), "cellbridge/c", "w").unwrap();
-        assert_eq!(head.status, Some((true, "ok".to_owned())));
+        assert_eq!(
+            head.status,
+            Some(HeadStatus {
+                state: StatusState::Success,
+                description: "ok".to_owned(),
+                created_at: 1_796_205_601
+            })
+        );
         assert_eq!((head.queued, head.merge_state), (true, MergeStateStatus::Unknown));
         assert_eq!(open_pull(&node("bbb"), "cellbridge/c", "w").unwrap().status, None);
     }
