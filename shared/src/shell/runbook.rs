@@ -48,14 +48,20 @@ mod tests {
     #[test]
     fn every_outcome_a_function_counts_has_a_runbook_entry() {
         for o in Outcome::ALL {
-            assert_entry(&anchor(&format!("Outcome `{}`", o.as_str())), &format!("the outcome {o}"));
+            assert_entry(
+                &anchor(&format!("Outcome `{}`", o.as_str())),
+                &format!("the outcome {o}"),
+            );
         }
     }
 
     #[test]
     fn every_outcome_of_a_confirmation_has_a_runbook_entry() {
         for o in FluxOutcome::ALL {
-            assert_entry(&anchor(&format!("Flux `{}`", o.as_str())), &format!("the Flux outcome {}", o.as_str()));
+            assert_entry(
+                &anchor(&format!("Flux `{}`", o.as_str())),
+                &format!("the Flux outcome {}", o.as_str()),
+            );
         }
     }
 
@@ -63,7 +69,10 @@ mod tests {
     fn every_dashboard_state_and_link_has_a_runbook_entry() {
         assert!(RUNBOOK_URL.ends_with("/docs/runbook.md"), "{RUNBOOK_URL}");
         for k in Kind::ALL {
-            assert_entry(&runbook_anchor_of_state(k), &format!("the dashboard state {}", k.label()));
+            assert_entry(
+                &runbook_anchor_of_state(k),
+                &format!("the dashboard state {}", k.label()),
+            );
         }
         // Each Flux column a row links: every stuck outcome, and `unknown`.
         for o in FluxOutcome::ALL {
@@ -76,8 +85,13 @@ mod tests {
                 None => assert!(!flux.stuck(), "{}: stuck, and no link", o.as_str()),
             }
         }
-        let unknown = Flux::Unknown { reason: "EKS DescribeCluster: AccessDenied".into() };
-        assert_entry(&runbook_anchor_of_flux(&unknown).unwrap(), "the dashboard's Flux unknown");
+        let unknown = Flux::Unknown {
+            reason: "EKS DescribeCluster: AccessDenied".into(),
+        };
+        assert_entry(
+            &runbook_anchor_of_flux(&unknown).unwrap(),
+            "the dashboard's Flux unknown",
+        );
     }
 
     /// A runbook whose entries were renamed fails: the check reads headings, not mere words.
