@@ -70,7 +70,7 @@ class Block:
     line: int  # the opening fence's line
     lang: str
     text: str
-    marker: str | None  # the `<!-- ... -->` right above the fence, if any
+    marker: "str | None"  # the `<!-- ... -->` right above the fence, if any
 
 
 def blocks(path):
