@@ -11,5 +11,6 @@ mod eks_access;
 mod faults;
 mod handler;
 mod operator;
+mod rekey;
 mod support;
 mod teams_fleet;

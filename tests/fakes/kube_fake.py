@@ -10,6 +10,11 @@ What it serves, with the real API's shapes and status codes:
 - CustomResourceDefinitions that become Established after `--crd-delay` seconds and only then
   add their kinds to discovery: a custom resource sent before that gets a 404, as from a real
   API server;
+- a custom resource's status stored as the API server stores it: pruned by the structural schema
+  of the CRD version it is written through, a field the schema does not declare dropped, a node
+  marked `x-kubernetes-preserve-unknown-fields: true` kept whole
+  (https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#field-pruning),
+  whoever writes it (a client through the status subresource, or the fake's own controllers);
 - bearer-token authentication: the `--token` given, or an EKS token (`k8s-aws-v1.` + base64url
   of a presigned STS GetCallerIdentity URL with X-Amz-Signature and `x-k8s-aws-id` among the
   signed headers, expiring within 15 minutes). With `--eks-auth MOTO_URL,REGION,CLUSTER` the
@@ -17,7 +22,9 @@ What it serves, with the real API's shapes and status codes:
   policy on that cluster (401 without an entry, 403 without a policy), as on EKS.
 
 Control API under /_fake/ (no authentication): faults (5xx, 429, 409, sleeps) at chosen
-requests, the request log, stored objects (`?brief=1`: names only), GitRepository readiness,
+requests, the request log, stored objects (`?brief=1`: names only), GitRepository readiness
+(`/_fake/auto-ready`: source-controller's answer to each reconcile, a write of the GitRepository
+or a new `reconcile.fluxcd.io/requestedAt`; with `accepts`, the answer is the Secret it reads),
 what the cluster's own controllers write (`/_fake/status`: an object's status, as its controller
 writes it through the status subresource; `/_fake/object`: an object they create, such as a
 ReplicaSet's Pod, status included; `/_fake/nodes`: the Nodes that joined), reset.
@@ -165,6 +172,33 @@ def deep_merge(base, patch, delete_nulls=False):
     return out
 
 
+def prune(value, schema):
+    """`value` as the API server stores it under the structural schema `schema`: an object keeps
+    only the properties its schema declares (or every key, each under `additionalProperties`);
+    `x-kubernetes-preserve-unknown-fields: true` keeps the unknown ones; an array's items are
+    pruned by `items`. apiextensions-apiserver `pkg/apiserver/schema/pruning/algorithm.go`."""
+    if not isinstance(schema, dict):
+        return value
+    preserve = schema.get("x-kubernetes-preserve-unknown-fields") is True
+    if isinstance(value, dict):
+        if schema.get("x-kubernetes-embedded-resource") and preserve:
+            return value
+        props = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        out = {}
+        for k, v in value.items():
+            if props and k in props:
+                out[k] = prune(v, props[k])
+            elif isinstance(extra, dict):
+                out[k] = prune(v, extra)
+            elif preserve or extra is True:
+                out[k] = v
+        return out
+    if isinstance(value, list):
+        return [prune(v, schema.get("items")) for v in value]
+    return value
+
+
 def strip_volatile(obj):
     o = copy.deepcopy(obj)
     md = o.get("metadata", {})
@@ -209,7 +243,31 @@ class State:
         self.rv += 1
         return str(self.rv)
 
+    def schema_of(self, res):
+        """The structural schema of the CRD version that serves `res`; None for a built-in kind."""
+        if res is None or not res.crd:
+            return None
+        crd = self.objects.get(("apiextensions.k8s.io", "customresourcedefinitions", "", res.crd)) or {}
+        for v in (crd.get("spec") or {}).get("versions") or []:
+            if v.get("name") == res.version:
+                return (v.get("schema") or {}).get("openAPIV3Schema")
+        return None
+
+    def prune_status(self, res, obj):
+        """A custom resource's status, pruned by its CRD's schema (a CRD version without one,
+        which apiextensions.k8s.io/v1 refuses, keeps what it is given)."""
+        schema = self.schema_of(res)
+        if schema is None or "status" not in obj:
+            return obj
+        status_schema = (schema.get("properties") or {}).get("status")
+        if status_schema is None and schema.get("x-kubernetes-preserve-unknown-fields") is not True:
+            obj.pop("status")
+        elif status_schema is not None:
+            obj["status"] = prune(obj["status"], status_schema)
+        return obj
+
     def _store(self, res, ns, obj, count=True):
+        self.prune_status(res, obj)
         md = obj.setdefault("metadata", {})
         key = (res.group, res.plural, ns or "", md["name"])
         old = self.objects.get(key)
@@ -304,11 +362,38 @@ class State:
                     del self.objects[ok]
 
     def git_repository_ready(self, ns, name, ready=True, message=None, revision=None):
+        """source-controller's answer to a reconcile of the GitRepository, in its shapes
+        (fluxcd/source-controller v1.9.1, docs/spec/v1/gitrepositories.md: "Ready GitRepository",
+        "Artifact example", "Last Handled Reconcile At"): Ready=True `Succeeded` with the artifact,
+        or Ready=False `GitOperationFailed`; the condition and `status.observedGeneration` at the
+        object's generation; `lastHandledReconcileAt` the value of the object's
+        `reconcile.fluxcd.io/requestedAt` annotation when it has one (fluxcd/pkg
+        `runtime/reconcile` ReconcileRequestStatus). With `auto_ready.accepts` (`{"key", "sha256"}`),
+        whether the clone works is the Secret `spec.secretRef` names: its `key` must hash to
+        `sha256`, else the clone is refused as go-git refuses it ("authentication required",
+        plumbing/transport/common.go, wrapped as gitrepository_controller.go and fluxcd/pkg
+        git/gogit/clone.go wrap it). Like source-controller, the Secret is read only when the
+        GitRepository is reconciled: a changed Secret alone changes nothing."""
         key = ("source.toolkit.fluxcd.io", "gitrepositories", ns, name)
         cur = self.objects.get(key)
         if cur is None:
             return False
+        accepts = (self.auto_ready or {}).get("accepts")
+        if accepts:
+            ref = ((cur.get("spec") or {}).get("secretRef") or {}).get("name")
+            secret = self.objects.get(("", "secrets", ns, ref or ""))
+            held = ((secret or {}).get("data") or {}).get(accepts["key"])
+            try:
+                digest = hashlib.sha256(base64.b64decode(held)).hexdigest() if held else None
+            except ValueError:
+                digest = None
+            ready = digest == accepts["sha256"]
+            message = None
+            if not ready:
+                url = (cur.get("spec") or {}).get("url", "")
+                message = f"failed to checkout and determine revision: unable to clone '{url}': authentication required"
         revision = revision or "main@sha1:0123456789abcdef0123456789abcdef01234567"
+        generation = cur["metadata"].get("generation", 1)
         cond = {
             "type": "Ready",
             "status": "True" if ready else "False",
@@ -316,12 +401,28 @@ class State:
             "message": message or (f"stored artifact for revision '{revision}'" if ready
                                    else "failed to checkout and determine revision"),
             "lastTransitionTime": now_rfc3339(),
-            "observedGeneration": cur["metadata"].get("generation", 1),
+            "observedGeneration": generation,
         }
-        status = {"conditions": [cond], "observedGeneration": cur["metadata"].get("generation", 1)}
+        status = {"conditions": [cond], "observedGeneration": generation}
+        requested = (cur["metadata"].get("annotations") or {}).get("reconcile.fluxcd.io/requestedAt")
+        if requested:
+            status["lastHandledReconcileAt"] = requested
+        old = cur.get("status") or {}
         if ready:
-            status["artifact"] = {"revision": revision, "path": f"gitrepository/{ns}/{name}/x.tar.gz"}
+            sha = revision.rpartition(":")[2]
+            status["artifact"] = {
+                "digest": "sha256:" + hashlib.sha256(revision.encode()).hexdigest(),
+                "lastUpdateTime": now_rfc3339(),
+                "path": f"gitrepository/{ns}/{name}/{sha}.tar.gz",
+                "revision": revision,
+                "size": 91318,
+                "url": f"http://source-controller.{ns}.svc.cluster.local./gitrepository/{ns}/{name}/{sha}.tar.gz",
+            }
+        elif "artifact" in old:
+            # A failed fetch keeps the artifact of the last one that worked.
+            status["artifact"] = old["artifact"]
         cur["status"] = status
+        self.prune_status(self.find_resource("source.toolkit.fluxcd.io", "v1", "gitrepositories"), cur)
         cur["metadata"]["resourceVersion"] = self.next_rv()
         return True
 
@@ -341,17 +442,22 @@ class State:
         if not cur:
             return False
         cur["status"] = copy.deepcopy(status)
+        self.prune_status(res, cur)
         cur["metadata"]["resourceVersion"] = self.next_rv()
         return True
 
     def put_object(self, obj):
-        """An object the cluster's own controllers create (a ReplicaSet's Pod), status included.
+        """An object the cluster's own controllers create (a ReplicaSet's Pod, the Flux Operator's
+        CRDs and sync objects), status included (pruned by its CRD's schema).
         None when its kind is not served or its namespace does not exist."""
         res = self.resource_of(obj.get("apiVersion", ""), obj.get("kind", ""))
         ns = (obj.get("metadata") or {}).get("namespace") if res and res.namespaced else None
         if res is None or (ns and ("", "namespaces", "", ns) not in self.objects):
             return None
-        return self._store(res, ns, copy.deepcopy(obj))
+        stored = self._store(res, ns, copy.deepcopy(obj))
+        # A CRD a controller makes is Established like any other; a GitRepository is reconciled.
+        self.after_write(res, stored)
+        return stored
 
     def set_nodes(self, count):
         """`count` Nodes joined, Ready as the kubelet reports it (the Node reference's

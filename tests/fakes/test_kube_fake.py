@@ -156,3 +156,136 @@ def test_the_flux_operators_crds_and_a_flux_instance_are_served_once_established
     assert call(server, "POST", "/_fake/status", dict(target, status=ready))[0] == 200
     _, got = call(server, "GET", "/apis/fluxcd.controlplane.io/v1/namespaces/flux-system/fluxinstances/flux")
     assert got["spec"]["sync"]["pullSecret"] == "flux-system" and got["status"] == ready
+
+
+def apply(base, obj):
+    """Server-side apply of `obj` by `cellbridge`, as the bootstrap applies."""
+    plural = {"CustomResourceDefinition": "customresourcedefinitions", "GitRepository": "gitrepositories",
+              "Secret": "secrets", "FluxInstance": "fluxinstances", "Widget": "widgets"}[obj["kind"]]
+    group, _, version = obj["apiVersion"].rpartition("/")
+    prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
+    ns = obj["metadata"].get("namespace")
+    where = f"/namespaces/{ns}" if ns else ""
+    path = f"{prefix}{where}/{plural}/{obj['metadata']['name']}?fieldManager=cellbridge&force=true"
+    return call(base, "PATCH", path, obj, content_type="application/apply-patch+yaml")
+
+
+def fixture_docs(*path):
+    import yaml
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", *path)
+    with open(here) as f:
+        return [d for d in yaml.safe_load_all(f) if d]
+
+
+def test_a_status_field_the_crd_does_not_declare_is_dropped_as_the_api_server_prunes_it(server):
+    """flux-operator v0.58.1's FluxInstance CRD declares no top-level `status.observedGeneration`
+    (api/v1/fluxinstance_types.go, FluxInstanceStatus: only each condition has one): written by
+    the status subresource, through `/_fake/status` or by a client, it is dropped, with any other
+    field the schema does not declare; what it declares is kept."""
+    install = fixture_docs("flux-operator", "fleet", "clusters", "_template", "flux-system", "flux-operator-install.yaml")
+    instance = fixture_docs("flux-operator", "fleet", "clusters", "_template", "flux-system", "flux-instance.yaml")[0]
+    flux_system(server)
+    for crd in [d for d in install if d["kind"] == "CustomResourceDefinition"]:
+        assert apply(server, crd)[0] in (200, 201)
+    assert apply(server, instance)[0] == 201
+    # flux-operator docs/api/v1/fluxinstance.md, the `kubectl describe` example, plus the invented fields.
+    condition = {"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded",
+                 "message": "Reconciliation finished in 52s", "observedGeneration": 1,
+                 "lastTransitionTime": "2024-06-03T12:20:57Z"}
+    written = {"observedGeneration": 1, "invented": {"a": 1},
+               "lastAppliedRevision": "v2.3.0@sha256:4cc5babdb1279ad0177bf513292deadbfa3f7b7c3da0be7fa53b39ab434f7219",
+               "conditions": [dict(condition, undeclared="x")]}
+    target = {"apiVersion": "fluxcd.controlplane.io/v1", "kind": "FluxInstance", "namespace": "flux-system", "name": "flux"}
+    assert call(server, "POST", "/_fake/status", dict(target, status=written))[0] == 200
+    path = "/apis/fluxcd.controlplane.io/v1/namespaces/flux-system/fluxinstances/flux"
+    _, got = call(server, "GET", path)
+    assert got["status"] == {"lastAppliedRevision": written["lastAppliedRevision"], "conditions": [condition]}
+    # The same through the status subresource, as the operator writes it (a merge patch).
+    status, got = call(server, "PATCH", path + "/status", {"status": {"observedGeneration": 2}},
+                       content_type="application/merge-patch+json")
+    assert status == 200 and "observedGeneration" not in got["status"], got["status"]
+
+
+def test_a_node_marked_to_preserve_unknown_fields_keeps_them(server):
+    """`x-kubernetes-preserve-unknown-fields: true` keeps what its node does not declare; the
+    declared siblings are still pruned below it."""
+    schema = {"type": "object", "properties": {
+        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        "status": {"type": "object", "properties": {
+            "known": {"type": "string"},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        }}}}
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "widgets.example.com"},
+           "spec": {"group": "example.com", "scope": "Namespaced",
+                    "names": {"kind": "Widget", "plural": "widgets"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                                  "schema": {"openAPIV3Schema": schema}}]}}
+    flux_system(server)
+    assert apply(server, crd)[0] == 201
+    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "flux-system"},
+              "spec": {"anything": {"goes": 1}}}
+    assert apply(server, widget)[0] == 201
+    status = {"known": "k", "unknown": "u", "free": {"x": {"y": 1}}, "labels": {"a": "b"}}
+    target = {"apiVersion": "example.com/v1", "kind": "Widget", "namespace": "flux-system", "name": "w"}
+    assert call(server, "POST", "/_fake/status", dict(target, status=status))[0] == 200
+    _, got = call(server, "GET", "/apis/example.com/v1/namespaces/flux-system/widgets/w")
+    assert got["status"] == {"known": "k", "free": {"x": {"y": 1}}, "labels": {"a": "b"}}
+    assert got["spec"] == {"anything": {"goes": 1}}
+
+
+def test_source_controller_reads_a_changed_secret_only_when_asked_to_reconcile(server):
+    """With `accepts`, the GitRepository's Ready is the Secret it names: a changed Secret alone
+    changes nothing (source-controller reconciles on its interval or when asked); a new
+    `reconcile.fluxcd.io/requestedAt` is reconciled and reported in `lastHandledReconcileAt`
+    (source-controller v1.9.1 docs/spec/v1/gitrepositories.md, "Triggering a reconcile")."""
+    import base64
+    import hashlib
+    import time
+    import yaml
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "flux", "fleet", "clusters",
+                        "_template", "flux-system", "gotk-components.yaml")
+    with open(here) as f:
+        # Only the GitRepository CRD's document is parsed: the file is large.
+        doc = next(d for d in f.read().split("\n---\n") if "name: gitrepositories.source.toolkit.fluxcd.io" in d)
+    crd = yaml.safe_load(doc)
+    flux_system(server)
+    assert apply(server, crd)[0] == 201
+    good = hashlib.sha256(b"new-token").hexdigest()
+    assert call(server, "POST", "/_fake/auto-ready", {"accepts": {"key": "password", "sha256": good}})[0] == 200
+
+    def secret(value):
+        return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "flux-system", "namespace": "flux-system"},
+                "data": {"username": base64.b64encode(b"git").decode(), "password": base64.b64encode(value).decode()}}
+
+    assert apply(server, secret(b"old-token"))[0] == 201
+    repo = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+            "metadata": {"name": "flux-system", "namespace": "flux-system"},
+            "spec": {"url": "https://github.com/acme/fleet", "secretRef": {"name": "flux-system"}, "interval": "1m"}}
+    assert apply(server, repo)[0] == 201
+    path = "/apis/source.toolkit.fluxcd.io/v1/namespaces/flux-system/gitrepositories/flux-system"
+
+    def ready():
+        for _ in range(50):
+            _, got = call(server, "GET", path)
+            if got.get("status"):
+                return got["status"]
+            time.sleep(0.02)
+        raise AssertionError("source-controller never answered")
+
+    st = ready()
+    assert st["conditions"][0]["status"] == "False" and "authentication required" in st["conditions"][0]["message"]
+    assert "lastHandledReconcileAt" not in st
+    assert apply(server, secret(b"new-token"))[0] == 200
+    time.sleep(0.1)
+    assert ready()["conditions"][0]["status"] == "False", "a Secret's change alone is not reconciled"
+    patch = {"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": "2026-12-07T20:00:00Z"}}}
+    assert call(server, "PATCH", path, patch, content_type="application/merge-patch+json")[0] == 200
+    for _ in range(50):
+        st = ready()
+        if st.get("lastHandledReconcileAt"):
+            break
+        time.sleep(0.02)
+    assert st["lastHandledReconcileAt"] == "2026-12-07T20:00:00Z"
+    assert st["conditions"][0]["status"] == "True" and st["artifact"]["revision"].startswith("main@sha1:")

@@ -130,6 +130,21 @@ impl KubeFake {
         self.control("POST", "/_fake/object", Some(object));
     }
 
+    /// Stores an object a controller makes (the Flux Operator makes Flux's CRDs and sync
+    /// objects) once its kind is served: a CRD just stored takes a moment to be Established.
+    pub fn put_object_when_served(&self, object: Value) {
+        let url = format!("http://127.0.0.1:{}/_fake/object", self.control_port);
+        for _ in 0..100 {
+            let (status, v) = http_json("POST", &url, Some(object.clone()));
+            match status {
+                200 => return,
+                404 => std::thread::sleep(std::time::Duration::from_millis(50)),
+                _ => panic!("kube fake POST /_fake/object: {status} {v}"),
+            }
+        }
+        panic!("kube fake: {} never served", object["kind"]);
+    }
+
     /// `count` Nodes have joined the cluster (none before).
     pub fn nodes(&self, count: usize) {
         self.control("POST", "/_fake/nodes", Some(json!({"count": count})));

@@ -4,7 +4,7 @@
 //! Files: `session` (the client: CA, EKS token, renewal, timeouts), `calls` (one Kubernetes call
 //! with retries, and what its failures mean), this file (discovery and server-side apply),
 //! `wait` (CRDs Established, the GitRepository Ready), `observe` (what the cluster reports about
-//! Flux, for the confirmation).
+//! Flux, for the confirmation), `objects` (one object read, a reconcile asked for).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -21,6 +21,7 @@ use crate::pure::bootstrap::confirm::Snapshot;
 use crate::pure::bootstrap::plan::{KubeRef, Phase, Step};
 
 mod calls;
+mod objects;
 mod observe;
 mod session;
 pub mod token;
@@ -201,6 +202,19 @@ impl KubeApi for Applier {
 
     async fn observe(&mut self, what: &Observe) -> Result<Snapshot, ApplyError> {
         self.observe_flux(what).await
+    }
+
+    async fn get(&mut self, target: &KubeRef, plural: &str) -> Result<Option<Value>, ApplyError> {
+        self.get_object(target, plural).await
+    }
+
+    async fn annotate(
+        &mut self,
+        target: &KubeRef,
+        plural: &str,
+        annotations: &std::collections::BTreeMap<String, String>,
+    ) -> Result<(), ApplyError> {
+        self.annotate_object(target, plural, annotations).await
     }
 }
 

@@ -44,6 +44,24 @@ pub(super) const KUSTOMIZATION: FluxKind = FluxKind {
     revision: "/status/lastAppliedRevision",
 };
 
+/// source-controller's other sources a FluxInstance may sync from (flux-operator v0.58.1
+/// `api/v1/fluxinstance_types.go`, `Sync.Kind`: `OCIRepository`, `GitRepository`, `Bucket`), each
+/// with its fetched artifact's revision (source-controller v1.9.1 `docs/spec/v1/ocirepositories.md`
+/// and `buckets.md`, "Artifact").
+pub(super) const OCI_REPOSITORY: FluxKind = FluxKind {
+    api_version: "source.toolkit.fluxcd.io/v1",
+    kind: "OCIRepository",
+    plural: "ocirepositories",
+    revision: "/status/artifact/revision",
+};
+
+pub(super) const BUCKET: FluxKind = FluxKind {
+    api_version: "source.toolkit.fluxcd.io/v1",
+    kind: "Bucket",
+    plural: "buckets",
+    revision: "/status/artifact/revision",
+};
+
 pub(super) const FLUX_INSTANCE: FluxKind = FluxKind {
     api_version: "fluxcd.controlplane.io/v1",
     kind: "FluxInstance",
@@ -72,13 +90,31 @@ impl Applier {
         let pods = list.items.iter().map(pod).collect();
 
         let nodes = self.count_nodes().await?;
-        let git_repository = self.flux_object(&GIT_REPOSITORY, ns, &what.git_repository).await?;
-        let kustomization = self.flux_object(&KUSTOMIZATION, ns, &what.kustomization).await?;
-        let flux_instance = match &what.flux_instance {
-            Some(name) => self.flux_object(&FLUX_INSTANCE, ns, name).await?,
-            None => None,
+        // An operator cell's sync objects are the ones its FluxInstance names, as the operator
+        // made them; before the instance is there, the ones the bootstrap applied it with.
+        let (flux_instance, sync) = match &what.flux_instance {
+            Some(name) => match self.get_dynamic(&FLUX_INSTANCE, ns, name).await? {
+                Some(o) => (
+                    Some(flux_object(&FLUX_INSTANCE, o.metadata.generation, &o.data)),
+                    instance_sync(&o.data, ns),
+                ),
+                None => (None, None),
+            },
+            None => (None, None),
         };
+        let (source, source_name, ks_name) = match &sync {
+            Some((kind, name)) => (*kind, name.as_str(), name.as_str()),
+            None => (
+                &GIT_REPOSITORY,
+                what.git_repository.as_str(),
+                what.kustomization.as_str(),
+            ),
+        };
+        let git_repository = self.flux_object(source, ns, source_name).await?;
+        let kustomization = self.flux_object(&KUSTOMIZATION, ns, ks_name).await?;
         Ok(Snapshot {
+            source_kind: source.kind.to_owned(),
+            sync_name: ks_name.to_owned(),
             controllers: what.controllers.clone(),
             deployments,
             pods,
@@ -124,6 +160,18 @@ impl Applier {
     /// The named object, `None` when it is not there or its kind is not served: an API group
     /// no CRD defines answers 404 like an absent object.
     async fn flux_object(&mut self, kind: &FluxKind, ns: &str, name: &str) -> Result<Option<FluxObject>, ApplyError> {
+        Ok(self
+            .get_dynamic(kind, ns, name)
+            .await?
+            .map(|o| flux_object(kind, o.metadata.generation, &o.data)))
+    }
+
+    async fn get_dynamic(
+        &mut self,
+        kind: &FluxKind,
+        ns: &str,
+        name: &str,
+    ) -> Result<Option<DynamicObject>, ApplyError> {
         let (group, version) = super::split_api_version(kind.api_version);
         let ar = ApiResource {
             group: group.into(),
@@ -136,7 +184,7 @@ impl Applier {
         let api: Api<DynamicObject> = Api::namespaced_with(client, ns, &ar);
         let target = format!("{} {ns}/{name}", kind.kind);
         match retry(&self.session, "get", &target, false, || api.get_opt(name)).await {
-            Ok(o) => Ok(o.map(|o| flux_object(kind, o.metadata.generation, &o.data))),
+            Ok(o) => Ok(o),
             Err(ApplyError::Api { code: 404, .. }) => Ok(None),
             Err(e) => Err(e),
         }
@@ -198,6 +246,26 @@ fn waiting(c: &ContainerStatus) -> Option<Waiting> {
         reason: w.reason.clone().unwrap_or_default(),
         message: w.message.clone().unwrap_or_default(),
     })
+}
+
+/// The source kind and name of the sync objects a FluxInstance makes from its `spec.sync`
+/// (flux-operator v0.58.1 `api/v1/fluxinstance_types.go`, `Sync`: `kind`; `name`, "When not
+/// specified, the name is set to the namespace name of the FluxInstance"); `None` without a
+/// `spec.sync` or with a kind the operator does not sync from.
+pub(super) fn instance_sync(data: &Value, ns: &str) -> Option<(&'static FluxKind, String)> {
+    let sync = data.pointer("/spec/sync")?;
+    let kind = match sync.get("kind").and_then(Value::as_str)? {
+        "GitRepository" => &GIT_REPOSITORY,
+        "OCIRepository" => &OCI_REPOSITORY,
+        "Bucket" => &BUCKET,
+        _ => return None,
+    };
+    let name = sync
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .unwrap_or(ns);
+    Some((kind, name.to_owned()))
 }
 
 /// A Flux object's generation, `status.observedGeneration`, `Ready` condition (a

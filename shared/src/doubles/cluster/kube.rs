@@ -15,6 +15,13 @@
 //!   Deployment's pods exist only once the Deployment does (its ReplicaSet makes them,
 //!   <https://kubernetes.io/docs/concepts/workloads/controllers/deployment/>). Nodes are not
 //!   applied: they join.
+//! - The Flux Operator makes the sync objects of a FluxInstance's `spec.sync` as soon as the
+//!   instance is there (flux-operator v0.58.1 `internal/builder/templates.go`, `syncTmpl`).
+//! - source-controller reads a GitRepository's Secret only when it reconciles it: when it is
+//!   written, or asked to by a new `reconcile.fluxcd.io/requestedAt` annotation, whose value it
+//!   then reports as `status.lastHandledReconcileAt` (source-controller v1.9.1
+//!   `docs/spec/v1/gitrepositories.md`, "Triggering a reconcile"). With [`MemKube::git_accepts`]
+//!   the Git server takes one credential value only, and refuses the others as a refused key.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -42,6 +49,12 @@ struct KubeFault {
 
 type ObjectKey = (String, String, Option<String>, String);
 
+/// A cluster: its region and name.
+type ClusterKey = (String, String);
+
+/// A GitRepository's last reconcile: its Secret accepted, the reconcile request it handled.
+type Reconciled = (bool, Option<String>);
+
 #[derive(Default)]
 struct KubeWorld {
     objects: BTreeMap<(String, String), BTreeMap<ObjectKey, Value>>,
@@ -50,6 +63,11 @@ struct KubeWorld {
     kubeconfigs: BTreeMap<PathBuf, (String, String)>,
     stuck_crds: BTreeSet<String>,
     reported: Reported,
+    /// The one credential value the Git server accepts; `None`: the reported status decides.
+    git_accepts: Option<String>,
+    /// Each GitRepository's last reconcile: whether its Secret held the accepted value, and the
+    /// reconcile request it handled.
+    reconciled: BTreeMap<(ClusterKey, ObjectKey), Reconciled>,
 }
 
 /// The revision a working cluster's GitRepository fetched and its Kustomization applied, unless
@@ -127,11 +145,7 @@ impl MemKube {
     /// Puts an object in the cluster, as another client would (Flux already installed, say).
     pub fn put(&self, region: &str, cluster: &str, object: Value) {
         let key = object_key(&object).expect("an object with apiVersion, kind and metadata.name");
-        self.lock()
-            .objects
-            .entry((region.to_owned(), cluster.to_owned()))
-            .or_default()
-            .insert(key, object);
+        store(&mut self.lock(), &(region.to_owned(), cluster.to_owned()), key, object);
     }
 
     /// The object, if the cluster has it.
@@ -203,6 +217,117 @@ impl MemKube {
     pub fn flux_instance_status(&self, o: FluxObject) {
         self.lock().reported.flux_instance = o;
     }
+
+    /// The Git server accepts only this credential value (a Secret's decoded value), each
+    /// GitRepository reconciled again at once; a refused one reads as a refused key
+    /// (`confirm::fixtures::git_key_refused`). `None`: the reported status decides again.
+    pub fn git_accepts(&self, value: Option<&str>) {
+        let mut w = self.lock();
+        w.git_accepts = value.map(str::to_owned);
+        // source-controller's next interval: every GitRepository is reconciled again.
+        let repos: Vec<(ClusterKey, ObjectKey)> = w
+            .objects
+            .iter()
+            .flat_map(|(c, objects)| {
+                objects
+                    .keys()
+                    .filter(|k| k.1 == "GitRepository")
+                    .map(move |k| (c.clone(), k.clone()))
+            })
+            .collect();
+        for (cluster, key) in repos {
+            reconcile_git(&mut w, &cluster, &key);
+        }
+    }
+}
+
+/// source-controller reconciling the GitRepository `key`: whether the Secret its `secretRef`
+/// names holds the accepted value, and the reconcile request it handled.
+fn reconcile_git(w: &mut KubeWorld, cluster: &(String, String), key: &ObjectKey) {
+    let Some(objects) = w.objects.get(cluster) else { return };
+    let Some(repo) = objects.get(key) else { return };
+    let secret = repo
+        .pointer("/spec/secretRef/name")
+        .and_then(Value::as_str)
+        .and_then(|name| objects.get(&("v1".to_owned(), "Secret".to_owned(), key.2.clone(), name.to_owned())));
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let accepted = w.git_accepts.as_ref().is_some_and(|want| {
+        secret.and_then(|s| s.get("data")?.as_object()).is_some_and(|data| {
+            data.values()
+                .filter_map(Value::as_str)
+                .any(|v| base64::Engine::decode(&b64, v).is_ok_and(|d| d == want.as_bytes()))
+        })
+    });
+    let handled = repo
+        .pointer("/metadata/annotations/reconcile.fluxcd.io~1requestedAt")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    w.reconciled.insert((cluster.clone(), key.clone()), (accepted, handled));
+}
+
+/// The GitRepository and Kustomization the Flux Operator makes from a FluxInstance's `spec.sync`
+/// (flux-operator v0.58.1 `internal/builder/templates.go`, `syncTmpl`), once it is there.
+fn operator_makes(instance: &Value) -> Vec<Value> {
+    let Some(sync) = instance.pointer("/spec/sync") else {
+        return Vec::new();
+    };
+    let s = |k: &str| sync.get(k).and_then(Value::as_str).unwrap_or_default();
+    let ns = instance
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("flux-system");
+    let name = Some(s("name")).filter(|n| !n.is_empty()).unwrap_or(ns);
+    let mut spec = serde_json::json!({"interval": Some(s("interval")).filter(|i| !i.is_empty()).unwrap_or("1m"),
+                                      "ref": {"name": s("ref")}, "url": s("url")});
+    if !s("pullSecret").is_empty() {
+        spec["secretRef"] = serde_json::json!({"name": s("pullSecret")});
+    }
+    if !s("provider").is_empty() {
+        spec["provider"] = serde_json::json!(s("provider"));
+    }
+    vec![
+        serde_json::json!({"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": s("kind"),
+                           "metadata": {"name": name, "namespace": ns}, "spec": spec}),
+        serde_json::json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                           "metadata": {"name": name, "namespace": ns},
+                           "spec": {"interval": "10m0s", "path": s("path"), "prune": true,
+                                    "sourceRef": {"kind": s("kind"), "name": name}}}),
+    ]
+}
+
+/// Stores `object` in `cluster`, with what the cluster's controllers do about it.
+fn store(w: &mut KubeWorld, cluster: &(String, String), key: ObjectKey, object: Value) {
+    let made = if key.1 == "FluxInstance" {
+        operator_makes(&object)
+    } else {
+        Vec::new()
+    };
+    let objects = w.objects.entry(cluster.clone()).or_default();
+    let mut repos = Vec::new();
+    if key.1 == "GitRepository" {
+        repos.push(key.clone());
+    }
+    objects.insert(key, object);
+    for o in made {
+        if let Some(k) = object_key(&o) {
+            if k.1 == "GitRepository" && !objects.contains_key(&k) {
+                repos.push(k.clone());
+            }
+            objects.entry(k).or_insert(o);
+        }
+    }
+    for k in repos {
+        reconcile_git(w, cluster, &k);
+    }
+}
+
+fn key_of(t: &KubeRef) -> ObjectKey {
+    (
+        t.api_version.clone(),
+        t.kind.clone(),
+        t.namespace.clone(),
+        t.name.clone(),
+    )
 }
 
 fn object_key(object: &Value) -> Option<ObjectKey> {
@@ -400,7 +525,7 @@ impl KubeApi for MemKubeApi {
             namespace,
             target.name.clone(),
         );
-        objects.insert(key, step.object().clone());
+        store(&mut w, &self.cluster, key, step.object().clone());
         w.applied.push(match &target.namespace {
             Some(ns) => format!("{} {ns}/{}", target.kind, target.name),
             None => format!("{} {}", target.kind, target.name),
@@ -442,6 +567,47 @@ impl KubeApi for MemKubeApi {
         }
     }
 
+    async fn get(&mut self, target: &KubeRef, _plural: &str) -> Result<Option<Value>, ApplyError> {
+        self.call("get", target)?;
+        let w = self.kube.lock();
+        let key = key_of(target);
+        let Some(mut o) = w.objects.get(&self.cluster).and_then(|o| o.get(&key)).cloned() else {
+            return Ok(None);
+        };
+        if let Some((_, Some(handled))) = w.reconciled.get(&(self.cluster.clone(), key)) {
+            o["status"]["lastHandledReconcileAt"] = Value::String(handled.clone());
+        }
+        Ok(Some(o))
+    }
+
+    async fn annotate(
+        &mut self,
+        target: &KubeRef,
+        _plural: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<(), ApplyError> {
+        self.call("patch", target)?;
+        let mut w = self.kube.lock();
+        let key = key_of(target);
+        let Some(o) = w.objects.get_mut(&self.cluster).and_then(|o| o.get_mut(&key)) else {
+            return Err(api_error("patch", target, 404));
+        };
+        for (k, v) in annotations {
+            o["metadata"]["annotations"][k.as_str()] = Value::String(v.clone());
+        }
+        w.applied.push(format!(
+            "annotate {} {}/{}",
+            target.kind,
+            target.namespace.as_deref().unwrap_or_default(),
+            target.name
+        ));
+        if target.kind == "GitRepository" {
+            let cluster = self.cluster.clone();
+            reconcile_git(&mut w, &cluster, &key);
+        }
+        Ok(())
+    }
+
     async fn observe(&mut self, what: &Observe) -> Result<Snapshot, ApplyError> {
         let ns = what.namespace.as_str();
         let at = |api_version: &str, kind: &str, name: &str| KubeRef {
@@ -453,27 +619,46 @@ impl KubeApi for MemKubeApi {
         for (api_version, kind) in [("apps/v1", "Deployment"), ("v1", "Pod"), ("v1", "Node")] {
             self.call("list", &at(api_version, kind, ""))?;
         }
-        let mut flux = vec![
-            at("source.toolkit.fluxcd.io/v1", "GitRepository", &what.git_repository),
-            at("kustomize.toolkit.fluxcd.io/v1", "Kustomization", &what.kustomization),
-        ];
-        if let Some(name) = &what.flux_instance {
-            flux.push(at("fluxcd.controlplane.io/v1", "FluxInstance", name));
+        let instance = what
+            .flux_instance
+            .as_ref()
+            .map(|name| at("fluxcd.controlplane.io/v1", "FluxInstance", name));
+        if let Some(target) = &instance {
+            self.call("get", target)?;
         }
+        // The Flux Operator makes the sync objects its FluxInstance's `spec.sync` names (kind,
+        // `name` else the instance's namespace: flux-operator v0.58.1 `api/v1/fluxinstance_types.go`).
+        let sync = instance.as_ref().and_then(|t| {
+            let w = self.kube.lock();
+            let o = w.objects.get(&self.cluster)?.get(&key_of(t))?;
+            let sync = o.pointer("/spec/sync")?;
+            let kind = sync.get("kind").and_then(Value::as_str)?.to_owned();
+            let name = sync
+                .get("name")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+                .unwrap_or(ns);
+            Some((kind, name.to_owned()))
+        });
+        let (source_kind, source_name, ks_name) = match &sync {
+            Some((kind, name)) => (kind.as_str(), name.as_str(), name.as_str()),
+            None => (
+                "GitRepository",
+                what.git_repository.as_str(),
+                what.kustomization.as_str(),
+            ),
+        };
+        let flux = [
+            at("source.toolkit.fluxcd.io/v1", source_kind, source_name),
+            at("kustomize.toolkit.fluxcd.io/v1", "Kustomization", ks_name),
+        ];
         for target in &flux {
             self.call("get", target)?;
         }
         let w = self.kube.lock();
         let empty = BTreeMap::new();
         let objects = w.objects.get(&self.cluster).unwrap_or(&empty);
-        let applied = |t: &KubeRef| {
-            objects.contains_key(&(
-                t.api_version.clone(),
-                t.kind.clone(),
-                t.namespace.clone(),
-                t.name.clone(),
-            ))
-        };
+        let applied = |t: &KubeRef| objects.contains_key(&key_of(t));
         let names: Vec<&str> = objects
             .keys()
             .filter(|(av, k, n, _)| av == "apps/v1" && k == "Deployment" && n.as_deref() == Some(ns))
@@ -481,7 +666,13 @@ impl KubeApi for MemKubeApi {
             .collect();
         let r = &w.reported;
         let reported = |t: &KubeRef, o: &FluxObject| applied(t).then(|| o.clone());
+        let source = match w.reconciled.get(&(self.cluster.clone(), key_of(&flux[0]))) {
+            Some((false, _)) if w.git_accepts.is_some() => applied(&flux[0]).then(upstream::git_key_refused),
+            _ => reported(&flux[0], &r.git_repository),
+        };
         Ok(Snapshot {
+            source_kind: source_kind.to_owned(),
+            sync_name: ks_name.to_owned(),
             controllers: what.controllers.clone(),
             deployments: names
                 .iter()
@@ -492,10 +683,10 @@ impl KubeApi for MemKubeApi {
                 .collect(),
             pods: names.iter().flat_map(|name| r.pods(name)).collect(),
             nodes: r.nodes,
-            git_repository: reported(&flux[0], &r.git_repository),
+            git_repository: source,
             kustomization: reported(&flux[1], &r.kustomization),
             operator: what.flux_instance.is_some(),
-            flux_instance: flux.get(2).and_then(|t| reported(t, &r.flux_instance)),
+            flux_instance: instance.as_ref().and_then(|t| reported(t, &r.flux_instance)),
             secrets: Vec::new(),
         })
     }

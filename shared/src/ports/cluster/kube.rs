@@ -106,6 +106,9 @@ pub struct Observe {
     /// A Flux Operator cell: the `fluxcd.controlplane.io/v1` FluxInstance of this name (the
     /// operator reconciles only one, named `flux`).
     pub flux_instance: Option<String>,
+    /// The Git secret the bootstrap applied in `namespace` (`None`: none known): when the
+    /// source refuses the credentials, it is compared with the one Secrets Manager holds.
+    pub git_secret: Option<String>,
 }
 
 impl Observe {
@@ -118,6 +121,7 @@ impl Observe {
             git_repository: FLUX_SYSTEM.into(),
             kustomization: FLUX_SYSTEM.into(),
             flux_instance: None,
+            git_secret: None,
         }
     }
 }

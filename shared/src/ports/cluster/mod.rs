@@ -8,7 +8,10 @@
 //! absent object is `Ok(None)` / `Ok(false)`, not an error, because the sequence decides what
 //! absence means.
 
+use std::collections::BTreeMap;
 use std::future::Future;
+
+use serde_json::Value;
 
 pub mod access;
 pub mod eks;
@@ -106,6 +109,18 @@ pub trait KubeApi: Send {
     /// yet, or of a kind the cluster does not serve (no FluxInstance CRD), is absent, not an
     /// error; `controllers` and `operator` are the request's, `secrets` is left to the caller.
     fn observe(&mut self, what: &Observe) -> impl Future<Output = Result<Snapshot, ApplyError>> + Send;
+    /// One object as the API server answers it; `None` when it is not there or its kind is not
+    /// served. A Secret's answer holds its values: never logged, never reported.
+    fn get(&mut self, target: &KubeRef, plural: &str)
+    -> impl Future<Output = Result<Option<Value>, ApplyError>> + Send;
+    /// Sets `annotations` with a JSON merge patch of `metadata.annotations` alone (how a
+    /// reconcile is asked for), taking no other field.
+    fn annotate(
+        &mut self,
+        target: &KubeRef,
+        plural: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<(), ApplyError>> + Send;
 }
 
 /// Opens [`KubeApi`] connections.

@@ -11,8 +11,16 @@
 //! flux2's `pkg/bootstrap/bootstrap.go`, `objectReconciled`) **at the same revision**: the
 //! GitRepository's `status.artifact.revision` is the Kustomization's `status.lastAppliedRevision`.
 //! A Kustomization still Ready at the old revision while the GitRepository fetched a new one has
-//! not applied what is in Git yet. On a Flux Operator cell: the FluxInstance Ready=True for its
-//! generation; the rest is the operator's business and serves only to name a reason.
+//! not applied what is in Git yet.
+//!
+//! On a Flux Operator cell, first the FluxInstance as the operator reports it: its status has no
+//! `observedGeneration` of its own (flux-operator v0.58.1 `api/v1/fluxinstance_types.go`,
+//! `FluxInstanceStatus`), so the Ready condition's own `observedGeneration` must be the object's
+//! generation, as the operator's CLI tests it (`cmd/cli/client.go`, `isReady`), with a
+//! `lastAppliedRevision`. Then the sync objects the instance made from `spec.sync` (its source,
+//! a GitRepository or OCIRepository, and the Kustomization, both named `spec.sync.name`), read as
+//! for a plain cell: with `spec.wait: false` the operator reports Ready right after applying,
+//! whatever the source does, so the instance alone would hide a refused key.
 //!
 //! # Reasons, in the order they cause each other
 //!
@@ -228,6 +236,12 @@ pub struct FluxObject {
 /// What one check read from the cluster. An object `None` was not found (yet).
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
+    /// The kind of `git_repository`: `GitRepository` (empty: that) or, on an operator cell
+    /// syncing from one, `OCIRepository` or `Bucket`.
+    pub source_kind: String,
+    /// The name of the source and the Kustomization (empty: `flux-system`): an operator cell's
+    /// `spec.sync.name`.
+    pub sync_name: String,
     /// The Deployments gotk-components applies to flux-system (or the operator's), by name.
     pub controllers: Vec<String>,
     pub deployments: Vec<Deployment>,
@@ -330,6 +344,34 @@ pub fn classify(snapshot: &Snapshot, timing: &Timing) -> Verdict {
     }
 }
 
+impl Snapshot {
+    fn sync(&self) -> &str {
+        if self.sync_name.is_empty() {
+            "flux-system"
+        } else {
+            &self.sync_name
+        }
+    }
+
+    /// `GitRepository flux-system`, or the operator's source.
+    fn source(&self) -> String {
+        let kind = if self.source_kind.is_empty() {
+            "GitRepository"
+        } else {
+            &self.source_kind
+        };
+        format!("{kind} {}", self.sync())
+    }
+
+    fn kustomization_name(&self) -> String {
+        format!("Kustomization {}", self.sync())
+    }
+
+    fn syncs_from_git(&self) -> bool {
+        self.source_kind.is_empty() || self.source_kind == "GitRepository"
+    }
+}
+
 fn said(awaited: &[String]) -> String {
     if awaited.is_empty() {
         "nothing reported".to_owned()
@@ -340,18 +382,33 @@ fn said(awaited: &[String]) -> String {
 
 /// `Some(sentence)` when Flux took over.
 fn ready(s: &Snapshot) -> Option<String> {
-    if s.operator {
-        let fi = s.flux_instance.as_ref()?;
-        return ready_now(fi).then(|| "Flux took over: the FluxInstance is Ready.".to_owned());
-    }
+    let instance = match s.operator {
+        true => Some(s.flux_instance.as_ref().filter(|fi| instance_ready(fi))?),
+        false => None,
+    };
     let controllers = s.controllers.iter().all(|name| available(s, name));
     let (gr, ks) = (s.git_repository.as_ref()?, s.kustomization.as_ref()?);
     let revision = gr.revision.as_deref().filter(|r| !r.is_empty())?;
-    (controllers && ready_now(gr) && ready_now(ks) && ks.revision.as_deref() == Some(revision)).then(|| {
-        format!(
-            "Flux took over: the controllers are available and Kustomization flux-system applied revision {revision}."
-        )
-    })
+    let ks_name = s.kustomization_name();
+    (controllers && ready_now(gr) && ready_now(ks) && ks.revision.as_deref() == Some(revision)).then(
+        || match instance {
+            Some(fi) => format!(
+                "Flux took over: the FluxInstance is Ready at {} and {ks_name} applied revision {revision}.",
+                fi.revision.as_deref().unwrap_or_default()
+            ),
+            None => format!("Flux took over: the controllers are available and {ks_name} applied revision {revision}."),
+        },
+    )
+}
+
+/// The FluxInstance Ready as flux-operator's own CLI tests it (v0.58.1 `cmd/cli/client.go`,
+/// `isReady`): the Ready condition's `observedGeneration` is the object's `metadata.generation`
+/// and its status `True`; and a `lastAppliedRevision`, the distribution it applied. An instance
+/// without a generation or a condition generation is not Ready: nothing says it saw its spec.
+fn instance_ready(fi: &FluxObject) -> bool {
+    let Some(c) = fi.ready.as_ref() else { return false };
+    let current = matches!((fi.generation, c.observed_generation), (Some(g), Some(seen)) if seen == g);
+    current && c.status == ConditionStatus::True && fi.revision.as_deref().is_some_and(|r| !r.is_empty())
 }
 
 fn available(s: &Snapshot, name: &str) -> bool {
@@ -389,8 +446,17 @@ fn failing_now(o: &FluxObject) -> Option<&Condition> {
 fn reason(s: &Snapshot) -> Option<Seen> {
     nodes(s)
         .or_else(|| images(s))
-        .or_else(|| s.git_repository.as_ref().and_then(git))
-        .or_else(|| s.kustomization.as_ref().and_then(build))
+        .or_else(|| {
+            s.git_repository
+                .as_ref()
+                .filter(|_| s.syncs_from_git())
+                .and_then(|gr| git(gr, &s.source()))
+        })
+        .or_else(|| {
+            s.kustomization
+                .as_ref()
+                .and_then(|ks| build(ks, &s.kustomization_name()))
+        })
         .or_else(|| s.flux_instance.as_ref().filter(|_| s.operator).and_then(instance))
 }
 
@@ -466,14 +532,10 @@ const REFUSED: [&str; 7] = [
     "repository not found",
 ];
 
-fn git(gr: &FluxObject) -> Option<Seen> {
+fn git(gr: &FluxObject, name: &str) -> Option<Seen> {
     let c = failing_now(gr)?;
     let lower = c.message.to_ascii_lowercase();
-    let what = format!(
-        "GitRepository flux-system is not Ready ({}): {}",
-        c.reason,
-        one_line(&c.message)
-    );
+    let what = format!("{name} is not Ready ({}): {}", c.reason, one_line(&c.message));
     if UNREACHABLE.iter().any(|w| lower.contains(w)) {
         seen(Outcome::GitUnreachable, what)
     } else if c.reason == "AuthenticationFailed" || REFUSED.iter().any(|w| lower.contains(w)) {
@@ -486,7 +548,7 @@ fn git(gr: &FluxObject) -> Option<Seen> {
 /// fluxcd/pkg `envsubst/template.go`: `errVarNotSet`.
 const STRICT: &str = "variable not set (strict mode)";
 
-fn build(ks: &FluxObject) -> Option<Seen> {
+fn build(ks: &FluxObject, name: &str) -> Option<Seen> {
     let c = failing_now(ks)?;
     let wrong = match c.reason.as_str() {
         // kustomize_varsub.go: a substituteFrom object not found yet is not the content.
@@ -496,11 +558,7 @@ fn build(ks: &FluxObject) -> Option<Seen> {
     };
     wrong.then(|| Seen {
         outcome: Outcome::BuildFailed,
-        what: format!(
-            "Kustomization flux-system failed ({}): {}",
-            c.reason,
-            one_line(&c.message)
-        ),
+        what: format!("{name} failed ({}): {}", c.reason, one_line(&c.message)),
         strict: c.message.contains(STRICT),
     })
 }
@@ -531,15 +589,16 @@ fn awaited(s: &Snapshot) -> Vec<String> {
             Some(_) => {}
         }
     }
-    if s.operator {
+    if s.operator && !s.flux_instance.as_ref().is_some_and(instance_ready) {
         out.push(object("FluxInstance", s.flux_instance.as_ref()));
     }
     let (gr, ks) = (s.git_repository.as_ref(), s.kustomization.as_ref());
+    let ks_name = s.kustomization_name();
     if !gr.is_some_and(ready_now) {
-        out.push(object("GitRepository flux-system", gr));
+        out.push(object(&s.source(), gr));
     }
     if !ks.is_some_and(ready_now) {
-        out.push(object("Kustomization flux-system", ks));
+        out.push(object(&ks_name, ks));
     }
     if let (Some(gr), Some(ks)) = (gr, ks)
         && ready_now(gr)
@@ -547,13 +606,10 @@ fn awaited(s: &Snapshot) -> Vec<String> {
         && gr.revision != ks.revision
     {
         out.push(format!(
-            "Kustomization flux-system to apply revision {} (it last applied {})",
+            "{ks_name} to apply revision {} (it last applied {})",
             gr.revision.as_deref().unwrap_or("none"),
             ks.revision.as_deref().unwrap_or("none")
         ));
-    }
-    if s.operator && s.flux_instance.as_ref().is_some_and(ready_now) {
-        out.clear();
     }
     out
 }

@@ -209,6 +209,14 @@ impl Owner {
     }
 }
 
+/// The name of the Git secret the plan applies in `flux-system`, if it applies one.
+pub fn git_secret_of(steps: &[Step]) -> Option<String> {
+    steps
+        .iter()
+        .find(|s| s.phase == Phase::GitSecret)
+        .map(|s| s.target.name.clone())
+}
+
 /// Where the cell's Flux manifests come from: its own directory once its pull request is
 /// merged, the template before that (bootstrap never waits for a human).
 pub fn components_file(fleet: &dyn FleetRead, cell: &str) -> Result<(String, String), BootstrapPlanError> {

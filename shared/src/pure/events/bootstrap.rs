@@ -30,10 +30,10 @@ pub struct Request {
 }
 
 /// A re-check of a bootstrap's confirmation: the message cluster-bootstrap sends to its own
-/// queue with a delay. It carries everything the check needs, so that a re-check reads neither
-/// the fleet repo (no GitHub request) nor the Git secret: the cluster, how it was reached, what
-/// was applied (the controllers and, on an operator cell, the FluxInstance), when the apply
-/// finished and which check this is.
+/// queue with a delay. It carries everything the check needs, so that a re-check reads no fleet
+/// repo (no GitHub request): the cluster, how it was reached, what was applied (the controllers,
+/// the Git secret and, on an operator cell, the FluxInstance and its sync objects' name), when
+/// the apply finished and which check this is.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Recheck {
@@ -54,6 +54,14 @@ pub struct Recheck {
     pub controllers: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flux_instance: Option<String>,
+    /// An operator cell's `spec.sync.name`: the name of the sync objects its FluxInstance made,
+    /// read until the instance itself says otherwise. Absent: `flux-system`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync: Option<String>,
+    /// The Git secret the bootstrap applied (`flux-system/<name>`): the only object a check that
+    /// finds the credentials refused may apply again, when Secrets Manager holds other ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_secret: Option<String>,
 }
 
 impl Recheck {

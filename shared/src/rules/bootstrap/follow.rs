@@ -6,8 +6,9 @@
 //! [`Tuning::ready_timeout`](crate::ports::cluster::kube::Tuning::ready_timeout) while it holds
 //! the cluster; after that each re-check is a message the function sends to its own queue with
 //! a delay ([`record::next_delay`]), and runs as one check under a fresh temporary access entry,
-//! deleted at its end. A re-check reads neither the fleet repo nor the Git secret: everything it
-//! needs is in its message ([`Recheck`]).
+//! deleted at its end. A re-check reads no fleet repo: everything it needs is in its message
+//! ([`Recheck`]); it reads the Git secret only when the source refuses the credentials, to apply
+//! corrected ones ([`super::rekey`]).
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -51,6 +52,10 @@ pub struct FluxReport {
     /// While confirming: when the next check is due, seconds from now.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_check_secs: Option<u64>,
+    /// What the check did about credentials the source refused: compared with Secrets Manager's,
+    /// applied again or not, and why ([`super::rekey`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git_secret: Option<super::rekey::GitSecretCheck>,
 }
 
 impl FluxReport {
@@ -66,6 +71,7 @@ impl FluxReport {
             check,
             recorded: false,
             next_check_secs: None,
+            git_secret: None,
         }
     }
 
@@ -94,9 +100,22 @@ impl FluxReport {
             check: from.check,
             recorded: false,
             next_check_secs: None,
+            git_secret: None,
         }
     }
+
+    /// A check of a cluster Flux already owns that the invocation's deadline stopped: checked,
+    /// not finished; nothing was left to apply, so the next check goes on from here.
+    pub(super) fn cut(from: Start, deadline: Duration) -> Self {
+        let mut flux = Self::unread(from, CHECK_CUT, deadline);
+        flux.sentence = format!("Checked, not finished: {CHECK_CUT}.");
+        flux
+    }
 }
+
+/// Why a check ended early: the invocation's deadline.
+const CHECK_CUT: &str =
+    "the invocation's deadline came during the check of a cluster Flux already owns; the next check goes on";
 
 /// Where a run's checks start from: the apply that just finished, or (Flux already there) the
 /// record an earlier run left on the cluster.
@@ -232,8 +251,8 @@ pub(super) fn next(
 impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
     /// One re-check of a bootstrap's confirmation: the cluster described, a fresh temporary
     /// access entry, one look at what the cluster reports, the entry deleted, the outcome
-    /// recorded; with the next re-check when it is still confirming. No GitHub request, no
-    /// Git secret read.
+    /// recorded; with the next re-check when it is still confirming. No GitHub request; the Git
+    /// secret is read only when the source refuses the credentials ([`super::rekey`]).
     pub async fn recheck(
         &self,
         r: &Recheck,
@@ -266,10 +285,15 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
             expected: "an RFC 3339 time",
         })?;
         let from = Start { since, check: r.check };
-        let observe = Observe {
+        let mut observe = Observe {
             flux_instance: r.flux_instance.clone(),
+            git_secret: r.git_secret.clone(),
             ..Observe::flux_system(r.controllers.clone())
         };
+        if let Some(sync) = &r.sync {
+            observe.git_repository = sync.clone();
+            observe.kustomization = sync.clone();
+        }
         let mut report = Report::new(&req, BootstrapOutcome::Checked);
         report.cell = Some(r.cell.clone());
         if let Target::Kubeconfig(path) = target {
@@ -278,7 +302,12 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
                 .connect(ClusterAuth::Kubeconfig(path.to_owned()), &self.settings.tuning, false)
                 .await
                 .map_err(|e| apply_error(&req, e))?;
-            let mut flux = watch(&mut kube, &observe, from, &self.settings.confirm, Duration::ZERO, &[])
+            let flux = watch(&mut kube, &observe, from, &self.settings.confirm, Duration::ZERO, &[])
+                .await
+                .map_err(|e| apply_error(&req, e))?;
+            let wait = self.settings.tuning.ready_timeout;
+            let mut flux = self
+                .rekey(&mut kube, &observe, from, flux, wait)
                 .await
                 .map_err(|e| apply_error(&req, e))?;
             report.recheck = next(&mut flux, &self.settings.confirm, r);
@@ -307,22 +336,20 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
                 .connect(auth, &self.settings.tuning, grant.temporary)
                 .await
                 .map_err(|e| apply_error(&req, e))?;
-            watch(&mut kube, &observe, from, &self.settings.confirm, Duration::ZERO, &[])
+            let flux = watch(&mut kube, &observe, from, &self.settings.confirm, Duration::ZERO, &[])
+                .await
+                .map_err(|e| apply_error(&req, e))?;
+            self.rekey(&mut kube, &observe, from, flux, self.settings.tuning.ready_timeout)
                 .await
                 .map_err(|e| apply_error(&req, e))
         };
+        let deadline_secs = self.settings.confirm.deadline;
         let looked = match deadline.map(|d| d.checked_sub(super::RELEASE_RESERVE).unwrap_or(start)) {
             None => look.await,
-            Some(by) => tokio::time::timeout_at(by.into(), look).await.unwrap_or_else(|_| {
-                Err(apply_error(
-                    &req,
-                    ApplyError::OutOfTime {
-                        applied: 0,
-                        total: 0,
-                        left: "the check".into(),
-                    },
-                ))
-            }),
+            Some(by) => match tokio::time::timeout_at(by.into(), look).await {
+                Ok(looked) => looked,
+                Err(_) => Ok(FluxReport::cut(from, deadline_secs)),
+            },
         };
         let released = access::release(&api, &r.cluster, &grant).await;
         report.access_entry = Some(AccessReport {

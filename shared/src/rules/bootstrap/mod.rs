@@ -7,16 +7,20 @@
 //! is idempotent, so a run that died half-way is completed by the next one.
 //!
 //! Files: `config.rs` (the settings), `report.rs` (what a run answers), `error.rs` (why it
-//! failed), and the steps of a run: `eks.rs`, `access.rs`, `plan.rs`, `gitsecret/`. The job around
+//! failed), `cut.rs` (a run the deadline stopped), and the steps of a run: `eks.rs`, `access.rs`,
+//! `plan.rs`, `gitsecret/`; after it, `follow.rs` (the checks) and `rekey.rs` (corrected Git
+//! credentials applied by a check). The job around
 //! it (each cluster of an event, the sweep of expired access after it, the command line's local
 //! run) is [`crate::jobs::bootstrap`]; the server-side apply is [`crate::adapters::kube`].
 
 pub mod access;
 pub mod active;
 pub mod config;
+mod cut;
 pub mod error;
 pub mod follow;
 mod operator;
+pub mod rekey;
 pub mod report;
 
 use std::path::Path;
@@ -392,6 +396,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
             .map(|v| crate::pure::redact::Secret::new(v.to_owned()))
             .collect();
         let steps = plan::build(components, Some(&credentials), sync);
+        let git_secret = plan::git_secret_of(&steps);
         let owner = plan::Owner::of_sync(&steps);
         let controllers = steps
             .iter()
@@ -403,7 +408,10 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
             components_file: file,
             sync_file,
             credentials: kind,
-            observe: Observe::flux_system(controllers),
+            observe: Observe {
+                git_secret,
+                ..Observe::flux_system(controllers)
+            },
             secrets,
             owner,
             prior: Start::now(),
@@ -485,10 +493,8 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         let result = match api.kube_auth(&req.cluster, endpoint, ca_pem).await {
             Ok(auth) => {
                 let steps: Vec<String> = prepared.steps.iter().map(|s| s.target.to_string()).collect();
-                let prepared = Prepared {
-                    prior: Start::prior(Some(&info)),
-                    ..prepared
-                };
+                let prior = Start::prior(Some(&info));
+                let prepared = Prepared { prior, ..prepared };
                 let install = self.install(auth, grant.temporary, &cell.name, req, prepared, &mut report);
                 match install_by {
                     None => install.await,
@@ -496,7 +502,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
                     // ends (a Lambda timeout would leave it until the next run).
                     Some(by) => match tokio::time::timeout_at(by.into(), install).await {
                         Ok(r) => r,
-                        Err(_) => cut_short(req, &cell.name, &steps, &mut report),
+                        Err(_) => cut::cut_short(req, &cell.name, &steps, &mut report, prior, &self.settings.confirm),
                     },
                 }
             }
@@ -583,6 +589,8 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
             check: 0,
             controllers: observe.controllers.clone(),
             flux_instance: observe.flux_instance.clone(),
+            sync: observe.flux_instance.is_some().then(|| observe.kustomization.clone()),
+            git_secret: observe.git_secret.clone(),
         };
         report.recheck = follow::next(flux, &self.settings.confirm, &template);
     }
@@ -655,44 +663,17 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         }
         let confirm = &self.settings.confirm;
         let wait = self.settings.tuning.ready_timeout;
-        report.flux = Some(
-            match follow::watch(kube, &prepared.observe, from, confirm, wait, &prepared.secrets).await {
-                Ok(flux) => flux,
-                Err(e) => FluxReport::unread(from, &e.to_string(), confirm.deadline),
-            },
-        );
+        let flux = match follow::watch(kube, &prepared.observe, from, confirm, wait, &prepared.secrets).await {
+            // A Flux found there may refuse credentials changed in Secrets Manager since its apply.
+            Ok(seen) if report.outcome == BootstrapOutcome::AlreadyBootstrapped => {
+                self.rekey(kube, &prepared.observe, from, seen, wait).await
+            }
+            other => other,
+        };
+        report.flux = Some(flux.unwrap_or_else(|e| FluxReport::unread(from, &e.to_string(), confirm.deadline)));
     }
 }
 
 /// Time kept at the end of an invocation to delete the temporary access entry (DeleteAccessEntry,
 /// with the SDK's retries) after an install the deadline cut short.
 pub const RELEASE_RESERVE: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// The answer of an install the deadline stopped: everything applied and only the first check
-/// not finished is a bootstrap (still confirming: the re-checks follow);
-/// otherwise a retryable error naming what is left, for the next delivery to complete.
-fn cut_short(req: &Request, cell: &str, steps: &[String], report: &mut Report) -> Result<(), BootstrapError> {
-    if report.outcome == BootstrapOutcome::Bootstrapped {
-        tracing::warn!(cluster = %req.cluster, cell, "deadline reached during the first check; everything is applied");
-        return Ok(());
-    }
-    let done = report.objects.len().min(steps.len());
-    let rest = &steps[done..];
-    const NAMED: usize = 5;
-    let mut left = rest.iter().take(NAMED).cloned().collect::<Vec<_>>().join(", ");
-    if rest.len() > NAMED {
-        left.push_str(&format!(" and {} more", rest.len() - NAMED));
-    }
-    if rest.is_empty() {
-        left = "none".into();
-    }
-    Err(BootstrapError::Apply {
-        cluster: req.cluster.clone(),
-        cell: cell.to_owned(),
-        source: Box::new(crate::ports::cluster::kube::ApplyError::OutOfTime {
-            applied: done,
-            total: steps.len(),
-            left,
-        }),
-    })
-}

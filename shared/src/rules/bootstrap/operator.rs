@@ -39,6 +39,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
             .map(|v| crate::pure::redact::Secret::new(v.to_owned()))
             .collect();
         let steps = op.build(&credentials);
+        let git_secret = plan::git_secret_of(&steps);
         let controllers = steps
             .iter()
             .filter(|s| s.target.kind == "Deployment" && s.target.namespace.as_deref() == Some(plan::FLUX_NAMESPACE))
@@ -55,6 +56,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
                 git_repository: sync_name.clone(),
                 kustomization: sync_name,
                 flux_instance: Some(operator::NAME.into()),
+                git_secret,
             },
             secrets,
             owner: Some(owner),

@@ -85,7 +85,8 @@ async fn an_entry_without_its_policy_is_refused_by_kubernetes_as_eks_does() {
     assert!(bed.kube().applied().is_empty());
 }
 
-/// [`MemKube`] whose every apply takes `delay`: an API server slower than the invocation.
+/// [`MemKube`] whose every apply and every check takes `delay`: an API server slower than the
+/// invocation.
 struct SlowKube(MemKube, Duration);
 
 struct SlowKubeApi(<MemKube as cellbridge::ports::cluster::KubeConnect>::Api, Duration);
@@ -124,7 +125,23 @@ impl cellbridge::ports::cluster::KubeApi for SlowKubeApi {
         &mut self,
         what: &cellbridge::ports::cluster::kube::Observe,
     ) -> Result<cellbridge::pure::bootstrap::confirm::Snapshot, cellbridge::ports::cluster::kube::ApplyError> {
+        tokio::time::sleep(self.1).await;
         self.0.observe(what).await
+    }
+    async fn get(
+        &mut self,
+        target: &cellbridge::rules::bootstrap::KubeRef,
+        plural: &str,
+    ) -> Result<Option<serde_json::Value>, cellbridge::ports::cluster::kube::ApplyError> {
+        self.0.get(target, plural).await
+    }
+    async fn annotate(
+        &mut self,
+        target: &cellbridge::rules::bootstrap::KubeRef,
+        plural: &str,
+        annotations: &std::collections::BTreeMap<String, String>,
+    ) -> Result<(), cellbridge::ports::cluster::kube::ApplyError> {
+        self.0.annotate(target, plural, annotations).await
     }
 }
 
@@ -180,6 +197,45 @@ async fn an_install_slower_than_the_invocation_stops_before_the_deadline_and_giv
         .await
         .unwrap();
     assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
+}
+
+#[tokio::test]
+async fn a_check_of_a_flux_already_there_cut_by_the_deadline_is_checked_not_finished() {
+    use cellbridge::rules::bootstrap::RELEASE_RESERVE;
+    let aws = MemAws::new(FUNCTION_ROLE);
+    aws.add_cluster(MemCluster::active(CLUSTER, REGION));
+    let kube = MemKube::new(&aws);
+    let secrets = MemSecrets::new();
+    secrets.put(GIT_SECRET, json!({"username": "git", "password": PASSWORD}).to_string());
+    let done = Bootstrapper::with_ports(aws.clone(), kube.clone(), secrets, settings())
+        .run(&fleet(&[]), &request(), Target::Eks)
+        .await
+        .unwrap();
+    assert_eq!(done.outcome, BootstrapOutcome::Bootstrapped);
+    let applied = kube.applied();
+
+    // Flux is there; the check is slower than what is left of the invocation.
+    let secrets = MemSecrets::new();
+    secrets.put(GIT_SECRET, json!({"username": "git", "password": PASSWORD}).to_string());
+    let slow = Bootstrapper::with_ports(
+        aws.clone(),
+        SlowKube(kube.clone(), Duration::from_millis(600)),
+        secrets,
+        settings(),
+    );
+    let deadline = Instant::now() + RELEASE_RESERVE + Duration::from_millis(200);
+    let report = slow
+        .run_before(&fleet(&[]), Some("main"), &request(), Target::Eks, None, Some(deadline))
+        .await
+        .expect("a check cut short is no failed apply");
+    assert_eq!(report.outcome, BootstrapOutcome::AlreadyBootstrapped);
+    let flux = report.flux.as_ref().unwrap();
+    assert!(flux.sentence.starts_with("Checked, not finished"), "{}", flux.sentence);
+    assert!(!flux.sentence.contains("applied 0 of"), "{}", flux.sentence);
+    assert_eq!(flux.outcome.as_str(), "confirming");
+    assert!(report.recheck.is_some(), "the next check is queued");
+    assert_eq!(kube.applied(), applied, "nothing applied");
+    assert!(aws.entries(REGION, CLUSTER).is_empty());
 }
 
 /// The service over a fleet where another cluster, tagged with a cell whose pull request is still

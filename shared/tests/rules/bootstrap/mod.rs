@@ -22,6 +22,8 @@ mod pause_and_metrics;
 mod readiness;
 /// Following a bootstrap after its invocation: the queued re-checks.
 mod rechecks;
+/// A Git credential changed in Secrets Manager, applied by the next check without `force`.
+mod rekey;
 /// Seeded schedules of everything that touches one cluster's bootstrap.
 mod schedules;
 /// The Git secret and the sync objects applied to the cluster.

@@ -20,7 +20,7 @@ const INSTALL: &str = include_str!(
     "../../../../tests/fixtures/flux-operator/fleet/clusters/_template/flux-system/flux-operator-install.yaml"
 );
 
-const INSTANCE: &str = "apiVersion: fluxcd.controlplane.io/v1
+pub(crate) const INSTANCE: &str = "apiVersion: fluxcd.controlplane.io/v1
 kind: FluxInstance
 metadata:
   name: flux
@@ -40,7 +40,7 @@ spec:
 const T: &str = "clusters/_template/flux-system";
 
 /// The bed's cell `CELL` (merged, no `flux-system` of its own) with an operator template.
-fn operator_fleet(instance: &str) -> MemFleet {
+pub(crate) fn operator_fleet(instance: &str) -> MemFleet {
     let mut f = MemFleet::new();
     f.insert(format!("{T}/flux-operator-install.yaml"), INSTALL);
     f.insert(format!("{T}/flux-instance.yaml"), instance);
@@ -288,4 +288,46 @@ async fn each_refusal_stops_the_run_before_anything_is_applied() {
             "{what}: no access entry before the plan holds"
         );
     }
+}
+
+/// With `spec.wait: false` the operator reports its FluxInstance Ready right after applying
+/// (flux-operator v0.58.1 `api/v1/fluxinstance_types.go`, `Wait`): the sync objects it made, named
+/// by `spec.sync.name`, decide; a refused key is `git-auth`, and the re-checks read the same
+/// names, the message carrying them.
+#[tokio::test]
+async fn a_flux_instance_ready_without_waiting_is_git_auth_while_its_source_refuses_the_key() {
+    use cellbridge::pure::bootstrap::confirm::fixtures::git_key_refused;
+    let instance = INSTANCE.replace("  sync:\n", "  wait: false\n  sync:\n    name: fleet\n");
+    let mut s = settings();
+    s.confirm.grace = std::time::Duration::from_secs(600);
+    let bed = bed_with(s);
+    bed.kube().git_repository_status(git_key_refused());
+    let report = run(&bed, &operator_fleet(&instance)).await.unwrap();
+    let flux = report.flux.as_ref().unwrap();
+    assert_eq!(
+        (flux.outcome, flux.suspect),
+        (Outcome::Confirming, Some(Outcome::GitAuth)),
+        "{flux:?}"
+    );
+    assert!(
+        flux.sentence.contains("GitRepository fleet is not Ready"),
+        "{}",
+        flux.sentence
+    );
+    let (next, _) = report.recheck.clone().unwrap();
+    assert_eq!(
+        next.sync.as_deref(),
+        Some("fleet"),
+        "the sync name goes with the re-check"
+    );
+    assert!(next.to_body().contains(r#""sync":"fleet""#));
+
+    let rep = bed.recheck(&next, Target::Eks, None).await.unwrap();
+    let flux = rep.flux.unwrap();
+    assert_eq!(flux.suspect, Some(Outcome::GitAuth), "{flux:?}");
+    assert!(
+        flux.sentence.contains("GitRepository fleet is not Ready"),
+        "{}",
+        flux.sentence
+    );
 }

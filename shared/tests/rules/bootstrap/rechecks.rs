@@ -67,6 +67,8 @@ fn recheck(ago: Duration, check: u32) -> Value {
         check,
         controllers: vec!["source-controller".into()],
         flux_instance: None,
+        sync: None,
+        git_secret: Some("flux-system".into()),
     }
     .to_body();
     serde_json::from_str(&body).unwrap()

@@ -2,11 +2,13 @@
 //! touches one cluster's bootstrap: EventBridge delivering `CreateCluster` (directly, through SQS,
 //! twice), the re-checks the function queued delivered late, out of order or twice, the daily
 //! sweep's catch-up, the pause switch, and the cluster itself changing under them (no nodes yet,
-//! credentials refused, the network not there yet, Flux taking over). In every schedule, after
-//! every step: no access entry is left, no re-check is ever handed back to SQS, Flux is applied
-//! at most once (create-if-missing), and the record on the cluster is the last check's verdict
-//! of a state the cluster was in. Once the cluster works and the queue and the sweep have run,
-//! every schedule ends `ready`.
+//! credentials refused, the network not there yet, Flux taking over), and someone putting
+//! corrected credentials in Secrets Manager. Every other seed is a Flux Operator cell. In every
+//! schedule, after every step: no access entry is left, no re-check is ever handed back to SQS,
+//! Flux is applied at most once (create-if-missing), the Git secret at most once more (when it
+//! changed), and the record on the cluster is the last check's verdict of a state the cluster
+//! was in. Once the cluster works and the queue and the sweep have run, every schedule ends
+//! `ready`.
 
 use std::sync::Arc;
 
@@ -15,7 +17,7 @@ use crate::support::bootstrap::*;
 use cellbridge::doubles::cluster::{MemSource, SYNCED_REVISION};
 use cellbridge::doubles::queue::MemQueue;
 use cellbridge::pure::bootstrap::confirm::FluxObject;
-use cellbridge::pure::bootstrap::confirm::fixtures::{git_key_refused, git_no_such_host, git_ready};
+use cellbridge::pure::bootstrap::confirm::fixtures::{git_no_such_host, git_ready};
 use cellbridge::pure::bootstrap::record::FLUX_TAG;
 use cellbridge::shell::metrics::{Captured, Metrics};
 use serde_json::{Value, json};
@@ -30,23 +32,30 @@ enum Cluster {
     NotFetched,
 }
 
+/// The credentials the Git server takes while the key is refused; someone puts them in Secrets
+/// Manager at some step.
+const CORRECTED: &str = "corrected-token-do-not-log";
+
 impl Cluster {
     fn set(self, bed: &Bed) {
         let kube = bed.kube();
         kube.nodes(if self == Cluster::NoNodes { 0 } else { 2 });
+        // The key refused: the Git server takes the corrected credentials only.
+        kube.git_accepts((self == Cluster::KeyRefused).then_some(CORRECTED));
         kube.git_repository_status(match self {
-            Cluster::Works | Cluster::NoNodes => git_ready(SYNCED_REVISION),
-            Cluster::KeyRefused => git_key_refused(),
+            Cluster::Works | Cluster::NoNodes | Cluster::KeyRefused => git_ready(SYNCED_REVISION),
             Cluster::NoRoute => git_no_such_host(),
             Cluster::NotFetched => FluxObject::default(),
         });
     }
 
     /// The outcomes a check of this state may record: the grace is zero here, so a refused key
-    /// is final at once; the node and network reasons wait for the deadline.
-    fn may_record(self) -> &'static [&'static str] {
+    /// is final at once (or, the corrected credentials in Secrets Manager, applied and `ready`);
+    /// the node and network reasons wait for the deadline.
+    fn may_record(self, corrected: bool) -> &'static [&'static str] {
         match self {
             Cluster::Works => &["ready"],
+            Cluster::KeyRefused if corrected => &["git-auth", "ready"],
             Cluster::KeyRefused => &["git-auth"],
             // With no Node the controllers' pods would not run; the double keeps them
             // Available, so the cluster reads ready: what matters is that no reason is made up.
@@ -69,12 +78,21 @@ async fn schedule(seed: u64) {
     s.confirm.grace = std::time::Duration::ZERO;
     let bed = bed_with(s);
     let queue = Arc::new(MemQueue::default());
-    let mut svc = service(bed, MemSource::new(fleet(&[])).on_branch("main"));
+    let operator = seed.is_multiple_of(2);
+    let cell = if operator {
+        super::operator::operator_fleet(super::operator::INSTANCE)
+    } else {
+        fleet(&[])
+    };
+    // What says Flux was applied: the Kustomization, or the operator cell's FluxInstance.
+    let owner = if operator { "FluxInstance" } else { "Kustomization" };
+    let mut svc = service(bed, MemSource::new(cell).on_branch("main"));
     svc.rechecks = Some(queue.clone().into());
     let mut dice = Dice(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let mut state = Cluster::NotFetched;
     state.set(&svc.bootstrapper);
     let mut paused = false;
+    let mut corrected = false;
     let mut delivered = 0usize;
     let mut log: Vec<String> = Vec::new();
     let captured = Captured::default();
@@ -85,7 +103,7 @@ async fn schedule(seed: u64) {
         // The state the cluster is in while this step runs: what a check in it may record.
         let during = state;
         let before = tag(&svc.bootstrapper);
-        let what = match dice.roll(7) {
+        let what = match dice.roll(8) {
             0 => {
                 let event = if dice.roll(2) == 0 {
                     created(CLUSTER)
@@ -139,6 +157,14 @@ async fn schedule(seed: u64) {
                 state.set(&svc.bootstrapper);
                 format!("cluster {state:?}")
             }
+            6 if !corrected && dice.roll(2) == 0 => {
+                corrected = true;
+                svc.bootstrapper.secrets().put(
+                    GIT_SECRET,
+                    json!({"username": "git", "password": CORRECTED}).to_string(),
+                );
+                "Git secret corrected".to_owned()
+            }
             // Rarer: a schedule never paused is caught up by the sweep alone at its end.
             _ if dice.roll(4) == 0 => {
                 paused = !paused;
@@ -153,13 +179,18 @@ async fn schedule(seed: u64) {
             "seed {seed}, step {step}: an access entry left: {log:?}"
         );
         let applied = b.kube().applied();
-        let kustomizations = applied.iter().filter(|a| a.starts_with("Kustomization")).count();
-        assert!(kustomizations <= 1, "seed {seed}: Flux applied twice: {log:?}");
+        let owners = applied.iter().filter(|a| a.starts_with(owner)).count();
+        assert!(owners <= 1, "seed {seed}: Flux applied twice: {log:?}");
+        let secrets = applied.iter().filter(|a| a.starts_with("Secret")).count();
+        assert!(
+            secrets <= 1 + usize::from(corrected),
+            "seed {seed}: the Git secret applied again unchanged: {applied:?} {log:?}"
+        );
         let after = tag(b);
         if after != before {
             let recorded = after.unwrap_or_default();
             assert!(
-                during.may_record().contains(&recorded.as_str()),
+                during.may_record(corrected).contains(&recorded.as_str()),
                 "seed {seed}: recorded {recorded:?} of a cluster in state {during:?}: {log:?}"
             );
             assert!(!paused, "seed {seed}: recorded while paused: {log:?}");
@@ -202,11 +233,7 @@ async fn schedule(seed: u64) {
     );
     assert!(entries(b).is_empty());
     assert_eq!(
-        b.kube()
-            .applied()
-            .iter()
-            .filter(|a| a.starts_with("Kustomization"))
-            .count(),
+        b.kube().applied().iter().filter(|a| a.starts_with(owner)).count(),
         1,
         "seed {seed}: Flux applied once: {log:?}"
     );

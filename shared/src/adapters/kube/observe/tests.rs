@@ -110,3 +110,29 @@ fn a_kustomization_reads_its_last_applied_revision() {
         }
     );
 }
+
+/// flux-operator v0.58.1 `docs/api/v1/fluxinstance.md`, the `kubectl describe` example: no
+/// `observedGeneration` beside the conditions (`FluxInstanceStatus` has none); the Ready
+/// condition's own and `lastAppliedRevision` are what is read.
+#[test]
+fn a_flux_instance_reads_its_ready_condition_and_last_applied_revision() {
+    let data = json!({"status": {
+        "conditions": [{"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded",
+                        "message": "Reconciliation finished in 52s", "observedGeneration": 1,
+                        "lastTransitionTime": "2024-06-03T12:20:57Z"}],
+        "lastAppliedRevision": FLUX_INSTANCE_REVISION, "lastAttemptedRevision": FLUX_INSTANCE_REVISION}});
+    assert_eq!(flux_object(&FLUX_INSTANCE, Some(1), &data), flux_instance_ready());
+}
+
+/// The sync objects a FluxInstance makes (flux-operator v0.58.1 `api/v1/fluxinstance_types.go`,
+/// `Sync`): its kind, its name, else the instance's namespace.
+#[test]
+fn a_flux_instance_names_its_sync_objects() {
+    let named = json!({"spec": {"sync": {"kind": "OCIRepository", "name": "fleet", "url": "oci://r/f", "ref": "latest", "path": "."}}});
+    let (kind, name) = instance_sync(&named, "flux-system").unwrap();
+    assert_eq!((kind.kind, name.as_str()), ("OCIRepository", "fleet"));
+    let unnamed = json!({"spec": {"sync": {"kind": "GitRepository", "url": "https://g/f", "ref": "refs/heads/main", "path": "."}}});
+    let (kind, name) = instance_sync(&unnamed, "flux-system").unwrap();
+    assert_eq!((kind.kind, name.as_str()), ("GitRepository", "flux-system"));
+    assert!(instance_sync(&json!({"spec": {}}), "flux-system").is_none());
+}

@@ -270,21 +270,29 @@ fn failing_kustomization(reason: &str, message: &str) -> FluxObject {
     }
 }
 
-/// flux-operator `docs/api/v1/fluxinstance.md`, the `kubectl describe` example: `Ready`, `True`,
-/// `ReconciliationSucceeded`, "Reconciliation finished in 52s", generation 1.
+/// flux-operator v0.58.1 `docs/api/v1/fluxinstance.md`, the `kubectl describe` example: `Ready`,
+/// `True`, `ReconciliationSucceeded`, "Reconciliation finished in 52s", the condition's
+/// `Observed Generation: 1`, `Last Applied Revision`. No `observedGeneration` beside the
+/// conditions: `FluxInstanceStatus` (`api/v1/fluxinstance_types.go`) has none, and its CRD's
+/// schema prunes one written there. The same status whatever `spec.wait` says: with `wait: false`
+/// it is written right after the apply, before any health check.
 pub fn flux_instance_ready() -> FluxObject {
     FluxObject {
         generation: Some(1),
-        observed_generation: Some(1),
+        observed_generation: None,
         ready: Some(condition(
             "True",
             "ReconciliationSucceeded",
             "Reconciliation finished in 52s",
             Some(1),
         )),
-        revision: Some("v2.3.0@sha256:4cc5babdb1279ad0177bf513292deadbfa3f7b7c3da0be7fa53b39ab434f7219".into()),
+        revision: Some(FLUX_INSTANCE_REVISION.into()),
     }
 }
+
+/// The distribution the example's instance applied.
+pub const FLUX_INSTANCE_REVISION: &str =
+    "v2.3.0@sha256:4cc5babdb1279ad0177bf513292deadbfa3f7b7c3da0be7fa53b39ab434f7219";
 
 /// flux-operator `internal/controller/fluxinstance_controller.go`: a build failure is Ready=False
 /// `BuildFailed` with "build failed: %s" (and Stalled), here around `internal/builder/semver.go`'s

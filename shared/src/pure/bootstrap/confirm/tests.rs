@@ -244,14 +244,81 @@ fn the_first_cause_wins() {
     assert_eq!(classify(&s, &after_grace()).outcome, Outcome::GitAuth);
 }
 
+/// An operator cell whose Flux objects are as given: the operator's Deployment runs, the
+/// FluxInstance as given, the sync objects named `fleet` (`spec.sync.name`).
+fn operator_cell(fi: Option<FluxObject>, git: Option<FluxObject>, ks: Option<FluxObject>) -> Snapshot {
+    Snapshot {
+        controllers: vec!["flux-operator".into()],
+        deployments: vec![deployment_available("flux-operator")],
+        operator: true,
+        flux_instance: fi,
+        sync_name: "fleet".into(),
+        ..cell(git, ks)
+    }
+}
+
 #[test]
-fn a_flux_instance_ready_is_ready_whatever_the_rest() {
-    let mut s = cell(None, None);
-    s.operator = true;
-    s.flux_instance = Some(flux_instance_ready());
+fn a_flux_instance_as_the_operator_reports_it_is_ready_once_its_sync_objects_are() {
+    let synced = || (Some(git_ready(GIT_REVISION)), Some(kustomization_ready(GIT_REVISION)));
+    let (git, ks) = synced();
+    let s = operator_cell(Some(flux_instance_ready()), git, ks);
     let v = classify(&s, &early());
-    assert_eq!(v.outcome, Outcome::Ready);
+    assert_eq!(v.outcome, Outcome::Ready, "{v:?}");
     assert!(v.awaited.is_empty());
+    assert!(
+        v.sentence.contains(FLUX_INSTANCE_REVISION) && v.sentence.contains("Kustomization fleet applied"),
+        "{}",
+        v.sentence
+    );
+    // Ready=True alone is not enough: the sync objects are still to come.
+    let s = operator_cell(Some(flux_instance_ready()), None, None);
+    let v = classify(&s, &early());
+    assert_eq!(v.outcome, Outcome::Confirming);
+    assert!(v.sentence.contains("GitRepository fleet to exist"), "{}", v.sentence);
+    // A condition about an older generation, or no revision applied yet, is not Ready.
+    let (git, ks) = synced();
+    let mut fi = flux_instance_ready();
+    fi.generation = Some(2);
+    let v = classify(&operator_cell(Some(fi), git, ks), &early());
+    assert_eq!(v.outcome, Outcome::Confirming);
+    assert!(v.sentence.contains("FluxInstance to be Ready"), "{}", v.sentence);
+    let (git, ks) = synced();
+    let fi = FluxObject {
+        revision: None,
+        ..flux_instance_ready()
+    };
+    assert_eq!(
+        classify(&operator_cell(Some(fi), git, ks), &early()).outcome,
+        Outcome::Confirming
+    );
+}
+
+#[test]
+fn a_flux_instance_ready_without_waiting_cannot_hide_a_refused_key() {
+    // `spec.wait: false`: the operator writes Ready at once; source-controller refuses the key.
+    let s = operator_cell(Some(flux_instance_ready()), Some(git_key_refused()), None);
+    assert_eq!(classify(&s, &early()).suspect, Some(Outcome::GitAuth));
+    let v = classify(&s, &after_grace());
+    assert_eq!(v.outcome, Outcome::GitAuth, "{v:?}");
+    assert!(
+        v.sentence.starts_with("GitRepository fleet is not Ready"),
+        "{}",
+        v.sentence
+    );
+}
+
+#[test]
+fn an_operator_cell_syncing_from_an_oci_repository_reads_it_as_its_source() {
+    let mut s = operator_cell(
+        Some(flux_instance_ready()),
+        Some(git_ready(GIT_REVISION)),
+        Some(kustomization_ready(GIT_REVISION)),
+    );
+    s.source_kind = "OCIRepository".into();
+    assert_eq!(classify(&s, &early()).outcome, Outcome::Ready);
+    s.git_repository = None;
+    let v = classify(&s, &early());
+    assert!(v.sentence.contains("OCIRepository fleet to exist"), "{}", v.sentence);
 }
 
 #[test]

@@ -156,6 +156,23 @@ impl GitCredentials {
         self.data.values().map(String::as_str)
     }
 
+    /// Whether the Secret `held`, as the API server answers it (`data`, base64), holds exactly
+    /// these credentials: the same keys, each with the same value. A Secret that cannot be read
+    /// as one holds something else. Compares without copying or reporting any value.
+    pub fn held_by(&self, held: &Value) -> bool {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let Some(data) = held.get("data").and_then(Value::as_object) else {
+            return false;
+        };
+        data.len() == self.data.len()
+            && self.data.iter().all(|(k, want)| {
+                data.get(k)
+                    .and_then(Value::as_str)
+                    .and_then(|v| b64.decode(v).ok())
+                    .is_some_and(|got| got == want.as_bytes())
+            })
+    }
+
     /// The Secret `flux-system/flux-system` as a Kubernetes object.
     pub fn to_secret(&self) -> Value {
         let b64 = base64::engine::general_purpose::STANDARD;
