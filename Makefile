@@ -24,7 +24,8 @@ demo:
 	@$(CLI) check --fleet examples/fleet || test $$? -eq 1
 	@echo
 	@echo "== 4. A fleet laid out as teams lay it out (examples/teams-fleet): several substitution sources,"
-	@echo "==    SOPS, in-cluster Secrets, a symlinked overlay. Fails on the typo and on the symlink only."
+	@echo "==    SOPS, in-cluster Secrets, a symlinked overlay. Fails on the typo, the symlink and a layer"
+	@echo "==    Flux would not substitute; warns of an empty value."
 	@$(CLI) check --fleet examples/teams-fleet || test $$? -eq 1
 	@echo
 	@echo "== 5. A new cell there: the template as written (GitHub App, SOPS decryption, an executable script)"

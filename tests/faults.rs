@@ -35,6 +35,29 @@ enum Fault {
     ServerError,
     Throttle,
     Hang,
+    /// GitHub's answers that are no 5xx: inside an answer of HTTP 200 to a GraphQL request, an
+    /// untyped error ("Something went wrong while executing your query",
+    /// https://github.com/int128/wait-for-workflows-action/pull/104), `FORBIDDEN` at a path
+    /// (https://github.com/philips-software/pull-request-report-action/issues/557) or a `type`
+    /// cellbridge does not know (`INSUFFICIENT_SCOPES`, https://github.com/github/docs/issues/19712);
+    /// to a REST request, 409 or 422. Each may fail the run for good, never as a refused state.
+    Untyped,
+    Forbidden,
+    UnknownType,
+    Conflict,
+    Unprocessable,
+}
+
+impl Fault {
+    /// Whether the shape is GitHub's answer inside a GraphQL 200 (`true`), a REST status
+    /// (`false`), or neither (`None`: any call).
+    fn graphql(self) -> Option<bool> {
+        match self {
+            Fault::Untyped | Fault::Forbidden | Fault::UnknownType => Some(true),
+            Fault::Conflict | Fault::Unprocessable => Some(false),
+            Fault::ServerError | Fault::Throttle | Fault::Hang => None,
+        }
+    }
 }
 
 /// Where the fault is injected: in the sync that opens the pull request, or in the one that
@@ -295,9 +318,9 @@ fn moto_fault(f: &Value) {
 /// Injects the case's fault; returns how to tell it was hit.
 fn inject(bed: &Bed, case: &Case) -> Value {
     let aws_kind = match case.fault {
-        Fault::ServerError => "5xx",
         Fault::Throttle => "throttle",
         Fault::Hang => "timeout",
+        _ => "5xx",
     };
     let aws = |service: &str, operation: String, body_contains: Option<&str>| {
         // One failure: the SDK's own retries carry the call through, or the deadline ends it.
@@ -317,6 +340,18 @@ fn inject(bed: &Bed, case: &Case) -> Value {
                     json!({"match": kind, "secondary_rate_limit": true, "retry_after": 1, "times": 1})
                 }
                 Fault::Hang => json!({"match": kind, "delay_ms": case.hang_secs * 1000, "times": 1}),
+                Fault::Untyped => json!({"match": kind, "times": 1, "graphql_errors": [
+                    {"message": "Something went wrong while executing your query. Please include `9C8E:4B15:1F4E2A:3E1C7B:64DCF39F` when reporting this issue."}]}),
+                Fault::Forbidden => json!({"match": kind, "times": 1, "graphql_errors": [
+                    {"type": "FORBIDDEN", "path": ["repository"], "extensions": {"saml_failure": false},
+                     "message": "Resource not accessible by personal access token"}]}),
+                // Asked again twice, then final: each answer counts.
+                Fault::UnknownType => json!({"match": kind, "times": 3, "graphql_errors": [
+                    {"type": "INSUFFICIENT_SCOPES", "message": "Your token has not been granted the required scopes to execute this query."}]}),
+                Fault::Conflict => json!({"match": kind, "status": 409, "message": "Conflict", "times": 1}),
+                Fault::Unprocessable => {
+                    json!({"match": kind, "status": 422, "message": "Validation Failed", "times": 1})
+                }
             };
             bed.gh.fault(rule.clone());
             rule
@@ -372,6 +407,18 @@ async fn run_case(case: Case) -> Result<String, String> {
         return Err(format!("{NOT_REACHED}[{id}] the fault was never reached: {r:?}"));
     }
     let outcome = match &r {
+        // GitHub's answers that are no 5xx may fail the run for good: never as a refused state.
+        Ok(resp) if case.fault.graphql().is_some() => {
+            let cells = resp["cells"].as_array().cloned().unwrap_or_default();
+            if cells.len() != 1 || cells[0]["action"] == "refused" || cells[0].get("reported").is_some() {
+                return Err(format!("[{id}] GitHub's failure reported as a refused state: {resp}"));
+            }
+            let issues = bed.gh.state(REPO)["issues"].as_array().cloned().unwrap_or_default();
+            if !issues.is_empty() {
+                return Err(format!("[{id}] an issue for GitHub's failure: {issues:?}"));
+            }
+            "answered"
+        }
         Ok(resp) => {
             let cells = resp["cells"].as_array().cloned().unwrap_or_default();
             let ok = cells.len() == 1 && ["opened", "updated"].contains(&cells[0]["action"].as_str().unwrap_or(""));
@@ -531,6 +578,47 @@ async fn matrix(fault: Fault, tag: &str) {
     run_all(cases, fault, started).await;
 }
 
+/// The REST kinds of a clean sync whose operation documents 409 or 422 in GitHub's REST
+/// description (`@octokit/openapi`, as `make testbed` pins it): `git/create-tree`,
+/// `git/create-commit`, `git/create-ref`, `git/update-ref` document both; `pulls/create`,
+/// `issues/add-labels`, `issues/update` 422 only; `repos/get`, `repos/compare-commits` and
+/// `repos/create-commit-status` neither, and are given neither.
+fn documents(kind: &str, status: u16) -> bool {
+    let both = [
+        "POST /repos/acme/fleet/git/trees",
+        "POST /repos/acme/fleet/git/commits",
+        "POST /repos/acme/fleet/git/refs",
+        "PATCH /repos/acme/fleet/git/refs/heads/*",
+    ];
+    let unprocessable = [
+        "POST /repos/acme/fleet/pulls",
+        "POST /repos/acme/fleet/issues/*/labels",
+        "PATCH /repos/acme/fleet/issues/*",
+    ];
+    both.contains(&kind) || (status == 422 && unprocessable.contains(&kind))
+}
+
+/// GitHub's answers that are no 5xx, each given to every kind of request that answers it: the
+/// GraphQL shapes to `POST /graphql`, 409 and 422 to every REST kind that documents it.
+async fn answers_matrix(fault: Fault, tag: &str) {
+    moto::configure_env();
+    let started = Instant::now();
+    let cases = probe_github_kinds(tag)
+        .await
+        .into_iter()
+        .filter(|(kind, _)| match fault {
+            Fault::Conflict => documents(kind, 409),
+            Fault::Unprocessable => documents(kind, 422),
+            _ => kind == "POST /graphql",
+        })
+        .map(|(kind, phase)| {
+            let id = format!("{tag}-gh-{}", slug(&kind));
+            case(id, Call::Github(kind), phase, fault, HANG_SECS, false)
+        })
+        .collect();
+    run_all(cases, fault, started).await;
+}
+
 /// How a case says its fault was never met.
 const NOT_REACHED: &str = "not reached: ";
 
@@ -588,6 +676,19 @@ async fn a_5xx_at_any_call_is_retried_or_fails_retryably_and_a_rerun_converges()
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_throttle_at_any_call_is_retried_or_fails_retryably_and_a_rerun_converges() {
     matrix(Fault::Throttle, "thr").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn githubs_answers_that_are_no_5xx_at_any_call_are_never_a_refused_state_and_a_rerun_converges() {
+    for (fault, tag) in [
+        (Fault::Untyped, "unt"),
+        (Fault::Forbidden, "fbd"),
+        (Fault::UnknownType, "unk"),
+        (Fault::Conflict, "409"),
+        (Fault::Unprocessable, "422"),
+    ] {
+        answers_matrix(fault, tag).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -40,6 +40,15 @@ status=0
     echo "SCHEDULES FAILED (target/bench-schedules.log):"; grep -E "^test .* FAILED|panicked" target/bench-schedules.log | head -20
   fi
   echo
+  echo "== GitHub's unhappy answers, every shape at every request of every phase, on the in-memory GitHub (make test gives each request one shape) =="
+  start=$(date +%s)
+  if CELLBRIDGE_FAULT_SHAPES=all cargo test -q -p cellbridge --features test-support --test rules fault_matrix -- --nocapture >target/bench-github-faults.log 2>&1; then
+    echo "$(grep -h ' cases$' target/bench-github-faults.log | tr '\n' ' ')kept every invariant: $(grep -h '^test result' target/bench-github-faults.log | tr '\n' ' ')in $(( $(date +%s) - start )) s"
+  else
+    bench_status=1
+    echo "GITHUB FAULT MATRIX FAILED (target/bench-github-faults.log):"; grep -E "^test .* FAILED|panicked" target/bench-github-faults.log | head -20
+  fi
+  echo
   echo "== Zip sizes (make package) =="
   if ls dist/*.zip >/dev/null 2>&1; then
     for z in dist/*.zip; do awk -v n="$z" -v s="$(stat -c %s "$z")" 'BEGIN { printf "%-28s %6.1f MB\n", n, s / 1048576 }'; done

@@ -54,7 +54,10 @@ Control API (never used by the product; tests and the bench drive it):
   `METHOD glob` on the path without query (`*` matches anything, `...` too); omitted, any API
   request. `"operation": "openCellPulls"` narrows a fault on `/graphql` to that GraphQL
   operation; there `{"timeout": true}` answers GitHub's 502 for a query it gave up on, and
-  `{"graphql_errors": [...]}` answers 200 with those `errors` (a field refused, a field missing).
+  `{"graphql_errors": [...]}` answers 200 with those `errors` (a field refused, a field missing,
+  GitHub's own failure), and `{"answer_patch": {"path": [...], "value": ..., "errors": [...]}}`
+  runs the query, then sets `data` at `path` to `value` and adds `errors` (a field refused with
+  the rest of `data` answered; an enum value added since the client was written).
   `DELETE /_fake/faults` clears them.
 - `POST /_fake/schema` `{"lacks": ["Ref.rules"]}`: GraphQL fields this GitHub does not have (a
   GitHub Enterprise Server older than them): a document asking one is refused whole with
@@ -121,7 +124,7 @@ Control API (never used by the product; tests and the bench drive it):
   and `repositories`.
 - `POST /_fake/app` `{"permissions": {"contents": "write", ...}, "repositories": ["o/r", ...] |
   null}`: the installation's permissions (default `DEFAULT_APP_PERMISSIONS`: metadata read,
-  contents, pull_requests, issues and statuses write) and repository selection (null, the
+  contents, pull_requests, issues and statuses write, checks read) and repository selection (null, the
   default: all); each key given replaces its value, and tokens already made follow (they are
   checked against the installation as it is at each request). Answers as `GET`.
 - `POST /_fake/tokens` `{"token": "..."}`: accept a classic personal access token (every
@@ -1275,8 +1278,10 @@ APP = {"app_id": 4242, "client_id": "Iv23liCe11br1dgeFake", "installation_id": 7
 # selection and set the metadata permission back to Read-only",
 # https://docs.github.com/enterprise-server@2.20/v3/apps/permissions).
 
+# With "checks": "read", which cellbridge asks for where the installation grants it (README,
+# "Auto-merge"): the merge state's check runs.
 DEFAULT_APP_PERMISSIONS = {"metadata": "read", "contents": "write", "pull_requests": "write", "issues": "write",
-                           "statuses": "write"}
+                           "statuses": "write", "checks": "read"}
 APP["permissions"] = dict(DEFAULT_APP_PERMISSIONS)
 APP["repositories"] = None  # None: all repositories; else the "owner/repo" names selected
 ACTORS = {}  # token -> {"kind": "installation" | "fine_grained", "permissions", "repositories"}; absent: a classic PAT
@@ -1362,6 +1367,15 @@ GRAPHQL_PERMISSIONS = {
 # documented, so it is not checked here.
 GRAPHQL_FIELD_PERMISSIONS = {
     ("Commit", "checkSuites"): [{"checks": _R}],
+    # A check run's fields, under "Checks" as REST's check runs are: a token without it is refused
+    # them at the node of the rollup's contexts ("GraphQL: Resource not accessible by integration
+    # (repository.pullRequest...statusCheckRollup.contexts.nodes.14)",
+    # https://github.com/philips-software/pull-request-report-action/issues/557; fixed by granting
+    # checks: read, https://github.com/poseidon/wait-for-status-checks/issues/63).
+    ("CheckRun", "name"): [{"checks": _R}],
+    ("CheckRun", "status"): [{"checks": _R}],
+    ("CheckRun", "conclusion"): [{"checks": _R}],
+    ("CheckRun", "isRequired"): [{"checks": _R}],
     ("Commit", "status"): PERMISSIONS["repos/get-combined-status-for-ref"],
     ("Repository", "issues"): PERMISSIONS["issues/list-for-repo"],
     ("Repository", "issue"): [{"issues": _R}],
@@ -2059,6 +2073,24 @@ def general_error_violations(op, status, body):
 TIMEOUT_MESSAGE = ("Something went wrong while executing your query. This may be the result of a timeout, "
                    "or it could be a GitHub bug. Please include `4A9B:716A:296B9:53EA6:64DCF39F` when reporting this issue.")
 
+def patched(answer, patch):
+    """`answer` with `data` at `patch["path"]` set to `patch["value"]` and `patch["errors"]` added:
+    what GitHub answers beside a field it refused (the field `null`, "Resource not accessible by
+    integration" at its path, the rest of `data` answered:
+    https://github.com/philips-software/pull-request-report-action/issues/557), or an enum value
+    GitHub added after the client was written ("Adding an enum value is an example of a dangerous
+    change", https://docs.github.com/graphql/overview/breaking-changes)."""
+    node = answer.get("data")
+    *parents, last = patch["path"]
+    for key in parents:
+        node = node[key] if node is not None else None
+    if node is not None:
+        node[last] = patch.get("value")
+    if patch.get("errors"):
+        answer["errors"] = list(answer.get("errors") or []) + patch["errors"]
+    return answer
+
+
 def fault_for(method, path, operation=None):
     for f in FAULTS:
         if f.get("times", 1) <= 0:
@@ -2345,6 +2377,8 @@ class Handler(BaseHTTPRequestHandler):
                                                 middleware=[github_graphql.limits_middleware(permit)])
                 for full_name, r in list(REPOS.items()):
                     settle(full_name, r)
+            if fault and fault.get("answer_patch"):
+                answer = patched(answer, fault["answer_patch"])
         self._graphql_answer(path, op, 200, answer, headers, cost.points)
 
     def _graphql_answer(self, path, op, status, answer, headers, points=0):
@@ -2385,7 +2419,19 @@ class Handler(BaseHTTPRequestHandler):
                 st = sts.get(name)
                 return None if st is None else {"context": name, "state": st["state"].upper(),
                                                 "description": st.get("description")}
-            return {"context": context} if sts else None
+
+            def required(c):
+                # `StatusContext.isRequired(pullRequestNumber:)`: "Whether this is required to
+                # pass before merging for a specific pull request" (GraphQL reference).
+                def resolve(info, pullRequestNumber=None, **k):
+                    pr = repo["pulls"].get(pullRequestNumber)
+                    return pr is not None and c in ((protection_of(repo, pr["base"]) or {}).get("contexts") or [])
+                return resolve
+
+            # `Status.contexts`: "The individual status contexts for this commit".
+            contexts = [{"context": c, "state": st["state"].upper(), "description": st.get("description"),
+                         "isRequired": required(c)} for c, st in sorted(sts.items())]
+            return {"context": context, "contexts": contexts} if sts else None
 
         def actor(login):
             # GraphQL's `Actor` for a REST login. A GitHub App acts as a `Bot` whose GraphQL login

@@ -243,6 +243,8 @@ def test_every_document_the_product_sends_passes_and_costs_what_the_formula_says
     docs = product_documents()
     expected = {
         "MERGE_STATE_QUERY": (2, 101),  # commits(last: 1) once, contexts(first: 100) once
+        # commits(last: 1) once; `Status.contexts` is a list, no connection.
+        "MERGE_STATE_WITHOUT_CHECK_RUNS_QUERY": (1, 1),
         # pullRequests(first: 10) once and labels(first: 100) for each of its 10; issues(first:
         # 100) once and labels(first: 100) for each of its 100; the base's rules(first: 100)
         # once: 113 requests, 1 point.
@@ -426,6 +428,7 @@ CHECKS = """query fleetChecks($o: String!, $n: String!, $number: Int!) { reposit
 def test_a_field_the_installation_cannot_read_is_null_with_a_forbidden_error(fresh, app):
     owner, name = fresh.full.split("/")
     number = open_pull(fresh, "cell-b")
+    app.set(permissions={k: v for k, v in gf.DEFAULT_APP_PERMISSIONS.items() if k != "checks"})
     tok = app.token().body["token"]
     r = call(fresh.url, "POST", gf.graphql_path(), {"query": CHECKS, "variables": {"o": owner, "n": name, "number": number}},
              headers=as_token(tok))
@@ -456,6 +459,27 @@ def test_an_issue_field_without_issues_read_is_forbidden_for_a_fine_grained_toke
             "FORBIDDEN", ["repository", "issues"], "Resource not accessible by personal access token"), err
     finally:
         call(fresh.url, "DELETE", "/_fake/tokens", {"token": tok})
+
+
+def test_an_answer_patched_keeps_the_rest_of_data_and_adds_the_errors(fresh):
+    # A field GitHub refused is null beside the rest of `data`, its error at its path; an enum
+    # value added since the client was written is answered as it is.
+    owner, name = fresh.full.split("/")
+    number = open_pull(fresh, "cell-d")
+    text = product_documents()["MERGE_STATE_QUERY"]
+    refused = {"type": "FORBIDDEN", "message": "Resource not accessible by integration",
+               "path": ["repository", "pullRequest", "commits", "nodes", 0, "commit", "statusCheckRollup"]}
+    for patch, errors in [({"path": ["repository", "pullRequest", "mergeStateStatus"], "value": "QUEUED"}, None),
+                          ({"path": refused["path"], "value": None, "errors": [refused]}, [refused])]:
+        assert call(fresh.url, "POST", "/_fake/faults", {"match": "POST /graphql", "operation": "pullRequestMergeState",
+                                                          "times": 1, "answer_patch": patch}).status in (200, 201)
+        r = post(fresh, text, {"owner": owner, "name": name, "number": number})
+        pr = r.body["data"]["repository"]["pullRequest"]
+        node = r.body["data"]
+        for key in patch["path"]:
+            node = node[key]
+        assert r.status == 200 and node == patch["value"] and pr["headRefOid"], r
+        assert r.body.get("errors") == errors, r
 
 
 def test_the_product_merge_state_document_passes_over_http_and_is_charged_its_points(fresh):

@@ -7,6 +7,7 @@
 //! its own auto-merge.
 
 use super::support::*;
+use cellbridge::adapters::github::operations as ops;
 use cellbridge::pure::plan::STATUS_CONTEXT;
 use serde_json::json;
 
@@ -204,6 +205,18 @@ async fn people_and_auto_merge_never_merge_anything_ineligible<B: Bed>() {
                 // A reviewer pushes to the pull request while it is open (a push to a branch no
                 // pull request shows is a final failure of its own scenario).
                 let open = w.open_pulls().first().map(|p| p.number);
+                // GitHub's unhappy answers join the schedule: a merge state that cannot be read
+                // (an enum value added since), GitHub's own untyped failure inside an answer.
+                match roll(6) {
+                    0 => w.bed.merge_state_unknown_enum(w.repo()),
+                    1 => w
+                        .bed
+                        .graphql_untyped_error(w.repo(), &ops::GRAPHQL_MERGE_STATE.as_operation(), 1),
+                    2 => w
+                        .bed
+                        .graphql_untyped_error(w.repo(), &ops::GRAPHQL_CELL_READING.as_operation(), 1),
+                    _ => {}
+                }
                 match (roll(4), head) {
                     (0, Some(h)) => w.bed.ci(w.repo(), &h, CI, roll(3) != 0),
                     (2, Some(_)) if queue && open.is_some() => {
@@ -222,13 +235,25 @@ async fn people_and_auto_merge_never_merge_anything_ineligible<B: Bed>() {
             };
             let (a, b, ()) = tokio::join!(w.deliver(CELL), w.deliver(CELL), people);
             for r in [a, b] {
-                assert!(r["action"] != "failed" || r["retryable"] == true, "seed {seed}: {r}");
+                // Only a merge state that could not be read (the enum value injected, whichever
+                // delivery meets it) fails for good, and is no refusal.
+                assert!(
+                    r["action"] != "failed"
+                        || r["retryable"] == true
+                        || r["error"].as_str().is_some_and(|e| e.contains("\"QUEUED\"")),
+                    "seed {seed}: {r}"
+                );
+                assert!(r.get("reported").is_none(), "seed {seed}: {r}");
             }
         }
         let main = w.files("main");
         assert!(
             !main.keys().any(|p| p.contains("/review-")),
             "seed {seed}: a reviewer's file reached main without a person"
+        );
+        assert!(
+            w.bed.issues(w.repo()).is_empty(),
+            "seed {seed}: GitHub's failures are no refused state"
         );
     }
 }

@@ -1,7 +1,8 @@
 //! The credentials as an operator sees them: a token about to expire is in the
 //! `GithubTokenDaysLeft` metric and warned of on the fleet dashboard (the double and github.com
 //! with a token); a GitHub App installation whose grant lacks a permission is refused naming it,
-//! before anything is written (the double and GitHub Enterprise Server with an App). On the HTTP
+//! before anything is written, and one without `checks: read` keeps working without check runs
+//! (the double and GitHub Enterprise Server with an App). On the HTTP
 //! fake only: an App identified by its client ID gets one installation token for the process,
 //! narrowed to the fleet repository, and the installation's permissions are not read again.
 
@@ -150,6 +151,47 @@ async fn an_installation_lacking_a_permission_is_refused_naming_it_before_any_wr
     w.assert_checked(CELL);
 }
 
+/// An App installation without `checks: read`: its token is asked for without it (GitHub refuses
+/// one asking for a permission the installation lacks), the merge state is read without any check
+/// run (nothing refused inside the answer), GitHub's auto-merge is turned on where a required check
+/// is missing, and cellbridge never merges by itself, since it cannot see the head's check runs.
+async fn an_installation_without_checks_read_keeps_working_without_check_runs<B: AppBed>() {
+    let w = World::<B>::start();
+    w.bed.grant(
+        w.repo(),
+        &[
+            ("metadata", "read"),
+            ("contents", "write"),
+            ("pull_requests", "write"),
+            ("issues", "write"),
+            ("statuses", "write"),
+        ],
+    );
+    let w = opted_in(w, "cells: ['*']\n").await;
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), done(&r)), ("opened", "waiting"), "{r}");
+    assert!(
+        r["auto_merge"]["detail"].as_str().unwrap().contains("checks=read"),
+        "{r}"
+    );
+    let n = r["pull_request"]["number"].as_u64().unwrap();
+    assert!(w.pulls().iter().any(|p| p.number == n && p.open && !p.merged));
+
+    w.bed.protect_main(
+        w.repo(),
+        Some((&[cellbridge::pure::plan::STATUS_CONTEXT, CI], 0, false)),
+    );
+    let r = w.deliver(CELL).await;
+    assert_eq!(done(&r), "enabled", "{r}");
+    let head = w.head(&branch(CELL)).unwrap();
+    w.bed.ci(w.repo(), &head, CI, true);
+    assert!(
+        w.pulls().iter().any(|p| p.number == n && p.merged),
+        "GitHub's auto-merge merged it"
+    );
+}
+
 /// On github.com, an App whose secret gives its client ID (GitHub's recommended JWT issuer):
 /// one installation token for the process, asked for the fleet repository and cellbridge's
 /// permissions; its answer is the permission check (the installation is not read); the pull
@@ -197,5 +239,8 @@ scenarios!(
 scenarios!(
     mem_app: super::MemBed,
     http_ghes: super::GhesBed;
-    [an_installation_lacking_a_permission_is_refused_naming_it_before_any_write]
+    [
+        an_installation_lacking_a_permission_is_refused_naming_it_before_any_write,
+        an_installation_without_checks_read_keeps_working_without_check_runs,
+    ]
 );

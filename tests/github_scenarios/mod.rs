@@ -39,6 +39,7 @@ mod auto_merge;
 mod credentials;
 mod dashboard;
 mod decommission;
+mod fail_closed;
 mod forks;
 mod merge_queue;
 mod people;

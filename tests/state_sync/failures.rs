@@ -44,6 +44,34 @@ async fn secret_looking_or_sensitive_output_opens_nothing() {
     let text = resp.to_string();
     assert!(text.contains("sensitive") && text.contains("cell_metadata"), "{resp}");
     assert!(bed.pulls().is_empty());
+
+    // A connection string's password, in an identifier's clothes: refused by its shape, named
+    // by key and kind; its value reaches no response, issue, commit or log line (the leak check
+    // reads every log of the suite for it).
+    let password = "S3cr3tP4ss-Qm7v";
+    leak::secret("state-sync: a database URL's password", password);
+    let other = "eu-c3";
+    let mut data = base_data(other, "vpc-3");
+    data.push((
+        "orders_db_url".into(),
+        format!("postgres://admin:{password}@db.internal:5432/app"),
+    ));
+    bed.apply(other, &data, false).await;
+    let resp = bed.invoke(bed.receive().await).await;
+    let c = only_cell(&resp);
+    assert_eq!(c["action"], "refused", "{resp}");
+    let err = c["error"].as_str().unwrap();
+    assert!(
+        err.contains("`orders_db_url`")
+            && err.contains("a URL with a password in its user info")
+            && err.contains("output the endpoint and the ARN of the secret"),
+        "{err}"
+    );
+    assert!(!resp.to_string().contains(password), "the value leaked: {resp}");
+    assert!(bed.pulls().is_empty());
+    let issues = bed.gh.issues(REPO);
+    let body: String = issues.iter().map(|i| i["body"].as_str().unwrap_or("")).collect();
+    assert!(body.contains("orders_db_url") && !body.contains(password), "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

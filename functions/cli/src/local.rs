@@ -332,7 +332,11 @@ pub fn check(fleet: &std::path::Path, cell: Option<&str>, json: bool) -> Result<
                 }
             }
             for w in &r.warnings {
-                println!("      warning {}:{}: {} (layer {})", w.file, w.line, w.message, w.layer);
+                if w.layer.is_empty() {
+                    println!("      warning {}:{}: {}", w.file, w.line, w.message);
+                } else {
+                    println!("      warning {}:{}: {} (layer {})", w.file, w.line, w.message, w.layer);
+                }
             }
             for u in &r.unverified {
                 println!(

@@ -68,6 +68,26 @@ fn every_refused_state_exits_2_and_names_the_cause_not_the_value() {
             "`deploy_material` looks like a secret",
             &["b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ"],
         ),
+        (
+            "url-password",
+            "`orders_db_url` looks like a secret (its value is a URL with a password in its user info); cellbridge carries identifiers only: output the endpoint and the ARN of the secret",
+            &["Pa55word!"],
+        ),
+        (
+            "empty-user-password",
+            "`cache_url` looks like a secret (its value is a URL with a password in its user info)",
+            &["hunter2pass"],
+        ),
+        (
+            "connection-string",
+            "`storage_connection` looks like a secret (its value is a connection string with an `AccountKey=` field)",
+            &["T2ZmaWNpYWxseU5vdEFSZWFsS2V5QnV0TG9uZ0Vub3VnaA"],
+        ),
+        (
+            "webhook",
+            "`alerts_webhook` looks like a secret (its value is a Slack webhook URL, which is a credential itself)",
+            &["Xq7LmN2pR8sT4vW6yZ1aB3cD"],
+        ),
         ("nested", "key `subnets` holds a nested map", &[]),
         (
             "key-with-dot",
@@ -124,6 +144,25 @@ fn every_refused_state_exits_2_and_names_the_cause_not_the_value() {
             "{name}: a refused state wrote into the fleet"
         );
     }
+}
+
+/// An EKS cluster's `certificate_authority` data (base64 of a PEM certificate) is public: the
+/// plan carries it.
+#[test]
+fn a_cluster_certificate_passes_the_contract() {
+    let path = state("eks-ca");
+    let fleet = fleet_copy();
+    let o = cellbridge(&[
+        "plan",
+        "--state",
+        path.to_str().unwrap(),
+        "--fleet",
+        fleet.path().to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert_ne!(o.status.code(), Some(2), "{out}{err}");
+    assert!(!err.contains("looks like a secret"), "{err}");
+    assert!(out.contains("`cluster_certificate_authority_data`"), "{out}");
 }
 
 #[test]

@@ -77,6 +77,7 @@ fn check_fails_only_on_the_typo_and_on_what_flux_itself_would_fail() {
         [
             format!("clusters/payments-eu-west-1/layers.yaml:{canary_line} "),
             format!("infrastructure/base/datadog.yaml:{typo_line} cluster_nmae"),
+            "monitoring/prometheus.yaml:9 cluster_name".to_owned(),
         ],
         "{out}"
     );
@@ -85,6 +86,35 @@ fn check_fails_only_on_the_typo_and_on_what_flux_itself_would_fail() {
         findings[1].1.contains("did you mean `cluster_name`?"),
         "{}",
         findings[1].1
+    );
+    // The monitoring layer's only source holds no key: Flux skips its substitution, and on this
+    // cell's release the way out is `substituteStrategy: Always`.
+    assert!(
+        findings[2].1.contains("layer `monitoring` has `${cluster_name}`")
+            && findings[2].1.contains("ConfigMap/monitoring-overrides")
+            && findings[2].1.contains("substituteStrategy: Always"),
+        "{}",
+        findings[2].1
+    );
+    // The empty certificate ARN: a warning at its first use, not a failure.
+    let warnings: Vec<String> = cells[0]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            format!(
+                "{}:{} {} {}",
+                w["file"].as_str().unwrap(),
+                w["line"],
+                w["variable"].as_str().unwrap(),
+                w["kind"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        warnings,
+        ["ingress/ingress.yaml:7 ingress_certificate_arn empty"],
+        "{out}"
     );
     // The SOPS Secret, the ConfigMap next to the cell and the declared in-cluster Secret supply
     // the rest; only the operator's undeclared optional Secret could supply this one.
@@ -100,6 +130,43 @@ fn check_fails_only_on_the_typo_and_on_what_flux_itself_would_fail() {
         out.contains("unverified apps/base/deployment.yaml:") && out.contains(".cellbridge/in-cluster-sources.yaml"),
         "{out}"
     );
+    assert!(
+        out.contains("warning ingress/ingress.yaml:7: `ingress_certificate_arn` is set to an empty string"),
+        "{out}"
+    );
+}
+
+/// `check` reads what is in Git, so a secret already in a fleet's `cell-metadata.yaml` cannot
+/// be refused: it is warned about, by key and kind, never by value.
+#[test]
+fn check_warns_of_a_secret_already_in_git() {
+    let repo = teams_repo();
+    let cm = repo.path().join("clusters/payments-eu-west-1/cell-metadata.yaml");
+    let before = std::fs::read_to_string(&cm).unwrap();
+    let password = "Pa55word!-Kq3";
+    std::fs::write(
+        &cm,
+        before.replace(
+            "  schema: \"1\"\n",
+            &format!("  orders_db: \"mongodb+srv://app:{password}@cluster0.example.net/db\"\n  schema: \"1\"\n"),
+        ),
+    )
+    .unwrap();
+    let o = cellbridge(&["check", "--fleet", repo.path().to_str().unwrap()]);
+    let (out, err) = text(&o);
+    let line = std::fs::read_to_string(&cm)
+        .unwrap()
+        .lines()
+        .position(|l| l.contains("orders_db"))
+        .unwrap()
+        + 1;
+    assert!(
+        out.contains(&format!(
+            "warning clusters/payments-eu-west-1/cell-metadata.yaml:{line}: `orders_db` of ConfigMap/cell-metadata looks like a secret (its value is a URL with a password in its user info) and is in Git already: rotate that secret"
+        )),
+        "{out}"
+    );
+    assert!(!out.contains(password) && !err.contains(password), "the value leaked");
 }
 
 #[test]

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use super::secrets;
 use super::tfstate::StateOutputs;
 
 /// The output cellbridge reads.
@@ -32,7 +33,10 @@ pub enum ContractError {
     NullValue { key: String },
     #[error("cell_metadata key `{key}` is not a valid Flux variable name (it must match ^[_a-zA-Z][_a-zA-Z0-9]*$)")]
     InvalidKey { key: String },
-    #[error("cell_metadata key `{key}` looks like a secret ({why}); cellbridge carries identifiers only")]
+    #[error(
+        "cell_metadata key `{key}` looks like a secret ({why}); cellbridge carries identifiers only: {hint}",
+        hint = secrets::HINT
+    )]
     SecretLooking { key: String, why: &'static str },
     #[error("cell_metadata value of key `{key}` {why}")]
     InvalidValue { key: String, why: &'static str },
@@ -160,13 +164,7 @@ pub fn validate_map(value: &serde_json::Value) -> Result<BTreeMap<String, String
 }
 
 fn check_value(key: &str, value: &str) -> Result<(), ContractError> {
-    if let Some(why) = secret_key_reason(key, value) {
-        return Err(ContractError::SecretLooking {
-            key: key.to_owned(),
-            why,
-        });
-    }
-    if let Some(why) = secret_value_reason(value) {
+    if let Some(why) = secrets::shape(key, value) {
         return Err(ContractError::SecretLooking {
             key: key.to_owned(),
             why,
@@ -180,7 +178,13 @@ fn check_value(key: &str, value: &str) -> Result<(), ContractError> {
         // strict check refuses it there, naming the file, line and key.
         return Err(ContractError::InvalidValue {
             key: key.to_owned(),
-            why: "spans several lines; identifiers are single-line",
+            why: if value.contains("-----BEGIN ") {
+                // A PEM certificate passes the secret rules, but Flux would run its lines
+                // together: EKS's own `certificate_authority` data shows the way.
+                "spans several lines; identifiers are single-line (output a PEM certificate base64-encoded, `base64encode(...)`, as EKS gives `certificate_authority` data)"
+            } else {
+                "spans several lines; identifiers are single-line"
+            },
         });
     }
     if value.chars().any(|c| c.is_control() && c != '\t') {
@@ -201,119 +205,6 @@ pub fn is_dns1123_label(s: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b[0] != b'-'
         && b[b.len() - 1] != b'-'
-}
-
-/// Words that make a key secret-looking, unless the key names a reference to a secret (an ARN,
-/// a name, a path) rather than the secret itself: `db_password` is refused, `db_password_secret_arn` is not.
-const SECRET_WORDS: &[&str] = &[
-    "password",
-    "passwd",
-    "pwd",
-    "secret",
-    "token",
-    "apikey",
-    "credential",
-    "credentials",
-    "privatekey",
-    "passphrase",
-];
-const SECRET_PAIRS: &[(&str, &str)] = &[
-    ("private", "key"),
-    ("api", "key"),
-    ("access", "key"),
-    ("secret", "key"),
-    ("client", "secret"),
-    ("signing", "key"),
-];
-const REFERENCE_SUFFIXES: &[&str] = &[
-    "arn", "arns", "name", "names", "path", "prefix", "url", "uri", "version", "ttl", "region", "kms",
-];
-
-fn secret_key_reason(key: &str, value: &str) -> Option<&'static str> {
-    let lower = key.to_ascii_lowercase();
-    let words: Vec<&str> = lower.split('_').filter(|w| !w.is_empty()).collect();
-    let last = words.last().copied().unwrap_or_default();
-    // `cert_manager_role_arn`-style keys and ARN values name a secret, they do not hold one.
-    if REFERENCE_SUFFIXES.contains(&last) || value.starts_with("arn:") {
-        return None;
-    }
-    let hit = words.iter().any(|w| SECRET_WORDS.contains(w))
-        || words.windows(2).any(|p| SECRET_PAIRS.contains(&(p[0], p[1])));
-    hit.then_some("its name says it holds a credential")
-}
-
-fn secret_value_reason(value: &str) -> Option<&'static str> {
-    let v = value.trim();
-    if v.contains("-----BEGIN") && v.contains("PRIVATE KEY") {
-        return Some("its value is a private key");
-    }
-    if v.contains("-----BEGIN") {
-        return Some("its value is PEM-encoded material");
-    }
-    let is_aws_key = |p: &str| {
-        v.len() == 20 && v.starts_with(p) && v[4..].bytes().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
-    };
-    if is_aws_key("AKIA") || is_aws_key("ASIA") {
-        return Some("its value is an AWS access key id");
-    }
-    for prefix in [
-        "ghp_",
-        "gho_",
-        "ghu_",
-        "ghs_",
-        "ghr_",
-        "github_pat_",
-        "glpat-",
-        "xoxb-",
-        "xoxp-",
-        "xoxa-",
-        "sk_live_",
-        "npm_",
-    ] {
-        if v.starts_with(prefix) && v.len() >= prefix.len() + 16 {
-            return Some("its value is an access token");
-        }
-    }
-    if v.starts_with("eyJ") && v.split('.').count() == 3 && v.len() > 40 {
-        return Some("its value is a JSON Web Token");
-    }
-    if looks_high_entropy(v) {
-        return Some("its value is a high-entropy blob");
-    }
-    None
-}
-
-/// A long run of base64/base62 characters with mixed case and digits and near-random symbol
-/// distribution. Hex (commit SHAs, UUIDs, KMS key ids) stays under 4 bits per symbol and passes.
-fn looks_high_entropy(v: &str) -> bool {
-    if v.len() < 32
-        || !v
-            .bytes()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'=' | b'_' | b'-'))
-    {
-        return false;
-    }
-    let has = |f: fn(&u8) -> bool| v.as_bytes().iter().any(f);
-    if !(has(u8::is_ascii_uppercase) && has(u8::is_ascii_lowercase) && has(u8::is_ascii_digit)) {
-        return false;
-    }
-    shannon_bits(v) >= 4.2
-}
-
-fn shannon_bits(s: &str) -> f64 {
-    let mut counts = [0u32; 256];
-    for b in s.bytes() {
-        counts[b as usize] += 1;
-    }
-    let n = s.len() as f64;
-    counts
-        .iter()
-        .filter(|c| **c > 0)
-        .map(|&c| {
-            let p = c as f64 / n;
-            -p * p.log2()
-        })
-        .sum()
 }
 
 #[cfg(test)]
@@ -380,6 +271,83 @@ mod tests {
             assert!(msg.contains(key), "{msg}");
             assert!(!msg.contains(value), "{msg} leaks the value");
         }
+    }
+
+    /// What a Terraform output really holds, row by row: refused (naming the key and the kind,
+    /// with the way to keep the identifier, never the value) or passed.
+    #[test]
+    fn identifiers_only_row_by_row() {
+        use base64::Engine;
+        let eks_ca = base64::engine::general_purpose::STANDARD
+            .encode(include_str!("../../../tests/fixtures/secrets/eks-ca.crt"));
+        let refused: &[(&str, &str, &str)] = &[
+            (
+                "db_url",
+                "postgres://admin:S3cr3tP4ss@db.internal:5432/app",
+                "a URL with a password",
+            ),
+            (
+                "cache_url",
+                "redis://:hunter2pass@cache:6379/0",
+                "a URL with a password",
+            ),
+            (
+                "mongo_url",
+                "mongodb+srv://app:Pa55word!@cluster0.example.net/db",
+                "a URL with a password",
+            ),
+            (
+                "storage",
+                "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=bm90LWEtcmVhbC1rZXk=;",
+                "`AccountKey=`",
+            ),
+            (
+                "alerts_webhook",
+                "https://hooks.slack.com/services/T0AB12CD3/B0EF45GH6/abcdefghijklmnopqrstuvwx",
+                "Slack webhook",
+            ),
+            ("ci", "ghp_1234567890abcdefghijklmnopqrstuvwxyzAB", "access token"),
+            ("deploy_identity", "AKIAIOSFODNN7EXAMPLE", "AWS access key id"),
+            (
+                "chat",
+                "xoxb-123456789012-1234567890123-abcdefghijklmnopqrstuvwx",
+                "access token",
+            ),
+            (
+                "tls",
+                "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----",
+                "private key",
+            ),
+            (
+                "session",
+                "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJjaSJ9.c2lnbmF0dXJlLW5vdC1yZWFsLWF0LWFsbA",
+                "JSON Web Token",
+            ),
+        ];
+        for (key, value, kind) in refused {
+            let mut m = ok_map();
+            m[*key] = json!(value);
+            let e = from_state(&state(m, false)).unwrap_err();
+            let msg = e.to_string();
+            assert!(matches!(e, ContractError::SecretLooking { .. }), "{key}: {e:?}");
+            assert!(msg.contains(&format!("`{key}`")) && msg.contains(kind), "{msg}");
+            assert!(msg.contains("output the endpoint and the ARN of the secret"), "{msg}");
+            for piece in [
+                "S3cr3tP4ss",
+                "hunter2pass",
+                "Pa55word",
+                "bm90LWEtcmVhbC1rZXk",
+                "abcdefghijklmnopqrstuvwx",
+            ] {
+                assert!(!msg.contains(piece), "{msg} leaks the value");
+            }
+            assert!(!msg.contains(value), "{msg} leaks the value");
+        }
+        let mut m = ok_map();
+        m["cluster_certificate_authority_data"] = json!(eks_ca);
+        m["db_endpoint"] = json!("postgres://app@db.internal:5432/app");
+        let meta = from_state(&state(m, false)).expect("a certificate is public, a user name is an account");
+        assert_eq!(meta.data["cluster_certificate_authority_data"], eks_ca);
     }
 
     #[test]

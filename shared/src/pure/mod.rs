@@ -15,6 +15,7 @@ pub mod metadata;
 pub mod plan;
 pub mod record;
 pub mod redact;
+pub mod secrets;
 pub mod status;
 pub mod template;
 pub mod tfstate;

@@ -25,6 +25,7 @@
 //!   and taken out when it is no longer eligible (`queue`).
 
 mod queue;
+mod verify;
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -237,15 +238,20 @@ impl Run {
         }
     }
 
-    /// Before the status of a head that is not eligible: cellbridge's own auto-merge turned off,
-    /// so that the status cannot merge it. Reads GitHub only when the cell is or was opted in.
-    pub(super) async fn before_status<G: Merges>(&mut self, gh: &G, number: u64, deadline: Instant) -> Result<()> {
+    /// Before the status of `head`, when it is not eligible: cellbridge's own auto-merge turned
+    /// off, so that the status cannot merge it. Reads GitHub only when the cell is or was opted
+    /// in; a merge state that cannot be read fails closed ([`Run::read`]).
+    pub(super) async fn before_status<G: Merges>(
+        &mut self,
+        gh: &G,
+        number: u64,
+        head: &str,
+        deadline: Instant,
+    ) -> Result<()> {
         if self.eligibility.eligible || !(self.covered || self.was_covered) {
             return Ok(());
         }
-        let Some(st) = self.read(gh, number, deadline).await? else {
-            return Ok(());
-        };
+        let st = self.read(gh, number, head, deadline).await?;
         if self.out_of_queue(gh, number, &st, deadline).await? {
             return Ok(());
         }
@@ -317,11 +323,9 @@ impl Run {
                 }
             )];
             // Not eligible after all: cellbridge's own auto-merge, if on, goes.
-            return self.before_status(gh, number, deadline).await;
+            return self.before_status(gh, number, head, deadline).await;
         }
-        let Some(st) = self.read(gh, number, deadline).await? else {
-            return Ok(());
-        };
+        let st = self.read(gh, number, head, deadline).await?;
         if st.state != PullState::Open {
             return Ok(());
         }
@@ -373,9 +377,7 @@ impl Run {
             AutoMergeAnswer::MergeableNow(why) => {
                 // It became mergeable since it was read: read it again before merging anything.
                 tracing::info!(pull_request = number, answer = %why, "auto-merge refused: the pull request can merge now");
-                let Some(st) = self.read(gh, number, deadline).await? else {
-                    return Ok(());
-                };
+                let st = self.read(gh, number, head, deadline).await?;
                 if st.head_sha != head {
                     return Err(moved(number, head, &st.head_sha));
                 }
@@ -434,6 +436,18 @@ impl Run {
                 Ok(None)
             }
             MergeAnswer::NotMergeable(why) => {
+                // A merge sent again after its answer was lost meets the merge it made: 405 ("Pull
+                // Request is not mergeable"). What happened, the pull request tells.
+                let st = self.read(gh, number, &head, deadline).await?;
+                if st.state == PullState::Merged && st.head_sha == head {
+                    tracing::info!(pull_request = number, head = %head, "merged: GitHub's answer was lost, the pull request reads merged with this head");
+                    self.done = Done::Merged;
+                    self.detail = Some(format!(
+                        "merged {head} ({}; GitHub's answer was lost, the pull request reads merged)",
+                        self.method.rest()
+                    ));
+                    return Ok(None);
+                }
                 tracing::warn!(pull_request = number, answer = %why, "GitHub refused the merge");
                 self.done = Done::Refused;
                 self.note = Some(format!(
@@ -465,7 +479,7 @@ impl Run {
                 .collect();
             self.done = Done::Waiting;
             self.detail = Some(if waiting.is_empty() {
-                "GitHub listed only part of the head's checks".to_owned()
+                "not every check of the head could be read (GitHub cut the list short, or these credentials may not read check runs: checks=read)".to_owned()
             } else {
                 format!("required checks not passed yet: {}", waiting.join(", "))
             });
@@ -479,25 +493,6 @@ impl Run {
             "GitHub does not allow auto-merge in this repository: an administrator can turn on **Allow auto-merge** (Settings → General → Pull Requests). Until then a person merges this pull request."
                 .to_owned(),
         );
-    }
-
-    /// The merge state, or `None` when GitHub refuses to tell (said, not a failed sync);
-    /// retryable failures and lost races stay errors.
-    async fn read<G: Merges>(&mut self, gh: &G, number: u64, deadline: Instant) -> Result<Option<MergeState>> {
-        match gh.merge_state(number, deadline).await {
-            Ok(st) => Ok(Some(st)),
-            Err(e @ (GithubError::Transient { .. } | GithubError::Conflict { .. })) => Err(e),
-            Err(e) => {
-                tracing::warn!(pull_request = number, error = %e, "the merge state could not be read");
-                self.done = Done::Refused;
-                self.note = Some(format!(
-                    "cellbridge could not read this pull request's merge state from GitHub, so auto-merge is left as it is: \"{}\".",
-                    quote(&e.to_string())
-                ));
-                self.detail = Some(e.to_string());
-                Ok(None)
-            }
-        }
     }
 }
 

@@ -6,7 +6,9 @@
 //! - `dashboard.rs`: the fleet dashboard; `dashboard_flux.rs`: its Flux column;
 //!   `dashboard_retry.rs`: a scheduled sync-all's delayed retry of it;
 //! - `decommission.rs`: a destroyed cell's decommission;
-//! - `auto_merge.rs`: auto-merge under branch protection;
+//! - `auto_merge.rs`: auto-merge under branch protection; `fail_closed.rs`: what cellbridge does
+//!   when GitHub's answers cannot be read or GitHub fails; `fault_matrix.rs`: every request of
+//!   every phase given GitHub's unhappy answers;
 //! - `bootstrap/`: cluster-bootstrap's rules (the order of the apply, the access entry, readiness,
 //!   other accounts, the Git secret and sync objects, the answers, pause and metrics, confirming
 //!   Flux took over);
@@ -21,6 +23,8 @@ mod dashboard;
 mod dashboard_flux;
 mod dashboard_retry;
 mod decommission;
+mod fail_closed;
+mod fault_matrix;
 mod support;
 mod sweep;
 mod sync;

@@ -212,6 +212,7 @@ impl<const GHES: bool> Bed for HttpBed<GHES> {
             .map(|s| Status {
                 context: s["context"].as_str().unwrap().to_owned(),
                 success: s["state"] == "success",
+                pending: s["state"] == "pending",
                 description: s["description"].as_str().unwrap_or_default().to_owned(),
             })
             .collect()
@@ -268,6 +269,34 @@ impl<const GHES: bool> Bed for HttpBed<GHES> {
         let error = json!({"type": "FORBIDDEN", "path": path, "message": format!("Resource not accessible by {who}")});
         self.gh
             .fault(json!({"match": "POST /graphql", "operation": name, "graphql_errors": [error], "times": 1}));
+    }
+
+    fn graphql_untyped_error(&self, _: &GithubFleet, op: &Operation, times: usize) {
+        // https://github.com/int128/wait-for-workflows-action/pull/104: no `type`, no `path`.
+        let name = op.id.trim_start_matches("graphql/");
+        let error = json!({"message": "Something went wrong while executing your query. Please include `9C8E:4B15:1F4E2A:3E1C7B:64DCF39F` when reporting this issue."});
+        self.gh
+            .fault(json!({"match": "POST /graphql", "operation": name, "graphql_errors": [error], "times": times}));
+    }
+
+    fn graphql_unknown_error(&self, _: &GithubFleet, op: &Operation, times: usize) {
+        // https://github.com/github/docs/issues/19712: a `type` cellbridge does not know.
+        let name = op.id.trim_start_matches("graphql/");
+        let error = json!({"type": "INSUFFICIENT_SCOPES", "locations": [{"line": 2, "column": 3}],
+                           "message": "Your token has not been granted the required scopes to execute this query."});
+        self.gh
+            .fault(json!({"match": "POST /graphql", "operation": name, "graphql_errors": [error], "times": times}));
+    }
+
+    fn merge_state_unknown_enum(&self, _: &GithubFleet) {
+        self.gh.fault(json!({"match": "POST /graphql", "operation": "pullRequestMergeState", "times": 1,
+                             "answer_patch": {"path": ["repository", "pullRequest", "mergeStateStatus"], "value": "QUEUED"}}));
+    }
+
+    fn merge_answer_lost(&self, _: &GithubFleet) {
+        // Carried out, and the connection closed before any byte of the answer.
+        self.gh
+            .fault(json!({"match": "PUT /repos/*/pulls/*/merge", "cut_after": 0, "times": 1}));
     }
 
     fn merge_state_not_computed(&self, _: &GithubFleet, number: u64) {

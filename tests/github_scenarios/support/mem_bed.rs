@@ -84,6 +84,7 @@ impl Bed for MemBed {
             .map(|s| Status {
                 context: s.context,
                 success: s.success,
+                pending: s.pending,
                 description: s.description,
             })
             .collect()
@@ -115,6 +116,26 @@ impl Bed for MemBed {
 
     fn graphql_field_refused(&self, repo: &MemGithub, op: &Operation, path: &'static str) {
         repo.fail(op, 1, Fault::FieldRefused(path));
+    }
+
+    fn graphql_untyped_error(&self, repo: &MemGithub, op: &Operation, times: usize) {
+        repo.fail(op, times, Fault::Untyped);
+    }
+
+    fn graphql_unknown_error(&self, repo: &MemGithub, op: &Operation, times: usize) {
+        repo.fail(op, times, Fault::UnknownType);
+    }
+
+    fn merge_state_unknown_enum(&self, repo: &MemGithub) {
+        repo.fail(
+            &ops::GRAPHQL_MERGE_STATE.as_operation(),
+            1,
+            Fault::Unreadable("mergeStateStatus \"QUEUED\" is not one cellbridge knows"),
+        );
+    }
+
+    fn merge_answer_lost(&self, repo: &MemGithub) {
+        repo.fail(&ops::PULLS_MERGE, 1, Fault::AnswerLost);
     }
 
     fn merge_state_not_computed(&self, repo: &MemGithub, number: u64) {

@@ -58,6 +58,8 @@ pub(crate) struct Pull {
 pub(crate) struct Status {
     pub(crate) context: String,
     pub(crate) success: bool,
+    /// `pending`: neither passing nor failing.
+    pub(crate) pending: bool,
     pub(crate) description: String,
 }
 
@@ -125,6 +127,17 @@ pub(crate) trait Bed: Sized {
     /// GitHub answers the next query of `op` with HTTP 200 and `FORBIDDEN` inside `errors` for
     /// the field at `path` (the credentials lack the permission to read it).
     fn graphql_field_refused(&self, repo: &Self::Repo, op: &Operation, path: &'static str);
+    /// GitHub answers the next `times` queries or mutations of `op` with HTTP 200 and its own
+    /// untyped failure inside `errors` ("Something went wrong while executing your query").
+    fn graphql_untyped_error(&self, repo: &Self::Repo, op: &Operation, times: usize);
+    /// GitHub answers the next `times` requests of `op` with HTTP 200 and an error whose `type`
+    /// cellbridge does not know (`INSUFFICIENT_SCOPES`).
+    fn graphql_unknown_error(&self, repo: &Self::Repo, op: &Operation, times: usize);
+    /// The next merge state answers a `mergeStateStatus` GitHub added after cellbridge was
+    /// written (`QUEUED`).
+    fn merge_state_unknown_enum(&self, repo: &Self::Repo);
+    /// The next "Merge a pull request" is carried out and its answer lost in transit.
+    fn merge_answer_lost(&self, repo: &Self::Repo);
     /// GitHub has not computed pull request `number`'s merge state yet (`UNKNOWN`).
     fn merge_state_not_computed(&self, repo: &Self::Repo, number: u64);
     /// The 5xx answers served so far, where the bed's log shows them.

@@ -37,6 +37,31 @@ pub(crate) fn merge_into_refused(what: &str, status: u16, message: &str) -> Opti
     }
 }
 
+/// "Update a reference" refused with 422 or 409 (both documented) while the branch is `moved`
+/// or not: moved, a lost race to redo; a message naming a rule or a protection ("Repository rule
+/// violations found", "Protected branch update failed"), a person must change the rule; anything
+/// else is GitHub failing, final and never a refused state.
+pub(crate) fn ref_update_refused(what: &str, status: u16, message: &str, moved: bool) -> GithubError {
+    let m = message.to_ascii_lowercase();
+    if moved {
+        GithubError::Conflict {
+            what: what.to_owned(),
+            detail: message.to_owned(),
+        }
+    } else if m.contains("rule") || m.contains("protected") {
+        GithubError::Refused {
+            what: what.to_owned(),
+            rule: message.to_owned(),
+        }
+    } else {
+        GithubError::Api {
+            what: what.to_owned(),
+            status,
+            message: message.to_owned(),
+        }
+    }
+}
+
 /// "Merge a pull request" refused: 405, "Method Not Allowed if merge cannot be performed" (a
 /// protection not met, a conflict, a method the repository does not allow), is an answer; 409,
 /// "Conflict if sha was provided and pull request head did not match", a lost race. `None`:
@@ -88,6 +113,28 @@ impl GraphqlError {
         self.as_error_of(what, None)
     }
 
+    /// What asking again can do about this error: by its `type` (GitHub's), and for an
+    /// untyped one by `extensions.code` (the GraphQL server's refusal of the document), else by
+    /// GitHub's own words for its failures.
+    pub(crate) fn retry(&self) -> Retry {
+        match self.kind.as_str() {
+            // "NOT_FOUND", "FORBIDDEN", "UNPROCESSABLE" (GitHub's refusals of the request as
+            // asked) and the limits it enforces on a document before it runs
+            // ("MAX_NODE_LIMIT_EXCEEDED", "EXCESSIVE_PAGINATION",
+            // "MISSING_PAGINATION_BOUNDARIES"; "Rate limits and query limits for the GraphQL API").
+            "NOT_FOUND"
+            | "FORBIDDEN"
+            | "UNPROCESSABLE"
+            | "MAX_NODE_LIMIT_EXCEEDED"
+            | "EXCESSIVE_PAGINATION"
+            | "MISSING_PAGINATION_BOUNDARIES" => Retry::Never,
+            "RATE_LIMITED" | "RATE_LIMIT" => Retry::Later,
+            "" if SCHEMA_CODES.contains(&self.code.as_str()) => Retry::Never,
+            "" if self.code.is_empty() && gave_up(&self.message) => Retry::Later,
+            _ => Retry::Unknown,
+        }
+    }
+
     /// [`as_error`](Self::as_error) of an operation needing `permission`: a field refused
     /// (`FORBIDDEN` inside an answer of HTTP 200, not a 403) names the field and the permission;
     /// a field this GitHub lacks names the field. Both final: asking again changes nothing.
@@ -97,6 +144,29 @@ impl GraphqlError {
         } else {
             format!(" (field {})", self.path)
         };
+        match self.retry() {
+            Retry::Later => {
+                return GithubError::Transient {
+                    what: what.to_owned(),
+                    detail: format!("GitHub failed inside an answer of HTTP 200: {}{at}", self.message),
+                };
+            }
+            Retry::Unknown => {
+                // Asked again UNKNOWN_RETRIES times by `graphql.rs` first: what is left is final.
+                return GithubError::Api {
+                    what: what.to_owned(),
+                    status: 200,
+                    message: format!(
+                        "GitHub answered an error of a kind cellbridge does not know, {} times (type {:?}, code {:?}): {}{at}",
+                        UNKNOWN_RETRIES + 1,
+                        self.kind,
+                        self.code,
+                        self.message
+                    ),
+                };
+            }
+            Retry::Never => {}
+        }
         if self.code == "undefinedField" {
             return GithubError::Api {
                 what: what.to_owned(),
@@ -123,6 +193,48 @@ impl GraphqlError {
         };
         GithubError::from_status(what, status, format!("{}{at}", self.message), None)
     }
+}
+
+/// What asking again can do about one of `errors`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Retry {
+    /// The document or the request as asked is refused: the same answer again.
+    Never,
+    /// GitHub failed or ran out of time (or of rate limit): a later delivery may pass.
+    Later,
+    /// A shape cellbridge does not know: asked again [`UNKNOWN_RETRIES`] times, then final.
+    Unknown,
+}
+
+/// How many times a GraphQL request answered with an error of a kind cellbridge does not know is
+/// sent again before the error is final.
+pub(crate) const UNKNOWN_RETRIES: usize = 2;
+
+/// The GraphQL server's codes (`extensions.code`, untyped errors) for a document it cannot
+/// run against its schema, as graphql-ruby names its static validation errors
+/// (`undefinedField` for a field this GitHub lacks, as an older GitHub Enterprise Server does;
+/// `undefinedType`, `argumentNotAccepted`, `missingRequiredArguments`...): permanent.
+const SCHEMA_CODES: [&str; 9] = [
+    "undefinedField",
+    "undefinedType",
+    "argumentNotAccepted",
+    "missingRequiredArguments",
+    "argumentLiteralsIncompatible",
+    "variableMismatch",
+    "variableNotUsed",
+    "variableNotDefined",
+    "selectionMismatch",
+];
+
+/// GitHub's words when it failed running a document, sent untyped in `errors`, with HTTP 200
+/// (<https://github.com/int128/wait-for-workflows-action/pull/104>) or with a 502 or 504 on a
+/// timeout: "Something went wrong while executing your query. This may be the result of a
+/// timeout, or it could be a GitHub bug. Please include `4A9B:716A:296B9:53EA6:64DCF39F` when
+/// reporting this issue." (<https://github.com/liatrio/liatrio-otel-collector/issues/71>), or
+/// naming a timeout.
+fn gave_up(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.starts_with("something went wrong while executing your query") || m.contains("timeout") || m.contains("timed out")
 }
 
 /// GitHub's refusal `e` of `enablePullRequestAutoMerge`: an answer about the pull request, a

@@ -32,6 +32,9 @@ pub(crate) struct App {
     token: std::sync::Mutex<Option<Minted>>,
     /// One mint at a time: concurrent requests wait for the token the first one asks for.
     pub(crate) minting: tokio::sync::Mutex<()>,
+    /// The installation does not grant [`permissions::CHECKS`]: learnt when GitHub refused a
+    /// token asking for it, and the token is asked for without it from then on.
+    pub(crate) no_checks: std::sync::atomic::AtomicBool,
 }
 
 /// An installation token and what GitHub said of it.
@@ -55,6 +58,7 @@ impl App {
             key,
             token: std::sync::Mutex::new(None),
             minting: tokio::sync::Mutex::new(()),
+            no_checks: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -114,10 +118,12 @@ pub(crate) fn fresh(expires_at: SystemTime, now: SystemTime) -> bool {
 
 /// The body of "Create an installation access token for an app": the fleet repository alone
 /// ("List of repository names that the token should have access to", names without the owner)
-/// and exactly the permissions cellbridge writes with.
-pub(crate) fn token_request(repo: &str) -> Value {
+/// and exactly the permissions cellbridge writes with, and [`permissions::CHECKS`] when `checks`
+/// (the installation grants it, or is not known not to).
+pub(crate) fn token_request(repo: &str, checks: bool) -> Value {
     let permissions: serde_json::Map<String, Value> = permissions::REQUIRED
         .iter()
+        .chain(checks.then_some(&permissions::CHECKS))
         .map(|(name, level)| ((*name).to_owned(), json!(level)))
         .collect();
     json!({"repositories": [repo], "permissions": permissions})
@@ -188,13 +194,18 @@ mod tests {
 
     #[test]
     fn the_token_asks_for_the_fleet_repository_and_cellbridges_permissions_only() {
-        let body = token_request("fleet");
+        let body = token_request("fleet", false);
         assert_eq!(body["repositories"], json!(["fleet"]));
         assert_eq!(
             body["permissions"].as_object().unwrap().len(),
             permissions::REQUIRED.len()
         );
         assert!(permissions::missing(&body["permissions"]).is_empty());
+        assert!(!permissions::reads_checks(&body["permissions"]));
+        let body = token_request("fleet", true);
+        assert!(
+            permissions::missing(&body["permissions"]).is_empty() && permissions::reads_checks(&body["permissions"])
+        );
     }
 
     #[test]

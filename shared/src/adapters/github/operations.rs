@@ -351,6 +351,37 @@ const MERGE_STATE_QUERY: &str = "query pullRequestMergeState($owner: String!, $n
   }
 }";
 
+/// [`GRAPHQL_MERGE_STATE`]'s document for credentials without `checks: read`: the head's
+/// commit statuses only (`Commit.status`, "Commit statuses" read), no `CheckRun` field, which
+/// GitHub refuses such a token inside an answer of HTTP 200 (`FORBIDDEN` at a node of the rollup's
+/// contexts: <https://github.com/philips-software/pull-request-report-action/issues/557>). Its
+/// check runs, required or not, are then unknown: the merge state says its checks are not all
+/// read.
+pub const MERGE_STATE_WITHOUT_CHECK_RUNS_QUERY: &str =
+    "query pullRequestMergeState($owner: String!, $name: String!, $number: Int!) {
+  viewer { login }
+  repository(owner: $owner, name: $name) {
+    autoMergeAllowed
+    pullRequest(number: $number) {
+      id
+      state
+      headRefOid
+      mergeStateStatus
+      autoMergeRequest { enabledBy { __typename login } mergeMethod }
+      mergeQueue { configuration { mergeMethod } }
+      mergeQueueEntry { state enqueuer { __typename login } }
+      commits(last: 1) {
+        nodes {
+          commit {
+            oid
+            status { contexts { context state isRequired(pullRequestNumber: $number) } }
+          }
+        }
+      }
+    }
+  }
+}";
+
 const ENABLE_AUTO_MERGE_MUTATION: &str = "mutation enablePullRequestAutoMerge($pullRequestId: ID!, $expectedHeadOid: GitObjectID!, $mergeMethod: PullRequestMergeMethod!) {
   enablePullRequestAutoMerge(input: {pullRequestId: $pullRequestId, expectedHeadOid: $expectedHeadOid, mergeMethod: $mergeMethod}) {
     pullRequest { autoMergeRequest { enabledBy { __typename login } mergeMethod } }

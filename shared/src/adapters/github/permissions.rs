@@ -15,6 +15,18 @@ pub(super) const REQUIRED: [(&str, &str); 5] = [
     ("statuses", "write"),
 ];
 
+/// The permission the merge state's check runs need ("Checks", "Permissions required for GitHub
+/// Apps"; a token without it is refused the rollup's check runs inside an answer of HTTP 200:
+/// <https://github.com/poseidon/wait-for-status-checks/issues/63>). Asked for only where the
+/// installation grants it: asking for a permission an installation lacks gets no token at all.
+/// Without it the merge state is read without check runs (README, "Auto-merge").
+pub(crate) const CHECKS: (&str, &str) = ("checks", "read");
+
+/// Whether `granted` (a token's or an installation's `permissions`) covers [`CHECKS`].
+pub(crate) fn reads_checks(granted: &Value) -> bool {
+    grants(granted[CHECKS.0].as_str(), CHECKS.1)
+}
+
 /// Whether the level `granted` (none: `None`) of a permission covers `needed`: `write` grants
 /// `read`, `admin` both.
 pub(crate) fn grants(granted: Option<&str>, needed: &str) -> bool {

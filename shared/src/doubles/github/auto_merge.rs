@@ -46,7 +46,7 @@ use super::{GithubError, MemGithub, Result, Store, api};
 use crate::adapters::github::answers::{self, GraphqlError};
 use crate::adapters::github::operations::{self as ops, Operation};
 use crate::ports::github::{
-    AutoMergeAnswer, AutoMergeRequest, CheckState, MergeMethod, MergeState, MergeStateStatus, QueueAnswer,
+    AutoMergeAnswer, AutoMergeRequest, CheckState, MergeMethod, MergeState, MergeStateStatus, PullNode, QueueAnswer,
     RequiredCheck,
 };
 use crate::pure::plan::STATUS_DESCRIPTION_MAX;
@@ -77,25 +77,43 @@ pub struct Protection {
 pub struct MemStatus {
     pub context: String,
     pub success: bool,
+    /// `pending`: neither passing nor failing (a check not finished, or not verified).
+    pub pending: bool,
     pub description: String,
+}
+
+/// The state a commit status is posted with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Posted {
+    Success,
+    Failure,
+    Pending,
 }
 
 impl Store {
     /// The latest state of every check of `sha`: cellbridge's statuses and people's check runs.
     pub(super) fn check_states(&self, sha: &str) -> BTreeMap<String, CheckState> {
+        let mut out = self.status_states(sha);
+        for (name, state) in self.checks.get(sha).into_iter().flatten() {
+            out.insert(name.clone(), *state);
+        }
+        out
+    }
+
+    /// The latest state of every commit status of `sha`.
+    fn status_states(&self, sha: &str) -> BTreeMap<String, CheckState> {
         let mut out = BTreeMap::new();
         for st in self.statuses.get(sha).into_iter().flatten() {
             out.insert(
                 st.context.clone(),
                 if st.success {
                     CheckState::Passed
+                } else if st.pending {
+                    CheckState::Pending
                 } else {
                     CheckState::Failed
                 },
             );
-        }
-        for (name, state) in self.checks.get(sha).into_iter().flatten() {
-            out.insert(name.clone(), *state);
         }
         out
     }
@@ -264,6 +282,11 @@ pub(super) fn number_of(node: &str) -> Option<u64> {
 /// The port's statuses, merge state and auto-merge.
 impl Store {
     pub(super) fn set_status(&mut self, commit: &str, success: bool, context: &str, description: &str) -> Result<()> {
+        let state = if success { Posted::Success } else { Posted::Failure };
+        self.post_status(commit, state, context, description)
+    }
+
+    pub(super) fn post_status(&mut self, commit: &str, state: Posted, context: &str, description: &str) -> Result<()> {
         self.enter(&ops::REPOS_CREATE_COMMIT_STATUS)?;
         if !self.commits.contains_key(commit) {
             return Err(api(
@@ -283,7 +306,8 @@ impl Store {
         list.retain(|st| st.context != context);
         list.push(MemStatus {
             context: context.to_owned(),
-            success,
+            success: state == Posted::Success,
+            pending: state == Posted::Pending,
             description: description.to_owned(),
         });
         // The last required status turning success is what GitHub's auto-merge waits for.
@@ -300,8 +324,32 @@ impl Store {
             .map(|st| (st.success, st.description.clone())))
     }
 
+    fn pull_node(&self, number: u64) -> Option<PullNode> {
+        let pr = self.pulls.iter().find(|p| p.number == number)?;
+        Some(PullNode {
+            node_id: node_id(number),
+            auto_merge_by_viewer: pr.auto_merge.as_ref().is_some_and(|a| a.enabled_by == VIEWER),
+        })
+    }
+
     pub(super) fn merge_state(&mut self, number: u64) -> Result<MergeState> {
-        self.enter(&GRAPHQL_MERGE_STATE)?;
+        if let Err(e) = self.enter(&GRAPHQL_MERGE_STATE) {
+            // Answered with HTTP 200 (a field refused, a value that cannot be read): GitHub's
+            // `data` still holds the pull request itself, as the adapter reads it.
+            let answered = matches!(
+                e,
+                GithubError::Access { status: 200, .. } | GithubError::Protocol { .. }
+            );
+            let pull = answered.then(|| self.pull_node(number)).flatten();
+            return Err(if answered {
+                GithubError::Unreadable {
+                    source: Box::new(e),
+                    pull,
+                }
+            } else {
+                e
+            });
+        }
         let Some(pr) = self.pulls.iter().find(|p| p.number == number) else {
             return Err(api(
                 &GRAPHQL_MERGE_STATE,
@@ -309,14 +357,27 @@ impl Store {
                 format!("Could not resolve to a PullRequest with the number of {number}."),
             ));
         };
-        let head = self.refs.get(&pr.head).cloned().unwrap_or_default();
+        // A closed or merged pull request keeps the head it had then (`closed_head`).
+        let head = pr
+            .closed_head
+            .clone()
+            .filter(|_| !pr.open)
+            .or_else(|| self.refs.get(&pr.head).cloned())
+            .unwrap_or_default();
         let required_names: Vec<String> = self
             .branch_protection
             .get(&pr.base)
             .map(|p| p.contexts.clone())
             .unwrap_or_default();
-        let required = self
-            .check_states(&head)
+        // Credentials without `checks: read` are asked the commit statuses alone (the adapter's
+        // document without check runs): people's check runs are not read.
+        let reads_check_runs = self.reads_check_runs();
+        let states = if reads_check_runs {
+            self.check_states(&head)
+        } else {
+            self.status_states(&head)
+        };
+        let required = states
             .into_iter()
             .filter(|(name, _)| required_names.contains(name))
             .map(|(name, state)| RequiredCheck { name, state })
@@ -335,7 +396,7 @@ impl Store {
             }),
             viewer: VIEWER.to_owned(),
             required,
-            checks_complete: true,
+            checks_complete: reads_check_runs,
             queue: self.queue_of(pr),
             queued: self.queue_entry(pr),
         })

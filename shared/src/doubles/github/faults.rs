@@ -3,7 +3,7 @@
 //! installation's permissions, a seeded schedule, and the journal of every call.
 
 use super::{GithubError, MemGithub, Result, Store, api};
-use crate::adapters::github::answers::GraphqlError;
+use crate::adapters::github::answers::{GraphqlError, UNKNOWN_RETRIES};
 use crate::adapters::github::operations::{self as ops, Operation};
 use crate::adapters::github::permissions;
 use crate::adapters::github::transport::GRAPHQL_TIMEOUT;
@@ -19,8 +19,24 @@ pub enum Fault {
     /// GitHub gave up on a GraphQL query that took too long (a 502 saying so).
     TimedOut,
     /// GraphQL answered 200 and refused the field at this path inside `errors` (`FORBIDDEN`: the
-    /// credentials lack the operation's permission for it).
+    /// credentials lack the operation's permission for it; at a node of the rollup's contexts,
+    /// <https://github.com/philips-software/pull-request-report-action/issues/557>, or at the
+    /// rollup, <https://github.com/windmill-labs/windmill-sync-example/pull/72>).
     FieldRefused(&'static str),
+    /// GraphQL answered 200 with an untyped error of GitHub's own failure: "Something went
+    /// wrong while executing your query" (<https://github.com/int128/wait-for-workflows-action/pull/104>).
+    Untyped,
+    /// GraphQL answered 200 with an error whose `type` cellbridge does not know
+    /// (`INSUFFICIENT_SCOPES`, which GitHub sends a token lacking an OAuth scope:
+    /// <https://github.com/github/docs/issues/19712>): each call answered so counts as one of the
+    /// adapter's bounded sends of it.
+    UnknownType,
+    /// The merge state answered with a value cellbridge cannot read (a `null` where a value
+    /// decides, an enum value it does not know): the adapter's reading's error, with this detail.
+    Unreadable(&'static str),
+    /// The request is carried out and its answer lost: the transport sends it again, and the
+    /// second answer is the one returned ("Merge a pull request" only).
+    AnswerLost,
 }
 
 pub(super) struct Rule {
@@ -76,7 +92,35 @@ impl Store {
                 Some(op.permission.to_owned()),
             ));
         }
-        if let Some(rule) = self.rules.iter_mut().find(|r| r.op == op.id && r.times > 0) {
+        if let Some(rule) = self
+            .rules
+            .iter_mut()
+            .find(|r| r.op == op.id && r.times > 0 && r.fault == Fault::UnknownType)
+        {
+            // The adapter sends it again at most UNKNOWN_RETRIES times; then the error is final.
+            let tries = rule.times.min(UNKNOWN_RETRIES + 1);
+            rule.times -= tries;
+            for _ in 1..tries {
+                self.calls.push(op.id);
+                self.journal.push(op.id.to_owned());
+            }
+            if tries > UNKNOWN_RETRIES {
+                return Err(GraphqlError {
+                    kind: "INSUFFICIENT_SCOPES".into(),
+                    message: "Your token has not been granted the required scopes to execute this query.".into(),
+                    ..GraphqlError::default()
+                }
+                .as_error_of(op.id, None));
+            }
+            // Answered on a later send.
+            self.calls.push(op.id);
+            self.journal.push(op.id.to_owned());
+        }
+        if let Some(rule) = self
+            .rules
+            .iter_mut()
+            .find(|r| r.op == op.id && r.times > 0 && !matches!(r.fault, Fault::AnswerLost | Fault::UnknownType))
+        {
             rule.times -= 1;
             return Err(match rule.fault {
                 Fault::Transient => GithubError::Transient {
@@ -95,14 +139,45 @@ impl Store {
                     ..GraphqlError::default()
                 }
                 .as_error_of(op.id, Some(op.permission)),
+                Fault::Untyped => GraphqlError {
+                    message: "Something went wrong while executing your query. Please include `9C8E:4B15:1F4E2A:3E1C7B:64DCF39F` when reporting this issue.".into(),
+                    ..GraphqlError::default()
+                }
+                .as_error_of(op.id, None),
+                Fault::Unreadable(detail) => GithubError::Protocol {
+                    what: op.id.to_owned(),
+                    detail: detail.to_owned(),
+                },
+                Fault::UnknownType | Fault::AnswerLost => unreachable!("taken above"),
             });
         }
         Ok(())
     }
 
+    /// Whether the next call of `op` is carried out with its answer lost ([`Fault::AnswerLost`]).
+    pub(super) fn answer_lost(&mut self, op: &'static Operation) -> bool {
+        match self
+            .rules
+            .iter_mut()
+            .find(|r| r.op == op.id && r.times > 0 && r.fault == Fault::AnswerLost)
+        {
+            Some(rule) => {
+                rule.times -= 1;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// As the adapter: an App mints its installation token narrowed to cellbridge's permissions
     /// once; GitHub refuses it with 422 when the installation lacks one, and the installation's
     /// permissions are then read to name what is missing. Nothing is written either way.
+    /// Whether the merge state reads check runs: not once the installation was found without
+    /// `checks: read` (a token's credentials read them).
+    pub(super) fn reads_check_runs(&self) -> bool {
+        !self.no_checks
+    }
+
     pub(super) fn check_write_access(&mut self) -> Result<()> {
         // Credentials of a token until `grant` makes them an App installation's.
         let Some(granted) = self.permissions.clone() else {
@@ -120,6 +195,14 @@ impl Store {
         );
         let missing = permissions::missing(&as_json);
         if missing.is_empty() {
+            if !self.no_checks && !permissions::reads_checks(&as_json) {
+                // The token asked for checks=read is refused with 422 ("The permissions requested
+                // are not granted to this installation."), the installation's permissions are
+                // read, and the token is asked for again without it.
+                self.enter(&ops::APPS_GET_INSTALLATION)?;
+                self.enter(&ops::APPS_CREATE_INSTALLATION_ACCESS_TOKEN)?;
+                self.no_checks = true;
+            }
             self.token_minted = true;
             return Ok(());
         }

@@ -61,6 +61,7 @@ pub use merges::{MemMerge, MergeRefused};
 pub use pulls::MemPull;
 pub use signing::SignatureRule;
 
+use auto_merge::Posted;
 use faults::{Race, Rule};
 use git::{Commit, Entry};
 
@@ -79,6 +80,9 @@ struct Store {
     permissions: Option<BTreeMap<String, String>>,
     /// Whether the App's installation token was minted (once per process, as the adapter does).
     token_minted: bool,
+    /// The installation was found not to grant `checks: read`: tokens are asked for without it,
+    /// and the merge state is read without check runs (as the adapter does, for the process).
+    no_checks: bool,
     /// When the token expires, as GitHub's answers would say (`set_token_expiry`).
     token_expiry: Option<std::time::SystemTime>,
     statuses: HashMap<String, Vec<MemStatus>>,
@@ -375,6 +379,11 @@ impl Merges for MemGithub {
         _deadline: Instant,
     ) -> Result<()> {
         self.call(|s| s.set_status(commit, success, context, description)).await
+    }
+
+    async fn set_pending(&self, commit: &str, context: &str, description: &str, _deadline: Instant) -> Result<()> {
+        self.call(|s| s.post_status(commit, Posted::Pending, context, description))
+            .await
     }
 
     async fn merge_state(&self, number: u64, _deadline: Instant) -> Result<MergeState> {

@@ -280,8 +280,15 @@ impl CellError {
             | CellError::Decommission(_)
             | CellError::Cell { .. } => true,
             CellError::State(e) => matches!(e, S3Error::State(_)) && !e.retryable(),
-            // A fleet too large for the function's memory is the operators' to fix, as access is.
-            CellError::Github(e) => !e.retryable() && !e.is_access() && !matches!(e, GithubError::TooLarge { .. }),
+            // "Refused" is the state's own fault: GitHub failing (an answer it gave up on, one
+            // cellbridge cannot read, a field refused) is GitHub's, told in the log, the metrics
+            // and the dashboard, never as a refused state. What a person must do on the fleet
+            // repo (someone else's commit on the branch, a rule refusing cellbridge's writes) is
+            // told on the pull request or in the cell's issue.
+            CellError::Github(e) => matches!(
+                e,
+                GithubError::Foreign { .. } | GithubError::Refused { .. } | GithubError::Unsignable { .. }
+            ),
             _ => false,
         }
     }

@@ -34,6 +34,15 @@ pub enum GithubError {
     Refused { what: String, rule: String },
     #[error("GitHub {what}: unexpected answer: {detail}")]
     Protocol { what: String, detail: String },
+    /// A pull request's merge state could not be read (an error inside the answer, a field
+    /// refused, a `null` or a value cellbridge does not know where one decides), classed as its
+    /// cause; `pull` is what the answer still told of the pull request itself, when it did.
+    #[error("{source}")]
+    Unreadable {
+        #[source]
+        source: Box<GithubError>,
+        pull: Option<super::PullNode>,
+    },
     /// The cell's branch holds someone else's commit and no pull request shows it: cellbridge
     /// neither builds on it nor deletes it, and a person must choose.
     #[error(
@@ -88,6 +97,7 @@ pub enum GithubError {
 impl Classify for GithubError {
     fn class(&self) -> Class {
         match self {
+            GithubError::Unreadable { source, .. } => source.class(),
             GithubError::Transient { .. } | GithubError::Conflict { .. } => Class::Retryable,
             GithubError::Api { .. }
             | GithubError::Access { .. }
@@ -142,6 +152,9 @@ impl GithubError {
     /// A failure of GitHub access itself (credentials, permissions, installation): nothing a
     /// report on GitHub could reach anyone with, since GitHub refuses cellbridge.
     pub fn is_access(&self) -> bool {
+        if let GithubError::Unreadable { source, .. } = self {
+            return source.is_access();
+        }
         matches!(
             self,
             GithubError::Access { .. }

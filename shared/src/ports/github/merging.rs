@@ -166,6 +166,14 @@ pub struct MergeState {
     pub queued: Option<QueueEntry>,
 }
 
+/// What an unreadable merge state's answer still told of the pull request: its node (which the
+/// mutations take) and whether the auto-merge on it is these credentials' own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullNode {
+    pub node_id: String,
+    pub auto_merge_by_viewer: bool,
+}
+
 /// A merge queue a base branch requires (branch protection's or a ruleset's "Require merge
 /// queue"): GitHub merges what is in it, by the queue's own method, once the queue's checks of
 /// the merge with the latest base pass ("Merging a pull request with a merge queue",

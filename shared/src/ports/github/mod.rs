@@ -152,7 +152,7 @@ pub enum Merge {
 
 pub use merging::{
     Actor, AutoMergeAnswer, AutoMergeRequest, CheckState, MergeAnswer, MergeMethod, MergeQueue, MergeState,
-    MergeStateStatus, QueueAnswer, QueueEntry, RequiredCheck,
+    MergeStateStatus, PullNode, QueueAnswer, QueueEntry, RequiredCheck,
 };
 
 /// Git's data in one repository: the base branch, trees, blobs and commits, comparisons, the
@@ -378,6 +378,15 @@ pub trait Merges: Send + Sync {
         &self,
         commit: &str,
         success: bool,
+        context: &str,
+        description: &str,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// A `pending` status of `context` on `commit`: what decides whether it may pass could not
+    /// be verified (`description` says what), so it does not pass.
+    fn set_pending(
+        &self,
+        commit: &str,
         context: &str,
         description: &str,
         deadline: Instant,

@@ -62,6 +62,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::configmap::{self, ConfigMapError};
 use super::envsubst;
 use super::fleet::{EntryKind, FleetError, FleetRead};
+use super::secrets;
 use super::yaml;
 
 use build::{Build, Role, Unit};
@@ -210,6 +211,9 @@ pub fn check_cell(
             }
             scan_unit(fleet, unit, (&l, &rules), &layer_vars, &mut layer_used, &mut report)?;
         }
+        if !substituted && let Some((file, line, variable, expr)) = scan::first_reference(fleet, &build.units)? {
+            report.findings.push(skipped(&l, &rules, file, line, variable, &expr));
+        }
         if layer_vars.reads_cell_metadata {
             used.append(&mut layer_used);
             for (key, file, line) in &invalid_keys {
@@ -240,12 +244,68 @@ pub fn check_cell(
     report.findings.dedup();
     report.warnings.sort();
     report.warnings.dedup();
+    // An empty value is said once, where it is first used.
+    let mut said = BTreeSet::new();
+    report
+        .warnings
+        .retain(|w| w.kind != FindingKind::Empty || said.insert(w.variable.clone()));
     report.not_checked.sort();
     report.not_checked.dedup();
     report.unverified.sort();
     report.unverified.dedup();
     report.unused_keys = vars.keys().filter(|k| !used.contains(*k)).cloned().collect();
     Ok(report)
+}
+
+/// A layer with `${...}` whose substitution kustomize-controller skips: no variable resolves,
+/// and fluxcd/pkg `kustomize/kustomize_varsub.go` substitutes only when `len(vars) > 0` or the
+/// strategy is `Always` (kustomize-controller v1.9.0's `spec.postBuild.substituteStrategy`;
+/// its `docs/spec/v1/kustomizations.md`: "a `substituteFrom` reference to an empty ConfigMap or
+/// Secret yields no variables, so the substitution is still skipped"). The literal text is
+/// applied to the cluster without a word, so it is a finding; the way out depends on the release.
+fn skipped(
+    l: &layers::FluxLayer,
+    rules: &FluxRelease,
+    file: String,
+    line: usize,
+    variable: String,
+    expr: &str,
+) -> Finding {
+    let sources = sources::LayerVars::describe(l);
+    let why = if sources.is_empty() && l.inline.is_empty() {
+        "it substitutes from nothing".to_owned()
+    } else if sources.is_empty() {
+        "its `substitute` is empty".to_owned()
+    } else {
+        format!("none of its sources ({sources}) holds a key")
+    };
+    let hint = if rules.has_substitute_strategy() {
+        format!(
+            "set `spec.postBuild.substituteStrategy: Always` on the layer ({}) so Flux substitutes it anyway, or give it a source that resolves",
+            rules.describe()
+        )
+    } else if l.always {
+        format!(
+            "its `substituteStrategy: Always` is unknown to {} (it came with v1.9.0): give it a source that resolves (a key in a ConfigMap or Secret it substitutes from, or a `spec.postBuild.substitute` entry)",
+            rules.describe()
+        )
+    } else {
+        format!(
+            "{} has no `substituteStrategy` (it came with v1.9.0): give the layer a source that resolves (a key in a ConfigMap or Secret it substitutes from, or a `spec.postBuild.substitute` entry)",
+            rules.describe()
+        )
+    };
+    Finding {
+        file,
+        line,
+        variable,
+        layer: l.name.clone(),
+        message: format!(
+            "layer `{}` has `{expr}` but {why}: kustomize-controller skips the layer's substitution when no variable resolves, and applies `{expr}` to the cluster as written; {hint}",
+            l.name
+        ),
+        kind: FindingKind::Skipped,
+    }
 }
 
 /// `cellbridge check`: every cell of the fleet repo (each directory under `clusters/` but
@@ -286,9 +346,36 @@ pub fn check_fleet(fleet: &dyn FleetRead, cell: Option<&str>) -> Result<Vec<Chec
             .read_text(&path)?
             .ok_or_else(|| invalid(&path, "missing: the check needs the cell's ConfigMap `cell-metadata`"))?;
         let existing = configmap::parse(&text, &path)?;
-        reports.push(check_cell(fleet, &c, &existing.data)?);
+        let mut report = check_cell(fleet, &c, &existing.data)?;
+        report.warnings.extend(secrets_in_git(&text, &path, &existing.data));
+        reports.push(report);
     }
     Ok(reports)
+}
+
+/// Keys of a fleet's `cell-metadata.yaml` that look like secrets, one warning each (naming the
+/// key and its kind, never the value). The check reads what is in Git, so it cannot refuse: the
+/// secret is there already, to be rotated.
+fn secrets_in_git(text: &str, path: &str, data: &BTreeMap<String, String>) -> Vec<Finding> {
+    let keys = yaml::documents(text)
+        .ok()
+        .and_then(|docs| docs.into_iter().find_map(|d| d.get("data").cloned()));
+    data.iter()
+        .filter_map(|(k, v)| {
+            let why = secrets::shape(k, v)?;
+            Some(Finding {
+                file: path.to_owned(),
+                line: keys.as_ref().and_then(|d| d.key(k)).map(|s| s.line).unwrap_or(1),
+                variable: k.clone(),
+                layer: String::new(),
+                message: format!(
+                    "`{k}` of ConfigMap/{CONFIGMAP_NAME} looks like a secret ({why}) and is in Git already: rotate that secret, then {}",
+                    secrets::HINT
+                ),
+                kind: FindingKind::Secret,
+            })
+        })
+        .collect()
 }
 
 /// A cell directory that is (or lies behind) a symlink: Flux's artifact has no such directory,

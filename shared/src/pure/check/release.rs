@@ -93,7 +93,9 @@ const NEGATIVE_LENGTH_FIX: Version = Version::new(1, 9, 5);
 type FluxMinor = ((u32, u32), &'static [(u32, u32)]);
 
 /// Flux release → kustomize-controller release, from fluxcd/flux2's
-/// `manifests/bases/kustomize-controller/kustomization.yaml` at each tag.
+/// `manifests/bases/kustomize-controller/kustomization.yaml` at each tag (each row: its
+/// `release/v2.N.x` branch), unless the row says otherwise. No Flux v2.10 release is listed:
+/// no source gives its controllers yet, so a v2.10 cell gets the "newer than the table" notice.
 const FLUX_RELEASES: &[FluxMinor] = &[
     ((2, 0), &[(0, 0), (1, 1)]),
     ((2, 1), &[(0, 0), (1, 0), (2, 1)]),
@@ -107,7 +109,11 @@ const FLUX_RELEASES: &[FluxMinor] = &[
         (2, 8),
         &[(0, 0), (1, 1), (2, 2), (3, 2), (4, 2), (5, 3), (6, 4), (7, 5), (8, 5)],
     ),
-    ((2, 9), &[(0, 1), (1, 2), (2, 3), (3, 4), (4, 4)]),
+    // v2.9.0–v2.9.4: tags v2.9.0..v2.9.4 (release/v2.9.x ends at fluxcd/flux2#6031, v1.9.4).
+    // v2.9.5 → v1.9.5: Flux v2.9.5 was released on 2026-08-31 (fluxcd/terraform-provider-flux#836,
+    // "Update Flux to v2.9.5") with kustomize-controller v1.9.5, whose changelog entry is
+    // fluxcd/kustomize-controller#1733 (the fluxcd/pkg#1287 fix, NEGATIVE_LENGTH_FIX above).
+    ((2, 9), &[(0, 1), (1, 2), (2, 3), (3, 4), (4, 4), (5, 5)]),
 ];
 
 /// The kustomize-controller of a Flux release (`2.9.3`, `2.9.x`, `2.x`); `None` when the text

@@ -30,6 +30,13 @@ pub enum FindingKind {
     Value,
     /// An expression the cell's kustomize-controller release fails on (a negative length).
     Release,
+    /// A layer whose manifests hold `${...}` while kustomize-controller skips its substitution
+    /// (no variable resolves): the literal text reaches the cluster.
+    Skipped,
+    /// A warning: a variable a layer uses whose value is the empty string.
+    Empty,
+    /// A warning: a key of the fleet's `cell-metadata.yaml` that looks like a secret.
+    Secret,
 }
 
 /// A `${var}` that would fail a strict post-build, or a malformed expression.
@@ -67,7 +74,8 @@ pub struct CheckReport {
     pub layers: Vec<Layer>,
     pub findings: Vec<Finding>,
     /// What Flux accepts on the cell's release but a reader wants to know: a variable nothing
-    /// sets where strict mode is off (Flux substitutes an empty string).
+    /// sets where strict mode is off (Flux substitutes an empty string), a used variable whose
+    /// value is empty (`Empty`), a secret already in the fleet's ConfigMap (`Secret`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<Finding>,
     /// The kustomize-controller release whose rules were applied.

@@ -231,6 +231,19 @@ impl Sink<'_> {
         match item {
             Item::Reference(r) => {
                 self.used.insert(r.name.to_owned());
+                if empty_flows_through(r.op) && self.vars.values.get(r.name) == Some(&Some(String::new())) {
+                    self.warnings.push(Finding {
+                        file: self.file.to_owned(),
+                        line: line_of(r.offset),
+                        variable: r.name.to_owned(),
+                        layer: self.layer.name.clone(),
+                        message: format!(
+                            "`{}` is set to an empty string, so Flux writes `\"\"` here (it accepts an empty value: a warning, not a failure); give it a value in Terraform, or a default the empty value takes (`${{{}:=...}}`)",
+                            r.name, r.name
+                        ),
+                        kind: FindingKind::Empty,
+                    });
+                }
                 let dialect = self.release.dialect();
                 if r.negative_length && dialect.negative_length_fails {
                     let expr = expression_at(text, r.offset);
@@ -338,6 +351,84 @@ impl Sink<'_> {
             kind,
         });
     }
+}
+
+/// Whether an empty value reaches the output through this operator: the plain form, `=` (a
+/// default only when unset) and the case changes do; `:=`, `:-` take their default for an empty
+/// value too, `:+`/`+` write their alternative, and `#` a length.
+fn empty_flows_through(op: &str) -> bool {
+    matches!(op, "" | "=" | "-" | "^" | "^^" | "," | ",,")
+}
+
+/// The first `${...}` reference Flux would substitute in what a layer builds (file, line, name
+/// and expression), for a layer whose substitution kustomize-controller skips.
+pub(super) fn first_reference(
+    fleet: &dyn FleetRead,
+    units: &[Unit],
+) -> Result<Option<(String, usize, String, String)>, CheckError> {
+    for unit in units {
+        let found = match unit {
+            Unit::File {
+                path,
+                role: Role::Manifest,
+            } => {
+                let text = read(fleet, path)?;
+                if !text.contains("${") {
+                    continue;
+                }
+                let lines = LineIndex::new(&text);
+                let mut first = None;
+                for doc in yaml::documents(&text).map_err(|r| invalid(path, r))? {
+                    if first.is_some() || substitution_disabled(&doc) {
+                        continue;
+                    }
+                    doc.walk_scalars(&mut |s| {
+                        if first.is_none() {
+                            first = first_in_value(&s.value).map(|(at, name, expr)| {
+                                // The n-th `${` of the value is the n-th of its source text unless
+                                // escapes or folding changed it (as in `Sink::scalar`).
+                                let raw = text.get(s.start..s.end).unwrap_or("");
+                                let n = s.value[..at].matches("${").count();
+                                let line = match raw.match_indices("${").nth(n) {
+                                    Some((i, _)) if raw.matches("${").count() == s.value.matches("${").count() => {
+                                        lines.line(s.start + i)
+                                    }
+                                    _ => s.line + s.value[..at].matches('\n').count(),
+                                };
+                                (line, name, expr)
+                            });
+                        }
+                    });
+                }
+                first
+            }
+            Unit::File { path, .. } => {
+                let text = read(fleet, path)?;
+                first_in_value(&text).map(|(at, name, expr)| (1 + text[..at].matches('\n').count(), name, expr))
+            }
+            Unit::Inline { scalar, .. } => first_in_value(&scalar.value)
+                .map(|(at, name, expr)| (scalar.line + scalar.value[..at].matches('\n').count(), name, expr)),
+        };
+        if let Some((line, name, expr)) = found {
+            return Ok(Some((unit.path().to_owned(), line, name, expr)));
+        }
+    }
+    Ok(None)
+}
+
+/// The first reference of a value: its offset, variable and expression.
+fn first_in_value(value: &str) -> Option<(usize, String, String)> {
+    if !value.contains("${") {
+        return None;
+    }
+    let value = flux_view(value);
+    let mut first = None;
+    envsubst::scan(&value, |item| {
+        if let (None, Item::Reference(r)) = (&first, item) {
+            first = Some((r.offset, r.name.to_owned(), expression_at(&value, r.offset).to_owned()));
+        }
+    });
+    first
 }
 
 /// The `${...}` starting at `offset`, up to its closing brace (nesting counted), for a message.

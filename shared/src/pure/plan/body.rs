@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::Plan;
+use crate::pure::check;
 use crate::pure::fleet::FileMode;
 use crate::pure::markdown::table_code;
 use crate::pure::metadata::CellMetadata;
@@ -175,9 +176,41 @@ pub(super) fn body(p: &Plan, meta: &CellMetadata) -> String {
             let _ = writeln!(b, "\nℹ️ {notice}.");
         }
     }
-    if !p.check.warnings.is_empty() {
-        let n = p.check.warnings.len();
-        let rows = p.check.warnings.iter().map(|w| {
+    let empty: Vec<&check::Finding> = p
+        .check
+        .warnings
+        .iter()
+        .filter(|w| w.kind == check::FindingKind::Empty)
+        .collect();
+    if !empty.is_empty() {
+        let n = empty.len();
+        let rows = empty.iter().map(|w| {
+            vec![
+                format!("`{}:{}`", w.file, w.line),
+                table_code(&w.variable),
+                format!("`{}`", w.layer),
+            ]
+        });
+        reference_table(
+            &mut b,
+            &format!(
+                "⚠️ {n} variable{} whose value is empty, so Flux writes `\"\"` where {} used (Flux accepts it: a warning, not a failure); first use:",
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "it is" } else { "they are" },
+            ),
+            &["where", "variable", "layer"],
+            rows,
+        );
+    }
+    let unset: Vec<&check::Finding> = p
+        .check
+        .warnings
+        .iter()
+        .filter(|w| w.kind == check::FindingKind::Unset)
+        .collect();
+    if !unset.is_empty() {
+        let n = unset.len();
+        let rows = unset.iter().map(|w| {
             vec![
                 format!("`{}:{}`", w.file, w.line),
                 table_code(&w.variable),

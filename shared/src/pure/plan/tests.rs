@@ -151,3 +151,35 @@ fn status_names_unset_variables_and_malformed_expressions() {
     assert!(d.starts_with("key set changed without a schema bump; "), "{d}");
     assert_eq!(d.chars().count(), crate::pure::plan::STATUS_DESCRIPTION_MAX, "{d}");
 }
+
+#[test]
+fn an_empty_value_a_layer_uses_is_a_warning_in_the_body_not_a_failure() {
+    let base = meta(4, &[("vpc_id", "vpc-1")]);
+    let mut fleet = fleet_with(Some(&base));
+    fleet.insert(
+        "clusters/c1/kustomization.yaml",
+        "resources:\n  - cell-metadata.yaml\n  - layers.yaml\n",
+    );
+    fleet.insert(
+        "clusters/c1/layers.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: apps\n  namespace: flux-system\nspec:\n  path: ./apps\n  postBuild:\n    substituteFrom:\n      - kind: ConfigMap\n        name: cell-metadata\n",
+    );
+    fleet.insert(
+        "apps/a.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  vpc: ${vpc_id}\n  cell: ${cell_name}\n",
+    );
+    let p = plan(
+        &meta(5, &[("vpc_id", "")]),
+        StateRef::default(),
+        &fleet,
+        &PlanOptions::default(),
+    )
+    .unwrap();
+    assert!(p.status_ok(), "{}", p.status_description());
+    assert!(
+        p.body.contains("⚠️ 1 variable whose value is empty")
+            && p.body.contains("| `apps/a.yaml:6` | `vpc_id` | `apps` |"),
+        "{}",
+        p.body
+    );
+}

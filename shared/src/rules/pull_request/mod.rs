@@ -159,7 +159,7 @@ async fn close<G: GithubRepo>(
         let checked = checked_head(gh, snap, plan, &changes, &base_cm, deadline).await?;
         let mut run = OptInFile::read(&snap.fleet).judge(&checked, Some(&pr.body));
         crate::rules::signing::refuse_rebase(gh, &snap.base_branch, &mut run, deadline).await?;
-        run.before_status(gh, pr.number, deadline).await?;
+        run.before_status(gh, pr.number, &pr.head_sha, deadline).await?;
         post_status(gh, &pr.head_sha, &checked, false, deadline).await?;
         let cleared = clear_refusal(gh, pr, &pr.head_sha, deadline).await?;
         let body = auto_merge::with_run_block(cleared.as_deref().unwrap_or(&pr.body), &run);

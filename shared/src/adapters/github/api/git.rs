@@ -6,6 +6,7 @@ use base64::Engine as _;
 use http::StatusCode;
 use serde_json::{Value, json};
 
+use crate::adapters::github::answers;
 use crate::adapters::github::operations as ops;
 use crate::adapters::github::transport::{enc, sha_of};
 use crate::ports::github::TreeFiles;
@@ -192,11 +193,12 @@ impl GithubFleet {
             StatusCode::UNPROCESSABLE_ENTITY | StatusCode::CONFLICT => {
                 let message = r.message();
                 let now = self.branch_head(branch, deadline).await?.map(|(sha, _)| sha);
-                if now.as_deref() == Some(from) {
-                    Err(GithubError::Refused { what, rule: message })
-                } else {
-                    Err(GithubError::Conflict { what, detail: message })
-                }
+                Err(answers::ref_update_refused(
+                    &what,
+                    r.status.as_u16(),
+                    &message,
+                    now.as_deref() != Some(from),
+                ))
             }
             _ => Err(r.api_error(&what)),
         }

@@ -5,7 +5,7 @@ use std::time::Instant;
 use http::Method;
 use serde_json::{Value, json};
 
-use crate::adapters::github::answers::GraphqlError;
+use crate::adapters::github::answers::{self, GraphqlError, Retry};
 use crate::adapters::github::operations::GraphqlOperation;
 use crate::adapters::github::transport::Target;
 use crate::{adapters::github::GithubFleet, ports::github::GithubError, ports::github::Result};
@@ -59,7 +59,35 @@ impl GithubFleet {
         self.graphql_sent(what, op, document, variables, deadline, true).await
     }
 
+    /// [`graphql_once`](Self::graphql_once), sent again while GitHub answers an error of a
+    /// kind cellbridge does not know, at most [`answers::UNKNOWN_RETRIES`] times: a shape
+    /// GitHub added may be a passing failure; the same answer after that is final
+    /// ([`GraphqlError::as_error_of`]). Every request is compare-and-swap or idempotent (a
+    /// mutation names the head it acts on), so sending one again changes nothing twice.
     async fn graphql_sent(
+        &self,
+        what: &str,
+        op: &GraphqlOperation,
+        document: &str,
+        variables: Value,
+        deadline: Instant,
+        paged: bool,
+    ) -> Result<Graphql> {
+        let mut tries = 0;
+        loop {
+            let answer = self
+                .graphql_once(what, op, document, variables.clone(), deadline, paged)
+                .await?;
+            let unknown = answer.errors.iter().any(|e| e.retry() == Retry::Unknown);
+            if !unknown || tries >= answers::UNKNOWN_RETRIES {
+                return Ok(answer);
+            }
+            tries += 1;
+            tracing::warn!(request = %what, operation = op.name, error = %answer.errors[0].message, tries, "GitHub answered an error of an unknown kind: asking again");
+        }
+    }
+
+    async fn graphql_once(
         &self,
         what: &str,
         op: &GraphqlOperation,

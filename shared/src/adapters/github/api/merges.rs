@@ -8,10 +8,12 @@ use serde_json::{Value, json};
 
 use crate::adapters::github::answers;
 use crate::adapters::github::operations as ops;
+use crate::adapters::github::permissions;
 use crate::adapters::github::transport::{enc, sha_of};
 use crate::ports::github::{
     Actor, AutoMergeAnswer, AutoMergeRequest, BranchCommit, ChangedFile, CheckState, Comparison, Merge, MergeAnswer,
-    MergeMethod, MergeQueue, MergeState, MergeStateStatus, PullState, QueueAnswer, QueueEntry, Relation, RequiredCheck,
+    MergeMethod, MergeQueue, MergeState, MergeStateStatus, PullNode, PullState, QueueAnswer, QueueEntry, Relation,
+    RequiredCheck,
 };
 use crate::{adapters::github::GithubFleet, ports::github::GithubError, ports::github::Result};
 
@@ -140,18 +142,41 @@ impl GithubFleet {
 
     pub(super) async fn merge_state(&self, number: u64, deadline: Instant) -> Result<MergeState> {
         let what = format!("reading the merge state of pull request #{number}");
+        // What these credentials may read decides the document: an App installation without
+        // `checks: read` is asked no check run (GitHub would refuse each inside the answer).
+        let reads_checks = match self.installation(deadline).await? {
+            Some(app) => permissions::reads_checks(&self.installation_token(app, deadline).await?.permissions),
+            None => true,
+        };
+        let document = if reads_checks {
+            ops::GRAPHQL_MERGE_STATE.document
+        } else {
+            ops::MERGE_STATE_WITHOUT_CHECK_RUNS_QUERY
+        };
         let answer = self
-            .graphql(
+            .graphql_document(
                 &what,
                 &ops::GRAPHQL_MERGE_STATE,
+                document,
                 json!({"owner": self.owner, "name": self.repo, "number": number}),
                 deadline,
             )
             .await?;
+        // Any error makes the answer unreadable, whatever `data` still holds: a field refused
+        // inside an answer of HTTP 200 is `null` there, which must not read as "none".
+        let unreadable = |source: GithubError| GithubError::Unreadable {
+            source: Box::new(source),
+            pull: pull_node_of(&answer.data),
+        };
         if let Some(e) = answer.errors.first() {
-            return Err(e.as_error(&what));
+            let permission = if e.path.contains("statusCheckRollup") {
+                "checks=read, statuses=read"
+            } else {
+                ops::GRAPHQL_MERGE_STATE.permission
+            };
+            return Err(unreadable(e.as_error_of(&what, Some(permission))));
         }
-        merge_state_of(&answer.data).map_err(|detail| GithubError::Protocol { what, detail })
+        merge_state_of(&answer.data).map_err(|detail| unreadable(GithubError::Protocol { what, detail }))
     }
 
     pub(super) async fn enable_auto_merge(
@@ -252,6 +277,22 @@ impl GithubFleet {
     }
 }
 
+/// What an unreadable answer still tells of the pull request: its node and whether its auto-merge
+/// is the viewer's (GitHub answers the rest of `data` beside a field it refused).
+fn pull_node_of(data: &Value) -> Option<PullNode> {
+    let pr = &data["repository"]["pullRequest"];
+    let viewer = data["viewer"]["login"].as_str();
+    let by = &pr["autoMergeRequest"]["enabledBy"];
+    let by = by["login"].as_str().map(|login| Actor {
+        login: login.to_owned(),
+        bot: by["__typename"].as_str() == Some("Bot"),
+    });
+    Some(PullNode {
+        node_id: pr["id"].as_str()?.to_owned(),
+        auto_merge_by_viewer: matches!((by, viewer), (Some(by), Some(v)) if by.is_viewer(v)),
+    })
+}
+
 /// [`MergeState`] from the `pullRequestMergeState` query's `data`.
 fn merge_state_of(data: &Value) -> std::result::Result<MergeState, String> {
     let pr = &data["repository"]["pullRequest"];
@@ -271,8 +312,16 @@ fn merge_state_of(data: &Value) -> std::result::Result<MergeState, String> {
         })
     };
     let commit = &pr["commits"]["nodes"][0]["commit"];
+    // With check runs: the rollup's contexts (a connection); without: the commit statuses alone
+    // (a list), and the check runs not read.
+    let with_check_runs = commit.get("status").is_none();
     let contexts = &commit["statusCheckRollup"]["contexts"];
-    let required = contexts["nodes"]
+    let nodes = if with_check_runs {
+        &contexts["nodes"]
+    } else {
+        &commit["status"]["contexts"]
+    };
+    let required = nodes
         .as_array()
         .map(|nodes| {
             nodes
@@ -305,28 +354,38 @@ fn merge_state_of(data: &Value) -> std::result::Result<MergeState, String> {
         })
         .unwrap_or_default();
     let head_sha = text(pr, "headRefOid")?;
+    // What decides a merge is read as GitHub's schema names it, or the answer is unreadable: a
+    // `null` or a value of an enum cellbridge does not know is never taken for one it knows.
+    let state = match pr["state"].as_str() {
+        Some("OPEN") => PullState::Open,
+        Some("MERGED") => PullState::Merged,
+        Some("CLOSED") => PullState::Closed,
+        other => return Err(format!("PullRequest.state is {other:?}, not OPEN, CLOSED or MERGED")),
+    };
+    let merge_state = match pr["mergeStateStatus"].as_str() {
+        Some(s) => MergeStateStatus::parse(s).ok_or(format!("mergeStateStatus {s:?} is not one cellbridge knows"))?,
+        None => return Err("mergeStateStatus is null".into()),
+    };
+    let auto_merge_allowed = data["repository"]["autoMergeAllowed"]
+        .as_bool()
+        .ok_or("autoMergeAllowed is null")?;
+    let viewer = text(&data["viewer"], "login")?;
     Ok(MergeState {
         node_id: text(pr, "id")?,
-        state: match pr["state"].as_str() {
-            Some("OPEN") => PullState::Open,
-            Some("MERGED") => PullState::Merged,
-            _ => PullState::Closed,
-        },
+        state,
         // The rollup is the head's only when the last commit is the head (it always is; a head
         // pushed between the two is read as not complete).
-        checks_complete: contexts["pageInfo"]["hasNextPage"] != true
+        checks_complete: with_check_runs
+            && contexts["pageInfo"]["hasNextPage"] == false
             && commit["oid"].as_str() == Some(head_sha.as_str()),
         head_sha,
-        merge_state: pr["mergeStateStatus"]
-            .as_str()
-            .and_then(MergeStateStatus::parse)
-            .unwrap_or(MergeStateStatus::Unknown),
-        auto_merge_allowed: data["repository"]["autoMergeAllowed"] == true,
+        merge_state,
+        auto_merge_allowed,
         auto_merge: pr["autoMergeRequest"].as_object().map(|a| AutoMergeRequest {
             enabled_by: a.get("enabledBy").and_then(actor),
             method: method(a.get("mergeMethod").and_then(Value::as_str).unwrap_or("MERGE")),
         }),
-        viewer: data["viewer"]["login"].as_str().unwrap_or_default().to_owned(),
+        viewer,
         required,
         queue: pr["mergeQueue"].as_object().map(|q| MergeQueue {
             method: q

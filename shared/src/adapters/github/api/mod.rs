@@ -215,6 +215,11 @@ impl Issues for GithubFleet {
 }
 
 impl Merges for GithubFleet {
+    async fn set_pending(&self, commit: &str, context: &str, description: &str, deadline: Instant) -> Result<()> {
+        self.post_status(commit, "pending", context, description, deadline)
+            .await
+    }
+
     async fn set_status(
         &self,
         commit: &str,

@@ -99,21 +99,33 @@ impl GithubFleet {
                 "creating a token of GitHub App installation {id} for {}",
                 self.repo_name()
             );
-            let r = self
-                .send(
-                    &what,
-                    ops::APPS_CREATE_INSTALLATION_ACCESS_TOKEN.method.clone(),
-                    &format!("/app/installations/{id}/access_tokens"),
-                    Some(&app::token_request(&self.repo)),
-                    None,
-                    deadline,
-                )
-                .await?;
+            let r = loop {
+                let checks = !app.no_checks.load(std::sync::atomic::Ordering::Relaxed);
+                let r = self
+                    .send(
+                        &what,
+                        ops::APPS_CREATE_INSTALLATION_ACCESS_TOKEN.method.clone(),
+                        &format!("/app/installations/{id}/access_tokens"),
+                        Some(&app::token_request(&self.repo, checks)),
+                        None,
+                        deadline,
+                    )
+                    .await?;
+                if r.status.as_u16() != 422 || !app::permissions_refused(&r.message()) {
+                    break r;
+                }
+                match self.missing_permissions(id, &what, r.message(), deadline).await? {
+                    // Only the check runs' permission is missing: asked for again without it.
+                    None if checks => {
+                        tracing::warn!(scope = "fleet", installation = id, repository = %self.repo_name(), "the GitHub App installation does not grant checks=read: the merge state is read without check runs (cellbridge never merges a pull request itself; GitHub's auto-merge still waits for the required checks)");
+                        app.no_checks.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    None => break r,
+                    Some(e) => return Err(e),
+                }
+            };
             if r.status.as_u16() == 422 {
                 let message = r.message();
-                if app::permissions_refused(&message) {
-                    return Err(self.missing_permissions(id, &what, message, deadline).await?);
-                }
                 if app::repository_refused(&message) {
                     return Err(GithubError::NotInstalled {
                         installation: id,
@@ -140,20 +152,24 @@ impl GithubFleet {
                 expires_at,
                 permissions: v["permissions"].clone(),
             };
+            if permissions::reads_checks(&minted.permissions) {
+                tracing::info!(installation = id, repository = %self.repo_name(), "the GitHub App installation grants checks=read: the merge state reads the head's check runs");
+            }
             app.store(minted.clone());
             Ok(minted)
         })
     }
 
     /// What the installation lacks of cellbridge's permissions, read with the App's JWT, after
-    /// GitHub refused a token asking for them.
+    /// GitHub refused a token asking for them; `None` when it lacks only
+    /// [`permissions::CHECKS`], which cellbridge does without.
     async fn missing_permissions(
         &self,
         id: u64,
         minting: &str,
         refusal: String,
         deadline: Instant,
-    ) -> Result<GithubError> {
+    ) -> Result<Option<GithubError>> {
         let what = format!("reading the permissions of GitHub App installation {id}");
         let path = format!("/app/installations/{id}");
         let r = self
@@ -171,19 +187,22 @@ impl GithubFleet {
         }
         let granted = r.json(&what)?["permissions"].clone();
         let missing = permissions::missing(&granted);
+        if missing.is_empty() && !permissions::reads_checks(&granted) {
+            return Ok(None);
+        }
         if missing.is_empty() {
             // The installation grants them all, yet GitHub refused: what it said, as it said it.
-            return Ok(GithubError::Api {
+            return Ok(Some(GithubError::Api {
                 what: minting.to_owned(),
                 status: 422,
                 message: format!("{refusal} (the installation grants {})", listed(&granted)),
-            });
+            }));
         }
-        Ok(GithubError::MissingPermissions {
+        Ok(Some(GithubError::MissingPermissions {
             installation: id,
             missing,
             granted: listed(&granted),
-        })
+        }))
     }
 
     pub(super) async fn set_status(
@@ -194,8 +213,20 @@ impl GithubFleet {
         description: &str,
         deadline: Instant,
     ) -> Result<()> {
-        let what = format!("setting status {context} on {commit}");
         let state = if success { "success" } else { "failure" };
+        self.post_status(commit, state, context, description, deadline).await
+    }
+
+    /// "Create a commit status": `state` one of `error`, `failure`, `pending`, `success`.
+    pub(super) async fn post_status(
+        &self,
+        commit: &str,
+        state: &str,
+        context: &str,
+        description: &str,
+        deadline: Instant,
+    ) -> Result<()> {
+        let what = format!("setting status {context} on {commit}");
         let body = json!({"state": state, "context": context, "description": description});
         self.repo_call(
             &what,

@@ -73,6 +73,7 @@ mod build;
 mod flux;
 mod operator;
 mod release;
+mod skipped;
 mod values;
 
 #[test]

@@ -242,11 +242,23 @@ fn substitute_strategy_always_needs_v1_9() {
         f.insert(format!("clusters/{CELL}/flux-system/gotk-components.yaml"), c);
         f
     };
-    assert_eq!(run(&files("v1.9.0")).findings.len(), 1);
+    let r = run(&files("v1.9.0"));
+    assert_eq!(r.findings.len(), 1);
+    assert_eq!(r.findings[0].kind, FindingKind::Unset);
+    // Before v1.9.0 the field is unknown: the layer is not substituted, `${nothing}` reaches the
+    // cluster as written, and the way out is a source that resolves.
+    let r = run(&files("v1.8.5"));
+    assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
     assert_eq!(
-        run(&files("v1.8.5")).findings.len(),
-        0,
-        "the field is unknown before v1.9.0"
+        (r.findings[0].kind, r.findings[0].file.as_str(), r.findings[0].line),
+        (FindingKind::Skipped, "raw/x.yaml", 6)
+    );
+    let m = &r.findings[0].message;
+    assert!(
+        m.contains("`${nothing}`")
+            && m.contains("is unknown to kustomize-controller v1.8.5")
+            && m.contains("a source that resolves"),
+        "{m}"
     );
 }
 
@@ -254,6 +266,10 @@ fn substitute_strategy_always_needs_v1_9() {
 fn flux_releases_map_to_their_kustomize_controller() {
     for (flux, kc) in [
         ("2.9.3", Some("v1.9.4")),
+        ("2.9.4", Some("v1.9.4")),
+        ("v2.9.5", Some("v1.9.5")),
+        // No source gives Flux v2.10's controllers yet: the table does not guess.
+        ("2.10.0", None),
         ("v2.9.0", Some("v1.9.1")),
         ("2.9.7", Some("v1.9.x")),
         ("2.9.x", Some("v1.9.x")),
