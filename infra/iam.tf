@@ -134,7 +134,7 @@ data "aws_iam_policy_document" "state_sync" {
   }
 
   # A cell in another account: its cluster is asked about through the role cluster-bootstrap
-  # uses there (its trust policy must name this role too: README, "Cells in other accounts").
+  # uses there (its trust policy must name this role too: docs/deploying.md, "Cells in other accounts").
   dynamic "statement" {
     for_each = length(local.assume_role_arns) == 0 ? [] : [1]
     content {

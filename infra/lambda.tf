@@ -4,10 +4,10 @@ locals {
     CELLBRIDGE_GITHUB_SECRET = var.github_secret_arn
     GITHUB_API_URL           = var.github_api_url
     RUST_LOG                 = var.log_level
-    # README, "Metrics and alarms" and "Pausing cellbridge".
+    # docs/outcomes.md, "Metrics and alarms" and "Pausing cellbridge".
     CELLBRIDGE_METRICS_NAMESPACE = var.metrics_namespace
     CELLBRIDGE_PAUSED            = tostring(var.paused)
-    # README, "Outcomes": a record handed back returns after base, 2 x base, ... at most max.
+    # docs/outcomes.md, "Outcomes": a record handed back returns after base, 2 x base, ... at most max.
     CELLBRIDGE_RETRY_BASE_SECS = tostring(var.retry_base_seconds)
     CELLBRIDGE_RETRY_MAX_SECS  = tostring(var.retry_max_seconds)
     }, var.base_branch == null ? {} : {
@@ -42,7 +42,7 @@ locals {
     # Wait for a CREATING cluster at most this long, leaving five minutes of the timeout for
     # the bootstrap itself; then the record goes back to the queue.
     CELLBRIDGE_CLUSTER_WAIT_SECS = tostring(max(var.cluster_bootstrap_timeout_seconds - 300, 0))
-    # Temporary access entries older than this are swept (README, "Temporary access").
+    # Temporary access entries older than this are swept (docs/bootstrap.md, "Temporary access").
     CELLBRIDGE_ACCESS_ENTRY_TTL_SECS = tostring(var.access_entry_ttl_seconds)
     # Where the function runs, so that a cluster whose endpoint excludes it fails at once,
     # finally, saying why (private only, or publicAccessCidrs without its egress addresses).

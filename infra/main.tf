@@ -46,7 +46,7 @@ locals {
   state_sync_sqs_concurrency = var.state_sync_reserved_concurrency >= 3 ? var.state_sync_reserved_concurrency - 1 : null
 
   # GitHub's limits on content-creating requests hold for the token, across every state-sync
-  # instance at once: each keeps its share (README, "Configuration"). Unreserved, 10 are assumed.
+  # instance at once: each keeps its share (docs/configuration.md). Unreserved, 10 are assumed.
   state_sync_instances              = var.state_sync_reserved_concurrency > 0 ? var.state_sync_reserved_concurrency : 10
   github_writes_per_minute_share    = max(1, floor(var.github_writes_per_minute / local.state_sync_instances))
   github_writes_per_hour_share      = max(1, floor(var.github_writes_per_hour / local.state_sync_instances))

@@ -64,13 +64,13 @@ resource "aws_iam_role_policy" "access_sweep_scheduler" {
 
 # Each finished sweep records AccessSweeps = 1 and OldestTemporaryAccessSeconds (the oldest
 # temporary entry still there after it: a live run's, or one whose delete failed), dimension
-# Function only (README, "Temporary access"). Both alarms look at whole days: the schedule runs
+# Function only (docs/bootstrap.md, "Temporary access"). Both alarms look at whole days: the schedule runs
 # once a day.
 resource "aws_cloudwatch_metric_alarm" "temporary_access_age" {
   count = var.enable_access_sweep_schedule ? 1 : 0
 
   alarm_name          = "${local.cluster_bootstrap_name}-temporary-access-age"
-  alarm_description   = "cellbridge cluster-bootstrap: a temporary cluster-admin access entry is older than ${var.temporary_access_alarm_seconds} s after the sweep (its delete failed). Find the sweep's record in /aws/lambda/${local.cluster_bootstrap_name} (\"sweep: cluster not swept\") and delete the entry."
+  alarm_description   = "cellbridge cluster-bootstrap: a temporary cluster-admin access entry is older than ${var.temporary_access_alarm_seconds} s after the sweep (its delete failed). Find the sweep's record in /aws/lambda/${local.cluster_bootstrap_name} (\"sweep: cluster not swept\") and delete the entry. Runbook: ${var.runbook_url}#alarm-cluster-bootstrap-temporary-access-age"
   namespace           = var.metrics_namespace
   metric_name         = "OldestTemporaryAccessSeconds"
   dimensions          = { Function = local.cluster_bootstrap_name }
@@ -91,7 +91,7 @@ resource "aws_cloudwatch_metric_alarm" "access_sweep_missing" {
   count = var.enable_access_sweep_schedule ? 1 : 0
 
   alarm_name          = "${local.cluster_bootstrap_name}-access-sweep-missing"
-  alarm_description   = "cellbridge cluster-bootstrap: no access-entry sweep finished in a day. See /aws/lambda/${local.cluster_bootstrap_name} and the schedule ${local.cluster_bootstrap_name}-access-sweep."
+  alarm_description   = "cellbridge cluster-bootstrap: no access-entry sweep finished in a day. See /aws/lambda/${local.cluster_bootstrap_name} and the schedule ${local.cluster_bootstrap_name}-access-sweep. Runbook: ${var.runbook_url}#alarm-cluster-bootstrap-access-sweep-missing"
   namespace           = var.metrics_namespace
   metric_name         = "AccessSweeps"
   dimensions          = { Function = local.cluster_bootstrap_name }

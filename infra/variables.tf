@@ -476,6 +476,17 @@ variable "queue_age_alarm_seconds" {
   default     = 3600
 }
 
+variable "runbook_url" {
+  description = "The operator runbook every alarm's description links to, with the alarm's entry as its anchor. Point it at the release you deploy (`.../blob/<ref>/docs/runbook.md`, the `?ref=` of the module's source) or at your own copy."
+  type        = string
+  default     = "https://github.com/cellbridge/cellbridge/blob/main/docs/runbook.md"
+
+  validation {
+    condition     = can(regex("^https://[^#]+$", var.runbook_url))
+    error_message = "runbook_url must be an https:// address without an anchor (each alarm adds its own)."
+  }
+}
+
 variable "tags" {
   description = "Tags for every resource."
   type        = map(string)

@@ -45,8 +45,8 @@ EXCEPTIONS = {
         "GithubError::TooLarge carries the archive reader's ArchiveError, whose message names"
         " the memory setting the archive reader owns"
     ),
-    ("shell::metrics", "jobs::sync"): "the unit test that checks every outcome against the README's table",
-    ("shell::metrics", "rules::bootstrap"): "the unit test that checks every outcome against the README's table",
+    ("shell::metrics", "jobs::sync"): "the unit test that checks every outcome against docs/outcomes.md's table",
+    ("shell::metrics", "rules::bootstrap"): "the unit test that checks every outcome against docs/outcomes.md's table",
 }
 
 REF = re.compile(r"\bcrate::(pure|ports|rules|adapters|doubles|jobs|shell)::(\w+)")

@@ -12,7 +12,7 @@ cargo build -q --profile bench -p cellbridge-tests --bins
 # The CLI on its own, with the features it ships with (not the tests' test-support): the check
 # bench runs it, and builds it again only if this did not.
 cargo build -q --profile bench -p cellbridge-cli
-# A bench that fails (the README's request budget exceeded, say) fails `make bench`, but only
+# A bench that fails (docs/github.md's request budget exceeded, say) fails `make bench`, but only
 # after every bench has run and the whole report is printed and saved: --no-fail-fast, the
 # status kept, and the pipeline's status (pipefail) taken past `tee`.
 status=0

@@ -279,7 +279,7 @@ impl Figures {
     }
 }
 
-/// `path` as the report shows it: from the workspace root when it is under it, as in the README.
+/// `path` as the report shows it: from the workspace root when it is under it, as in docs/strict-check.md.
 fn shown(path: &Path) -> String {
     path.strip_prefix(repo_root()).unwrap_or(path).display().to_string()
 }

@@ -9,7 +9,7 @@
 //! GraphQL points they cost (the fake's cost model), next to the goal of at most 20 requests
 //! (over it: `BUDGET CHECK FAILED`, and the bench fails); then it reads the written issue as a
 //! person would and checks every row against what was seeded, failing on any row that is wrong.
-//! The single syncs' requests (new cell, in sync) are the `github` bench's, held to the README's
+//! The single syncs' requests (new cell, in sync) are the `github` bench's, held to docs/github.md's
 //! table there.
 
 use std::collections::BTreeMap;
@@ -392,7 +392,7 @@ async fn run() -> bool {
         Err(why) => failures.push(format!("DASHBOARD CHECK FAILED: {why}")),
     }
     println!(
-        "(the single syncs' requests, new cell and in sync, are the `github` bench's, held to the README's table)"
+        "(the single syncs' requests, new cell and in sync, are the `github` bench's, held to docs/github.md's table)"
     );
     for f in &failures {
         println!("{f}");

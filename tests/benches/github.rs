@@ -1,7 +1,7 @@
 //! `cargo bench -p cellbridge-tests --bench github`: GitHub requests per sync and the latency
 //! from the S3 event to the pull request, against moto and the fake GitHub, for a new cell
 //! with its whole directory, a changed value, an unchanged replay and a revert to the base.
-//! Each outcome's requests are held to its row of the README's table "GitHub requests per
+//! Each outcome's requests are held to its row of docs/github.md's table "GitHub requests per
 //! outcome", read at run time: the bench prints the whole report, then exits 1 when any measured
 //! outcome needs more API requests or writes than its row (`make bench` fails with it).
 
@@ -78,13 +78,13 @@ async fn main() {
     let mut out = report_out();
 
     writeln!(out, "== GitHub requests per sync and event-to-pull-request latency ==").unwrap();
-    // The budget is the README's table, read now: the bench fails when a measured outcome
+    // The budget is docs/github.md's table, read now: the bench fails when a measured outcome
     // needs more requests than its row says.
-    let budget = fleetgen::readme_budget();
+    let budget = fleetgen::documented_budget();
     match &budget {
         Ok(rows) => writeln!(
         out,
-            "goal: the README's table \"GitHub requests per outcome\" ({}); `download` is the fleet archive the API redirects to codeload",
+            "goal: docs/github.md's table \"GitHub requests per outcome\" ({}); `download` is the fleet archive the API redirects to codeload",
             ["opened", "updated", "unchanged", "in-sync"]
                 .iter()
                 .filter_map(|w| fleetgen::budget_row(rows, w).map(|r| (w, r)))
@@ -96,7 +96,7 @@ async fn main() {
                 .collect::<Vec<_>>()
                 .join("; ")
         ).unwrap(),
-        Err(e) => writeln!(out, "goal: the README's table \"GitHub requests per outcome\", which cannot be read: {e}").unwrap(),
+        Err(e) => writeln!(out, "goal: docs/github.md's table \"GitHub requests per outcome\", which cannot be read: {e}").unwrap(),
     }
     let rounds = 5;
     // Per step: the requests of the last round (every round makes the same) and each latency.
@@ -180,7 +180,7 @@ async fn main() {
     }
     writeln!(
         out,
-        "{:<40} {:>5} {:>9} {:>7} {:>18}  budget (the README's table)",
+        "{:<40} {:>5} {:>9} {:>7} {:>18}  budget (docs/github.md's table)",
         "sync", "API", "download", "writes", "median latency ms"
     )
     .unwrap();
@@ -216,7 +216,7 @@ async fn main() {
     if !failed.is_empty() {
         writeln!(
             out,
-            "BUDGET CHECK FAILED: {} outcome(s) not within the README's table \"GitHub requests per outcome\":",
+            "BUDGET CHECK FAILED: {} outcome(s) not within docs/github.md's table \"GitHub requests per outcome\":",
             failed.len()
         )
         .unwrap();

@@ -1,7 +1,7 @@
 //! What cellbridge sends GitHub, on the HTTP fake: every request names cellbridge and its version (the
 //! installation token, REST, GraphQL, the archive download); an archive download cut in transit is
 //! downloaded again; a fleet over `CELLBRIDGE_FLEET_MEMORY_MB` fails naming the limit and writes
-//! nothing; every row of the README's "GitHub requests per outcome" (the decommission's and the
+//! nothing; every row of docs/github.md's "GitHub requests per outcome" (the decommission's and the
 //! dashboard's included) measured and compared; writes paced to the process's share of GitHub's
 //! limits.
 
@@ -114,11 +114,11 @@ async fn http_a_fleet_over_the_memory_limit_fails_naming_the_limit_and_writes_no
     assert!(w.bed.issues(w.repo()).is_empty(), "not the cell team's to fix");
 }
 
-/// The README's table "GitHub requests per outcome", row by row, measured on the HTTP fake with
+/// docs/github.md's table "GitHub requests per outcome", row by row, measured on the HTTP fake with
 /// the product's own client (the default branch, read once per process, left out as the table says).
 #[tokio::test]
-async fn http_the_request_budget_per_outcome_is_the_readmes() {
-    let table = readme_budget();
+async fn http_the_request_budget_per_outcome_is_the_documented_one() {
+    let table = documented_budget();
 
     let w = World::<HttpBed>::start();
     // The default branch, once per process: read now, so that every row counts one sync. So is,
@@ -235,12 +235,12 @@ async fn http_the_request_budget_per_outcome_is_the_readmes() {
     assert!(measured.len() >= 17, "{measured:?}");
 }
 
-/// The README's rows "token mode, signatures required": a token on a base whose ruleset requires
+/// docs/github.md's rows "token mode, signatures required": a token on a base whose ruleset requires
 /// signed commits writes through createCommitOnBranch (a new cell) and brings main in by "Update
 /// branch" (an update after main moved), measured as the table's other rows are.
 #[tokio::test]
 async fn http_the_request_budget_with_signatures_required_is_the_readmes() {
-    let table = readme_budget();
+    let table = documented_budget();
     let w = World::<HttpBed>::start();
     w.bed.require_signatures(w.repo(), true);
     w.sync.fleet.read_base(&Keep::all(), deadline()).await.unwrap();
@@ -279,27 +279,20 @@ async fn http_a_refused_base_tree_is_read_again_from_the_base_commit() {
     assert_eq!(commit_reads, 1, "{}", w.bed.gh.requests());
 }
 
-/// The README's table "GitHub requests per outcome": row → (API requests, writes).
-fn readme_budget() -> BTreeMap<String, (usize, usize)> {
-    let readme = include_str!("../../README.md");
-    let start = readme
-        .find("| outcome | API requests | of which writes |")
-        .expect("README: the table of GitHub requests per outcome");
-    readme[start..]
-        .lines()
-        .skip(2)
-        .take_while(|l| l.starts_with('|'))
-        .filter_map(|l| {
-            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
-            Some((cells[1].to_owned(), (cells[2].parse().ok()?, cells[3].parse().ok()?)))
-        })
+/// docs/github.md's table "GitHub requests per outcome": row → (API requests, writes), read by
+/// the one reader the benches use too (rows whose cells are no plain numbers left out).
+fn documented_budget() -> BTreeMap<String, (usize, usize)> {
+    cellbridge_tests::fleetgen::parse_budget(include_str!("../../docs/github.md"))
+        .expect("docs/github.md: the table of GitHub requests per outcome")
+        .into_iter()
+        .filter_map(|r| Some((r.outcome, (r.api? as usize, r.writes? as usize))))
         .collect()
 }
 
-/// The decommission rows of the README's table, measured on the HTTP fake.
+/// The decommission rows of docs/github.md's table, measured on the HTTP fake.
 #[tokio::test]
 async fn http_the_decommission_request_budget_is_the_readmes() {
-    let table = readme_budget();
+    let table = documented_budget();
     let aws = cellbridge::doubles::cluster::MemAws::new("arn:aws:iam::123456789012:role/cellbridge");
     let w = World::<HttpBed>::start().with_eks(&aws);
     w.sync.fleet.read_base(&Keep::all(), deadline()).await.unwrap();
@@ -363,12 +356,12 @@ async fn measure(w: &World<HttpBed>, row: &str, cell: &str, expect: &str) -> (us
     (reqs.len(), writes)
 }
 
-/// Every measured row is the README's.
+/// Every measured row is docs/github.md's.
 fn assert_budget(table: &BTreeMap<String, (usize, usize)>, measured: &BTreeMap<String, (usize, usize)>) {
     let wrong: Vec<String> = measured
         .iter()
         .filter(|(row, got)| table.get(*row) != Some(got))
-        .map(|(row, got)| format!("{row:?}: README {:?}, measured {got:?}", table.get(row)))
+        .map(|(row, got)| format!("{row:?}: docs/github.md {:?}, measured {got:?}", table.get(row)))
         .collect();
     assert!(
         wrong.is_empty(),

@@ -6,7 +6,7 @@ enforces neither resource policies nor IAM conditions.
   EventBridge delivers as `events.amazonaws.com` with the rule's ARN as `aws:SourceArn`
   (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-sqs-permissions,
   https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html).
-- Every state key pattern the README documents passes the module's validation and becomes an
+- Every state key pattern docs/configuration.md documents passes the module's validation and becomes an
   object ARN IAM can match (no literal `{cell}` or `{workspace}`).
 - A secret ARN variable takes only a secret's full ARN, with the six characters Secrets Manager
   appends to its name: IAM matches the policy's resource against that full ARN.
@@ -143,8 +143,8 @@ def hcl_eval(expr, env):
 
 
 def documented_key_patterns():
-    readme = (ROOT / "README.md").read_text()
-    row = next(line for line in readme.splitlines() if line.startswith("| `CELLBRIDGE_STATE_KEY_PATTERN`"))
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    row = next(line for line in page.splitlines() if line.startswith("| `CELLBRIDGE_STATE_KEY_PATTERN`"))
     return sorted(p for p in set(re.findall(r"`([^`]*\{(?:cell|workspace)\}[^`]*)`", row)) if p.endswith(".tfstate"))
 
 

@@ -3,6 +3,7 @@
 //! `DeleteCluster` as CloudTrail delivers it through EventBridge and SQS), a re-apply closing it.
 
 use crate::support::*;
+use cellbridge::pure::status::RUNBOOK_URL;
 use cellbridge_tests::{leak, moto, process};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -132,7 +133,12 @@ async fn the_fleet_dashboard_after_a_sync_all_lists_every_cell_needing_attention
     assert!(rows["eu-dash-kept"].1.contains("nothing is proposed"), "{body}");
     // The record DescribeCluster answered with the cluster's tags; a cluster EKS does not know
     // shows nothing.
-    assert_eq!(flux["eu-dash-kept"], "build-failed", "{body}");
+    // A stuck cluster's Flux cell links to the runbook's entry for its outcome.
+    assert_eq!(
+        flux["eu-dash-kept"],
+        format!("[build-failed]({RUNBOOK_URL}#flux-build-failed)"),
+        "{body}"
+    );
     assert!(
         rows["eu-dash-kept"]
             .1

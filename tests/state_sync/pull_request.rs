@@ -35,7 +35,7 @@ async fn lifecycle(bed: Bed) {
     assert_eq!(c["action"], "opened", "{resp}");
     let (api, total, _) = bed.counts();
     println!("new cell: {api} API requests, {total} with the archive download");
-    // 10 API requests (the README's table: with the listing of refused issues and the base
+    // 10 API requests (docs/github.md's table: with the listing of refused issues and the base
     // tree's id), plus once per process: the default branch's name and, with a token, whether
     // main requires signed commits (its rules, then its classic protection).
     assert!(

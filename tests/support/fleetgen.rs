@@ -1,4 +1,4 @@
-//! Synthetic fleets for the fleet bench (`tests/benches/fleet.rs`), and the README's table of
+//! Synthetic fleets for the fleet bench (`tests/benches/fleet.rs`), and docs/github.md's table of
 //! GitHub requests per outcome, which the benches hold the measured requests to.
 //!
 //! A fleet is laid out like `examples/fleet`: the shared manifests (`apps/`, `infrastructure/`,
@@ -310,7 +310,7 @@ pub fn seed_from_disk(gh: &FakeGithub, repo: &str, dir: &Path) -> String {
     v["sha"].as_str().unwrap().to_owned()
 }
 
-/// One row of the README's table "GitHub requests per outcome".
+/// One row of docs/github.md's table "GitHub requests per outcome".
 #[derive(Debug, Clone)]
 pub struct BudgetRow {
     /// The outcome cell as written, e.g. "new cell (`opened`)".
@@ -320,14 +320,14 @@ pub struct BudgetRow {
     pub writes: Option<u32>,
 }
 
-/// The README's table "GitHub requests per outcome" (the markdown table whose header has the
+/// docs/github.md's table "GitHub requests per outcome" (the markdown table whose header has the
 /// columns "outcome", "API requests" and "of which writes"), read at run time so that the
-/// benches hold the measured requests to what the README says. `CELLBRIDGE_BENCH_README` names
-/// another file to read instead (to see the check fail without touching the README).
-pub fn readme_budget() -> Result<Vec<BudgetRow>, String> {
-    let path = std::env::var_os("CELLBRIDGE_BENCH_README")
+/// benches hold the measured requests to what the docs say. `CELLBRIDGE_BENCH_BUDGET_PAGE` names
+/// another file to read instead (to see the check fail without touching the docs).
+pub fn documented_budget() -> Result<Vec<BudgetRow>, String> {
+    let path = std::env::var_os("CELLBRIDGE_BENCH_BUDGET_PAGE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("README.md"));
+        .unwrap_or_else(|| repo_root().join("docs").join("github.md"));
     let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     parse_budget(&text)
 }
@@ -364,11 +364,11 @@ pub fn parse_budget(text: &str) -> Result<Vec<BudgetRow>, String> {
             });
         }
         if rows.is_empty() {
-            return Err("the README's table \"GitHub requests per outcome\" has no rows".into());
+            return Err("docs/github.md's table \"GitHub requests per outcome\" has no rows".into());
         }
         return Ok(rows);
     }
-    Err("README.md has no table with the columns outcome | API requests | of which writes".into())
+    Err("docs/github.md has no table with the columns outcome | API requests | of which writes".into())
 }
 
 /// The row for a measured outcome (`opened`, `updated`, `unchanged`, `in-sync`, ...): the one
@@ -389,12 +389,12 @@ pub fn check_budget(rows: &[BudgetRow], action: &str, api: usize, writes: usize)
             let over = api > *a as usize || writes > *w as usize;
             (
                 if over { "OVER" } else { "OK" },
-                format!("README `{action}`: {a} API, {w} writes"),
+                format!("docs/github.md `{action}`: {a} API, {w} writes"),
             )
         }
         _ => (
             "NO ROW",
-            format!("the README's table has no row with `{action}` and plain numbers"),
+            format!("docs/github.md's table has no row with `{action}` and plain numbers"),
         ),
     }
 }
@@ -417,8 +417,8 @@ mod tests {
     }
 
     #[test]
-    fn the_readmes_budget_table_reads() {
-        let rows = super::readme_budget().unwrap();
+    fn the_documented_budget_table_reads() {
+        let rows = super::documented_budget().unwrap();
         for word in ["opened", "updated", "unchanged", "in-sync"] {
             let r = super::budget_row(&rows, word).unwrap_or_else(|| panic!("no row for {word}"));
             assert!(r.api.is_some() && r.writes.is_some(), "{r:?}");

@@ -136,7 +136,7 @@ pub fn bootstrap(args: &BootstrapArgs, json: bool) -> Result<ExitCode, RemoteErr
             );
         }
     }
-    // Flux's outcome decides (README, "Exit codes"): ready 0, build-failed 1, git-auth 2, the
+    // Flux's outcome decides (docs/command-line.md, exit codes): ready 0, build-failed 1, git-auth 2, the
     // others 3; a run that did not wait for it (--no-wait, --dry-run) succeeded at the apply.
     Ok(match (&report.flux, report.outcome) {
         (_, bootstrap::BootstrapOutcome::ClusterNotReady) => ExitCode::from(Class::Retryable.exit_code()),

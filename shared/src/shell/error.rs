@@ -1,7 +1,7 @@
 //! One error model for both functions and the command line. Every error type says once, in its
 //! `Classify` impl, what its failure means for the caller; the Lambda `errorType`, the command
 //! line's exit code and whether an SQS record goes back to the queue all derive from that class
-//! (README, "Outcomes").
+//! (docs/outcomes.md, "Outcomes").
 
 use serde::Serialize;
 

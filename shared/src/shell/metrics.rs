@@ -1,7 +1,7 @@
 //! Every outcome as a CloudWatch metric, in the embedded metric format (EMF): one JSON line per
 //! outcome in the function's log, from which CloudWatch Logs extracts the metric `Count`
 //! (namespace `CELLBRIDGE_METRICS_NAMESPACE`, default `cellbridge`) with the dimensions
-//! `Function` and `Outcome`. README, "Metrics and alarms".
+//! `Function` and `Outcome`. docs/outcomes.md, "Metrics and alarms".
 //!
 //! The shape follows the specification,
 //! <https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html>:
@@ -329,8 +329,8 @@ pub fn token_record(namespace: &str, function: &str, days: f64, timestamp_ms: u6
     })
 }
 
-/// The `Outcome` dimension: what one cell's, cluster's or dashboard's run came to (README,
-/// "Outcomes" and "Metrics and alarms"). Each result type says which of these it is; the
+/// The `Outcome` dimension: what one cell's, cluster's or dashboard's run came to
+/// (docs/outcomes.md, "Outcomes" and "Metrics and alarms"). Each result type says which of these it is; the
 /// module's alarms watch `refused` and `failed_final`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Outcome {
@@ -350,7 +350,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// Every outcome, in the order the README lists them.
+    /// Every outcome, in the order docs/outcomes.md lists them.
     pub const ALL: [Outcome; 13] = [
         Outcome::Synced,
         Outcome::Unchanged,
@@ -406,6 +406,9 @@ impl std::fmt::Display for Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The page that documents every outcome, read by the tests below and the runbook's.
+    const OUTCOMES_PAGE: &str = include_str!("../../../docs/outcomes.md");
 
     #[test]
     fn the_token_record_is_days_left_for_the_function_and_none_without_expiry() {
@@ -485,13 +488,13 @@ mod tests {
         assert_eq!(captured.outcomes()[7], ("synced".into(), Some("c7".into())));
     }
 
-    /// The README's Outcomes section up to "Metrics and alarms": its table's rows, each as its
-    /// outcome column (lower case) and its metric column.
-    fn readme_rows() -> Vec<(String, String)> {
-        let readme = include_str!("../../../README.md");
-        let start = readme.find("### Outcomes").expect("an Outcomes section");
-        let end = start + readme[start..].find("#### Metrics and alarms").expect("its metrics");
-        readme[start..end]
+    /// docs/outcomes.md's Outcomes section up to "Metrics and alarms": its table's rows, each as
+    /// its outcome column (lower case) and its metric column.
+    fn documented_rows() -> Vec<(String, String)> {
+        let page = OUTCOMES_PAGE;
+        let start = page.find("## Outcomes").expect("an Outcomes section");
+        let end = start + page[start..].find("## Metrics and alarms").expect("its metrics");
+        page[start..end]
             .lines()
             .filter(|l| l.starts_with("| ") && !l.starts_with("| outcome"))
             .map(|l| {
@@ -511,13 +514,13 @@ mod tests {
         Some(inner.split([',', ';']).map(|s| s.trim().to_owned()).collect())
     }
 
-    /// Where the README says a result is counted: its outcome's row (a failure's class row);
+    /// Where docs/outcomes.md says a result is counted: its outcome's row (a failure's class row);
     /// among the results done, listed under its metric when the metric stands for several.
-    fn assert_counted_as_the_readme_says(rows: &[(String, String)], row: &str, name: &str, metric: Outcome) {
+    fn assert_counted_as_documented(rows: &[(String, String)], row: &str, name: &str, metric: Outcome) {
         let (_, column) = rows
             .iter()
             .find(|(outcome, _)| outcome.starts_with(row))
-            .unwrap_or_else(|| panic!("no README row {row:?}"));
+            .unwrap_or_else(|| panic!("no row {row:?} in docs/outcomes.md"));
         assert!(
             column.contains(&format!("`{metric}`")),
             "{name}: `{metric}` is not in row {row:?}"
@@ -533,10 +536,10 @@ mod tests {
     }
 
     #[test]
-    fn every_result_is_named_and_counted_as_the_readmes_outcomes_table_says() {
+    fn every_result_is_named_and_counted_as_the_outcomes_table_says() {
         use crate::jobs::sync::{Action, DashboardAction};
         use crate::rules::bootstrap::report::BootstrapOutcome;
-        let rows = readme_rows();
+        let rows = documented_rows();
 
         // state-sync: each cell's `action` and its metric.
         let actions: Vec<(String, String, Outcome)> = Action::ALL
@@ -582,7 +585,7 @@ mod tests {
                 (_, Some(Class::Retryable)) => "retryable",
                 (_, Some(_)) => "final failure",
             };
-            assert_counted_as_the_readme_says(&rows, row, a.as_str(), a.metric());
+            assert_counted_as_documented(&rows, row, a.as_str(), a.metric());
         }
 
         // cluster-bootstrap: each report's `outcome` and its metric (a cluster still CREATING is
@@ -612,11 +615,11 @@ mod tests {
                 ("cluster_not_ready".to_owned(), Outcome::Retried),
             ]
         );
-        assert_counted_as_the_readme_says(&rows, "done", "bootstrapped", Outcome::Synced);
-        assert_counted_as_the_readme_says(&rows, "done", "already bootstrapped", Outcome::Unchanged);
-        assert_counted_as_the_readme_says(&rows, "done", "planned", Outcome::Planned);
-        assert_counted_as_the_readme_says(&rows, "done", "a cluster of no cell", Outcome::Ignored);
-        assert_counted_as_the_readme_says(&rows, "retryable", "retried", Outcome::Retried);
+        assert_counted_as_documented(&rows, "done", "bootstrapped", Outcome::Synced);
+        assert_counted_as_documented(&rows, "done", "already bootstrapped", Outcome::Unchanged);
+        assert_counted_as_documented(&rows, "done", "planned", Outcome::Planned);
+        assert_counted_as_documented(&rows, "done", "a cluster of no cell", Outcome::Ignored);
+        assert_counted_as_documented(&rows, "retryable", "retried", Outcome::Retried);
 
         // The fleet dashboard: its run's `action` (and a failure's `class`) and its metric.
         let runs: Vec<(Value, Outcome)> = DashboardAction::ALL
@@ -646,9 +649,9 @@ mod tests {
         assert_eq!(listed(dashboard, Outcome::Synced).unwrap(), ["created", "updated"]);
 
         // The `Outcome` dimension's values, as "Metrics and alarms" lists them.
-        let readme = include_str!("../../../README.md");
-        let line_start = readme.find("dimensions `Function`").expect("the dimensions");
-        let list = &readme[line_start..line_start + readme[line_start..].find(";\n").unwrap()];
+        let page = OUTCOMES_PAGE;
+        let line_start = page.find("dimensions `Function`").expect("the dimensions");
+        let list = &page[line_start..line_start + page[line_start..].find(";\n").unwrap()];
         let named: Vec<&str> = list.split('`').skip(11).step_by(2).collect();
         assert_eq!(named, Outcome::ALL.map(Outcome::as_str));
     }

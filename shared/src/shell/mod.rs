@@ -9,4 +9,6 @@ pub mod lambda;
 pub mod metrics;
 pub mod pause;
 pub mod retry;
+#[cfg(test)]
+mod runbook;
 pub mod telemetry;

@@ -1,7 +1,7 @@
 //! The pause switch: while it is on, state-sync writes nothing to GitHub and cluster-bootstrap
 //! touches no cluster; every result says so (`paused`) and counts as the `paused` metric.
 //!
-//! Two places turn it on (README, "Pausing cellbridge"):
+//! Two places turn it on (docs/outcomes.md, "Pausing cellbridge"):
 //!
 //! - `CELLBRIDGE_PAUSED=true` (the module's `paused` variable): checked first, before anything
 //!   is read.

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use cellbridge::doubles::cluster::{MemAws, MemCluster};
 use cellbridge::jobs::sync::ClusterAccess;
 use cellbridge::pure::bootstrap::record::{FLUX_SINCE_TAG, FLUX_TAG};
+use cellbridge::pure::status::RUNBOOK_URL;
 use cellbridge::rules::dashboard::LABEL_DASHBOARD;
 use serde_json::{Value, json};
 
@@ -131,7 +132,9 @@ async fn the_flux_column_shows_each_clusters_bootstrap_record() {
     assert_eq!(row(&body, "prod-eu-west-1").1, "", "{body}");
     // A stuck cluster needs a person, whatever its cell's state.
     let (what, flux, detail) = row(&body, "eu-stuck");
-    assert_eq!((what.as_str(), flux.as_str()), ("in sync", "git-auth"), "{body}");
+    // Its Flux cell links to the runbook's entry for the outcome.
+    let stuck = format!("[git-auth]({RUNBOOK_URL}#flux-git-auth)");
+    assert_eq!((what.as_str(), flux.as_str()), ("in sync", stuck.as_str()), "{body}");
     assert!(
         detail.contains(&format!("Flux did not take over: git-auth (bootstrapped {SINCE})")),
         "{detail}"
@@ -195,13 +198,14 @@ async fn a_describe_cluster_that_fails_shows_unknown_and_why_and_the_dashboard_i
     assert_eq!(d["action"], "created", "{d}");
     let body = body(&bed);
     let (what, flux, detail) = row(&body, "eu-c1");
-    assert_eq!((what.as_str(), flux.as_str()), ("in sync", "unknown"), "{body}");
+    let unknown = format!("[unknown]({RUNBOOK_URL}#dashboard-flux-unknown)");
+    assert_eq!((what.as_str(), flux.as_str()), ("in sync", unknown.as_str()), "{body}");
     assert!(
         detail.contains("Flux unknown: cell eu-c1: EKS DescribeCluster eu-c1 in eu-west-1")
             && detail.contains("AccessDeniedException: injected"),
         "{detail}"
     );
-    assert_eq!(row(&body, "prod-eu-west-1").1, "unknown", "{body}");
+    assert_eq!(row(&body, "prod-eu-west-1").1, unknown, "{body}");
     assert_eq!(d["summary"]["flux_unknown"], 2, "{d}");
     assert_eq!(d["clusters"], json!({"described": 2, "gone": 0, "unknown": 2}), "{d}");
     assert!(body.contains("**In sync** (1): `eu-c1` (flux unknown)\n"), "{body}");

@@ -425,7 +425,7 @@ const NEWEST_PULLS_QUERY: &str = "query newestPulls($owner: String!, $name: Stri
   repository(owner: $owner, name: $name) {
     b0: pullRequests(headRefName: $b0, first: 5, orderBy: {field: CREATED_AT, direction: DESC}) {
       pageInfo { hasNextPage endCursor }
-      nodes { number url title state headRefName headRefOid isCrossRepository body labels(first: 20) { nodes { name } } }
+      nodes { id number url title state headRefName headRefOid isCrossRepository body labels(first: 20) { nodes { name } } }
     }
   }
 }";

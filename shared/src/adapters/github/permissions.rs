@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-/// The repository permissions cellbridge writes with (README, "What state-sync does with
+/// The repository permissions cellbridge writes with (docs/github.md, "What state-sync does with
 /// GitHub"), as an installation's `permissions` names them.
 pub(super) const REQUIRED: [(&str, &str); 5] = [
     ("metadata", "read"),

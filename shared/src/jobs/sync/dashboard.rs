@@ -132,7 +132,7 @@ impl DashboardAction {
         }
     }
 
-    /// Its metric (README, "Metrics and alarms").
+    /// Its metric (docs/outcomes.md, "Metrics and alarms").
     pub const fn metric(self) -> metrics::Outcome {
         use metrics::Outcome;
         match self {

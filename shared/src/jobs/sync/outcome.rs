@@ -25,7 +25,7 @@ use crate::{
 pub(super) const RACE_ATTEMPTS: u32 = 4;
 
 /// What happened to one state: the answer's `"action"` (and `"retryable"`), the metric's
-/// `Outcome`, and whether it failed and how (README, "Outcomes").
+/// `Outcome`, and whether it failed and how (docs/outcomes.md, "Outcomes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     Opened,
@@ -102,7 +102,7 @@ impl Action {
         }
     }
 
-    /// Its metric (README, "Metrics and alarms").
+    /// Its metric (docs/outcomes.md, "Metrics and alarms").
     pub const fn metric(self) -> Outcome {
         match self {
             Action::Opened

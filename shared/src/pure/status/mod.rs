@@ -17,7 +17,7 @@ mod row;
 mod tests;
 
 pub use flux::Flux;
-pub use render::{render_markdown, render_text};
+pub use render::{RUNBOOK_URL, render_markdown, render_text, runbook_anchor_of_flux, runbook_anchor_of_state};
 pub use row::{Classified, Depth, FleetCells, state_row};
 
 use std::collections::BTreeSet;

@@ -11,6 +11,47 @@ const DETAIL_LIMIT: usize = 300;
 /// Room kept for the lines that count what did not fit.
 const OVERFLOW_RESERVE: usize = 3 * 100;
 
+/// The operator runbook the dashboard's rows link to: one entry per state (`#dashboard-<state>`)
+/// and per Flux outcome (`#flux-<outcome>`). The docs' own address, like the module's
+/// `runbook_url` default; the library's tests hold every anchor to `docs/runbook.md`.
+pub const RUNBOOK_URL: &str = "https://github.com/cellbridge/cellbridge/blob/main/docs/runbook.md";
+
+/// The runbook's anchor for a state of the `what` column: `state missing` → `dashboard-state-missing`.
+pub fn runbook_anchor_of_state(kind: Kind) -> String {
+    format!("dashboard-{}", kind.label().replace(' ', "-"))
+}
+
+/// The runbook's anchor for what the Flux column says of a cluster that needs a person: its stuck
+/// outcome's entry, or the one for `unknown`. `None` for a cluster that needs nobody.
+pub fn runbook_anchor_of_flux(flux: &Flux) -> Option<String> {
+    match flux {
+        Flux::Recorded(r) if flux.stuck() => Some(format!("flux-{}", r.outcome.as_str())),
+        Flux::Unknown { .. } => Some("dashboard-flux-unknown".to_owned()),
+        _ => None,
+    }
+}
+
+/// A row's Flux column as the dashboard shows it: a cluster that needs a person links to its
+/// runbook entry.
+fn flux_markdown(r: &CellStatus) -> String {
+    match r.flux.as_ref().and_then(runbook_anchor_of_flux) {
+        Some(anchor) => format!("[{}]({RUNBOOK_URL}#{anchor})", flux_cell(r)),
+        None => flux_cell(r).to_owned(),
+    }
+}
+
+/// The line under the table linking each state it shows to its runbook entry, in the table's
+/// order.
+fn runbook_line(attention: &[&CellStatus]) -> String {
+    let mut kinds: Vec<Kind> = attention.iter().map(|r| r.state.kind()).collect();
+    kinds.dedup();
+    let links: Vec<String> = kinds
+        .into_iter()
+        .map(|k| format!("[{}]({RUNBOOK_URL}#{})", k.label(), runbook_anchor_of_state(k)))
+        .collect();
+    format!("\nWhat to do, by state: {}\n", links.join(" · "))
+}
+
 /// Whether any row carries its cluster's Flux record: the column is shown only then (never by
 /// `cellbridge status`, which asks no EKS).
 fn with_flux(rows: &[CellStatus]) -> bool {
@@ -49,10 +90,14 @@ pub fn render_markdown(rows: &[CellStatus], limit: usize) -> String {
         }
         out.push('\n');
     }
-    let budget = limit.saturating_sub(OVERFLOW_RESERVE);
-
     let mut attention: Vec<&CellStatus> = rows.iter().filter(|r| r.needs_attention()).collect();
     attention.sort_by(|a, b| (a.state.kind(), &a.cell, &a.source).cmp(&(b.state.kind(), &b.cell, &b.source)));
+    let runbook = if attention.is_empty() {
+        String::new()
+    } else {
+        runbook_line(&attention)
+    };
+    let budget = limit.saturating_sub(OVERFLOW_RESERVE + runbook.len());
     let flux = with_flux(rows);
     if !attention.is_empty() {
         out.push_str(if flux {
@@ -63,7 +108,7 @@ pub fn render_markdown(rows: &[CellStatus], limit: usize) -> String {
         let mut shown = 0;
         for r in &attention {
             let what = if flux {
-                format!("{} | {}", r.state.kind().label(), flux_cell(r))
+                format!("{} | {}", r.state.kind().label(), flux_markdown(r))
             } else {
                 r.state.kind().label().to_owned()
             };
@@ -86,6 +131,7 @@ pub fn render_markdown(rows: &[CellStatus], limit: usize) -> String {
                 if attention.len() - shown == 1 { "cell" } else { "cells" }
             );
         }
+        out.push_str(&runbook);
     }
     for (kind, title) in [
         (Kind::InSync, "In sync"),

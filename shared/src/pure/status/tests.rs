@@ -527,14 +527,21 @@ fn the_flux_column_shows_where_the_clusters_were_described_and_counts_the_stuck(
     );
     assert!(
         md.contains(&format!(
-            "| `b-stuck` | in sync | git-auth | the fleet holds this cell_metadata; Flux did not take over: git-auth (bootstrapped {since})"
+            "| `b-stuck` | in sync | [git-auth]({RUNBOOK_URL}#flux-git-auth) | the fleet holds this cell_metadata; Flux did not take over: git-auth (bootstrapped {since})"
         )),
         "{md}"
     );
     assert!(md.contains("| `c-no-cluster` | pending |  | 1 key changed"), "{md}");
     assert!(md.contains("| `d-no-record` | pending | — | 1 key changed"), "{md}");
+    // Under the table, each state it shows links to its runbook entry, in the table's order.
     assert!(
-        md.contains("| `e-unknown` | stale | unknown | the fleet holds a newer serial; Flux unknown: cell e-unknown: EKS DescribeCluster e-unknown in eu-west-1: ThrottlingException"),
+        md.contains(&format!(
+            "\nWhat to do, by state: [pending]({RUNBOOK_URL}#dashboard-pending) · [stale]({RUNBOOK_URL}#dashboard-stale) · [in sync]({RUNBOOK_URL}#dashboard-in-sync)\n"
+        )),
+        "{md}"
+    );
+    assert!(
+        md.contains(&format!("| `e-unknown` | stale | [unknown]({RUNBOOK_URL}#dashboard-flux-unknown) | the fleet holds a newer serial; Flux unknown: cell e-unknown: EKS DescribeCluster e-unknown in eu-west-1: ThrottlingException")),
         "{md}"
     );
     assert!(

@@ -39,7 +39,7 @@ impl BootstrapOutcome {
         }
     }
 
-    /// Its metric (README, "Metrics and alarms").
+    /// Its metric (docs/outcomes.md, "Metrics and alarms").
     pub const fn metric(self) -> Outcome {
         match self {
             BootstrapOutcome::Bootstrapped => Outcome::Synced,

@@ -200,7 +200,7 @@ async fn schedule(seed: u64) {
     // The cluster works and the pause is lifted; no event comes: the queue is drained and the
     // daily sweep catches up (what was never bootstrapped, what was left stuck). A re-check
     // that arrived while paused was not made and its cluster is still `confirming` within its
-    // deadline; after a pause the README has people bootstrap by hand what came meanwhile, and
+    // deadline; after a pause the runbook has people bootstrap by hand what came meanwhile, and
     // so does this schedule.
     Cluster::Works.set(&svc.bootstrapper);
     if log.iter().any(|l| l == "paused true") {
