@@ -374,6 +374,34 @@ async fn run_later(n: usize, later: Later, kind: Kind, fault: Fault) -> Result<S
         return Err(format!("[{id}] clean re-run did not converge: {resp}"));
     }
     invariants(&id, &bed, &r, &main_before, false)?;
+    // Converged means where a clean run ends: the pull request merged, or auto-merge on with
+    // the head passed.
+    let state = bed.gh.state(REPO);
+    let open = open_pull(&state);
+    let passed = |p: &Value| {
+        p["statuses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|s| s["context"] == STRICT && s["state"] == "success")
+    };
+    match later {
+        Later::AutoMergeMerged if open.is_some() => {
+            return Err(format!(
+                "[{id}] the clean re-run left the pull request unmerged: {resp}"
+            ));
+        }
+        Later::AutoMergeEnabled
+            if !open
+                .as_ref()
+                .is_some_and(|p| p["auto_merge"]["enabled_by"].is_string() && passed(p)) =>
+        {
+            return Err(format!(
+                "[{id}] the clean re-run left no auto-merge on a passed head: {resp} {open:?}"
+            ));
+        }
+        _ => {}
+    }
     let writes = bed.gh.requests()["writes"].as_u64();
     let again = bed
         .invoke(&event, 60)
@@ -408,10 +436,19 @@ async fn every_request_of_a_decommission_an_auto_merge_and_the_dashboard_given_g
         }
     }
     let covered = cases.len();
+    // A bounded number of beds (each its own fake GitHub) at a time: every shape is over a
+    // hundred cases, and their deadlines must not be spent waiting for a core.
+    let beds = std::sync::Arc::new(tokio::sync::Semaphore::new(16));
     let handles: Vec<_> = cases
         .into_iter()
         .enumerate()
-        .map(|(n, (later, kind, fault))| tokio::spawn(run_later(n, later, kind, fault)))
+        .map(|(n, (later, kind, fault))| {
+            let beds = beds.clone();
+            tokio::spawn(async move {
+                let _bed = beds.acquire_owned().await.unwrap();
+                run_later(n, later, kind, fault).await
+            })
+        })
         .collect();
     let mut failures = Vec::new();
     for h in handles {
