@@ -771,3 +771,6 @@ async fn s3_refusing_a_read_is_one_final_line_naming_the_permission() {
     }
     assert!(error.len() < 400, "{} characters: {error}", error.len());
 }
+
+#[path = "faults/phases.rs"]
+mod phases;
