@@ -176,57 +176,37 @@ pub(super) fn body(p: &Plan, meta: &CellMetadata) -> String {
             let _ = writeln!(b, "\nℹ️ {notice}.");
         }
     }
-    let empty: Vec<&check::Finding> = p
+    let empty = p
         .check
         .warnings
         .iter()
         .filter(|w| w.kind == check::FindingKind::Empty)
-        .collect();
-    if !empty.is_empty() {
-        let n = empty.len();
-        let rows = empty.iter().map(|w| {
-            vec![
-                format!("`{}:{}`", w.file, w.line),
-                table_code(&w.variable),
-                format!("`{}`", w.layer),
-            ]
-        });
-        reference_table(
-            &mut b,
-            &format!(
-                "⚠️ {n} variable{} whose value is empty, so Flux writes `\"\"` where {} used (Flux accepts it: a warning, not a failure); first use:",
-                if n == 1 { "" } else { "s" },
-                if n == 1 { "it is" } else { "they are" },
-            ),
-            &["where", "variable", "layer"],
-            rows,
-        );
-    }
-    let unset: Vec<&check::Finding> = p
+        .count();
+    warning_table(
+        &mut b,
+        p,
+        check::FindingKind::Empty,
+        &format!(
+            "⚠️ {empty} variable{} whose value is empty, so Flux writes `\"\"` where {} used (Flux accepts it: a warning, not a failure); first use:",
+            if empty == 1 { "" } else { "s" },
+            if empty == 1 { "it is" } else { "they are" },
+        ),
+    );
+    let unset = p
         .check
         .warnings
         .iter()
         .filter(|w| w.kind == check::FindingKind::Unset)
-        .collect();
-    if !unset.is_empty() {
-        let n = unset.len();
-        let rows = unset.iter().map(|w| {
-            vec![
-                format!("`{}:{}`", w.file, w.line),
-                table_code(&w.variable),
-                format!("`{}`", w.layer),
-            ]
-        });
-        reference_table(
-            &mut b,
-            &format!(
-                "⚠️ {n} variable{} nothing sets, which this release substitutes as an empty string (not a failure here; a failure once strict mode is on):",
-                if n == 1 { "" } else { "s" },
-            ),
-            &["where", "variable", "layer"],
-            rows,
-        );
-    }
+        .count();
+    warning_table(
+        &mut b,
+        p,
+        check::FindingKind::Unset,
+        &format!(
+            "⚠️ {unset} variable{} nothing sets, which this release substitutes as an empty string (not a failure here; a failure once strict mode is on):",
+            if unset == 1 { "" } else { "s" },
+        ),
+    );
     if !p.check.unverified.is_empty() {
         let n = p.check.unverified.len();
         let rows = p.check.unverified.iter().map(|u| {
@@ -288,6 +268,21 @@ fn list_or_none(v: &[&str]) -> String {
 }
 
 /// A paragraph and a markdown table of references, one row each.
+/// The warnings of `kind`, one row each (where, variable, layer), under `intro`; nothing when
+/// there are none.
+fn warning_table(b: &mut String, p: &Plan, kind: check::FindingKind, intro: &str) {
+    let rows = p.check.warnings.iter().filter(|w| w.kind == kind).map(|w| {
+        vec![
+            format!("`{}:{}`", w.file, w.line),
+            table_code(&w.variable),
+            format!("`{}`", w.layer),
+        ]
+    });
+    if p.check.warnings.iter().any(|w| w.kind == kind) {
+        reference_table(b, intro, &["where", "variable", "layer"], rows);
+    }
+}
+
 fn reference_table(b: &mut String, intro: &str, headers: &[&str], rows: impl Iterator<Item = Vec<String>>) {
     let _ = writeln!(b, "\n{intro}\n");
     let _ = writeln!(b, "| {} |\n|{}", headers.join(" | "), "---|".repeat(headers.len()));
