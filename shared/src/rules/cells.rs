@@ -200,6 +200,31 @@ pub fn role_of(cell: &Cell, account_roles: &BTreeMap<String, String>) -> Result<
     }
 }
 
+/// A cell no role reaches ([`role_of`] answered `None`) whose `aws_account_id` names an account
+/// other than cellbridge's own: its cluster is unreachable, never looked for at home (a home
+/// cluster of the same name is another cell's). State-sync's EKS questions and the sweep both
+/// hold a cell to it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the cell's account {account} is not cellbridge's own ({home}), and neither CELLBRIDGE_ACCOUNT_ROLES nor the cell's bootstrap_role_arn gives a role there"
+)]
+pub struct Unreachable {
+    pub account: String,
+    pub home: String,
+}
+
+/// Whether a cell that no role reaches is in cellbridge's own account `home`: yes unless its
+/// merged `aws_account_id` names another one.
+pub fn at_home(cell: &Cell, home: &str) -> Result<(), Unreachable> {
+    match cell.metadata.get("aws_account_id").filter(|a| *a != home) {
+        Some(theirs) => Err(Unreachable {
+            account: theirs.clone(),
+            home: home.to_owned(),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Why the role that reaches a cell's cluster cannot be decided safely: the configuration
 /// (`CELLBRIDGE_ACCOUNT_ROLES`), the cell's merged metadata and the event disagree, and a
 /// disagreement is a mistake to correct, not to guess at.

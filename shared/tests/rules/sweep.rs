@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use cellbridge::doubles::cluster::{MemAws, MemCluster};
+use cellbridge::doubles::queue::MemQueue;
 use cellbridge::jobs::bootstrap::sweep::{self, Swept};
 use cellbridge::pure::fleet::MemFleet;
 
@@ -16,6 +17,8 @@ const FUNCTION_ROLE: &str = "arn:aws:iam::111111111111:role/cellbridge-bootstrap
 const CELL_ROLE: &str = "arn:aws:iam::222222222222:role/cellbridge-cell";
 const SOMEONE: &str = "arn:aws:iam::111111111111:role/platform-admin";
 const TTL: Duration = Duration::from_secs(1800);
+/// The access alone: no catch-up decided, no queue.
+const NO_CATCH_UP: Option<sweep::CatchUps<'static, MemQueue>> = None;
 
 fn metadata(cell: &str, cluster: &str, extra: &[(&str, &str)]) -> String {
     let mut data = format!("  cell_name: \"{cell}\"\n  cluster_name: \"{cluster}\"\n  aws_region: \"{REGION}\"\n");
@@ -60,8 +63,17 @@ fn ago(secs: u64) -> Option<SystemTime> {
 }
 
 async fn run(aws: &MemAws, fleet: &MemFleet) -> sweep::SweepReport {
-    let targets = sweep::targets(fleet, &BTreeMap::new()).unwrap();
-    sweep::sweep(aws, targets, None, SystemTime::now(), TTL, None).await
+    let targets = sweep::targets(fleet, &BTreeMap::new(), Ok(HOME)).unwrap();
+    sweep::sweep(
+        aws,
+        targets,
+        None,
+        SystemTime::now(),
+        TTL,
+        NO_CATCH_UP,
+        sweep::Page::default(),
+    )
+    .await
 }
 
 fn result_of<'a>(report: &'a sweep::SweepReport, cluster: &str) -> &'a Swept {
@@ -200,8 +212,17 @@ async fn one_clusters_failure_does_not_stop_the_others() {
 async fn a_merged_role_disagreeing_with_the_account_map_is_refused_not_assumed() {
     let aws = aws();
     let roles = BTreeMap::from([(ACCOUNT_B.to_owned(), "arn:aws:iam::222222222222:role/other".to_owned())]);
-    let targets = sweep::targets(&fleet(), &roles).unwrap();
-    let report = sweep::sweep(&aws, targets, None, SystemTime::now(), TTL, None).await;
+    let targets = sweep::targets(&fleet(), &roles, Ok(HOME)).unwrap();
+    let report = sweep::sweep(
+        &aws,
+        targets,
+        None,
+        SystemTime::now(),
+        TTL,
+        NO_CATCH_UP,
+        sweep::Page::default(),
+    )
+    .await;
     assert!(matches!(result_of(&report, "cluster-x"), Swept::Failed { .. }));
     assert!(
         !aws.calls().iter().any(|c| c.starts_with("AssumeRole")),
@@ -332,9 +353,9 @@ mod handler {
         assert_eq!(
             sent,
             [
-                json!({"action": "bootstrap", "cluster": "cluster-a", "region": REGION, "cell": "a", "account": null}),
-                json!({"action": "bootstrap", "cluster": "cluster-b", "region": REGION, "cell": "b", "account": null}),
-                json!({"action": "bootstrap", "cluster": "cluster-c", "region": REGION, "cell": "c", "account": null}),
+                json!({"action": "bootstrap", "cluster": "cluster-a", "region": REGION, "cell": "a", "account": HOME}),
+                json!({"action": "bootstrap", "cluster": "cluster-b", "region": REGION, "cell": "b", "account": HOME}),
+                json!({"action": "bootstrap", "cluster": "cluster-c", "region": REGION, "cell": "c", "account": HOME}),
             ]
         );
         let caught: Vec<(&str, &str)> = inv.response["report"]["clusters"]
@@ -409,13 +430,13 @@ async fn tagged_clusters_of_cells_not_merged_yet_are_swept_too() {
     aws.add_entry_in(HOME, REGION, "someone-elses", FUNCTION_ROLE, true, ago(7200));
     let roles: BTreeMap<String, String> = [(ACCOUNT_B.to_owned(), CELL_ROLE.to_owned())].into();
 
-    let known = sweep::targets(&fleet(), &roles).unwrap();
-    let (found, errors) = sweep::discover(&aws, &known, &roles, Some(REGION)).await;
+    let known = sweep::targets(&fleet(), &roles, Ok(HOME)).unwrap();
+    let (found, errors) = sweep::discover(&aws, &known, &roles, Some(REGION), Some(HOME)).await;
     assert!(errors.is_empty(), "{errors:?}");
     let mut names: Vec<(String, Option<String>)> = found
         .iter()
         .map(|t| {
-            let t = t.as_ref().unwrap();
+            let t = t.target();
             (t.cluster.clone(), t.role.clone())
         })
         .collect();
@@ -433,7 +454,8 @@ async fn tagged_clusters_of_cells_not_merged_yet_are_swept_too() {
         None,
         SystemTime::now(),
         TTL,
-        None,
+        NO_CATCH_UP,
+        sweep::Page::default(),
     )
     .await;
     assert_eq!(
@@ -462,18 +484,15 @@ async fn tagged_clusters_of_cells_not_merged_yet_are_swept_too() {
     // A listing that fails is reported, and the rest is still found.
     // (The own account is listed first.)
     aws.fail("ListClusters", 1, false);
-    let known = sweep::targets(&fleet(), &roles).unwrap();
-    let (found, errors) = sweep::discover(&aws, &known, &roles, Some(REGION)).await;
+    let known = sweep::targets(&fleet(), &roles, Ok(HOME)).unwrap();
+    let (found, errors) = sweep::discover(&aws, &known, &roles, Some(REGION), Some(HOME)).await;
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(
         errors[0].contains("own account") && errors[0].contains("ListClusters"),
         "{errors:?}"
     );
     assert_eq!(
-        found
-            .iter()
-            .map(|t| t.as_ref().unwrap().cluster.as_str())
-            .collect::<Vec<_>>(),
+        found.iter().map(|t| t.target().cluster.as_str()).collect::<Vec<_>>(),
         ["cluster-new-b"]
     );
 }

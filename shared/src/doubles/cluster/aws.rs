@@ -136,6 +136,8 @@ struct AwsWorld {
     faults: Vec<AwsFault>,
     /// (account, call).
     calls: Vec<(String, String)>,
+    /// How long each STS session takes to open (the sweep's visits, a fleet's size in time).
+    latency: std::time::Duration,
 }
 
 /// The account of an ARN (`arn:partition:service:region:account:resource`).
@@ -186,6 +188,12 @@ impl MemAws {
     /// cellbridge's own account: its identity's.
     pub fn home(&self) -> String {
         arn_account(&self.lock().identity)
+    }
+
+    /// Each session opened from now on takes `latency` (tokio's clock: paused in tests, it
+    /// costs no time).
+    pub fn latency(&self, latency: std::time::Duration) {
+        self.lock().latency = latency;
     }
 
     /// A role whose trust policy lets cellbridge assume it.
@@ -344,6 +352,10 @@ impl Accounts for MemAws {
     type Api = MemEks;
 
     async fn open(&self, region: &str, role: Option<&str>) -> Result<MemEks, AccessError> {
+        let latency = self.lock().latency;
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
         let principal = {
             let mut w = self.lock();
             match role {

@@ -1,6 +1,6 @@
 //! cluster-bootstrap as the Lambda handler runs it ([`crate::shell::lambda::Job`]): each cluster an
-//! event names, bootstrapped on one read of the fleet repo, and the sweep of expired temporary
-//! access after the run (or alone, `{"action": "sweep"}`).
+//! event names, bootstrapped on one read of the fleet repo; the sweep's page when it is the
+//! invocation (`{"action": "sweep"}`) or a page handed on through the queue.
 
 use std::time::{Duration, Instant};
 
@@ -24,10 +24,6 @@ use crate::{
 
 /// Leaves time for the bootstrap itself after waiting for a CREATING cluster.
 const INSTALL_RESERVE: Duration = Duration::from_secs(240);
-/// The sweep after a run starts only with at least this much time left, and stops this long
-/// before the deadline.
-const SWEEP_AFTER_RUN: Duration = Duration::from_secs(30);
-const SWEEP_MARGIN: Duration = Duration::from_secs(5);
 
 /// What one event or SQS message asks for, or why it cannot be read.
 #[derive(Debug)]
@@ -49,8 +45,9 @@ impl Asked {
 pub struct BootstrapPlan {
     /// `{"action": "sweep"}`: the sweep is the invocation.
     sweep_alone: bool,
-    /// Every cluster is a dry run: nothing is written, the sweep's deletions included.
-    dry_only: bool,
+    /// The page of the sweep to go through after the clusters (`Some(None)`: from the start):
+    /// the invocation's own, or the one a page that ran out of time handed on through the queue.
+    sweep_page: Option<Option<String>>,
 }
 
 /// The fleet repo's base branch as the run's clusters share it.
@@ -196,11 +193,11 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Job for BootstrapService<A, K,
             ),
             // The pause switch does not stop it: it only ever removes cellbridge's own expired
             // access.
-            BootstrapEvent::Sweep => {
+            BootstrapEvent::Sweep { from } => {
                 return Ok(Work {
                     plan: BootstrapPlan {
                         sweep_alone: true,
-                        dry_only: false,
+                        sweep_page: Some(from),
                     },
                     answered: Vec::new(),
                     items: Vec::new(),
@@ -225,10 +222,11 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Job for BootstrapService<A, K,
         Ok(Work {
             plan: BootstrapPlan {
                 sweep_alone: false,
-                // A dry run writes nothing, the sweep's deletions included.
-                dry_only: items
-                    .iter()
-                    .all(|a| matches!(&a.item, Ok(BootstrapItem::Cluster(r)) if r.dry_run)),
+                // A handed-on page is swept after the batch's clusters (several: the first).
+                sweep_page: items.iter().find_map(|a| match &a.item {
+                    Ok(BootstrapItem::Sweep { from }) => Some(from.clone()),
+                    _ => None,
+                }),
             },
             answered: Vec::new(),
             items,
@@ -324,6 +322,12 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Job for BootstrapService<A, K,
                     return ClusterResult::Ignored { what, reason };
                 }
                 Ok(BootstrapItem::Recheck(r)) => return Box::pin(self.recheck(&r, ctx)).await,
+                Ok(BootstrapItem::Sweep { .. }) => {
+                    return ClusterResult::Ignored {
+                        what: "the sweep's next page".into(),
+                        reason: "swept after the batch's clusters".into(),
+                    };
+                }
                 Ok(BootstrapItem::Cluster(req)) => req,
             };
             let first = match (&read.base, &read.settings) {
@@ -402,73 +406,39 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Job for BootstrapService<A, K,
         .await
     }
 
-    /// The daily sweep when it is the invocation; else, after a run that touched clusters, the
-    /// sweep of the fleet's expired temporary access with the time left, so that what a run
-    /// killed elsewhere left goes without waiting for the schedule. Best effort: its failures
-    /// are the sweep's, not the run's.
+    /// The daily sweep's page when it is the invocation, or when the batch holds the page a
+    /// previous one handed on. A bootstrap run sweeps nothing beyond its own cluster (whose
+    /// expired entry it deletes itself, [`crate::rules::bootstrap::access`]).
     async fn after(
         &self,
         plan: &BootstrapPlan,
-        read: Option<&SharedFleet>,
+        _read: Option<&SharedFleet>,
         pause: Option<&Pause>,
         ctx: &Ctx,
         metrics: &Metrics<'_>,
     ) -> Result<Option<After>, BootstrapError> {
-        let deadline = ctx.deadline;
-        if plan.sweep_alone {
-            // Boxed: its future stays out of the handler's layout.
-            let (report, class) = Box::pin(self.sweep(deadline, pause.is_some(), metrics))
-                .instrument(crate::jobs::bootstrap::sweep::span())
-                .await?;
-            return Ok(Some(After {
-                answer: serde_json::to_value(&report).unwrap_or_default(),
-                failure: class.map(|c| (c, String::new())),
-                fails: Fails::Invocation,
-            }));
-        }
-        // Paused (by the environment or the fleet's settings), nothing is swept; a settings file
-        // people got wrong fails the clusters, not the sweep of cellbridge's own expired access.
-        let Some(SharedFleet {
-            base: Some(base),
-            settings,
-            ..
-        }) = read
-        else {
+        let Some(from) = &plan.sweep_page else {
             return Ok(None);
         };
-        if pause.is_some()
-            || matches!(settings, Ok(Some(_)))
-            || plan.dry_only
-            || deadline.saturating_duration_since(Instant::now()) <= SWEEP_AFTER_RUN
-        {
-            return Ok(None);
+        // Boxed: its future stays out of the handler's layout.
+        let page = Box::pin(self.sweep(ctx.deadline, pause.is_some(), metrics, from.as_deref()))
+            .instrument(crate::jobs::bootstrap::sweep::span())
+            .await;
+        if !plan.sweep_alone {
+            // A handed-on page's message is answered: its failures are the sweep's (logged,
+            // counted in its heartbeat), and the next schedule goes through the fleet again.
+            return Ok(page.ok().map(|(report, _)| After {
+                answer: serde_json::to_value(&report).unwrap_or_default(),
+                failure: None,
+                fails: Fails::Nothing,
+            }));
         }
-        let ttl =
-            crate::rules::bootstrap::access::ttl_from_env().unwrap_or(crate::rules::bootstrap::access::DEFAULT_TTL);
-        let left = deadline.saturating_duration_since(Instant::now()) - SWEEP_MARGIN;
-        let sweep = Box::pin(self.sweep_fleet(base.fleet.as_ref(), ttl, false))
-            .instrument(crate::jobs::bootstrap::sweep::span());
-        Ok(match tokio::time::timeout(left, sweep).await {
-            Ok(Ok(report)) => {
-                self.record_sweep(&report, metrics);
-                serde_json::to_value(&report).ok().map(|answer| After {
-                    answer,
-                    failure: None,
-                    fails: Fails::Nothing,
-                })
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(scope = "fleet", error = %e, "sweep after the run: cannot list the fleet's cells");
-                None
-            }
-            Err(_) => {
-                tracing::warn!(
-                    scope = "fleet",
-                    "sweep after the run: not finished before the deadline; the schedule's sweep does it"
-                );
-                None
-            }
-        })
+        let (report, class) = page?;
+        Ok(Some(After {
+            answer: serde_json::to_value(&report).unwrap_or_default(),
+            failure: class.map(|c| (c, String::new())),
+            fails: Fails::Invocation,
+        }))
     }
 
     /// The sweep's `{"action": "sweep", "report": ...}`; a direct run's report (with the sweep

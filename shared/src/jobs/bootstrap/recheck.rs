@@ -12,7 +12,7 @@ use super::job::ClusterResult;
 use crate::ports::cluster::{Accounts, KubeConnect};
 use crate::ports::queue::Enqueue as _;
 use crate::ports::secrets::SecretStore;
-use crate::pure::bootstrap::record::{self, CatchUp};
+use crate::pure::bootstrap::record;
 use crate::pure::events::bootstrap::Recheck;
 use crate::rules::bootstrap::{Target, report::Report};
 use crate::shell::error::Classify as _;
@@ -67,38 +67,6 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> BootstrapService<A, K, S> {
             return;
         };
         self.send(next, *delay).await;
-    }
-
-    /// The daily sweep's catch-up: each cluster its record says needs it is bootstrapped through
-    /// the queue, as the manual payload (a run finding Flux there applies nothing and checks).
-    pub(super) async fn catch_up(&self, report: &mut super::sweep::SweepReport) {
-        for c in report.clusters.iter_mut().filter(|c| c.catch_up.is_some()) {
-            let t = &c.target;
-            let body = serde_json::json!({
-                "action": "bootstrap",
-                "cluster": t.cluster,
-                "region": t.region,
-                "cell": t.cell,
-                "account": t.role.as_deref().and_then(crate::rules::cells::role_account),
-            });
-            let Some(queue) = &self.rechecks else {
-                tracing::warn!(cell = %t.cell, cluster = %t.cluster, "sweep: the cluster has no record of a completed bootstrap, but CELLBRIDGE_CONFIRM_QUEUE_URL is not set: bootstrap it by hand");
-                continue;
-            };
-            match queue.enqueue(&[body.to_string()], Duration::ZERO).await {
-                Ok(()) => {
-                    c.queued = true;
-                    let why = match c.catch_up {
-                        Some(CatchUp::Bootstrap) => "no record of a completed bootstrap",
-                        _ => "recorded stuck, or confirming long past its deadline",
-                    };
-                    tracing::warn!(cell = %t.cell, cluster = %t.cluster, "sweep: the cluster has {why}; bootstrapping it through the queue (a Flux found there is checked, not re-applied)");
-                }
-                Err(e) => {
-                    tracing::error!(cell = %t.cell, cluster = %t.cluster, error = %e, "sweep: could not queue the cluster's bootstrap; the next sweep tries again")
-                }
-            }
-        }
     }
 
     async fn send(&self, next: &Recheck, delay: Duration) {

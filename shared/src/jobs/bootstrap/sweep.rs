@@ -23,9 +23,10 @@ use serde::Serialize;
 
 use crate::ports::cluster::AccessError;
 use crate::ports::cluster::{Accounts, ClusterApi};
+use crate::ports::queue::Enqueue;
 use crate::pure::bootstrap::record::{self, CatchUp};
 use crate::pure::configmap;
-use crate::pure::fleet::{EntryKind, FleetRead, Keep};
+use crate::pure::fleet::{EntryKind, FleetRead};
 use crate::rules::bootstrap::access;
 use crate::rules::cells::{self as cell, Cell, role_of};
 use crate::shell::error::{Class, Classify};
@@ -39,10 +40,39 @@ pub struct Target {
     /// The role assumed to reach it; `None`: cellbridge's own identity (its own account).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
+    /// The account the cluster is in: the role's, else cellbridge's own. Every catch-up carries
+    /// it, so that the run it starts looks for the cluster in that account and no other.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
 }
 
-/// A cluster to visit, or (a cell whose role cannot be decided) why not.
-pub type Planned = Result<Target, (Target, String)>;
+impl Target {
+    /// Where the cluster stands in the sweep's order: pages go through the fleet in it, and a
+    /// page that runs out of time hands on the last key it visited ([`SweepReport::next`]).
+    pub fn key(&self) -> String {
+        format!("{}/{}/{}", self.cell, self.region, self.cluster)
+    }
+}
+
+/// A cluster to visit, or why not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Planned {
+    Visit(Target),
+    /// The role that reaches it cannot be decided (a configuration and metadata disagreeing),
+    /// or cellbridge's own account could not be read: `class` says whether trying later helps.
+    Failed(Target, Class, String),
+    /// An account no role reaches and not cellbridge's own ([`cell::at_home`]): never looked
+    /// for at home, reported as unreachable, as state-sync does.
+    Unreachable(Target, String),
+}
+
+impl Planned {
+    pub fn target(&self) -> &Target {
+        match self {
+            Planned::Visit(t) | Planned::Failed(t, ..) | Planned::Unreachable(t, _) => t,
+        }
+    }
+}
 
 /// What the sweep did on one cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -54,6 +84,8 @@ pub enum Swept {
     Deleted { age_secs: Option<u64> },
     /// No temporary entry of cellbridge's (none, or an entry it did not make).
     None,
+    /// In an account no role reaches: not looked at ([`Planned::Unreachable`]).
+    Unreachable { reason: String },
     /// The cluster could not be looked at or cleaned; the next sweep tries again.
     /// `remaining_secs`: the age of an expired entry whose delete failed.
     Failed {
@@ -88,6 +120,16 @@ pub struct SweepReport {
     /// Regions and accounts whose tagged clusters could not be listed ([`discover`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub discovery_errors: Vec<String>,
+    /// Clusters this page went through (looked at, or reported unreachable or failed).
+    pub visited: usize,
+    /// Clusters after them that this page's deadline left for the next page.
+    pub left: usize,
+    /// Where the next page starts (after this key, [`Target::key`]); `None`: the fleet is done.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+    /// The next page was queued on the function's own queue.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub handed_on: bool,
 }
 
 impl SweepReport {
@@ -103,9 +145,13 @@ impl SweepReport {
 /// that reaches it or why none can be decided. Cells without metadata yet (pull request open)
 /// have no cluster to sweep and are left out; a file that does not parse is skipped with a
 /// warning, as the bootstrap's lookup does.
+///
+/// `home`: cellbridge's own account (STS), or why it could not be read: a cell no role reaches
+/// is visited only when its `aws_account_id` is that account or absent.
 pub fn targets(
     fleet: &dyn FleetRead,
     account_roles: &BTreeMap<String, String>,
+    home: Result<&str, &(Class, String)>,
 ) -> Result<Vec<Planned>, cell::CellError> {
     let mut out = Vec::new();
     for e in fleet.list("clusters")?.unwrap_or_default() {
@@ -129,15 +175,27 @@ pub fn targets(
             name: e.name.clone(),
             metadata,
         };
-        let target = |role| Target {
+        let target = |role: Option<String>, account: Option<&str>| Target {
             cell: c.name.clone(),
             cluster: cluster.clone(),
             region: region.clone(),
+            account: account
+                .map(str::to_owned)
+                .or_else(|| role.as_deref().and_then(cell::role_account).map(str::to_owned)),
             role,
         };
-        out.push(match role_of(&c, account_roles) {
-            Ok(role) => Ok(target(role)),
-            Err(reason) => Err((target(None), reason.to_string())),
+        out.push(match (role_of(&c, account_roles), home) {
+            (Ok(Some(role)), _) => Planned::Visit(target(Some(role), None)),
+            (Ok(None), Ok(home)) => match cell::at_home(&c, home) {
+                Ok(()) => Planned::Visit(target(None, Some(home))),
+                Err(unreachable) => Planned::Unreachable(target(None, None), unreachable.to_string()),
+            },
+            (Ok(None), Err((class, why))) => Planned::Failed(
+                target(None, None),
+                *class,
+                format!("cannot tell whether the cell's cluster is in cellbridge's own account: {why}"),
+            ),
+            (Err(reason), _) => Planned::Failed(target(None, None), Class::Final, reason.to_string()),
         });
     }
     Ok(out)
@@ -154,11 +212,9 @@ pub async fn discover<A: Accounts>(
     known: &[Planned],
     account_roles: &BTreeMap<String, String>,
     home_region: Option<&str>,
+    home: Option<&str>,
 ) -> (Vec<Planned>, Vec<String>) {
-    let target_of = |p: &Planned| match p {
-        Ok(t) | Err((t, _)) => t.clone(),
-    };
-    let known: Vec<Target> = known.iter().map(target_of).collect();
+    let known: Vec<Target> = known.iter().map(|p| p.target().clone()).collect();
     let mut regions: Vec<String> = known
         .iter()
         .map(|t| t.region.clone())
@@ -198,10 +254,14 @@ pub async fn discover<A: Accounts>(
                 match api.describe_cluster(&cluster).await {
                     Ok(Some(info)) => {
                         if let Some(cell) = info.tags.get(cell::CELL_TAG) {
-                            found.push(Ok(Target {
+                            found.push(Planned::Visit(Target {
                                 cell: cell.clone(),
                                 cluster,
                                 region: region.clone(),
+                                account: match role {
+                                    Some(r) => cell::role_account(r).map(str::to_owned),
+                                    None => home.map(str::to_owned),
+                                },
                                 role: role.clone(),
                             }));
                         }
@@ -258,39 +318,88 @@ pub async fn sweep_cluster(
     }
 }
 
-/// Sweeps every target. `own_principal`: the IAM principal cellbridge's own identity has
-/// entries as (`CELLBRIDGE_ACCESS_PRINCIPAL_ARN`, else STS's answer); an assumed role's entry
+/// What a page of the daily sweep does besides the expired access: decides each cluster's
+/// catch-up from its record ([`crate::pure::bootstrap::record::catch_up`], `deadline`: the
+/// confirmation's) and queues it on `queue` as soon as it is decided.
+pub struct CatchUps<'a, Q> {
+    pub deadline: Duration,
+    pub queue: Option<&'a Q>,
+}
+
+/// Which part of the fleet a page goes through: the targets after `from` ([`Target::key`]), in
+/// key order, until `stop` (the invocation's deadline less a margin). A page always goes through
+/// at least one target, so that a chain of pages always ends.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Page<'a> {
+    pub from: Option<&'a str>,
+    pub stop: Option<std::time::Instant>,
+}
+
+impl Page<'_> {
+    /// Whether the page is out of time. Tokio's clock: the same instant as the standard one,
+    /// except where time is paused.
+    fn over(&self) -> bool {
+        self.stop
+            .is_some_and(|s| tokio::time::Instant::now() >= tokio::time::Instant::from_std(s))
+    }
+}
+
+/// Sweeps the targets of one page. `own_principal`: the IAM principal cellbridge's own identity
+/// has entries as (`CELLBRIDGE_ACCESS_PRINCIPAL_ARN`, else STS's answer); an assumed role's entry
 /// is the role's ARN, as in a bootstrap run.
-pub async fn sweep<A: Accounts>(
+pub async fn sweep<A: Accounts, Q: Enqueue>(
     accounts: &A,
     targets: Vec<Planned>,
     own_principal: Option<&str>,
     now: SystemTime,
     ttl: Duration,
-    catch_up: Option<Duration>,
+    catch_up: Option<CatchUps<'_, Q>>,
+    page: Page<'_>,
 ) -> SweepReport {
     let mut report = SweepReport {
         ttl_secs: ttl.as_secs(),
         ..SweepReport::default()
     };
-    for t in targets {
+    let mut targets: Vec<(String, Planned)> = targets
+        .into_iter()
+        .map(|p| (p.target().key(), p))
+        .filter(|(k, _)| page.from.is_none_or(|from| k.as_str() > from))
+        .collect();
+    targets.sort_by(|a, b| a.0.cmp(&b.0));
+    targets.dedup_by(|a, b| a.0 == b.0);
+    let total = targets.len();
+    for (i, (_, t)) in targets.into_iter().enumerate() {
+        if i > 0 && page.over() {
+            report.left = total - i;
+            report.next = report.clusters.last().map(|c| c.target.key());
+            tracing::warn!(visited = i, left = report.left, next = ?report.next, "sweep: out of time; the rest is left for the next page");
+            break;
+        }
+        report.visited += 1;
         let (target, swept) = match t {
-            Err((target, reason)) => (
+            Planned::Failed(target, class, reason) => (
                 target,
                 Swept::Failed {
-                    class: Class::Final,
+                    class,
                     error: reason,
                     remaining_secs: None,
                 },
             ),
-            Ok(target) => {
-                let (swept, caught) = visit(accounts, &target, own_principal, now, ttl, catch_up).await;
+            Planned::Unreachable(target, reason) => {
+                tracing::warn!(cell = %target.cell, cluster = %target.cluster, region = %target.region, %reason, "sweep: the cell's cluster is unreachable; not looked for at home");
+                (target, Swept::Unreachable { reason })
+            }
+            Planned::Visit(target) => {
+                let deadline = catch_up.as_ref().map(|c| c.deadline);
+                let (swept, caught) = visit(accounts, &target, own_principal, now, ttl, deadline).await;
                 if caught.is_some() {
+                    let queue = catch_up.as_ref().and_then(|c| c.queue);
+                    let queued = super::catchup::queue(queue, &target, caught).await;
                     report.clusters.push(ClusterSweep {
                         target,
                         swept,
                         catch_up: caught,
-                        queued: false,
+                        queued,
                     });
                     continue;
                 }
@@ -371,136 +480,6 @@ async fn visit<A: Accounts>(
 /// every line says so (each cluster's lines name the cluster too).
 pub fn span() -> tracing::Span {
     tracing::info_span!("sweep", scope = "fleet")
-}
-
-/// The sweep `{"action":"sweep"}` asks for: reads the fleet's base branch, sweeps every
-/// cell's cluster and records one `AccessSweeps` heartbeat with `OldestTemporaryAccessSeconds`
-/// (the module alarms when the age passes its limit, or when the heartbeat stops). The pause
-/// switch does not stop it: it only ever removes cellbridge's own expired access.
-impl<A: Accounts, K: crate::ports::cluster::KubeConnect, S: crate::ports::secrets::SecretStore>
-    crate::jobs::bootstrap::handler::BootstrapService<A, K, S>
-{
-    /// Sweeps the clusters of `fleet`'s cells and the tagged clusters no merged cell names yet;
-    /// with `catch_up`, decides for each what its bootstrap record asks for.
-    pub async fn sweep_fleet(
-        &self,
-        fleet: &dyn FleetRead,
-        ttl: Duration,
-        catch_up: bool,
-    ) -> Result<SweepReport, cell::CellError> {
-        let settings = self.bootstrapper.settings();
-        let targets = targets(fleet, &settings.account_roles)?;
-        // AWS_REGION: the function's own region, where its own account's new clusters may be.
-        let home = std::env::var("AWS_REGION").ok();
-        let (found, discovery_errors) = discover(
-            self.bootstrapper.accounts(),
-            &targets,
-            &settings.account_roles,
-            home.as_deref(),
-        )
-        .await;
-        for e in &discovery_errors {
-            tracing::error!(error = %e, "sweep: cannot list the clusters there");
-        }
-        let targets: Vec<Planned> = targets.into_iter().chain(found).collect();
-        let mut report = sweep(
-            self.bootstrapper.accounts(),
-            targets,
-            settings.access_principal_arn.as_deref(),
-            SystemTime::now(),
-            ttl,
-            catch_up.then_some(settings.confirm.deadline),
-        )
-        .await;
-        report.discovery_errors = discovery_errors;
-        Ok(report)
-    }
-
-    /// The sweep's heartbeat metric and log line.
-    pub fn record_sweep(&self, report: &SweepReport, metrics: &crate::shell::metrics::Metrics<'_>) {
-        let deleted = report.count(|s| matches!(s, Swept::Deleted { .. })).to_string();
-        let failed = (report.failed() + report.discovery_errors.len()).to_string();
-        metrics.sweep(
-            report.oldest_remaining_secs,
-            &[("deleted", Some(&deleted)), ("failed", Some(&failed))],
-        );
-        tracing::info!(
-            deleted,
-            failed,
-            oldest_remaining_secs = report.oldest_remaining_secs,
-            "sweep done"
-        );
-    }
-
-    /// The daily sweep (run in [`span`]): the expired access, and, unless cellbridge is paused
-    /// (`paused`: by the environment; the fleet's settings are read here), every cell's cluster
-    /// with no record of a completed bootstrap bootstrapped through the queue.
-    pub async fn sweep(
-        &self,
-        deadline: std::time::Instant,
-        paused: bool,
-        metrics: &crate::shell::metrics::Metrics<'_>,
-    ) -> Result<(SweepReport, Option<Class>), crate::rules::bootstrap::BootstrapError> {
-        let ttl = match access::ttl_from_env() {
-            Ok(ttl) => ttl,
-            Err(e) => {
-                metrics.count(
-                    crate::shell::metrics::Outcome::of_failure(Class::Final),
-                    &[("action", Some("sweep"))],
-                );
-                return Err(e.into());
-            }
-        };
-        // Which cells are merged is all a sweep reads: every cell's `cell-metadata.yaml`.
-        let base = match crate::ports::fleet::FleetSource::fleet(&self.fleets, &Keep::default().with_index(), deadline)
-            .await
-        {
-            Ok(base) => base,
-            Err(e) => {
-                // No heartbeat: the module's alarm on the missing sweep metric tells.
-                tracing::error!(error = %e, "sweep: cannot read the fleet repo");
-                metrics.count(
-                    crate::shell::metrics::Outcome::of_failure(e.class()),
-                    &[("action", Some("sweep"))],
-                );
-                return Err(crate::rules::bootstrap::BootstrapError::from(e));
-            }
-        };
-        let paused = paused || matches!(crate::shell::pause::from_fleet(base.fleet.as_ref()), Ok(Some(_)));
-        if paused {
-            tracing::warn!("sweep: cellbridge is paused; no cluster is caught up");
-        }
-        let report = match self.sweep_fleet(base.fleet.as_ref(), ttl, !paused).await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!(error = %e, "sweep: cannot list the fleet's cells");
-                let e = crate::rules::bootstrap::BootstrapError::from(e);
-                metrics.count(
-                    crate::shell::metrics::Outcome::of_failure(e.class()),
-                    &[("action", Some("sweep"))],
-                );
-                return Err(e);
-            }
-        };
-        let mut report = report;
-        self.catch_up(&mut report).await;
-        self.record_sweep(&report, metrics);
-        let classes: Vec<Class> = report
-            .clusters
-            .iter()
-            .filter_map(|c| match &c.swept {
-                Swept::Failed { class, .. } => Some(*class),
-                _ => None,
-            })
-            .collect();
-        // Retryable only when every failure is (Lambda then runs the whole sweep again).
-        let class = match classes.as_slice() {
-            [] => None,
-            all if all.iter().all(|c| *c == Class::Retryable) => Some(Class::Retryable),
-            _ => Some(Class::Final),
-        };
-        Ok((report, class))
-    }
 }
 
 #[cfg(test)]

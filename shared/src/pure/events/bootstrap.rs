@@ -89,6 +89,11 @@ pub enum BootstrapItem {
     Cluster(Request),
     /// The function's own re-check of a bootstrap's confirmation.
     Recheck(Recheck),
+    /// The next page of a sweep that ran out of time (`{"action":"sweep","from":...}` on the
+    /// function's own queue): swept after the batch's clusters.
+    Sweep {
+        from: Option<String>,
+    },
     /// Another API call, or a CreateCluster that failed: logged and skipped.
     Ignored {
         what: String,
@@ -110,8 +115,11 @@ pub enum BootstrapEvent {
     Sqs(Vec<BootstrapSqsRecord>),
     Manual(Request),
     /// `{"action":"sweep"}` (the module's daily schedule, or by hand): delete the expired
-    /// temporary access entries cellbridge left on the fleet's clusters (`bootstrap::sweep`).
-    Sweep,
+    /// temporary access entries cellbridge left on the fleet's clusters (`bootstrap::sweep`);
+    /// `from`: the page starts after that cluster (`<cell>/<region>/<cluster>`).
+    Sweep {
+        from: Option<String>,
+    },
 }
 
 #[derive(Deserialize)]
@@ -143,13 +151,7 @@ pub fn parse(event: &Value) -> Result<BootstrapEvent, BootstrapEventError> {
         reason: "not a JSON object".into(),
     })?;
     if obj.get("action").and_then(Value::as_str) == Some("sweep") {
-        if let Some(extra) = obj.keys().find(|k| *k != "action") {
-            return Err(invalid(
-                "sweep payload",
-                format!("unknown field {extra:?} (the sweep takes none)"),
-            ));
-        }
-        return Ok(BootstrapEvent::Sweep);
+        return Ok(BootstrapEvent::Sweep { from: sweep_from(obj)? });
     }
     if obj.contains_key("action") {
         return match parse_action(event)? {
@@ -270,8 +272,31 @@ pub fn is_account_id(s: &str) -> bool {
     s.len() == 12 && s.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// A payload with an `action` other than the sweep: a bootstrap, or a re-check.
+/// The sweep payload's one optional field, `from` (a string).
+fn sweep_from(obj: &serde_json::Map<String, Value>) -> Result<Option<String>, BootstrapEventError> {
+    if let Some(extra) = obj.keys().find(|k| *k != "action" && *k != "from") {
+        return Err(invalid(
+            "sweep payload",
+            format!("unknown field {extra:?} (the sweep takes only \"from\")"),
+        ));
+    }
+    match obj.get("from") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(f)) if !f.is_empty() => Ok(Some(f.clone())),
+        Some(other) => Err(invalid(
+            "sweep payload",
+            format!("\"from\" {other} is not a cluster's key (<cell>/<region>/<cluster>)"),
+        )),
+    }
+}
+
+/// A payload with an `action`: a bootstrap, a re-check, or a sweep's next page.
 fn parse_action(event: &Value) -> Result<BootstrapItem, BootstrapEventError> {
+    if let Some(obj) = event.as_object()
+        && obj.get("action").and_then(Value::as_str) == Some("sweep")
+    {
+        return Ok(BootstrapItem::Sweep { from: sweep_from(obj)? });
+    }
     if event.get("action").and_then(Value::as_str) == Some("confirm") {
         let mut body = event.clone();
         if let Some(o) = body.as_object_mut() {
@@ -470,7 +495,10 @@ mod tests {
 
     #[test]
     fn sweep_sample_and_its_refusals() {
-        assert_eq!(parse(&sample("sweep.json")).unwrap(), BootstrapEvent::Sweep);
+        assert_eq!(
+            parse(&sample("sweep.json")).unwrap(),
+            BootstrapEvent::Sweep { from: None }
+        );
         // A confirmation's re-check from the function's own queue: read back as sent.
         let BootstrapEvent::Sqs(records) = parse(&sample("sqs-confirm.json")).unwrap() else {
             panic!("an SQS event")
@@ -492,7 +520,24 @@ mod tests {
             serde_json::from_str::<Value>(&body).unwrap(),
             "the body it would send"
         );
-        assert_eq!(parse(&json!({"action": "sweep"})).unwrap(), BootstrapEvent::Sweep);
+        assert_eq!(
+            parse(&json!({"action": "sweep"})).unwrap(),
+            BootstrapEvent::Sweep { from: None }
+        );
+        // A page handed on through the function's own queue starts after its cursor.
+        let next = json!({"Records": [{"messageId": "m1", "eventSource": "aws:sqs",
+            "body": r#"{"action":"sweep","from":"a/eu-west-1/eks-a"}"#}]});
+        let BootstrapEvent::Sqs(records) = parse(&next).unwrap() else {
+            panic!("an SQS event")
+        };
+        assert_eq!(
+            records[0].item,
+            Ok(BootstrapItem::Sweep {
+                from: Some("a/eu-west-1/eks-a".into())
+            })
+        );
+        let err = parse(&json!({"action": "sweep", "from": 3})).unwrap_err();
+        assert!(err.to_string().contains("\"from\""), "{err}");
         let err = parse(&json!({"action": "sweep", "cluster": "x"})).unwrap_err();
         assert!(err.to_string().contains("\"cluster\""), "{err}");
         let err = parse(&json!({"action": "swept"})).unwrap_err();

@@ -64,6 +64,18 @@ pub enum BootstrapError {
     /// `.cellbridge/settings.yaml` on the base branch cannot be read.
     #[error(transparent)]
     Settings(#[from] crate::shell::pause::SettingsError),
+    /// The cluster is not the cell the request names (or no cell can be proven from the
+    /// cluster itself): nothing is written.
+    #[error(
+        "cluster {cluster} in {region}: the request names cell {asked}, but {proof}; nothing was written (one cell per cluster: the cluster's {tag} tag, or the merged cell-metadata.yaml naming it, decides)",
+        tag = crate::rules::cells::CELL_TAG
+    )]
+    OtherCell {
+        cluster: String,
+        region: String,
+        asked: String,
+        proof: String,
+    },
     /// The cluster is still being created: the event comes back later.
     #[error("cluster {cluster} is still {status}; retry later")]
     NotReady { cluster: String, status: String },
@@ -90,7 +102,8 @@ impl Classify for BootstrapError {
             | BootstrapError::NoGitSecret
             | BootstrapError::NoCell { .. }
             | BootstrapError::Settings(_)
-            | BootstrapError::Account { .. } => Class::Final,
+            | BootstrapError::Account { .. }
+            | BootstrapError::OtherCell { .. } => Class::Final,
         }
     }
 }

@@ -22,6 +22,7 @@ pub mod follow;
 mod operator;
 pub mod rekey;
 pub mod report;
+mod which;
 
 use std::path::Path;
 use std::time::Instant;
@@ -452,11 +453,11 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         };
         report.cluster_status = Some(info.status.as_str().to_owned());
 
-        let cell = match (&req.cell, info.tags.get(cell::CELL_TAG)) {
-            (Some(_), _) => fleet_cell,
-            (None, Some(tag)) => {
-                // A new cell's tag (its pull request still open) names a cell whose metadata
-                // is not merged yet: the role was decided without it, which is the point.
+        let tag = info.tags.get(cell::CELL_TAG).map(String::as_str);
+        let tagged = match tag {
+            // A new cell's tag (its pull request still open) names a cell whose metadata
+            // is not merged yet: the role was decided without it, which is the point.
+            Some(tag) => {
                 let c = cell::named(fleet, &req.cluster, tag, "the cluster's tag")?;
                 if let Some(merged) = c.bootstrap_role_arn()
                     && Some(merged) != role.as_deref()
@@ -472,8 +473,9 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
                 }
                 Some(c)
             }
-            (None, None) => fleet_cell,
+            None => None,
         };
+        let cell = which::proven(&self.accounts, fleet, req, tag, tagged, role.as_deref()).await?;
         let Some(cell) = cell else {
             tracing::info!(cluster = %req.cluster, region = %req.region, "cluster belongs to no cell (no {} tag, no cell-metadata.yaml names it): skipped", cell::CELL_TAG);
             return Ok(report);

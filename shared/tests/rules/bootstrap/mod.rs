@@ -12,6 +12,8 @@ mod accounts;
 mod answers;
 /// Confirming Flux took over: each outcome from what the cluster reports.
 mod confirm;
+/// One cell per cluster: the cluster's tag or the merged metadata decides, never the request.
+mod one_cell;
 /// A Flux Operator cell: the operator, its Git secret and the FluxInstance; its refusals.
 mod operator;
 /// The order of the apply and what it writes.

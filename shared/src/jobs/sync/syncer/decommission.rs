@@ -267,10 +267,8 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                     .await
                     .map_err(|_| no_answer("STS GetCallerIdentity"))?
                     .map_err(refused)?;
-                if let Some(theirs) = merged.metadata.get("aws_account_id").filter(|a| **a != home) {
-                    return Ok(Described::Unreachable(format!(
-                        "the cell's account {theirs} is not cellbridge's own ({home}), and neither CELLBRIDGE_ACCOUNT_ROLES nor the cell's bootstrap_role_arn gives a role there"
-                    )));
+                if let Err(unreachable) = cells::at_home(&merged, &home) {
+                    return Ok(Described::Unreachable(unreachable.to_string()));
                 }
                 home
             }
