@@ -12,7 +12,8 @@
 //! - `bootstrap/`: cluster-bootstrap's rules (the order of the apply, the access entry, readiness,
 //!   other accounts, the Git secret and sync objects, the answers, pause and metrics, confirming
 //!   Flux took over);
-//! - `sweep.rs`: the temporary access-entry sweep;
+//! - `sweep.rs`: the temporary access-entry sweep; `sweep_pages.rs`: the sweep in pages over a
+//!   large fleet, and cells of accounts no role reaches;
 //! - `chains.rs`: the two chains `lib.rs` documents, as the handlers take them;
 //! - `support/`: the beds and helpers they share.
 
@@ -27,4 +28,5 @@ mod fail_closed;
 mod fault_matrix;
 mod support;
 mod sweep;
+mod sweep_pages;
 mod sync;
