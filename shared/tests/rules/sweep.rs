@@ -301,7 +301,9 @@ mod handler {
     /// holds right now is left to it; paused, nothing is queued.
     #[tokio::test]
     async fn the_daily_sweep_bootstraps_through_the_queue_every_cluster_without_a_completed_bootstrap() {
-        use cellbridge::pure::bootstrap::record::{FLUX_SINCE_TAG, FLUX_TAG, OPT_OUT_TAG, OPT_OUT_VALUE, format_time};
+        use cellbridge::pure::bootstrap::record::{
+            CATCH_UP_TAG, FLUX_SINCE_TAG, FLUX_TAG, OPT_OUT_TAG, OPT_OUT_VALUE, format_time,
+        };
         let since = |secs: u64| format_time(SystemTime::now() - Duration::from_secs(secs));
         let aws = MemAws::new(FUNCTION_ROLE);
         aws.add_cluster(MemCluster::active("cluster-a", REGION));
@@ -368,16 +370,24 @@ mod handler {
         // Each bootstrap went through the queue: the sweep itself entered no cluster.
         assert!(!aws.calls().iter().any(|c| c.starts_with("CreateAccessEntry")));
 
-        // A run holding cluster-a's access right now is left to it; paused, nothing is queued.
+        // Each queued catch-up is marked on its cluster: a retried sweep queues none twice.
+        assert!(aws.cluster_tags(REGION, "cluster-b").contains_key(CATCH_UP_TAG));
+        sweep(None).await;
+        assert_eq!(queue.sent.lock().unwrap().len(), 3, "pending: not queued again");
+        // Long after (the catch-up's run never came), the sweep queues it again; a run holding
+        // cluster-a's access right now is left to it; paused, nothing is queued.
+        for c in ["cluster-a", "cluster-b", "cluster-c"] {
+            aws.add_cluster_tags(None, REGION, c, &[(CATCH_UP_TAG, &since(6 * 3600))]);
+        }
         aws.add_entry_in(HOME, REGION, "cluster-a", FUNCTION_ROLE, true, ago(60));
+        sweep(crate::support::sync::paused_by_env()).await;
+        assert_eq!(queue.sent.lock().unwrap().len(), 3);
         sweep(None).await;
         assert_eq!(
             queue.sent.lock().unwrap().len(),
             5,
             "cluster-b and -c again, not cluster-a"
         );
-        sweep(crate::support::sync::paused_by_env()).await;
-        assert_eq!(queue.sent.lock().unwrap().len(), 5);
     }
 }
 

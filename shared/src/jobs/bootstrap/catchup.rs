@@ -4,6 +4,8 @@
 //! account it is in: the run it starts looks for the cluster there and nowhere else, and holds the
 //! cluster to the cell ([`crate::rules::bootstrap`]'s one cell per cluster).
 
+use crate::ports::cluster::ClusterApi;
+use crate::ports::cluster::eks::ClusterInfo;
 use crate::ports::queue::Enqueue;
 use crate::pure::bootstrap::record::CatchUp;
 
@@ -41,5 +43,20 @@ pub(super) async fn queue<Q: Enqueue>(queue: Option<&Q>, t: &Target, caught: Opt
             tracing::error!(cell = %t.cell, cluster = %t.cluster, error = %e, "sweep: could not queue the cluster's bootstrap; the next sweep tries again");
             false
         }
+    }
+}
+
+/// Marks the cluster's catch-up queued at `now` ([`crate::pure::bootstrap::record::CATCH_UP_TAG`],
+/// TagResource). Best effort: unmarked, a retried sweep may queue the catch-up once more, and
+/// the two runs it starts each hold their own access ([`crate::rules::bootstrap::access`]).
+pub(super) async fn mark(api: &impl ClusterApi, info: &ClusterInfo, now: std::time::SystemTime) {
+    use crate::pure::bootstrap::record;
+    let Some(arn) = info.arn.as_deref() else {
+        tracing::warn!(cluster = %info.name, "sweep: DescribeCluster gave no ARN; the queued catch-up is not marked");
+        return;
+    };
+    let tags = [(record::CATCH_UP_TAG.to_owned(), record::format_time(now))];
+    if let Err(e) = api.tag_cluster(&info.name, arn, &tags).await {
+        tracing::warn!(cluster = %info.name, error = %e, "sweep: could not mark the queued catch-up on the cluster (TagResource)");
     }
 }

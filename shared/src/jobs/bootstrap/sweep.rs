@@ -390,11 +390,9 @@ pub async fn sweep<A: Accounts, Q: Enqueue>(
                 (target, Swept::Unreachable { reason })
             }
             Planned::Visit(target) => {
-                let deadline = catch_up.as_ref().map(|c| c.deadline);
-                let (swept, caught) = visit(accounts, &target, own_principal, now, ttl, deadline).await;
+                let (swept, caught, queued) =
+                    visit(accounts, &target, own_principal, now, ttl, catch_up.as_ref()).await;
                 if caught.is_some() {
-                    let queue = catch_up.as_ref().and_then(|c| c.queue);
-                    let queued = super::catchup::queue(queue, &target, caught).await;
                     report.clusters.push(ClusterSweep {
                         target,
                         swept,
@@ -427,16 +425,17 @@ pub async fn sweep<A: Accounts, Q: Enqueue>(
     report
 }
 
-/// One cluster: its expired access swept and, with `catch_up` (the confirmation's deadline; the
-/// daily sweep only), what its record asks for, read with one DescribeCluster.
-async fn visit<A: Accounts>(
+/// One cluster: its expired access swept and, with `catch_up` (the daily sweep only), what its
+/// record asks for, read with one DescribeCluster, queued at once and marked on the cluster
+/// ([`record::CATCH_UP_TAG`]) so that no other sweep queues it again while it is pending.
+async fn visit<A: Accounts, Q: Enqueue>(
     accounts: &A,
     target: &Target,
     own_principal: Option<&str>,
     now: SystemTime,
     ttl: Duration,
-    catch_up: Option<Duration>,
-) -> (Swept, Option<CatchUp>) {
+    catch_up: Option<&CatchUps<'_, Q>>,
+) -> (Swept, Option<CatchUp>, bool) {
     let failed = |e: AccessError| Swept::Failed {
         class: e.class(),
         error: e.to_string(),
@@ -444,36 +443,36 @@ async fn visit<A: Accounts>(
     };
     let api = match accounts.open(&target.region, target.role.as_deref()).await {
         Ok(api) => api,
-        Err(e) => return (failed(e), None),
+        Err(e) => return (failed(e), None, false),
     };
     let principal = match target.role.as_deref().or(own_principal) {
         Some(p) => p.to_owned(),
         None => match api.caller_principal().await {
             Ok(p) => p,
-            Err(e) => return (failed(e), None),
+            Err(e) => return (failed(e), None, false),
         },
     };
     let swept = sweep_cluster(&api, &target.cluster, &principal, now, ttl).await;
-    let Some(deadline) = catch_up else {
-        return (swept, None);
+    let Some(catch_up) = catch_up else {
+        return (swept, None, false);
     };
     // A young temporary entry of ours is a run at work: it is not caught up under it.
     let running = matches!(swept, Swept::Kept { .. });
-    let caught = match api.describe_cluster(&target.cluster).await {
-        Ok(Some(info)) => record::catch_up(
-            &info.tags,
-            info.status == crate::ports::cluster::eks::ClusterStatus::Active,
-            running,
-            now,
-            deadline,
-        ),
-        Ok(None) => None,
+    let info = match api.describe_cluster(&target.cluster).await {
+        Ok(Some(info)) => info,
+        Ok(None) => return (swept, None, false),
         Err(e) => {
             tracing::warn!(cell = %target.cell, cluster = %target.cluster, error = %e, "sweep: cannot read the cluster's bootstrap record; not caught up today");
-            None
+            return (swept, None, false);
         }
     };
-    (swept, caught)
+    let active = info.status == crate::ports::cluster::eks::ClusterStatus::Active;
+    let caught = record::catch_up(&info.tags, active, running, now, catch_up.deadline);
+    let queued = super::catchup::queue(catch_up.queue, target, caught).await;
+    if queued {
+        super::catchup::mark(&api, &info, now).await;
+    }
+    (swept, caught, queued)
 }
 
 /// The span of a sweep, scheduled or after a run: it concerns the whole fleet's clusters, and its

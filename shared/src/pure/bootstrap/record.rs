@@ -25,6 +25,14 @@ pub const FLUX_SINCE_TAG: &str = "cellbridge.dev/flux-since";
 /// cell tag) is one the daily sweep never bootstraps: a cell whose Flux is installed another
 /// way opts out of being caught up.
 pub const OPT_OUT_TAG: &str = "cellbridge.dev/sweep";
+/// When the sweep last queued the cluster's catch-up (RFC 3339, UTC), written right after the
+/// message is sent: while it is younger than [`PENDING`] past the confirmation's deadline, the
+/// catch-up is pending and a sweep (a retried one, the next page of a chain run twice) does not
+/// queue another. SQS cannot tell: the function's queue is a standard queue (its re-checks need
+/// per-message `DelaySeconds`, which FIFO queues do not take), and only FIFO queues deduplicate
+/// (<https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/FIFO-queues-exactly-once-processing.html>,
+/// <https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-message-timers.html>).
+pub const CATCH_UP_TAG: &str = "cellbridge.dev/catch-up";
 pub const OPT_OUT_VALUE: &str = "skip";
 
 /// What the cluster's tags say of its bootstrap.
@@ -120,6 +128,20 @@ pub enum CatchUp {
 /// due at the deadline and may be queued behind others.
 pub const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
 
+/// How long a queued catch-up stays pending: its run's own confirmation deadline plus
+/// [`ABANDONED_AFTER`] (deliveries retried, a queue behind).
+pub fn pending(deadline: Duration) -> Duration {
+    deadline + ABANDONED_AFTER
+}
+
+/// Whether a catch-up queued for the cluster is still pending at `now` ([`CATCH_UP_TAG`]); a
+/// value someone edited into something else is not a pending catch-up.
+pub fn catch_up_pending(tags: &HashMap<String, String>, now: SystemTime, deadline: Duration) -> bool {
+    tags.get(CATCH_UP_TAG)
+        .and_then(|v| parse_time(v))
+        .is_some_and(|at| now.duration_since(at).unwrap_or_default() <= pending(deadline))
+}
+
 /// What the sweep does for a cluster: `active` (DescribeCluster's status), `running` (a
 /// bootstrap run holds cellbridge's temporary access entry right now), its tags.
 pub fn catch_up(
@@ -129,7 +151,11 @@ pub fn catch_up(
     now: SystemTime,
     deadline: Duration,
 ) -> Option<CatchUp> {
-    if !active || running || tags.get(OPT_OUT_TAG).map(String::as_str) == Some(OPT_OUT_VALUE) {
+    if !active
+        || running
+        || tags.get(OPT_OUT_TAG).map(String::as_str) == Some(OPT_OUT_VALUE)
+        || catch_up_pending(tags, now, deadline)
+    {
         return None;
     }
     match FluxRecord::from_tags(tags) {
@@ -226,6 +252,10 @@ mod tests {
         assert_eq!(catch_up(&none, false, false, now, deadline), None, "not ACTIVE");
         assert_eq!(catch_up(&none, true, true, now, deadline), None, "a run holds it");
         assert_eq!(cu(&tags(&[(OPT_OUT_TAG, OPT_OUT_VALUE)])), None, "opted out");
+        let queued = |ago: u64| tags(&[(CATCH_UP_TAG, &format_time(now - Duration::from_secs(ago)))]);
+        assert_eq!(cu(&queued(600)), None, "a catch-up is pending");
+        assert_eq!(cu(&queued(1200 + 3601)), Some(CatchUp::Bootstrap), "long gone");
+        assert_eq!(cu(&tags(&[(CATCH_UP_TAG, "soon")])), Some(CatchUp::Bootstrap));
     }
 
     #[test]

@@ -15,6 +15,14 @@ use crate::shell::config::ConfigError;
 pub const TTL_ENV: &str = "CELLBRIDGE_ACCESS_ENTRY_TTL_SECS";
 pub const DEFAULT_TTL: Duration = Duration::from_secs(1800);
 
+/// The longest a Lambda invocation runs (its timeout's maximum, 900 s:
+/// <https://docs.aws.amazon.com/lambda/latest/dg/configuration-timeout.html>). A temporary entry
+/// younger than this may be held by a run at work right now (two runs on one cluster: a
+/// `CreateCluster` event and a sweep's catch-up, a manual run): a run that finds one uses it
+/// but never deletes it, so that it is never deleted under the run that made it. Older, the run
+/// that made it is over, and the run that finds it deletes it after its own work.
+pub const RUN_LONGEST: Duration = Duration::from_secs(900);
+
 /// The TTL from the environment; unset or empty: [`DEFAULT_TTL`]; anything but a whole number
 /// of seconds of at least 900 (a run's longest) is refused.
 pub fn ttl_from_env() -> Result<Duration, ConfigError> {
@@ -52,8 +60,11 @@ pub fn expired(entry: &AccessEntry, now: SystemTime, ttl: Duration) -> bool {
 pub struct Grant {
     pub principal_arn: String,
     /// True when the entry is cellbridge's (created now, or left by a run that died) and is
-    /// deleted at the end.
+    /// deleted at the end, unless `adopted`.
     pub temporary: bool,
+    /// cellbridge's temporary entry, found younger than [`RUN_LONGEST`]: another run may hold
+    /// it, so this run leaves it (to that run, or to the next run and the sweep once it is older).
+    pub adopted: bool,
 }
 
 /// The grant an existing entry gives, if there is one: cellbridge's own (tagged) entry gets
@@ -76,13 +87,21 @@ async fn existing(api: &impl ClusterApi, cluster: &str, principal: &str) -> Resu
         return Ok(None);
     }
     if entry.temporary {
-        // A run that died left it: make sure its policy is there, and delete it after.
+        // Another run's, or one a run that died left: make sure its policy is there.
         api.associate_admin_policy(cluster, principal).await?;
     }
-    tracing::info!(cluster, principal, temporary = entry.temporary, "access entry exists");
+    let adopted = entry.temporary && age(&entry, SystemTime::now()).is_some_and(|a| a <= RUN_LONGEST);
+    tracing::info!(
+        cluster,
+        principal,
+        temporary = entry.temporary,
+        adopted,
+        "access entry exists"
+    );
     Ok(Some(Grant {
         principal_arn: principal.into(),
         temporary: entry.temporary,
+        adopted,
     }))
 }
 
@@ -117,6 +136,7 @@ pub async fn ensure(api: &impl ClusterApi, cluster: &str, principal: &str) -> Re
     let grant = Grant {
         principal_arn: principal.into(),
         temporary: true,
+        adopted: false,
     };
     if let Err(e) = api.associate_admin_policy(cluster, principal).await {
         // Do not leave a useless entry behind.
@@ -150,9 +170,14 @@ async fn discard_lost(api: &impl ClusterApi, cluster: &str, principal: &str) {
     }
 }
 
-/// Deletes the entry when it is ours; an entry someone else made stays. `Ok(true)`: it is gone.
+/// Deletes the entry when it is ours; an entry someone else made, or one another run may hold
+/// (`adopted`), stays. `Ok(true)`: it is gone.
 pub async fn release(api: &impl ClusterApi, cluster: &str, grant: &Grant) -> Result<bool, AccessError> {
     if !grant.temporary {
+        return Ok(false);
+    }
+    if grant.adopted {
+        tracing::info!(cluster, principal = %grant.principal_arn, "the temporary access entry was another run's: left to it");
         return Ok(false);
     }
     let existed = api.delete_access_entry(cluster, &grant.principal_arn).await?;

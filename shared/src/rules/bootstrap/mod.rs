@@ -522,6 +522,7 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         report.access_entry = Some(AccessReport {
             principal_arn: grant.principal_arn.clone(),
             temporary: grant.temporary,
+            adopted: grant.adopted,
             removed,
         });
         result?;

@@ -57,6 +57,9 @@ pub struct AccessReport {
     pub principal_arn: String,
     /// The entry was cellbridge's for this run (and deleted after it).
     pub temporary: bool,
+    /// The temporary entry was found young: another run may hold it, so this one left it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub adopted: bool,
     pub removed: bool,
 }
 

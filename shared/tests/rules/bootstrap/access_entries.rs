@@ -46,10 +46,44 @@ async fn a_failed_delete_fails_the_run_and_the_next_run_removes_the_entry() {
     assert_eq!(err.class(), Class::Retryable, "{err}");
     assert_eq!(entries(&bed), [FUNCTION_ROLE], "left behind by the failed delete");
 
-    // The event comes back: Flux is there, and the entry, recognised by its tag, is deleted.
+    // The event comes back at once: Flux is there, but the entry is young, and another run may
+    // be holding it: used, and left.
     let report = run(&bed, &fleet(&[])).await.unwrap();
     assert_eq!(report.outcome, BootstrapOutcome::AlreadyBootstrapped);
-    assert!(report.access_entry.unwrap().removed);
+    let access = report.access_entry.unwrap();
+    assert!(access.adopted && !access.removed, "{access:?}");
+    assert_eq!(entries(&bed), [FUNCTION_ROLE]);
+
+    // Older than a run's longest, the run that made it is over: the next run deletes it.
+    let older = Some(std::time::SystemTime::now() - Duration::from_secs(1000));
+    bed.accounts()
+        .add_entry_in(HOME, REGION, CLUSTER, FUNCTION_ROLE, true, older);
+    let report = run(&bed, &fleet(&[])).await.unwrap();
+    let access = report.access_entry.unwrap();
+    assert!(!access.adopted && access.removed, "{access:?}");
+    assert!(entries(&bed).is_empty());
+}
+
+/// Two runs on one cluster (a `CreateCluster` event and the sweep's catch-up, say): the second
+/// finds the first's young temporary entry, uses it and leaves it; only the run that made it
+/// deletes it, so it is never deleted under the run at work.
+#[tokio::test]
+async fn two_runs_on_one_cluster_never_delete_the_access_under_each_other() {
+    use cellbridge::ports::cluster::Accounts;
+    use cellbridge::rules::bootstrap::access;
+    let bed = bed();
+    let api = bed.accounts().open(REGION, None).await.unwrap();
+    // The first run takes its access.
+    let first = access::ensure(&api, CLUSTER, FUNCTION_ROLE).await.unwrap();
+    assert!(first.temporary && !first.adopted);
+    // The second run, meanwhile, completes a whole bootstrap with it.
+    let report = run(&bed, &fleet(&[])).await.unwrap();
+    assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
+    let access = report.access_entry.unwrap();
+    assert!(access.adopted && !access.removed, "{access:?}");
+    assert_eq!(entries(&bed), [FUNCTION_ROLE], "still the first run's");
+    // The first run ends: it deletes its own.
+    assert!(access::release(&api, CLUSTER, &first).await.unwrap());
     assert!(entries(&bed).is_empty());
 }
 
