@@ -176,7 +176,7 @@ locals {
   own_access_entry_arn = "arn:${local.partition}:eks:*:${local.account}:access-entry/*/role/${local.account}/${local.cluster_bootstrap_name}/*"
   eks_cluster_arn      = "arn:${local.partition}:eks:*:${local.account}:cluster/*"
   # The bootstrap's record on the cluster (shared/src/pure/bootstrap/record.rs).
-  flux_record_tag_keys = ["cellbridge.dev/flux", "cellbridge.dev/flux-since"]
+  flux_record_tag_keys = ["cellbridge.dev/flux", "cellbridge.dev/flux-since", "cellbridge.dev/catch-up"]
 }
 
 data "aws_iam_policy_document" "cluster_bootstrap" {
@@ -234,8 +234,8 @@ data "aws_iam_policy_document" "cluster_bootstrap" {
   }
 
   # Each check's outcome is recorded on the cluster as two tags (cellbridge.dev/flux and
-  # cellbridge.dev/flux-since): TagResource on clusters of this account, with those two keys and
-  # no other. eks:TagResource takes aws:TagKeys and aws:RequestTag/${TagKey} on the request
+  # cellbridge.dev/flux-since), and the sweep marks a catch-up it queued (cellbridge.dev/catch-up):
+  # TagResource on clusters of this account, with those three keys and no other. eks:TagResource takes aws:TagKeys and aws:RequestTag/${TagKey} on the request
   # (Service Authorization Reference, "Actions defined by Amazon Elastic Kubernetes Service",
   # https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonelastickubernetesservice.html);
   # ForAllValues holds for a request with no tag keys at all, hence the Null test

@@ -222,7 +222,7 @@ def test_every_rule_with_a_target_has_a_failed_invocations_alarm():
 
 # --- the bootstrap's confirmation: re-checks through its own queue, the record on the cluster ------
 
-FLUX_TAG_KEYS = ["cellbridge.dev/flux", "cellbridge.dev/flux-since"]
+FLUX_TAG_KEYS = ["cellbridge.dev/flux", "cellbridge.dev/flux-since", "cellbridge.dev/catch-up"]
 
 
 def environment_literals(mod, name):
