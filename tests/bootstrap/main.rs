@@ -10,6 +10,7 @@ mod confirm;
 mod eks_access;
 mod faults;
 mod handler;
+mod one_cell;
 mod operator;
 mod rekey;
 mod support;
