@@ -135,6 +135,9 @@ pub fn bootstrap(args: &BootstrapArgs, json: bool) -> Result<ExitCode, RemoteErr
                 f.outcome, f.elapsed_secs, f.sentence
             );
         }
+        if let Some(hint) = &report.record_hint {
+            println!("Record: {hint}");
+        }
     }
     // Flux's outcome decides (docs/command-line.md, exit codes): ready 0, build-failed 1, git-auth 2, the
     // others 3; a run that did not wait for it (--no-wait, --dry-run) succeeded at the apply.

@@ -58,7 +58,11 @@ pub async fn run_local(fleet: &LocalFleet, opts: &LocalOptions) -> Result<Report
     let report = bootstrapper
         .run_until(fleet, base_branch.as_deref(), &req, target, None)
         .await?;
-    follow(&bootstrapper, report, target).await
+    let mut report = follow(&bootstrapper, report, target).await?;
+    if opts.kubeconfig.is_some() {
+        bootstrapper.record_after_kubeconfig(&req, &mut report).await;
+    }
+    Ok(report)
 }
 
 /// The command line's wait: the re-checks the function would queue, made here in turn, each

@@ -19,6 +19,7 @@ pub mod config;
 mod cut;
 pub mod error;
 pub mod follow;
+mod laptop;
 mod operator;
 pub mod rekey;
 pub mod report;

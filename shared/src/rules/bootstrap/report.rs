@@ -92,6 +92,9 @@ pub struct Report {
     /// it, the command line makes it.
     #[serde(skip)]
     pub recheck: Option<(Recheck, std::time::Duration)>,
+    /// A `--kubeconfig` run whose outcome could not be recorded on the cluster: the tag to set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record_hint: Option<String>,
     pub duration_ms: u64,
 }
 
@@ -108,6 +111,7 @@ impl Report {
             credentials: None,
             objects: Vec::new(),
             access_entry: None,
+            record_hint: None,
             flux: None,
             recheck: None,
             duration_ms: 0,

@@ -12,6 +12,8 @@ mod accounts;
 mod answers;
 /// Confirming Flux took over: each outcome from what the cluster reports.
 mod confirm;
+/// A laptop's kubeconfig run records its outcome, or says which tag to set.
+mod laptop;
 /// One cell per cluster: the cluster's tag or the merged metadata decides, never the request.
 mod one_cell;
 /// A Flux Operator cell: the operator, its Git secret and the FluxInstance; its refusals.
