@@ -134,8 +134,11 @@ pub fn pending(deadline: Duration) -> Duration {
     deadline + ABANDONED_AFTER
 }
 
-/// Whether a catch-up queued for the cluster is still pending at `now` ([`CATCH_UP_TAG`]); a
-/// value someone edited into something else is not a pending catch-up.
+/// Whether a catch-up queued for the cluster is still pending at `now` ([`CATCH_UP_TAG`]): queued
+/// less than [`pending`] ago. Its run's record cannot say it is done (a re-check keeps the
+/// confirmation's clock, `flux-since`), so the mark holds for the whole window: the daily sweep
+/// after it catches the cluster up again if it still needs it. A value someone edited into
+/// something else is not a pending catch-up.
 pub fn catch_up_pending(tags: &HashMap<String, String>, now: SystemTime, deadline: Duration) -> bool {
     tags.get(CATCH_UP_TAG)
         .and_then(|v| parse_time(v))
@@ -256,6 +259,12 @@ mod tests {
         assert_eq!(cu(&queued(600)), None, "a catch-up is pending");
         assert_eq!(cu(&queued(1200 + 3601)), Some(CatchUp::Bootstrap), "long gone");
         assert_eq!(cu(&tags(&[(CATCH_UP_TAG, "soon")])), Some(CatchUp::Bootstrap));
+        // Stuck after its catch-up: re-checked by the next daily sweep, not by a retried one.
+        let mut after = at(Outcome::GitAuth, 60);
+        after.insert(CATCH_UP_TAG.into(), format_time(now - Duration::from_secs(120)));
+        assert_eq!(cu(&after), None);
+        after.insert(CATCH_UP_TAG.into(), format_time(now - Duration::from_secs(86_400)));
+        assert_eq!(cu(&after), Some(CatchUp::Recheck));
     }
 
     #[test]

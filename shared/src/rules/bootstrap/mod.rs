@@ -435,7 +435,11 @@ impl<A: Accounts, K: KubeConnect, S: SecretStore> Bootstrapper<A, K, S> {
         install_by: Option<Instant>,
     ) -> Result<Report, BootstrapError> {
         let mut report = Report::new(req, BootstrapOutcome::NotACell);
-        let fleet_cell = self.cell_from_fleet(fleet, req)?;
+        let fleet_cell = match self.cell_from_fleet(fleet, req) {
+            // Cells of two accounts naming one cluster name: its tag decides ([`which`]).
+            Err(BootstrapError::Cell(cell::CellError::Ambiguous { .. })) if req.cell.is_none() => None,
+            other => other?,
+        };
         // The cluster is looked up in the account the event names, as the role decided there.
         let merged_role = fleet_cell
             .as_ref()

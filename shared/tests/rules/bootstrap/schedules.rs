@@ -1,9 +1,12 @@
 //! cluster-bootstrap: seeded schedules (`CELLBRIDGE_RACE_SEEDS` sets how many) of everything that
 //! touches one cluster's bootstrap: EventBridge delivering `CreateCluster` (directly, through SQS,
 //! twice), the re-checks the function queued delivered late, out of order or twice, the daily
-//! sweep's catch-up, the pause switch, and the cluster itself changing under them (no nodes yet,
+//! sweep's catch-up (a sweep retried at once queues nothing twice), the pause switch, and the
+//! cluster itself changing under them (no nodes yet,
 //! credentials refused, the network not there yet, Flux taking over), and someone putting
-//! corrected credentials in Secrets Manager. Every other seed is a Flux Operator cell. In every
+//! corrected credentials in Secrets Manager. Every other seed is a Flux Operator cell; every third
+//! one's fleet also holds a cell of an account no role reaches whose merged metadata names a
+//! cluster of the same name (never applied to this one: the sweep reports it unreachable). In every
 //! schedule, after every step: no access entry is left, no re-check is ever handed back to SQS,
 //! Flux is applied at most once (create-if-missing), the Git secret at most once more (when it
 //! changed), and the record on the cluster is the last check's verdict of a state the cluster
@@ -18,7 +21,7 @@ use cellbridge::doubles::cluster::{MemSource, SYNCED_REVISION};
 use cellbridge::doubles::queue::MemQueue;
 use cellbridge::pure::bootstrap::confirm::FluxObject;
 use cellbridge::pure::bootstrap::confirm::fixtures::{git_no_such_host, git_ready};
-use cellbridge::pure::bootstrap::record::FLUX_TAG;
+use cellbridge::pure::bootstrap::record::{CATCH_UP_TAG, FLUX_TAG, format_time};
 use cellbridge::shell::metrics::{Captured, Metrics};
 use serde_json::{Value, json};
 
@@ -86,6 +89,16 @@ async fn schedule(seed: u64) {
     };
     // What says Flux was applied: the Kustomization, or the operator cell's FluxInstance.
     let owner = if operator { "FluxInstance" } else { "Kustomization" };
+    let mut cell = cell;
+    let unmapped = seed % 3 == 0;
+    if unmapped {
+        bed.accounts()
+            .add_cluster_tags(None, REGION, CLUSTER, &[("cellbridge.dev/cell", CELL)]);
+        cell.insert(
+            "clusters/other-account/cell-metadata.yaml",
+            metadata("other-account", CLUSTER, &[("aws_account_id", "333333333333")]),
+        );
+    }
     let mut svc = service(bed, MemSource::new(cell).on_branch("main"));
     svc.rechecks = Some(queue.clone().into());
     let mut dice = Dice(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
@@ -141,10 +154,39 @@ async fn schedule(seed: u64) {
                 format!("deliver {} #{i}", body["action"])
             }
             3 => {
-                crate::support::handle_with(&svc, &json!({"action": "sweep"}), deadline, pause, &metrics)
-                    .await
-                    .unwrap();
-                "sweep".to_owned()
+                let inv =
+                    crate::support::handle_with(&svc, &json!({"action": "sweep"}), deadline, pause.clone(), &metrics)
+                        .await
+                        .unwrap();
+                if unmapped {
+                    let other: Vec<&Value> = inv.response["report"]["clusters"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .filter(|c| c["cell"] == "other-account")
+                        .collect();
+                    assert_eq!(other.len(), 1, "seed {seed}: {}", inv.response);
+                    assert_eq!(other[0]["result"], "unreachable", "seed {seed}");
+                }
+                // Retried (Lambda runs a failed sweep again): no catch-up is queued twice.
+                if dice.roll(2) == 0 {
+                    let catch_ups = || {
+                        let sent = queue.sent.lock().unwrap();
+                        sent.iter().filter(|b| b.contains("\"bootstrap\"")).count()
+                    };
+                    let before = catch_ups();
+                    crate::support::handle_with(&svc, &json!({"action": "sweep"}), deadline, pause, &metrics)
+                        .await
+                        .unwrap();
+                    assert_eq!(
+                        catch_ups(),
+                        before,
+                        "seed {seed}: a retried sweep queued a catch-up again: {log:?}"
+                    );
+                    "sweep, retried".to_owned()
+                } else {
+                    "sweep".to_owned()
+                }
             }
             4 | 5 => {
                 state = [
@@ -179,6 +221,10 @@ async fn schedule(seed: u64) {
             "seed {seed}, step {step}: an access entry left: {log:?}"
         );
         let applied = b.kube().applied();
+        assert!(
+            !applied.iter().any(|a| a.contains("other-account")),
+            "seed {seed}: another account's cell applied: {log:?}"
+        );
         let owners = applied.iter().filter(|a| a.starts_with(owner)).count();
         assert!(owners <= 1, "seed {seed}: Flux applied twice: {log:?}");
         let secrets = applied.iter().filter(|a| a.starts_with("Secret")).count();
@@ -208,6 +254,12 @@ async fn schedule(seed: u64) {
         crate::support::handle(&svc, &manual, deadline).await.unwrap();
     }
     for round in 0..3 {
+        // Each round's sweep is the next day's: a catch-up queued the day before is no longer
+        // pending.
+        let yesterday = format_time(std::time::SystemTime::now() - std::time::Duration::from_secs(86_400));
+        svc.bootstrapper
+            .accounts()
+            .add_cluster_tags(None, REGION, CLUSTER, &[(CATCH_UP_TAG, &yesterday)]);
         let sent = queue.sent.lock().unwrap().clone();
         for (i, body) in sent.iter().enumerate().skip(delivered) {
             let body: Value = serde_json::from_str(body).unwrap();
