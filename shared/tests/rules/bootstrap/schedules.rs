@@ -90,7 +90,7 @@ async fn schedule(seed: u64) {
     // What says Flux was applied: the Kustomization, or the operator cell's FluxInstance.
     let owner = if operator { "FluxInstance" } else { "Kustomization" };
     let mut cell = cell;
-    let unmapped = seed % 3 == 0;
+    let unmapped = seed.is_multiple_of(3);
     if unmapped {
         bed.accounts()
             .add_cluster_tags(None, REGION, CLUSTER, &[("cellbridge.dev/cell", CELL)]);
