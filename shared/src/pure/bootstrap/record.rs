@@ -26,7 +26,7 @@ pub const FLUX_SINCE_TAG: &str = "cellbridge.dev/flux-since";
 /// way opts out of being caught up.
 pub const OPT_OUT_TAG: &str = "cellbridge.dev/sweep";
 /// When the sweep last queued the cluster's catch-up (RFC 3339, UTC), written right after the
-/// message is sent: while it is younger than [`PENDING`] past the confirmation's deadline, the
+/// message is sent: while it is younger than [`pending`] (the confirmation's deadline and an hour), the
 /// catch-up is pending and a sweep (a retried one, the next page of a chain run twice) does not
 /// queue another. SQS cannot tell: the function's queue is a standard queue (its re-checks need
 /// per-message `DelaySeconds`, which FIFO queues do not take), and only FIFO queues deduplicate
