@@ -181,6 +181,17 @@ async fn a_run_killed_after_the_crds_is_completed_by_the_next() {
     assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
     assert_eq!(bed.kube.objects(Some("Deployment")).len(), 4);
     assert_eq!(bed.kube.objects(Some("Kustomization")).len(), 1);
+    // Young, the entry may be another run's at work: used, and left to it.
+    let access = report.access_entry.as_ref().unwrap();
+    assert!(access.adopted && !access.removed, "{access:?}");
+    assert_eq!(access_entries(&bed.aws, &bed.cluster).await, [ROLE]);
+    // Older than a run's longest, the run that made it is over: the next run deletes it.
+    moto_control(
+        &format!("/_cellbridge/eks/entries/{}", bed.cluster),
+        json!({"region": REGION, "account": "123456789012", "principal": ROLE, "age_secs": 1000}),
+    );
+    let report = bed.run(&bed.request()).await.unwrap();
+    assert_eq!(report.outcome, BootstrapOutcome::AlreadyBootstrapped);
     assert!(
         report.access_entry.as_ref().unwrap().removed,
         "the leftover entry is recognised and deleted"
