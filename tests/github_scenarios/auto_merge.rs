@@ -344,6 +344,7 @@ async fn http_with_app_credentials_cellbridge_knows_its_own_auto_merge_and_turns
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed,
+    #[cfg(feature = "every-bed")]
     http_ghes: super::GhesBed;
     [
         an_opted_in_value_only_change_gets_auto_merge_and_merges_once_its_checks_pass,

@@ -317,6 +317,7 @@ async fn more_than_a_hundred_open_pull_requests_are_each_shown<B: Bed>() {
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed,
+    #[cfg(feature = "every-bed")]
     http_ghes: super::GhesBed;
     [
         the_fleet_dashboard_is_one_issue_rewritten_only_when_what_it_shows_changed,

@@ -294,6 +294,7 @@ async fn a_new_cells_unmerged_pull_request_is_closed_once_its_cluster_is_gone<B:
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed,
+    #[cfg(feature = "every-bed")]
     http_ghes: super::GhesBed;
     [
         a_destroyed_cell_whose_cluster_is_gone_gets_one_decommission_and_a_reapply_closes_it,

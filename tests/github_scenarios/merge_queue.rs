@@ -198,6 +198,7 @@ async fn a_repository_without_a_merge_queue_pays_no_request_more<B: Bed>() {
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed,
+    #[cfg(feature = "every-bed")]
     http_ghes: super::GhesBed;
     [
         with_a_merge_queue_and_auto_merge_on_an_eligible_head_is_queued_and_the_queue_merges_it,
