@@ -187,7 +187,11 @@ async fn people_and_auto_merge_never_merge_anything_ineligible<B: Bed>() {
         // a queue, the checks the docs say to require: the fleet workflow's, not the Lambda's
         // status, which is never posted on a merge group.
         let queue = seed % 2 == 0;
-        let contexts = if queue { [fleet_check().name.as_str(), CI] } else { [STATUS_CONTEXT, CI] };
+        let contexts = if queue {
+            [fleet_check().name.as_str(), CI]
+        } else {
+            [STATUS_CONTEXT, CI]
+        };
         w.bed.protect_main(w.repo(), Some((&contexts, 0, false)));
         if queue {
             w.bed

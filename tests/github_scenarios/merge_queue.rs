@@ -51,14 +51,24 @@ async fn with_the_docs_required_check_the_queue_merges_once_the_workflow_passes_
     let base = w.head("main").unwrap();
     assert_eq!(
         (group.base_sha.as_str(), group.head_ref.clone()),
-        (base.as_str(), format!("refs/heads/gh-readonly-queue/main/pr-{n}-{base}")),
+        (
+            base.as_str(),
+            format!("refs/heads/gh-readonly-queue/main/pr-{n}-{base}")
+        ),
     );
-    assert!(!w.pulls().into_iter().find(|p| p.number == n).unwrap().merged, "not before the group's check");
+    assert!(
+        !w.pulls().into_iter().find(|p| p.number == n).unwrap().merged,
+        "not before the group's check"
+    );
     let (passed, out) = w.fleet_ci_on_merge_group(n).unwrap();
     assert!(passed, "the workflow's command on the merge group: {out}");
     let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
     assert!(pr.merged && !pr.open, "{pr:?}");
-    assert_eq!(w.head("main").unwrap(), group.head_sha, "main moved to the tested commit");
+    assert_eq!(
+        w.head("main").unwrap(),
+        group.head_sha,
+        "main moved to the tested commit"
+    );
     assert!(w.metadata_on("main", CELL).contains("vpc-2"));
     assert_eq!(w.bed.merge_group(w.repo(), n), None);
 }
@@ -82,13 +92,21 @@ async fn a_merge_group_the_moved_base_makes_fail_the_check_is_dropped_by_the_que
         1,
     );
     assert!(text.contains("${cost_center}"), "{text}");
-    let moved = w.bed.commit(w.repo(), "main", &[(layer, &text)], "podinfo: a cost center label");
-    let group = w.bed.merge_group(w.repo(), n).expect("a new merge group on the moved base");
+    let moved = w
+        .bed
+        .commit(w.repo(), "main", &[(layer, &text)], "podinfo: a cost center label");
+    let group = w
+        .bed
+        .merge_group(w.repo(), n)
+        .expect("a new merge group on the moved base");
     assert_eq!(group.base_sha, moved);
     assert_ne!(group.head_sha, first.head_sha);
 
     let (passed, out) = w.fleet_ci_on_merge_group(n).unwrap();
-    assert!(!passed && out.contains("cost_center"), "the strict check names the variable: {out}");
+    assert!(
+        !passed && out.contains("cost_center"),
+        "the strict check names the variable: {out}"
+    );
     assert_eq!(w.bed.queued_by(w.repo(), n), None, "dropped by the queue");
     assert_eq!(w.bed.merge_group(w.repo(), n), None);
     let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();

@@ -65,11 +65,7 @@ pub(crate) fn fleet_check() -> &'static FleetCheck {
         // The action's last step runs the check (the ones before install `cellbridge`, which
         // the scenarios have built).
         let steps = action["runs"]["steps"].as_array().expect("a composite action's steps");
-        let check = steps
-            .iter()
-            .rev()
-            .find(|s| s.get("run").is_some())
-            .expect("a run step");
+        let check = steps.iter().rev().find(|s| s.get("run").is_some()).expect("a run step");
         assert_eq!(check["shell"], "bash", "{ACTION}: the check step's shell");
         let env = check["env"]
             .as_object()

@@ -399,7 +399,11 @@ impl<B: Bed> World<B> {
     /// the head merged with its base, `refs/pull/<n>/merge`, which neither GitHub here models;
     /// the head is what the scenarios change). Whether it passed, and what it printed.
     pub(crate) fn fleet_ci_on_pull(&self, number: u64) -> (bool, String) {
-        let pull = self.pulls().into_iter().find(|p| p.number == number).expect("a pull request");
+        let pull = self
+            .pulls()
+            .into_iter()
+            .find(|p| p.number == number)
+            .expect("a pull request");
         let sha = self.head(&pull.head).expect("its head");
         self.fleet_ci_on(&sha)
     }

@@ -240,7 +240,8 @@ impl Store {
         if let Some(group) = self.queues.entries.remove(&number).and_then(|e| e.group) {
             self.refs.remove(branch_of(&group.head_ref));
         }
-        self.journal.push(format!("#{number} removed from the merge queue{why}"));
+        self.journal
+            .push(format!("#{number} removed from the merge queue{why}"));
     }
 
     /// The queue's work on every entry, oldest first: its merge group made on the base's head

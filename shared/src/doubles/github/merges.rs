@@ -234,7 +234,11 @@ impl Store {
             approvals: pr.approvals.len(),
         });
         let pinned = self.refs.get(&pr.head).cloned();
-        let p = self.pulls.iter_mut().find(|p| p.number == number).expect("a pull request");
+        let p = self
+            .pulls
+            .iter_mut()
+            .find(|p| p.number == number)
+            .expect("a pull request");
         p.open = false;
         p.closed_head = pinned;
         p.merged = true;
