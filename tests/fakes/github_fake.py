@@ -867,6 +867,9 @@ def run_group(full, repo, pr):
     base_ref = "heads/" + pr["base"]
     base_sha = repo["refs"].get(base_ref)
     group = e.get("group")
+    if base_sha is None:
+        leave_queue(repo, pr)  # the base branch is gone
+        return
     if group is None or group["base_sha"] != base_sha:
         if group:
             repo["refs"].pop(group["head_ref"][len("refs/"):], None)

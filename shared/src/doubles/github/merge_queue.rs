@@ -257,6 +257,7 @@ impl Store {
                 continue;
             };
             let Some(base) = self.refs.get(&pr.base).cloned() else {
+                self.leave_queue(number, ": the base branch is gone");
                 continue;
             };
             let group = match entry.group {
