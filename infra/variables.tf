@@ -224,15 +224,31 @@ variable "github_writes_per_hour" {
 }
 
 variable "state_sync_reserved_concurrency" {
-  description = "Reserved concurrency of state-sync: bounds parallel writers to the fleet repository and GitHub API use. The SQS event source gets one less, so a console run or the schedule always finds a slot. -1: unreserved."
+  description = "Reserved concurrency of state-sync: bounds parallel writers to the fleet repository and GitHub API use. The SQS event source gets one less as its maximum concurrency (at most 1000), so a console run or the schedule always finds a slot and a queued record is never throttled. -1: unreserved; otherwise at least 3."
   type        = number
   default     = 10
+
+  # An SQS event source's maximum concurrency is 2 to 1000 (Lambda API, ScalingConfig:
+  # https://docs.aws.amazon.com/lambda/latest/dg/API_ScalingConfig.html); without one, the event
+  # source polls past the reservation, and each throttled delivery counts toward the queue's
+  # maxReceiveCount (https://repost.aws/knowledge-center/lambda-sqs-scaling).
+  validation {
+    condition     = var.state_sync_reserved_concurrency == -1 || (var.state_sync_reserved_concurrency >= 3 && floor(var.state_sync_reserved_concurrency) == var.state_sync_reserved_concurrency)
+    error_message = "state_sync_reserved_concurrency must be -1 (unreserved) or a whole number of at least 3: the SQS event source gets one less as its maximum concurrency, which SQS event sources accept from 2 only; without it, deliveries throttled by the reservation count toward state_sync_max_receive_count and end in the dead-letter queue."
+  }
 }
 
 variable "cluster_bootstrap_reserved_concurrency" {
-  description = "Reserved concurrency of cluster-bootstrap (new clusters arrive rarely; a few at a time is plenty). -1: unreserved."
+  description = "Reserved concurrency of cluster-bootstrap (new clusters arrive rarely; a few at a time is plenty). The SQS event source gets one less as its maximum concurrency (at most 1000), so a console run or the sweep always finds a slot and a queued record is never throttled. -1: unreserved; otherwise at least 3."
   type        = number
   default     = 5
+
+  # As state_sync_reserved_concurrency: an SQS event source's maximum concurrency is 2 to 1000
+  # (https://docs.aws.amazon.com/lambda/latest/dg/API_ScalingConfig.html).
+  validation {
+    condition     = var.cluster_bootstrap_reserved_concurrency == -1 || (var.cluster_bootstrap_reserved_concurrency >= 3 && floor(var.cluster_bootstrap_reserved_concurrency) == var.cluster_bootstrap_reserved_concurrency)
+    error_message = "cluster_bootstrap_reserved_concurrency must be -1 (unreserved) or a whole number of at least 3: the SQS event source gets one less as its maximum concurrency, which SQS event sources accept from 2 only; without it, deliveries throttled by the reservation count toward cluster_bootstrap_max_receive_count and end in the dead-letter queue."
+  }
 }
 
 variable "state_sync_batch_size" {
