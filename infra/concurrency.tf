@@ -1,5 +1,5 @@
 # The event sources' maximum concurrency, from the functions' reservations alone (no resource, no
-# data source: tests/infra/test_concurrency.py plans this file with variables.tf, offline).
+# data source: tests/infra/test_validations.py plans this file with variables.tf, offline).
 locals {
   # One slot below the reservation for the event source, so a console run or the daily
   # sync-all is not throttled behind a full queue, and the event source never polls more records

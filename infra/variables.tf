@@ -148,7 +148,7 @@ variable "secrets_kms_key_arns" {
 }
 
 variable "account_roles" {
-  description = "Cells in other accounts: account id => the cluster-bootstrap role in that account (CELLBRIDGE_ACCOUNT_ROLES). A CreateCluster event from a listed account is handled through its role (sts:AssumeRole on exactly these roles); from an account neither listed nor this one it fails, naming the account. Each listed account may also put events on the bus (see accept_account_role_events)."
+  description = "Cells in other accounts: account id => the cluster-bootstrap role in that account (CELLBRIDGE_ACCOUNT_ROLES; modules/cell-account makes it, trusting cluster-bootstrap's role alone). A CreateCluster event from a listed account is handled through its role (cluster-bootstrap gets sts:AssumeRole on exactly these roles); from an account neither listed nor this one it fails, naming the account. Each listed account may also put events on the bus (see accept_account_role_events). state-sync never assumes these: see account_describe_roles."
   type        = map(string)
   default     = {}
 
@@ -161,6 +161,20 @@ variable "account_roles" {
   }
 }
 
+variable "account_describe_roles" {
+  description = "Cells in other accounts: account id => state-sync's describe-only role in that account (CELLBRIDGE_ACCOUNT_DESCRIBE_ROLES; modules/cell-account makes it: eks:DescribeCluster alone, trusting state-sync's role alone). state-sync gets sts:AssumeRole on exactly these roles, to ask whether a destroyed cell's cluster is gone and for the dashboard's Flux column; a cell of an account not listed is reported unreachable by state-sync."
+  type        = map(string)
+  default     = {}
+
+  validation {
+    condition = alltrue([
+      for account, role in var.account_describe_roles :
+      can(regex("^[0-9]{12}$", account)) && can(regex("^arn:aws[a-z-]*:iam::${account}:role/.+$", role))
+    ])
+    error_message = "account_describe_roles: every key must be a 12-digit account id and its value an IAM role ARN in that same account."
+  }
+}
+
 variable "accept_account_role_events" {
   description = "Allow each account of account_roles to put events on event_bus_name (one events:PutEvents statement per account, added with PutPermission beside the bus policy's other statements), so a region-forwarder deployed there can forward its CreateCluster events."
   type        = bool
@@ -168,9 +182,16 @@ variable "accept_account_role_events" {
 }
 
 variable "bootstrap_assume_role_arns" {
-  description = "Roles cluster-bootstrap may assume for cells whose metadata holds `bootstrap_role_arn` (other accounts). Wildcards allowed, e.g. arn:aws:iam::*:role/cellbridge-bootstrap."
+  description = "Roles cluster-bootstrap may assume for cells whose metadata holds `bootstrap_role_arn` (accounts not in account_roles). Each names its account: arn:aws:iam::222222222222:role/cellbridge-bootstrap (a wildcard may stand in the role's name, never in the account)."
   type        = list(string)
   default     = []
+
+  # A wildcard account would let cluster-bootstrap assume a role of that name in any account,
+  # anyone's: reach is bounded by the accounts named here.
+  validation {
+    condition     = alltrue([for arn in var.bootstrap_assume_role_arns : can(regex("^arn:aws[a-z-]*:iam::[0-9]{12}:role/.+$", arn))])
+    error_message = "bootstrap_assume_role_arns: every role must name its 12-digit account (arn:aws:iam::222222222222:role/cellbridge-bootstrap); a wildcard account such as arn:aws:iam::*:role/cellbridge-bootstrap would let cluster-bootstrap assume that role in any AWS account, anyone's."
+  }
 }
 
 # ---------------------------------------------------------------------------------------------

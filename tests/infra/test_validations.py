@@ -1,6 +1,10 @@
-"""The functions' reserved concurrency and their SQS event sources' maximum concurrency, planned
-by the real terraform binary from the module's own files (variables.tf and concurrency.tf, which
-need no provider, so this runs offline in a few tenths of a second per plan).
+"""The module's variable validations, planned by the real terraform binary from the module's own
+files (variables.tf and concurrency.tf, which need no provider, so this runs offline in a few
+tenths of a second per plan).
+
+Roles the module may assume name their accounts: a wildcard account in
+`bootstrap_assume_role_arns` (`arn:aws:iam::*:role/cellbridge-bootstrap`) would let
+cluster-bootstrap assume a role of that name in anyone's account.
 
 An SQS event source's maximum concurrency is 2 to 1000 (Lambda API reference, ScalingConfig,
 https://docs.aws.amazon.com/lambda/latest/dg/API_ScalingConfig.html). Without it the event source
@@ -91,3 +95,13 @@ def test_each_event_source_takes_its_maximum_from_its_own_functions_reservation(
     [dynamic] = mapping["dynamic"]
     assert f"local.{function}_sqs_concurrency" in str(dynamic["scaling_config"]["for_each"]), dynamic
     assert "scaling_config.value" in str(dynamic["scaling_config"]["content"]), dynamic
+
+
+def test_a_role_to_assume_in_any_account_is_refused_saying_why(plan):
+    outputs, error = plan({"bootstrap_assume_role_arns": '["arn:aws:iam::*:role/cellbridge-bootstrap"]'})
+    assert outputs is None, f"a wildcard account was accepted: {outputs}"
+    assert "bootstrap_assume_role_arns: every role must name its 12-digit account" in error, error
+    assert "in any AWS account" in error, error
+    # A named account (a wildcard in the role's name only) is accepted.
+    outputs, error = plan({"bootstrap_assume_role_arns": '["arn:aws:iam::222222222222:role/cellbridge-*"]'})
+    assert error is None, error
