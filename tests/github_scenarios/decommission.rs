@@ -195,7 +195,7 @@ async fn a_cell_of_another_account_without_a_role_is_never_taken_for_gone<B: Bed
     );
     let reason = r["decommission"]["reason"].as_str().unwrap_or_default();
     assert!(
-        reason.contains("210987654321") && reason.contains("CELLBRIDGE_ACCOUNT_ROLES"),
+        reason.contains("210987654321") && reason.contains("CELLBRIDGE_ACCOUNT_DESCRIBE_ROLES"),
         "{r}"
     );
     assert!(w.open_pulls().is_empty());

@@ -523,7 +523,7 @@ impl<B: Bed> World<B> {
     pub(crate) fn with_eks(mut self, aws: &cellbridge::doubles::cluster::MemAws) -> Self {
         self.sync.clusters = Some(cellbridge::jobs::sync::ClusterAccess {
             probe: aws.clone().into(),
-            account_roles: BTreeMap::new(),
+            describe_roles: BTreeMap::new(),
         });
         self
     }
