@@ -273,6 +273,7 @@ async fn http_ghes_on_a_site_without_ref_rules_a_token_still_opens_verified_cell
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed,
+    #[cfg(feature = "every-bed")]
     http_ghes: super::GhesBed;
     [
         as_an_app_every_commit_is_verified_and_nothing_is_asked,

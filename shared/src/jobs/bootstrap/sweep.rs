@@ -186,7 +186,12 @@ pub fn targets(
         };
         out.push(match (role_of(&c, account_roles), home) {
             (Ok(Some(role)), _) => Planned::Visit(target(Some(role), None)),
-            (Ok(None), Ok(home)) => match cell::at_home(&c, home) {
+            // No role: its account (metadata that names two is refused below, by `role_of`).
+            (Ok(None), Ok(home)) => match cell::at_home(
+                cell::cell_account(&c).ok().flatten().as_deref(),
+                home,
+                "CELLBRIDGE_ACCOUNT_ROLES (or the cell's bootstrap_role_arn)",
+            ) {
                 Ok(()) => Planned::Visit(target(None, Some(home))),
                 Err(unreachable) => Planned::Unreachable(target(None, None), unreachable.to_string()),
             },
