@@ -14,7 +14,7 @@ locals {
   own_access_entry_arn = "arn:${local.partition}:eks:*:${local.account}:access-entry/*/role/${local.account}/${var.bootstrap_role_name}/*"
   eks_cluster_arn      = "arn:${local.partition}:eks:*:${local.account}:cluster/*"
   # The bootstrap's record on the cluster (shared/src/pure/bootstrap/record.rs).
-  flux_record_tag_keys         = ["cellbridge.dev/flux", "cellbridge.dev/flux-since"]
+  flux_record_tag_keys         = ["cellbridge.dev/flux", "cellbridge.dev/flux-since", "cellbridge.dev/catch-up"]
   eks_cluster_admin_policy_arn = "arn:${local.partition}:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 
   tags = merge({ "app.kubernetes.io/part-of" = "cellbridge" }, var.tags)
