@@ -47,8 +47,6 @@ locals {
   github_writes_per_minute_share = max(1, floor(var.github_writes_per_minute / local.state_sync_instances))
   github_writes_per_hour_share   = max(1, floor(var.github_writes_per_hour / local.state_sync_instances))
 
-  eks_cluster_admin_policy_arn = "arn:${local.partition}:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
-
   tags = merge({ "app.kubernetes.io/part-of" = "cellbridge" }, var.tags)
 }
 

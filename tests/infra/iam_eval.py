@@ -264,6 +264,22 @@ class Sym:
         return self.text
 
 
+class PolicyJson(Sym):
+    """`data.aws_iam_policy_document.<name>.json` of a module: its text as a reference, and the
+    document it stands for (what `source_policy_documents` takes in)."""
+
+    def __init__(self, module, name, path):
+        super().__init__(path)
+        self.module = module
+        self.name = name
+
+    def document(self):
+        return self.module.policy_document(self.name)
+
+
+_META_ARGUMENTS = {"source", "version", "providers", "count", "for_each", "depends_on"}
+
+
 def _unwrap(raw):
     return raw[0] if isinstance(raw, list) and len(raw) == 1 else raw
 
@@ -277,6 +293,7 @@ class Module:
         self.mod = mod
         self.variables = dict(variables or {})
         self._locals = {}
+        self._children = {}
 
     # -- values ----------------------------------------------------------------------------------
 
@@ -301,6 +318,27 @@ class Module:
             except Irreducible:
                 self._locals[name] = Sym(f"local.{name}")
         return self._locals[name]
+
+    def child(self, name):
+        """`module "<name>"`: the called module (a local `source`), its variables the call's
+        arguments evaluated here."""
+        if name not in self._children:
+            from test_wiring import load
+            call = self.mod["module"].get(name)
+            if call is None:
+                raise KeyError(f"module.{name} is not called")
+            source = _unwrap(call["source"])
+            if not source.startswith(("./", "../")):
+                raise Irreducible(f"module.{name} comes from {source}")
+            args = {k: self.value(_unwrap(v), {}) for k, v in call.items() if k not in _META_ARGUMENTS}
+            self._children[name] = Module(load((self.mod["dir"] / source).resolve()), args)
+        return self._children[name]
+
+    def output(self, name):
+        decl = self.mod["output"].get(name)
+        if decl is None:
+            raise KeyError(f"output {name} is not declared")
+        return self.value(_unwrap(decl["value"]), {})
 
     def value(self, data, scope):
         """A python-hcl2 value (already unwrapped) evaluated: strings are HCL templates."""
@@ -373,13 +411,22 @@ class Module:
 
     def policy_document(self, name):
         body = self.mod["data"][("aws_iam_policy_document", name)]
-        statements = [self.statement(st, {}) for st in body.get("statement", [])]
+        # Terraform puts the source documents' statements first, and refuses a Sid twice.
+        statements = []
+        for source in _flatten(self.value(_unwrap(body.get("source_policy_documents", [[]])), {})):
+            if not isinstance(source, PolicyJson):
+                raise Irreducible(f"source_policy_documents of {name}: {source!r}")
+            statements.extend(source.document()["Statement"])
+        statements += [self.statement(st, {}) for st in body.get("statement", [])]
         for dyn in body.get("dynamic", []):
             block = dyn["statement"]
             iterator = _unwrap(block.get("iterator", ["statement"]))
             for key, value in self.for_each(block["for_each"], {}):
                 for content in block["content"]:
                     statements.append(self.statement(content, {iterator: {"key": key, "value": value}}))
+        sids = [st["Sid"] for st in statements if "Sid" in st]
+        if len(sids) != len(set(sids)):
+            raise ValueError(f"{name}: a Sid twice in {sids}")
         return {"Version": "2012-10-17", "Statement": statements}
 
 
@@ -694,7 +741,12 @@ class _Eval:
             return _walk(self.m.local(path[1]), path[2:])
         if root in self.scope:
             return _walk(self.scope[root], path[1:])
-        if root in ("each", "count", "self", "path", "module", "terraform"):
+        if root == "module":
+            return _walk(self.m.child(path[1]).output(path[2]), path[3:])
+        if (root == "data" and len(path) == 4 and path[1] == "aws_iam_policy_document" and path[3] == "json"
+                and ("aws_iam_policy_document", path[2]) in self.m.mod["data"]):
+            return PolicyJson(self.m, path[2], ".".join(path))
+        if root in ("each", "count", "self", "path", "terraform"):
             raise Irreducible(f"{root}.* outside its block")
         text = root
         for part in path[1:]:

@@ -115,3 +115,58 @@ def test_the_converter_expands_locals_keeps_references_and_takes_optional_statem
     # A deployment that sets the variable to null has no such statement.
     without = policy_document(wiring.load(tmp_path), "p", {"role_arn": None})
     assert [st["Sid"] for st in without["Statement"]] == ["Read"]
+
+
+def test_the_converter_takes_a_local_modules_document_first_with_the_callers_values(tmp_path):
+    """`source_policy_documents = [module.<name>.json]`: the called module's statements, its
+    variables the call's arguments, come first (as Terraform writes them); a Sid twice is refused,
+    as Terraform refuses it."""
+    (tmp_path / "part").mkdir()
+    (tmp_path / "part" / "main.tf").write_text(textwrap.dedent("""
+        variable "account_id" {
+          type = string
+        }
+        locals {
+          clusters = "arn:aws:eks:*:${var.account_id}:cluster/*"
+        }
+        data "aws_iam_policy_document" "eks" {
+          statement {
+            sid       = "ReadClusters"
+            actions   = ["eks:DescribeCluster"]
+            resources = [local.clusters]
+          }
+        }
+        output "json" {
+          value = data.aws_iam_policy_document.eks.json
+        }
+        output "clusters" {
+          value = local.clusters
+        }
+    """))
+
+    def caller(own_sid):
+        (tmp_path / "main.tf").write_text(textwrap.dedent(f"""
+            locals {{
+              account = "222222222222"
+            }}
+            module "part" {{
+              source     = "./part"
+              account_id = local.account
+            }}
+            data "aws_iam_policy_document" "p" {{
+              source_policy_documents = [module.part.json]
+              statement {{
+                sid       = "{own_sid}"
+                actions   = ["eks:ListClusters"]
+                resources = [module.part.clusters]
+              }}
+            }}
+        """))
+        return policy_document(wiring.load(tmp_path), "p")
+
+    doc = caller("ListClusters")
+    assert [(st["Sid"], st["Resource"]) for st in doc["Statement"]] == [
+        ("ReadClusters", ["arn:aws:eks:*:222222222222:cluster/*"]),
+        ("ListClusters", ["arn:aws:eks:*:222222222222:cluster/*"])]
+    with pytest.raises(ValueError, match="a Sid twice"):
+        caller("ReadClusters")

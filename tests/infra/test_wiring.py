@@ -25,8 +25,9 @@ INFRA = ROOT / "infra"
 
 
 def load(directory=INFRA):
-    """Every block of the module's `*.tf`: resources and data by (type, name), locals, variables."""
-    out = {"resource": {}, "data": {}, "locals": {}, "variable": {}}
+    """Every block of the module's `*.tf`: resources and data by (type, name), locals, variables,
+    module calls and outputs, and the module's directory (where its calls' sources are)."""
+    out = {"resource": {}, "data": {}, "locals": {}, "variable": {}, "module": {}, "output": {}, "dir": directory}
     for tf in sorted(directory.glob("*.tf")):
         with open(tf) as f:
             doc = hcl2.load(f)
@@ -37,8 +38,9 @@ def load(directory=INFRA):
                         out[kind][(typ, name)] = body
         for block in doc.get("locals", []):
             out["locals"].update(block)
-        for block in doc.get("variable", []):
-            out["variable"].update(block)
+        for kind in ("variable", "module", "output"):
+            for block in doc.get(kind, []):
+                out[kind].update(block)
     return out
 
 

@@ -9,13 +9,7 @@ locals {
   account   = data.aws_caller_identity.current.account_id
   partition = data.aws_partition.current.partition
 
-  bootstrap_role_arn = "arn:${local.partition}:iam::${local.account}:role/${var.bootstrap_role_name}"
-  # Access entries of the bootstrap role only: access-entry/<cluster>/role/<account>/<role name>/<id>.
-  own_access_entry_arn = "arn:${local.partition}:eks:*:${local.account}:access-entry/*/role/${local.account}/${var.bootstrap_role_name}/*"
-  eks_cluster_arn      = "arn:${local.partition}:eks:*:${local.account}:cluster/*"
-  # The bootstrap's record on the cluster (shared/src/pure/bootstrap/record.rs).
-  flux_record_tag_keys         = ["cellbridge.dev/flux", "cellbridge.dev/flux-since", "cellbridge.dev/catch-up"]
-  eks_cluster_admin_policy_arn = "arn:${local.partition}:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+  eks_cluster_arn = module.bootstrap_eks.cluster_arn
 
   tags = merge({ "app.kubernetes.io/part-of" = "cellbridge" }, var.tags)
 }
@@ -41,87 +35,18 @@ resource "aws_iam_role" "bootstrap" {
   tags               = local.tags
 }
 
-# The cellbridge module's cluster-bootstrap EKS statements (infra/iam.tf), with this account and
-# role in them: tests/infra/test_wiring.py keeps the two alike.
+# The cellbridge module's cluster-bootstrap EKS statements (modules/cluster-bootstrap-eks, which
+# infra/iam.tf grants to cluster-bootstrap's own role), with this account and role in them.
+module "bootstrap_eks" {
+  source = "../cluster-bootstrap-eks"
+
+  account_id = local.account
+  partition  = local.partition
+  role_name  = var.bootstrap_role_name
+}
+
 data "aws_iam_policy_document" "bootstrap" {
-  statement {
-    sid       = "ReadClusters"
-    actions   = ["eks:DescribeCluster"]
-    resources = [local.eks_cluster_arn]
-  }
-
-  # ListClusters has no resource type ("Actions defined by Amazon EKS"), so "*".
-  statement {
-    sid       = "ListClustersForTheSweep"
-    actions   = ["eks:ListClusters"]
-    resources = ["*"]
-  }
-
-  statement {
-    sid       = "GrantSelfAccessOnCellClusters"
-    actions   = ["eks:CreateAccessEntry"]
-    resources = [local.eks_cluster_arn]
-
-    condition {
-      test     = "StringLike"
-      variable = "aws:ResourceTag/cellbridge.dev/cell"
-      values   = ["?*"]
-    }
-
-    condition {
-      test     = "ArnEquals"
-      variable = "eks:principalArn"
-      values   = [local.bootstrap_role_arn]
-    }
-  }
-
-  statement {
-    sid       = "ManageOwnAccessEntry"
-    actions   = ["eks:DescribeAccessEntry", "eks:DeleteAccessEntry"]
-    resources = [local.own_access_entry_arn]
-  }
-
-  statement {
-    sid       = "TagOwnAccessEntry"
-    actions   = ["eks:TagResource"]
-    resources = [local.own_access_entry_arn]
-
-    condition {
-      test     = "ForAllValues:StringLike"
-      variable = "aws:TagKeys"
-      values   = ["cellbridge.dev/*"]
-    }
-  }
-
-  statement {
-    sid       = "RecordFluxOutcomeOnClusters"
-    actions   = ["eks:TagResource"]
-    resources = [local.eks_cluster_arn]
-
-    condition {
-      test     = "ForAllValues:StringEquals"
-      variable = "aws:TagKeys"
-      values   = local.flux_record_tag_keys
-    }
-
-    condition {
-      test     = "Null"
-      variable = "aws:TagKeys"
-      values   = ["false"]
-    }
-  }
-
-  statement {
-    sid       = "ClusterAdminForOwnAccessEntry"
-    actions   = ["eks:AssociateAccessPolicy"]
-    resources = [local.own_access_entry_arn]
-
-    condition {
-      test     = "StringEquals"
-      variable = "eks:policyArn"
-      values   = [local.eks_cluster_admin_policy_arn]
-    }
-  }
+  source_policy_documents = [module.bootstrap_eks.json]
 }
 
 resource "aws_iam_role_policy" "bootstrap" {
