@@ -29,7 +29,7 @@ fn body_of<B: Bed>(w: &World<B>, n: u64) -> String {
 /// nothing; a head behind main is not brought up to date (the queue tests the merge with the
 /// latest base); nobody merges it outside the queue, and the queue merges it by its method.
 async fn with_a_merge_queue_and_auto_merge_on_an_eligible_head_is_queued_and_the_queue_merges_it<B: Bed>() {
-    let w = queued_world::<B>(&[STATUS_CONTEXT, CI], true).await;
+    let w = queued_world::<B>(&[CI], true).await;
     w.apply(CELL, 2, "vpc-2");
     let r = w.deliver(CELL).await;
     assert_eq!((action(&r), done(&r)), ("opened", "enabled"), "{r}");
@@ -86,7 +86,7 @@ async fn with_a_merge_queue_and_auto_merge_on_an_eligible_head_is_queued_and_the
 /// `enqueuePullRequest`; before that the result says what is awaited and the next event adds it.
 /// (With nothing awaited, auto-merge on or off, it is enqueued at once: the request budget's row.)
 async fn with_a_merge_queue_and_auto_merge_off_an_eligible_head_is_enqueued<B: Bed>() {
-    let w = queued_world::<B>(&[STATUS_CONTEXT, CI], false).await;
+    let w = queued_world::<B>(&[CI], false).await;
     w.apply(CELL, 2, "vpc-2");
     let r = w.deliver(CELL).await;
     assert_eq!((action(&r), done(&r)), ("opened", "waiting"), "{r}");
@@ -106,7 +106,7 @@ async fn with_a_merge_queue_and_auto_merge_off_an_eligible_head_is_enqueued<B: B
 /// of the queue in the same run, before its status, and the queue never merges it; a person's
 /// own queueing of an ineligible head is left alone.
 async fn an_ineligible_head_after_queueing_is_taken_out_in_the_same_run_and_never_merged<B: Bed>() {
-    let w = queued_world::<B>(&[STATUS_CONTEXT], false).await;
+    let w = queued_world::<B>(&[], false).await;
     w.apply(CELL, 2, "vpc-2");
     let r = w.deliver(CELL).await;
     assert_eq!((action(&r), done(&r)), ("opened", "queued"), "{r}");
@@ -160,13 +160,13 @@ async fn an_ineligible_head_after_queueing_is_taken_out_in_the_same_run_and_neve
 /// Auto-merge on waits for a requirement to turn met; one met by a rule relaxed meanwhile is no
 /// trigger, and the pull request stays armed and out of the queue: the next event enqueues it.
 async fn an_armed_head_a_relaxed_rule_made_ready_is_enqueued_by_the_next_event<B: Bed>() {
-    let w = queued_world::<B>(&[STATUS_CONTEXT, CI], true).await;
+    let w = queued_world::<B>(&[CI], true).await;
     w.apply(CELL, 2, "vpc-2");
     let r = w.deliver(CELL).await;
     assert_eq!((action(&r), done(&r)), ("opened", "enabled"), "{r}");
     let n = r["pull_request"]["number"].as_u64().unwrap();
     // An administrator stops requiring the CI: nothing triggers GitHub's auto-merge.
-    w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT], 0, true)));
+    w.bed.protect_main(w.repo(), Some((&[], 0, true)));
     assert_eq!(w.bed.queued_by(w.repo(), n), None, "armed, not queued");
     let r = w.deliver(CELL).await;
     assert_eq!((action(&r), done(&r)), ("unchanged", "queued"), "{r}");
@@ -184,7 +184,7 @@ async fn a_repository_without_a_merge_queue_pays_no_request_more<B: Bed>() {
     let mut counts = Vec::new();
     for queue in [None, Some(MergeMethod::Merge)] {
         let w = opted_in(World::<B>::start(), "cells: ['*']\n").await;
-        w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT, CI], 0, false)));
+        w.bed.protect_main(w.repo(), Some((&[CI], 0, false)));
         w.bed.require_merge_queue(w.repo(), queue);
         w.apply(CELL, 2, "vpc-2");
         let (requests, writes) = (w.requests(), w.writes());

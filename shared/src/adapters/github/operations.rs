@@ -437,6 +437,7 @@ const OPEN_CELL_PULLS_QUERY: &str =
       pageInfo { hasNextPage endCursor }
       nodes {
         number url createdAt headRefName headRefOid isCrossRepository isInMergeQueue mergeStateStatus body
+        autoMergeRequest { mergeMethod }
         headRepository { nameWithOwner }
         labels(first: 20) { nodes { name } }
         commits(last: 1) { nodes { commit { oid status { context(name: $context) { state description createdAt } } } } }
