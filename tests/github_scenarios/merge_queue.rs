@@ -230,7 +230,9 @@ async fn a_queue_that_would_wait_for_cellbridges_status_never_gets_its_heads<B: 
     w.dashboard().await;
     let board = &w.dashboards()[0].body;
     assert!(
-        board.contains(&format!("#{n} opened today, eligible but not queued: the merge queue would wait for cellbridge/strict-substitution")),
+        board.contains(&format!(
+            "#{n} opened today, eligible but not queued: the merge queue would wait for cellbridge/strict-substitution"
+        )),
         "{board}"
     );
 

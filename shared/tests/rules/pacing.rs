@@ -71,7 +71,9 @@ async fn one_run(bed: &Bed, cells: &[String]) -> Vec<Value> {
         .collect();
     // A Lambda's longest run: fifty cells in a debug build take their time.
     let deadline = Instant::now() + Duration::from_secs(900);
-    let inv = crate::support::handle(bed, &sqs_bodies(&bodies), deadline).await.unwrap();
+    let inv = crate::support::handle(bed, &sqs_bodies(&bodies), deadline)
+        .await
+        .unwrap();
     inv.response["cells"].as_array().unwrap().clone()
 }
 
@@ -137,7 +139,13 @@ async fn fifty_cells_changed_at_once_never_have_more_than_the_cap_in_flight() {
     // CI passes on what was let in, GitHub queues it and the queue merges it.
     let mut waiting_cells = Vec::new();
     for c in &all {
-        let p = bed.fleet.pulls().into_iter().rev().find(|p| p.head == branch(c)).unwrap();
+        let p = bed
+            .fleet
+            .pulls()
+            .into_iter()
+            .rev()
+            .find(|p| p.head == branch(c))
+            .unwrap();
         if p.auto_merge.is_none() {
             waiting_cells.push((p.number, c.clone()));
             continue;
@@ -189,7 +197,11 @@ async fn racing_invocations_never_have_more_than_the_cap_in_flight() {
                     "queue {queue}, seed {seed}: {r}"
                 );
             }
-            assert_eq!(bed.fleet.in_flight(), CAP_DEFAULT, "queue {queue}, seed {seed}: the cap is filled");
+            assert_eq!(
+                bed.fleet.in_flight(),
+                CAP_DEFAULT,
+                "queue {queue}, seed {seed}: the cap is filled"
+            );
         }
     }
 }

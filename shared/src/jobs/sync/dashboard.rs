@@ -28,7 +28,9 @@ use crate::ports::state::{S3Error, StateSource};
 use crate::pure::decommission::LABEL_DECOMMISSION;
 use crate::pure::events::sync::StateObject;
 use crate::pure::fleet::{FleetRead, Keep};
-use crate::pure::status::{self, AutoMergeWait, CellState, CellStatus, Classified, Depth, FleetCells, OnGithub, Summary};
+use crate::pure::status::{
+    self, AutoMergeWait, CellState, CellStatus, Classified, Depth, FleetCells, OnGithub, Summary,
+};
 use crate::rules::dashboard::{self, Written};
 use crate::rules::pull_request::values_digest_of;
 use crate::shell::error::{Class, Classify};

@@ -97,7 +97,10 @@ impl Seat {
 pub enum Turn {
     Go,
     /// `in_flight` others are queued or auto-merging, and `ahead` older ones wait before it.
-    Wait { in_flight: usize, ahead: usize },
+    Wait {
+        in_flight: usize,
+        ahead: usize,
+    },
 }
 
 /// The turn of pull request `me` among `seats` (every open pull request of cellbridge's
@@ -105,10 +108,7 @@ pub enum Turn {
 /// leave it a place. One not listed (a listing that lags its opening) is the youngest.
 pub fn turn(me: u64, seats: &[Seat], cap: usize) -> Turn {
     let order = |s: &Seat| (s.created_at, s.number);
-    let mine = seats
-        .iter()
-        .find(|s| s.number == me)
-        .map_or((u64::MAX, me), order);
+    let mine = seats.iter().find(|s| s.number == me).map_or((u64::MAX, me), order);
     let others = || seats.iter().filter(|s| s.number != me);
     let in_flight = others().filter(|s| s.in_flight).count();
     let ahead = others()
@@ -185,7 +185,12 @@ impl Run {
         self.ours = false;
         match over {
             Ok((n, cap)) => {
-                tracing::info!(pull_request = number, in_flight = n, cap, "taken back: another run took the last place");
+                tracing::info!(
+                    pull_request = number,
+                    in_flight = n,
+                    cap,
+                    "taken back: another run took the last place"
+                );
                 self.done = Done::WaitingForTurn;
                 self.wait = Some(Wait::Turn);
                 self.detail = Some(format!(
@@ -246,7 +251,11 @@ mod tests {
             ("nothing in flight", vec![seat(1, 10, false, false)], 1, 1, go),
             (
                 "the cap reached",
-                vec![seat(1, 10, true, false), seat(2, 11, true, false), seat(3, 12, false, false)],
+                vec![
+                    seat(1, 10, true, false),
+                    seat(2, 11, true, false),
+                    seat(3, 12, false, false),
+                ],
                 3,
                 2,
                 wait(2, 0),
@@ -260,14 +269,22 @@ mod tests {
             ),
             (
                 "an older one waits for the last place",
-                vec![seat(1, 10, true, false), seat(2, 11, false, true), seat(3, 12, false, true)],
+                vec![
+                    seat(1, 10, true, false),
+                    seat(2, 11, false, true),
+                    seat(3, 12, false, true),
+                ],
                 3,
                 2,
                 wait(1, 1),
             ),
             (
                 "the older one takes it",
-                vec![seat(1, 10, true, false), seat(2, 11, false, true), seat(3, 12, false, true)],
+                vec![
+                    seat(1, 10, true, false),
+                    seat(2, 11, false, true),
+                    seat(3, 12, false, true),
+                ],
                 2,
                 2,
                 go,
@@ -320,7 +337,10 @@ mod tests {
             seat(7, 20, false, true),
             seat(8, 21, false, true),
         ];
-        assert_eq!((turn(7, &seats, 2), turn(8, &seats, 2)), (Turn::Go, Turn::Wait { in_flight: 1, ahead: 1 }));
+        assert_eq!(
+            (turn(7, &seats, 2), turn(8, &seats, 2)),
+            (Turn::Go, Turn::Wait { in_flight: 1, ahead: 1 })
+        );
     }
 
     #[test]
