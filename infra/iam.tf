@@ -133,14 +133,15 @@ data "aws_iam_policy_document" "state_sync" {
     resources = [local.eks_cluster_arn]
   }
 
-  # A cell in another account: its cluster is asked about through the role cluster-bootstrap
-  # uses there (its trust policy must name this role too: docs/deploying.md, "Cells in other accounts").
+  # A cell in another account: its cluster is asked about through state-sync's describe-only
+  # role there (modules/cell-account), never cluster-bootstrap's, whose trust names
+  # cluster-bootstrap alone (docs/deploying.md, "Cells in other accounts").
   dynamic "statement" {
-    for_each = length(local.assume_role_arns) == 0 ? [] : [1]
+    for_each = length(local.describe_role_arns) == 0 ? [] : [1]
     content {
-      sid       = "AssumeCellRolesToDescribeTheirClusters"
+      sid       = "AssumeDescribeOnlyRolesOfCellAccounts"
       actions   = ["sts:AssumeRole"]
-      resources = local.assume_role_arns
+      resources = local.describe_role_arns
     }
   }
 
@@ -365,6 +366,8 @@ resource "aws_iam_role_policy_attachment" "vpc" {
 }
 
 locals {
-  # The roles of account_roles, and any older bootstrap_assume_role_arns, and no others.
+  # cluster-bootstrap's: the roles of account_roles, and any bootstrap_assume_role_arns, and no others.
   assume_role_arns = distinct(concat(var.bootstrap_assume_role_arns, values(var.account_roles)))
+  # state-sync's: the describe-only roles of account_describe_roles, and no others.
+  describe_role_arns = distinct(values(var.account_describe_roles))
 }

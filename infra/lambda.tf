@@ -31,10 +31,10 @@ locals {
     }, var.state_role_arn == null ? {} : {
     # The bucket is in another account: states are read through this role.
     CELLBRIDGE_STATE_ROLE_ARN = var.state_role_arn
-    }, length(var.account_roles) == 0 ? {} : {
-    # A destroyed cell's cluster is looked up in its account through the same role
-    # cluster-bootstrap uses there.
-    CELLBRIDGE_ACCOUNT_ROLES = jsonencode(var.account_roles)
+    }, length(var.account_describe_roles) == 0 ? {} : {
+    # A destroyed cell's cluster is looked up in its account through state-sync's describe-only
+    # role there, never cluster-bootstrap's.
+    CELLBRIDGE_ACCOUNT_DESCRIBE_ROLES = jsonencode(var.account_describe_roles)
   })
 
   cluster_bootstrap_environment = merge(local.common_environment, {

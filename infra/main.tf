@@ -41,16 +41,11 @@ locals {
 
   kms_key_arn = var.kms_key_arn != null ? var.kms_key_arn : aws_kms_key.this[0].arn
 
-  # One slot below the reservation for the event source, so a console run or the daily
-  # sync-all is not throttled behind a full queue. SQS needs at least 2.
-  state_sync_sqs_concurrency = var.state_sync_reserved_concurrency >= 3 ? var.state_sync_reserved_concurrency - 1 : null
-
   # GitHub's limits on content-creating requests hold for the token, across every state-sync
   # instance at once: each keeps its share (docs/configuration.md). Unreserved, 10 are assumed.
-  state_sync_instances              = var.state_sync_reserved_concurrency > 0 ? var.state_sync_reserved_concurrency : 10
-  github_writes_per_minute_share    = max(1, floor(var.github_writes_per_minute / local.state_sync_instances))
-  github_writes_per_hour_share      = max(1, floor(var.github_writes_per_hour / local.state_sync_instances))
-  cluster_bootstrap_sqs_concurrency = var.cluster_bootstrap_reserved_concurrency >= 3 ? var.cluster_bootstrap_reserved_concurrency - 1 : null
+  state_sync_instances           = var.state_sync_reserved_concurrency > 0 ? var.state_sync_reserved_concurrency : 10
+  github_writes_per_minute_share = max(1, floor(var.github_writes_per_minute / local.state_sync_instances))
+  github_writes_per_hour_share   = max(1, floor(var.github_writes_per_hour / local.state_sync_instances))
 
   eks_cluster_admin_policy_arn = "arn:${local.partition}:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 

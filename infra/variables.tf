@@ -148,7 +148,7 @@ variable "secrets_kms_key_arns" {
 }
 
 variable "account_roles" {
-  description = "Cells in other accounts: account id => the cluster-bootstrap role in that account (CELLBRIDGE_ACCOUNT_ROLES). A CreateCluster event from a listed account is handled through its role (sts:AssumeRole on exactly these roles); from an account neither listed nor this one it fails, naming the account. Each listed account may also put events on the bus (see accept_account_role_events)."
+  description = "Cells in other accounts: account id => the cluster-bootstrap role in that account (CELLBRIDGE_ACCOUNT_ROLES; modules/cell-account makes it, trusting cluster-bootstrap's role alone). A CreateCluster event from a listed account is handled through its role (cluster-bootstrap gets sts:AssumeRole on exactly these roles); from an account neither listed nor this one it fails, naming the account. Each listed account may also put events on the bus (see accept_account_role_events). state-sync never assumes these: see account_describe_roles."
   type        = map(string)
   default     = {}
 
@@ -161,6 +161,20 @@ variable "account_roles" {
   }
 }
 
+variable "account_describe_roles" {
+  description = "Cells in other accounts: account id => state-sync's describe-only role in that account (CELLBRIDGE_ACCOUNT_DESCRIBE_ROLES; modules/cell-account makes it: eks:DescribeCluster alone, trusting state-sync's role alone). state-sync gets sts:AssumeRole on exactly these roles, to ask whether a destroyed cell's cluster is gone and for the dashboard's Flux column; a cell of an account not listed is reported unreachable by state-sync."
+  type        = map(string)
+  default     = {}
+
+  validation {
+    condition = alltrue([
+      for account, role in var.account_describe_roles :
+      can(regex("^[0-9]{12}$", account)) && can(regex("^arn:aws[a-z-]*:iam::${account}:role/.+$", role))
+    ])
+    error_message = "account_describe_roles: every key must be a 12-digit account id and its value an IAM role ARN in that same account."
+  }
+}
+
 variable "accept_account_role_events" {
   description = "Allow each account of account_roles to put events on event_bus_name (one events:PutEvents statement per account, added with PutPermission beside the bus policy's other statements), so a region-forwarder deployed there can forward its CreateCluster events."
   type        = bool
@@ -168,9 +182,16 @@ variable "accept_account_role_events" {
 }
 
 variable "bootstrap_assume_role_arns" {
-  description = "Roles cluster-bootstrap may assume for cells whose metadata holds `bootstrap_role_arn` (other accounts). Wildcards allowed, e.g. arn:aws:iam::*:role/cellbridge-bootstrap."
+  description = "Roles cluster-bootstrap may assume for cells whose metadata holds `bootstrap_role_arn` (accounts not in account_roles). Each names its account: arn:aws:iam::222222222222:role/cellbridge-bootstrap (a wildcard may stand in the role's name, never in the account)."
   type        = list(string)
   default     = []
+
+  # A wildcard account would let cluster-bootstrap assume a role of that name in any account,
+  # anyone's: reach is bounded by the accounts named here.
+  validation {
+    condition     = alltrue([for arn in var.bootstrap_assume_role_arns : can(regex("^arn:aws[a-z-]*:iam::[0-9]{12}:role/.+$", arn))])
+    error_message = "bootstrap_assume_role_arns: every role must name its 12-digit account (arn:aws:iam::222222222222:role/cellbridge-bootstrap); a wildcard account such as arn:aws:iam::*:role/cellbridge-bootstrap would let cluster-bootstrap assume that role in any AWS account, anyone's."
+  }
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -224,15 +245,31 @@ variable "github_writes_per_hour" {
 }
 
 variable "state_sync_reserved_concurrency" {
-  description = "Reserved concurrency of state-sync: bounds parallel writers to the fleet repository and GitHub API use. The SQS event source gets one less, so a console run or the schedule always finds a slot. -1: unreserved."
+  description = "Reserved concurrency of state-sync: bounds parallel writers to the fleet repository and GitHub API use. The SQS event source gets one less as its maximum concurrency (at most 1000), so a console run or the schedule always finds a slot and a queued record is never throttled. -1: unreserved; otherwise at least 3."
   type        = number
   default     = 10
+
+  # An SQS event source's maximum concurrency is 2 to 1000 (Lambda API, ScalingConfig:
+  # https://docs.aws.amazon.com/lambda/latest/dg/API_ScalingConfig.html); without one, the event
+  # source polls past the reservation, and each throttled delivery counts toward the queue's
+  # maxReceiveCount (https://repost.aws/knowledge-center/lambda-sqs-scaling).
+  validation {
+    condition     = var.state_sync_reserved_concurrency == -1 || (var.state_sync_reserved_concurrency >= 3 && floor(var.state_sync_reserved_concurrency) == var.state_sync_reserved_concurrency)
+    error_message = "state_sync_reserved_concurrency must be -1 (unreserved) or a whole number of at least 3: the SQS event source gets one less as its maximum concurrency, which SQS event sources accept from 2 only; without it, deliveries throttled by the reservation count toward state_sync_max_receive_count and end in the dead-letter queue."
+  }
 }
 
 variable "cluster_bootstrap_reserved_concurrency" {
-  description = "Reserved concurrency of cluster-bootstrap (new clusters arrive rarely; a few at a time is plenty). -1: unreserved."
+  description = "Reserved concurrency of cluster-bootstrap (new clusters arrive rarely; a few at a time is plenty). The SQS event source gets one less as its maximum concurrency (at most 1000), so a console run or the sweep always finds a slot and a queued record is never throttled. -1: unreserved; otherwise at least 3."
   type        = number
   default     = 5
+
+  # As state_sync_reserved_concurrency: an SQS event source's maximum concurrency is 2 to 1000
+  # (https://docs.aws.amazon.com/lambda/latest/dg/API_ScalingConfig.html).
+  validation {
+    condition     = var.cluster_bootstrap_reserved_concurrency == -1 || (var.cluster_bootstrap_reserved_concurrency >= 3 && floor(var.cluster_bootstrap_reserved_concurrency) == var.cluster_bootstrap_reserved_concurrency)
+    error_message = "cluster_bootstrap_reserved_concurrency must be -1 (unreserved) or a whole number of at least 3: the SQS event source gets one less as its maximum concurrency, which SQS event sources accept from 2 only; without it, deliveries throttled by the reservation count toward cluster_bootstrap_max_receive_count and end in the dead-letter queue."
+  }
 }
 
 variable "state_sync_batch_size" {

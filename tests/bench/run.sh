@@ -40,6 +40,15 @@ status=0
     echo "SCHEDULES FAILED (target/bench-schedules.log):"; grep -E "^test .* FAILED|panicked" target/bench-schedules.log | head -20
   fi
   echo
+  echo "== GitHub Enterprise Server's bed for every GitHub scenario (make test runs it for the pull request and credential ones) =="
+  start=$(date +%s)
+  if cargo test -q -p cellbridge-tests --features every-bed --test github_conformance http_ghes >target/bench-ghes.log 2>&1; then
+    echo "every scenario on GitHub Enterprise Server with App credentials (API version 2022-11-28): $(grep -h '^test result' target/bench-ghes.log | tr '\n' ' ')in $(( $(date +%s) - start )) s"
+  else
+    bench_status=1
+    echo "GHES SCENARIOS FAILED (target/bench-ghes.log):"; grep -E "^test .* FAILED|panicked" target/bench-ghes.log | head -20
+  fi
+  echo
   echo "== GitHub's unhappy answers, every shape at every request of every phase, on the in-memory GitHub (make test gives each request one shape) =="
   start=$(date +%s)
   if CELLBRIDGE_FAULT_SHAPES=all cargo test -q -p cellbridge --features test-support --test rules fault_matrix -- --nocapture >target/bench-github-faults.log 2>&1; then

@@ -216,8 +216,9 @@ async fn a_bootstrap_is_followed_through_its_sqs_queue_until_flux_is_ready() {
     let sqs = aws_sdk_sqs::Client::new(&bed.aws);
     let (url, _) = cellbridge_tests::moto::queue(&sqs, "cellbridge-bootstrap-followed", &[]).await;
     let mut settings = settings(&bed.secret);
-    // A short deadline: the re-check is due at it, a second or two after the apply.
-    settings.confirm.deadline = Duration::from_secs(2);
+    // A short deadline: the re-check is due at it, a few seconds after the apply (long enough
+    // that a loaded machine still looks for it before it is due).
+    settings.confirm.deadline = Duration::from_secs(5);
     let service = BootstrapService {
         bootstrapper: Bootstrapper::new(bed.aws.clone(), settings),
         fleets: LocalSource(LocalFleet::open(fixture_fleet()).unwrap()).into(),
@@ -243,7 +244,7 @@ async fn a_bootstrap_is_followed_through_its_sqs_queue_until_flux_is_ready() {
     let got = sqs
         .receive_message()
         .queue_url(&url)
-        .wait_time_seconds(5)
+        .wait_time_seconds(15)
         .send()
         .await
         .unwrap();

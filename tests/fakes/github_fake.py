@@ -113,9 +113,10 @@ Control API (never used by the product; tests and the bench drive it):
   .../statuses/{sha}`); `POST /_fake/tokens` takes a `"login"` for a person's token.
 - `POST /_fake/merge_queue` `{"repo": "o/r", "branch": "main", "merge_method": "squash"}`: an
   administrator requires a merge queue on the branch, merging by that method (`null`: no queue;
-  see "merge queues"). `POST /_fake/merge_queue/checks` `{"repo", "number", "passed"}`: the
-  queue's CI reports on the pull request's entry merged with the latest base (its `merge_group`
-  checks); passed, the queue merges it, failed, it leaves the queue; `{"merged": bool}`.
+  see "merge queues"). Nothing else drives the queue: an entry merges once the base's required
+  contexts read `success` on its merge group's commit, posted with `POST /statuses/{sha}` as a
+  CI would, and `GET /_fake/state` shows each entry's `merge_group` (the `merge_group` event's
+  object: `head_sha`, `head_ref`, `base_sha`, `base_ref`, `head_commit`) for the CI to act on.
 - `POST /_fake/merge_state` `{"repo", "number", "computed": false}`: GitHub has not computed the
   pull request's merge state yet (`mergeStateStatus: UNKNOWN`) until `"computed": true`.
 - `GET /_fake/app`: the GitHub App's id, client ID, installation id and private key (PEM,
@@ -451,7 +452,6 @@ def merge_pull(full, repo, pr, body):
       in the description, so the fake answers the documented one.
 
     Repository settings that refuse a method (`allow_squash_merge`...) are not modelled."""
-    owner = full.split("/")[0]
     base_ref = "heads/" + pr["base"]
     head_sha, base_sha = repo["refs"].get("heads/" + pr["head"]), repo["refs"].get(base_ref)
     if pr["state"] != "open" or head_sha is None or base_sha is None:
@@ -466,28 +466,15 @@ def merge_pull(full, repo, pr, body):
     number = pr["number"]
     if method == "rebase" and signature_rule(full, repo, pr["base"]) is not None:
         raise ApiError(405, REBASE_UNSIGNABLE)
-    if method == "rebase":
-        if merge_base(base_sha, head_sha) is None:
-            raise ApiError(405, NOT_MERGEABLE)
-        sha = base_sha
-        for c in pull_commits(base_sha, head_sha):
-            commit = get_obj(c, "commit")
-            if len(commit["parents"]) != 1:
-                continue
-            tree = merged_tree(sha, c, since=commit["parents"][0])
-            sha = put_commit(tree, [sha], commit["message"])
-    else:
-        tree = merged_tree(base_sha, head_sha)
-        if method == "squash":
-            title = body.get("commit_title") or f"{pr['title']} (#{number})"
-            parents = [base_sha]
-        else:
-            title = body.get("commit_title") or f"Merge pull request #{number} from {owner}/{pr['head']}"
-            parents = [base_sha, head_sha]
-        message = title + ("\n\n" + body["commit_message"] if body.get("commit_message") else "")
-        sha = put_commit(tree, parents, message, signed=github_signs())
+    sha = merged_commit(full, pr, method, base_sha, head_sha, body)
     repo["refs"][base_ref] = sha
-    MERGES.append({"repo": full, "number": number, "head": head_sha, "base_before": base_sha, "commit": sha,
+    merged(full, repo, pr, head_sha, base_sha, sha)
+    return sha
+
+
+def merged(full, repo, pr, head_sha, base_sha, sha):
+    """Pull request `pr` merged at `head_sha` into its base, which moved from `base_sha` to `sha`."""
+    MERGES.append({"repo": full, "number": pr["number"], "head": head_sha, "base_before": base_sha, "commit": sha,
                    "statuses": {c: st["state"] for c, st in repo["statuses"].get(head_sha, {}).items()},
                    "approvals": len(pr.get("approvals") or ())})
     pr["state"], pr["merged"] = "closed", True
@@ -497,7 +484,34 @@ def merge_pull(full, repo, pr, body):
     # https://docs.github.com/rest/pulls/pulls#get-a-pull-request; a merged pull request is closed).
     pr["merged_at"] = pr["closed_at"] = iso_now()
     touch(pr)
-    return sha
+
+
+def merged_commit(full, pr, method, base_sha, head_sha, body=None, when=None):
+    """The commit `method` makes of `head_sha` on `base_sha` for pull request `pr` (see
+    `merge_pull`), at `when` (now when None), without moving any ref: 405 when it cannot be
+    performed."""
+    body = body or {}
+    owner, number = full.split("/")[0], pr["number"]
+    if method == "rebase":
+        if merge_base(base_sha, head_sha) is None:
+            raise ApiError(405, NOT_MERGEABLE)
+        sha = base_sha
+        for c in pull_commits(base_sha, head_sha):
+            commit = get_obj(c, "commit")
+            if len(commit["parents"]) != 1:
+                continue
+            tree = merged_tree(sha, c, since=commit["parents"][0])
+            sha = put_commit(tree, [sha], commit["message"], when=when)
+        return sha
+    tree = merged_tree(base_sha, head_sha)
+    if method == "squash":
+        title = body.get("commit_title") or f"{pr['title']} (#{number})"
+        parents = [base_sha]
+    else:
+        title = body.get("commit_title") or f"Merge pull request #{number} from {owner}/{pr['head']}"
+        parents = [base_sha, head_sha]
+    message = title + ("\n\n" + body["commit_message"] if body.get("commit_message") else "")
+    return put_commit(tree, parents, message, when=when, signed=github_signs())
 
 
 def iso_now(t=None):
@@ -628,7 +642,7 @@ def settle(full, repo, triggered=True):
     requirements are met merges, by its method, as whoever enabled it. `triggered`: the change
     can trigger auto-merge into a merge queue (a rule relaxed or a queue required cannot)."""
     # Where a queue is required, auto-merge adds to the queue instead ("merge queues").
-    settle_queues(repo, triggered)
+    settle_queues(full, repo, triggered)
     while True:
         ready = [pr for pr in repo["pulls"].values()
                  if pr["state"] == "open" and pr.get("auto_merge") and not queue_of(repo, pr)
@@ -704,12 +718,36 @@ def set_protection(repo, branch, body):
 # required checks have passed" ("Incorporating changes from a pull request",
 # https://docs.github.com/articles/incorporating-changes-from-a-pull-request). What the fake keeps:
 #
-# - the queue merges an entry by the queue's own method (`configuration.mergeMethod`) once the
-#   checks of the entry merged with the latest base pass (`POST /_fake/merge_queue/checks`, the
-#   `merge_group` checks); "if there are failed required status checks or conflicts with the base
-#   branch, the pull request will be removed from the queue" ("Managing a merge queue", failing
-#   CI, quoted in https://github.com/aranya-project/aranya-core/pull/363). Being behind the base
-#   is no reason to wait: the queue tests the merge with the latest base;
+# - an entry is tested as a merge group: "The merge queue creates temporary branches with a
+#   special prefix to validate pull request changes. The changes in the pull request are then
+#   grouped into a `merge_group` with the latest version of the `base_branch` ... GitHub will merge
+#   all these changes into `base_branch` once the checks required by the branch protections of
+#   `base_branch` pass" ("Managing a merge queue", github/docs
+#   content/repositories/configuring-branches-and-merges-in-your-repository/configuring-pull-request-merges/managing-a-merge-queue.md).
+#   The fake makes the group's commit as the queue's method would merge the entry's head on the
+#   base's head (`merged_commit`), on the branch `gh-readonly-queue/<base>/pr-<number>-<base sha>`
+#   ("other CI providers ... run when a branch that begins with the special prefix
+#   `gh-readonly-queue/{base_branch}` is created", ibid.; the full name as CI systems see it,
+#   `gh-readonly-queue/master/pr-18479-698d5ab6...`, https://github.com/pulumi/pulumi/pull/18488,
+#   `refs/heads/gh-readonly-queue/master/pr-232-07a0f6a9...`, https://github.com/moka-rs/moka/issues/233),
+#   a branch like any other: its commit and tree are read through the git data, contents and
+#   archive endpoints. What the `merge_group` event says of it (`merge_group_event`) has the
+#   `merge-group` schema's fields: `head_sha` "The SHA of the merge group", `head_ref` "The full
+#   ref of the merge group", `base_sha` "The SHA of the merge group's parent commit", `base_ref`
+#   "The full ref of the branch the merge group will be merged into" (GitHub's REST description,
+#   components/schemas/merge-group). CI reports on `head_sha` through the commit status API
+#   (`POST /statuses/{sha}`; check runs are not modelled, as for heads). Once every context the
+#   base's protection requires reads `success` there, the base fast-forwards to the group's
+#   commit and the pull request reads merged, by the entry's enqueuer; "if there are failed
+#   required status checks or conflicts with the base branch, the pull request will be removed
+#   from the queue" ("Managing a merge queue", failing CI, quoted in
+#   https://github.com/aranya-project/aranya-core/pull/363): a required context `failure` or
+#   `error` on the group, or a group that cannot be made, ends the entry, and its branch is
+#   deleted. A base that moved while the group awaited its checks (a push outside the queue)
+#   makes a new group on the new base, which CI must check again. Being behind the base is no
+#   reason to wait: the queue tests the merge with the latest base. Not modelled: groups of more
+#   than one entry (each entry is tested on the base alone, the next one after a merge on the
+#   moved base), the status check timeout;
 # - auto-merge queues a pull request when a requirement turns met (a status passing, an approval),
 #   not on a passive change: "GitHub only enqueues a PR on specific triggers (new commit, review,
 #   label, or an explicit `enable-auto-merge` call) — not on a passive change to *why* a PR became
@@ -790,23 +828,106 @@ def queue_unmet(repo, pr):
     return protection_unmet(repo, pr) or "is not mergeable"
 
 
-def settle_queues(repo, triggered=True):
+GROUP_CLOCK = [0]  # the time of the newest merge group's commit
+
+
+def settle_queues(full, repo, triggered=True, groups=True):
     """Entries whose head moved or whose pull request closed are gone; after a change that can
     trigger it (`triggered`), pull requests whose auto-merge is on and whose requirements are met
-    enter their queue as their enabler's."""
+    enter their queue as their enabler's; then every entry's merge group is made (again, on a
+    moved base) and judged by the base's required checks on its commit (see above), unless not
+    `groups`."""
     for pr in repo["pulls"].values():
         if pr.get("queue_entry") and entry_of(repo, pr) is None:
-            pr["queue_entry"] = None
+            leave_queue(repo, pr)
         am = pr.get("auto_merge")
         if triggered and am and pr["state"] == "open" and queue_of(repo, pr) and queue_unmet(repo, pr) is None:
             pr["queue_entry"] = {"enqueuer": am["enabled_by"], "head": repo["refs"]["heads/" + pr["head"]],
                                  "at": iso_now()}
             pr["auto_merge"] = None
             touch(pr)
+    for pr in sorted(repo["pulls"].values(), key=lambda p: p["queue_entry"]["at"] if p.get("queue_entry") else ""):
+        if groups and pr.get("queue_entry"):
+            run_group(full, repo, pr)
+
+
+def leave_queue(repo, pr):
+    """`pr`'s entry ends: out of the queue, its merge group's branch deleted."""
+    group = (pr.get("queue_entry") or {}).get("group")
+    if group:
+        repo["refs"].pop(group["head_ref"][len("refs/"):], None)
+    pr["queue_entry"] = None
+    touch(pr)
+
+
+def run_group(full, repo, pr):
+    """The queue's work on `pr`'s entry: its merge group made on the base's head, then merged or
+    dropped by the required checks reported on it (see above)."""
+    e = pr["queue_entry"]
+    base_ref = "heads/" + pr["base"]
+    base_sha = repo["refs"].get(base_ref)
+    group = e.get("group")
+    if base_sha is None:
+        leave_queue(repo, pr)  # the base branch is gone
+        return
+    if group is None or group["base_sha"] != base_sha:
+        if group:
+            repo["refs"].pop(group["head_ref"][len("refs/"):], None)
+        # Each group is a commit of its own, as GitHub's are (their times differ): a status
+        # reported on an earlier group of the same head and base is not this one's.
+        GROUP_CLOCK[0] = max(int(time.time()), GROUP_CLOCK[0] + 1)
+        try:
+            sha = merged_commit(full, pr, queue_of(repo, pr).lower(), base_sha, e["head"], when=GROUP_CLOCK[0])
+        except ApiError:
+            leave_queue(repo, pr)  # a conflict with the base
+            return
+        ref = f"heads/gh-readonly-queue/{pr['base']}/pr-{pr['number']}-{base_sha}"
+        repo["refs"][ref] = sha
+        e["group"] = group = {"head_sha": sha, "head_ref": "refs/" + ref, "base_sha": base_sha,
+                              "base_ref": "refs/" + base_ref}
+    states = repo["statuses"].get(group["head_sha"], {})
+    required = (protection_of(repo, pr["base"]) or {}).get("contexts") or []
+    reported = [states.get(c, {}).get("state") for c in required]
+    if any(st in ("failure", "error") for st in reported):
+        leave_queue(repo, pr)
+        return
+    if any(st != "success" for st in reported):
+        return  # awaiting its checks
+    # A requirement of the pull request's own that no longer holds (an approval dismissed, a
+    # required status of its head failed since) ends the entry as a failed check does.
+    if queue_unmet(repo, pr) is not None:
+        leave_queue(repo, pr)
+        return
+    repo["refs"][base_ref] = group["head_sha"]
+    repo["refs"].pop(group["head_ref"][len("refs/"):], None)
+    pr["queue_entry"] = None
+    merged(full, repo, pr, e["head"], base_sha, group["head_sha"])
+    pr["closed_by"] = "merge queue"
+    pr["merged_by"] = e["enqueuer"]
+
+
+def merge_group_event(repo, pr):
+    """The `merge_group` object of the `merge_group` event GitHub sends for `pr`'s entry while
+    its group awaits checks (see above), or None."""
+    e = entry_of(repo, pr)
+    group = (e or {}).get("group")
+    if group is None:
+        return None
+    c = get_obj(group["head_sha"], "commit")
+    # `head_commit` is a `simple-commit` (the `merge-group` schema).
+    ident = {"name": "GitHub", "email": "noreply@github.com"}
+    head_commit = {"id": group["head_sha"], "tree_id": c["tree"], "message": c["message"],
+                   "timestamp": iso_now(c["when"]), "author": ident, "committer": ident}
+    event = {**group, "head_commit": head_commit}
+    errors = schema_errors("merge-group", event)
+    if errors:
+        raise ApiError(500, f"the fake's merge_group event drifted from GitHub's merge-group schema: {errors}")
+    return event
 
 
 def enqueue(repo, pr, login):
-    """`enqueuePullRequest` for `login` (see above): the entry."""
+    """`enqueuePullRequest` for `login` (see above): the entry (its merge group is made by
+    `settle`, after the mutation)."""
     Refused = github_graphql.Refused
     if entry_of(repo, pr):
         raise Refused("UNPROCESSABLE", "Pull request is already in the queue")
@@ -817,33 +938,6 @@ def enqueue(repo, pr, login):
     pr["auto_merge"] = None  # in the queue, auto-merge is over (see above)
     touch(pr)
     return pr["queue_entry"]
-
-
-def queue_checks(full, repo, pr, passed):
-    """The queue's checks of `pr`'s entry reported: passed, merged by the queue's method as its
-    enqueuer; failed, out of the queue. Whether it merged."""
-    settle_queues(repo, triggered=False)
-    e = entry_of(repo, pr)
-    if e is None:
-        return False
-    pr["queue_entry"] = None
-    # A requirement of the pull request's own that no longer holds (a required status of its head
-    # failed since) fails the entry as a failed check of the group does.
-    if not passed or queue_unmet(repo, pr) is not None:
-        touch(pr)
-        return False
-    protection = (repo.get("protection") or {}).pop(pr["base"], None)
-    try:
-        # The queue tested the merge with the latest base: its protection is met by that test.
-        merge_pull(full, repo, pr, {"merge_method": queue_of(repo, pr).lower(), "sha": e["head"]})
-    except ApiError:
-        return False
-    finally:
-        if protection is not None:
-            repo["protection"][pr["base"]] = protection
-    pr["closed_by"] = "merge queue"
-    pr["merged_by"] = e["enqueuer"]
-    return True
 
 
 # --- comparing two commits -------------------------------------------------------------------------
@@ -1575,6 +1669,9 @@ def seed(body):
     tree = build_tree(files)
     sha = put_commit(tree, [parent] if parent else [], body.get("message", "seed"))
     repo["refs"][ref] = sha
+    # A push the queue sees at once: an entry of a moved head leaves, a moved base's groups are
+    # made again.
+    settle_queues(body["repo"], repo, triggered=False)
     return {"sha": sha}
 
 
@@ -2064,6 +2161,25 @@ def general_error_violations(op, status, body):
         return [github_openapi.Violation("response", f"{op.id} {status}: not one of GitHub's general error answers", 500, "Server Error")]
     return [github_openapi.Violation("response", f"{op.id} {status}: {e.message}", 500, "Server Error")
             for e in validator.iter_errors(body)]
+
+
+def schema_errors(name, value):
+    """Where `value` breaks GitHub's `#/components/schemas/<name>` (the REST description's), for
+    shapes the fake serves outside an operation's answer (a webhook event's object). GitHub
+    Enterprise Server's description leaves out some webhook schemas its docs describe (the
+    `merge_group` event's, though its merge queues send it): github.com's description, beside
+    it in the package, has them."""
+    validator = ERROR_SCHEMAS.get(name)
+    if validator is None:
+        desc = SPEC["description"]
+        if name not in desc._components.get("schemas", {}):
+            if "dotcom" not in SPEC:
+                path = os.path.join(os.path.dirname(desc.path), "api.github.com.json")
+                SPEC["dotcom"] = github_openapi.Description.load(path, "api.github.com")
+            desc = SPEC["dotcom"]
+        schema = desc.convert({"$ref": f"#/components/schemas/{name}"}, github_openapi.DEFAULT_API_VERSION, "resp", False)
+        validator = ERROR_SCHEMAS[name] = desc.validator(schema)
+    return [e.message for e in validator.iter_errors(value)]
 
 
 # --- faults ------------------------------------------------------------------------------------
@@ -2600,7 +2716,7 @@ class Handler(BaseHTTPRequestHandler):
                         word = {"CLEAN": "clean", "UNSTABLE": "unstable", "HAS_HOOKS": "has_hooks"}[state]
                         raise Refused("UNPROCESSABLE", f"Pull request Pull request is in {word} status")
                     pr["auto_merge"] = {"enabled_by": viewer, "merge_method": queue_of(repo, pr)}
-                    settle_queues(repo)
+                    settle_queues(full, repo, groups=False)  # the groups after the mutation (`settle`)
                 touch(pr)
                 return {"pullRequest": pull(full, repo, pr), "actor": actor(viewer)}
             state = merge_state(repo, pr)
@@ -2649,8 +2765,7 @@ class Handler(BaseHTTPRequestHandler):
             e = entry_of(repo, pr)
             if e is None:
                 raise Refused("UNPROCESSABLE", "Pull request is not in the merge queue")
-            pr["queue_entry"] = None
-            touch(pr)
+            leave_queue(repo, pr)
             return {"clientMutationId": input.get("clientMutationId"), "mergeQueueEntry": entry_json(full, repo, pr, e)}
 
         def update_refs(info, input, **k):
@@ -3480,14 +3595,6 @@ class Handler(BaseHTTPRequestHandler):
                     raise ApiError(400, "merge_method must be merge, squash, rebase or null")
                 settle(body["repo"], repo, triggered=False)
                 return 200, {"merge_queues": dict(repo.get("merge_queues") or {})}
-            if path == "/_fake/merge_queue/checks" and method == "POST":
-                repo = repo_or_404(body.get("repo"))
-                pr = repo["pulls"].get(int(body.get("number") or 0))
-                if pr is None:
-                    raise ApiError(404, "no such pull request")
-                merged = queue_checks(body["repo"], repo, pr, bool(body.get("passed")))
-                settle(body["repo"], repo)
-                return 200, {"merged": merged}
             if path == "/_fake/merge_state" and method == "POST":
                 # GitHub not having computed a pull request's merge state yet (`computed: false`),
                 # or having computed it (see `merge_state`).
@@ -3552,7 +3659,8 @@ class Handler(BaseHTTPRequestHandler):
                     j["auto_merge"] = {"enabled_by": am["enabled_by"], "merge_method": am["merge_method"]} if am else None
                     j["merged_by"] = pr.get("merged_by")
                     e = entry_of(repo, pr)
-                    j["merge_queue_entry"] = {"enqueuer": e["enqueuer"], "head": e["head"]} if e else None
+                    j["merge_queue_entry"] = {"enqueuer": e["enqueuer"], "head": e["head"],
+                                              "merge_group": merge_group_event(repo, pr)} if e else None
                     j["approvals"] = list(pr.get("approvals") or [])
                     j["merge_state"] = merge_state(repo, pr) if pr["state"] == "open" else None
                     pulls.append(j)

@@ -1077,10 +1077,22 @@ def require_queue(gh, method):
     assert r.status == 200, r
 
 
-def queue_checks(gh, number, passed):
-    r = call(gh.url, "POST", "/_fake/merge_queue/checks", {"repo": gh.full, "number": number, "passed": passed})
-    assert r.status == 200, r
-    return r.body["merged"]
+def merge_group(gh, number):
+    """The `merge_group` event GitHub sends for pull request `number`'s queue entry, or None."""
+    pull = next(p for p in state(gh)["pulls"] if p["number"] == number)
+    return (pull["merge_queue_entry"] or {}).get("merge_group")
+
+
+def queue_ci(gh, number, passed, context="ci/build"):
+    """The CI reports `context` on the entry's merge group commit as a CI would (a commit
+    status); whether the queue merged the pull request."""
+    group = merge_group(gh, number)
+    if group is None:
+        return False
+    st = "success" if passed else "failure"
+    r = gh("POST", f"/repos/{{repo}}/statuses/{group['head_sha']}", {"state": st, "context": context})
+    assert r.status == 201, r
+    return next(p for p in state(gh)["pulls"] if p["number"] == number)["merged"]
 
 
 def test_with_a_queue_auto_merge_takes_no_method_and_queues_once_requirements_are_met(gh):
@@ -1103,7 +1115,9 @@ def test_with_a_queue_auto_merge_takes_no_method_and_queues_once_requirements_ar
         True, None, {"state": "AWAITING_CHECKS", "enqueuer": {"__typename": "User", "login": gf.DEFAULT_LOGIN}}), pr
     # Nobody merges it outside the queue.
     assert refused_merge(gh, n).body["message"] == "Changes must be made through the merge queue."
-    assert queue_checks(gh, n, True)
+    # The head's own checks are not the queue's: it waits for them on the merge group's commit.
+    assert queue_state(gh, n)["mergeQueueEntry"] is not None and not state(gh)["pulls"][0]["merged"]
+    assert queue_ci(gh, n, True)
     pull = state(gh)["pulls"][0]
     assert (pull["merged"], pull["merged_by"], pull["merge_queue_entry"]) == (True, gf.DEFAULT_LOGIN, None)
     main = files(gh.full, "main")
@@ -1137,19 +1151,70 @@ def test_enqueue_needs_every_requirement_and_a_push_or_failed_checks_take_the_en
     # A push: the entry was for the old head.
     commit(gh.full, "topic", {"more.yaml": "x\n"})
     assert queue_state(gh, n)["mergeQueueEntry"] is None
-    assert not queue_checks(gh, n, True)
+    assert merge_group(gh, n) is None
     # Queued again, the queue's checks fail: out, not merged.
     assert gh("POST", f"/repos/{{repo}}/statuses/{sha_of(gh, 'topic')}", {"state": "success", "context": "ci/build"}).status == 201
     head = sha_of(gh, "topic")
     assert "errors" not in graphql(gh, ENQUEUE, {"pullRequestId": pr["id"], "expectedHeadOid": head}).body
-    assert not queue_checks(gh, n, False)
+    assert not queue_ci(gh, n, False)
     assert (queue_state(gh, n)["mergeQueueEntry"], state(gh)["pulls"][0]["state"]) == (None, "open")
     # Dequeued by its enqueuer; dequeuing what is not queued is refused.
     assert "errors" not in graphql(gh, ENQUEUE, {"pullRequestId": pr["id"], "expectedHeadOid": head}).body
     assert graphql(gh, DEQUEUE, {"id": pr["id"]}).body == {"data": {"dequeuePullRequest": {"mergeQueueEntry": {"state": "AWAITING_CHECKS"}}}}
     r = graphql(gh, DEQUEUE, {"id": pr["id"]})
     assert r.body["errors"][0]["message"] == "Pull request is not in the merge queue", r
-    assert not queue_checks(gh, n, True)
+    assert merge_group(gh, n) is None and not [b for b in state(gh)["branches"] if b.startswith("gh-readonly-queue/")]
+
+
+def test_a_queue_entry_is_a_merge_group_commit_the_base_required_checks_judge(gh):
+    protect(gh, ["ci/build"])
+    require_queue(gh, "merge")
+    n = open_pull(gh, "topic")
+    head = sha_of(gh, "topic")
+    assert gh("POST", f"/repos/{{repo}}/statuses/{head}", {"state": "success", "context": "ci/build"}).status == 201
+    commit(gh.full, "main", {"c.txt": "c\n"})
+    base = sha_of(gh, "main")
+    pr = queue_state(gh, n)
+    assert "errors" not in graphql(gh, ENQUEUE, {"pullRequestId": pr["id"], "expectedHeadOid": head}).body
+    group = merge_group(gh, n)
+    ref = f"refs/heads/gh-readonly-queue/main/pr-{n}-{base}"
+    assert (group["head_ref"], group["base_sha"], group["base_ref"]) == (ref, base, "refs/heads/main"), group
+    assert not gf.schema_errors("merge-group", group)  # the merge_group event's object
+    assert gf.schema_errors("merge-group", {k: v for k, v in group.items() if k != "head_commit"})
+    # The group's commit is the head merged with the latest base, read like any commit.
+    r = gh("GET", f"/repos/{{repo}}/git/ref/{ref[len('refs/'):]}")
+    assert r.status == 200 and r.body["object"]["sha"] == group["head_sha"], r
+    c = gh("GET", f"/repos/{{repo}}/git/commits/{group['head_sha']}")
+    assert [p["sha"] for p in c.body["parents"]] == [base, head], c
+    tree = gh("GET", f"/repos/{{repo}}/git/trees/{c.body['tree']['sha']}?recursive=1").body["tree"]
+    assert {"c.txt", "topic.yaml"} <= {t["path"] for t in tree}, tree
+    blob = next(t for t in tree if t["path"] == "topic.yaml")["sha"]
+    assert gh("GET", f"/repos/{{repo}}/git/blobs/{blob}").status == 200
+    # The base moves before CI reports: a new group on the new base, the old one's branch gone.
+    commit(gh.full, "main", {"d.txt": "d\n"})
+    again = merge_group(gh, n)
+    assert again["base_sha"] == sha_of(gh, "main") and again["head_sha"] != group["head_sha"], again
+    assert gh("GET", f"/repos/{{repo}}/git/ref/{group['head_ref'][len('refs/'):]}").status == 404
+    # A status on the old group's commit is not the new group's.
+    assert gh("POST", f"/repos/{{repo}}/statuses/{group['head_sha']}", {"state": "success", "context": "ci/build"}).status == 201
+    assert not state(gh)["pulls"][0]["merged"]
+    assert queue_ci(gh, n, True)
+    assert sha_of(gh, "main") == again["head_sha"], "the base fast-forwarded to the group's commit"
+    assert not [b for b in state(gh)["branches"] if b.startswith("gh-readonly-queue/")]
+
+
+def test_a_merge_group_that_conflicts_with_the_base_leaves_the_queue(gh):
+    protect(gh, ["ci/build"])
+    require_queue(gh, "squash")
+    n = open_pull(gh, "topic", changes={"shared.txt": "theirs\n"})
+    head = sha_of(gh, "topic")
+    assert gh("POST", f"/repos/{{repo}}/statuses/{head}", {"state": "success", "context": "ci/build"}).status == 201
+    pr = queue_state(gh, n)
+    assert "errors" not in graphql(gh, ENQUEUE, {"pullRequestId": pr["id"], "expectedHeadOid": head}).body
+    assert merge_group(gh, n) is not None
+    commit(gh.full, "main", {"shared.txt": "ours\n"})
+    pull = state(gh)["pulls"][0]
+    assert (pull["merge_queue_entry"], pull["state"], pull["merged"]) == (None, "open", False), pull
 
 
 def test_a_document_or_variables_github_would_refuse_are_violations(gh):

@@ -194,12 +194,16 @@ async fn a_refused_graphql_read_fails_the_dashboard_and_a_5xx_is_retried<B: Bed>
 /// because its body says `queued=yes` (a person can edit a body).
 async fn a_row_shows_its_merge_state_and_the_merge_queue_as_github_says<B: Bed>() {
     let w = World::<B>::start();
+    // The queue waits for the check the docs say it requires (else it merges at once).
+    w.bed
+        .protect_main(w.repo(), Some((&[fleet_check().name.as_str()], 0, false)));
     w.bed.require_merge_queue(w.repo(), Some(MergeMethod::Squash));
     w.apply(CELL, 1, "vpc-1");
     let queued = w.deliver(CELL).await["pull_request"]["number"].as_u64().unwrap();
     let other = "eu-c2";
     w.apply(other, 1, "vpc-1");
     let edited = w.deliver(other).await["pull_request"]["number"].as_u64().unwrap();
+    assert!(w.fleet_ci_on_pull(queued).0);
     w.bed.enqueue_as_reviewer(w.repo(), queued);
     let body = w.pulls().into_iter().find(|p| p.number == edited).unwrap().body;
     w.bed
@@ -317,6 +321,7 @@ async fn more_than_a_hundred_open_pull_requests_are_each_shown<B: Bed>() {
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed,
+    #[cfg(feature = "every-bed")]
     http_ghes: super::GhesBed;
     [
         the_fleet_dashboard_is_one_issue_rewritten_only_when_what_it_shows_changed,

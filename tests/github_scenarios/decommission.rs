@@ -195,7 +195,7 @@ async fn a_cell_of_another_account_without_a_role_is_never_taken_for_gone<B: Bed
     );
     let reason = r["decommission"]["reason"].as_str().unwrap_or_default();
     assert!(
-        reason.contains("210987654321") && reason.contains("CELLBRIDGE_ACCOUNT_ROLES"),
+        reason.contains("210987654321") && reason.contains("CELLBRIDGE_ACCOUNT_DESCRIBE_ROLES"),
         "{r}"
     );
     assert!(w.open_pulls().is_empty());
@@ -294,6 +294,7 @@ async fn a_new_cells_unmerged_pull_request_is_closed_once_its_cluster_is_gone<B:
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed,
+    #[cfg(feature = "every-bed")]
     http_ghes: super::GhesBed;
     [
         a_destroyed_cell_whose_cluster_is_gone_gets_one_decommission_and_a_reapply_closes_it,

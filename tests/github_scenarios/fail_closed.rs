@@ -168,6 +168,7 @@ async fn a_merge_whose_answer_was_lost_reads_back_merged<B: Bed>() {
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed,
+    #[cfg(feature = "every-bed")]
     http_ghes: super::GhesBed;
     [
         an_unreadable_merge_state_never_merges_a_reviewers_head,

@@ -166,6 +166,7 @@ async fn the_cells_own_pull_request_behind_a_page_of_forks_is_updated<B: Bed>() 
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed,
+    #[cfg(feature = "every-bed")]
     http_ghes: super::GhesBed;
     [
         a_forks_newer_pull_request_of_the_cells_branch_name_is_left_alone,

@@ -10,6 +10,10 @@
 //! same way in both (any `GithubRepo` is a `FleetRepo`). The `scenarios!` macro instantiates every
 //! scenario once per bed, as `mem_github::<scenario>`, `http_fake::<scenario>` and
 //! `http_ghes::<scenario>`; run one bed with the filter `mem_`, `http_fake` or `http_ghes`.
+//! `make test` runs GitHub Enterprise Server's bed for the pull request and credential scenarios
+//! only, the ones where the API version and the App's credentials make the difference; the whole
+//! copy is the feature `every-bed`, which `make bench` turns on (a bed marked
+//! `#[cfg(feature = "every-bed")]` in a file's `scenarios!`).
 //!
 //! Where the two GitHubs model a fault differently on purpose, the bed says so
 //! ([`Bed::RETRIES_IN_CLIENT`]); where they disagree on what GitHub does, the scenario says which
@@ -19,8 +23,8 @@
 //! beds, the world and the helpers they share are in `support`.
 
 macro_rules! scenarios {
-    ($($module:ident: $bed:ty),+ ; $scenarios:tt) => {
-        $(scenarios!(@bed $module, $bed, $scenarios);)+
+    ($($(#[$bed_meta:meta])* $module:ident: $bed:ty),+ ; $scenarios:tt) => {
+        $($(#[$bed_meta])* scenarios!(@bed $module, $bed, $scenarios);)+
     };
     (@bed $module:ident, $bed:ty, [$($(#[$meta:meta])* $scenario:ident),+ $(,)?]) => {
         mod $module {

@@ -407,6 +407,7 @@ async fn http_a_submodule_on_the_branch_is_no_file_and_never_blocks_the_cell() {
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed,
+    #[cfg(feature = "every-bed")]
     http_ghes: super::GhesBed;
     [
         a_reviewer_merging_after_main_moved_keeps_both_sides,

@@ -282,6 +282,7 @@ async fn a_refused_issue_past_the_first_hundred_is_closed_by_the_next_good_state
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed,
+    #[cfg(feature = "every-bed")]
     http_ghes: super::GhesBed;
     [
         a_refused_state_opens_no_pull_request_and_is_reported_in_one_issue,

@@ -192,17 +192,20 @@ async fn http_the_request_budget_per_outcome_is_the_documented_one() {
     )
     .await;
     // A merge queue on main: the eligible head goes into it at once (auto-merge without a
-    // method), and the queue merges it.
+    // method), and the queue, with no check required of its merge group, merges it.
     w.bed
         .require_merge_queue(w.repo(), Some(cellbridge::ports::github::MergeMethod::Squash));
     w.apply(CELL, 12, "vpc-12");
+    let before = w.pulls().len();
     step("opted in: merge queue, queued at once (`opened`)", "opened").await;
-    let number = w.open_pulls().iter().find(|p| p.head == branch(CELL)).unwrap().number;
+    let pulls = w.pulls();
+    let queued = pulls[before..].iter().find(|p| p.head == branch(CELL)).unwrap();
+    assert!(queued.merged, "the queue merged it: {queued:?}");
     assert_eq!(
-        w.bed.queued_by(w.repo(), number).as_deref(),
-        Some(HttpBed::<false>::CELLBRIDGE)
+        w.bed.auto_merge(w.repo(), queued.number).1.as_deref(),
+        Some(HttpBed::<false>::CELLBRIDGE),
+        "as its enqueuer"
     );
-    assert!(w.bed.queue_checks(w.repo(), number, true), "the queue merged it");
     w.bed.require_merge_queue(w.repo(), None);
 
     // The fleet dashboard, over a fleet with no pull request open (the new cell's merged): the

@@ -277,24 +277,39 @@ async fn under_a_merge_queue_the_files_rebase_is_not_judged<B: Bed>() {
     let w = World::<B>::start();
     w.bed.require_signatures(w.repo(), true);
     let w = opted_in(w, "cells: ['*']\nmerge_method: rebase\n").await;
-    w.bed.protect_main(w.repo(), Some((&[], 0, false)));
+    let check = &fleet_check().name;
+    w.bed.protect_main(w.repo(), Some((&[check.as_str()], 0, false)));
     w.bed
         .require_merge_queue(w.repo(), Some(cellbridge::ports::github::MergeMethod::Squash));
     w.apply(CELL, 2, "vpc-2");
     let r = w.deliver(CELL).await;
     assert_eq!(
-        (action(&r), r["auto_merge"]["eligible"].as_bool(), done(&r)),
-        ("opened", Some(true), "queued"),
+        (action(&r), r["auto_merge"]["eligible"].as_bool()),
+        ("opened", Some(true)),
+        "{r}"
+    );
+    let n = r["pull_request"]["number"].as_u64().unwrap();
+    assert!(w.fleet_ci_on_pull(n).0);
+    let r = w.deliver(CELL).await;
+    assert_eq!(
+        (r["auto_merge"]["eligible"].as_bool(), done(&r)),
+        (Some(true), "queued"),
         "{r}"
     );
     let pr = w.open_pulls().into_iter().next().unwrap();
     assert!(!pr.body.contains("rebase"), "{}", pr.body);
-    assert!(w.bed.queue_checks(w.repo(), pr.number, true), "the queue merges it");
+    assert_eq!(
+        w.fleet_ci_on_merge_group(pr.number).map(|r| r.0),
+        Some(true),
+        "the queue merges it"
+    );
+    assert!(w.pulls().into_iter().find(|p| p.number == pr.number).unwrap().merged);
 }
 
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed,
+    #[cfg(feature = "every-bed")]
     http_ghes: super::GhesBed;
     [
         as_an_app_every_commit_is_verified_and_nothing_is_asked,

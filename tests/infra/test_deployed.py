@@ -16,6 +16,9 @@ What it checks, of what AWS will do with the deployed resources and moto does no
 - each function's event source mapping reads its own queue with ReportBatchItemFailures, and the
   function's role may receive, delete and decrypt there
   (https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html#events-sqs-permissions);
+- in the cell account (222222222222, moto's multi-account STS), state-sync assumes only its
+  describe-only role, which trusts state-sync's role alone and allows eks:DescribeCluster alone,
+  and the bootstrap role trusts cluster-bootstrap's role alone;
 then a Terraform state written to the bucket and a `CreateCluster` go through the deployed rules
 and queues (moto's EventBridge evaluates the deployed patterns and delivers) to the function
 binaries, run as Lambda runs them: the deployed configuration's variables, the deployed role's
@@ -26,6 +29,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -121,14 +125,16 @@ class Service:
 
 # The configurations the READMEs document, applied beside the example in the same root (one
 # apply: Terraform creates them in parallel): each key pattern, a state bucket in another account,
-# cells in other accounts, cluster-bootstrap in a private hub VPC.
-OTHER_ACCOUNT_ROLE = "arn:aws:iam::222222222222:role/cellbridge-bootstrap"
+# cluster-bootstrap in a private hub VPC. Cells in another account are the example's own
+# (modules/cell-account in account 222222222222, through a provider that assumes a role there).
+OTHER_ACCOUNT = "222222222222"
+OTHER_ACCOUNT_ROLE = f"arn:aws:iam::{OTHER_ACCOUNT}:role/cellbridge-bootstrap"
+OTHER_ACCOUNT_DESCRIBE_ROLE = f"arn:aws:iam::{OTHER_ACCOUNT}:role/cellbridge-state-sync-describe"
 STATE_ROLE = "arn:aws:iam::444455556666:role/cellbridge-state-reader"
 VARIANTS = {
     "ws-named": {"state_key_pattern": '"env:/{workspace}/stacks/eks/terraform.tfstate"'},
     "ws-cells": {"state_key_pattern": '"env:/{workspace}/cells/{cell}/terraform.tfstate"'},
     "bucket-elsewhere": {"state_role_arn": f'"{STATE_ROLE}"'},
-    "accounts": {"account_roles": f'{{ "222222222222" = "{OTHER_ACCOUNT_ROLE}" }}'},
     "hub": {"cluster_bootstrap_subnet_ids": "[aws_subnet.hub.id]",
             "cluster_bootstrap_security_group_ids": "[aws_security_group.bootstrap.id]",
             "cluster_security_group_ids": "[aws_security_group.cluster.id]"},
@@ -410,6 +416,8 @@ def run_as_deployed(bed, function, event, extra_env=None):
     finally:
         f.stop()
     assert kind == "response", f"{function} answered {kind}: {answer}\n{f.log()}"
+    if "Records" not in event:  # a manual payload, invoked directly
+        return answer, f.log()
     failed = {i["itemIdentifier"] for i in answer.get("batchItemFailures", [])}
     url = queue_url(bed, event["Records"][0]["eventSourceARN"])
     for r in event["Records"]:
@@ -563,20 +571,87 @@ def test_a_state_bucket_in_another_account_is_read_only_through_its_role(bed):
 
 
 def test_cells_in_another_account_are_reached_through_exactly_their_role(bed):
-    for fn, session in (("cb-accounts-state-sync", "cellbridge-state-sync"),
-                        ("cb-accounts-cluster-bootstrap", "cellbridge-bootstrap")):
+    """Each function assumes its own role in the cell account and no other: cluster-bootstrap the
+    bootstrap role (account_roles), state-sync the describe-only one (account_describe_roles)."""
+    out = bed["outputs"]
+    for fn, session, own, other, variable in (
+            (out["state_sync_function_name"], "cellbridge-state-sync", OTHER_ACCOUNT_DESCRIBE_ROLE,
+             OTHER_ACCOUNT_ROLE, "CELLBRIDGE_ACCOUNT_DESCRIBE_ROLES"),
+            (out["cluster_bootstrap_function_name"], "cellbridge-bootstrap", OTHER_ACCOUNT_ROLE,
+             OTHER_ACCOUNT_DESCRIBE_ROLE, "CELLBRIDGE_ACCOUNT_ROLES")):
         conf = function_conf(bed, fn)
-        assert json.loads(conf["Environment"]["Variables"]["CELLBRIDGE_ACCOUNT_ROLES"]) == {
-            "222222222222": OTHER_ACCOUNT_ROLE}, fn
+        env = conf["Environment"]["Variables"]
+        assert json.loads(env[variable]) == {OTHER_ACCOUNT: own}, (fn, env)
+        # Neither function is handed the other's roles.
+        assert not ({"CELLBRIDGE_ACCOUNT_ROLES", "CELLBRIDGE_ACCOUNT_DESCRIBE_ROLES"} - {variable}) & env.keys(), (fn, env)
         docs = role_policies(bed, conf["Role"])
-        assert allows(docs, "sts:AssumeRole", OTHER_ACCOUNT_ROLE, {"sts:RoleSessionName": session}), fn
-        assert not allows(docs, "sts:AssumeRole", "arn:aws:iam::333333333333:role/cellbridge-bootstrap",
-                          {"sts:RoleSessionName": session}), fn
+        assert allows(docs, "sts:AssumeRole", own, {"sts:RoleSessionName": session}), fn
+        for refused in (other, "arn:aws:iam::333333333333:role/cellbridge-bootstrap"):
+            assert not allows(docs, "sts:AssumeRole", refused, {"sts:RoleSessionName": session}), (fn, refused)
     # The other account's region-forwarder may put its CreateCluster events on this bus.
     policy = json.loads(aws(bed, "events").describe_event_bus(Name="default")["Policy"])
     assert allows([policy], "events:PutEvents", f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/default",
-                  {"aws:PrincipalAccount": "222222222222",
-                   "aws:PrincipalArn": "arn:aws:iam::222222222222:role/forwarder"}), policy
+                  {"aws:PrincipalAccount": OTHER_ACCOUNT,
+                   "aws:PrincipalArn": f"arn:aws:iam::{OTHER_ACCOUNT}:role/forwarder"}), policy
+
+
+def assumed(bed, creds, role, session, policy=None):
+    """`role`'s session credentials, assumed through moto's STS with `creds`."""
+    extra = {"Policy": policy} if policy else {}
+    got = aws(bed, "sts", **creds).assume_role(RoleArn=role, RoleSessionName=session, **extra)["Credentials"]
+    return {"key": got["AccessKeyId"], "secret": got["SecretAccessKey"], "token": got["SessionToken"]}
+
+
+def test_state_sync_assumes_only_its_describe_only_role_in_the_cell_account(bed):
+    """state-sync's role assumes its describe-only role in the cell account (moto's STS, as the
+    function does: session cellbridge-state-sync, the DescribeCluster-only session policy), and
+    that role, as deployed there by modules/cell-account, trusts state-sync's role and nothing
+    else and allows eks:DescribeCluster and nothing else; the bootstrap role there trusts
+    cluster-bootstrap's role alone. moto enforces no IAM, so the deployed documents decide."""
+    out = bed["outputs"]
+    state_sync, cluster_bootstrap = out["state_sync_role_arn"], out["cluster_bootstrap_role_arn"]
+    home = assumed(bed, {}, state_sync, "cellbridge-state-sync")
+    describe_only = json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Sid": "DescribeOnly", "Effect": "Allow", "Action": "eks:DescribeCluster", "Resource": "*"}]})
+    there = assumed(bed, home, OTHER_ACCOUNT_DESCRIBE_ROLE, "cellbridge-state-sync", describe_only)
+    who = aws(bed, "sts", **there).get_caller_identity()
+    assert (who["Account"], who["Arn"]) == (
+        OTHER_ACCOUNT, f"arn:aws:sts::{OTHER_ACCOUNT}:assumed-role/cellbridge-state-sync-describe/cellbridge-state-sync"), who
+    iam = aws(bed, "iam", "us-east-1", **there)
+
+    def role(arn):
+        name = arn.rsplit("/", 1)[1]
+        trust = iam.get_role(RoleName=name)["Role"]["AssumeRolePolicyDocument"]
+        docs = [iam.get_role_policy(RoleName=name, PolicyName=p)["PolicyDocument"]
+                for p in iam.list_role_policies(RoleName=name)["PolicyNames"]]
+        assert not iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"], f"{arn} has managed policies"
+        as_json = lambda d: json.loads(d) if isinstance(d, str) else d
+        return as_json(trust), [as_json(d) for d in docs]
+
+    def assume(trust, principal):
+        return allows([trust], "sts:AssumeRole", "*",
+                      {"aws:PrincipalArn": principal, "aws:PrincipalAccount": principal.split(":")[4]})
+
+    trust, docs = role(OTHER_ACCOUNT_DESCRIBE_ROLE)
+    assert [st["Principal"] for st in trust["Statement"]] in ([{"AWS": state_sync}], [{"AWS": [state_sync]}]), trust
+    assert assume(trust, state_sync)
+    for principal in (cluster_bootstrap, f"arn:aws:iam::{OTHER_ACCOUNT}:root", f"arn:aws:iam::{ACCOUNT}:root"):
+        assert not assume(trust, principal), f"{OTHER_ACCOUNT_DESCRIBE_ROLE} trusts {principal}"
+    cluster = f"arn:aws:eks:{REGION}:{OTHER_ACCOUNT}:cluster/{CLUSTER}"
+    assert {a for d in docs for st in d["Statement"] for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])} == {
+        "eks:DescribeCluster"}, docs
+    assert allows(docs, "eks:DescribeCluster", cluster, {})
+    entry = f"arn:aws:eks:{REGION}:{OTHER_ACCOUNT}:access-entry/{CLUSTER}/role/{OTHER_ACCOUNT}/cellbridge-state-sync-describe/x"
+    assert not allows(docs, "eks:CreateAccessEntry", cluster, {"eks:principalArn": OTHER_ACCOUNT_DESCRIBE_ROLE})
+    assert not allows(docs, "eks:AssociateAccessPolicy", entry, {})
+    # The bootstrap role there: cluster-bootstrap's alone, never state-sync's way in.
+    trust, docs = role(OTHER_ACCOUNT_ROLE)
+    assert assume(trust, cluster_bootstrap)
+    assert not assume(trust, state_sync), f"{OTHER_ACCOUNT_ROLE} trusts state-sync"
+    assert allows(docs, "eks:CreateAccessEntry", cluster, {
+        "aws:ResourceTag/cellbridge.dev/cell": "prod", "eks:principalArn": OTHER_ACCOUNT_ROLE})
+    # And state-sync's own policy never lets it try.
+    assert not allows(role_policies(bed, state_sync), "sts:AssumeRole", OTHER_ACCOUNT_ROLE, {})
 
 
 def test_cluster_bootstrap_runs_in_the_hub_vpc_and_the_clusters_admit_it(bed):
@@ -649,3 +724,34 @@ def test_cluster_bootstrap_follows_its_clusters_through_its_own_queue_and_record
         "cellbridge", "FluxStuck", "Sum", 3600), alarm
     assert alarm["Dimensions"] == [{"Name": "Function", "Value": conf["FunctionName"]}], alarm
     assert alarm["AlarmActions"] and alarm["OKActions"] == alarm["AlarmActions"], alarm
+
+
+def test_the_deployed_state_sync_asks_about_a_cell_accounts_cluster_through_its_describe_only_role(bed, tmp_path):
+    """A destroyed cell of the cell account, run through the deployed state-sync: it asks EKS in
+    that account (through the describe-only role, the only one its configuration and policy give
+    it), not at home, where a cluster of the same name and region stands; there none does, so the
+    decommission is proposed, naming the account that answered."""
+    fleet = tmp_path / "fleet"
+    shutil.copytree(ROOT / "examples/fleet", fleet)
+    meta = fleet / "clusters" / CLUSTER / "cell-metadata.yaml"
+    text = meta.read_text()
+    assert f'aws_account_id: "{ACCOUNT}"' in text, text
+    meta.write_text(text.replace(f'aws_account_id: "{ACCOUNT}"', f'aws_account_id: "{OTHER_ACCOUNT}"'))
+    http("POST", f"{bed['github']}/_fake/seed", {"repo": "acme/fleet", "branch": "main", "replace": True, "dir": str(fleet)})
+    aws(bed, "secretsmanager").put_secret_value(SecretId="cellbridge/github",
+                                                SecretString=json.dumps({"token": GITHUB_TOKEN}))
+    eks = aws(bed, "eks")
+    if CLUSTER not in eks.list_clusters()["clusters"]:
+        eks.create_cluster(name=CLUSTER, roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks-cluster",
+                           resourcesVpcConfig={"subnetIds": ["subnet-1"]})
+    s3 = aws(bed, "s3")
+    if "acme-tfstate" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
+        s3.create_bucket(Bucket="acme-tfstate", CreateBucketConfiguration={"LocationConstraint": REGION})
+    lineage = re.search(r'state-lineage: "([^"]+)"', text).group(1)
+    destroyed = {"version": 4, "terraform_version": "1.11.4", "serial": 3, "lineage": lineage, "outputs": {}, "resources": []}
+    s3.put_object(Bucket="acme-tfstate", Key=f"cells/{CLUSTER}/terraform.tfstate", Body=json.dumps(destroyed).encode())
+    answer, log = run_as_deployed(bed, "state_sync", {"action": "sync", "cell": CLUSTER})
+    [cell] = answer.get("cells", [answer])
+    assert cell["action"] == "decommission-opened", f"{answer}\n{log}"
+    assert (cell["decommission"]["account"], cell["decommission"]["eks"]) == (OTHER_ACCOUNT, {"presence": "gone"}), cell
+    assert OTHER_ACCOUNT_DESCRIBE_ROLE in log and OTHER_ACCOUNT_ROLE not in log, log

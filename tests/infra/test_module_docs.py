@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULES = [ROOT / "infra", ROOT / "infra" / "modules" / "region-forwarder"]
+MODULES = [ROOT / "infra", ROOT / "infra" / "modules" / "region-forwarder", ROOT / "infra" / "modules" / "cell-account"]
 
 
 def declared(module, kind):

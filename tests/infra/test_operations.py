@@ -35,14 +35,21 @@ except ImportError as e:
 
 ROOT = wiring.ROOT
 INFRA = wiring.INFRA
+CELL_ACCOUNT = INFRA / "modules" / "cell-account"
 README = INFRA / "README.md"
 TABLE_HEADING = "### Every AWS operation and the grant behind it"
 
 # Context keys that hold a list even with one value ("Single-valued vs. multivalued context keys",
 # https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-single-vs-multi-valued-context-keys.html).
 MULTIVALUED = {"aws:tagkeys"}
-# The roles' own inline policies, by the table's name for the role.
-ROLE_POLICIES = {"state-sync": "state_sync", "cluster-bootstrap": "cluster_bootstrap"}
+# The roles' own inline policies, by the table's name for the role: the module's, and those of the
+# two roles modules/cell-account makes in a cell account (`cell-account/<policy>`).
+ROLE_POLICIES = {
+    "state-sync": "state_sync",
+    "cluster-bootstrap": "cluster_bootstrap",
+    "state-sync in a cell account": "cell-account/describe",
+    "cluster-bootstrap in a cell account": "cell-account/bootstrap",
+}
 # Actions AWS authorizes without any permission: "No permissions are required to perform this
 # operation" (https://docs.aws.amazon.com/STS/latest/APIReference/API_GetCallerIdentity.html).
 NO_PERMISSION_NEEDED = {"sts:GetCallerIdentity"}
@@ -271,11 +278,16 @@ class Requests:
     def __init__(self, directory=INFRA):
         self.mod = wiring.load(directory)
         self.module = Module(self.mod)
+        self.cell_account = Module(wiring.load(CELL_ACCOUNT))
         self._docs = {}
+
+    def module_of(self, name):
+        """The module a policy (by name) is written in, which expands its rows' references."""
+        return self.cell_account if name.startswith("cell-account/") else self.module
 
     def doc(self, name):
         if name not in self._docs:
-            self._docs[name] = self.module.policy_document(name)
+            self._docs[name] = self.module_of(name).policy_document(name.rsplit("/", 1)[-1])
         return self._docs[name]
 
     def queue_policy(self, resource):
@@ -300,11 +312,12 @@ class Requests:
 
     def requests(self, row):
         """(action, resource, context) of each request the row stands for."""
-        ctx = {k: [self.module.expand(fill(v)) for v in vs] for k, vs in row.context.items()}
+        module = self.module_of(self.policy_of(row))
+        ctx = {k: [module.expand(fill(v)) for v in vs] for k, vs in row.context.items()}
         ctx = {k: v if k.lower() in MULTIVALUED or len(v) > 1 else v[0] for k, v in ctx.items()}
         if row.principal:
             ctx["aws:PrincipalServiceName"] = row.principal
-        return [(a, self.module.expand(fill(r)), ctx) for a in row.actions for r in row.resources]
+        return [(a, module.expand(fill(r)), ctx) for a in row.actions for r in row.resources]
 
 
 @lru_cache(maxsize=1)
@@ -397,6 +410,47 @@ def test_every_row_is_allowed_by_the_statement_it_names():
     assert not refused, "\n".join(refused)
 
 
+def test_every_request_is_granted_by_exactly_one_statement():
+    """One statement per grant: a request two statements allow would stay allowed when the one the
+    table names is narrowed, and the table would no longer say what decides it."""
+    reqs = module_requests()
+    doubled = []
+    for row in table_rows():
+        if not row.sids:
+            continue
+        doc = reqs.doc(reqs.policy_of(row))
+        for action, resource, ctx in reqs.requests(row):
+            granting = [st.get("Sid") for st in doc["Statement"] if allows([{"Statement": [st]}], action, resource, ctx)]
+            if len(granting) != 1:
+                doubled.append(f"{row}: {action} on {resource} is granted by {granting}, not by exactly one statement")
+    assert not doubled, "\n".join(doubled)
+
+
+def test_state_sync_reaches_a_cell_account_only_through_its_describe_only_role():
+    """state-sync's policy lets it assume the describe-only roles of `account_describe_roles` and
+    no role of `account_roles` or `bootstrap_assume_role_arns` (cluster-bootstrap's, which may make
+    themselves a cluster's administrator); that role allows `eks:DescribeCluster` and nothing else."""
+    bootstrap = "arn:aws:iam::222222222222:role/cellbridge-bootstrap"
+    describe = "arn:aws:iam::222222222222:role/cellbridge-state-sync-describe"
+    mod = wiring.load()
+    module = Module(mod, {"account_roles": {"222222222222": bootstrap}, "bootstrap_assume_role_arns": [bootstrap],
+                          "account_describe_roles": {"222222222222": describe}})
+    ctx = {"sts:RoleSessionName": "cellbridge-state-sync"}
+    state_sync = module.policy_document("state_sync")
+    assert allows([state_sync], "sts:AssumeRole", describe, ctx)
+    assert not allows([state_sync], "sts:AssumeRole", bootstrap, ctx), "state-sync may assume cluster-bootstrap's role"
+    cluster_bootstrap = module.policy_document("cluster_bootstrap")
+    assert allows([cluster_bootstrap], "sts:AssumeRole", bootstrap, {"sts:RoleSessionName": "cellbridge-bootstrap"})
+    assert not allows([cluster_bootstrap], "sts:AssumeRole", describe, {}), "cluster-bootstrap may assume state-sync's role"
+    cell = Module(wiring.load(CELL_ACCOUNT))
+    doc = cell.policy_document("describe")
+    assert {a for st in doc["Statement"] for a in st["Action"]} == {"eks:DescribeCluster"}, doc
+    cluster = cell.expand("arn:${local.partition}:eks:eu-west-1:${local.account}:cluster/prod")
+    assert allows([doc], "eks:DescribeCluster", cluster, {})
+    for action in ("eks:CreateAccessEntry", "eks:AssociateAccessPolicy", "eks:ListClusters", "sts:AssumeRole"):
+        assert not allows([doc], action, cluster, {}), action
+
+
 def scoped_policies(reqs, rows):
     """The documents whose every grant a row must need: the roles' policies and the policies of
     the queues the table's service rows send to."""
@@ -474,7 +528,8 @@ SAMPLES = [
     (r"\$\{var\.(?:github|flux_git)_secret_arn\}", "arn:aws:secretsmanager:eu-west-1:111122223333:secret:cellbridge/github-AbC123"),
     (r"\$\{(?:var\.secrets_kms_key_arns|var\.state_bucket_kms_key_arn|local\.kms_key_arn|aws_kms_key\.[a-z0-9_]+(?:\[0\])?\.arn)\}",
      "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"),
-    (r"\$\{(?:local\.assume_role_arns|var\.state_role_arn|aws_iam_role\.[a-z0-9_]+(?:\[0\])?\.arn)\}", "arn:aws:iam::222222222222:role/cellbridge-bootstrap"),
+    (r"\$\{(?:local\.assume_role_arns|local\.describe_role_arns|var\.state_role_arn|aws_iam_role\.[a-z0-9_]+(?:\[0\])?\.arn)\}", "arn:aws:iam::222222222222:role/cellbridge-bootstrap"),
+    (r"\$\{var\.bootstrap_role_name\}", "cellbridge-bootstrap"),
     (r"\$\{var\.home_event_bus_arn\}", "arn:aws:events:eu-west-1:111122223333:event-bus/default"),
     (r"\$\{aws_sqs_queue\.([a-z0-9_]+)\.arn\}", r"arn:aws:sqs:eu-west-1:111122223333:\1"),
     (r"\$\{aws_cloudwatch_log_group\.([a-z0-9_]+)\.arn\}", r"arn:aws:logs:eu-west-1:111122223333:log-group:/aws/lambda/\1"),
@@ -628,7 +683,7 @@ def policy_documents(directory):
 
 def test_every_action_resource_and_condition_key_of_the_module_is_one_aws_defines():
     problems, checked = [], 0
-    for directory in (INFRA, INFRA / "modules" / "region-forwarder"):
+    for directory in (INFRA, INFRA / "modules" / "region-forwarder", CELL_ACCOUNT):
         for name, doc in policy_documents(directory).items():
             for st in doc["Statement"]:
                 where = f"{directory.relative_to(ROOT)}: {name} {st.get('Sid', '(no sid)')}"

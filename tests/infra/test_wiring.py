@@ -328,9 +328,9 @@ def test_the_github_token_expiring_alarm_reads_state_syncs_days_left():
 
 def documented_account_role_policy():
     """The policy infra/README.md documents for the role in another account: the JSON block
-    after "The role's permissions in that account"."""
+    after "The bootstrap role's permissions in that account"."""
     text = (INFRA / "README.md").read_text()
-    head = "The role's permissions in that account"
+    head = "The bootstrap role's permissions in that account"
     assert head in text, f"infra/README.md no longer documents {head!r}"
     block = text.split(head, 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
     return json.loads(block)
@@ -362,3 +362,40 @@ def test_the_documented_role_of_another_account_has_the_modules_eks_statements()
     got = {st["Sid"]: listed(st) for st in documented_account_role_policy()["Statement"]}
     assert "RecordFluxOutcomeOnClusters" in want
     assert got == want
+
+
+def test_the_cell_accounts_roles_trust_one_function_each_and_the_bootstrap_role_has_the_modules_eks_statements():
+    """modules/cell-account: cluster-bootstrap's role there has the module's own EKS statements with
+    that account and role in them, and trusts cluster-bootstrap's role alone; state-sync's role
+    there trusts state-sync's role alone. moto enforces neither, so the documents are compared."""
+    from iam_eval import Module, allows
+    cell = Module(load(INFRA / "modules" / "cell-account"))
+
+    def there(value):
+        if isinstance(value, dict):
+            return {k: there(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return sorted(there(v) for v in value)
+        # The module's role name (default prefix) there is the cell account module's default.
+        return value.replace("cellbridge-cluster-bootstrap", "cellbridge-bootstrap")
+
+    home = {st["Sid"]: there(st) for st in _cluster_bootstrap_policy()["Statement"]
+            if all(a.startswith("eks:") for a in st["Action"])}
+    theirs = {st["Sid"]: there(st) for st in cell.policy_document("bootstrap")["Statement"]}
+    assert "RecordFluxOutcomeOnClusters" in theirs
+    assert theirs == home
+    for trust, role, other in (("bootstrap_trust", "${var.cluster_bootstrap_role_arn}", "${var.state_sync_role_arn}"),
+                               ("describe_trust", "${var.state_sync_role_arn}", "${var.cluster_bootstrap_role_arn}")):
+        doc = cell.policy_document(trust)
+        assert [st["Principal"] for st in doc["Statement"]] == [{"AWS": [role]}], doc
+        assert allows([doc], "sts:AssumeRole", "*", {"aws:PrincipalArn": role})
+        assert not allows([doc], "sts:AssumeRole", "*", {"aws:PrincipalArn": other}), trust
+    mod = load(INFRA / "modules" / "cell-account")
+    roles = {n: b for (t, n), b in mod["resource"].items() if t == "aws_iam_role"}
+    assert {n: flat(b["assume_role_policy"], mod) for n, b in roles.items()} == {
+        "bootstrap": ["${data.aws_iam_policy_document.bootstrap_trust.json}"],
+        "describe": ["${data.aws_iam_policy_document.describe_trust.json}"]}
+    policies = {flat(b["role"], mod)[0]: flat(b["policy"], mod)[0] for (t, _), b in mod["resource"].items()
+                if t == "aws_iam_role_policy"}
+    assert policies == {"${aws_iam_role.bootstrap.id}": "${data.aws_iam_policy_document.bootstrap.json}",
+                        "${aws_iam_role.describe.id}": "${data.aws_iam_policy_document.describe.json}"}

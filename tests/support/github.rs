@@ -166,15 +166,45 @@ impl FakeGithub {
         );
     }
 
-    /// The queue's CI reports on pull request `number`'s entry (its `merge_group` checks);
-    /// whether the queue merged it.
-    pub fn queue_checks(&self, repo: &str, number: u64, passed: bool) -> bool {
-        self.control(
-            "POST",
-            "/_fake/merge_queue/checks",
-            Some(&json!({"repo": repo, "number": number, "passed": passed})),
-        )["merged"]
-            == true
+    /// The `merge_group` event's object for pull request `number`'s queue entry while its
+    /// merge group awaits checks (`head_sha`, `head_ref`, `base_sha`, `base_ref`), or `None`.
+    pub fn merge_group(&self, repo: &str, number: u64) -> Option<Value> {
+        let state = self.state(repo);
+        let pull = state["pulls"].as_array()?.iter().find(|p| p["number"] == number)?;
+        let group = &pull["merge_queue_entry"]["merge_group"];
+        (!group.is_null()).then(|| group.clone())
+    }
+
+    /// The files of commit `sha` (path → text), read as a CI's checkout reads them, through the
+    /// REST API with `token`: "Get a commit object", "Get a tree" (`recursive`), "Get a blob"
+    /// (<https://docs.github.com/rest/git>).
+    pub fn commit_files(&self, token: &str, repo: &str, sha: &str) -> std::collections::BTreeMap<String, String> {
+        use base64::Engine as _;
+        let get = |path: String| {
+            let (status, out) = self.call_as(token, "GET", &path, None);
+            assert_eq!(status, 200, "GET {path}: {out}");
+            out
+        };
+        let commit = get(format!("/repos/{repo}/git/commits/{sha}"));
+        let tree = get(format!(
+            "/repos/{repo}/git/trees/{}?recursive=1",
+            commit["tree"]["sha"].as_str().unwrap()
+        ));
+        assert_eq!(tree["truncated"], false, "{sha}: a truncated tree");
+        let mut files = std::collections::BTreeMap::new();
+        for entry in tree["tree"].as_array().unwrap() {
+            if entry["type"] != "blob" {
+                continue;
+            }
+            let blob = get(format!("/repos/{repo}/git/blobs/{}", entry["sha"].as_str().unwrap()));
+            let b64: String = blob["content"].as_str().unwrap().split_whitespace().collect();
+            let bytes = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
+            files.insert(
+                entry["path"].as_str().unwrap().to_owned(),
+                String::from_utf8_lossy(&bytes).into_owned(),
+            );
+        }
+        files
     }
 
     /// What `GITHUB_API_URL` points at.

@@ -1,5 +1,6 @@
-# Everything cellbridge needs in one account: the module, its two secrets (values set outside
-# Terraform, so they never enter state), alarms to a topic, and forwarding from a second region.
+# Everything cellbridge needs: the module, its two secrets (values set outside Terraform, so they
+# never enter state), alarms to a topic, forwarding from a second region, and a second account
+# holding cells, with the two roles cellbridge assumes there.
 #
 #   make package                      # writes dist/state-sync.zip, dist/cluster-bootstrap.zip
 #   cd infra/examples/complete && terraform init && terraform apply
@@ -101,13 +102,35 @@ module "cellbridge" {
   flux_git_secret_arn  = aws_secretsmanager_secret.flux_git.arn
   secrets_kms_key_arns = [aws_kms_key.secrets.arn]
 
-  bootstrap_assume_role_arns = ["arn:aws:iam::*:role/cellbridge-bootstrap"]
+  # Cells in account 222222222222: each function reaches it through its own role there, made by
+  # the cell account's module below and trusting that function alone.
+  account_roles          = { "222222222222" = module.cell_account_222222222222.bootstrap_role_arn }
+  account_describe_roles = { "222222222222" = module.cell_account_222222222222.describe_role_arn }
 
   alarm_actions = [aws_sns_topic.alarms.arn]
 
   tags = {
     team = "platform"
   }
+}
+
+# The cell account's side: cluster-bootstrap's role and state-sync's describe-only role, created
+# in that account (a provider that assumes an administrator role there).
+provider "aws" {
+  alias  = "cells_222222222222"
+  region = "eu-west-1"
+
+  assume_role {
+    role_arn = "arn:aws:iam::222222222222:role/OrganizationAccountAccessRole"
+  }
+}
+
+module "cell_account_222222222222" {
+  source    = "../../modules/cell-account"
+  providers = { aws = aws.cells_222222222222 }
+
+  cluster_bootstrap_role_arn = module.cellbridge.cluster_bootstrap_role_arn
+  state_sync_role_arn        = module.cellbridge.state_sync_role_arn
 }
 
 # Clusters created in us-east-1 are bootstrapped too (needs a trail recording management

@@ -57,10 +57,11 @@ impl ClusterProbe for Probe {
     }
 }
 
-/// The session policy of the role [`EksProbe`] assumes: the cell's role is cluster-bootstrap's,
-/// which may make itself a cluster's administrator, while state-sync only asks whether the
-/// cluster exists. A session's permissions are the intersection of the role's and this policy
-/// ("Session policies",
+/// The session policy of the role [`EksProbe`] assumes. state-sync's role in a cell's account is
+/// already describe-only in IAM (`CELLBRIDGE_ACCOUNT_DESCRIBE_ROLES`, the module's
+/// `modules/cell-account`), and that role's trust names state-sync alone; this policy stays as
+/// defence in depth, should the role be granted more. A session's permissions are the
+/// intersection of the role's and this policy ("Session policies",
 /// <https://docs.aws.amazon.com/IAM/latest/UserGuide/access_policies.html#policies_session>), so
 /// that session can call `eks:DescribeCluster` and nothing else.
 pub const DESCRIBE_ONLY: &str = r#"{"Version":"2012-10-17","Statement":[{"Sid":"DescribeOnly","Effect":"Allow","Action":"eks:DescribeCluster","Resource":"*"}]}"#;

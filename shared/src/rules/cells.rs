@@ -241,16 +241,41 @@ pub enum RoleError {
     },
 }
 
-/// `CELLBRIDGE_ACCOUNT_ROLES` from the environment (both functions read it): empty when unset.
-pub fn account_roles_from_env() -> Result<BTreeMap<String, String>, crate::shell::config::ConfigError> {
-    match crate::shell::config::optional("CELLBRIDGE_ACCOUNT_ROLES") {
-        None => Ok(BTreeMap::new()),
-        Some(v) => parse_account_roles(&v).map_err(|reason| crate::shell::config::ConfigError::Invalid {
-            name: "CELLBRIDGE_ACCOUNT_ROLES",
-            value: v.clone(),
-            reason,
+/// The account a cell's cluster is in, by its merged metadata alone: `aws_account_id`, else the
+/// account of its `bootstrap_role_arn`; `None` when neither names one (cellbridge's own). The
+/// two disagreeing is refused: which account to ask would be a guess.
+pub fn cell_account(cell: &Cell) -> Result<Option<String>, RoleError> {
+    let stated = cell.metadata.get("aws_account_id").filter(|a| !a.is_empty());
+    let Some(merged) = cell.bootstrap_role_arn() else {
+        return Ok(stated.cloned());
+    };
+    let Some(of_role) = role_account(merged) else {
+        return Err(RoleError::NotARole {
+            cell: cell.name.clone(),
+            role: merged.to_owned(),
+        });
+    };
+    match stated {
+        Some(account) if account != of_role => Err(RoleError::OtherAccount {
+            account: account.clone(),
+            cell: cell.name.clone(),
+            role: merged.to_owned(),
         }),
+        _ => Ok(Some(of_role.to_owned())),
     }
+}
+
+/// `CELLBRIDGE_ACCOUNT_ROLES` from the environment (cluster-bootstrap's roles in other
+/// accounts): empty when unset.
+pub fn account_roles_from_env() -> Result<BTreeMap<String, String>, crate::shell::config::ConfigError> {
+    crate::shell::config::account_role_map("CELLBRIDGE_ACCOUNT_ROLES", parse_account_roles)
+}
+
+/// `CELLBRIDGE_ACCOUNT_DESCRIBE_ROLES` from the environment (state-sync's describe-only role in
+/// each other account, the module's `account_describe_roles`; the same form as
+/// `CELLBRIDGE_ACCOUNT_ROLES`): empty when unset.
+pub fn describe_roles_from_env() -> Result<BTreeMap<String, String>, crate::shell::config::ConfigError> {
+    crate::shell::config::account_role_map("CELLBRIDGE_ACCOUNT_DESCRIBE_ROLES", parse_account_roles)
 }
 
 #[cfg(test)]
@@ -266,6 +291,41 @@ mod tests {
             s.push_str(&format!("  {k}: \"{v}\"\n"));
         }
         s
+    }
+
+    #[test]
+    fn a_cells_account_is_its_stated_one_or_its_roles_and_never_a_guess_between_two() {
+        let cell = |pairs: &[(&str, &str)]| Cell {
+            name: "a".into(),
+            metadata: pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+        };
+        let role = "arn:aws:iam::222222222222:role/cellbridge-bootstrap";
+        assert_eq!(cell_account(&cell(&[])).unwrap(), None);
+        assert_eq!(
+            cell_account(&cell(&[("aws_account_id", "333333333333")]))
+                .unwrap()
+                .as_deref(),
+            Some("333333333333")
+        );
+        assert_eq!(
+            cell_account(&cell(&[("bootstrap_role_arn", role)])).unwrap().as_deref(),
+            Some("222222222222")
+        );
+        let both = cell(&[("aws_account_id", "222222222222"), ("bootstrap_role_arn", role)]);
+        assert_eq!(cell_account(&both).unwrap().as_deref(), Some("222222222222"));
+        let e = cell_account(&cell(&[
+            ("aws_account_id", "333333333333"),
+            ("bootstrap_role_arn", role),
+        ]))
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("333333333333") && e.to_string().contains(role),
+            "{e}"
+        );
+        assert!(matches!(
+            cell_account(&cell(&[("bootstrap_role_arn", "cellbridge")])),
+            Err(RoleError::NotARole { .. })
+        ));
     }
 
     #[test]

@@ -36,6 +36,18 @@ pub fn required(name: &'static str, hint: &'static str) -> Result<String, Config
     optional(name).ok_or(ConfigError::Missing { name, hint })
 }
 
+/// A map of AWS accounts to IAM roles (`CELLBRIDGE_ACCOUNT_ROLES`,
+/// `CELLBRIDGE_ACCOUNT_DESCRIBE_ROLES`), read by `parse`: empty when unset.
+pub fn account_role_map(
+    name: &'static str,
+    parse: fn(&str) -> Result<std::collections::BTreeMap<String, String>, String>,
+) -> Result<std::collections::BTreeMap<String, String>, ConfigError> {
+    match optional(name) {
+        None => Ok(Default::default()),
+        Some(v) => parse(&v).map_err(|reason| ConfigError::Invalid { name, value: v, reason }),
+    }
+}
+
 /// `owner/name` of a GitHub repository.
 pub fn repo(name: &'static str, value: &str) -> Result<(String, String), ConfigError> {
     match value.split_once('/') {

@@ -16,6 +16,9 @@ const CELL: &str = "eu-c1";
 const OPT_IN: &str = ".cellbridge/auto-merge.yaml";
 const STRICT: &str = "cellbridge/strict-substitution";
 const CI: &str = "ci/build";
+/// The fleet workflow's check (`examples/github-actions/cellbridge-check.yml`): what the docs
+/// say a merge queue requires, as the Lambda's status is never posted on a merge group.
+const FLEET: &str = "cellbridge fleet check";
 
 fn metadata_path(cell: &str) -> String {
     format!("clusters/{cell}/cell-metadata.yaml")
@@ -435,13 +438,14 @@ async fn in_many_interleavings_nothing_ineligible_merges_and_nothing_bypasses_pr
         let bed = fleet_with(CELL, Some("cells: [eu-*]\n")).await;
         let strict = roll(2) == 0;
         let approvals = roll(2) as u32;
-        let contexts: Vec<&str> = if roll(2) == 0 { vec![STRICT, CI] } else { vec![STRICT] };
+        let mut contexts: Vec<&str> = if roll(2) == 0 { vec![STRICT, CI] } else { vec![STRICT] };
         // Every third schedule, main requires a merge queue (chosen from the seed, not the dice,
-        // so the other schedules stay as they were), and then CI that reports on merge groups in
-        // place of cellbridge's status, which no merge group gets (cellbridge never queues a head
-        // that requires it).
+        // so the other schedules stay as they were), and the fleet workflow's check instead of
+        // the Lambda's status.
         let queue = seed % 3 == 0;
-        let contexts: Vec<&str> = if queue { vec![CI] } else { contexts };
+        if queue {
+            contexts[0] = FLEET;
+        }
         protect(&bed.fleet, &contexts, approvals, strict);
         bed.fleet.allow_auto_merge(roll(4) != 0);
         if queue {
@@ -498,6 +502,9 @@ async fn in_many_interleavings_nothing_ineligible_merges_and_nothing_bypasses_pr
                             CheckState::Passed
                         };
                         bed.fleet.post_check(&head, CI, state);
+                        if queue {
+                            bed.fleet.post_check(&head, FLEET, state);
+                        }
                     }
                 }
                 5 if open.is_some() => bed.fleet.approve(open.unwrap().number, "alice"),
@@ -515,8 +522,18 @@ async fn in_many_interleavings_nothing_ineligible_merges_and_nothing_bypasses_pr
                 // it is not queued); only the queued schedules roll for it.
                 if queue && let Some(number) = queued {
                     tokio::task::yield_now().await;
-                    if roll(2) == 0 {
-                        bed.fleet.queue_checks(number, roll(4) != 0);
+                    if roll(2) == 0
+                        && let Some(group) = bed.fleet.merge_group(number)
+                    {
+                        // The queue's CI on the entry's merge group: every required check.
+                        let state = if roll(4) != 0 {
+                            CheckState::Passed
+                        } else {
+                            CheckState::Failed
+                        };
+                        for context in &contexts {
+                            bed.fleet.post_check(&group.head_sha, context, state);
+                        }
                     }
                 }
             };

@@ -24,7 +24,7 @@ const SINCE: &str = "2026-12-05T20:31:42Z";
 fn with_eks(aws: &MemAws) -> Bed {
     bed().with_clusters(ClusterAccess {
         probe: aws.clone().into(),
-        account_roles: BTreeMap::new(),
+        describe_roles: BTreeMap::new(),
     })
 }
 

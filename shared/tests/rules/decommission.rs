@@ -20,7 +20,7 @@ const REGION: &str = "eu-west-1";
 fn with_eks(aws: &MemAws) -> Bed {
     bed().with_clusters(ClusterAccess {
         probe: aws.clone().into(),
-        account_roles: BTreeMap::new(),
+        describe_roles: BTreeMap::new(),
     })
 }
 
@@ -354,38 +354,96 @@ async fn a_state_with_resources_but_no_cell_metadata_is_still_a_broken_contract(
     assert!(bed.fleet.pulls().iter().all(|p| !p.open));
 }
 
-#[tokio::test]
-async fn a_cell_of_another_account_is_asked_about_through_its_role() {
-    let role = "arn:aws:iam::210987654321:role/cellbridge-cell";
-    let aws = MemAws::new(IDENTITY);
-    aws.add_cluster(MemCluster::active(CELL, REGION).in_account("210987654321"));
-    let bed = with_eks(&aws);
+/// A bed whose EKS is `aws`, with state-sync's describe-only role in account `account`.
+fn with_describe_role(aws: &MemAws, account: &str, role: &str) -> Bed {
+    bed().with_clusters(ClusterAccess {
+        probe: aws.clone().into(),
+        describe_roles: BTreeMap::from([(account.to_owned(), role.to_owned())]),
+    })
+}
+
+/// The cell's state with `bootstrap_role_arn` (cluster-bootstrap's role in the cell's account).
+fn state_with_bootstrap_role(role: &str) -> String {
     let text = state(CELL, 1, "vpc-1").replace(
         "\"cell_name\":\"eu-c1\",",
         &format!("\"cell_name\":\"eu-c1\",\"bootstrap_role_arn\":\"{role}\","),
     );
     assert!(text.contains(role), "{text}");
-    bed.states.put(BUCKET, &format!("cells/{CELL}/terraform.tfstate"), text);
+    text
+}
+
+#[tokio::test]
+async fn a_cell_of_another_account_is_asked_about_through_state_syncs_describe_only_role() {
+    let bootstrap = "arn:aws:iam::210987654321:role/cellbridge-bootstrap";
+    let describe = "arn:aws:iam::210987654321:role/cellbridge-state-sync-describe";
+    let aws = MemAws::new(IDENTITY);
+    aws.add_cluster(MemCluster::active(CELL, REGION).in_account("210987654321"));
+    // The cell's bootstrap role would let anyone it trusts in: state-sync must not choose it.
+    aws.trust_role(bootstrap);
+    let bed = with_describe_role(&aws, "210987654321", describe);
+    bed.states.put(
+        BUCKET,
+        &format!("cells/{CELL}/terraform.tfstate"),
+        state_with_bootstrap_role(bootstrap),
+    );
     let r = sync(&bed, CELL).await;
     bed.fleet.merge(number(&r));
     destroy(&bed, 2);
 
-    // The role does not trust cellbridge: a refusal to settle, nothing proposed.
+    // The describe-only role does not trust state-sync yet: a refusal naming that role, nothing
+    // proposed, and the bootstrap role (which would have answered) never used instead.
     let r = sync(&bed, CELL).await;
     assert_eq!(
         (r["action"].as_str(), r["retryable"].as_bool()),
         (Some("failed"), Some(false)),
         "{r}"
     );
-    assert!(r["error"].as_str().unwrap().contains(role), "{r}");
+    let error = r["error"].as_str().unwrap();
+    assert!(error.contains(describe) && !error.contains(bootstrap), "{r}");
 
     // Trusted: the cluster is found in its own account (the home account has none), so nothing.
-    aws.trust_role(role);
+    aws.trust_role(describe);
     let r = sync(&bed, CELL).await;
     assert_eq!(r["action"], "destroyed", "{r}");
     assert_eq!(r["decommission"]["eks"]["presence"], "exists", "{r}");
     aws.remove_cluster(Some("210987654321"), REGION, CELL);
     assert_eq!(sync(&bed, CELL).await["action"], "decommission-opened");
+}
+
+#[tokio::test]
+async fn a_cells_bootstrap_role_is_never_state_syncs_way_into_its_account() {
+    let bootstrap = "arn:aws:iam::210987654321:role/cellbridge-bootstrap";
+    let aws = MemAws::new(IDENTITY);
+    aws.add_cluster(MemCluster::active(CELL, REGION).in_account("210987654321"));
+    aws.trust_role(bootstrap);
+    // No describe-only role for that account (another account's is no way in either).
+    let bed = with_describe_role(
+        &aws,
+        "333333333333",
+        "arn:aws:iam::333333333333:role/cellbridge-state-sync-describe",
+    );
+    bed.states.put(
+        BUCKET,
+        &format!("cells/{CELL}/terraform.tfstate"),
+        state_with_bootstrap_role(bootstrap),
+    );
+    let r = sync(&bed, CELL).await;
+    bed.fleet.merge(number(&r));
+    destroy(&bed, 2);
+    // Its cluster is gone, yet nothing may confirm it from here: unreachable, never proposed.
+    aws.remove_cluster(Some("210987654321"), REGION, CELL);
+    let r = sync(&bed, CELL).await;
+    assert_eq!(
+        (r["action"].as_str(), r["decommission"]["proposed"].as_bool()),
+        (Some("destroyed"), Some(false)),
+        "{r}"
+    );
+    let reason = r["decommission"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("210987654321") && reason.contains("CELLBRIDGE_ACCOUNT_DESCRIBE_ROLES"),
+        "{r}"
+    );
+    assert!(bed.fleet.pulls().iter().all(|p| !p.open));
 }
 
 /// `events/sqs-cloudtrail-delete-cluster.json` (cluster `prod-eu-west-1` in eu-west-1), its body

@@ -64,7 +64,7 @@ const GRAPHQL_SHAPES: [Fault; 4] = [
 fn fresh() -> Bed {
     bed().with_clusters(ClusterAccess {
         probe: MemAws::new("arn:aws:iam::123456789012:role/cellbridge").into(),
-        account_roles: BTreeMap::new(),
+        describe_roles: BTreeMap::new(),
     })
 }
 

@@ -516,8 +516,20 @@ impl<const GHES: bool> Bed for HttpBed<GHES> {
         self.gh.merge_queue(REPO, "main", method.map(|m| m.rest()));
     }
 
-    fn queue_checks(&self, _: &GithubFleet, number: u64, passed: bool) -> bool {
-        self.gh.queue_checks(REPO, number, passed)
+    fn merge_group(&self, _: &GithubFleet, number: u64) -> Option<MergeGroup> {
+        let g = self.gh.merge_group(REPO, number)?;
+        let field = |k: &str| g[k].as_str().unwrap().to_owned();
+        Some(MergeGroup {
+            head_sha: field("head_sha"),
+            head_ref: field("head_ref"),
+            base_sha: field("base_sha"),
+            base_ref: field("base_ref"),
+        })
+    }
+
+    fn commit_files(&self, _: &GithubFleet, sha: &str) -> BTreeMap<String, String> {
+        // The CI's checkout, with a reviewer's token as a CI's own would be.
+        self.gh.commit_files(REVIEWER_TOKEN, REPO, sha)
     }
 
     fn queued_by(&self, _: &GithubFleet, number: u64) -> Option<String> {

@@ -265,8 +265,17 @@ impl Bed for MemBed {
         repo.require_merge_queue("main", method);
     }
 
-    fn queue_checks(&self, repo: &MemGithub, number: u64, passed: bool) -> bool {
-        repo.queue_checks(number, passed)
+    fn merge_group(&self, repo: &MemGithub, number: u64) -> Option<MergeGroup> {
+        repo.merge_group(number).map(|g| MergeGroup {
+            head_sha: g.head_sha,
+            head_ref: g.head_ref,
+            base_sha: g.base_sha,
+            base_ref: g.base_ref,
+        })
+    }
+
+    fn commit_files(&self, repo: &MemGithub, sha: &str) -> BTreeMap<String, String> {
+        repo.files_at(sha)
     }
 
     fn queued_by(&self, repo: &MemGithub, number: u64) -> Option<String> {

@@ -4,8 +4,11 @@
 //! `GhesBed` (the fake as GitHub Enterprise Server, a GitHub App); [`World`], a bed with the
 //! state bucket and the product's `Syncer`, and the states it delivers.
 
+mod fleet_ci;
 mod http_bed;
 mod mem_bed;
+
+pub(crate) use fleet_ci::fleet_check;
 
 pub(crate) use http_bed::*;
 pub(crate) use mem_bed::*;
@@ -198,9 +201,11 @@ pub(crate) trait Bed: Sized {
     // merge queues
     /// An administrator requires a merge queue on `main` merging by `method` (`None`: none).
     fn require_merge_queue(&self, repo: &Self::Repo, method: Option<MergeMethod>);
-    /// The queue's CI reports on pull request `number`'s entry merged with the latest base;
-    /// whether the queue merged it.
-    fn queue_checks(&self, repo: &Self::Repo, number: u64, passed: bool) -> bool;
+    /// What the `merge_group` event says of pull request `number`'s queue entry while its merge
+    /// group awaits checks.
+    fn merge_group(&self, repo: &Self::Repo, number: u64) -> Option<MergeGroup>;
+    /// The files of commit `sha` as a CI's checkout has them.
+    fn commit_files(&self, repo: &Self::Repo, sha: &str) -> BTreeMap<String, String>;
     /// Who added pull request `number` to the merge queue, while it is in it.
     fn queued_by(&self, repo: &Self::Repo, number: u64) -> Option<String>;
     /// A reviewer adds pull request `number` to the merge queue themself (`enqueuePullRequest`).
@@ -208,6 +213,20 @@ pub(crate) trait Bed: Sized {
 }
 
 pub(crate) const REVIEWER: &str = "alice";
+
+/// The `merge_group` event's `merge_group` object (GitHub's REST description,
+/// `components/schemas/merge-group`), without its `head_commit`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MergeGroup {
+    /// "The SHA of the merge group": what CI checks out and reports on.
+    pub(crate) head_sha: String,
+    /// "The full ref of the merge group".
+    pub(crate) head_ref: String,
+    /// "The SHA of the merge group's parent commit".
+    pub(crate) base_sha: String,
+    /// "The full ref of the branch the merge group will be merged into".
+    pub(crate) base_ref: String,
+}
 
 /// One scenario's world: the product's orchestrator over a state bucket in memory and the bed's
 /// repository, and the bed.
@@ -375,6 +394,36 @@ impl<B: Bed> World<B> {
         self.bed.head(self.repo(), branch)
     }
 
+    /// The fleet repository's CI on a `pull_request` event of pull request `number`: the
+    /// shipped workflow's check over its head, reported on the head (the event's checkout is
+    /// the head merged with its base, `refs/pull/<n>/merge`, which neither GitHub here models;
+    /// the head is what the scenarios change). Whether it passed, and what it printed.
+    pub(crate) fn fleet_ci_on_pull(&self, number: u64) -> (bool, String) {
+        let pull = self
+            .pulls()
+            .into_iter()
+            .find(|p| p.number == number)
+            .expect("a pull request");
+        let sha = self.head(&pull.head).expect("its head");
+        self.fleet_ci_on(&sha)
+    }
+
+    /// The fleet repository's CI on the `merge_group` event of pull request `number`'s queue
+    /// entry: the shipped workflow's check over the merge group's commit (`head_sha`), reported
+    /// there. Whether it passed and what it printed; `None` when no merge group awaits checks.
+    pub(crate) fn fleet_ci_on_merge_group(&self, number: u64) -> Option<(bool, String)> {
+        let group = self.bed.merge_group(self.repo(), number)?;
+        assert_eq!(group.base_ref, "refs/heads/main", "{group:?}");
+        Some(self.fleet_ci_on(&group.head_sha))
+    }
+
+    fn fleet_ci_on(&self, sha: &str) -> (bool, String) {
+        let files = self.bed.commit_files(self.repo(), sha);
+        let (passed, out) = fleet_ci::run_check(&files);
+        self.bed.ci(self.repo(), sha, &fleet_check().name, passed);
+        (passed, out)
+    }
+
     /// The `cellbridge/strict-substitution` statuses of `sha`.
     pub(crate) fn strict_statuses(&self, sha: &str) -> Vec<Status> {
         self.statuses(sha)
@@ -474,7 +523,7 @@ impl<B: Bed> World<B> {
     pub(crate) fn with_eks(mut self, aws: &cellbridge::doubles::cluster::MemAws) -> Self {
         self.sync.clusters = Some(cellbridge::jobs::sync::ClusterAccess {
             probe: aws.clone().into(),
-            account_roles: BTreeMap::new(),
+            describe_roles: BTreeMap::new(),
         });
         self
     }

@@ -4,13 +4,28 @@
 //! - "If a merge queue is required by the branch protection setting for the branch, you can add
 //!   your pull requests to a merge queue and GitHub will merge the pull requests for you once all
 //!   required checks have passed" ("Incorporating changes from a pull request",
-//!   <https://docs.github.com/articles/incorporating-changes-from-a-pull-request>). The queue merges
-//!   an entry by its own method once the checks of the entry merged with the latest base pass
-//!   (the `merge_group` checks, [`MemGithub::queue_checks`]); "if there are failed required status
-//!   checks or conflicts with the base branch, the pull request will be removed from the queue"
+//!   <https://docs.github.com/articles/incorporating-changes-from-a-pull-request>).
+//! - An entry is tested as a merge group: "The merge queue creates temporary branches with a
+//!   special prefix to validate pull request changes. The changes in the pull request are then
+//!   grouped into a `merge_group` with the latest version of the `base_branch` ... GitHub will
+//!   merge all these changes into `base_branch` once the checks required by the branch
+//!   protections of `base_branch` pass" ("Managing a merge queue", github/docs
+//!   `content/repositories/configuring-branches-and-merges-in-your-repository/configuring-pull-request-merges/managing-a-merge-queue.md`).
+//!   The double makes the group's commit as the queue's method merges the entry's head on the
+//!   base's head, on the branch `gh-readonly-queue/<base>/pr-<number>-<base sha>` (the prefix:
+//!   ibid.; the whole name as CI sees it: <https://github.com/pulumi/pulumi/pull/18488>,
+//!   <https://github.com/moka-rs/moka/issues/233>), a branch like any other. [`MemGroup`] is what
+//!   the `merge_group` event says of it (the `merge-group` schema of GitHub's REST description).
+//!   Once every context the base's protection requires reads passed on the group's commit
+//!   (a commit status or a check run, as on heads), the base moves to that commit and the pull
+//!   request reads merged by the entry's enqueuer; "if there are failed required status checks
+//!   or conflicts with the base branch, the pull request will be removed from the queue"
 //!   ("Managing a merge queue", #failing-ci, quoted in
-//!   <https://github.com/aranya-project/aranya-core/pull/363>). So a head behind its base is no
-//!   reason to wait: the queue tests the merge with the latest base.
+//!   <https://github.com/aranya-project/aranya-core/pull/363>): a required check failed on the
+//!   group, or a group that cannot be made, ends the entry and deletes its branch. A base that
+//!   moved meanwhile gets a new group, checked again. So a head behind its base is no reason to
+//!   wait: the queue tests the merge with the latest base. Not modelled, as in the HTTP fake:
+//!   groups of several entries (each is tested on the base alone), the status check timeout.
 //! - In the queue a pull request's auto-merge is over: "once a PR is in the merge queue, REST
 //!   `pull.auto_merge` reads `null`" (<https://github.com/objectstack-ai/objectstack/issues/14605>).
 //! - Auto-merge queues a pull request when a requirement turns met (a status or a check passing,
@@ -67,6 +82,22 @@ pub struct MemQueueEntry {
     pub enqueuer: String,
     /// The head it was added with: an entry is for that head only.
     pub head: String,
+    /// Its merge group, once made.
+    pub group: Option<MemGroup>,
+}
+
+/// A merge group as the `merge_group` event's `merge_group` object names it (GitHub's REST
+/// description, `components/schemas/merge-group`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemGroup {
+    /// "The SHA of the merge group": the commit CI checks and reports on.
+    pub head_sha: String,
+    /// "The full ref of the merge group": `refs/heads/gh-readonly-queue/<base>/pr-<n>-<base sha>`.
+    pub head_ref: String,
+    /// "The SHA of the merge group's parent commit".
+    pub base_sha: String,
+    /// "The full ref of the branch the merge group will be merged into".
+    pub base_ref: String,
 }
 
 /// What the store keeps of merge queues.
@@ -164,12 +195,17 @@ impl Store {
             })
             .collect();
         for n in stale {
-            self.queues.entries.remove(&n);
-            self.journal.push(format!("#{n} removed from the merge queue"));
+            self.leave_queue(n, "");
         }
-        if !triggered {
-            return;
+        if triggered {
+            self.queue_ready();
         }
+        self.run_groups();
+    }
+
+    /// Pull requests whose auto-merge is on and whose requirements are met enter their queue,
+    /// enqueued by their enabler.
+    fn queue_ready(&mut self) {
         let ready: Vec<(u64, String, String)> = self
             .pulls
             .iter()
@@ -188,6 +224,7 @@ impl Store {
                 MemQueueEntry {
                     enqueuer: by.clone(),
                     head,
+                    group: None,
                 },
             );
             if let Some(p) = self.pulls.iter_mut().find(|p| p.number == n) {
@@ -195,6 +232,80 @@ impl Store {
             }
             self.journal
                 .push(format!("#{n} added to the merge queue by {by}'s auto-merge"));
+        }
+    }
+
+    /// Entry `number` ends (`why`, for the journal): out of the queue, its group's branch deleted.
+    fn leave_queue(&mut self, number: u64, why: &str) {
+        if let Some(group) = self.queues.entries.remove(&number).and_then(|e| e.group) {
+            self.refs.remove(branch_of(&group.head_ref));
+        }
+        self.journal
+            .push(format!("#{number} removed from the merge queue{why}"));
+    }
+
+    /// The queue's work on every entry, oldest first: its merge group made on the base's head
+    /// (again when the base moved), then merged or dropped by the base's required checks on
+    /// the group's commit (see the module).
+    fn run_groups(&mut self) {
+        let numbers: Vec<u64> = self.queues.entries.keys().copied().collect();
+        for number in numbers {
+            let Some(pr) = self.pulls.iter().find(|p| p.number == number).cloned() else {
+                continue;
+            };
+            let Some(entry) = self.entry_of(&pr).cloned() else {
+                continue;
+            };
+            let Some(base) = self.refs.get(&pr.base).cloned() else {
+                self.leave_queue(number, ": the base branch is gone");
+                continue;
+            };
+            let group = match entry.group {
+                Some(g) if g.base_sha == base => g,
+                old => {
+                    if let Some(g) = old {
+                        self.refs.remove(branch_of(&g.head_ref));
+                    }
+                    let method = self.queues.required[&pr.base];
+                    let Ok(sha) = self.merged_commit(&pr, method, &base, &entry.head) else {
+                        self.leave_queue(number, ": conflicts with the base");
+                        continue;
+                    };
+                    let branch = format!("gh-readonly-queue/{}/pr-{number}-{base}", pr.base);
+                    self.refs.insert(branch.clone(), sha.clone());
+                    let g = MemGroup {
+                        head_sha: sha,
+                        head_ref: format!("refs/heads/{branch}"),
+                        base_sha: base.clone(),
+                        base_ref: format!("refs/heads/{}", pr.base),
+                    };
+                    self.queues.entries.get_mut(&number).expect("an entry").group = Some(g.clone());
+                    g
+                }
+            };
+            let checks = self.check_states(&group.head_sha);
+            let required = self
+                .branch_protection
+                .get(&pr.base)
+                .map(|p| p.contexts.clone())
+                .unwrap_or_default();
+            if required.iter().any(|c| checks.get(c) == Some(&CheckState::Failed)) {
+                self.leave_queue(number, ": checks failed");
+                continue;
+            }
+            if required.iter().any(|c| checks.get(c) != Some(&CheckState::Passed)) {
+                continue; // awaiting its checks
+            }
+            // A requirement of the pull request's own that no longer holds (a required check of
+            // its head failed since) ends the entry as a failed check of the group does.
+            if self.queue_unmet(&pr).is_some() {
+                self.leave_queue(number, ": the pull request's requirements");
+                continue;
+            }
+            self.queues.entries.remove(&number);
+            self.refs.remove(branch_of(&group.head_ref));
+            self.refs.insert(pr.base.clone(), group.head_sha.clone());
+            self.merged(&pr, &entry.enqueuer, &entry.head, &base, &group.head_sha);
         }
     }
 
@@ -236,12 +347,15 @@ impl Store {
             method: self.queues.required[&pr.base],
         });
         self.journal.push(format!("#{number} auto-merge enabled by {by}"));
-        self.settle_queues(true);
-        Ok(if self.entry_of(&pr).is_some() {
+        self.queue_ready();
+        let answer = if self.entry_of(&pr).is_some() {
             QueueAnswer::Queued
         } else {
             QueueAnswer::Armed
-        })
+        };
+        // The queue starts on the entry after the answer (its merge group).
+        self.run_groups();
+        Ok(answer)
     }
 
     /// `enqueuePullRequest` for `by`.
@@ -262,6 +376,7 @@ impl Store {
             MemQueueEntry {
                 enqueuer: by.to_owned(),
                 head,
+                group: None,
             },
         );
         // In the queue, auto-merge is over (see the module).
@@ -269,6 +384,7 @@ impl Store {
             p.auto_merge = None;
         }
         self.journal.push(format!("#{number} added to the merge queue by {by}"));
+        self.run_groups();
         Ok(QueueAnswer::Queued)
     }
 
@@ -298,6 +414,11 @@ impl Store {
         }
         Ok(Ok(pr))
     }
+}
+
+/// The branch a full ref (`refs/heads/<branch>`) names.
+fn branch_of(full_ref: &str) -> &str {
+    full_ref.strip_prefix("refs/heads/").unwrap_or(full_ref)
 }
 
 /// GitHub's refusal, as a GraphQL error of type UNPROCESSABLE, read as the adapter reads it.
@@ -332,9 +453,8 @@ impl Store {
         self.enter(&GRAPHQL_DEQUEUE)?;
         let number = super::auto_merge::number_of(node)
             .ok_or_else(|| api(&GRAPHQL_DEQUEUE, 404, "Could not resolve to a node"))?;
-        if self.queues.entries.remove(&number).is_some() {
-            self.journal
-                .push(format!("#{number} removed from the merge queue by {VIEWER}"));
+        if self.queues.entries.contains_key(&number) {
+            self.leave_queue(number, &format!(" by {VIEWER}"));
         }
         Ok(())
     }
@@ -360,33 +480,12 @@ impl MemGithub {
         self.with(|s| s.enqueue_for(number, None, login))
     }
 
-    /// The queue's CI reports on pull request `number`'s entry merged with the latest base (the
-    /// `merge_group` checks): passed, the queue merges it by its method as its enqueuer; failed,
-    /// it leaves the queue. Whether it merged.
-    pub fn queue_checks(&self, number: u64, passed: bool) -> bool {
+    /// The merge group of pull request `number`'s entry while it awaits its checks: what the
+    /// `merge_group` event tells CI.
+    pub fn merge_group(&self, number: u64) -> Option<MemGroup> {
         self.with(|s| {
-            s.settle_queues(false);
-            let Some(pr) = s.pulls.iter().find(|p| p.number == number).cloned() else {
-                return false;
-            };
-            let Some(entry) = s.entry_of(&pr).cloned() else {
-                return false;
-            };
-            s.queues.entries.remove(&number);
-            // A requirement of the pull request's own that no longer holds (a required check
-            // of its head failed since) fails the entry as a failed check of the group does.
-            if !passed || s.queue_unmet(&pr).is_some() {
-                s.journal
-                    .push(format!("#{number} removed from the merge queue: checks failed"));
-                return false;
-            }
-            let method = s.queues.required[&pr.base];
-            // The queue tested the merge with the latest base: being behind is no reason left.
-            let merged = s
-                .merge_pr(number, method, Some(&entry.head), &entry.enqueuer, false)
-                .is_ok();
-            s.settle();
-            merged
+            let pr = s.pulls.iter().find(|p| p.number == number)?;
+            s.entry_of(pr)?.group.clone()
         })
     }
 

@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::auto_merge::VIEWER;
+use super::pulls::MemPull;
 use super::{MemGithub, Result, Store, api};
 use crate::adapters::github::answers;
 use crate::adapters::github::operations as ops;
@@ -158,8 +159,8 @@ impl Store {
         let Some(since) = self.merge_base(&base, &head) else {
             return Err(not_mergeable(Vec::new()));
         };
-        let files =
-            three_way(&self.files_at(&since), &self.files_at(&base), &self.files_at(&head)).map_err(not_mergeable)?;
+        // A conflict is the first refusal, before the protection's.
+        three_way(&self.files_at(&since), &self.files_at(&base), &self.files_at(&head)).map_err(not_mergeable)?;
         if enforce && self.queued_base(&pr) {
             return Err(MergeRefused {
                 status: 405,
@@ -181,43 +182,69 @@ impl Store {
                 conflicts: Vec::new(),
             });
         }
+        let sha = self.merged_commit(&pr, method, &base, &head).map_err(not_mergeable)?;
+        self.refs.insert(pr.base.clone(), sha.clone());
+        self.merged(&pr, by, &head, &base, &sha);
+        Ok(sha)
+    }
+
+    /// The commit `method` makes of pull request `pr`'s `head` on `base` (see
+    /// [`Store::merge_pr`]), no ref moved; the conflicting paths when it cannot be made.
+    pub(super) fn merged_commit(
+        &mut self,
+        pr: &MemPull,
+        method: MergeMethod,
+        base: &str,
+        head: &str,
+    ) -> std::result::Result<String, Vec<String>> {
+        let since = self.merge_base(base, head).ok_or_else(Vec::new)?;
+        let files = three_way(&self.files_at(&since), &self.files_at(base), &self.files_at(head))?;
+        let number = pr.number;
         let tree = self.put_tree(files);
         let sha = match method {
             MergeMethod::Merge => self.put_commit(
                 &tree,
-                &[base.clone(), head.clone()],
+                &[base.to_owned(), head.to_owned()],
                 &format!("Merge pull request #{number}"),
             ),
             // A squash is one commit on the base with the merged tree; a rebase replays the pull
             // request's commits onto the base, which ends in the same tree: the double makes that
             // one commit too (the replayed intermediate commits are not modelled).
             MergeMethod::Squash | MergeMethod::Rebase => {
-                self.put_commit(&tree, std::slice::from_ref(&base), &format!("{} (#{number})", pr.title))
+                self.put_commit(&tree, &[base.to_owned()], &format!("{} (#{number})", pr.title))
             }
         };
         // A merge or squash GitHub makes is signed; a rebase's replayed commits are not.
         if method != MergeMethod::Rebase {
             self.verified.insert(sha.clone());
         }
-        self.refs.insert(pr.base.clone(), sha.clone());
+        Ok(sha)
+    }
+
+    /// Pull request `pr` merged at `head` by `by`, its base moved from `base` to `commit`.
+    pub(super) fn merged(&mut self, pr: &MemPull, by: &str, head: &str, base: &str, commit: &str) {
+        let number = pr.number;
         self.merges.push(MemMerge {
             number,
             by: by.to_owned(),
-            checks: self.check_states(&head),
-            head,
-            base_before: base.clone(),
-            commit: sha.clone(),
+            checks: self.check_states(head),
+            head: head.to_owned(),
+            base_before: base.to_owned(),
+            commit: commit.to_owned(),
             approvals: pr.approvals.len(),
         });
         let pinned = self.refs.get(&pr.head).cloned();
-        let p = self.pulls.iter_mut().find(|p| p.number == number).expect("found above");
+        let p = self
+            .pulls
+            .iter_mut()
+            .find(|p| p.number == number)
+            .expect("a pull request");
         p.open = false;
         p.closed_head = pinned;
         p.merged = true;
         p.auto_merge = None;
         p.merged_by = Some(by.to_owned());
         self.journal.push(format!("#{number} merged by {by}"));
-        Ok(sha)
     }
 }
 

@@ -56,7 +56,7 @@ mod tests;
 pub use auto_merge::{MemAutoMerge, MemStatus, Protection, VIEWER};
 pub use faults::Fault;
 pub use issues::MemIssue;
-pub use merge_queue::MemQueueEntry;
+pub use merge_queue::{MemGroup, MemQueueEntry};
 pub use merges::{MemMerge, MergeRefused};
 pub use pulls::MemPull;
 pub use signing::SignatureRule;

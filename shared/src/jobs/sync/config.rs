@@ -41,7 +41,7 @@ impl SyncConfig {
         // Read again by each invocation; checked here so a bad value fails the cold start.
         crate::shell::pause::from_env()?;
         super::state_role_from_env()?;
-        crate::rules::cells::account_roles_from_env()?;
+        crate::rules::cells::describe_roles_from_env()?;
         crate::shell::backoff::Backoff::from_env()?;
         super::fanout::queue_url_from_env()?;
         super::fanout::dashboard_retry_from_env()?;

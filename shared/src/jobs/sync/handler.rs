@@ -38,13 +38,13 @@ pub async fn service_with(config: SyncConfig) -> SyncService {
 }
 
 /// EKS as state-sync asks it whether a destroyed cell's cluster is gone: with the function's
-/// own role, or the cell's (`bootstrap_role_arn`, `CELLBRIDGE_ACCOUNT_ROLES`, as cluster-bootstrap
-/// reaches it), in session `cellbridge-state-sync`.
+/// own role, or, for a cell of another account, state-sync's describe-only role there
+/// (`CELLBRIDGE_ACCOUNT_DESCRIBE_ROLES`), in session `cellbridge-state-sync`.
 pub fn cluster_access(aws: &aws_config::SdkConfig) -> ClusterAccess {
     ClusterAccess {
         probe: EksProbe::new(aws.clone(), "cellbridge-state-sync").into(),
         // Checked at init (`SyncConfig::from_env`).
-        account_roles: crate::rules::cells::account_roles_from_env().unwrap_or_default(),
+        describe_roles: crate::rules::cells::describe_roles_from_env().unwrap_or_default(),
     }
 }
 

@@ -48,12 +48,13 @@ pub struct Syncer<S, G> {
     pub clusters: Option<ClusterAccess>,
 }
 
-/// How state-sync reaches the cells' clusters: EKS, and the roles of other accounts
-/// (`CELLBRIDGE_ACCOUNT_ROLES`, as cluster-bootstrap has them).
+/// How state-sync reaches the cells' clusters: EKS, and its describe-only role in each other
+/// account (`CELLBRIDGE_ACCOUNT_DESCRIBE_ROLES`). Never cluster-bootstrap's roles there: those
+/// may make themselves a cluster's administrator, and their trust names cluster-bootstrap only.
 #[derive(Clone)]
 pub struct ClusterAccess {
     pub probe: Probe,
-    pub account_roles: BTreeMap<String, String>,
+    pub describe_roles: BTreeMap<String, String>,
 }
 
 /// The base branch as one invocation read it, shared by all its states (an SQS batch, a

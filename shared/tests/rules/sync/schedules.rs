@@ -82,7 +82,7 @@ async fn one_schedule(seed: u64) -> (Bed, Done, Vec<Value>, cellbridge::doubles:
     });
     let bed = bed().with_clusters(cellbridge::jobs::sync::ClusterAccess {
         probe: aws.clone().into(),
-        account_roles: Default::default(),
+        describe_roles: Default::default(),
     });
     if world.auto_merge {
         bed.fleet.commit(

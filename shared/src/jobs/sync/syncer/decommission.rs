@@ -227,11 +227,12 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
         }
     }
 
-    /// What EKS says of `target`, asked in the cell's own account: through the role `fleet`'s
-    /// metadata or the configuration maps to it, else in cellbridge's own account, and then only
-    /// when the cell names no other account (EKS's "not found" in one account says nothing of a
-    /// cluster in another). The decommission's question and the dashboard's Flux column both ask
-    /// it this way.
+    /// What EKS says of `target`, asked in the cell's own account (its merged metadata's
+    /// `aws_account_id`, or the account of its `bootstrap_role_arn`): through state-sync's
+    /// describe-only role there (`CELLBRIDGE_ACCOUNT_DESCRIBE_ROLES`), else in cellbridge's own
+    /// account, and then only when the cell names no other account (EKS's "not found" in one
+    /// account says nothing of a cluster in another). The decommission's question and the
+    /// dashboard's Flux column both ask it this way.
     pub(crate) async fn describe_cell_cluster(
         &self,
         fleet: &dyn FleetRead,
@@ -247,9 +248,11 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
                 cell: cell.to_owned(),
                 source,
             })?;
-        // An account whose role the configuration and the metadata disagree on is the
-        // operators' to settle, as a bootstrap run would refuse it.
-        let role = cells::role_of(&merged, &access.account_roles).map_err(|source| CellError::Role { source })?;
+        // Metadata that names two accounts is the operators' to settle.
+        let theirs = cells::cell_account(&merged).map_err(|source| CellError::Role { source })?;
+        // Only state-sync's own describe-only role: a cell's bootstrap_role_arn is
+        // cluster-bootstrap's, whose trust names cluster-bootstrap alone.
+        let role = theirs.as_ref().and_then(|a| access.describe_roles.get(a)).cloned();
         let left = deadline.saturating_duration_since(Instant::now());
         let no_answer = |what: &str| CellError::NoAnswer {
             cell: cell.to_owned(),
@@ -260,16 +263,16 @@ impl<S: StateSource, G: GithubRepo> Syncer<S, G> {
             source,
         };
         // Which account answers: the role's, or cellbridge's own.
-        let account = match &role {
-            Some(role) => cells::role_account(role).unwrap_or_default().to_owned(),
-            None => {
+        let account = match theirs {
+            Some(theirs) if role.is_some() => theirs,
+            theirs => {
                 let home = tokio::time::timeout(left, access.probe.home_account())
                     .await
                     .map_err(|_| no_answer("STS GetCallerIdentity"))?
                     .map_err(refused)?;
-                if let Some(theirs) = merged.metadata.get("aws_account_id").filter(|a| **a != home) {
+                if let Some(theirs) = theirs.filter(|a| *a != home) {
                     return Ok(Described::Unreachable(format!(
-                        "the cell's account {theirs} is not cellbridge's own ({home}), and neither CELLBRIDGE_ACCOUNT_ROLES nor the cell's bootstrap_role_arn gives a role there"
+                        "the cell's account {theirs} is not cellbridge's own ({home}), and CELLBRIDGE_ACCOUNT_DESCRIBE_ROLES gives state-sync no role there (the module's account_describe_roles)"
                     )));
                 }
                 home
