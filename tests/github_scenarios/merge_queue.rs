@@ -9,9 +9,14 @@
 //! longer eligible is taken out of the queue in the same run, before its status, and never
 //! merged, while a person's queueing is left alone; the fleet dashboard says "queued"; a
 //! repository without a queue pays no request more.
+//! A base that requires cellbridge's own status with a queue never gets a head queued (the queue
+//! would wait for a status no merge group gets): the pull request and the dashboard say what to
+//! require instead. A queued head whose merge state cannot be read is taken out of the queue.
 
 use super::support::*;
+use cellbridge::adapters::github::operations as ops;
 use cellbridge::ports::github::MergeMethod;
+use cellbridge::pure::plan::STATUS_CONTEXT;
 
 /// The check the docs say a queue requires: the fleet workflow's.
 fn fleet() -> &'static str {
@@ -277,6 +282,83 @@ async fn a_repository_without_a_merge_queue_pays_no_request_more<B: Bed>() {
     assert_eq!(counts[0], counts[1], "(requests, writes) without a queue, with one");
 }
 
+/// `main` requires a merge queue and cellbridge's own status, which no merge group ever gets: an
+/// eligible head is never queued nor armed (the queue would wait for it until its timeout), the
+/// pull request says which check to require instead and the dashboard shows it; once the
+/// workflow's check is required instead, the next event queues it. A head cellbridge queued before
+/// the status was required is taken out.
+async fn a_queue_that_would_wait_for_cellbridges_status_never_gets_its_heads<B: Bed>() {
+    let w = queued_world::<B>(&[STATUS_CONTEXT, CI], true).await;
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), done(&r)), ("opened", "unqueueable"), "{r}");
+    assert_eq!(r["auto_merge"]["eligible"].as_bool(), Some(true), "{r}");
+    let n = r["pull_request"]["number"].as_u64().unwrap();
+    let head = w.head(&branch(CELL)).unwrap();
+    w.bed.ci(w.repo(), &head, CI, true);
+    assert_eq!(w.bed.queued_by(w.repo(), n), None, "never queued");
+    assert_eq!(w.bed.auto_merge(w.repo(), n).0, None, "never armed");
+    let body = body_of(&w, n);
+    for said in [
+        "**Not queued.**",
+        "`cellbridge/strict-substitution`",
+        "never on a merge group's commit",
+        "`cellbridge fleet check`",
+        "docs/merge-queue.md",
+    ] {
+        assert!(body.contains(said), "{said}: {body}");
+    }
+    let r = w.deliver(CELL).await;
+    assert_eq!(done(&r), "unqueueable", "{r}");
+    w.dashboard().await;
+    let board = &w.dashboards()[0].body;
+    assert!(
+        board.contains(&format!(
+            "#{n} opened today, eligible but not queued: the merge queue would wait for cellbridge/strict-substitution"
+        )),
+        "{board}"
+    );
+
+    // The workflow's check required instead (CI stands for it here): queued at the next event.
+    w.bed.protect_main(w.repo(), Some((&[CI], 0, true)));
+    let r = w.deliver(CELL).await;
+    assert_eq!(done(&r), "queued", "{r}");
+    assert_eq!(w.bed.queued_by(w.repo(), n).as_deref(), Some(B::CELLBRIDGE));
+    assert!(!body_of(&w, n).contains("**Not queued.**"));
+
+    // Someone requires cellbridge's status again: cellbridge's queueing is taken back.
+    w.bed.protect_main(w.repo(), Some((&[STATUS_CONTEXT, CI], 0, true)));
+    let r = w.deliver(CELL).await;
+    assert_eq!(done(&r), "unqueueable", "{r}");
+    assert_eq!(w.bed.queued_by(w.repo(), n), None, "out of the queue");
+}
+
+/// A queued head whose merge state cannot be read (a value GitHub added since, a 5xx with no data)
+/// is taken out of the queue cellbridge put it in: unverified, it must not merge by cellbridge's
+/// doing; the next readable event queues it again.
+async fn a_queued_head_whose_merge_state_cannot_be_read_is_taken_out<B: Bed>() {
+    let w = queued_world::<B>(&[fleet()], false).await;
+    w.apply(CELL, 2, "vpc-2");
+    let n = w.deliver(CELL).await["pull_request"]["number"].as_u64().unwrap();
+    assert!(w.fleet_ci_on_pull(n).0);
+    assert_eq!(done(&w.deliver(CELL).await), "queued");
+
+    w.bed.merge_state_unknown_enum(w.repo());
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), r["retryable"].as_bool()), ("failed", Some(false)), "{r}");
+    assert_eq!(w.bed.queued_by(w.repo(), n), None, "out of the queue: {r}");
+    assert_eq!(w.fleet_ci_on_merge_group(n), None, "nothing left to merge");
+
+    assert_eq!(done(&w.deliver(CELL).await), "queued");
+    w.bed
+        .graphql_server_error(w.repo(), &ops::GRAPHQL_MERGE_STATE.as_operation());
+    let r = w.deliver(CELL).await;
+    assert_eq!((action(&r), r["retryable"].as_bool()), ("failed", Some(true)), "{r}");
+    assert_eq!(w.bed.queued_by(w.repo(), n), None, "out of the queue: {r}");
+    let pr = w.pulls().into_iter().find(|p| p.number == n).unwrap();
+    assert!(pr.open && !pr.merged, "{pr:?}");
+}
+
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed,
@@ -289,5 +371,7 @@ scenarios!(
         an_ineligible_head_after_queueing_is_taken_out_in_the_same_run_and_never_merged,
         an_armed_head_a_relaxed_rule_made_ready_is_enqueued_by_the_next_event,
         a_repository_without_a_merge_queue_pays_no_request_more,
+        a_queue_that_would_wait_for_cellbridges_status_never_gets_its_heads,
+        a_queued_head_whose_merge_state_cannot_be_read_is_taken_out,
     ]
 );

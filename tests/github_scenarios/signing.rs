@@ -3,7 +3,8 @@
 //! or classic protection), every commit of the pull request is verified (createCommitOnBranch, and
 //! "Update branch" when main moved) and GitHub merges it; a reviewer's unsigned commit blocks the
 //! pull request and its body names it; a template's script (100755) is refused by name with nothing
-//! written (said in the refused issue); a rebase merge asked of auto-merge is refused, saying why;
+//! written (said in the refused issue); a rebase merge asked of auto-merge is refused, saying why
+//! (but not under a merge queue, whose own method applies);
 //! a decommission's commits are verified too. On the HTTP fake only (the double has no GraphQL
 //! schema to lack a field of): a site without `Ref.rules` still gets verified cells.
 
@@ -270,6 +271,41 @@ async fn http_ghes_on_a_site_without_ref_rules_a_token_still_opens_verified_cell
     on_a_site_without_ref_rules_a_token_still_opens_verified_cells::<true>().await
 }
 
+/// The same opt-in file under a merge queue: the queue merges by its own method, so the file's
+/// `merge_method: rebase` is not judged, the head is queued and the paragraph claims no rebase.
+async fn under_a_merge_queue_the_files_rebase_is_not_judged<B: Bed>() {
+    let w = World::<B>::start();
+    w.bed.require_signatures(w.repo(), true);
+    let w = opted_in(w, "cells: ['*']\nmerge_method: rebase\n").await;
+    let check = &fleet_check().name;
+    w.bed.protect_main(w.repo(), Some((&[check.as_str()], 0, false)));
+    w.bed
+        .require_merge_queue(w.repo(), Some(cellbridge::ports::github::MergeMethod::Squash));
+    w.apply(CELL, 2, "vpc-2");
+    let r = w.deliver(CELL).await;
+    assert_eq!(
+        (action(&r), r["auto_merge"]["eligible"].as_bool()),
+        ("opened", Some(true)),
+        "{r}"
+    );
+    let n = r["pull_request"]["number"].as_u64().unwrap();
+    assert!(w.fleet_ci_on_pull(n).0);
+    let r = w.deliver(CELL).await;
+    assert_eq!(
+        (r["auto_merge"]["eligible"].as_bool(), done(&r)),
+        (Some(true), "queued"),
+        "{r}"
+    );
+    let pr = w.open_pulls().into_iter().next().unwrap();
+    assert!(!pr.body.contains("rebase"), "{}", pr.body);
+    assert_eq!(
+        w.fleet_ci_on_merge_group(pr.number).map(|r| r.0),
+        Some(true),
+        "the queue merges it"
+    );
+    assert!(w.pulls().into_iter().find(|p| p.number == pr.number).unwrap().merged);
+}
+
 scenarios!(
     mem_github: super::MemBed,
     http_fake: super::HttpBed,
@@ -281,6 +317,7 @@ scenarios!(
         a_reviewers_unsigned_commit_blocks_the_pull_request_and_is_named,
         a_script_in_the_template_is_refused_by_name_and_nothing_is_written,
         a_rebase_merge_on_a_signed_base_is_refused_saying_why,
+        under_a_merge_queue_the_files_rebase_is_not_judged,
         a_decommission_with_a_token_on_a_signed_base_is_verified,
         a_conflict_through_update_branch_leaves_the_branch_alone,
     ]

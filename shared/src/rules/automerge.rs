@@ -22,11 +22,19 @@
 //!   GitHub's auto-merge never updates one) is brought up to date as Update branch does, and
 //!   its status posted on the new head.
 //! - A base that requires a merge queue: the head queued, never merged nor updated by cellbridge,
-//!   and taken out when it is no longer eligible (`queue`).
+//!   and taken out when it is no longer eligible (`queue`); never queued where the base requires
+//!   a check that nothing reports on merge groups (`queue`). The opt-in file's `merge_method` is
+//!   judged only where it applies: never under a queue, which merges by its own method.
+//! - Pacing: at most `CELLBRIDGE_AUTO_MERGE_CAP` of cellbridge's pull requests queued or
+//!   auto-merging at once, the rest waiting their turn, oldest first (`pacing`).
 
+mod pacing;
+mod paragraph;
 mod queue;
 mod verify;
 
+pub use pacing::{CAP_DEFAULT, CAP_VARIABLE, Seat, Turn, cap_from_env, turn};
+pub(super) use paragraph::{with_block, with_run_block};
 pub(crate) use verify::is_not_verified;
 
 use std::fmt::Write as _;
@@ -36,6 +44,7 @@ use serde::Serialize;
 
 use crate::ports::github::{
     AutoMergeAnswer, GitData, MergeAnswer, MergeMethod, MergeState, MergeStateStatus, Merges, PullRequest, PullState,
+    Pulls,
 };
 use crate::ports::github::{GithubError, Result};
 use crate::pure::automerge::{self, AutoMergeError, Eligibility, OptIn};
@@ -93,6 +102,12 @@ pub enum Done {
     Queued,
     /// cellbridge took its own queueing back: this head is not eligible.
     Dequeued,
+    /// Eligible, but as many of cellbridge's pull requests as the cap allows are queued or
+    /// auto-merging already (or their number could not be read): the next event tries again.
+    WaitingForTurn,
+    /// Eligible, but the base requires a merge queue and a check that nothing reports on merge
+    /// groups (cellbridge's own status): queued, it would only stall the queue. Not queued.
+    Unqueueable,
     /// GitHub refused (the enabling, the merge, or reading the merge state): `detail` says why.
     Refused,
 }
@@ -170,6 +185,7 @@ impl OptInFile {
             behind: false,
             updated: false,
             node_id: None,
+            wait: None,
             eligibility,
         }
     }
@@ -202,7 +218,22 @@ pub(super) struct Run {
     /// The pull request's node id as this run's reading of it gave it: what turns cellbridge's
     /// own auto-merge off when the merge state's answer names no pull request at all.
     node_id: Option<String>,
+    /// Why an eligible head is not queued or auto-merging, for the dashboard's row.
+    wait: Option<Wait>,
 }
+
+/// What the record's `automerge-wait=` tells the dashboard (shown to people, decided on by
+/// nobody but the pacing's order of turns, see `pacing`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Wait {
+    /// Waiting for its turn under the cap (`turn`).
+    Turn,
+    /// Not queued: the queue would wait for a check nothing reports on merge groups (`stall`).
+    Stall,
+}
+
+/// The record field of [`Wait`].
+pub const WAIT_FIELD: &str = "automerge-wait";
 
 /// The record field saying who enabled the pull request's auto-merge, and its value when
 /// cellbridge did.
@@ -223,6 +254,11 @@ impl Run {
         if self.done == Done::Queued {
             // For the fleet dashboard, which shows it to people and decides nothing by it.
             f.push_str(" queued=yes");
+        }
+        match self.wait {
+            Some(Wait::Turn) => f.push_str(&format!(" {WAIT_FIELD}=turn")),
+            Some(Wait::Stall) => f.push_str(&format!(" {WAIT_FIELD}=stall")),
+            None => {}
         }
         f
     }
@@ -297,7 +333,7 @@ impl Run {
 
     /// After the status of an eligible head `head`: GitHub's auto-merge on for it, or, when
     /// GitHub says it can merge now, a merge with its sha prepared for [`Run::finish`].
-    pub(super) async fn after_status<G: GitData + Merges>(
+    pub(super) async fn after_status<G: GitData + Merges + Pulls>(
         &mut self,
         gh: &G,
         number: u64,
@@ -341,10 +377,18 @@ impl Run {
         if st.head_sha != head {
             return Err(moved(number, head, &st.head_sha));
         }
+        if st.queue.is_none() {
+            // The opt-in file's merge method applies only without a queue (a queue merges by its
+            // own): judged here, once GitHub said which.
+            crate::rules::signing::refuse_rebase(gh, base_branch, self, deadline).await?;
+            if !self.eligibility.eligible {
+                return self.before_status(gh, number, head, deadline).await;
+            }
+        }
         self.note = None;
         self.ours = st.enabled_by_viewer();
         if st.queue.is_some() {
-            return self.queue_eligible(gh, number, head, &st, deadline).await;
+            return self.queue_eligible(gh, number, head, &st, base_branch, deadline).await;
         }
         if st.merge_state == MergeStateStatus::Behind && !self.updated {
             // "Require branches to be up to date before merging": GitHub's auto-merge waits for
@@ -372,6 +416,9 @@ impl Run {
             self.detail = Some("the pull request conflicts with the base branch".to_owned());
             return Ok(());
         }
+        let Some(place) = self.take_turn(gh, number, deadline).await else {
+            return Ok(());
+        };
         match gh.enable_auto_merge(&st.node_id, head, self.method, deadline).await? {
             AutoMergeAnswer::Enabled => {
                 tracing::info!(pull_request = number, head, "auto-merge enabled");
@@ -382,6 +429,7 @@ impl Run {
                     self.method.rest(),
                     st.merge_state.name()
                 ));
+                self.kept_turn(place, gh, number, &st.node_id, deadline).await?;
             }
             AutoMergeAnswer::MergeableNow(why) => {
                 // It became mergeable since it was read: read it again before merging anything.
@@ -512,42 +560,6 @@ fn moved(number: u64, checked: &str, now: &str) -> GithubError {
     }
 }
 
-/// `body` with the paragraph of `run`: a run that did nothing keeps the paragraph an earlier run
-/// left while it states the same verdict, so that what that run did (turned auto-merge off)
-/// stays said and a replay writes nothing. Only text for people is kept this way; no decision is
-/// read back from it.
-pub(super) fn with_run_block(body: &str, run: &Run) -> String {
-    let verdict = run.eligibility.describe();
-    if run.done == Done::Nothing
-        && run.note.is_none()
-        && let Some(existing) = block_of(body)
-        && existing.trim_start().starts_with(verdict.trim_end())
-    {
-        return body.to_owned();
-    }
-    with_block(body, &run.block())
-}
-
-fn block_of(body: &str) -> Option<&str> {
-    let a = body.find(BLOCK_OPEN)? + BLOCK_OPEN.len();
-    let b = body[a..].find(BLOCK_CLOSE)? + a;
-    Some(&body[a..b])
-}
-
-/// `body` with its auto-merge paragraph replaced by `block` (added before the marker line when
-/// it has none).
-pub(super) fn with_block(body: &str, block: &str) -> String {
-    if let (Some(a), Some(b)) = (body.find(BLOCK_OPEN), body.find(BLOCK_CLOSE))
-        && a < b
-    {
-        return format!("{}{block}{}", &body[..a], &body[b + BLOCK_CLOSE.len()..]);
-    }
-    match body.rfind("<!-- cellbridge:") {
-        Some(i) => format!("{}\n\n{block}\n{}", body[..i].trim_end(), &body[i..]),
-        None => format!("{}\n\n{block}\n", body.trim_end()),
-    }
-}
-
 fn quote(s: &str) -> String {
     let one_line = s.replace(['\n', '\r'], " ");
     if one_line.chars().count() <= QUOTE_MAX {
@@ -555,81 +567,5 @@ fn quote(s: &str) -> String {
     } else {
         let cut: String = one_line.chars().take(QUOTE_MAX).collect();
         format!("{cut}…")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn run(eligible: bool, note: Option<&str>) -> Run {
-        Run {
-            eligibility: Eligibility {
-                eligible,
-                reasons: if eligible {
-                    vec![]
-                } else {
-                    vec!["Files other than `a` change: `b`.".into(), "This is a new cell.".into()]
-                },
-                opted_in_by: Some("prod-*".into()),
-            },
-            coverage: "prod-*".into(),
-            cell: "prod-eu-west-1".into(),
-            covered: true,
-            was_covered: true,
-            method: MergeMethod::Merge,
-            done: Done::Nothing,
-            detail: None,
-            note: note.map(str::to_owned),
-            merge: None,
-            ours: false,
-            behind: false,
-            updated: false,
-            node_id: None,
-        }
-    }
-
-    #[test]
-    fn the_paragraph_is_rewritten_in_place_and_the_persons_text_kept() {
-        for (eligible, note) in [
-            (true, None),
-            (true, Some("GitHub does not allow auto-merge in this repository.")),
-            (false, None),
-            (false, Some("Auto-merge was turned on by `alice`.")),
-        ] {
-            let r = run(eligible, note);
-            let body = format!(
-                "values\n\n{}\n\nA reviewer's note.\n<!-- cellbridge:digest=d{} -->\n",
-                r.block(),
-                r.marker_fields()
-            );
-            assert_eq!(with_block(&body, &r.block()), body);
-            let other = run(!eligible, None);
-            let rewritten = with_block(&body, &other.block());
-            assert!(
-                rewritten.contains(&other.block()) && rewritten.contains("A reviewer's note."),
-                "{rewritten}"
-            );
-            assert_eq!(
-                rewritten.matches("<!-- cellbridge-auto-merge -->").count(),
-                1,
-                "{rewritten}"
-            );
-            if let Some(n) = note {
-                assert!(!rewritten.contains(n), "{rewritten}");
-            }
-        }
-    }
-
-    #[test]
-    fn a_body_without_the_paragraph_gets_it_before_the_marker_line() {
-        let r = run(true, None);
-        let body = with_block("values\n<!-- cellbridge:digest=d -->\n", &r.block());
-        assert!(body.starts_with("values\n\n<!-- cellbridge-auto-merge -->"), "{body}");
-        assert!(
-            body.ends_with("<!-- /cellbridge-auto-merge -->\n<!-- cellbridge:digest=d -->\n"),
-            "{body}"
-        );
-        assert_eq!(marker(&body, "digest").as_deref(), Some("d"));
     }
 }

@@ -70,7 +70,9 @@ pub(super) fn writable(plan: &Plan, base: &str) -> Result<()> {
 /// An eligible head whose opt-in file asks `merge_method: rebase`, on a base requiring signed
 /// commits: not eligible, saying why. GitHub cannot sign the commits a rebase merge writes
 /// ("Signature verification for rebase and merge"), so the merge would be refused after
-/// auto-merge was enabled for it.
+/// auto-merge was enabled for it. Asked only where the opt-in file's method applies, a base
+/// without a merge queue (the caller, `Run::after_status`, knows once it read the merge state):
+/// a queue merges by its own method, whatever the file asks.
 pub(super) async fn refuse_rebase<G: GitData>(gh: &G, base: &str, run: &mut Run, deadline: Instant) -> Result<()> {
     if !run.eligibility.eligible || run.method() != crate::ports::github::MergeMethod::Rebase {
         return Ok(());

@@ -421,7 +421,7 @@ async fn the_cell_taken_out_of_the_opt_in_file_loses_cellbridges_auto_merge() {
 
 /// Reviewers pushing, checks arriving, approvals, main moving and events replayed, in many
 /// seeded interleavings, a third of them with a merge queue required (its checks reporting
-/// too): cellbridge never merges (nor enables GitHub's auto-merge into a merge of, nor queues)
+/// too, CI required in place of cellbridge's status): cellbridge never merges (nor enables GitHub's auto-merge into a merge of, nor queues)
 /// anything but a value-only change of `clusters/<cell>/cell-metadata.yaml`, and nothing merges
 /// with a protection unmet.
 #[tokio::test]

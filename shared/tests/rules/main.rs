@@ -8,7 +8,8 @@
 //! - `decommission.rs`: a destroyed cell's decommission;
 //! - `auto_merge.rs`: auto-merge under branch protection; `fail_closed.rs`: what cellbridge does
 //!   when GitHub's answers cannot be read or GitHub fails; `fault_matrix.rs`: every request of
-//!   every phase given GitHub's unhappy answers;
+//!   every phase given GitHub's unhappy answers; `pacing.rs`: the cap on cellbridge's pull
+//!   requests queued or auto-merging at once;
 //! - `bootstrap/`: cluster-bootstrap's rules (the order of the apply, the access entry, readiness,
 //!   other accounts, the Git secret and sync objects, the answers, pause and metrics, confirming
 //!   Flux took over);
@@ -26,6 +27,7 @@ mod dashboard_retry;
 mod decommission;
 mod fail_closed;
 mod fault_matrix;
+mod pacing;
 mod support;
 mod sweep;
 mod sweep_pages;

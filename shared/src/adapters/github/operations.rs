@@ -202,7 +202,9 @@ graphql_operations! {
     // commit's status of one context (`Status.context(name:)`), whether it is in the merge queue
     // (`isInMergeQueue`: "Indicates whether the pull request is in a merge queue") and its
     // `mergeStateStatus` ("Detailed information about the current pull request merge state
-    // status"; GraphQL reference). No head-ref filter: it names one branch, and matches forks.
+    // status"; GraphQL reference), and whether auto-merge is on (`autoMergeRequest`, "Returns the
+    // auto-merge request object if one exists for this pull request"): with `isInMergeQueue`, what
+    // auto-merge's pacing counts. No head-ref filter: it names one branch, and matches forks.
     GRAPHQL_OPEN_CELL_PULLS = query "openCellPulls" "pull_requests=read,statuses=read" OPEN_CELL_PULLS_QUERY;
 }
 
@@ -437,6 +439,7 @@ const OPEN_CELL_PULLS_QUERY: &str =
       pageInfo { hasNextPage endCursor }
       nodes {
         number url createdAt headRefName headRefOid isCrossRepository isInMergeQueue mergeStateStatus body
+        autoMergeRequest { mergeMethod }
         headRepository { nameWithOwner }
         labels(first: 20) { nodes { name } }
         commits(last: 1) { nodes { commit { oid status { context(name: $context) { state description createdAt } } } } }

@@ -332,6 +332,7 @@ impl Store {
         Some(PullNode {
             node_id: node_id(number),
             auto_merge_by_viewer: pr.auto_merge.as_ref().is_some_and(|a| a.enabled_by == VIEWER),
+            queued_by_viewer: Some(self.entry_of(pr).is_some_and(|e| e.enqueuer == VIEWER)),
         })
     }
 

@@ -81,6 +81,7 @@ impl Store {
                     body: p.body.clone(),
                     status,
                     queued: self.entry_of(p).is_some(),
+                    auto_merge: p.auto_merge.is_some(),
                     merge_state: self.merge_state_of(p),
                 }
             })
@@ -114,5 +115,37 @@ impl MemGithub {
     /// its base): it answers `UNKNOWN` until it has.
     pub fn merge_state_not_computed(&self, number: u64) {
         self.with(|s| s.merge_not_computed.insert(number));
+    }
+}
+
+/// What the cap on cellbridge's pull requests in flight is checked against: the double's own
+/// record, never cellbridge's report.
+impl Store {
+    /// Open pull requests of `cellbridge/` branches now in a merge queue or auto-merging.
+    pub(super) fn in_flight(&self) -> usize {
+        self.pulls
+            .iter()
+            .filter(|p| p.open && p.own() && p.head.starts_with("cellbridge/"))
+            .filter(|p| p.auto_merge.is_some() || self.entry_of(p).is_some())
+            .count()
+    }
+}
+
+impl MemGithub {
+    /// The most of cellbridge's pull requests that were in a merge queue or auto-merging at
+    /// once since the repository was made (or [`MemGithub::reset_peak_in_flight`]), as seen after
+    /// every request and every person's act.
+    pub fn peak_in_flight(&self) -> usize {
+        self.with(|s| s.peak_in_flight)
+    }
+
+    /// Starts [`MemGithub::peak_in_flight`] again from what is in flight now.
+    pub fn reset_peak_in_flight(&self) {
+        self.with(|s| s.peak_in_flight = 0);
+    }
+
+    /// How many of cellbridge's pull requests are in a merge queue or auto-merging now.
+    pub fn in_flight(&self) -> usize {
+        self.with(|s| s.in_flight())
     }
 }

@@ -100,6 +100,9 @@ struct Store {
     blobs: HashMap<String, String>,
     /// Seeded interleaving: each call yields to the scheduler a pseudo-random number of times.
     jitter: Option<u64>,
+    /// The most open pull requests of `cellbridge/` branches in a merge queue or auto-merging at
+    /// once, as seen after every request and every person's act (`dashboard`).
+    peak_in_flight: usize,
     /// The repository's "Allow auto-merge" setting (`allow_auto_merge`, off unless set: "Default:
     /// `false`", <https://docs.github.com/rest/repos/repos#update-a-repository>).
     allow_auto_merge: bool,
@@ -182,7 +185,10 @@ impl MemGithub {
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Store) -> T) -> T {
-        f(&mut self.store.lock().unwrap_or_else(|p| p.into_inner()))
+        let mut s = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        let out = f(&mut s);
+        s.peak_in_flight = s.peak_in_flight.max(s.in_flight());
+        out
     }
 
     /// One request through the port: the schedule's yields first, then the store, held for the

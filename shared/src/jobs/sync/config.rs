@@ -45,6 +45,7 @@ impl SyncConfig {
         crate::shell::backoff::Backoff::from_env()?;
         super::fanout::queue_url_from_env()?;
         super::fanout::dashboard_retry_from_env()?;
+        crate::rules::automerge::cap_from_env()?;
         crate::shell::metrics::namespace_from_env()?;
         Ok(Self {
             github,

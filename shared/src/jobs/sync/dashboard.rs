@@ -28,7 +28,9 @@ use crate::ports::state::{S3Error, StateSource};
 use crate::pure::decommission::LABEL_DECOMMISSION;
 use crate::pure::events::sync::StateObject;
 use crate::pure::fleet::{FleetRead, Keep};
-use crate::pure::status::{self, CellState, CellStatus, Classified, Depth, FleetCells, OnGithub, Summary};
+use crate::pure::status::{
+    self, AutoMergeWait, CellState, CellStatus, Classified, Depth, FleetCells, OnGithub, Summary,
+};
 use crate::rules::dashboard::{self, Written};
 use crate::rules::pull_request::values_digest_of;
 use crate::shell::error::{Class, Classify};
@@ -311,6 +313,13 @@ fn on_github(pull: &OpenPull, now: u64) -> OnGithub {
         queued: pull.queued,
         check: None,
         merge_state: Some(pull.merge_state.in_words().to_owned()),
+        // What the last run recorded, while GitHub holds it neither queued nor auto-merging.
+        auto_merge_waits: match crate::pure::record::field(&pull.body, crate::rules::automerge::WAIT_FIELD).as_deref() {
+            _ if pull.queued || pull.auto_merge => None,
+            Some("turn") => Some(AutoMergeWait::Turn),
+            Some("stall") => Some(AutoMergeWait::Stall),
+            _ => None,
+        },
     }
 }
 

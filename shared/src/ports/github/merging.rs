@@ -167,11 +167,16 @@ pub struct MergeState {
 }
 
 /// What an unreadable merge state's answer still told of the pull request: its node (which the
-/// mutations take) and whether the auto-merge on it is these credentials' own.
+/// mutations take), whether the auto-merge on it is these credentials' own, and whether they
+/// queued it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PullNode {
     pub node_id: String,
     pub auto_merge_by_viewer: bool,
+    /// `Some(true)`: in the merge queue, `enqueuer` these credentials; `Some(false)`: out of it or
+    /// added by someone else; `None`: the answer does not hold `mergeQueueEntry` (refused, or cut
+    /// before it), so it cannot tell.
+    pub queued_by_viewer: Option<bool>,
 }
 
 /// A merge queue a base branch requires (branch protection's or a ruleset's "Require merge

@@ -488,6 +488,9 @@ pub struct OpenPull {
     /// In the base branch's merge queue, as GitHub says (`isInMergeQueue`): never the body's
     /// `queued=yes`, which a person can edit.
     pub queued: bool,
+    /// GitHub's auto-merge is on (`autoMergeRequest` is not `null`), whoever enabled it: with
+    /// `queued`, what the cap on cellbridge's pull requests in flight counts.
+    pub auto_merge: bool,
     /// Where it stands for merging, as GitHub computed it (`Unknown`: not computed yet).
     pub merge_state: MergeStateStatus,
 }

@@ -241,12 +241,26 @@ pub enum OnGithub {
         /// Where it stands for merging, in words ("not computed yet" while GitHub computes it).
         #[serde(skip_serializing_if = "Option::is_none")]
         merge_state: Option<String>,
+        /// Eligible, but neither queued nor auto-merging, and why (what cellbridge recorded in
+        /// the body: shown to people, decided on by nobody).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        auto_merge_waits: Option<AutoMergeWait>,
     },
     /// Nothing is open, and the cell's newest pull request, which proposed these very values,
     /// was closed by a person without merging: cellbridge leaves it closed.
     Declined { number: u64, url: String },
     /// No pull request is open for the cell.
     None,
+}
+
+/// Why an eligible pull request is neither queued nor auto-merging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AutoMergeWait {
+    /// Waiting for its turn under the cap on cellbridge's pull requests in flight.
+    Turn,
+    /// Not queued: the merge queue would wait for a check no merge group reports.
+    Stall,
 }
 
 /// The strict-substitution status on a pull request's head.
@@ -351,13 +365,23 @@ impl CellStatus {
                     check,
                     queued,
                     merge_state,
+                    auto_merge_waits,
                     ..
                 },
             ) => {
                 if *decommission {
                     return format!("{d}; decommission pull request #{number} still open");
                 }
-                let queued = if *queued { ", queued in the merge queue" } else { "" };
+                let queued = match (queued, auto_merge_waits) {
+                    (true, _) => ", queued in the merge queue",
+                    (false, Some(AutoMergeWait::Turn)) => {
+                        ", eligible and waiting for its turn (the cap on cellbridge's pull requests queued or auto-merging)"
+                    }
+                    (false, Some(AutoMergeWait::Stall)) => {
+                        ", eligible but not queued: the merge queue would wait for cellbridge/strict-substitution, which no merge group reports (require `cellbridge fleet check` instead)"
+                    }
+                    (false, None) => "",
+                };
                 let check = match check {
                     Some(HeadCheck::Passes) => "strict check passes".to_owned(),
                     Some(HeadCheck::Fails { description }) => format!("strict check fails: {description}"),

@@ -2,8 +2,8 @@
 //! and what cellbridge does when it cannot be read. Fail closed: an error, a field GitHub refused
 //! inside an answer of HTTP 200, a `null` where a value decides, or a value cellbridge does not
 //! know (the adapter reads each as an error) leaves GitHub's auto-merge as cellbridge did not
-//! turn it on, posts no passing status on the head (`pending`, saying what could not be
-//! verified), and fails the cell: retryably when GitHub failed for now, finally otherwise. A lost
+//! turn it on, takes cellbridge's queueing out of a merge queue, posts no passing status on the
+//! head (`pending`, saying what could not be verified), and fails the cell: retryably when GitHub failed for now, finally otherwise. A lost
 //! race stays a lost race (the sync is redone on a fresh read).
 
 use std::time::Instant;
@@ -68,6 +68,33 @@ impl Run {
                 Err(e) => {
                     // The pending status still stands; the cell fails by the read's cause.
                     tracing::warn!(cell = %self.cell, pull_request = number, error = %e, "cellbridge's auto-merge could not be disabled");
+                }
+            }
+        }
+        // cellbridge's own queueing goes too: in a merge queue, the queue merges it whatever its
+        // head's status says. Whose it is, the entry's `enqueuer` tells when the answer holds it
+        // (a person's stays theirs, as their auto-merge does). When it does not (the field refused
+        // or cut, an answer with no data), nothing tells whether it is queued at all, nor by whom:
+        // it is asked out of the queue all the same (fail closed: an unverified head does not
+        // merge by cellbridge's doing; a person can add it again), and a pull request that is not
+        // in it is answered as already out.
+        let queued = match &error {
+            GithubError::Unreadable { pull: Some(p), .. } => match p.queued_by_viewer {
+                Some(ours) => ours.then(|| p.node_id.clone()),
+                None => Some(p.node_id.clone()),
+            },
+            _ => self.node_id.clone(),
+        };
+        if let Some(node) = queued {
+            match gh.dequeue(&node, deadline).await {
+                Ok(()) => {
+                    tracing::info!(cell = %self.cell, pull_request = number, "out of the merge queue: the merge state could not be read");
+                    self.ours = false;
+                }
+                Err(e) => {
+                    // No queue on the base, or GitHub failing still: the cell fails by the read's
+                    // cause, and the pending status below holds what is not in a queue.
+                    tracing::info!(cell = %self.cell, pull_request = number, error = %e, "nothing taken out of the merge queue");
                 }
             }
         }

@@ -158,7 +158,6 @@ async fn close<G: GithubRepo>(
         let changes = HeadChanges::of(gh, &cmp, &pr.head_sha, deadline).await?;
         let checked = checked_head(gh, snap, plan, &changes, &base_cm, deadline).await?;
         let mut run = OptInFile::read(&snap.fleet).judge(&checked, Some(pr));
-        crate::rules::signing::refuse_rebase(gh, &snap.base_branch, &mut run, deadline).await?;
         run.before_status(gh, pr.number, &pr.head_sha, deadline).await?;
         post_status(gh, &pr.head_sha, &checked, false, deadline).await?;
         let cleared = clear_refusal(gh, pr, &pr.head_sha, deadline).await?;

@@ -119,7 +119,6 @@ pub(crate) async fn open<G: GithubRepo>(
     set_status(gh, &commit, plan, deadline).await?;
     // A new pull request's head is cellbridge's own commit: the plan's files are its files.
     let mut run = OptInFile::read(&snap.fleet).judge(plan, None);
-    signing::refuse_rebase(gh, &snap.base_branch, &mut run, deadline).await?;
     let body = body_for(plan, digest, &snap.base_sha, &commit, previous.as_ref(), &run);
     let (number, url) = gh
         .create_pull(branch, &snap.base_branch, &plan.title, &body, deadline)

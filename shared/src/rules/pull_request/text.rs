@@ -101,6 +101,7 @@ pub(super) fn with_marker_fields(body: &str, am: &Run) -> String {
     let mut out = record::with_field(body, "automerge", None);
     out = record::with_field(&out, "automerge-by", None);
     out = record::with_field(&out, "queued", None);
+    out = record::with_field(&out, crate::rules::automerge::WAIT_FIELD, None);
     for field in fields.split_whitespace() {
         if let Some((k, v)) = field.split_once('=') {
             out = record::with_field(&out, k, Some(v));

@@ -114,7 +114,6 @@ pub(super) async fn update<G: GithubRepo>(
     // eligible one gets it once its status is there.
     let checked = checked_head(gh, snap, plan, &changes, ours, deadline).await?;
     let mut run = opt_in.judge(&checked, Some(&pr));
-    signing::refuse_rebase(gh, &snap.base_branch, &mut run, deadline).await?;
     run.before_status(gh, pr.number, &head, deadline).await?;
     post_status(gh, &head, &checked, wrote, deadline).await?;
     run.after_status(gh, pr.number, &head, &snap.base_branch, deadline)

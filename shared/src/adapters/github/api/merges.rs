@@ -287,9 +287,30 @@ fn pull_node_of(data: &Value) -> Option<PullNode> {
         login: login.to_owned(),
         bot: by["__typename"].as_str() == Some("Bot"),
     });
+    // `mergeQueueEntry` read as `null` is out of the queue; missing from `data` (the field
+    // refused, or the answer cut before it) tells nothing.
+    let entry = pr.get("mergeQueueEntry");
+    let queued_by_viewer = match entry {
+        None => None,
+        Some(Value::Null) => Some(false),
+        Some(e) => {
+            let by = &e["enqueuer"];
+            match (by["login"].as_str(), viewer) {
+                (Some(login), Some(v)) => Some(
+                    Actor {
+                        login: login.to_owned(),
+                        bot: by["__typename"].as_str() == Some("Bot"),
+                    }
+                    .is_viewer(v),
+                ),
+                _ => None,
+            }
+        }
+    };
     Some(PullNode {
         node_id: pr["id"].as_str()?.to_owned(),
         auto_merge_by_viewer: matches!((by, viewer), (Some(by), Some(v)) if by.is_viewer(v)),
+        queued_by_viewer,
     })
 }
 

@@ -128,6 +128,7 @@ fn open_pull(pr: &Value, head: &str, what: &str) -> Result<OpenPull> {
         body: pr["body"].as_str().unwrap_or_default().to_owned(),
         status,
         queued: pr["isInMergeQueue"] == json!(true),
+        auto_merge: pr["autoMergeRequest"].is_object(),
         merge_state,
     })
 }
