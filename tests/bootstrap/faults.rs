@@ -1,7 +1,8 @@
 //! cluster-bootstrap end to end: faults of the outside calls. Injected Kubernetes API faults are
 //! retried to success; a persistent fault is a clean retryable error and the next run converges; the
-//! EKS token is renewed when it gets old; AWS calls that fail, throttle or hang are retried. (Every
-//! call's matrix is `tests/bootstrap_faults.rs`.)
+//! EKS token is renewed when it gets old; AWS calls that fail, throttle or hang are retried; a run
+//! whose CreateAccessEntry's answer was lost tells its own entry on the retry and deletes it.
+//! (Every call's matrix is `tests/bootstrap_faults.rs`.)
 
 use crate::support::*;
 use cellbridge::shell::error::Classify;
@@ -180,4 +181,28 @@ async fn aws_calls_that_fail_throttle_or_hang_are_retried() {
         .unwrap_err();
     assert!(err.retryable(), "{err:?}");
     assert!(err.to_string().contains("DescribeCluster"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_create_answer_was_lost_deletes_its_own_entry() {
+    let bed = Bed::new("eks-lostcreate", &[("cellbridge.dev/cell", "lostcreate")], None).await;
+    let t = aws_config::timeout::TimeoutConfig::builder()
+        .operation_attempt_timeout(Duration::from_secs(1))
+        .build();
+    let aws = bed.aws.to_builder().timeout_config(t).build();
+    let c = &bed.cluster;
+    // The entry is made, its answer never arrives: the SDK's retry meets ResourceInUseException.
+    moto_fault(
+        json!({"service": "eks", "operation": format!("^POST /clusters/{c}/access-entries$"),
+                      "kind": "timeout", "sleep": 2, "land": true, "count": 1}),
+    );
+    let report = Bootstrapper::new(aws, settings(&bed.secret))
+        .run(&bed.fleet, &bed.request(), Target::Eks)
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, BootstrapOutcome::Bootstrapped);
+    // Young as it is, the entry bears this run's mark: its own, not another run's to leave.
+    let access = report.access_entry.unwrap();
+    assert!(access.temporary && access.removed && !access.adopted, "{access:?}");
+    assert!(access_entries(&bed.aws, c).await.is_empty());
 }

@@ -14,7 +14,7 @@ use super::kube::token;
 use super::probe::{self, NOT_FOUND, sts_retryable};
 use crate::ports::cluster::AccessError;
 use crate::ports::cluster::access::{
-    ADMIN_POLICY, CREATED_AT_TAG, TEMPORARY_TAG, format_rfc3339, parse_rfc3339, principal_arn,
+    ADMIN_POLICY, CREATED_AT_TAG, RUN_TAG, TEMPORARY_TAG, format_rfc3339, parse_rfc3339, principal_arn,
 };
 use crate::ports::cluster::eks::{ClusterInfo, ClusterStatus, EksError, EndpointAccess};
 use crate::ports::cluster::kube::ClusterAuth;
@@ -204,6 +204,7 @@ impl ClusterApi for EksApi {
                 Ok(Some(AccessEntry {
                     temporary: tags.is_some_and(|t| t.contains_key(TEMPORARY_TAG)),
                     created_at,
+                    run: tags.and_then(|t| t.get(RUN_TAG)).cloned(),
                 }))
             }
             Err(e) if e.code() == Some(NOT_FOUND) => Ok(None),
@@ -211,7 +212,7 @@ impl ClusterApi for EksApi {
         }
     }
 
-    async fn create_access_entry(&self, cluster: &str, principal: &str) -> Result<bool, EksError> {
+    async fn create_access_entry(&self, cluster: &str, principal: &str, run: &str) -> Result<bool, EksError> {
         match self
             .eks
             .create_access_entry()
@@ -222,6 +223,7 @@ impl ClusterApi for EksApi {
             // CreateAccessEntry takes `tags` (https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateAccessEntry.html):
             // the creation time travels with the entry, for the sweep (`sweep.rs`).
             .tags(CREATED_AT_TAG, format_rfc3339(SystemTime::now()))
+            .tags(RUN_TAG, run)
             .send()
             .await
         {

@@ -116,6 +116,8 @@ pub struct MemEntry {
     pub admin_policy: bool,
     /// EKS's `createdAt`; `None`: an entry that says nothing of its age.
     pub created_at: Option<std::time::SystemTime>,
+    /// The making run's token (`cellbridge.dev/run`), when a run made it.
+    pub run: Option<String>,
 }
 
 /// A fault: the next `times` calls of `operation` fail, retryably or not.
@@ -236,6 +238,7 @@ impl MemAws {
                     temporary,
                     admin_policy: true,
                     created_at,
+                    run: None,
                 },
             );
     }
@@ -505,10 +508,11 @@ impl ClusterApi for MemEks {
             .map(|e| AccessEntry {
                 temporary: e.temporary,
                 created_at: e.created_at,
+                run: e.run.clone(),
             }))
     }
 
-    async fn create_access_entry(&self, cluster: &str, principal: &str) -> Result<bool, EksError> {
+    async fn create_access_entry(&self, cluster: &str, principal: &str, run: &str) -> Result<bool, EksError> {
         let mut w = self.aws.lock();
         if let Some(retryable) = w.call(&self.account, "CreateAccessEntry", cluster) {
             return Err(eks_fault("CreateAccessEntry", cluster, retryable));
@@ -536,6 +540,7 @@ impl ClusterApi for MemEks {
                 temporary: true,
                 admin_policy: false,
                 created_at: Some(std::time::SystemTime::now()),
+                run: Some(run.to_owned()),
             },
         );
         Ok(true)

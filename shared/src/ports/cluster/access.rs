@@ -16,6 +16,11 @@ pub const TEMPORARY_TAG: &str = "cellbridge.dev/temporary";
 /// DescribeAccessEntry answers it; the tag keeps the time with the entry whatever reads it.
 pub const CREATED_AT_TAG: &str = "cellbridge.dev/created-at";
 
+/// The run that made the entry (a token of its own): a run whose CreateAccessEntry's answer was
+/// lost and whose retry finds the entry there tells its own entry, which it deletes, from
+/// another run's, which it must leave.
+pub const RUN_TAG: &str = "cellbridge.dev/run";
+
 pub fn format_rfc3339(t: SystemTime) -> String {
     DateTime::from(t)
         .fmt(DateTimeFormat::DateTime)

@@ -32,6 +32,8 @@ pub struct AccessEntry {
     /// [`crate::ports::cluster::access::CREATED_AT_TAG`]; `None` when neither says (an entry made before the tag
     /// existed counts as old).
     pub created_at: Option<std::time::SystemTime>,
+    /// Its [`crate::ports::cluster::access::RUN_TAG`]: the run that made it, when cellbridge's.
+    pub run: Option<String>,
 }
 
 /// The EKS and STS calls of a bootstrap, in one region with one identity.
@@ -46,13 +48,14 @@ pub trait ClusterApi: Send + Sync {
         cluster: &str,
         principal: &str,
     ) -> impl Future<Output = Result<Option<AccessEntry>, EksError>> + Send;
-    /// CreateAccessEntry (type STANDARD, tagged temporary and with its creation time);
-    /// `Ok(false)` when the principal
-    /// already has one (ResourceInUseException).
+    /// CreateAccessEntry (type STANDARD, tagged temporary, with its creation time and the
+    /// making `run`'s token); `Ok(false)` when the principal already has one
+    /// (ResourceInUseException).
     fn create_access_entry(
         &self,
         cluster: &str,
         principal: &str,
+        run: &str,
     ) -> impl Future<Output = Result<bool, EksError>> + Send;
     /// AssociateAccessPolicy: `AmazonEKSClusterAdminPolicy`, cluster scope.
     fn associate_admin_policy(

@@ -68,8 +68,15 @@ pub struct Grant {
 }
 
 /// The grant an existing entry gives, if there is one: cellbridge's own (tagged) entry gets
-/// its policy made sure of and is deleted after the run; anyone else's is used as it is.
-async fn existing(api: &impl ClusterApi, cluster: &str, principal: &str) -> Result<Option<Grant>, AccessError> {
+/// its policy made sure of and is deleted after the run; anyone else's is used as it is. `run`:
+/// this run's token, when its own CreateAccessEntry may have made the entry (an answer lost and
+/// retried): its own entry, however young, is no other run's and is deleted after.
+async fn existing(
+    api: &impl ClusterApi,
+    cluster: &str,
+    principal: &str,
+    run: Option<&str>,
+) -> Result<Option<Grant>, AccessError> {
     let Some(entry) = api.access_entry(cluster, principal).await? else {
         return Ok(None);
     };
@@ -90,7 +97,8 @@ async fn existing(api: &impl ClusterApi, cluster: &str, principal: &str) -> Resu
         // Another run's, or one a run that died left: make sure its policy is there.
         api.associate_admin_policy(cluster, principal).await?;
     }
-    let adopted = entry.temporary && age(&entry, SystemTime::now()).is_some_and(|a| a <= RUN_LONGEST);
+    let mine = run.is_some() && entry.run.as_deref() == run;
+    let adopted = entry.temporary && !mine && age(&entry, SystemTime::now()).is_some_and(|a| a <= RUN_LONGEST);
     tracing::info!(
         cluster,
         principal,
@@ -107,20 +115,23 @@ async fn existing(api: &impl ClusterApi, cluster: &str, principal: &str) -> Resu
 
 /// Makes sure `principal` has an access entry with cluster-admin rights.
 pub async fn ensure(api: &impl ClusterApi, cluster: &str, principal: &str) -> Result<Grant, AccessError> {
-    if let Some(grant) = existing(api, cluster, principal).await? {
+    if let Some(grant) = existing(api, cluster, principal, None).await? {
         return Ok(grant);
     }
-    let created = match api.create_access_entry(cluster, principal).await {
+    // This run's mark on the entry it makes (`RUN_TAG`): random, so that no other run has it.
+    let run = uuid::Uuid::new_v4().to_string();
+    let created = match api.create_access_entry(cluster, principal, &run).await {
         Ok(created) => created,
         Err(e) => {
-            discard_lost(api, cluster, principal).await;
+            discard_lost(api, cluster, principal, &run).await;
             return Err(e.into());
         }
     };
     if !created {
         // Created in between: by someone else, by another run, or by this very call (an attempt
-        // that worked but whose answer was lost, retried by the SDK). The tag tells.
-        return match existing(api, cluster, principal).await? {
+        // that worked but whose answer was lost, retried by the SDK). The tags tell: this run's
+        // own is deleted after it, another run's young one is left to it.
+        return match existing(api, cluster, principal, Some(&run)).await? {
             Some(grant) => Ok(grant),
             // Gone again already: let a later run sort it out.
             None => Err(EksError::Api {
@@ -147,12 +158,14 @@ pub async fn ensure(api: &impl ClusterApi, cluster: &str, principal: &str) -> Re
 }
 
 /// A CreateAccessEntry that failed may have made the entry all the same: an attempt whose answer
-/// was lost (timed out) and that the SDK retried until it gave up. Tagged, the entry is
-/// cellbridge's and is deleted now rather than left holding cluster-admin until the next run or
-/// the sweep. Best effort: the create's error is the one the run reports.
-async fn discard_lost(api: &impl ClusterApi, cluster: &str, principal: &str) {
+/// was lost (timed out) and that the SDK retried until it gave up. Tagged with this `run`'s mark,
+/// the entry is this run's and is deleted now rather than left holding cluster-admin until the
+/// next run or the sweep; another run's (made meanwhile) is that run's. Best effort: the
+/// create's error is the one the run reports.
+async fn discard_lost(api: &impl ClusterApi, cluster: &str, principal: &str, run: &str) {
     if let Ok(Some(entry)) = api.access_entry(cluster, principal).await
         && entry.temporary
+        && entry.run.as_deref() == Some(run)
     {
         match api.delete_access_entry(cluster, principal).await {
             Ok(_) => tracing::info!(
@@ -200,6 +213,7 @@ mod tests {
         let entry = |temporary, ago: Option<u64>| AccessEntry {
             temporary,
             created_at: ago.map(|s| now - Duration::from_secs(s)),
+            run: None,
         };
         let ttl = DEFAULT_TTL;
         assert!(expired(&entry(true, Some(1801)), now, ttl));
