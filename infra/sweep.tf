@@ -1,9 +1,10 @@
 # --- no standing admin: the daily sweep of temporary access entries ----------------------------
 # cluster-bootstrap gives itself cluster-admin through an EKS access entry tagged
-# cellbridge.dev/temporary (and cellbridge.dev/created-at) and deletes it at the end of the run;
-# a run killed in between leaves it. Every bootstrap run deletes an expired leftover on the
-# cluster it touches; this schedule sweeps every cell's cluster daily with {"action":"sweep"}
-# (events/sweep.json). EventBridge Scheduler delivers `input` verbatim as the payload of an
+# cellbridge.dev/temporary (with cellbridge.dev/created-at and its run's own cellbridge.dev/run)
+# and deletes it at the end of the run; a run killed in between leaves it. A run deletes an
+# expired leftover on the cluster it touches (a young one may be a live run's: used, never
+# deleted); this schedule sweeps every cell's cluster daily with {"action":"sweep"}, in pages
+# within its deadline (events/sweep.json). EventBridge Scheduler delivers `input` verbatim as the payload of an
 # asynchronous invoke (https://docs.aws.amazon.com/scheduler/latest/UserGuide/managing-targets-templated.html).
 
 resource "aws_scheduler_schedule" "access_sweep" {
