@@ -23,7 +23,7 @@ rm -rf "$logs" && mkdir -p "$logs"
 # features afresh and builds anything again. The lanes: the library's own tests (cellbridge's
 # unit tests and shared/tests: in-memory, CPU), the GitHub scenarios (`github_conformance`, most
 # of its time in the GitHub fake's process) and every other package's (the integration suites).
-"$CARGO" test --workspace --lib --bins --tests --no-run --quiet --message-format=json 2>"$logs/build.log" \
+"$CARGO" test --workspace --lib --bins --tests --no-run --quiet --message-format=json-render-diagnostics 2>"$logs/build.log" \
   | "${PYTHON:-${CELLBRIDGE_TEST_PYTHON:-python3}}" -c '
 import json, os, sys
 for line in sys.stdin:
