@@ -5,8 +5,6 @@
 #   - the GitHub scenarios (`github_conformance`): the GitHub fake's process, on its own core;
 #   - the integration suites (every other package): moto, the GitHub and Kubernetes fakes, the
 #     function binaries, most of their time waiting on an answer;
-#   - the Terraform example deployed to moto (tests/infra/test_deployed.py): most of its time in
-#     the AWS provider's propagation polls;
 #   - the module's offline checks (tests/infra/run.sh: terraform fmt, checkov, pytest tests/infra).
 # Each writes its own log under target/suites/; the integration suites stream as they run, the
 # others' results are printed when they are done (a failure's tail is repeated at the end).
@@ -52,12 +50,10 @@ lane rules >"$logs/rules.log" 2>&1 &
 rules=$!
 lane github >"$logs/github.log" 2>&1 &
 github=$!
-bash tests/infra/run.sh deployed >"$logs/infra-deployed.log" 2>&1 &
-deployed=$!
 bash tests/infra/run.sh >"$logs/infra.log" 2>&1 &
 infra=$!
 
-echo "== the integration suites (the library's own tests, the GitHub scenarios, the deployed module and the module's checks run beside them: $logs/)"
+echo "== the integration suites (the library's own tests, the GitHub scenarios and the module's checks run beside them: $logs/)"
 lane integration 2>&1 | tee "$logs/integration.log"
 integration=${PIPESTATUS[0]}
 
@@ -77,12 +73,6 @@ echo "== the module's offline checks (tests/infra/run.sh)"
 cat "$logs/infra.log"
 [ "$infra" -eq 0 ] || failed+=("the module's offline checks: $logs/infra.log")
 
-wait "$deployed" && deployed=0 || deployed=$?
-echo "== the module deployed to moto (tests/infra/test_deployed.py)"
-# moto's request lines are for debugging from the file, not for the console.
-{ grep -v '"[A-Z]* /.* HTTP/1.1" [0-9]' "$logs/infra-deployed.log" || true; } | tail -n 40
-[ "$deployed" -eq 0 ] || failed+=("the deployed module: $logs/infra-deployed.log")
-
 [ "$integration" -eq 0 ] || failed+=("the integration suites: $logs/integration.log")
 if [ "${#failed[@]}" -gt 0 ]; then
   [ "$rules" -eq 0 ] || { echo "== the rules' failures"; sed -n '/^failures:/,$p' "$logs/rules.log" | tail -n 80; }
@@ -90,4 +80,4 @@ if [ "${#failed[@]}" -gt 0 ]; then
   printf 'FAILED: %s\n' "${failed[@]}"
   exit 1
 fi
-echo "suites: the library's own tests, the GitHub scenarios, the integration suites, the deployed module and the module's checks passed"
+echo "suites: the library's own tests, the GitHub scenarios, the integration suites and the module's checks passed"

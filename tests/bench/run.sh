@@ -40,6 +40,16 @@ status=0
     echo "SCHEDULES FAILED (target/bench-schedules.log):"; grep -E "^test .* FAILED|panicked" target/bench-schedules.log | head -20
   fi
   echo
+  echo "== The module deployed to moto and driven end to end (tests/infra/test_deployed.py; kept out of make test for its time) =="
+  start=$(date +%s)
+  # The test drives the debug function binaries (target/debug), as make test builds them.
+  if cargo build -q --workspace --bins && bash tests/infra/run.sh deployed >target/bench-deployed.log 2>&1; then
+    echo "$(grep -E '[0-9]+ passed' target/bench-deployed.log | tail -n 1) (in $(( $(date +%s) - start )) s)"
+  else
+    bench_status=1
+    echo "DEPLOYED MODULE FAILED (target/bench-deployed.log):"; grep -v '"[A-Z]* /.* HTTP/1.1" [0-9]' target/bench-deployed.log | tail -n 30
+  fi
+  echo
   echo "== GitHub Enterprise Server's bed for every GitHub scenario (make test runs it for the pull request and credential ones) =="
   start=$(date +%s)
   if cargo test -q -p cellbridge-tests --features every-bed --test github_conformance http_ghes >target/bench-ghes.log 2>&1; then
